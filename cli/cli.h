@@ -1,0 +1,59 @@
+/* psearch command line: options shared by every subcommand, and the subcommand entry points. */
+#ifndef PS_CLI_H
+#define PS_CLI_H
+
+#include <jansson.h>
+#include <mpi.h>
+
+#include "ps_common.h"
+#include "ps_hw.h"
+#include "ps_models.h"
+
+#define PS_DEFAULT_MODEL "gpt3-65b"
+/* Galvatron-BMW Table VI's setting: 4 DGX A100 80 GB nodes, 32 GPUs. */
+#define PS_DEFAULT_CLUSTER "dgx-a100-80g:4"
+
+typedef enum { PS_FMT_TABLE = 0, PS_FMT_JSON } ps_format;
+
+typedef struct {
+    const char *cmd;      /* "plan" (default), "model", "cluster" */
+    const char *sub;      /* model/cluster: "list" or "show" */
+    const char *model;    /* --model or positional of `model show` */
+    const char *cluster;  /* --cluster or positional of `cluster show` */
+    ps_model_opts mopts;  /* --seq, --vocab-pad, --dtype */
+    ps_format format;
+    const char *out;      /* --out FILE: write the output there (atomically) instead of stdout */
+    const char *data_dir; /* --data-dir */
+    int verbose;
+    int help;
+    int version;
+} ps_cli_opts;
+
+/* Parse argv. On bad usage returns PS_ERR_INPUT with the message set. */
+ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o);
+void ps_cli_usage(FILE *f, const char *cmd);
+/* True when the command needs MPI (searching, describing the allocation). */
+int ps_cli_needs_mpi(const ps_cli_opts *o);
+
+/* Output sink: text or JSON collected in memory, then written atomically to --out or stdout by rank 0. */
+typedef struct {
+    char *buf;
+    size_t len;
+    FILE *f;
+} ps_out;
+ps_status ps_out_open(ps_out *o);
+ps_status ps_out_commit(ps_out *o, const char *path);
+void ps_out_discard(ps_out *o);
+
+ps_status ps_cmd_model(const ps_cli_opts *o, ps_out *out);
+ps_status ps_cmd_cluster(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
+ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
+void ps_cmd_version(FILE *f);
+
+/* JSON and table renderings shared by several commands. */
+json_t *ps_model_to_json(const ps_model *m);
+json_t *ps_cluster_to_json(const ps_cluster *c);
+void ps_model_print(FILE *f, const ps_model *m);
+void ps_cluster_print(FILE *f, const ps_cluster *c);
+
+#endif

@@ -1,0 +1,91 @@
+/* psearch entry point: parse, start MPI when the command needs it, run, agree on the outcome across ranks, print
+ * one error message, and turn the status into the exit code. The only place that finalizes or aborts MPI. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ps_mpi.h"
+
+static void print_error(const ps_cli_opts *o, int rank, int nranks)
+{
+    if (nranks > 1)
+        fprintf(stderr, "psearch: error (rank %d): %s\n", rank, ps_error_message());
+    else
+        fprintf(stderr, "psearch: error: %s\n", ps_error_message());
+    if (o && o->verbose) fprintf(stderr, "psearch: raised at %s\n", ps_error_traceback());
+}
+
+static ps_status run(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
+{
+    if (o->data_dir) ps_data_dir_override(o->data_dir);
+    if (strcmp(o->cmd, "model") == 0) return ps_cmd_model(o, out);
+    if (strcmp(o->cmd, "cluster") == 0) return ps_cmd_cluster(o, comm, out);
+    return ps_cmd_plan(o, comm, out);
+}
+
+int main(int argc, char **argv)
+{
+    ps_cli_opts o;
+    ps_status st = ps_cli_parse(argc, argv, &o);
+    if (st != PS_OK) {
+        print_error(NULL, 0, 1);
+        return st;
+    }
+    if (o.help) {
+        ps_cli_usage(stdout, o.cmd);
+        return 0;
+    }
+    if (o.version) {
+        ps_cmd_version(stdout);
+        return 0;
+    }
+
+    int use_mpi = ps_cli_needs_mpi(&o);
+    int rank = 0, nranks = 1;
+    MPI_Comm comm = MPI_COMM_NULL;
+    if (use_mpi) {
+        int provided = 0;
+        /* FUNNELED: OpenMP threads compute, only the master thread communicates. */
+        if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+            fprintf(stderr, "psearch: error: MPI_Init_thread failed\n");
+            return PS_ERR_SYSTEM;
+        }
+        /* Errors come back as codes we turn into messages, instead of MPI aborting the job from inside a library. */
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        comm = MPI_COMM_WORLD;
+        MPI_Comm_rank(comm, &rank);
+        MPI_Comm_size(comm, &nranks);
+    }
+
+    ps_out out;
+    st = ps_out_open(&out);
+    if (st == PS_OK) st = run(&o, comm, &out);
+
+    if (use_mpi) {
+        /* Every rank read the same inputs, but a file may be missing on one node: agree on the worst status and let
+         * the lowest failing rank tell why, so the user sees one message. */
+        ps_status worst = PS_OK;
+        int first = nranks;
+        if (ps_mpi_agree(comm, st, &worst, &first) != PS_OK) {
+            fprintf(stderr, "psearch: error (rank %d): %s\n", rank, ps_error_message());
+            ps_out_discard(&out);
+            MPI_Abort(MPI_COMM_WORLD, PS_ERR_SYSTEM);
+            return PS_ERR_SYSTEM;
+        }
+        if (rank == first) print_error(&o, rank, nranks);
+        st = worst;
+        if (st == PS_OK && rank == 0) {
+            st = ps_out_commit(&out, o.out ? o.out : "-");
+            if (st != PS_OK) print_error(&o, rank, 1);
+        } else {
+            ps_out_discard(&out);
+        }
+        MPI_Finalize();
+        return st;
+    }
+
+    if (st == PS_OK) st = ps_out_commit(&out, o.out ? o.out : "-");
+    else ps_out_discard(&out);
+    if (st != PS_OK) print_error(&o, 0, 1);
+    return st;
+}

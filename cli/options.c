@@ -1,0 +1,179 @@
+/* Command-line parsing for every psearch subcommand: one option table, errors that name the option and value. */
+#include <getopt.h>
+#include <string.h>
+
+#include "cli.h"
+
+enum {
+    OPT_SEQ = 256,
+    OPT_VOCAB_PAD,
+    OPT_DTYPE,
+    OPT_FORMAT,
+    OPT_OUT,
+    OPT_DATA_DIR,
+    OPT_VERSION,
+};
+
+static const struct option g_long[] = {
+    {"model", required_argument, NULL, 'm'},
+    {"cluster", required_argument, NULL, 'c'},
+    {"seq", required_argument, NULL, OPT_SEQ},
+    {"vocab-pad", required_argument, NULL, OPT_VOCAB_PAD},
+    {"dtype", required_argument, NULL, OPT_DTYPE},
+    {"format", required_argument, NULL, OPT_FORMAT},
+    {"out", required_argument, NULL, OPT_OUT},
+    {"data-dir", required_argument, NULL, OPT_DATA_DIR},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+void ps_cli_usage(FILE *f, const char *cmd)
+{
+    if (cmd && strcmp(cmd, "model") == 0) {
+        fprintf(f, "usage: psearch model list [--format table|json]\n"
+                   "       psearch model show [NAME|FILE] [--seq N] [--vocab-pad N] [--dtype T] [--format table|json]\n"
+                   "\n"
+                   "NAME is a preset (psearch model list); FILE is a psearch model JSON, a Hugging Face config.json\n"
+                   "or a plain layer list (*.layers). Default: " PS_DEFAULT_MODEL ".\n");
+        return;
+    }
+    if (cmd && strcmp(cmd, "cluster") == 0) {
+        fprintf(f, "usage: psearch cluster list [--format table|json]\n"
+                   "       psearch cluster show [SPEC] [--format table|json]\n"
+                   "\n"
+                   "SPEC is PRESET:NODES (e.g. dgx-a100-80g:4; NODES defaults to 1), a cluster.json file, or 'auto'\n"
+                   "(describe the allocation psearch runs on, e.g. under srun). Default: " PS_DEFAULT_CLUSTER ".\n");
+        return;
+    }
+    fprintf(f,
+            "usage: psearch [OPTIONS]                  plan training of MODEL on CLUSTER\n"
+            "       psearch model list|show [NAME]     model presets and their derived numbers\n"
+            "       psearch cluster list|show [SPEC]   cluster presets and their derived numbers\n"
+            "       psearch --version                  versions of psearch and the libraries it uses\n"
+            "\n"
+            "Options (defaults in brackets):\n"
+            "  -m, --model M        model: preset name, psearch model JSON, HF config.json or *.layers file\n"
+            "                       [" PS_DEFAULT_MODEL "]\n"
+            "  -c, --cluster C      cluster: PRESET:NODES, cluster.json, or 'auto' for this allocation\n"
+            "                       [" PS_DEFAULT_CLUSTER "]\n"
+            "      --seq N          sequence length in tokens [the model's own]\n"
+            "      --vocab-pad N    pad the vocabulary up to a multiple of N (Megatron: 128 x TP) [no padding]\n"
+            "      --dtype T        training dtype: fp32, fp16, bf16, fp8 [the model's own, bf16 for presets]\n"
+            "      --format F       output: table or json [table]\n"
+            "      --out FILE       write the output to FILE (atomically: all or nothing) [standard output]\n"
+            "      --data-dir DIR   folder holding models/ and clusters/ presets [installed share/psearch]\n"
+            "  -v, --verbose        on errors, also print where in psearch they were raised\n"
+            "  -h, --help           this help; `psearch model --help`, `psearch cluster --help` for those\n"
+            "      --version        version and library versions\n"
+            "\n"
+            "Exit codes: 0 done; 1 no feasible plan; 2 bad usage or input; 3 system failure (MPI, HDF5, I/O).\n"
+            "Under MPI (srun -N 8 psearch ...) rank 0 prints; every rank takes part in the search.\n");
+}
+
+static ps_status parse_pos_int(const char *opt, const char *val, int64_t *out)
+{
+    int64_t v;
+    if (!ps_parse_i64(val, &v) || v <= 0)
+        return PS_FAIL(PS_ERR_INPUT, "option --%s needs a positive integer (got '%s')", opt, val);
+    *out = v;
+    return PS_OK;
+}
+
+ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->cmd = "plan";
+    ps_model_opts_init(&o->mopts);
+
+    /* The subcommand and its positional words come first: psearch model show gpt3-65b --format json. */
+    int first = 1;
+    if (argc > 1 && argv[1][0] != '-') {
+        const char *c = argv[1];
+        if (strcmp(c, "model") == 0 || strcmp(c, "cluster") == 0) {
+            o->cmd = c;
+            first = 2;
+            if (argc > 2 && argv[2][0] != '-') {
+                o->sub = argv[2];
+                first = 3;
+                if (strcmp(o->sub, "list") != 0 && strcmp(o->sub, "show") != 0)
+                    return PS_FAIL(PS_ERR_INPUT, "unknown '%s' subcommand '%s' (expected list or show)", c, o->sub);
+                if (argc > 3 && argv[3][0] != '-') {
+                    if (strcmp(o->sub, "list") == 0)
+                        return PS_FAIL(PS_ERR_INPUT, "'%s list' takes no name (got '%s')", c, argv[3]);
+                    if (strcmp(c, "model") == 0)
+                        o->model = argv[3];
+                    else
+                        o->cluster = argv[3];
+                    first = 4;
+                }
+            }
+        } else if (strcmp(c, "help") == 0) {
+            o->help = 1;
+            first = 2;
+        } else {
+            return PS_FAIL(PS_ERR_INPUT, "unknown command '%s' (commands: model, cluster; see psearch --help)", c);
+        }
+    }
+
+    /* getopt_long sees argv without the subcommand words. opterr = 0: we word the messages ourselves. */
+    int n = argc - first + 1;
+    char **av = argv + first - 1;
+    opterr = 0;
+    optind = 1;
+    int ch;
+    while ((ch = getopt_long(n, av, ":m:c:vh", g_long, NULL)) != -1) {
+        /* getopt takes the next word as the value even when it is another option ("--model --format json"). */
+        if (optarg && optarg[0] == '-' && optarg[1] == '-')
+            return PS_FAIL(PS_ERR_INPUT, "option '%s' needs a value (got the option '%s')", av[optind - 2], optarg);
+        switch (ch) {
+        case 'm': o->model = optarg; break;
+        case 'c': o->cluster = optarg; break;
+        case OPT_SEQ: PS_TRY(parse_pos_int("seq", optarg, &o->mopts.seq)); break;
+        case OPT_VOCAB_PAD: PS_TRY(parse_pos_int("vocab-pad", optarg, &o->mopts.vocab_pad)); break;
+        case OPT_DTYPE: {
+            ps_dtype d;
+            if (ps_dtype_parse(optarg, &d) != PS_OK)
+                return PS_FAIL(PS_ERR_INPUT, "option --dtype: unknown dtype '%s' (expected fp32, fp16, bf16, fp8)",
+                               optarg);
+            o->mopts.dtype = (int)d;
+            break;
+        }
+        case OPT_FORMAT:
+            if (strcmp(optarg, "table") == 0)
+                o->format = PS_FMT_TABLE;
+            else if (strcmp(optarg, "json") == 0)
+                o->format = PS_FMT_JSON;
+            else
+                return PS_FAIL(PS_ERR_INPUT, "option --format: unknown format '%s' (expected table or json)", optarg);
+            break;
+        case OPT_OUT:
+            if (!*optarg) return PS_FAIL(PS_ERR_INPUT, "option --out needs a file name");
+            o->out = optarg;
+            break;
+        case OPT_DATA_DIR: o->data_dir = optarg; break;
+        case 'v': o->verbose = 1; break;
+        case 'h': o->help = 1; break;
+        case OPT_VERSION: o->version = 1; break;
+        case ':': return PS_FAIL(PS_ERR_INPUT, "option '%s' needs a value", av[optind - 1]);
+        default: return PS_FAIL(PS_ERR_INPUT, "unknown option '%s' (see psearch --help)", av[optind - 1]);
+        }
+    }
+    if (optind < n) return PS_FAIL(PS_ERR_INPUT, "unexpected argument '%s' (see psearch --help)", av[optind]);
+    if ((strcmp(o->cmd, "model") == 0 || strcmp(o->cmd, "cluster") == 0) && !o->sub && !o->help)
+        return PS_FAIL(PS_ERR_INPUT, "'psearch %s' needs a subcommand: list or show", o->cmd);
+    if (!o->model) o->model = PS_DEFAULT_MODEL;
+    if (!o->cluster) o->cluster = PS_DEFAULT_CLUSTER;
+    return PS_OK;
+}
+
+int ps_cli_needs_mpi(const ps_cli_opts *o)
+{
+    if (o->help || o->version) return 0;
+    if (strcmp(o->cmd, "plan") == 0) return 1;
+    /* Describing the allocation gathers facts from every rank. */
+    if (strcmp(o->cmd, "cluster") == 0 && o->sub && strcmp(o->sub, "show") == 0 && strcmp(o->cluster, "auto") == 0)
+        return 1;
+    return 0;
+}

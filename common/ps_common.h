@@ -1,0 +1,107 @@
+/* psearch common layer: the one status type, error reporting with file:line traces, checked 64-bit arithmetic,
+ * atomic output files, locating installed data, and JSON field readers that name the file and field on error.
+ * Every other folder builds on this; it knows nothing about models, clusters or plans. */
+#ifndef PS_COMMON_H
+#define PS_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ps_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The status values are the process exit codes of DESIGN.md, so main() can return them unchanged. */
+typedef enum {
+    PS_OK = 0,
+    PS_ERR_INFEASIBLE = 1, /* no feasible plan: the message names the binding constraint */
+    PS_ERR_INPUT = 2,      /* bad usage or bad input: the message names the file, line/field and value */
+    PS_ERR_SYSTEM = 3      /* MPI, HDF5, CUDA, I/O or out-of-memory failure */
+} ps_status;
+
+const char *ps_status_name(ps_status st);
+
+#if defined(__GNUC__)
+#define PS_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define PS_NODISCARD __attribute__((warn_unused_result))
+#else
+#define PS_PRINTF(a, b)
+#define PS_NODISCARD
+#endif
+
+/* Record a failure (message + origin) in this thread's error slot and return st. The message is what a user sees;
+ * the origin chain (file:line of the failure and of every PS_TRY it passed through) is printed with --verbose. */
+ps_status ps_error_set(ps_status st, const char *file, int line, const char *fmt, ...) PS_PRINTF(4, 5);
+/* Append one frame to the trace of the current error and return st unchanged. */
+ps_status ps_error_trace(ps_status st, const char *file, int line);
+const char *ps_error_message(void);
+const char *ps_error_traceback(void);
+ps_status ps_error_status(void);
+void ps_error_clear(void);
+
+#define PS_FAIL(st, ...) ps_error_set((st), __FILE__, __LINE__, __VA_ARGS__)
+/* Propagate a failure from a callee, adding this frame to the trace. */
+#define PS_TRY(expr)                                                                                                    \
+    do {                                                                                                                \
+        ps_status ps_try_st_ = (expr);                                                                                  \
+        if (ps_try_st_ != PS_OK) return ps_error_trace(ps_try_st_, __FILE__, __LINE__);                                 \
+    } while (0)
+/* Same, for functions that must release resources: sets `st` and jumps to `label`. */
+#define PS_TRY_GOTO(st, expr, label)                                                                                    \
+    do {                                                                                                                \
+        (st) = (expr);                                                                                                  \
+        if ((st) != PS_OK) {                                                                                            \
+            ps_error_trace((st), __FILE__, __LINE__);                                                                   \
+            goto label;                                                                                                 \
+        }                                                                                                               \
+    } while (0)
+/* Always-on check of user input (never compiled out, unlike assert). */
+#define PS_CHECK_INPUT(cond, ...)                                                                                       \
+    do {                                                                                                                \
+        if (!(cond)) return PS_FAIL(PS_ERR_INPUT, __VA_ARGS__);                                                         \
+    } while (0)
+
+/* ---- memory ---- */
+/* calloc that records PS_ERR_SYSTEM on failure; returns NULL then. n*size overflow is caught. */
+void *ps_calloc(size_t n, size_t size);
+char *ps_strdup(const char *s);
+
+/* ---- checked 64-bit arithmetic (sizes, counts, bytes) ---- */
+/* Return false on overflow; *out is then unspecified. */
+bool ps_mul_i64(int64_t a, int64_t b, int64_t *out);
+bool ps_add_i64(int64_t a, int64_t b, int64_t *out);
+
+/* ---- strings ---- */
+/* Copy with truncation, always NUL-terminated. */
+void ps_strlcpy(char *dst, const char *src, size_t cap);
+/* Parse a whole string as a base-10 integer / finite double; false if anything is left over or out of range. */
+bool ps_parse_i64(const char *s, int64_t *out);
+bool ps_parse_double(const char *s, double *out);
+/* Format bytes with a binary unit ("1.50 GiB"), a count with an SI suffix ("64.9 B" for 6.49e10 params), into buf. */
+const char *ps_fmt_bytes(double bytes, char *buf, size_t cap);
+const char *ps_fmt_count(double n, char *buf, size_t cap);
+/* Levenshtein distance, for "did you mean" suggestions. */
+int ps_edit_distance(const char *a, const char *b);
+
+/* ---- files ---- */
+/* Write a whole file atomically: a temporary file beside `path`, fsync, rename. On any failure the temporary is
+ * removed and the previous content of `path` (if any) is untouched. path "-" writes to stdout. */
+ps_status ps_write_file_atomic(const char *path, const char *data, size_t len);
+/* Read a whole file into a NUL-terminated heap buffer. Missing/unreadable file -> PS_ERR_INPUT naming it. */
+ps_status ps_read_file(const char *path, char **out, size_t *len);
+
+/* ---- installed data (model and cluster presets) ----
+ * Search order: PSEARCH_DATA_DIR, <dir of the executable>/../share/psearch, the source tree's presets/.
+ * Returns the first directory that contains `sub` (e.g. "models"). */
+ps_status ps_data_dir(const char *sub, char *out, size_t cap);
+/* For tests and --data-dir: override the search (NULL restores the default order). */
+void ps_data_dir_override(const char *dir);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

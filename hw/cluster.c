@@ -1,0 +1,712 @@
+/* Cluster descriptions from presets ("name:nodes") and cluster.json files, their invariants and derived counts, and
+ * the placement queries the cost model asks (which node a GPU sits on, which link two GPUs talk over).
+ * Nothing here needs MPI: only "auto" (hw/detect.c) does, so tools and tests can load clusters without MPI_Init. */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ps_hw.h"
+#include "ps_json.h"
+
+/* Append to a NUL-terminated buffer, truncating: messages and descriptions are cut, never overflowed. Going through
+ * vsnprintf also keeps -Wformat-truncation quiet where truncation is the intent. */
+static void PS_PRINTF(3, 4) catf(char *buf, size_t cap, const char *fmt, ...)
+{
+    size_t used = strlen(buf);
+    if (used + 1 >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + used, cap - used, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- link kinds -------------------------------------------------------------------------------------------------- */
+
+/* Default latencies are the alpha of an alpha-beta transfer model for one small GPU-to-GPU message through NCCL, not
+ * the raw hardware figure: NCCL's own tuning model adds a few microseconds of base latency to sub-microsecond
+ * NVLink/PCIe hops and ~5 us network hops. docs/clusters.md gives the reasoning; `psearch calibrate` measures them. */
+static const struct {
+    const char *prefix;
+    double latency_s;
+} k_link_kinds[] = {
+    {"nvlink", 3e-6},    /* NVLink 2/3/4, NVSwitch or bridge: ~1 us hop + NCCL base latency */
+    {"nvswitch", 3e-6},
+    {"pcie", 10e-6},     /* PCIe P2P through switches / root complex, or staged through host memory */
+    {"ib", 5e-6},        /* InfiniBand EDR/HDR/NDR with GPUDirect RDMA */
+    {"roce", 5e-6},      /* RDMA over Converged Ethernet: IB verbs, similar latency */
+    {"ethernet", 30e-6}, /* kernel TCP sockets (e.g. AWS ENA): 25-50 us round trips are typical */
+    {"tcp", 30e-6},
+};
+
+/* "pcie4" and "ib-hdr" take the default of "pcie" and "ib"; "ibm" does not take that of "ib". */
+static bool kind_matches(const char *kind, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    if (strncmp(kind, prefix, n) != 0) return false;
+    char c = kind[n];
+    return c == '\0' || c == '-' || c == '_' || (c >= '0' && c <= '9');
+}
+
+double ps_link_default_latency(const char *kind)
+{
+    if (!kind) return -1;
+    for (size_t i = 0; i < sizeof k_link_kinds / sizeof k_link_kinds[0]; i++)
+        if (kind_matches(kind, k_link_kinds[i].prefix)) return k_link_kinds[i].latency_s;
+    return -1;
+}
+
+/* ---- JSON helpers ------------------------------------------------------------------------------------------------ */
+
+static const char *json_type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "?";
+}
+
+/* A number that must be strictly positive: ps_json_num checks the type and the upper bound, this the "> 0" that a
+ * closed range cannot state. */
+static ps_status json_pos(const json_t *obj, const ps_jloc *loc, const char *key, bool required, double hi,
+                          double *out)
+{
+    double v = 0;
+    bool present = json_object_get(obj, key) != NULL;
+    PS_TRY(ps_json_num(obj, loc, key, required, 0, hi, &v));
+    if (!present) return PS_OK;
+    if (!(v > 0)) {
+        ps_jloc fl = ps_jloc_key(loc, key);
+        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be > 0 (got %g)", loc->file, fl.path, v);
+    }
+    *out = v;
+    return PS_OK;
+}
+
+/* "comment" is accepted everywhere and ignored: presets explain their figures next to them. */
+static ps_status check_comment(const json_t *obj, const ps_jloc *loc)
+{
+    const json_t *v = json_object_get(obj, "comment");
+    if (v && !json_is_string(v)) {
+        ps_jloc fl = ps_jloc_key(loc, "comment");
+        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be a string (got %s)", loc->file, fl.path,
+                       json_type_name(v));
+    }
+    return PS_OK;
+}
+
+static ps_status expect_object(const json_t *v, const ps_jloc *loc)
+{
+    if (!json_is_object(v))
+        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be an object (got %s)", loc->file, loc->path,
+                       json_type_name(v));
+    return PS_OK;
+}
+
+/* Re-issue the catalog's "unknown GPU" message with the file and field in front. The message is copied first
+ * because PS_FAIL formats into the same slot it would read from. */
+static ps_status rewrap(ps_status st, const ps_jloc *loc)
+{
+    char msg[768];
+    ps_strlcpy(msg, ps_error_message(), sizeof msg);
+    return PS_FAIL(st, "%s: field '%s': %s", loc->file, loc->path, msg);
+}
+
+/* ---- parsing ----------------------------------------------------------------------------------------------------- */
+
+typedef enum { LINK_GPU, LINK_ISLAND, LINK_NET } link_role;
+
+static ps_status parse_link(const json_t *obj, const ps_jloc *loc, link_role role, ps_link *out, int64_t *size)
+{
+    static const char *const gpu_keys[] = {"kind", "bw_GBps", "bw_Gbps", "latency_us", "comment", NULL};
+    static const char *const island_keys[] = {"size", "kind", "bw_GBps", "bw_Gbps", "latency_us", "comment", NULL};
+    static const char *const net_keys[] = {"kind", "bw_GBps", "bw_Gbps", "nics", "latency_us", "comment", NULL};
+    PS_TRY(expect_object(obj, loc));
+    PS_TRY(ps_json_known_keys(obj, loc, role == LINK_GPU ? gpu_keys : role == LINK_ISLAND ? island_keys : net_keys));
+    PS_TRY(check_comment(obj, loc));
+    memset(out, 0, sizeof *out);
+    if (role == LINK_ISLAND) PS_TRY(ps_json_int(obj, loc, "size", true, 2, INT64_MAX, size));
+    PS_TRY(ps_json_str(obj, loc, "kind", true, out->kind, sizeof out->kind));
+
+    /* Both units are in use (NVLink is quoted in GB/s, NICs in Gb/s); the key says which, and one must be chosen. */
+    bool has_B = json_object_get(obj, "bw_GBps") != NULL, has_b = json_object_get(obj, "bw_Gbps") != NULL;
+    if (has_B && has_b)
+        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' gives both bw_GBps and bw_Gbps; give one", loc->file,
+                       loc->path);
+    if (!has_B && !has_b) {
+        ps_jloc fl = ps_jloc_key(loc, "bw_GBps");
+        return PS_FAIL(PS_ERR_INPUT, "%s: missing field '%s' (or bw_Gbps for gigabits per second)", loc->file,
+                       fl.path);
+    }
+    double bw = 0;
+    if (has_B) {
+        PS_TRY(json_pos(obj, loc, "bw_GBps", true, 1e6, &bw));
+        bw *= 1e9;
+    } else {
+        PS_TRY(json_pos(obj, loc, "bw_Gbps", true, 8e6, &bw));
+        bw *= 1e9 / 8;
+    }
+    if (role == LINK_NET) {
+        int64_t nics = 1;
+        PS_TRY(ps_json_int(obj, loc, "nics", false, 1, 1024, &nics));
+        bw *= (double)nics;
+    }
+    out->bw_Bps = bw;
+
+    double lat_us = -1;
+    PS_TRY(ps_json_num(obj, loc, "latency_us", false, 0, 1e6, &lat_us));
+    if (lat_us >= 0) {
+        out->latency_s = lat_us * 1e-6;
+    } else {
+        out->latency_s = ps_link_default_latency(out->kind);
+        if (out->latency_s < 0) {
+            ps_jloc fl = ps_jloc_key(loc, "latency_us");
+            return PS_FAIL(PS_ERR_INPUT,
+                           "%s: missing field '%s': link kind '%s' has no default latency (kinds with defaults: "
+                           "nvlink*, nvswitch*, pcie*, ib*, roce*, ethernet*, tcp*)",
+                           loc->file, fl.path, out->kind);
+        }
+    }
+    return PS_OK;
+}
+
+static ps_status parse_gpu_object(const json_t *obj, const ps_jloc *loc, ps_gpu *out)
+{
+    static const char *const keys[] = {"name",        "base",        "marketing",   "mem_GiB",
+                                       "hbm_GBps",    "fp32_TFLOPs", "tf32_TFLOPs", "fp16_TFLOPs",
+                                       "bf16_TFLOPs", "fp8_TFLOPs",  "source",      "comment",
+                                       NULL};
+    PS_TRY(ps_json_known_keys(obj, loc, keys));
+    PS_TRY(check_comment(obj, loc));
+    memset(out, 0, sizeof *out);
+    char base[32] = "";
+    PS_TRY(ps_json_str(obj, loc, "base", false, base, sizeof base));
+    bool from_base = base[0] != '\0';
+    if (from_base) {
+        ps_jloc fl = ps_jloc_key(loc, "base");
+        if (ps_gpu_lookup(base, out) != PS_OK) return rewrap(PS_ERR_INPUT, &fl);
+    }
+    /* A custom GPU needs the figures the cost model cannot do without; one derived from a catalog entry ("base")
+     * overrides only what it names. */
+    bool req = !from_base;
+    PS_TRY(ps_json_str(obj, loc, "name", req, out->name, sizeof out->name));
+    double mem_gib = 0, hbm = 0, fp32 = 0, fp16 = 0;
+    PS_TRY(json_pos(obj, loc, "mem_GiB", req, 1e6, &mem_gib));
+    PS_TRY(json_pos(obj, loc, "hbm_GBps", req, 1e6, &hbm));
+    PS_TRY(json_pos(obj, loc, "fp32_TFLOPs", req, 1e6, &fp32));
+    PS_TRY(json_pos(obj, loc, "fp16_TFLOPs", req, 1e6, &fp16));
+    if (mem_gib > 0) out->mem_bytes = mem_gib * 1024.0 * 1024.0 * 1024.0;
+    if (hbm > 0) out->hbm_Bps = hbm * 1e9;
+    if (fp32 > 0) out->fp32_flops = fp32 * 1e12;
+    if (fp16 > 0) out->fp16_flops = fp16 * 1e12;
+    /* Optional precisions: 0 means the GPU lacks them (V100 has no BF16). */
+    double tf32 = out->tf32_flops / 1e12, bf16 = out->bf16_flops / 1e12, fp8 = out->fp8_flops / 1e12;
+    PS_TRY(ps_json_num(obj, loc, "tf32_TFLOPs", false, 0, 1e6, &tf32));
+    PS_TRY(ps_json_num(obj, loc, "bf16_TFLOPs", false, 0, 1e6, &bf16));
+    PS_TRY(ps_json_num(obj, loc, "fp8_TFLOPs", false, 0, 1e6, &fp8));
+    out->tf32_flops = tf32 * 1e12;
+    out->bf16_flops = bf16 * 1e12;
+    out->fp8_flops = fp8 * 1e12;
+    if (!from_base) ps_strlcpy(out->marketing, out->name, sizeof out->marketing);
+    PS_TRY(ps_json_str(obj, loc, "marketing", false, out->marketing, sizeof out->marketing));
+    if (!from_base) snprintf(out->source, sizeof out->source, "custom GPU in %s", loc->file);
+    PS_TRY(ps_json_str(obj, loc, "source", false, out->source, sizeof out->source));
+    if (strcmp(out->name, "none") == 0) {
+        ps_jloc fl = ps_jloc_key(loc, "name");
+        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s': 'none' is reserved for CPU-only nodes", loc->file, fl.path);
+    }
+    return PS_OK;
+}
+
+static void gpu_none(ps_gpu *g)
+{
+    memset(g, 0, sizeof *g);
+    ps_strlcpy(g->name, "none", sizeof g->name);
+    ps_strlcpy(g->marketing, "no GPU (CPU-only node)", sizeof g->marketing);
+}
+
+static ps_status parse_group(const json_t *obj, const ps_jloc *loc, bool preset, const char *preset_name,
+                             ps_node_group *out)
+{
+    static const char *const keys[] = {"name",  "nodes",  "gpus_per_node",  "gpu",           "intra", "island",
+                                       "inter", "comment", "cores_per_node", "numa_per_node", NULL};
+    PS_TRY(expect_object(obj, loc));
+    PS_TRY(ps_json_known_keys(obj, loc, keys));
+    PS_TRY(check_comment(obj, loc));
+
+    if (preset) {
+        ps_strlcpy(out->name, preset_name, sizeof out->name);
+        if (json_object_get(obj, "nodes")) {
+            ps_jloc fl = ps_jloc_key(loc, "nodes");
+            return PS_FAIL(PS_ERR_INPUT,
+                           "%s: field '%s' is not allowed in a cluster preset: the node count comes from "
+                           "'%s:N'",
+                           loc->file, fl.path, preset_name);
+        }
+    } else {
+        PS_TRY(ps_json_int(obj, loc, "nodes", true, 1, INT64_MAX, &out->nodes));
+    }
+    PS_TRY(ps_json_str(obj, loc, "name", false, out->name, sizeof out->name));
+    PS_TRY(ps_json_int(obj, loc, "gpus_per_node", true, 0, INT64_MAX, &out->gpus_per_node));
+
+    ps_jloc gl = ps_jloc_key(loc, "gpu");
+    const json_t *gpu = json_object_get(obj, "gpu");
+    if (!gpu) {
+        if (out->gpus_per_node > 0)
+            return PS_FAIL(PS_ERR_INPUT, "%s: missing field '%s' (a catalog key such as \"a100-80g\" or an object)",
+                           loc->file, gl.path);
+        gpu_none(&out->gpu);
+    } else if (json_is_string(gpu)) {
+        const char *kind = json_string_value(gpu);
+        if (strcmp(kind, "none") == 0) {
+            if (out->gpus_per_node > 0)
+                return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' is \"none\" but gpus_per_node is %lld", loc->file,
+                               gl.path, (long long)out->gpus_per_node);
+            gpu_none(&out->gpu);
+        } else if (ps_gpu_lookup(kind, &out->gpu) != PS_OK) {
+            return rewrap(PS_ERR_INPUT, &gl);
+        }
+    } else if (json_is_object(gpu)) {
+        PS_TRY(parse_gpu_object(gpu, &gl, &out->gpu));
+    } else {
+        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be a GPU kind or an object (got %s)", loc->file, gl.path,
+                       json_type_name(gpu));
+    }
+    if (out->gpus_per_node == 0 && strcmp(out->gpu.name, "none") != 0)
+        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' is '%s' but gpus_per_node is 0 (use \"none\" for CPU-only nodes)",
+                       loc->file, gl.path, out->gpu.name);
+
+    const json_t *v = json_object_get(obj, "intra");
+    ps_jloc il = ps_jloc_key(loc, "intra");
+    if (v) {
+        PS_TRY(parse_link(v, &il, LINK_GPU, &out->intra, NULL));
+    } else if (out->gpus_per_node > 1) {
+        return PS_FAIL(PS_ERR_INPUT, "%s: missing field '%s' (needed when gpus_per_node > 1)", loc->file, il.path);
+    } else {
+        ps_strlcpy(out->intra.kind, "none", sizeof out->intra.kind);
+    }
+
+    v = json_object_get(obj, "island");
+    if (v) {
+        ps_jloc sl = ps_jloc_key(loc, "island");
+        PS_TRY(parse_link(v, &sl, LINK_ISLAND, &out->island, &out->island_size));
+        if (out->island_size > out->gpus_per_node || out->gpus_per_node % out->island_size != 0) {
+            ps_jloc zl = ps_jloc_key(&sl, "size");
+            return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must divide gpus_per_node %lld (got %lld)", loc->file,
+                           zl.path, (long long)out->gpus_per_node, (long long)out->island_size);
+        }
+    }
+
+    v = json_object_get(obj, "inter");
+    if (v) {
+        ps_jloc nl = ps_jloc_key(loc, "inter");
+        PS_TRY(parse_link(v, &nl, LINK_NET, &out->inter, NULL));
+    } else {
+        /* Only a one-node cluster may omit the network; ps_cluster_finish checks that once the node count is known. */
+        ps_strlcpy(out->inter.kind, "none", sizeof out->inter.kind);
+    }
+    PS_TRY(ps_json_int(obj, loc, "cores_per_node", false, 1, INT64_MAX, &out->cores_per_node));
+    PS_TRY(ps_json_int(obj, loc, "numa_per_node", false, 1, INT64_MAX, &out->numa_per_node));
+    return PS_OK;
+}
+
+/* Parse a cluster.json document (preset == NULL) or a preset file for `nodes` nodes into out (zeroed by the caller).
+ * The caller frees out on failure. */
+static ps_status parse_cluster(const json_t *root, const char *file, const char *preset, int64_t nodes,
+                               ps_cluster *out)
+{
+    static const char *const keys[] = {"name", "source", "node_groups", "comment", NULL};
+    ps_jloc loc = ps_jloc_root(file);
+    PS_TRY(ps_json_known_keys(root, &loc, keys));
+    PS_TRY(check_comment(root, &loc));
+    PS_TRY(ps_json_str(root, &loc, "name", true, out->name, sizeof out->name));
+    PS_TRY(ps_json_str(root, &loc, "source", preset != NULL, out->source, sizeof out->source));
+    if (preset && strcmp(out->name, preset) != 0)
+        return PS_FAIL(PS_ERR_INPUT, "%s: field 'name' is '%s' but the preset file is named '%s'", file, out->name,
+                       preset);
+
+    ps_jloc gl = ps_jloc_key(&loc, "node_groups");
+    const json_t *groups = json_object_get(root, "node_groups");
+    if (!groups) return PS_FAIL(PS_ERR_INPUT, "%s: missing field 'node_groups'", file);
+    if (!json_is_array(groups))
+        return PS_FAIL(PS_ERR_INPUT, "%s: field 'node_groups' must be an array (got %s)", file,
+                       json_type_name(groups));
+    size_t n = json_array_size(groups);
+    if (n == 0) return PS_FAIL(PS_ERR_INPUT, "%s: field 'node_groups' is empty; give at least one node group", file);
+    if (preset && n != 1)
+        return PS_FAIL(PS_ERR_INPUT, "%s: a cluster preset describes one node: 'node_groups' must hold exactly one "
+                       "group (got %zu)", file, n);
+    /* A cluster of more distinct node shapes than this is a generated file gone wrong, not a machine. */
+    if (n > 65536) return PS_FAIL(PS_ERR_INPUT, "%s: field 'node_groups' has %zu groups (at most 65536)", file, n);
+    out->groups = ps_calloc(n, sizeof *out->groups);
+    if (!out->groups) return PS_ERR_SYSTEM;
+    out->n_groups = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        ps_jloc il = ps_jloc_idx(&gl, i);
+        ps_node_group *g = &out->groups[i];
+        snprintf(g->name, sizeof g->name, "group%zu", i);
+        PS_TRY(parse_group(json_array_get(groups, i), &il, preset != NULL, preset, g));
+        if (preset) g->nodes = nodes;
+    }
+    if (preset) {
+        /* The cluster is named by its spec so plans and tables say how many nodes they were made for. */
+        snprintf(out->name, sizeof out->name, "%s:%lld", preset, (long long)nodes);
+    }
+    return ps_cluster_finish(out, file);
+}
+
+/* ---- invariants and derived fields ------------------------------------------------------------------------------- */
+
+static bool link_valid(const ps_link *l)
+{
+    return isfinite(l->bw_Bps) && l->bw_Bps > 0 && isfinite(l->latency_s) && l->latency_s >= 0;
+}
+
+static bool link_equal(const ps_link *a, const ps_link *b)
+{
+    return strcmp(a->kind, b->kind) == 0 && a->bw_Bps == b->bw_Bps && a->latency_s == b->latency_s;
+}
+
+static bool gpu_equal(const ps_gpu *a, const ps_gpu *b)
+{
+    return strcmp(a->name, b->name) == 0 && a->mem_bytes == b->mem_bytes && a->hbm_Bps == b->hbm_Bps &&
+           a->fp32_flops == b->fp32_flops && a->tf32_flops == b->tf32_flops && a->fp16_flops == b->fp16_flops &&
+           a->bf16_flops == b->bf16_flops && a->fp8_flops == b->fp8_flops;
+}
+
+/* Same GPU and same links: CPU cores and NUMA domains do not change a plan, so they do not make a cluster
+ * heterogeneous. */
+static bool same_shape(const ps_node_group *a, const ps_node_group *b)
+{
+    if (a->gpus_per_node != b->gpus_per_node || !gpu_equal(&a->gpu, &b->gpu)) return false;
+    if (a->gpus_per_node > 1 && !link_equal(&a->intra, &b->intra)) return false;
+    if (a->island_size != b->island_size || (a->island_size > 1 && !link_equal(&a->island, &b->island)))
+        return false;
+    return link_equal(&a->inter, &b->inter);
+}
+
+ps_status ps_cluster_finish(ps_cluster *c, const char *where)
+{
+    if (!c) return PS_FAIL(PS_ERR_INPUT, "no cluster given");
+    if (!where || !*where) where = c->name[0] ? c->name : "cluster";
+    if (c->n_groups <= 0 || !c->groups)
+        return PS_FAIL(PS_ERR_INPUT, "%s: the cluster has no node groups", where);
+    int64_t n_nodes = 0, n_gpus = 0;
+    for (int i = 0; i < c->n_groups; i++) {
+        const ps_node_group *g = &c->groups[i];
+        if (g->nodes < 1)
+            return PS_FAIL(PS_ERR_INPUT, "%s: node_groups[%d].nodes must be >= 1 (got %lld)", where, i,
+                           (long long)g->nodes);
+        if (g->gpus_per_node < 0)
+            return PS_FAIL(PS_ERR_INPUT, "%s: node_groups[%d].gpus_per_node must be >= 0 (got %lld)", where, i,
+                           (long long)g->gpus_per_node);
+        int64_t gpus;
+        if (!ps_mul_i64(g->nodes, g->gpus_per_node, &gpus))
+            return PS_FAIL(PS_ERR_INPUT,
+                           "%s: node_groups[%d]: nodes x gpus_per_node = %lld x %lld overflows a 64-bit count", where,
+                           i, (long long)g->nodes, (long long)g->gpus_per_node);
+        if (!ps_add_i64(n_nodes, g->nodes, &n_nodes))
+            return PS_FAIL(PS_ERR_INPUT, "%s: node_groups[%d].nodes = %lld: the total node count overflows", where, i,
+                           (long long)g->nodes);
+        if (!ps_add_i64(n_gpus, gpus, &n_gpus))
+            return PS_FAIL(PS_ERR_INPUT, "%s: node_groups[%d]: %lld GPUs: the total GPU count overflows", where, i,
+                           (long long)gpus);
+        if (g->gpus_per_node > 0) {
+            const ps_gpu *p = &g->gpu;
+            if (!(p->mem_bytes > 0) || !(p->fp16_flops > 0) || !(p->fp32_flops > 0) || !(p->hbm_Bps > 0))
+                return PS_FAIL(PS_ERR_INPUT,
+                               "%s: node_groups[%d].gpu '%s' needs memory, memory bandwidth, fp32 and fp16 peaks > 0",
+                               where, i, p->name);
+        }
+        if (g->gpus_per_node > 1 && !link_valid(&g->intra))
+            return PS_FAIL(PS_ERR_INPUT,
+                           "%s: node_groups[%d].intra needs a bandwidth > 0 and a latency >= 0 (got %g GB/s, %g us)",
+                           where, i, g->intra.bw_Bps / 1e9, g->intra.latency_s * 1e6);
+        if (g->island_size != 0) {
+            if (g->island_size < 2 || g->gpus_per_node % g->island_size != 0)
+                return PS_FAIL(PS_ERR_INPUT,
+                               "%s: node_groups[%d].island.size must divide gpus_per_node %lld (got %lld)", where, i,
+                               (long long)g->gpus_per_node, (long long)g->island_size);
+            if (!link_valid(&g->island))
+                return PS_FAIL(PS_ERR_INPUT, "%s: node_groups[%d].island needs a bandwidth > 0 and a latency >= 0",
+                               where, i);
+        }
+    }
+    /* Checked after the loop: whether a group needs a network depends on the nodes of all groups. */
+    if (n_nodes > 1) {
+        for (int i = 0; i < c->n_groups; i++)
+            if (!link_valid(&c->groups[i].inter))
+                return PS_FAIL(PS_ERR_INPUT,
+                               "%s: node_groups[%d].inter: a cluster of %lld nodes needs each node's network "
+                               "(bandwidth > 0, latency >= 0)",
+                               where, i, (long long)n_nodes);
+    }
+    c->n_nodes = n_nodes;
+    c->n_gpus = n_gpus;
+    c->heterogeneous = false;
+    for (int i = 1; i < c->n_groups; i++)
+        if (!same_shape(&c->groups[0], &c->groups[i])) c->heterogeneous = true;
+    return PS_OK;
+}
+
+void ps_cluster_free(ps_cluster *c)
+{
+    if (!c) return;
+    free(c->groups);
+    memset(c, 0, sizeof *c);
+}
+
+/* ---- loading ----------------------------------------------------------------------------------------------------- */
+
+ps_status ps_cluster_load_json(const char *path, ps_cluster *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!path || !*path) return PS_FAIL(PS_ERR_INPUT, "no cluster.json path given");
+    json_t *root = NULL;
+    PS_TRY(ps_json_load_file(path, &root));
+    ps_status st = parse_cluster(root, path, NULL, 0, out);
+    json_decref(root);
+    if (st != PS_OK) {
+        ps_cluster_free(out);
+        return ps_error_trace(st, __FILE__, __LINE__);
+    }
+    return PS_OK;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+void ps_cluster_list_free(char **names, int count)
+{
+    if (!names) return;
+    for (int i = 0; i < count; i++) free(names[i]);
+    free(names);
+}
+
+ps_status ps_cluster_list(char ***names, int *count)
+{
+    *names = NULL;
+    *count = 0;
+    char dir[PATH_MAX];
+    PS_TRY(ps_data_dir("clusters", dir, sizeof dir));
+    DIR *d = opendir(dir);
+    if (!d) return PS_FAIL(PS_ERR_SYSTEM, "%s: cannot list cluster presets: %s", dir, strerror(errno));
+    char **v = NULL;
+    int n = 0, cap = 0;
+    ps_status st = PS_OK;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (e->d_name[0] == '.' || len <= 5 || strcmp(e->d_name + len - 5, ".json") != 0) continue;
+        if (n == cap) {
+            int ncap = cap ? 2 * cap : 16;
+            char **nv = realloc(v, (size_t)ncap * sizeof *nv);
+            if (!nv) {
+                st = PS_FAIL(PS_ERR_SYSTEM, "out of memory listing cluster presets");
+                break;
+            }
+            v = nv;
+            cap = ncap;
+        }
+        char *s = ps_calloc(len - 4, 1);
+        if (!s) {
+            st = PS_ERR_SYSTEM;
+            break;
+        }
+        memcpy(s, e->d_name, len - 5);
+        v[n++] = s;
+    }
+    closedir(d);
+    if (st != PS_OK) {
+        ps_cluster_list_free(v, n);
+        return st;
+    }
+    if (n > 0) qsort(v, (size_t)n, sizeof *v, cmp_str);
+    *names = v;
+    *count = n;
+    return PS_OK;
+}
+
+static ps_status unknown_preset(const char *name)
+{
+    char **names = NULL;
+    int n = 0;
+    if (ps_cluster_list(&names, &n) != PS_OK) {
+        char why[512];
+        ps_strlcpy(why, ps_error_message(), sizeof why);
+        return PS_FAIL(PS_ERR_INPUT, "unknown cluster preset '%s' (and the presets cannot be listed: %s)", name, why);
+    }
+    char known[640] = "";
+    const char *best = NULL;
+    int best_d = 1000;
+    for (int i = 0; i < n; i++) {
+        catf(known, sizeof known, "%s%s", i ? ", " : "", names[i]);
+        /* A name the user cut short ("dgx-a100") is better answered by what it starts than by the nearest
+         * spelling ("dgx-h100"). */
+        int dist = strncmp(names[i], name, strlen(name)) == 0 ? 0 : ps_edit_distance(name, names[i]);
+        if (dist < best_d) {
+            best_d = dist;
+            best = names[i];
+        }
+    }
+    char hint[96] = "";
+    if (best && best_d <= 4) snprintf(hint, sizeof hint, " (did you mean '%s'?)", best);
+    ps_status st = PS_FAIL(PS_ERR_INPUT,
+                           "unknown cluster preset '%s'%s; known presets: %s; or give a cluster.json path or 'auto'",
+                           name, hint, n ? known : "(none installed)");
+    ps_cluster_list_free(names, n);
+    return st;
+}
+
+/* Preset names are file names in the presets folder; anything else ("..", spaces) cannot name one. */
+static bool preset_name_ok(const char *name)
+{
+    if (!name[0] || name[0] == '.') return false;
+    for (const char *p = name; *p; p++) {
+        char ch = *p;
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+                  ch == '_' || ch == '.';
+        if (!ok) return false;
+    }
+    /* Short enough that "name:<any int64>" fits the cluster's 64-character name. */
+    return strlen(name) <= 40;
+}
+
+ps_status ps_cluster_preset(const char *name, int64_t nodes, ps_cluster *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!name) return PS_FAIL(PS_ERR_INPUT, "no cluster preset given");
+    if (!preset_name_ok(name)) return unknown_preset(name);
+    if (nodes < 1)
+        return PS_FAIL(PS_ERR_INPUT, "cluster '%s': the node count must be >= 1 (got %lld)", name, (long long)nodes);
+    char dir[PATH_MAX], path[PATH_MAX + 64];
+    PS_TRY(ps_data_dir("clusters", dir, sizeof dir));
+    snprintf(path, sizeof path, "%s/%s.json", dir, name);
+    struct stat sb;
+    if (stat(path, &sb) != 0) return unknown_preset(name);
+    json_t *root = NULL;
+    PS_TRY(ps_json_load_file(path, &root));
+    ps_status st = parse_cluster(root, path, name, nodes, out);
+    json_decref(root);
+    if (st != PS_OK) {
+        ps_cluster_free(out);
+        return ps_error_trace(st, __FILE__, __LINE__);
+    }
+    return PS_OK;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+ps_status ps_cluster_load(const char *spec, MPI_Comm comm, ps_cluster *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!spec || !*spec)
+        return PS_FAIL(PS_ERR_INPUT, "no cluster given: use a preset such as 'dgx-a100-80g:4', a cluster.json path, "
+                                     "or 'auto'");
+    if (strcmp(spec, "auto") == 0) {
+        PS_TRY(ps_cluster_detect(comm, out));
+        return PS_OK;
+    }
+    if (strchr(spec, '/') || ends_with(spec, ".json")) {
+        PS_TRY(ps_cluster_load_json(spec, out));
+        return PS_OK;
+    }
+    char name[128];
+    if (strlen(spec) >= sizeof name) return PS_FAIL(PS_ERR_INPUT, "cluster '%.64s...' is too long a name", spec);
+    ps_strlcpy(name, spec, sizeof name);
+    int64_t nodes = 1;
+    char *colon = strrchr(name, ':');
+    if (colon) {
+        *colon = '\0';
+        const char *count = colon + 1;
+        if (!ps_parse_i64(count, &nodes))
+            return PS_FAIL(PS_ERR_INPUT, "cluster '%s': the node count '%s' is not a whole number (use e.g. '%s:4')",
+                           spec, count, name);
+        if (nodes < 1)
+            return PS_FAIL(PS_ERR_INPUT, "cluster '%s': the node count must be >= 1 (got %lld)", spec,
+                           (long long)nodes);
+    }
+    PS_TRY(ps_cluster_preset(name, nodes, out));
+    return PS_OK;
+}
+
+/* ---- placement --------------------------------------------------------------------------------------------------- */
+
+/* Walk the groups to the one holding global GPU `gpu`. Groups are few (distinct node shapes), so a linear walk is
+ * cheaper than keeping prefix sums in a struct that callers fill by hand. */
+static bool locate(const ps_cluster *c, int64_t gpu, int *group, int64_t *node, int64_t *local)
+{
+    if (!c || !c->groups || gpu < 0) return false;
+    int64_t rest = gpu, node_base = 0;
+    for (int i = 0; i < c->n_groups; i++) {
+        const ps_node_group *g = &c->groups[i];
+        int64_t n = 0;
+        if (g->gpus_per_node > 0 && !ps_mul_i64(g->nodes, g->gpus_per_node, &n)) return false;
+        if (rest < n) {
+            *group = i;
+            *node = node_base + rest / g->gpus_per_node;
+            *local = rest % g->gpus_per_node;
+            return true;
+        }
+        rest -= n;
+        node_base += g->nodes;
+    }
+    return false;
+}
+
+int64_t ps_cluster_node_of(const ps_cluster *c, int64_t gpu)
+{
+    int grp;
+    int64_t node, local;
+    return locate(c, gpu, &grp, &node, &local) ? node : -1;
+}
+
+const ps_node_group *ps_cluster_group_of(const ps_cluster *c, int64_t gpu)
+{
+    int grp;
+    int64_t node, local;
+    return locate(c, gpu, &grp, &node, &local) ? &c->groups[grp] : NULL;
+}
+
+ps_link ps_cluster_link(const ps_cluster *c, int64_t a, int64_t b)
+{
+    ps_link l;
+    memset(&l, 0, sizeof l);
+    int ga, gb;
+    int64_t na, nb, la, lb;
+    if (!locate(c, a, &ga, &na, &la) || !locate(c, b, &gb, &nb, &lb)) {
+        /* No such GPU: a link nothing can cross, so a caller's bug shows up as an infinite time, not a fast one. */
+        ps_strlcpy(l.kind, "invalid", sizeof l.kind);
+        l.latency_s = INFINITY;
+        return l;
+    }
+    if (a == b) {
+        ps_strlcpy(l.kind, "self", sizeof l.kind);
+        l.bw_Bps = INFINITY;
+        return l;
+    }
+    if (na == nb) {
+        const ps_node_group *g = &c->groups[ga];
+        if (g->island_size > 1 && la / g->island_size == lb / g->island_size) return g->island;
+        return g->intra;
+    }
+    /* Across nodes the transfer is limited by the slower NIC and waits for the slower stack. */
+    const ps_link *ia = &c->groups[ga].inter, *ib = &c->groups[gb].inter;
+    l = ia->bw_Bps <= ib->bw_Bps ? *ia : *ib;
+    l.latency_s = fmax(ia->latency_s, ib->latency_s);
+    return l;
+}

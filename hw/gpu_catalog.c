@@ -1,0 +1,234 @@
+/* The GPU catalog: peak figures of the GPUs psearch knows by name, each from the vendor's datasheet or architecture
+ * whitepaper, and the lookups over it (by catalog key, by the device name the CUDA runtime reports, by dtype). */
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+#include <strings.h>
+
+#include "ps_hw.h"
+
+#define GiB (1024.0 * 1024.0 * 1024.0)
+#define TF 1e12
+#define GBps 1e9
+
+/* Dense peaks only: the datasheets of Ampere and later print the 2:4 structured-sparsity figure first (marked "*"),
+ * which no training step reaches, so those are halved here. Memory follows the "N GB card = N GiB" convention
+ * (docs/clusters.md): the marketed "80 GB" of an A100 is 80 GiB as the driver reports it.
+ * fp16_flops is the tensor rate with FP32 accumulate (what mixed-precision training uses); on GeForce parts this is
+ * half the FP16-accumulate figure the spec pages print. */
+static const ps_gpu k_catalog[] = {
+    {.name = "a100-40g",
+     .marketing = "NVIDIA A100-SXM4-40GB",
+     .mem_bytes = 40 * GiB,
+     .hbm_Bps = 1555 * GBps,
+     .fp32_flops = 19.5 * TF,
+     .tf32_flops = 156 * TF,
+     .fp16_flops = 312 * TF,
+     .bf16_flops = 312 * TF,
+     .fp8_flops = 0,
+     .source = "NVIDIA A100 Tensor Core GPU datasheet (A100 40GB SXM column, dense)"},
+    {.name = "a100-80g",
+     .marketing = "NVIDIA A100-SXM4-80GB",
+     .mem_bytes = 80 * GiB,
+     .hbm_Bps = 2039 * GBps,
+     .fp32_flops = 19.5 * TF,
+     .tf32_flops = 156 * TF,
+     .fp16_flops = 312 * TF,
+     .bf16_flops = 312 * TF,
+     .fp8_flops = 0,
+     .source = "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM column, dense)"},
+    {.name = "a800-80g",
+     .marketing = "NVIDIA A800-SXM4-80GB",
+     .mem_bytes = 80 * GiB,
+     .hbm_Bps = 2039 * GBps,
+     .fp32_flops = 19.5 * TF,
+     .tf32_flops = 156 * TF,
+     .fp16_flops = 312 * TF,
+     .bf16_flops = 312 * TF,
+     .fp8_flops = 0,
+     .source = "NVIDIA A800 Tensor Core GPU datasheet (A800 80GB SXM; compute as A100, NVLink 400 GB/s)"},
+    {.name = "h100",
+     .marketing = "NVIDIA H100 80GB HBM3",
+     .mem_bytes = 80 * GiB,
+     .hbm_Bps = 3350 * GBps,
+     .fp32_flops = 66.9 * TF,
+     .tf32_flops = 494.7 * TF,
+     .fp16_flops = 989.4 * TF,
+     .bf16_flops = 989.4 * TF,
+     .fp8_flops = 1978.9 * TF,
+     .source = "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM) and Hopper architecture whitepaper, dense"},
+    {.name = "h200",
+     .marketing = "NVIDIA H200",
+     .mem_bytes = 141 * GiB,
+     .hbm_Bps = 4800 * GBps,
+     .fp32_flops = 66.9 * TF,
+     .tf32_flops = 494.7 * TF,
+     .fp16_flops = 989.4 * TF,
+     .bf16_flops = 989.4 * TF,
+     .fp8_flops = 1978.9 * TF,
+     .source = "NVIDIA H200 Tensor Core GPU datasheet (H200 SXM, sparse figures halved)"},
+    {.name = "v100-16g",
+     .marketing = "Tesla V100-SXM2-16GB",
+     .mem_bytes = 16 * GiB,
+     .hbm_Bps = 900 * GBps,
+     .fp32_flops = 15.7 * TF,
+     .tf32_flops = 0,
+     .fp16_flops = 125 * TF,
+     .bf16_flops = 0,
+     .fp8_flops = 0,
+     .source = "NVIDIA Tesla V100 GPU datasheet (V100 SXM2 16GB: 125 TFLOPS tensor, 15.7 FP32, 900 GB/s)"},
+    {.name = "v100-32g",
+     .marketing = "Tesla V100-SXM2-32GB",
+     .mem_bytes = 32 * GiB,
+     .hbm_Bps = 900 * GBps,
+     .fp32_flops = 15.7 * TF,
+     .tf32_flops = 0,
+     .fp16_flops = 125 * TF,
+     .bf16_flops = 0,
+     .fp8_flops = 0,
+     .source = "NVIDIA Tesla V100 GPU datasheet (V100 SXM2 32GB: 125 TFLOPS tensor, 15.7 FP32, 900 GB/s)"},
+    {.name = "t4",
+     .marketing = "Tesla T4",
+     .mem_bytes = 16 * GiB,
+     .hbm_Bps = 320 * GBps,
+     .fp32_flops = 8.1 * TF,
+     .tf32_flops = 0,
+     .fp16_flops = 65 * TF,
+     .bf16_flops = 0,
+     .fp8_flops = 0,
+     .source = "NVIDIA T4 Tensor Core GPU datasheet (65 TFLOPS mixed FP16/FP32, 8.1 FP32, 320 GB/s GDDR6)"},
+    {.name = "rtx3090",
+     .marketing = "NVIDIA GeForce RTX 3090",
+     .mem_bytes = 24 * GiB,
+     .hbm_Bps = 936 * GBps,
+     .fp32_flops = 35.6 * TF,
+     .tf32_flops = 35.6 * TF,
+     .fp16_flops = 71 * TF,
+     .bf16_flops = 71 * TF,
+     .fp8_flops = 0,
+     .source = "NVIDIA Ampere GA102 GPU architecture whitepaper, RTX 3090 (FP16/BF16 tensor, FP32 accumulate, dense)"},
+    {.name = "rtx-titan",
+     .marketing = "NVIDIA TITAN RTX",
+     .mem_bytes = 24 * GiB,
+     .hbm_Bps = 672 * GBps,
+     .fp32_flops = 16.3 * TF,
+     .tf32_flops = 0,
+     .fp16_flops = 130 * TF,
+     .bf16_flops = 0,
+     .fp8_flops = 0,
+     .source = "NVIDIA TITAN RTX specifications / Turing architecture whitepaper (130 TFLOPS tensor, FP32 accumulate)"},
+    {.name = "l4",
+     .marketing = "NVIDIA L4",
+     .mem_bytes = 24 * GiB,
+     .hbm_Bps = 300 * GBps,
+     .fp32_flops = 30.3 * TF,
+     .tf32_flops = 60 * TF,
+     .fp16_flops = 121 * TF,
+     .bf16_flops = 121 * TF,
+     .fp8_flops = 242.5 * TF,
+     .source = "NVIDIA L4 Tensor Core GPU datasheet (sparse figures halved)"},
+};
+
+/* Append to a NUL-terminated buffer, truncating: messages and descriptions are cut, never overflowed. Going through
+ * vsnprintf also keeps -Wformat-truncation quiet where truncation is the intent. */
+static void PS_PRINTF(3, 4) catf(char *buf, size_t cap, const char *fmt, ...)
+{
+    size_t used = strlen(buf);
+    if (used + 1 >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + used, cap - used, fmt, ap);
+    va_end(ap);
+}
+
+#define N_CATALOG ((int)(sizeof k_catalog / sizeof k_catalog[0]))
+
+int ps_gpu_catalog_count(void) { return N_CATALOG; }
+
+const ps_gpu *ps_gpu_catalog_at(int i) { return (i >= 0 && i < N_CATALOG) ? &k_catalog[i] : NULL; }
+
+ps_status ps_gpu_lookup(const char *name, ps_gpu *out)
+{
+    if (!name) return PS_FAIL(PS_ERR_INPUT, "no GPU kind given");
+    for (int i = 0; i < N_CATALOG; i++) {
+        if (strcmp(k_catalog[i].name, name) == 0) {
+            *out = k_catalog[i];
+            return PS_OK;
+        }
+    }
+    /* The list is short, so the whole of it fits in the message; a near miss also gets a suggestion. */
+    char known[512] = "";
+    const char *best = NULL;
+    int best_d = 1000;
+    for (int i = 0; i < N_CATALOG; i++) {
+        catf(known, sizeof known, "%s%s", i ? ", " : "", k_catalog[i].name);
+        /* "a100" is better answered by what it starts ("a100-40g") than by the nearest spelling. */
+        int d = strncmp(k_catalog[i].name, name, strlen(name)) == 0 ? 0 : ps_edit_distance(name, k_catalog[i].name);
+        if (d < best_d) {
+            best_d = d;
+            best = k_catalog[i].name;
+        }
+    }
+    if (best && best_d <= 3)
+        return PS_FAIL(PS_ERR_INPUT, "unknown GPU kind '%s' (did you mean '%s'?); known GPUs: %s", name, best, known);
+    return PS_FAIL(PS_ERR_INPUT, "unknown GPU kind '%s'; known GPUs: %s", name, known);
+}
+
+double ps_gpu_peak_flops(const ps_gpu *g, const char *dtype)
+{
+    if (!g || !dtype) return 0;
+    if (strcasecmp(dtype, "fp32") == 0 || strcasecmp(dtype, "float32") == 0) return g->fp32_flops;
+    if (strcasecmp(dtype, "tf32") == 0) return g->tf32_flops;
+    if (strcasecmp(dtype, "fp16") == 0 || strcasecmp(dtype, "float16") == 0 || strcasecmp(dtype, "half") == 0)
+        return g->fp16_flops;
+    if (strcasecmp(dtype, "bf16") == 0 || strcasecmp(dtype, "bfloat16") == 0) return g->bf16_flops;
+    if (strcasecmp(dtype, "fp8") == 0) return g->fp8_flops;
+    return 0;
+}
+
+/* Device names as the CUDA runtime spells them. Only the exact board variant maps to an entry: an A100 PCIe or an
+ * H100 PCIe has lower clocks and memory bandwidth than the SXM part in the catalog, and claiming the SXM figures
+ * would make every plan on it optimistic. `avoid` rules out look-alike names ("RTX 3090 Ti", "H200 NVL"). */
+static const struct {
+    const char *contains;
+    const char *avoid;
+    const char *key;
+} k_device_names[] = {
+    {"A100-SXM4-40GB", NULL, "a100-40g"},
+    {"A100-SXM4-80GB", NULL, "a100-80g"},
+    {"A800-SXM4-80GB", NULL, "a800-80g"},
+    {"H100 80GB HBM3", NULL, "h100"},
+    {"H100-SXM5-80GB", NULL, "h100"},
+    {"H200", "NVL", "h200"},
+    {"V100-SXM2-16GB", NULL, "v100-16g"},
+    {"V100-SXM2-32GB", NULL, "v100-32g"},
+    {"Tesla T4", NULL, "t4"},
+    {"RTX 3090", "Ti", "rtx3090"},
+    {"TITAN RTX", NULL, "rtx-titan"},
+    {"NVIDIA L4", NULL, "l4"},
+};
+
+/* Case-insensitive strstr; the runtime's capitalisation has changed between driver generations ("Tesla", "NVIDIA"). */
+static const char *find_ci(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; *hay; hay++)
+        if (strncasecmp(hay, needle, n) == 0) return hay;
+    return NULL;
+}
+
+const char *ps_gpu_match_device(const char *device_name)
+{
+    if (!device_name) return NULL;
+    for (size_t i = 0; i < sizeof k_device_names / sizeof k_device_names[0]; i++) {
+        if (!find_ci(device_name, k_device_names[i].contains)) continue;
+        if (k_device_names[i].avoid && find_ci(device_name, k_device_names[i].avoid)) continue;
+        /* "NVIDIA L4" is a prefix of "NVIDIA L40": require the name to end there. */
+        if (strcmp(k_device_names[i].key, "l4") == 0) {
+            const char *p = find_ci(device_name, "NVIDIA L4");
+            if (p[strlen("NVIDIA L4")] != '\0') continue;
+        }
+        return k_device_names[i].key;
+    }
+    return NULL;
+}

@@ -1,0 +1,106 @@
+/* Cluster descriptions: the GPU catalog, cluster presets, cluster.json for heterogeneous clusters, and detection of
+ * the allocation psearch runs on (MPI, Slurm, hwloc, CUDA). Later also the calibration microbenchmarks.
+ * Describes hardware; never decides plans. */
+#ifndef PS_HW_H
+#define PS_HW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <mpi.h>
+
+#include "ps_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A GPU model. Peaks are dense (no structured sparsity), from the vendor datasheets cited in hw/gpu_catalog.c. */
+typedef struct {
+    char name[32];        /* catalog key, e.g. "a100-80g" */
+    char marketing[64];   /* "NVIDIA A100-SXM4-80GB" */
+    double mem_bytes;     /* device memory in bytes (GiB-based: 80 GB card = 80 * 2^30) */
+    double hbm_Bps;       /* memory bandwidth, bytes/s */
+    double fp32_flops;    /* peak FP32 (non-tensor) FLOP/s */
+    double tf32_flops;    /* peak TF32 tensor FLOP/s, 0 if none */
+    double fp16_flops;    /* peak FP16 tensor FLOP/s with FP32 accumulate */
+    double bf16_flops;    /* peak BF16 tensor FLOP/s, 0 if unsupported */
+    double fp8_flops;     /* peak FP8 tensor FLOP/s, 0 if unsupported */
+    char source[128];     /* datasheet the numbers come from */
+} ps_gpu;
+
+/* A link class: bandwidth per direction per GPU (or per node for networks) and latency. */
+typedef struct {
+    char kind[32];        /* "nvlink3", "pcie3", "ib-hdr", "ethernet", ... */
+    double bw_Bps;        /* bytes/s per direction */
+    double latency_s;     /* one-way latency, seconds */
+} ps_link;
+
+/* A group of identical nodes. A cluster is one or more groups; nodes are numbered group by group. */
+typedef struct {
+    char name[48];
+    int64_t nodes;
+    int64_t gpus_per_node;   /* 0 = CPU-only node (--cluster auto without GPUs) */
+    ps_gpu gpu;              /* resolved catalog entry (custom GPUs may be given in cluster.json) */
+    ps_link intra;           /* GPU <-> GPU inside a node (default path) */
+    int64_t island_size;     /* >1: consecutive GPUs [k*size, (k+1)*size) share a faster link (e.g. NVLink pairs
+                                of RTX 3090 nodes); 0 = none */
+    ps_link island;          /* the link inside an island */
+    ps_link inter;           /* the node's network: bandwidth per node per direction (all NICs together) */
+    int64_t cores_per_node;  /* CPU cores, 0 = unknown */
+    int64_t numa_per_node;   /* NUMA domains, 0 = unknown */
+} ps_node_group;
+
+typedef struct {
+    char name[64];           /* "dgx-a100-80g:4", file name, or "auto" */
+    char source[256];        /* where the description comes from */
+    int n_groups;
+    ps_node_group *groups;
+    /* derived */
+    int64_t n_nodes;
+    int64_t n_gpus;
+    bool heterogeneous;      /* more than one GPU kind or node shape */
+} ps_cluster;
+
+/* ---- GPU catalog ---- */
+/* Look up by catalog key; unknown -> PS_ERR_INPUT listing the known keys. */
+ps_status ps_gpu_lookup(const char *name, ps_gpu *out);
+int ps_gpu_catalog_count(void);
+const ps_gpu *ps_gpu_catalog_at(int i);
+/* Peak dense tensor FLOP/s for a dtype name ("fp32", "tf32", "fp16", "bf16", "fp8"); 0 if unsupported. */
+double ps_gpu_peak_flops(const ps_gpu *g, const char *dtype);
+/* The catalog key of a device name as the CUDA runtime reports it ("NVIDIA A100-SXM4-80GB" -> "a100-80g"); NULL when
+ * the exact board variant is not in the catalog (PCIe variants are not mapped to SXM entries). */
+const char *ps_gpu_match_device(const char *device_name);
+
+/* ---- links ---- */
+/* Default one-way latency in seconds of a link kind ("nvlink3", "pcie4", "ib-hdr", "ethernet", ...), used when a
+ * cluster.json gives no latency_us; negative when the kind has no default (docs/clusters.md explains the values). */
+double ps_link_default_latency(const char *kind);
+
+/* ---- clusters ---- */
+/* `spec`: "preset:nodes" (e.g. "dgx-a100-80g:4"; ":nodes" defaults to 1), a path to a cluster.json, or "auto"
+ * (describe the allocation: needs MPI initialized; `comm` is the communicator to describe).
+ * Unknown preset -> PS_ERR_INPUT listing the known presets. */
+ps_status ps_cluster_load(const char *spec, MPI_Comm comm, ps_cluster *out);
+ps_status ps_cluster_load_json(const char *path, ps_cluster *out);
+ps_status ps_cluster_preset(const char *name, int64_t nodes, ps_cluster *out);
+ps_status ps_cluster_detect(MPI_Comm comm, ps_cluster *out);
+void ps_cluster_free(ps_cluster *c);
+/* Compute the derived fields and check invariants (sizes > 0, bandwidths > 0, ...); `where` names the source. */
+ps_status ps_cluster_finish(ps_cluster *c, const char *where);
+
+ps_status ps_cluster_list(char ***names, int *count);
+void ps_cluster_list_free(char **names, int count);
+
+/* Placement queries over global GPU indices 0..n_gpus-1 (node-major: group by group, node by node, GPU by GPU). */
+int64_t ps_cluster_node_of(const ps_cluster *c, int64_t gpu);
+const ps_node_group *ps_cluster_group_of(const ps_cluster *c, int64_t gpu);
+/* The link data moving between two GPUs crosses: island, intra-node, or the network (the slower of the two nodes'
+ * NICs). a == b returns a link of infinite bandwidth and zero latency. */
+ps_link ps_cluster_link(const ps_cluster *c, int64_t a, int64_t b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

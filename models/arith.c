@@ -1,0 +1,377 @@
+/* Per-layer arithmetic: parameters, forward FLOPs, activation bytes kept for the backward pass, stage-boundary bytes;
+ * and the names of the enums. Formulas and their sources are in docs/models.md. */
+#include <stdio.h>
+#include <string.h>
+
+#include "models_internal.h"
+
+/* ---- names ---------------------------------------------------------------------------------------------------- */
+
+static const char *const g_kind_names[PS_LAYER_KIND_COUNT] = {
+    [PS_LAYER_EMBED] = "embedding",     [PS_LAYER_PATCH_EMBED] = "patch_embed",
+    [PS_LAYER_ENCODER] = "encoder",     [PS_LAYER_DECODER] = "decoder",
+    [PS_LAYER_DECODER_XATTN] = "decoder_xattn", [PS_LAYER_MERGE] = "merge",
+    [PS_LAYER_LM_HEAD] = "lm_head",     [PS_LAYER_CLS_HEAD] = "cls_head",
+};
+
+const char *ps_layer_kind_name(ps_layer_kind k)
+{
+    if ((int)k < 0 || k >= PS_LAYER_KIND_COUNT) return "?";
+    return g_kind_names[k];
+}
+
+ps_status ps_layer_kind_parse(const char *s, ps_layer_kind *out)
+{
+    const char *best = NULL;
+    int best_d = 1000;
+    for (int k = 0; k < PS_LAYER_KIND_COUNT; k++) {
+        if (strcmp(s, g_kind_names[k]) == 0) {
+            *out = (ps_layer_kind)k;
+            return PS_OK;
+        }
+        int d = ps_edit_distance(s, g_kind_names[k]);
+        if (d < best_d) {
+            best_d = d;
+            best = g_kind_names[k];
+        }
+    }
+    char hint[64] = "";
+    if (best && best_d <= 3) snprintf(hint, sizeof hint, " (did you mean '%s'?)", best);
+    return PS_FAIL(PS_ERR_INPUT,
+                   "unknown layer kind '%s'%s; known kinds: embedding, patch_embed, encoder, decoder, decoder_xattn, "
+                   "merge, lm_head, cls_head",
+                   s, hint);
+}
+
+int ps_dtype_bytes(ps_dtype d)
+{
+    switch (d) {
+    case PS_DTYPE_FP32: return 4;
+    case PS_DTYPE_FP16: return 2;
+    case PS_DTYPE_BF16: return 2;
+    case PS_DTYPE_FP8: return 1;
+    }
+    return 0;
+}
+
+const char *ps_dtype_name(ps_dtype d)
+{
+    switch (d) {
+    case PS_DTYPE_FP32: return "fp32";
+    case PS_DTYPE_FP16: return "fp16";
+    case PS_DTYPE_BF16: return "bf16";
+    case PS_DTYPE_FP8: return "fp8";
+    }
+    return "?";
+}
+
+ps_status ps_dtype_parse(const char *s, ps_dtype *out)
+{
+    /* The long spellings are what Hugging Face configs write in "torch_dtype". */
+    static const struct {
+        const char *name;
+        ps_dtype d;
+    } names[] = {{"fp32", PS_DTYPE_FP32},     {"float32", PS_DTYPE_FP32}, {"fp16", PS_DTYPE_FP16},
+                 {"float16", PS_DTYPE_FP16},  {"half", PS_DTYPE_FP16},    {"bf16", PS_DTYPE_BF16},
+                 {"bfloat16", PS_DTYPE_BF16}, {"fp8", PS_DTYPE_FP8}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (strcmp(s, names[i].name) == 0) {
+            *out = names[i].d;
+            return PS_OK;
+        }
+    }
+    return PS_FAIL(PS_ERR_INPUT, "unknown dtype '%s' (known: fp32, fp16, bf16, fp8)", s);
+}
+
+const char *ps_recompute_name(ps_recompute r)
+{
+    switch (r) {
+    case PS_RECOMP_NONE: return "none";
+    case PS_RECOMP_SELECTIVE: return "selective";
+    case PS_RECOMP_FULL: return "full";
+    }
+    return "?";
+}
+
+ps_status ps_recompute_parse(const char *s, ps_recompute *out)
+{
+    for (int r = PS_RECOMP_NONE; r <= PS_RECOMP_FULL; r++) {
+        if (strcmp(s, ps_recompute_name((ps_recompute)r)) == 0) {
+            *out = (ps_recompute)r;
+            return PS_OK;
+        }
+    }
+    return PS_FAIL(PS_ERR_INPUT, "unknown recompute mode '%s' (known: none, selective, full)", s);
+}
+
+/* ---- parameters ------------------------------------------------------------------------------------------------ */
+
+/* Checked products and sums: one overflow anywhere poisons the whole count, so the caller tests once. */
+static int64_t cmul(bool *ovf, int64_t a, int64_t b)
+{
+    int64_t r;
+    if (!ps_mul_i64(a, b, &r)) {
+        *ovf = true;
+        return 0;
+    }
+    return r;
+}
+
+static int64_t cadd(bool *ovf, int64_t a, int64_t b)
+{
+    int64_t r;
+    if (!ps_add_i64(a, b, &r)) {
+        *ovf = true;
+        return 0;
+    }
+    return r;
+}
+
+static bool is_gated(ps_mlp_act a) { return a == PS_ACT_SWIGLU || a == PS_ACT_GEGLU; }
+
+/* LayerNorm has a gain and a bias per channel, RMSNorm only a gain. */
+static int64_t norm_params(bool *ovf, ps_norm_kind n, int64_t width)
+{
+    return cmul(ovf, n == PS_NORM_RMSNORM ? 1 : 2, width);
+}
+
+/* Wq h x Q, Wk and Wv h x K, Wo Q x h, and their biases. */
+static int64_t attn_params(bool *ovf, const ps_layer *l)
+{
+    int64_t h = l->hidden;
+    int64_t q = cmul(ovf, l->heads, l->head_dim);
+    int64_t k = cmul(ovf, l->kv_heads, l->head_dim);
+    int64_t p = cmul(ovf, h, cadd(ovf, cadd(ovf, q, q), cmul(ovf, 2, k)));
+    if (l->bias) p = cadd(ovf, p, cadd(ovf, cadd(ovf, q, cmul(ovf, 2, k)), h));
+    return p;
+}
+
+bool ps_layer_params_checked(const ps_layer *l, int64_t *out)
+{
+    bool ovf = false;
+    int64_t h = l->hidden, p = 0;
+    switch (l->kind) {
+    case PS_LAYER_EMBED:
+        p = cmul(&ovf, cadd(&ovf, cadd(&ovf, l->vocab, l->positions), l->token_types), h);
+        if (l->pooler) p = cadd(&ovf, p, norm_params(&ovf, l->norm, h)); /* BERT's embedding LayerNorm */
+        break;
+    case PS_LAYER_PATCH_EMBED:
+        /* conv(channels*patch^2 -> h) with bias, learned positions, [CLS] */
+        p = cmul(&ovf, cmul(&ovf, l->channels, cmul(&ovf, l->patch, l->patch)), h);
+        p = cadd(&ovf, p, h);
+        p = cadd(&ovf, p, cmul(&ovf, l->positions, h));
+        if (l->cls_token) p = cadd(&ovf, p, h);
+        break;
+    case PS_LAYER_ENCODER:
+    case PS_LAYER_DECODER:
+    case PS_LAYER_DECODER_XATTN: {
+        int64_t f = l->ffn_hidden;
+        bool gated = is_gated(l->act);
+        p = attn_params(&ovf, l);
+        if (l->kind == PS_LAYER_DECODER_XATTN) p = cadd(&ovf, p, attn_params(&ovf, l));
+        int64_t mlp = cmul(&ovf, cmul(&ovf, gated ? 3 : 2, h), f);
+        if (l->bias) mlp = cadd(&ovf, mlp, cadd(&ovf, cmul(&ovf, gated ? 2 : 1, f), h));
+        p = cadd(&ovf, p, mlp);
+        int norms = l->kind == PS_LAYER_DECODER_XATTN ? 3 : 2;
+        p = cadd(&ovf, p, cmul(&ovf, norms, norm_params(&ovf, l->norm, h)));
+        break;
+    }
+    case PS_LAYER_MERGE: {
+        int64_t c4 = cmul(&ovf, 4, h);
+        p = cadd(&ovf, norm_params(&ovf, l->norm, c4), cmul(&ovf, c4, l->out_hidden));
+        break;
+    }
+    case PS_LAYER_LM_HEAD:
+        if (l->pooler) {
+            /* BERT pre-training heads (post-LN model, so no separate final norm): MLM transform dense h x h + bias,
+             * its LayerNorm, the decoder bias over the vocabulary, and the pooler dense feeding NSP. */
+            int64_t dense = cadd(&ovf, cmul(&ovf, h, h), h);
+            p = cadd(&ovf, cadd(&ovf, cmul(&ovf, 2, dense), norm_params(&ovf, l->norm, h)), l->vocab);
+        } else {
+            p = norm_params(&ovf, l->norm, h);
+        }
+        if (!l->tied) p = cadd(&ovf, p, cmul(&ovf, l->vocab, h));
+        break;
+    case PS_LAYER_CLS_HEAD:
+        p = norm_params(&ovf, l->norm, h);
+        if (l->pooler) p = cadd(&ovf, p, cadd(&ovf, cmul(&ovf, h, h), h));
+        p = cadd(&ovf, p, cadd(&ovf, cmul(&ovf, h, l->n_classes), l->n_classes));
+        break;
+    case PS_LAYER_KIND_COUNT: ovf = true; break;
+    }
+    if (ovf) return false;
+    *out = p;
+    return true;
+}
+
+int64_t ps_layer_params(const ps_layer *l)
+{
+    int64_t p;
+    /* -1 only for a layer that ps_model_validate would have refused. */
+    return ps_layer_params_checked(l, &p) ? p : -1;
+}
+
+/* ---- FLOPs ----------------------------------------------------------------------------------------------------- */
+
+/* Keys each query attends: a window (Swin, sliding-window attention) when it is shorter than the sequence. */
+static double attn_ctx(const ps_layer *l)
+{
+    return (l->attn_window > 0 && l->attn_window < l->seq) ? (double)l->attn_window : (double)l->seq;
+}
+
+double ps_layer_fwd_flops(const ps_layer *l)
+{
+    double h = (double)l->hidden, s = (double)l->seq;
+    switch (l->kind) {
+    case PS_LAYER_EMBED: return 0.0; /* a table lookup, no multiply-adds */
+    case PS_LAYER_PATCH_EMBED: {
+        double patches = s - (l->cls_token ? 1.0 : 0.0);
+        return 2.0 * patches * (double)l->channels * (double)l->patch * (double)l->patch * h;
+    }
+    case PS_LAYER_ENCODER:
+    case PS_LAYER_DECODER:
+    case PS_LAYER_DECODER_XATTN: {
+        double q = (double)l->heads * (double)l->head_dim, k = (double)l->kv_heads * (double)l->head_dim;
+        double f = 2.0 * s * (h * (q + 2.0 * k) + q * h); /* QKV and output projections */
+        f += 2.0 * 2.0 * s * attn_ctx(l) * q;              /* scores QK^T and the weighted sum over V */
+        f += 2.0 * s * h * (double)l->ffn_hidden * (is_gated(l->act) ? 3.0 : 2.0);
+        if (l->kind == PS_LAYER_DECODER_XATTN) {
+            double kv = (double)l->kv_seq;
+            f += 2.0 * s * h * q + 2.0 * kv * h * 2.0 * k + 2.0 * s * q * h + 2.0 * 2.0 * s * kv * q;
+        }
+        return f;
+    }
+    case PS_LAYER_MERGE: return 2.0 * (s / 4.0) * 4.0 * h * (double)l->out_hidden;
+    case PS_LAYER_LM_HEAD: {
+        double f = 2.0 * s * h * (double)l->vocab;
+        if (l->pooler) f += 2.0 * s * h * h + 2.0 * h * h; /* MLM transform on every token, pooler on [CLS] */
+        return f;
+    }
+    case PS_LAYER_CLS_HEAD: {
+        double f = 2.0 * h * (double)l->n_classes; /* on the one pooled token */
+        if (l->pooler) f += 2.0 * h * h;
+        return f;
+    }
+    case PS_LAYER_KIND_COUNT: break;
+    }
+    return 0.0;
+}
+
+/* ---- activation memory ----------------------------------------------------------------------------------------- */
+
+/* Bytes of one self- or cross-attention sub-block, split into the part every tensor-parallel rank keeps whole
+ * (`rep`, divided by t only under sequence parallelism) and the part split across ranks (`split`, divided by t).
+ * q_tokens queries attend kv_tokens keys; `scores` gets the softmax / dropout terms that selective recompute drops. */
+static void attn_act(const ps_layer *l, double d, double q_tokens, double kv_tokens, double ctx, double *rep,
+                     double *split, double *scores)
+{
+    double h = (double)l->hidden, a = (double)l->heads;
+    double q = a * (double)l->head_dim, k = (double)l->kv_heads * (double)l->head_dim;
+    *rep += d * q_tokens * h;                   /* norm input */
+    *rep += d * q_tokens * h;                   /* Q (and for self-attention K, V) projection input */
+    *split += d * (q_tokens * q + kv_tokens * k); /* Q and K, kept for the score matmul's backward */
+    *scores += d * a * q_tokens * ctx;          /* softmax output */
+    if (l->dropout) *scores += a * q_tokens * ctx + d * a * q_tokens * ctx; /* dropout mask + dropout output */
+    *split += d * kv_tokens * k;                /* V */
+    *split += d * q_tokens * q;                 /* output projection input */
+    if (l->dropout) *rep += q_tokens * h;       /* residual dropout mask */
+}
+
+double ps_layer_act_bytes(const ps_layer *l, ps_dtype dtype, int tp, bool seq_parallel, ps_recompute rc)
+{
+    double d = (double)ps_dtype_bytes(dtype);
+    double t = tp > 0 ? (double)tp : 1.0;
+    double rep_div = seq_parallel ? t : 1.0;
+    double h = (double)l->hidden, s = (double)l->seq;
+    double rep = 0.0, split = 0.0, scores = 0.0;
+
+    switch (l->kind) {
+    case PS_LAYER_ENCODER:
+    case PS_LAYER_DECODER:
+    case PS_LAYER_DECODER_XATTN: {
+        /* Full recomputation keeps only the layer input (Korthikanti et al. 2022, Sec. 4). */
+        if (rc == PS_RECOMP_FULL) return d * s * h / rep_div;
+        attn_act(l, d, s, s, attn_ctx(l), &rep, &split, &scores);
+        if (l->kind == PS_LAYER_DECODER_XATTN) {
+            /* Cross-attention: queries from the decoder, K and V from kv_seq encoder tokens. The encoder output
+             * itself is shared by every cross-attention layer of the stage and is counted once, at the boundary. */
+            double kv = (double)l->kv_seq;
+            double rep_x = 0.0;
+            attn_act(l, d, s, kv, kv, &rep_x, &split, &scores);
+            rep += rep_x;
+        }
+        double f = (double)l->ffn_hidden;
+        rep += d * s * h; /* MLP norm input */
+        rep += d * s * h; /* first MLP linear input */
+        split += is_gated(l->act) ? 3.0 * d * s * f : 2.0 * d * s * f;
+        if (l->dropout) rep += s * h;
+        if (rc == PS_RECOMP_SELECTIVE) scores = 0.0;
+        return rep / rep_div + (split + scores) / t;
+    }
+    case PS_LAYER_EMBED:
+        if (l->pooler) rep += d * s * h; /* embedding norm input */
+        if (l->dropout) rep += s * h;    /* embedding dropout mask */
+        return rep / rep_div;
+    case PS_LAYER_PATCH_EMBED: {
+        double patches = s - (l->cls_token ? 1.0 : 0.0);
+        rep += d * patches * (double)l->channels * (double)l->patch * (double)l->patch; /* the image, conv input */
+        if (l->dropout) rep += s * h;
+        return rep / rep_div;
+    }
+    case PS_LAYER_MERGE:
+        /* s/4 tokens of 4C channels = s*C elements, kept as norm input and as linear input */
+        rep += 2.0 * d * s * h;
+        return rep / rep_div;
+    case PS_LAYER_LM_HEAD:
+        /* final norm input and projection input; BERT's MLM transform keeps dense, GELU, norm and decoder inputs */
+        rep += (l->pooler ? 4.0 : 2.0) * d * s * h;
+        /* logits are kept in fp32 for the cross entropy, split over the vocabulary-parallel ranks */
+        split += 4.0 * s * (double)l->vocab;
+        return rep / rep_div + split / t;
+    case PS_LAYER_CLS_HEAD:
+        rep += d * s * h;               /* final norm input (every token) */
+        rep += d * h;                   /* classifier input: the pooled token */
+        if (l->pooler) rep += d * h;    /* pooler input */
+        rep += 4.0 * (double)l->n_classes; /* fp32 logits */
+        return rep / rep_div;
+    case PS_LAYER_KIND_COUNT: break;
+    }
+    return 0.0;
+}
+
+double ps_layer_boundary_bytes(const ps_layer *l, ps_dtype dtype)
+{
+    double d = (double)ps_dtype_bytes(dtype);
+    double s = (double)l->seq;
+    switch (l->kind) {
+    case PS_LAYER_MERGE: return d * (s / 4.0) * (double)l->out_hidden;
+    case PS_LAYER_LM_HEAD:
+    case PS_LAYER_CLS_HEAD: return 0.0; /* only the scalar loss leaves a head */
+    case PS_LAYER_DECODER_XATTN:
+        /* the encoder output travels with the decoder's hidden state to every later cross-attention stage */
+        return d * s * (double)l->out_hidden + d * (double)l->kv_seq * (double)l->hidden;
+    default: return d * s * (double)l->out_hidden;
+    }
+}
+
+/* ---- whole model ----------------------------------------------------------------------------------------------- */
+
+int64_t ps_model_params(const ps_model *m)
+{
+    int64_t total = 0;
+    for (int64_t i = 0; i < m->n_layers; i++) {
+        int64_t p;
+        if (!ps_layer_params_checked(&m->layers[i], &p) || !ps_add_i64(total, p, &total)) return -1;
+    }
+    return total;
+}
+
+double ps_model_fwd_flops(const ps_model *m)
+{
+    double f = 0.0;
+    for (int64_t i = 0; i < m->n_layers; i++) f += ps_layer_fwd_flops(&m->layers[i]);
+    return f;
+}
+
+double ps_model_train_flops(const ps_model *m) { return 3.0 * ps_model_fwd_flops(m); }
+

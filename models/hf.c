@@ -1,0 +1,452 @@
+/* Import of Hugging Face config.json files: the architecture hyper-parameters of GPT-2, GPT-NeoX, Llama, Mistral,
+ * BERT, T5 and ViT mapped onto psearch layers. Config files carry many fields psearch does not need; only the ones
+ * that fix the shapes are read, and a missing one is an error rather than a silent default. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models_internal.h"
+
+typedef struct {
+    const json_t *root;
+    ps_jloc loc;
+    const char *path;
+    ps_layer_vec *vec;
+    int64_t seq; /* sequence length every layer is built with (the model's maximum positions) */
+} hf_ctx;
+
+/* Integer field; JSON null counts as absent (HF writes "n_inner": null for "use the default"). */
+static ps_status hf_int(const hf_ctx *c, const char *key, bool required, int64_t lo, int64_t *out)
+{
+    json_t *v = json_object_get(c->root, key);
+    if (v && json_is_null(v)) {
+        if (required) return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' is null; it must be an integer", c->path, key);
+        return PS_OK;
+    }
+    return ps_json_int(c->root, &c->loc, key, required, lo, INT64_MAX, out);
+}
+
+static ps_status hf_bool(const hf_ctx *c, const char *key, bool *out)
+{
+    json_t *v = json_object_get(c->root, key);
+    if (!v || json_is_null(v)) return PS_OK;
+    return ps_json_bool(c->root, &c->loc, key, false, out);
+}
+
+/* True when any of the listed dropout probabilities is positive; `dflt` is the library default when none is set. */
+static ps_status hf_dropout(const hf_ctx *c, const char *const *keys, bool dflt, bool *out)
+{
+    bool any_set = false, any_pos = false;
+    for (const char *const *k = keys; *k; k++) {
+        json_t *v = json_object_get(c->root, *k);
+        if (!v || json_is_null(v)) continue;
+        double p = 0.0;
+        PS_TRY(ps_json_num(c->root, &c->loc, *k, true, 0.0, 1.0, &p));
+        any_set = true;
+        if (p > 0.0) any_pos = true;
+    }
+    *out = any_set ? any_pos : dflt;
+    return PS_OK;
+}
+
+static ps_status push(hf_ctx *c, const ps_layer *l, int64_t repeat, const char *what)
+{
+    char where[320];
+    snprintf(where, sizeof where, "%s: %s", c->path, what);
+    return ps_layer_vec_push(c->vec, l, repeat, where);
+}
+
+static ps_status need_divides(const hf_ctx *c, const char *a_key, int64_t a, const char *b_key, int64_t b)
+{
+    if (b % a != 0)
+        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' = %lld does not divide '%s' = %lld", c->path, a_key,
+                       (long long)a, b_key, (long long)b);
+    return PS_OK;
+}
+
+static ps_layer base_layer(ps_layer_kind kind, int64_t hidden, int64_t seq)
+{
+    ps_layer l;
+    memset(&l, 0, sizeof l);
+    l.kind = kind;
+    l.hidden = l.out_hidden = hidden;
+    l.seq = seq;
+    return l;
+}
+
+/* The decoder-only families share one shape: embedding, N blocks, final norm + LM head. */
+typedef struct {
+    int64_t h, layers, heads, kv_heads, head_dim, ffn, vocab, positions, window;
+    ps_norm_kind norm;
+    ps_mlp_act act;
+    bool bias, dropout, tied, learned_positions;
+} causal_shape;
+
+static ps_status build_causal(hf_ctx *c, const causal_shape *s)
+{
+    ps_layer e = base_layer(PS_LAYER_EMBED, s->h, c->seq);
+    e.vocab = s->vocab;
+    e.positions = s->learned_positions ? s->positions : 0;
+    e.dropout = s->dropout;
+    e.norm = s->norm;
+    PS_TRY(push(c, &e, 1, "embedding"));
+    ps_layer d = base_layer(PS_LAYER_DECODER, s->h, c->seq);
+    d.heads = s->heads;
+    d.kv_heads = s->kv_heads;
+    d.head_dim = s->head_dim;
+    d.ffn_hidden = s->ffn;
+    d.attn_window = s->window;
+    d.norm = s->norm;
+    d.act = s->act;
+    d.bias = s->bias;
+    d.dropout = s->dropout;
+    PS_TRY(push(c, &d, s->layers, "decoder layers"));
+    ps_layer o = base_layer(PS_LAYER_LM_HEAD, s->h, c->seq);
+    o.vocab = s->vocab;
+    o.norm = s->norm;
+    o.tied = s->tied;
+    PS_TRY(push(c, &o, 1, "lm_head"));
+    return PS_OK;
+}
+
+static ps_status hf_gpt2(hf_ctx *c)
+{
+    causal_shape s = {0};
+    PS_TRY(hf_int(c, "n_embd", true, 1, &s.h));
+    PS_TRY(hf_int(c, "n_layer", true, 1, &s.layers));
+    PS_TRY(hf_int(c, "n_head", true, 1, &s.heads));
+    PS_TRY(hf_int(c, "vocab_size", true, 1, &s.vocab));
+    PS_TRY(hf_int(c, "n_ctx", false, 1, &s.positions));
+    PS_TRY(hf_int(c, "n_positions", false, 1, &s.positions)); /* the newer name wins over n_ctx */
+    if (s.positions == 0) return PS_FAIL(PS_ERR_INPUT, "%s: missing field 'n_positions' (or 'n_ctx')", c->path);
+    PS_TRY(need_divides(c, "n_head", s.heads, "n_embd", s.h));
+    if (!ps_mul_i64(4, s.h, &s.ffn)) return PS_FAIL(PS_ERR_INPUT, "%s: field 'n_embd' is too large", c->path);
+    PS_TRY(hf_int(c, "n_inner", false, 1, &s.ffn)); /* null = 4 * n_embd */
+    s.kv_heads = s.heads;
+    s.head_dim = s.h / s.heads;
+    s.norm = PS_NORM_LAYERNORM;
+    s.act = PS_ACT_GELU;
+    s.bias = true;
+    s.tied = true;
+    s.learned_positions = true;
+    PS_TRY(hf_bool(c, "tie_word_embeddings", &s.tied));
+    static const char *const drop[] = {"resid_pdrop", "embd_pdrop", "attn_pdrop", NULL};
+    PS_TRY(hf_dropout(c, drop, true, &s.dropout)); /* GPT2Config defaults every dropout to 0.1 */
+    c->seq = s.positions;
+    return build_causal(c, &s);
+}
+
+static ps_status hf_gpt_neox(hf_ctx *c)
+{
+    causal_shape s = {0};
+    PS_TRY(hf_int(c, "hidden_size", true, 1, &s.h));
+    PS_TRY(hf_int(c, "num_hidden_layers", true, 1, &s.layers));
+    PS_TRY(hf_int(c, "num_attention_heads", true, 1, &s.heads));
+    PS_TRY(hf_int(c, "intermediate_size", true, 1, &s.ffn));
+    PS_TRY(hf_int(c, "vocab_size", true, 1, &s.vocab));
+    PS_TRY(hf_int(c, "max_position_embeddings", true, 1, &s.positions));
+    PS_TRY(need_divides(c, "num_attention_heads", s.heads, "hidden_size", s.h));
+    s.kv_heads = s.heads;
+    s.head_dim = s.h / s.heads;
+    s.norm = PS_NORM_LAYERNORM;
+    s.act = PS_ACT_GELU;
+    s.bias = true;
+    s.learned_positions = false; /* rotary embeddings: no position parameters */
+    PS_TRY(hf_bool(c, "tie_word_embeddings", &s.tied));
+    static const char *const drop[] = {"attention_dropout", "hidden_dropout", NULL};
+    PS_TRY(hf_dropout(c, drop, false, &s.dropout));
+    c->seq = s.positions;
+    return build_causal(c, &s);
+}
+
+/* Llama and Mistral: RMSNorm, SwiGLU MLP, no biases, rotary positions, optional grouped-query attention. */
+static ps_status hf_llama(hf_ctx *c)
+{
+    causal_shape s = {0};
+    PS_TRY(hf_int(c, "hidden_size", true, 1, &s.h));
+    PS_TRY(hf_int(c, "intermediate_size", true, 1, &s.ffn));
+    PS_TRY(hf_int(c, "num_hidden_layers", true, 1, &s.layers));
+    PS_TRY(hf_int(c, "num_attention_heads", true, 1, &s.heads));
+    PS_TRY(hf_int(c, "vocab_size", true, 1, &s.vocab));
+    PS_TRY(hf_int(c, "max_position_embeddings", true, 1, &s.positions));
+    s.kv_heads = s.heads;
+    PS_TRY(hf_int(c, "num_key_value_heads", false, 1, &s.kv_heads));
+    PS_TRY(need_divides(c, "num_key_value_heads", s.kv_heads, "num_attention_heads", s.heads));
+    /* Newer configs state head_dim; older ones imply hidden_size / num_attention_heads. */
+    if (json_object_get(c->root, "head_dim") && !json_is_null(json_object_get(c->root, "head_dim"))) {
+        PS_TRY(hf_int(c, "head_dim", true, 1, &s.head_dim));
+    } else {
+        PS_TRY(need_divides(c, "num_attention_heads", s.heads, "hidden_size", s.h));
+        s.head_dim = s.h / s.heads;
+    }
+    PS_TRY(hf_int(c, "sliding_window", false, 0, &s.window)); /* Mistral; null = full attention */
+    s.norm = PS_NORM_RMSNORM;
+    s.act = PS_ACT_SWIGLU;
+    s.bias = false;
+    s.learned_positions = false;
+    PS_TRY(hf_bool(c, "tie_word_embeddings", &s.tied));
+    static const char *const drop[] = {"attention_dropout", NULL};
+    PS_TRY(hf_dropout(c, drop, false, &s.dropout));
+    c->seq = s.positions;
+    return build_causal(c, &s);
+}
+
+static ps_status hf_bert(hf_ctx *c)
+{
+    int64_t h = 0, layers = 0, heads = 0, ffn = 0, vocab = 0, positions = 0, types = 2;
+    PS_TRY(hf_int(c, "hidden_size", true, 1, &h));
+    PS_TRY(hf_int(c, "num_hidden_layers", true, 1, &layers));
+    PS_TRY(hf_int(c, "num_attention_heads", true, 1, &heads));
+    PS_TRY(hf_int(c, "intermediate_size", true, 1, &ffn));
+    PS_TRY(hf_int(c, "vocab_size", true, 1, &vocab));
+    PS_TRY(hf_int(c, "max_position_embeddings", true, 1, &positions));
+    PS_TRY(hf_int(c, "type_vocab_size", false, 0, &types));
+    PS_TRY(need_divides(c, "num_attention_heads", heads, "hidden_size", h));
+    bool dropout = true, tied = true;
+    static const char *const drop[] = {"hidden_dropout_prob", "attention_probs_dropout_prob", NULL};
+    PS_TRY(hf_dropout(c, drop, true, &dropout));
+    PS_TRY(hf_bool(c, "tie_word_embeddings", &tied));
+    c->seq = positions;
+
+    ps_layer e = base_layer(PS_LAYER_EMBED, h, c->seq);
+    e.vocab = vocab;
+    e.positions = positions;
+    e.token_types = types;
+    e.pooler = true; /* the embedding LayerNorm */
+    e.dropout = dropout;
+    PS_TRY(push(c, &e, 1, "embedding"));
+    ps_layer b = base_layer(PS_LAYER_ENCODER, h, c->seq);
+    b.heads = b.kv_heads = heads;
+    b.head_dim = h / heads;
+    b.ffn_hidden = ffn;
+    b.norm = PS_NORM_LAYERNORM;
+    b.act = PS_ACT_GELU;
+    b.bias = true;
+    b.dropout = dropout;
+    PS_TRY(push(c, &b, layers, "encoder layers"));
+    /* Pre-training heads (BertForPreTraining without the 2-way NSP classifier): MLM transform + decoder bias, and
+     * the pooler. */
+    ps_layer o = base_layer(PS_LAYER_LM_HEAD, h, c->seq);
+    o.vocab = vocab;
+    o.tied = tied;
+    o.pooler = true;
+    o.norm = PS_NORM_LAYERNORM;
+    PS_TRY(push(c, &o, 1, "lm_head"));
+    return PS_OK;
+}
+
+static ps_status hf_t5(hf_ctx *c)
+{
+    int64_t h = 0, ffn = 0, dkv = 0, heads = 0, enc = 0, dec = -1, vocab = 0;
+    PS_TRY(hf_int(c, "d_model", true, 1, &h));
+    PS_TRY(hf_int(c, "d_ff", true, 1, &ffn));
+    PS_TRY(hf_int(c, "d_kv", true, 1, &dkv));
+    PS_TRY(hf_int(c, "num_heads", true, 1, &heads));
+    PS_TRY(hf_int(c, "num_layers", true, 1, &enc));
+    PS_TRY(hf_int(c, "num_decoder_layers", false, 1, &dec));
+    if (dec < 0) dec = enc; /* T5Config: num_decoder_layers defaults to num_layers */
+    PS_TRY(hf_int(c, "vocab_size", true, 1, &vocab));
+    /* T5's relative positions have no maximum; the original configs state the pre-training length as n_positions,
+     * and 512 is the input length of the T5 paper's pre-training (Raffel et al. 2020, Sec. 3.1.2). */
+    int64_t seq = 512;
+    PS_TRY(hf_int(c, "n_positions", false, 1, &seq));
+    ps_mlp_act act = PS_ACT_RELU;
+    json_t *ffp = json_object_get(c->root, "feed_forward_proj");
+    if (ffp && !json_is_null(ffp)) {
+        char s[32];
+        PS_TRY(ps_json_str(c->root, &c->loc, "feed_forward_proj", true, s, sizeof s));
+        if (!strcmp(s, "relu"))
+            act = PS_ACT_RELU;
+        else if (!strcmp(s, "gelu") || !strcmp(s, "gelu_new"))
+            act = PS_ACT_GELU;
+        else if (!strcmp(s, "gated-gelu") || !strcmp(s, "gated-gelu_new"))
+            act = PS_ACT_GEGLU;
+        else if (!strcmp(s, "gated-silu"))
+            act = PS_ACT_SWIGLU;
+        else
+            return PS_FAIL(PS_ERR_INPUT,
+                           "%s: field 'feed_forward_proj' = '%s' is not supported (supported: relu, gelu, gated-gelu, "
+                           "gated-silu)",
+                           c->path, s);
+    }
+    bool tied = true, dropout = true;
+    PS_TRY(hf_bool(c, "tie_word_embeddings", &tied));
+    static const char *const drop[] = {"dropout_rate", NULL};
+    PS_TRY(hf_dropout(c, drop, true, &dropout));
+    c->seq = seq;
+
+    ps_layer e = base_layer(PS_LAYER_EMBED, h, seq);
+    e.vocab = vocab; /* shared by encoder input, decoder input and (when tied) the output projection */
+    e.dropout = dropout;
+    e.norm = PS_NORM_RMSNORM;
+    PS_TRY(push(c, &e, 1, "embedding"));
+    ps_layer b = base_layer(PS_LAYER_ENCODER, h, seq);
+    b.heads = b.kv_heads = heads;
+    b.head_dim = dkv;
+    b.ffn_hidden = ffn;
+    b.norm = PS_NORM_RMSNORM;
+    b.act = act;
+    b.bias = false;
+    b.dropout = dropout;
+    PS_TRY(push(c, &b, enc, "encoder layers"));
+    b.kind = PS_LAYER_DECODER_XATTN;
+    b.kv_seq = seq;
+    PS_TRY(push(c, &b, dec, "decoder layers"));
+    ps_layer o = base_layer(PS_LAYER_LM_HEAD, h, seq);
+    o.vocab = vocab;
+    o.tied = tied;
+    o.norm = PS_NORM_RMSNORM;
+    PS_TRY(push(c, &o, 1, "lm_head"));
+    return PS_OK;
+}
+
+static ps_status hf_vit(hf_ctx *c)
+{
+    int64_t h = 0, layers = 0, heads = 0, ffn = 0, image = 0, patch = 0, channels = 3;
+    PS_TRY(hf_int(c, "hidden_size", true, 1, &h));
+    PS_TRY(hf_int(c, "num_hidden_layers", true, 1, &layers));
+    PS_TRY(hf_int(c, "num_attention_heads", true, 1, &heads));
+    PS_TRY(hf_int(c, "intermediate_size", true, 1, &ffn));
+    PS_TRY(hf_int(c, "image_size", true, 1, &image));
+    PS_TRY(hf_int(c, "patch_size", true, 1, &patch));
+    PS_TRY(hf_int(c, "num_channels", false, 1, &channels));
+    PS_TRY(need_divides(c, "num_attention_heads", heads, "hidden_size", h));
+    if (patch > image)
+        return PS_FAIL(PS_ERR_INPUT, "%s: field 'patch_size' = %lld is larger than 'image_size' = %lld", c->path,
+                       (long long)patch, (long long)image);
+    /* ImageNet-1k classifiers list their classes in id2label; without it psearch assumes the 1000 ImageNet classes
+     * (the HF default of 2 labels is a fine-tuning placeholder, not an architecture). */
+    int64_t classes = 1000;
+    json_t *labels = json_object_get(c->root, "id2label");
+    if (labels && json_is_object(labels) && json_object_size(labels) > 0)
+        classes = (int64_t)json_object_size(labels);
+    else
+        PS_TRY(hf_int(c, "num_labels", false, 1, &classes));
+    bool bias = true, dropout = false;
+    PS_TRY(hf_bool(c, "qkv_bias", &bias));
+    static const char *const drop[] = {"hidden_dropout_prob", "attention_probs_dropout_prob", NULL};
+    PS_TRY(hf_dropout(c, drop, false, &dropout));
+    int64_t side = image / patch, tokens;
+    if (!ps_mul_i64(side, side, &tokens) || !ps_add_i64(tokens, 1, &tokens))
+        return PS_FAIL(PS_ERR_INPUT, "%s: field 'image_size' = %lld gives too many patches", c->path,
+                       (long long)image);
+    c->seq = tokens; /* patches + [CLS] */
+
+    ps_layer p = base_layer(PS_LAYER_PATCH_EMBED, h, tokens);
+    p.channels = channels;
+    p.patch = patch;
+    p.positions = tokens;
+    p.cls_token = true;
+    p.dropout = dropout;
+    PS_TRY(push(c, &p, 1, "patch_embed"));
+    ps_layer b = base_layer(PS_LAYER_ENCODER, h, tokens);
+    b.heads = b.kv_heads = heads;
+    b.head_dim = h / heads;
+    b.ffn_hidden = ffn;
+    b.norm = PS_NORM_LAYERNORM;
+    b.act = PS_ACT_GELU;
+    b.bias = bias;
+    b.dropout = dropout;
+    PS_TRY(push(c, &b, layers, "encoder layers"));
+    ps_layer o = base_layer(PS_LAYER_CLS_HEAD, h, tokens);
+    o.n_classes = classes;
+    o.norm = PS_NORM_LAYERNORM;
+    PS_TRY(push(c, &o, 1, "cls_head"));
+    return PS_OK;
+}
+
+static const struct {
+    const char *model_type;
+    const char *arch_prefix; /* the class names in "architectures" start with this */
+    ps_status (*build)(hf_ctx *);
+} g_hf_types[] = {
+    {"gpt2", "GPT2", hf_gpt2},         {"gpt_neox", "GPTNeoX", hf_gpt_neox}, {"llama", "Llama", hf_llama},
+    {"mistral", "Mistral", hf_llama}, {"bert", "Bert", hf_bert},            {"t5", "T5", hf_t5},
+    {"vit", "ViT", hf_vit},
+};
+#define N_HF_TYPES (sizeof g_hf_types / sizeof g_hf_types[0])
+#define HF_SUPPORTED "gpt2, gpt_neox, llama, mistral, bert, t5, vit"
+
+static int find_type(const json_t *root, const char *path, char *type, size_t cap, ps_status *st)
+{
+    json_t *mt = json_object_get(root, "model_type");
+    if (mt) {
+        ps_jloc top = ps_jloc_root(path);
+        *st = ps_json_str(root, &top, "model_type", true, type, cap);
+        if (*st != PS_OK) return -1;
+        for (size_t i = 0; i < N_HF_TYPES; i++)
+            if (!strcmp(type, g_hf_types[i].model_type)) return (int)i;
+        *st = PS_FAIL(PS_ERR_INPUT, "%s: model_type '%s' is not supported (supported: " HF_SUPPORTED ")", path, type);
+        return -1;
+    }
+    json_t *arch = json_object_get(root, "architectures");
+    if (!json_is_array(arch) || json_array_size(arch) == 0) {
+        *st = PS_FAIL(PS_ERR_INPUT, "%s: field 'architectures' must be a non-empty array of class names", path);
+        return -1;
+    }
+    size_t k;
+    json_t *a;
+    json_array_foreach(arch, k, a)
+    {
+        if (!json_is_string(a)) continue;
+        const char *name = json_string_value(a);
+        for (size_t i = 0; i < N_HF_TYPES; i++) {
+            size_t n = strlen(g_hf_types[i].arch_prefix);
+            /* "GPT2LMHeadModel" but not "GPT2" inside "GPTNeoX...": prefixes are distinct by construction */
+            if (!strncmp(name, g_hf_types[i].arch_prefix, n)) {
+                ps_strlcpy(type, g_hf_types[i].model_type, cap);
+                return (int)i;
+            }
+        }
+    }
+    const char *first = json_is_string(json_array_get(arch, 0)) ? json_string_value(json_array_get(arch, 0)) : "?";
+    *st = PS_FAIL(PS_ERR_INPUT, "%s: architecture '%s' is not supported (supported model types: " HF_SUPPORTED ")",
+                  path, first);
+    return -1;
+}
+
+static void hf_name(const json_t *root, const char *path, char *out, size_t cap)
+{
+    json_t *n = json_object_get(root, "_name_or_path");
+    if (json_is_string(n) && json_string_length(n) > 0 && json_string_length(n) < cap) {
+        ps_strlcpy(out, json_string_value(n), cap);
+        return;
+    }
+    /* ".../Llama-2-7b-hf/config.json" is named after its folder */
+    const char *base = strrchr(path, '/');
+    if (base && !strcmp(base + 1, "config.json")) {
+        const char *start = base;
+        while (start > path && start[-1] != '/') start--;
+        size_t len = (size_t)(base - start);
+        if (len > 0 && len < cap) {
+            memcpy(out, start, len);
+            out[len] = '\0';
+            return;
+        }
+    }
+    ps_model_stem(path, out, cap);
+}
+
+ps_status ps_model_from_hf(const json_t *root, const char *path, const ps_model_opts *opts, ps_model *out)
+{
+    memset(out, 0, sizeof *out);
+    char type[32];
+    ps_status st = PS_OK;
+    int ti = find_type(root, path, type, sizeof type, &st);
+    if (ti < 0) return ps_error_trace(st, __FILE__, __LINE__);
+    ps_layer_vec vec = {0};
+    hf_ctx c = {.root = root, .loc = ps_jloc_root(path), .path = path, .vec = &vec, .seq = 0};
+    hf_name(root, path, out->name, sizeof out->name);
+    ps_strlcpy(out->family, type, sizeof out->family);
+    snprintf(out->source, sizeof out->source, "Hugging Face config %s", path);
+    /* The checkpoint's storage dtype says nothing about the training dtype; psearch plans bf16 training. */
+    out->dtype = PS_DTYPE_BF16;
+    PS_TRY_GOTO(st, g_hf_types[ti].build(&c), fail);
+    out->seq = c.seq;
+    PS_TRY_GOTO(st, ps_model_finish(out, &vec, opts, path), fail);
+    return PS_OK;
+fail:
+    free(vec.v);
+    ps_model_free(out);
+    return st;
+}

@@ -1,0 +1,337 @@
+/* Loading a model by preset name or path (choosing the reader), the options every reader applies, whole-model
+ * validation, and the preset catalogue. */
+#include <dirent.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "models_internal.h"
+
+void ps_model_opts_init(ps_model_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->dtype = -1;
+}
+
+void ps_model_free(ps_model *m)
+{
+    if (!m) return;
+    free(m->layers);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- options --------------------------------------------------------------------------------------------------- */
+
+/* x * num / den rounded, at least 1; false when it does not fit in int64. */
+static bool scale_tokens(int64_t x, int64_t num, int64_t den, int64_t *out)
+{
+    double v = (double)x * (double)num / (double)den;
+    if (!(v < 9.0e18)) return false;
+    int64_t r = (int64_t)llround(v);
+    *out = r < 1 ? 1 : r;
+    return true;
+}
+
+static ps_status apply_opts(ps_model *m, const ps_model_opts *opts, const char *where)
+{
+    if (!opts) return PS_OK;
+    if (opts->vocab_pad < 0)
+        return PS_FAIL(PS_ERR_INPUT, "%s: vocab padding = %lld: must be positive", where, (long long)opts->vocab_pad);
+    if (opts->vocab_pad > 1) {
+        /* Megatron pads the vocabulary so every tensor-parallel rank gets an equal, aligned slice of it. */
+        for (int64_t i = 0; i < m->n_layers; i++) {
+            ps_layer *l = &m->layers[i];
+            if ((l->kind != PS_LAYER_EMBED && l->kind != PS_LAYER_LM_HEAD) || l->vocab <= 0) continue;
+            int64_t rem = l->vocab % opts->vocab_pad;
+            if (rem && !ps_add_i64(l->vocab, opts->vocab_pad - rem, &l->vocab))
+                return PS_FAIL(PS_ERR_INPUT, "%s: vocab padded to a multiple of %lld overflows", where,
+                               (long long)opts->vocab_pad);
+        }
+    }
+    if (opts->seq < 0)
+        return PS_FAIL(PS_ERR_INPUT, "%s: sequence length override = %lld: must be positive", where,
+                       (long long)opts->seq);
+    if (opts->seq > 0 && opts->seq != m->seq) {
+        /* Every layer keeps its share of the model's length: a T5-512/4 decoder stays at 1/128 of the encoder, a
+         * Swin stage at its fraction of the patches, and cross-attention keys follow the encoder they read. */
+        for (int64_t i = 0; i < m->n_layers; i++) {
+            ps_layer *l = &m->layers[i];
+            if (!scale_tokens(l->seq, opts->seq, m->seq, &l->seq) ||
+                (l->kv_seq > 0 && !scale_tokens(l->kv_seq, opts->seq, m->seq, &l->kv_seq)))
+                return PS_FAIL(PS_ERR_INPUT, "%s: sequence length %lld makes layer %lld's token count overflow",
+                               where, (long long)opts->seq, (long long)i);
+        }
+        m->seq = opts->seq;
+    }
+    if (opts->dtype >= 0) {
+        if (opts->dtype > PS_DTYPE_FP8)
+            return PS_FAIL(PS_ERR_INPUT, "%s: dtype override %d is not a known dtype", where, opts->dtype);
+        m->dtype = (ps_dtype)opts->dtype;
+    }
+    return PS_OK;
+}
+
+ps_status ps_model_finish(ps_model *m, ps_layer_vec *vec, const ps_model_opts *opts, const char *where)
+{
+    m->layers = vec->v;
+    m->n_layers = vec->n;
+    vec->v = NULL;
+    vec->n = vec->cap = 0;
+    if (m->seq == 0 && m->n_layers > 0) m->seq = m->layers[0].seq;
+    ps_status st = apply_opts(m, opts, where);
+    if (st == PS_OK) st = ps_model_validate(m, where);
+    if (st != PS_OK) {
+        ps_model_free(m);
+        return ps_error_trace(st, __FILE__, __LINE__);
+    }
+    return PS_OK;
+}
+
+/* ---- validation ------------------------------------------------------------------------------------------------ */
+
+ps_status ps_model_validate(const ps_model *m, const char *where)
+{
+    if (!where) where = m->name[0] ? m->name : "model";
+    if (m->n_layers < 1 || !m->layers) return PS_FAIL(PS_ERR_INPUT, "%s: the model has no layers", where);
+    if (m->n_layers > PS_MODEL_MAX_LAYERS)
+        return PS_FAIL(PS_ERR_INPUT, "%s: %lld layers; at most %d are supported", where, (long long)m->n_layers,
+                       PS_MODEL_MAX_LAYERS);
+    if (m->seq < 1) return PS_FAIL(PS_ERR_INPUT, "%s: seq = %lld: must be at least 1", where, (long long)m->seq);
+    if ((int)m->dtype < 0 || m->dtype > PS_DTYPE_FP8)
+        return PS_FAIL(PS_ERR_INPUT, "%s: dtype = %d is not a known dtype", where, (int)m->dtype);
+    for (int64_t i = 0; i < m->n_layers; i++) {
+        const ps_layer *l = &m->layers[i];
+        ps_where w;
+        w.sep = ": ";
+        snprintf(w.prefix, sizeof w.prefix, "%s: layer %lld (%s)", where, (long long)i, ps_layer_kind_name(l->kind));
+        PS_TRY(ps_layer_check(l, &w));
+        if (l->kind == PS_LAYER_LM_HEAD && l->tied) {
+            /* A tied head reuses the input embedding's matrix, which only works when the shapes agree. */
+            bool found = false;
+            for (int64_t j = 0; j < i && !found; j++)
+                found = m->layers[j].kind == PS_LAYER_EMBED && m->layers[j].vocab == l->vocab &&
+                        m->layers[j].hidden == l->hidden;
+            if (!found)
+                return PS_FAIL(PS_ERR_INPUT,
+                               "%s: tied = true but no earlier embedding layer has vocab = %lld and hidden = %lld "
+                               "to share weights with",
+                               w.prefix, (long long)l->vocab, (long long)l->hidden);
+        }
+    }
+    if (ps_model_params(m) < 0)
+        return PS_FAIL(PS_ERR_INPUT, "%s: the total parameter count overflows 64-bit integers", where);
+    return PS_OK;
+}
+
+/* ---- loading --------------------------------------------------------------------------------------------------- */
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+static bool is_file(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* A psearch model is recognised by its "layers" or, when that is what is missing, by any of its own keys, so the
+ * user hears about the missing or misspelt field rather than about formats. */
+static bool looks_like_psearch(const json_t *root)
+{
+    static const char *const keys[] = {"layers", "name", "seq", "hidden", "heads", "vocab", "source", NULL};
+    for (const char *const *k = keys; *k; k++)
+        if (json_object_get(root, *k)) return true;
+    return false;
+}
+
+static ps_status load_json_root(const json_t *root, const char *path, const ps_model_opts *opts, ps_model *out)
+{
+    if (json_object_get(root, "layers")) return ps_model_from_json(root, path, opts, out);
+    if (json_object_get(root, "model_type") || json_object_get(root, "architectures"))
+        return ps_model_from_hf(root, path, opts, out);
+    if (looks_like_psearch(root)) return ps_model_from_json(root, path, opts, out);
+    return PS_FAIL(PS_ERR_INPUT,
+                   "%s: neither a psearch model (no 'layers' field) nor a Hugging Face config.json (no 'model_type' "
+                   "or 'architectures' field)",
+                   path);
+}
+
+static ps_status load_path(const char *path, const ps_model_opts *opts, ps_model *out)
+{
+    char *text = NULL;
+    size_t len = 0;
+    PS_TRY(ps_read_file(path, &text, &len));
+    ps_status st;
+    const char *p = text;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    /* .layers files are layer lists; anything else that does not open like a JSON object is sniffed as one too, so
+     * a user's "model.txt" works, while a broken .json still gets the JSON parser's line:column. */
+    if (ends_with(path, ".layers") || (*p != '{' && !ends_with(path, ".json"))) {
+        st = ps_model_from_layer_list(text, path, opts, out);
+    } else {
+        json_t *root = NULL;
+        st = ps_json_load_buffer(text, len, path, &root);
+        if (st == PS_OK) st = load_json_root(root, path, opts, out);
+        json_decref(root);
+    }
+    free(text);
+    return st == PS_OK ? PS_OK : ps_error_trace(st, __FILE__, __LINE__);
+}
+
+ps_status ps_model_load_json(const char *path, const ps_model_opts *opts, ps_model *out)
+{
+    memset(out, 0, sizeof *out);
+    json_t *root = NULL;
+    PS_TRY(ps_json_load_file(path, &root));
+    ps_status st = ps_model_from_json(root, path, opts, out);
+    json_decref(root);
+    return st == PS_OK ? PS_OK : ps_error_trace(st, __FILE__, __LINE__);
+}
+
+ps_status ps_model_load_hf_config(const char *path, const ps_model_opts *opts, ps_model *out)
+{
+    memset(out, 0, sizeof *out);
+    json_t *root = NULL;
+    PS_TRY(ps_json_load_file(path, &root));
+    ps_status st = ps_model_from_hf(root, path, opts, out);
+    json_decref(root);
+    return st == PS_OK ? PS_OK : ps_error_trace(st, __FILE__, __LINE__);
+}
+
+ps_status ps_model_load_layer_list(const char *path, const ps_model_opts *opts, ps_model *out)
+{
+    memset(out, 0, sizeof *out);
+    char *text = NULL;
+    PS_TRY(ps_read_file(path, &text, NULL));
+    ps_status st = ps_model_from_layer_list(text, path, opts, out);
+    free(text);
+    return st == PS_OK ? PS_OK : ps_error_trace(st, __FILE__, __LINE__);
+}
+
+/* Message for a name that is neither a preset nor a file: the nearest preset and the whole list. */
+static ps_status unknown_preset(const char *spec)
+{
+    char **names = NULL;
+    int n = 0;
+    if (ps_model_list(&names, &n) != PS_OK)
+        return PS_FAIL(PS_ERR_INPUT, "unknown model '%s' and no preset folder to look in: %s", spec,
+                       ps_error_message());
+    const char *best = NULL;
+    int best_d = 1000;
+    for (int i = 0; i < n; i++) {
+        int d = ps_edit_distance(spec, names[i]);
+        if (d < best_d) {
+            best_d = d;
+            best = names[i];
+        }
+    }
+    char hint[96] = "";
+    if (best && best_d <= 3) snprintf(hint, sizeof hint, " (did you mean '%s'?)", best);
+    char list[700];
+    size_t used = 0;
+    list[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        int w = snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", names[i]);
+        if (w < 0 || (size_t)w >= sizeof list - used) {
+            /* the message slot is finite; `psearch model list` shows them all */
+            snprintf(list + used, sizeof list - used, ", ...");
+            break;
+        }
+        used += (size_t)w;
+    }
+    ps_status st = PS_FAIL(PS_ERR_INPUT,
+                           "unknown model '%s'%s; known presets: %s (or give the path of a model JSON, a Hugging "
+                           "Face config.json or a .layers file)",
+                           spec, hint, list);
+    ps_model_list_free(names, n);
+    return st;
+}
+
+ps_status ps_model_load(const char *spec, const ps_model_opts *opts, ps_model *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!spec || !*spec) return PS_FAIL(PS_ERR_INPUT, "empty model name; give a preset name or a file path");
+    if (strchr(spec, '/') || ends_with(spec, ".json") || ends_with(spec, ".layers")) {
+        PS_TRY(load_path(spec, opts, out));
+        return PS_OK;
+    }
+    char dir[PATH_MAX];
+    ps_status st = ps_data_dir("models", dir, sizeof dir);
+    if (st == PS_OK) {
+        char path[PATH_MAX + 80];
+        int w = snprintf(path, sizeof path, "%s/%s.json", dir, spec);
+        if (w > 0 && (size_t)w < sizeof path && is_file(path)) {
+            PS_TRY(ps_model_load_json(path, opts, out));
+            return PS_OK;
+        }
+    }
+    /* A bare file name in the working directory ("mymodel.txt") is a path too. */
+    if (is_file(spec)) {
+        PS_TRY(load_path(spec, opts, out));
+        return PS_OK;
+    }
+    if (st != PS_OK) return ps_error_trace(st, __FILE__, __LINE__);
+    return unknown_preset(spec);
+}
+
+/* ---- catalogue ------------------------------------------------------------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+void ps_model_list_free(char **names, int count)
+{
+    if (!names) return;
+    for (int i = 0; i < count; i++) free(names[i]);
+    free(names);
+}
+
+ps_status ps_model_list(char ***names, int *count)
+{
+    *names = NULL;
+    *count = 0;
+    char dir[PATH_MAX];
+    PS_TRY(ps_data_dir("models", dir, sizeof dir));
+    DIR *d = opendir(dir);
+    if (!d) return PS_FAIL(PS_ERR_SYSTEM, "%s: cannot list the model presets", dir);
+    char **v = NULL;
+    int n = 0, cap = 0;
+    ps_status st = PS_OK;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || !ends_with(e->d_name, ".json")) continue;
+        if (n == cap) {
+            int ncap = cap ? cap * 2 : 32;
+            char **nv = ps_calloc((size_t)ncap, sizeof *nv);
+            if (!nv) {
+                st = PS_ERR_SYSTEM;
+                break;
+            }
+            if (n) memcpy(nv, v, (size_t)n * sizeof *nv);
+            free(v);
+            v = nv;
+            cap = ncap;
+        }
+        char *s = ps_strdup(e->d_name);
+        if (!s) {
+            st = PS_ERR_SYSTEM;
+            break;
+        }
+        s[strlen(s) - strlen(".json")] = '\0';
+        v[n++] = s;
+    }
+    closedir(d);
+    if (st != PS_OK) {
+        ps_model_list_free(v, n);
+        return ps_error_trace(st, __FILE__, __LINE__);
+    }
+    if (n > 1) qsort(v, (size_t)n, sizeof *v, cmp_str);
+    *names = v;
+    *count = n;
+    return PS_OK;
+}

@@ -1,0 +1,88 @@
+/* Internal to models/: the table of layer fields shared by the three readers (model JSON, layer list, HF import),
+ * the resolver that turns "model defaults + group overrides" into one concrete ps_layer, and the common finish step
+ * (options, validation). Not installed; other folders use ps_models.h only. */
+#ifndef PS_MODELS_INTERNAL_H
+#define PS_MODELS_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ps_json.h"
+#include "ps_models.h"
+
+/* Upper bound on expanded layers: a description asking for more is a typo in a repeat count, and the planner's
+ * dynamic programs are sized by it. */
+#define PS_MODEL_MAX_LAYERS 100000
+
+typedef enum { PS_FT_INT = 0, PS_FT_BOOL, PS_FT_NORM, PS_FT_ACT } ps_field_type;
+
+typedef struct {
+    const char *name;
+    ps_field_type type;
+    size_t offset;  /* into ps_layer */
+    int64_t lo;     /* smallest accepted value (PS_FT_INT) */
+    unsigned kinds; /* bit (1u << ps_layer_kind) for every kind the field applies to */
+} ps_field_def;
+
+extern const ps_field_def ps_layer_fields[];
+extern const int ps_layer_field_count;
+
+/* Index of a layer field by name, or -1. */
+int ps_field_index(const char *name);
+/* Nearest field name (for "did you mean"), NULL when nothing is close. */
+const char *ps_field_suggest(const char *name);
+
+/* Layer field values of one scope (model defaults or one group); bit i of `set` = ps_layer_fields[i] was given. */
+typedef struct {
+    ps_layer v;
+    uint32_t set;
+} ps_layer_spec;
+
+/* Store an integer / boolean / enum value (enums as their ps_norm_kind / ps_mlp_act value) and mark it given. */
+void ps_spec_put(ps_layer_spec *s, int field, int64_t value);
+
+/* Where a layer came from, for messages: prefix "m.json: layers[2]" with sep "." gives "m.json: layers[2].heads";
+ * prefix "m.layers:7" with sep ": " gives "m.layers:7: heads". */
+typedef struct {
+    char prefix[320];
+    const char *sep;
+} ps_where;
+
+/* State carried across the groups of one model while resolving (cross-attention follows the last encoder). */
+typedef struct {
+    int64_t last_encoder_seq;
+} ps_resolve_ctx;
+
+/* Combine defaults and group values into *out, derive the implicit values (kv_heads = heads, head_dim =
+ * hidden/heads, ffn_hidden = 4 hidden, out_hidden, kv_seq), and check the layer. */
+ps_status ps_layer_resolve(ps_layer_kind kind, const ps_layer_spec *defaults, const ps_layer_spec *group,
+                           const ps_where *w, ps_resolve_ctx *ctx, ps_layer *out);
+/* Check one concrete layer; messages are "<prefix><sep><field> = <value>: <what is wrong>". */
+ps_status ps_layer_check(const ps_layer *l, const ps_where *w);
+/* Parameter count with overflow detection (false on overflow). */
+bool ps_layer_params_checked(const ps_layer *l, int64_t *out);
+
+/* A growing array of layers. */
+typedef struct {
+    ps_layer *v;
+    int64_t n, cap;
+} ps_layer_vec;
+
+/* Append `repeat` copies; refuses more than PS_MODEL_MAX_LAYERS in all (message names `where`). */
+ps_status ps_layer_vec_push(ps_layer_vec *vec, const ps_layer *l, int64_t repeat, const char *where);
+
+/* Last step of every reader: take ownership of vec's layers, set m->n_layers and m->seq (the first layer's seq when
+ * m->seq is 0), apply the options (vocab padding, sequence override, dtype), and validate. On failure the model is
+ * freed. */
+ps_status ps_model_finish(ps_model *m, ps_layer_vec *vec, const ps_model_opts *opts, const char *where);
+
+/* The readers behind ps_model_load, on content already read (so ps_model_load parses a file once). `path` names
+ * the file in messages. They initialise *out first and leave it empty on failure. */
+ps_status ps_model_from_json(const json_t *root, const char *path, const ps_model_opts *opts, ps_model *out);
+ps_status ps_model_from_hf(const json_t *root, const char *path, const ps_model_opts *opts, ps_model *out);
+ps_status ps_model_from_layer_list(const char *text, const char *path, const ps_model_opts *opts, ps_model *out);
+
+/* Name of the file without directories and extension ("dir/gpt2.json" -> "gpt2"), into out. */
+void ps_model_stem(const char *path, char *out, size_t cap);
+
+#endif

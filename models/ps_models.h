@@ -1,0 +1,128 @@
+/* Model descriptions: a transformer as a sequence of layers, from presets, Hugging Face config.json files or plain
+ * layer lists; per-layer parameters, forward FLOPs and activation bytes. Knows nothing of clusters or strategies. */
+#ifndef PS_MODELS_H
+#define PS_MODELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ps_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    PS_LAYER_EMBED = 0,     /* token (+ learned position, + token type) embedding; vocab x hidden */
+    PS_LAYER_PATCH_EMBED,   /* ViT/Swin patch embedding: conv(channels*patch^2 -> hidden), + positions, + [CLS] */
+    PS_LAYER_ENCODER,       /* self-attention (bidirectional) + MLP */
+    PS_LAYER_DECODER,       /* causal self-attention + MLP (GPT, Llama) */
+    PS_LAYER_DECODER_XATTN, /* causal self-attention + cross-attention over the encoder output + MLP (T5 decoder) */
+    PS_LAYER_MERGE,         /* Swin patch merging: norm(4C) + linear 4C -> out_hidden, tokens / 4 */
+    PS_LAYER_LM_HEAD,       /* final norm + vocabulary projection (+ loss) */
+    PS_LAYER_CLS_HEAD,      /* final norm + (optional pooler) + classifier to n_classes */
+    PS_LAYER_KIND_COUNT
+} ps_layer_kind;
+
+typedef enum { PS_NORM_LAYERNORM = 0, PS_NORM_RMSNORM } ps_norm_kind;
+typedef enum { PS_ACT_GELU = 0, PS_ACT_RELU, PS_ACT_SWIGLU, PS_ACT_GEGLU } ps_mlp_act; /* *GLU = gated, 3 matrices */
+typedef enum { PS_DTYPE_FP32 = 0, PS_DTYPE_FP16, PS_DTYPE_BF16, PS_DTYPE_FP8 } ps_dtype;
+/* Activation recomputation (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"). */
+typedef enum { PS_RECOMP_NONE = 0, PS_RECOMP_SELECTIVE, PS_RECOMP_FULL } ps_recompute;
+
+/* One layer. Sizes are int64 so that products never overflow in 32 bits. Fields that do not apply to a kind are 0. */
+typedef struct {
+    ps_layer_kind kind;
+    int64_t hidden;      /* h: width of the residual stream entering the layer */
+    int64_t out_hidden;  /* width leaving the layer (differs from hidden only for MERGE) */
+    int64_t heads;       /* a: query heads */
+    int64_t kv_heads;    /* key/value heads (GQA/MQA); == heads for multi-head attention */
+    int64_t head_dim;    /* per-head width; heads*head_dim need not equal hidden (T5, GPT-3 2.7B) */
+    int64_t ffn_hidden;  /* MLP inner width F */
+    int64_t seq;         /* s: tokens per sample entering the layer */
+    int64_t kv_seq;      /* tokens of the encoder output attended by cross-attention (DECODER_XATTN) */
+    int64_t attn_window; /* keys attended per query: 0 = all (seq); Swin windows / sliding-window attention */
+    int64_t vocab;       /* EMBED / LM_HEAD: vocabulary (already padded) */
+    int64_t positions;   /* EMBED / PATCH_EMBED: learned position embeddings (0 = rotary/relative, no params) */
+    int64_t token_types; /* EMBED: BERT token-type embeddings */
+    int64_t n_classes;   /* CLS_HEAD */
+    int64_t channels;    /* PATCH_EMBED: input image channels */
+    int64_t patch;       /* PATCH_EMBED: patch edge in pixels */
+    ps_norm_kind norm;
+    ps_mlp_act act;
+    bool bias;           /* linear layers carry biases (GPT-2/3, BERT, ViT) or not (Llama, T5) */
+    bool dropout;        /* dropout masks are stored (GPT/BERT training) */
+    bool tied;           /* LM_HEAD: weights shared with the embedding (adds no parameters) */
+    bool pooler;         /* CLS_HEAD: BERT pooler dense h x h before the classifier; EMBED: adds an embedding norm */
+    bool cls_token;      /* PATCH_EMBED: learned [CLS] token */
+} ps_layer;
+
+typedef struct {
+    char name[64];        /* preset or file-derived name, e.g. "gpt3-65b" */
+    char family[32];      /* "gpt3", "llama2", "bert", ... */
+    char source[256];     /* where the numbers come from (paper / config), shown by `model show` */
+    ps_dtype dtype;       /* training compute dtype (bf16 default) */
+    int64_t seq;          /* default sequence length (tokens per sample) */
+    int64_t n_layers;
+    ps_layer *layers;
+    double published_params; /* parameter count stated by the source, 0 if none (checked in tests, within 1%) */
+} ps_model;
+
+/* Options applied while building a model from any source. 0 / NULL = keep the source's value. */
+typedef struct {
+    int64_t seq;         /* override sequence length (rescales every layer's seq; kv_seq of decoders follows the
+                            encoder) */
+    int64_t vocab_pad;   /* pad vocabulary up to a multiple of this (Megatron: 128 * tp); 0/1 = no padding */
+    int dtype;           /* -1 = keep, else a ps_dtype */
+} ps_model_opts;
+
+void ps_model_opts_init(ps_model_opts *o);
+
+/* Load by name or path. `spec` is a preset name ("gpt3-65b"), or a path to: a psearch model JSON, a Hugging Face
+ * config.json (detected by "model_type"/"architectures"), or a plain layer-list file (*.layers, see docs/models.md).
+ * Unknown preset -> PS_ERR_INPUT listing the known presets (and the nearest name). */
+ps_status ps_model_load(const char *spec, const ps_model_opts *opts, ps_model *out);
+ps_status ps_model_load_hf_config(const char *path, const ps_model_opts *opts, ps_model *out);
+ps_status ps_model_load_layer_list(const char *path, const ps_model_opts *opts, ps_model *out);
+ps_status ps_model_load_json(const char *path, const ps_model_opts *opts, ps_model *out);
+void ps_model_free(ps_model *m);
+
+/* Preset names, sorted; *names is a heap array of heap strings, free with ps_model_list_free. */
+ps_status ps_model_list(char ***names, int *count);
+void ps_model_list_free(char **names, int count);
+
+/* ---- per-layer arithmetic (all per sample, i.e. micro-batch size 1) ---- */
+/* -1 when the count overflows int64 (ps_model_validate refuses such layers, so a loaded model never gives -1). */
+int64_t ps_layer_params(const ps_layer *l);
+/* Forward matmul FLOPs per sample, 2 FLOPs per multiply-add, attention s*ctx terms included (Megatron convention:
+ * causal masking is not discounted). Backward = 2x forward (input + weight gradient). */
+double ps_layer_fwd_flops(const ps_layer *l);
+/* Activation bytes kept for the backward pass, per sample, on one GPU of a tp-way tensor-parallel group, with or
+ * without sequence parallelism, under a recomputation mode. dtype gives the element size; dropout masks are 1 byte.
+ * Reduces to Korthikanti et al. Table 2 for a GPT layer: sbh(34+5as/h) (tp=1), sbh(10+24/t+5as/(ht)) (TP),
+ * sbh(34/t+5as/(ht)) (TP+SP), 34sbh/t (TP+SP+selective), 2sbh (full; /t with SP). */
+double ps_layer_act_bytes(const ps_layer *l, ps_dtype dtype, int tp, bool seq_parallel, ps_recompute rc);
+/* Bytes of the activation leaving the layer per sample (what a pipeline stage boundary sends). */
+double ps_layer_boundary_bytes(const ps_layer *l, ps_dtype dtype);
+
+int64_t ps_model_params(const ps_model *m); /* -1 on int64 overflow, as ps_layer_params */
+double ps_model_fwd_flops(const ps_model *m);
+/* Model FLOPs of one training iteration per sample (fwd + bwd = 3x forward, no recompute). */
+double ps_model_train_flops(const ps_model *m);
+
+int ps_dtype_bytes(ps_dtype d);
+const char *ps_dtype_name(ps_dtype d);
+ps_status ps_dtype_parse(const char *s, ps_dtype *out);
+const char *ps_layer_kind_name(ps_layer_kind k);
+ps_status ps_layer_kind_parse(const char *s, ps_layer_kind *out);
+const char *ps_recompute_name(ps_recompute r);
+ps_status ps_recompute_parse(const char *s, ps_recompute *out);
+
+/* Check the invariants every consumer relies on (sizes > 0, heads divide, kv_heads divides heads, ...).
+ * `where` names the file for the message. */
+ps_status ps_model_validate(const ps_model *m, const char *where);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

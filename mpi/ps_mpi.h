@@ -1,0 +1,26 @@
+/* MPI plumbing shared by every part that communicates: MPI return codes as ps_status, and agreeing on one outcome
+ * across ranks. Later: splitting the search space, deterministic reductions and top-k, sweep bookkeeping. */
+#ifndef PS_MPI_H
+#define PS_MPI_H
+
+#include <mpi.h>
+
+#include "ps_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Turn an MPI return code into PS_OK or PS_ERR_SYSTEM with "what: <MPI error string>". Needs an error handler
+ * that returns (MPI_ERRORS_RETURN) on the communicator, which the psearch command installs. */
+ps_status ps_mpi_status(int rc, const char *what, const char *file, int line);
+#define PS_MPI(call) PS_TRY(ps_mpi_status((call), #call, __FILE__, __LINE__))
+
+/* Every rank passes its local status; all get the worst one (PS_OK < ... < PS_ERR_SYSTEM) and the lowest rank whose
+ * status is not PS_OK (nranks if none), so exactly one rank reports the error. */
+ps_status ps_mpi_agree(MPI_Comm comm, ps_status local, ps_status *worst, int *first_failing);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

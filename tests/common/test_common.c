@@ -1,0 +1,177 @@
+/* Unit tests of the common layer: error slot, checked arithmetic, parsing, atomic files, JSON field readers. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ps_json.h"
+
+static ps_status fails_deep(void) { return PS_FAIL(PS_ERR_INPUT, "field 'x' must be > 0 (got %d)", -3); }
+static ps_status passes_through(void)
+{
+    PS_TRY(fails_deep());
+    return PS_OK;
+}
+
+static void test_error_trace(void **state)
+{
+    (void)state;
+    ps_error_clear();
+    assert_int_equal(passes_through(), PS_ERR_INPUT);
+    assert_string_equal(ps_error_message(), "field 'x' must be > 0 (got -3)");
+    /* the origin and the frame it passed through */
+    assert_non_null(strstr(ps_error_traceback(), "test_common.c:"));
+    assert_non_null(strstr(ps_error_traceback(), " <- "));
+    assert_int_equal(ps_error_status(), PS_ERR_INPUT);
+}
+
+static void test_checked_arith(void **state)
+{
+    (void)state;
+    int64_t r;
+    assert_true(ps_mul_i64(1 << 20, 1 << 20, &r));
+    assert_int_equal(r, (int64_t)1 << 40);
+    assert_false(ps_mul_i64((int64_t)1 << 40, (int64_t)1 << 30, &r));
+    assert_false(ps_add_i64(INT64_MAX, 1, &r));
+    assert_true(ps_add_i64(-5, 7, &r));
+    assert_int_equal(r, 2);
+}
+
+static void test_parse(void **state)
+{
+    (void)state;
+    int64_t v;
+    assert_true(ps_parse_i64("2048", &v));
+    assert_int_equal(v, 2048);
+    assert_false(ps_parse_i64("20x", &v));
+    assert_false(ps_parse_i64("", &v));
+    assert_false(ps_parse_i64(" 5", &v));
+    assert_false(ps_parse_i64("99999999999999999999999", &v));
+    double d;
+    assert_true(ps_parse_double("1.5e3", &d));
+    assert_true(d == 1500.0);
+    assert_false(ps_parse_double("nan", &d));
+    assert_false(ps_parse_double("1.0abc", &d));
+    assert_int_equal(ps_edit_distance("gpt3-65b", "gpt3-65B"), 0);
+    assert_int_equal(ps_edit_distance("gpt3-65b", "gpt3-6b"), 1);
+    char buf[32];
+    assert_string_equal(ps_fmt_bytes(1.5 * 1024 * 1024 * 1024, buf, sizeof buf), "1.50 GiB");
+}
+
+static char g_dir[] = "/tmp/ps_test_common_XXXXXX";
+
+static void test_atomic_write(void **state)
+{
+    (void)state;
+    char path[256];
+    snprintf(path, sizeof path, "%s/out.json", g_dir);
+    assert_int_equal(ps_write_file_atomic(path, "first\n", 6), PS_OK);
+    char *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(ps_read_file(path, &buf, &len), PS_OK);
+    assert_string_equal(buf, "first\n");
+    free(buf);
+
+    /* A directory that does not exist: the write fails, names the path, leaves nothing behind. */
+    char bad[300];
+    snprintf(bad, sizeof bad, "%s/missing/out.json", g_dir);
+    assert_int_equal(ps_write_file_atomic(bad, "x", 1), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), bad));
+
+    /* Replacing keeps no temporary files around. */
+    assert_int_equal(ps_write_file_atomic(path, "second\n", 7), PS_OK);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "test $(ls %s | wc -l) -eq 1", g_dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_read_missing(void **state)
+{
+    (void)state;
+    char *buf = NULL;
+    assert_int_equal(ps_read_file("/nonexistent/file.json", &buf, NULL), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "/nonexistent/file.json"));
+    assert_null(buf);
+}
+
+static void test_json_syntax_error(void **state)
+{
+    (void)state;
+    const char *txt = "{\n  \"a\": 1,\n  \"b\": [1, 2\n}\n";
+    json_t *j = NULL;
+    assert_int_equal(ps_json_load_buffer(txt, strlen(txt), "x.json", &j), PS_ERR_INPUT);
+    assert_null(j);
+    /* file:line:column of the error */
+    assert_non_null(strstr(ps_error_message(), "x.json:4:"));
+    const char *dup = "{\"a\": 1, \"a\": 2}";
+    assert_int_equal(ps_json_load_buffer(dup, strlen(dup), "d.json", &j), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "duplicate"));
+    const char *arr = "[1, 2]";
+    assert_int_equal(ps_json_load_buffer(arr, strlen(arr), "a.json", &j), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "must be a JSON object"));
+}
+
+static void test_json_fields(void **state)
+{
+    (void)state;
+    const char *txt = "{\"n\": 8, \"big\": 1e9, \"frac\": 1.5, \"s\": \"abc\", \"neg\": -1, \"obj\": {\"hiden\": 3}}";
+    json_t *j = NULL;
+    assert_int_equal(ps_json_load_buffer(txt, strlen(txt), "f.json", &j), PS_OK);
+    ps_jloc root = ps_jloc_root("f.json");
+    int64_t v = 7;
+    assert_int_equal(ps_json_int(j, &root, "n", true, 1, 100, &v), PS_OK);
+    assert_int_equal(v, 8);
+    assert_int_equal(ps_json_int(j, &root, "big", true, 1, INT64_MAX, &v), PS_OK);
+    assert_int_equal(v, 1000000000);
+    assert_int_equal(ps_json_int(j, &root, "frac", true, 1, 100, &v), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "'frac' must be an integer"));
+    assert_int_equal(ps_json_int(j, &root, "neg", true, 1, 100, &v), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "(got -1)"));
+    assert_int_equal(ps_json_int(j, &root, "s", true, 1, 100, &v), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "got a string"));
+    v = 42;
+    assert_int_equal(ps_json_int(j, &root, "absent", false, 1, 100, &v), PS_OK);
+    assert_int_equal(v, 42);
+    assert_int_equal(ps_json_int(j, &root, "absent", true, 1, 100, &v), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "f.json: missing field 'absent'"));
+    char s[3];
+    assert_int_equal(ps_json_str(j, &root, "s", true, s, sizeof s), PS_ERR_INPUT);
+    ps_jloc ol = ps_jloc_key(&root, "obj");
+    static const char *const known[] = {"hidden", "heads", NULL};
+    assert_int_equal(ps_json_known_keys(json_object_get(j, "obj"), &ol, known), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "unknown field 'obj.hiden' (did you mean 'hidden'?)"));
+    ps_jloc il = ps_jloc_idx(&ol, 3);
+    assert_string_equal(il.path, "obj[3]");
+    json_decref(j);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    return mkdtemp(g_dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_error_trace),      cmocka_unit_test(test_checked_arith),
+        cmocka_unit_test(test_parse),            cmocka_unit_test(test_atomic_write),
+        cmocka_unit_test(test_read_missing),     cmocka_unit_test(test_json_syntax_error),
+        cmocka_unit_test(test_json_fields),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

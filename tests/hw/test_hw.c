@@ -1,0 +1,748 @@
+/* Unit tests of hw/: the GPU catalog, every cluster preset, cluster.json (good files and one bad file per rule, each
+ * error naming the file and the field), placement and link queries, and spec parsing. No MPI_Init: loading anything
+ * but "auto" must work without MPI. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ps_hw.h"
+
+#define GiB (1024.0 * 1024.0 * 1024.0)
+
+static void assert_near(double got, double want, double rel)
+{
+    if (!(fabs(got - want) <= rel * fabs(want))) fail_msg("got %.6g, want %.6g (+-%.2g%%)", got, want, rel * 100);
+}
+
+static void assert_msg_has(const char *needle)
+{
+    if (!strstr(ps_error_message(), needle)) fail_msg("message lacks '%s': %s", needle, ps_error_message());
+}
+
+/* ---- catalog ----------------------------------------------------------------------------------------------------- */
+
+static void test_catalog_figures(void **state)
+{
+    (void)state;
+    ps_gpu g;
+    assert_int_equal(ps_gpu_lookup("a100-40g", &g), PS_OK);
+    assert_near(g.fp16_flops, 312e12, 1e-9);
+    assert_near(g.bf16_flops, 312e12, 1e-9);
+    assert_near(g.tf32_flops, 156e12, 1e-9);
+    assert_near(g.fp32_flops, 19.5e12, 1e-9);
+    assert_near(g.hbm_Bps, 1555e9, 1e-9);
+    assert_true(g.mem_bytes == 40 * GiB);
+    assert_true(g.fp8_flops == 0);
+
+    assert_int_equal(ps_gpu_lookup("a100-80g", &g), PS_OK);
+    assert_near(g.hbm_Bps, 2039e9, 1e-9);
+    assert_true(g.mem_bytes == 80 * GiB);
+    assert_int_equal(ps_gpu_lookup("a800-80g", &g), PS_OK);
+    assert_near(g.bf16_flops, 312e12, 1e-9);
+    assert_near(g.hbm_Bps, 2039e9, 1e-9);
+
+    assert_int_equal(ps_gpu_lookup("h100", &g), PS_OK);
+    assert_near(g.bf16_flops, 989e12, 0.01);
+    assert_near(g.fp16_flops, 989e12, 0.01);
+    assert_near(g.fp8_flops, 1979e12, 0.01);
+    assert_near(g.tf32_flops, 494e12, 0.01);
+    assert_near(g.fp32_flops, 67e12, 0.01);
+    assert_near(g.hbm_Bps, 3.35e12, 1e-9);
+    assert_true(g.mem_bytes == 80 * GiB);
+
+    assert_int_equal(ps_gpu_lookup("h200", &g), PS_OK);
+    assert_near(g.bf16_flops, 989e12, 0.01);
+    assert_near(g.fp8_flops, 1979e12, 0.01);
+    assert_near(g.hbm_Bps, 4.8e12, 1e-9);
+    assert_true(g.mem_bytes == 141 * GiB);
+
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(ps_gpu_lookup(i ? "v100-32g" : "v100-16g", &g), PS_OK);
+        assert_near(g.fp16_flops, 125e12, 1e-9);
+        assert_near(g.fp32_flops, 15.7e12, 1e-9);
+        assert_near(g.hbm_Bps, 900e9, 1e-9);
+        assert_true(g.bf16_flops == 0 && g.tf32_flops == 0);
+        assert_true(g.mem_bytes == (i ? 32 : 16) * GiB);
+    }
+    assert_int_equal(ps_gpu_lookup("t4", &g), PS_OK);
+    assert_near(g.fp16_flops, 65e12, 1e-9);
+    assert_near(g.fp32_flops, 8.1e12, 1e-9);
+    assert_near(g.hbm_Bps, 320e9, 1e-9);
+    assert_true(g.mem_bytes == 16 * GiB);
+    assert_int_equal(ps_gpu_lookup("rtx3090", &g), PS_OK);
+    assert_near(g.fp16_flops, 71e12, 1e-9);
+    assert_near(g.bf16_flops, 71e12, 1e-9);
+    assert_near(g.fp32_flops, 35.6e12, 1e-9);
+    assert_near(g.hbm_Bps, 936e9, 1e-9);
+    assert_true(g.mem_bytes == 24 * GiB);
+    assert_int_equal(ps_gpu_lookup("rtx-titan", &g), PS_OK);
+    assert_near(g.fp16_flops, 130e12, 1e-9);
+    assert_near(g.fp32_flops, 16.3e12, 1e-9);
+    assert_near(g.hbm_Bps, 672e9, 1e-9);
+    assert_true(g.mem_bytes == 24 * GiB);
+    assert_int_equal(ps_gpu_lookup("l4", &g), PS_OK);
+    assert_near(g.fp16_flops, 121e12, 0.01);
+    assert_near(g.fp8_flops, 242e12, 0.01);
+    assert_near(g.fp32_flops, 30.3e12, 1e-9);
+    assert_near(g.hbm_Bps, 300e9, 1e-9);
+}
+
+static void test_catalog_invariants(void **state)
+{
+    (void)state;
+    int n = ps_gpu_catalog_count();
+    assert_true(n >= 11);
+    assert_null(ps_gpu_catalog_at(-1));
+    assert_null(ps_gpu_catalog_at(n));
+    for (int i = 0; i < n; i++) {
+        const ps_gpu *g = ps_gpu_catalog_at(i);
+        assert_non_null(g);
+        assert_true(strlen(g->name) > 0 && strlen(g->source) > 10 && strlen(g->marketing) > 0);
+        assert_true(g->mem_bytes > 0 && g->hbm_Bps > 0 && g->fp32_flops > 0);
+        /* tensor cores beat the FP32 units on every catalog GPU */
+        assert_true(g->fp16_flops > g->fp32_flops);
+        assert_true(g->bf16_flops == 0 || g->bf16_flops == g->fp16_flops);
+        ps_gpu copy;
+        assert_int_equal(ps_gpu_lookup(g->name, &copy), PS_OK);
+        assert_string_equal(copy.name, g->name);
+        for (int j = 0; j < i; j++) assert_string_not_equal(ps_gpu_catalog_at(j)->name, g->name);
+    }
+}
+
+static void test_catalog_unknown(void **state)
+{
+    (void)state;
+    ps_gpu g;
+    ps_error_clear();
+    assert_int_equal(ps_gpu_lookup("a100-80gb", &g), PS_ERR_INPUT);
+    assert_msg_has("'a100-80gb'");
+    assert_msg_has("did you mean 'a100-80g'?");
+    assert_msg_has("h100");
+    assert_msg_has("rtx-titan");
+    assert_int_equal(ps_gpu_lookup("tpu-v5", &g), PS_ERR_INPUT);
+    assert_msg_has("known GPUs");
+    assert_int_equal(ps_gpu_lookup(NULL, &g), PS_ERR_INPUT);
+}
+
+static void test_peak_flops(void **state)
+{
+    (void)state;
+    ps_gpu g;
+    assert_int_equal(ps_gpu_lookup("v100-16g", &g), PS_OK);
+    assert_near(ps_gpu_peak_flops(&g, "fp16"), 125e12, 1e-9);
+    assert_true(ps_gpu_peak_flops(&g, "bf16") == 0);
+    assert_true(ps_gpu_peak_flops(&g, "fp8") == 0);
+    assert_near(ps_gpu_peak_flops(&g, "fp32"), 15.7e12, 1e-9);
+    assert_int_equal(ps_gpu_lookup("h100", &g), PS_OK);
+    assert_near(ps_gpu_peak_flops(&g, "bf16"), 989.4e12, 1e-9);
+    assert_near(ps_gpu_peak_flops(&g, "BF16"), 989.4e12, 1e-9);
+    assert_near(ps_gpu_peak_flops(&g, "fp8"), 1978.9e12, 1e-9);
+    assert_near(ps_gpu_peak_flops(&g, "tf32"), 494.7e12, 1e-9);
+    assert_true(ps_gpu_peak_flops(&g, "int4") == 0);
+    assert_true(ps_gpu_peak_flops(NULL, "fp16") == 0);
+    assert_true(ps_gpu_peak_flops(&g, NULL) == 0);
+}
+
+static void test_match_device(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *dev, *key;
+    } cases[] = {
+        {"NVIDIA A100-SXM4-80GB", "a100-80g"},  {"NVIDIA A100-SXM4-40GB", "a100-40g"},
+        {"NVIDIA A800-SXM4-80GB", "a800-80g"},  {"NVIDIA H100 80GB HBM3", "h100"},
+        {"NVIDIA H200", "h200"},                {"Tesla V100-SXM2-16GB", "v100-16g"},
+        {"Tesla V100-SXM2-32GB", "v100-32g"},   {"Tesla T4", "t4"},
+        {"NVIDIA GeForce RTX 3090", "rtx3090"}, {"NVIDIA TITAN RTX", "rtx-titan"},
+        {"NVIDIA L4", "l4"},                    {"NVIDIA A100 80GB PCIe", NULL},
+        {"NVIDIA H100 PCIe", NULL},             {"NVIDIA H200 NVL", NULL},
+        {"NVIDIA GeForce RTX 3090 Ti", NULL},   {"NVIDIA L40", NULL},
+        {"NVIDIA L40S", NULL},                  {"Tesla V100-PCIE-16GB", NULL},
+        {"", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *got = ps_gpu_match_device(cases[i].dev);
+        if (cases[i].key == NULL) {
+            if (got) fail_msg("'%s' should not map to a catalog entry (got %s)", cases[i].dev, got);
+        } else {
+            if (!got || strcmp(got, cases[i].key) != 0)
+                fail_msg("'%s' should map to %s (got %s)", cases[i].dev, cases[i].key, got ? got : "NULL");
+        }
+    }
+    assert_null(ps_gpu_match_device(NULL));
+}
+
+static void test_link_latency_defaults(void **state)
+{
+    (void)state;
+    assert_near(ps_link_default_latency("nvlink3"), 3e-6, 1e-9);
+    assert_near(ps_link_default_latency("nvlink3-bridge"), 3e-6, 1e-9);
+    assert_near(ps_link_default_latency("pcie4"), 10e-6, 1e-9);
+    assert_near(ps_link_default_latency("ib-ndr"), 5e-6, 1e-9);
+    assert_near(ps_link_default_latency("ib"), 5e-6, 1e-9);
+    assert_near(ps_link_default_latency("ethernet"), 30e-6, 1e-9);
+    assert_true(ps_link_default_latency("ibm") < 0);
+    assert_true(ps_link_default_latency("myfabric") < 0);
+    assert_true(ps_link_default_latency(NULL) < 0);
+}
+
+/* ---- presets ----------------------------------------------------------------------------------------------------- */
+
+static const char *const k_presets[] = {"dgx-a100-80g", "dgx-a100-40g", "dgx-h100",   "hgx-h200",
+                                        "titan-pcie3",  "a100-ib100",   "a100-80g-ib400", "g4dn-12xlarge",
+                                        "p3-8xlarge",   "rtx3090-nvlink", "rtx3090-pcie"};
+
+static void test_preset_list(void **state)
+{
+    (void)state;
+    char **names = NULL;
+    int n = 0;
+    assert_int_equal(ps_cluster_list(&names, &n), PS_OK);
+    assert_true(n >= (int)(sizeof k_presets / sizeof k_presets[0]));
+    for (size_t p = 0; p < sizeof k_presets / sizeof k_presets[0]; p++) {
+        bool found = false;
+        for (int i = 0; i < n; i++) found = found || strcmp(names[i], k_presets[p]) == 0;
+        if (!found) fail_msg("preset %s is not listed", k_presets[p]);
+    }
+    for (int i = 1; i < n; i++) assert_true(strcmp(names[i - 1], names[i]) < 0);
+    ps_cluster_list_free(names, n);
+    ps_cluster_list_free(NULL, 0);
+}
+
+/* Every listed preset loads for 1..4 nodes with consistent derived counts and valid links. */
+static void test_every_preset_loads(void **state)
+{
+    (void)state;
+    char **names = NULL;
+    int n = 0;
+    assert_int_equal(ps_cluster_list(&names, &n), PS_OK);
+    for (int i = 0; i < n; i++) {
+        for (int64_t nodes = 1; nodes <= 4; nodes++) {
+            ps_cluster c;
+            ps_status st = ps_cluster_preset(names[i], nodes, &c);
+            if (st != PS_OK) fail_msg("preset %s:%lld: %s", names[i], (long long)nodes, ps_error_message());
+            char want[96];
+            snprintf(want, sizeof want, "%s:%lld", names[i], (long long)nodes);
+            assert_string_equal(c.name, want);
+            assert_int_equal(c.n_groups, 1);
+            assert_int_equal(c.n_nodes, nodes);
+            const ps_node_group *g = &c.groups[0];
+            assert_int_equal(g->nodes, nodes);
+            assert_true(g->gpus_per_node >= 1 && g->gpus_per_node <= 16);
+            assert_int_equal(c.n_gpus, nodes * g->gpus_per_node);
+            assert_false(c.heterogeneous);
+            assert_true(strlen(c.source) > 20);
+            assert_true(g->gpu.fp16_flops > 0 && g->gpu.mem_bytes > 0);
+            assert_true(g->intra.bw_Bps > 1e9 && g->intra.latency_s > 0 && g->intra.latency_s < 1e-4);
+            assert_true(g->inter.bw_Bps > 1e8 && g->inter.latency_s > 0 && g->inter.latency_s < 1e-4);
+            /* inside a node is never slower than the network */
+            assert_true(g->intra.bw_Bps >= g->inter.bw_Bps / (double)g->gpus_per_node);
+            if (g->island_size) assert_int_equal(g->gpus_per_node % g->island_size, 0);
+            assert_int_equal(ps_cluster_node_of(&c, c.n_gpus - 1), nodes - 1);
+            assert_int_equal(ps_cluster_node_of(&c, c.n_gpus), -1);
+
+            /* the spec form gives the same cluster */
+            ps_cluster d;
+            assert_int_equal(ps_cluster_load(want, MPI_COMM_WORLD, &d), PS_OK);
+            assert_string_equal(d.name, c.name);
+            assert_int_equal(d.n_gpus, c.n_gpus);
+            ps_cluster_free(&d);
+            ps_cluster_free(&c);
+        }
+    }
+    ps_cluster_list_free(names, n);
+}
+
+static void test_preset_figures(void **state)
+{
+    (void)state;
+    ps_cluster c;
+    assert_int_equal(ps_cluster_load("dgx-a100-80g", MPI_COMM_WORLD, &c), PS_OK); /* ":1" by default */
+    assert_string_equal(c.name, "dgx-a100-80g:1");
+    assert_int_equal(c.n_gpus, 8);
+    assert_string_equal(c.groups[0].gpu.name, "a100-80g");
+    assert_near(c.groups[0].intra.bw_Bps, 300e9, 1e-9);
+    assert_near(c.groups[0].inter.bw_Bps, 8 * 200e9 / 8, 1e-9);
+    assert_int_equal(c.groups[0].cores_per_node, 128);
+    ps_cluster_free(&c);
+
+    assert_int_equal(ps_cluster_load("dgx-a100-40g:2", MPI_COMM_WORLD, &c), PS_OK);
+    assert_string_equal(c.groups[0].gpu.name, "a100-40g");
+    ps_cluster_free(&c);
+
+    assert_int_equal(ps_cluster_load("dgx-h100:16", MPI_COMM_WORLD, &c), PS_OK);
+    assert_int_equal(c.n_gpus, 128);
+    assert_near(c.groups[0].intra.bw_Bps, 450e9, 1e-9);
+    assert_near(c.groups[0].inter.bw_Bps, 8 * 400e9 / 8, 1e-9);
+    ps_cluster_free(&c);
+
+    assert_int_equal(ps_cluster_load("hgx-h200:2", MPI_COMM_WORLD, &c), PS_OK);
+    assert_string_equal(c.groups[0].gpu.name, "h200");
+    assert_near(c.groups[0].intra.bw_Bps, 450e9, 1e-9);
+    ps_cluster_free(&c);
+
+    assert_int_equal(ps_cluster_load("titan-pcie3:2", MPI_COMM_WORLD, &c), PS_OK);
+    assert_string_equal(c.groups[0].gpu.name, "rtx-titan");
+    assert_int_equal(c.groups[0].gpus_per_node, 8);
+    assert_string_equal(c.groups[0].intra.kind, "pcie3");
+    assert_near(c.groups[0].intra.bw_Bps, 15.75e9, 1e-9);
+    assert_near(c.groups[0].inter.bw_Bps, 100e9 / 8, 1e-9);
+    ps_cluster_free(&c);
+
+    assert_int_equal(ps_cluster_load("a100-ib100:8", MPI_COMM_WORLD, &c), PS_OK);
+    assert_int_equal(c.n_gpus, 64);
+    assert_string_equal(c.groups[0].gpu.name, "a100-40g");
+    assert_near(c.groups[0].inter.bw_Bps, 100e9 / 8, 1e-9);
+    ps_cluster_free(&c);
+
+    assert_int_equal(ps_cluster_load("g4dn-12xlarge:4", MPI_COMM_WORLD, &c), PS_OK);
+    assert_string_equal(c.groups[0].gpu.name, "t4");
+    assert_int_equal(c.groups[0].gpus_per_node, 4);
+    assert_near(c.groups[0].intra.bw_Bps, 50e9 / 8, 1e-9);
+    assert_near(c.groups[0].inter.bw_Bps, 50e9 / 8, 1e-9);
+    ps_cluster_free(&c);
+
+    assert_int_equal(ps_cluster_load("p3-8xlarge:4", MPI_COMM_WORLD, &c), PS_OK);
+    assert_string_equal(c.groups[0].gpu.name, "v100-16g");
+    assert_near(c.groups[0].intra.bw_Bps, 170e9 / 8, 1e-9);
+    assert_near(c.groups[0].inter.bw_Bps, 10e9 / 8, 1e-9);
+    ps_cluster_free(&c);
+
+    assert_int_equal(ps_cluster_load("rtx3090-nvlink:8", MPI_COMM_WORLD, &c), PS_OK);
+    assert_int_equal(c.groups[0].island_size, 2);
+    assert_near(c.groups[0].island.bw_Bps, 56.25e9, 1e-9);
+    assert_near(c.groups[0].intra.bw_Bps, 31.5e9, 1e-9);
+    assert_int_equal(c.groups[0].numa_per_node, 2);
+    ps_cluster_free(&c);
+
+    assert_int_equal(ps_cluster_load("rtx3090-pcie:8", MPI_COMM_WORLD, &c), PS_OK);
+    assert_int_equal(c.groups[0].island_size, 0);
+    ps_cluster_free(&c);
+}
+
+static void test_spec_errors(void **state)
+{
+    (void)state;
+    ps_cluster c;
+    ps_error_clear();
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:abc", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_msg_has("'abc'");
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:0", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_msg_has("got 0");
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:-2", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_msg_has("got -2");
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_msg_has("''");
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:1.5", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_msg_has("'1.5'");
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:99999999999999999999", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load("", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load(NULL, MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+
+    /* nodes x 8 GPUs overflows int64 */
+    assert_int_equal(ps_cluster_load("dgx-h100:9223372036854775807", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_msg_has("overflow");
+    assert_msg_has("dgx-h100.json");
+    assert_int_equal(ps_cluster_preset("dgx-h100", 0, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_preset(NULL, 1, &c), PS_ERR_INPUT);
+
+    assert_int_equal(ps_cluster_load("dgx-a100", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_msg_has("unknown cluster preset 'dgx-a100'");
+    assert_msg_has("did you mean 'dgx-a100-");
+    assert_msg_has("dgx-h100");
+    assert_msg_has("rtx3090-pcie");
+    assert_int_equal(ps_cluster_load("dgx h100:2", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_msg_has("known presets");
+    assert_int_equal(ps_cluster_load("..:2", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_msg_has("unknown cluster preset");
+
+    /* a path: the file is named */
+    assert_int_equal(ps_cluster_load("/nonexistent/cluster.json", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_msg_has("/nonexistent/cluster.json");
+    assert_int_equal(ps_cluster_load("missing.json", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_msg_has("missing.json");
+
+    /* "auto" needs MPI; this test never initializes it, so the answer is an error, not a crash */
+    assert_int_equal(ps_cluster_load("auto", MPI_COMM_WORLD, &c), PS_ERR_SYSTEM);
+    assert_msg_has("MPI");
+    /* a failed load leaves nothing to free, and freeing it is harmless */
+    ps_cluster_free(&c);
+    ps_cluster_free(NULL);
+}
+
+/* ---- placement and links ----------------------------------------------------------------------------------------- */
+
+static void test_links(void **state)
+{
+    (void)state;
+    ps_cluster c;
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:2", MPI_COMM_WORLD, &c), PS_OK);
+    ps_link l = ps_cluster_link(&c, 3, 3);
+    assert_true(isinf(l.bw_Bps) && l.latency_s == 0);
+    l = ps_cluster_link(&c, 0, 7);
+    assert_string_equal(l.kind, "nvlink3");
+    assert_near(l.bw_Bps, 300e9, 1e-9);
+    l = ps_cluster_link(&c, 7, 8);
+    assert_string_equal(l.kind, "ib-hdr");
+    assert_near(l.bw_Bps, 200e9, 1e-9);
+    assert_near(l.latency_s, 5e-6, 1e-9);
+    assert_int_equal(ps_cluster_node_of(&c, 7), 0);
+    assert_int_equal(ps_cluster_node_of(&c, 8), 1);
+    assert_int_equal(ps_cluster_node_of(&c, -1), -1);
+    assert_int_equal(ps_cluster_node_of(&c, 16), -1);
+    assert_ptr_equal(ps_cluster_group_of(&c, 15), &c.groups[0]);
+    assert_null(ps_cluster_group_of(&c, 16));
+    l = ps_cluster_link(&c, 0, 16);
+    assert_string_equal(l.kind, "invalid");
+    assert_true(l.bw_Bps == 0);
+    l = ps_cluster_link(&c, -1, -1);
+    assert_true(l.bw_Bps == 0);
+    ps_cluster_free(&c);
+
+    /* NVLink pairs of the Oases 3090 nodes: 0-1 and 2-3 are islands, 1-2 crosses PCIe */
+    assert_int_equal(ps_cluster_load("rtx3090-nvlink:2", MPI_COMM_WORLD, &c), PS_OK);
+    l = ps_cluster_link(&c, 0, 1);
+    assert_string_equal(l.kind, "nvlink3-bridge");
+    assert_near(l.bw_Bps, 56.25e9, 1e-9);
+    l = ps_cluster_link(&c, 2, 3);
+    assert_string_equal(l.kind, "nvlink3-bridge");
+    l = ps_cluster_link(&c, 1, 2);
+    assert_string_equal(l.kind, "pcie4");
+    l = ps_cluster_link(&c, 0, 3);
+    assert_string_equal(l.kind, "pcie4");
+    /* GPU 4 and 5 are node 1's first pair: same island index, different node */
+    l = ps_cluster_link(&c, 1, 5);
+    assert_string_equal(l.kind, "ib-edr");
+    l = ps_cluster_link(&c, 4, 5);
+    assert_string_equal(l.kind, "nvlink3-bridge");
+    ps_cluster_free(&c);
+
+    /* NULL cluster: no crash */
+    assert_int_equal(ps_cluster_node_of(NULL, 0), -1);
+    assert_null(ps_cluster_group_of(NULL, 0));
+    l = ps_cluster_link(NULL, 0, 1);
+    assert_true(l.bw_Bps == 0);
+}
+
+/* ---- cluster.json ------------------------------------------------------------------------------------------------ */
+
+static void data_path(char *buf, size_t cap, const char *name)
+{
+    snprintf(buf, cap, "%s/clusters/%s", PS_TEST_DATA, name);
+}
+
+static void test_amp_mixed_example(void **state)
+{
+    (void)state;
+    char path[512];
+    snprintf(path, sizeof path, "%s/clusters/amp-mixed-v100-t4.json", PS_EXAMPLES_DIR);
+    ps_cluster c;
+    ps_status st = ps_cluster_load(path, MPI_COMM_WORLD, &c);
+    if (st != PS_OK) fail_msg("%s", ps_error_message());
+    assert_string_equal(c.name, "amp-mixed-v100-t4");
+    assert_int_equal(c.n_groups, 2);
+    assert_int_equal(c.n_nodes, 4);
+    assert_int_equal(c.n_gpus, 16);
+    assert_true(c.heterogeneous);
+    assert_string_equal(c.groups[0].gpu.name, "v100-16g");
+    assert_int_equal(c.groups[0].nodes, 3);
+    assert_string_equal(c.groups[1].gpu.name, "t4");
+    assert_int_equal(c.groups[1].nodes, 1);
+    assert_string_equal(ps_cluster_group_of(&c, 11)->gpu.name, "v100-16g");
+    assert_string_equal(ps_cluster_group_of(&c, 12)->gpu.name, "t4");
+    assert_int_equal(ps_cluster_node_of(&c, 12), 3);
+    /* V100 node <-> T4 node: the V100 node's 10 Gbps NIC limits it */
+    ps_link l = ps_cluster_link(&c, 0, 12);
+    assert_near(l.bw_Bps, 10e9 / 8, 1e-9);
+    assert_near(l.latency_s, 30e-6, 1e-9);
+    l = ps_cluster_link(&c, 12, 15);
+    assert_near(l.bw_Bps, 50e9 / 8, 1e-9);
+    l = ps_cluster_link(&c, 0, 1);
+    assert_near(l.bw_Bps, 170e9 / 8, 1e-9);
+    ps_cluster_free(&c);
+}
+
+static void test_json_good(void **state)
+{
+    (void)state;
+    char path[512];
+    ps_cluster c;
+    data_path(path, sizeof path, "good-custom.json");
+    ps_status st = ps_cluster_load(path, MPI_COMM_WORLD, &c);
+    if (st != PS_OK) fail_msg("%s", ps_error_message());
+    assert_int_equal(c.n_groups, 3);
+    assert_int_equal(c.n_nodes, 6);
+    assert_int_equal(c.n_gpus, 24);
+    assert_true(c.heterogeneous);
+
+    const ps_node_group *g = &c.groups[0];
+    assert_string_equal(g->name, "custom");
+    assert_string_equal(g->gpu.name, "my-accel");
+    assert_string_equal(g->gpu.marketing, "Example accelerator");
+    assert_true(g->gpu.mem_bytes == 64 * GiB);
+    assert_near(g->gpu.fp16_flops, 400e12, 1e-9);
+    assert_true(g->gpu.tf32_flops == 0 && g->gpu.fp8_flops == 0);
+    assert_non_null(strstr(g->gpu.source, "good-custom.json"));
+    assert_near(g->intra.latency_s, 10e-6, 1e-9); /* pcie default */
+    assert_int_equal(g->island_size, 4);
+    assert_near(g->island.latency_s, 3e-6, 1e-9); /* nvlink default */
+    assert_near(g->inter.bw_Bps, 4 * 200e9 / 8, 1e-9);
+    assert_near(g->inter.latency_s, 5e-6, 1e-9);
+
+    g = &c.groups[1];
+    assert_string_equal(g->gpu.name, "h100-capped");
+    assert_near(g->gpu.fp16_flops, 700e12, 1e-9);
+    assert_near(g->gpu.fp8_flops, 1978.9e12, 1e-9); /* kept from the base */
+    assert_true(g->gpu.mem_bytes == 80 * GiB);
+    assert_near(g->intra.latency_s, 2.5e-6, 1e-9);
+    assert_near(g->inter.bw_Bps, 400e9, 1e-9);
+
+    g = &c.groups[2];
+    assert_int_equal(g->gpus_per_node, 0);
+    assert_string_equal(g->gpu.name, "none");
+    assert_int_equal(g->cores_per_node, 64);
+    assert_int_equal(g->numa_per_node, 4);
+    assert_near(g->inter.bw_Bps, 3.125e9, 1e-9);
+
+    /* first GPU of group 1 (global 16) to GPU 0: group 0's 4x200 Gb/s is the slower NIC */
+    ps_link l = ps_cluster_link(&c, 0, 16);
+    assert_string_equal(l.kind, "ib-hdr");
+    assert_near(l.bw_Bps, 100e9, 1e-9);
+    l = ps_cluster_link(&c, 0, 3);
+    assert_string_equal(l.kind, "nvlink4"); /* island of 4 */
+    l = ps_cluster_link(&c, 0, 4);
+    assert_string_equal(l.kind, "pcie5");
+    assert_int_equal(ps_cluster_node_of(&c, 23), 2);
+    assert_int_equal(ps_cluster_node_of(&c, 24), -1);
+    ps_cluster_free(&c);
+
+    data_path(path, sizeof path, "good-one-node.json");
+    st = ps_cluster_load(path, MPI_COMM_WORLD, &c);
+    if (st != PS_OK) fail_msg("%s", ps_error_message());
+    assert_int_equal(c.n_nodes, 1);
+    assert_int_equal(c.n_gpus, 4);
+    assert_string_equal(c.groups[0].inter.kind, "none");
+    ps_cluster_free(&c);
+
+    data_path(path, sizeof path, "good-same-shape.json");
+    assert_int_equal(ps_cluster_load_json(path, &c), PS_OK);
+    assert_int_equal(c.n_nodes, 5);
+    assert_false(c.heterogeneous); /* CPU cores differ, the GPUs and links do not */
+    ps_cluster_free(&c);
+}
+
+static void test_json_bad(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *file;
+        const char *want[3];
+    } cases[] = {
+        {"bad-syntax.json", {"bad-syntax.json:4:", "invalid JSON", NULL}},
+        {"bad-root-array.json", {"top level must be a JSON object", NULL, NULL}},
+        {"bad-unknown-field.json", {"node_groups[1].gpus_per_nod", "did you mean 'gpus_per_node'", NULL}},
+        {"bad-zero-nodes.json", {"node_groups[0].nodes", "got 0", NULL}},
+        {"bad-negative-gpus.json", {"node_groups[1].gpus_per_node", "got -4", NULL}},
+        {"bad-missing-gpus.json", {"missing field 'node_groups[0].gpus_per_node'", NULL, NULL}},
+        {"bad-unknown-gpu.json", {"node_groups[0].gpu", "'a100-80gb'", "did you mean 'a100-80g'"}},
+        {"bad-overflow.json", {"node_groups[0]", "1099511627776 x 1073741824", "overflow"}},
+        {"bad-overflow-sum.json", {"node_groups[1].nodes", "overflow", NULL}},
+        {"bad-island.json", {"node_groups[0].island.size", "got 3", NULL}},
+        {"bad-both-bw.json", {"node_groups[0].intra", "both bw_GBps and bw_Gbps", NULL}},
+        {"bad-no-inter.json", {"node_groups[0].inter", "2 nodes", NULL}},
+        {"bad-no-latency.json", {"node_groups[0].inter.latency_us", "'myfabric'", NULL}},
+        {"bad-gpu-object.json", {"node_groups[0].gpu.fp16_TFLOPs", "missing", NULL}},
+        {"bad-zero-bw.json", {"node_groups[0].intra.bw_GBps", "got 0", NULL}},
+        {"bad-empty-groups.json", {"node_groups", "empty", NULL}},
+        {"bad-type.json", {"node_groups[0].nodes", "must be an integer", NULL}},
+        {"bad-none-gpu.json", {"node_groups[0].gpu", "gpus_per_node is 4", NULL}},
+        {"bad-unknown-base.json", {"node_groups[0].gpu.base", "'h1000'", "did you mean 'h100'"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[512];
+        data_path(path, sizeof path, cases[i].file);
+        ps_cluster c;
+        ps_error_clear();
+        ps_status st = ps_cluster_load(path, MPI_COMM_WORLD, &c);
+        if (st != PS_ERR_INPUT)
+            fail_msg("%s: want PS_ERR_INPUT, got %d (%s)", cases[i].file, (int)st, ps_error_message());
+        /* every message names the file */
+        if (!strstr(ps_error_message(), cases[i].file))
+            fail_msg("%s: message does not name the file: %s", cases[i].file, ps_error_message());
+        for (int k = 0; k < 3 && cases[i].want[k]; k++)
+            if (!strstr(ps_error_message(), cases[i].want[k]))
+                fail_msg("%s: message lacks '%s': %s", cases[i].file, cases[i].want[k], ps_error_message());
+        assert_null(c.groups);
+        assert_int_equal(c.n_groups, 0);
+    }
+}
+
+/* ps_cluster_finish on clusters built in code (detection, tests, other tools). */
+static void test_finish_checks(void **state)
+{
+    (void)state;
+    ps_node_group groups[2];
+    memset(groups, 0, sizeof groups);
+    ps_cluster c;
+    memset(&c, 0, sizeof c);
+    c.groups = groups;
+    c.n_groups = 1;
+    assert_int_equal(ps_gpu_lookup("h100", &groups[0].gpu), PS_OK);
+    groups[0].nodes = (int64_t)1 << 40;
+    groups[0].gpus_per_node = (int64_t)1 << 30;
+    groups[0].intra = (ps_link){.kind = "nvlink4", .bw_Bps = 450e9, .latency_s = 3e-6};
+    groups[0].inter = (ps_link){.kind = "ib-ndr", .bw_Bps = 400e9, .latency_s = 5e-6};
+    ps_error_clear();
+    assert_int_equal(ps_cluster_finish(&c, "mycluster"), PS_ERR_INPUT);
+    assert_msg_has("mycluster");
+    assert_msg_has("node_groups[0]");
+    assert_msg_has("overflow");
+
+    groups[0].nodes = 2;
+    groups[0].gpus_per_node = 8;
+    assert_int_equal(ps_cluster_finish(&c, "mycluster"), PS_OK);
+    assert_int_equal(c.n_gpus, 16);
+    assert_false(c.heterogeneous);
+
+    groups[1] = groups[0];
+    c.n_groups = 2;
+    assert_int_equal(ps_cluster_finish(&c, NULL), PS_OK);
+    assert_false(c.heterogeneous);
+    groups[1].gpus_per_node = 4;
+    assert_int_equal(ps_cluster_finish(&c, NULL), PS_OK);
+    assert_true(c.heterogeneous);
+    assert_int_equal(c.n_gpus, 24);
+
+    groups[1].nodes = 0;
+    assert_int_equal(ps_cluster_finish(&c, "mycluster"), PS_ERR_INPUT);
+    assert_msg_has("node_groups[1].nodes");
+    groups[1].nodes = 1;
+    groups[1].gpus_per_node = -1;
+    assert_int_equal(ps_cluster_finish(&c, "mycluster"), PS_ERR_INPUT);
+    assert_msg_has("node_groups[1].gpus_per_node");
+    groups[1].gpus_per_node = 4;
+    groups[1].inter.bw_Bps = 0;
+    assert_int_equal(ps_cluster_finish(&c, "mycluster"), PS_ERR_INPUT);
+    assert_msg_has("node_groups[1].inter");
+    groups[1].inter.bw_Bps = 400e9;
+    groups[1].island_size = 3;
+    assert_int_equal(ps_cluster_finish(&c, "mycluster"), PS_ERR_INPUT);
+    assert_msg_has("island");
+    groups[1].island_size = 0;
+    groups[1].intra.latency_s = NAN;
+    assert_int_equal(ps_cluster_finish(&c, "mycluster"), PS_ERR_INPUT);
+    assert_msg_has("node_groups[1].intra");
+    groups[1].intra.latency_s = 3e-6;
+    groups[1].gpu.fp16_flops = 0;
+    assert_int_equal(ps_cluster_finish(&c, "mycluster"), PS_ERR_INPUT);
+    assert_msg_has("node_groups[1].gpu");
+
+    c.n_groups = 0;
+    assert_int_equal(ps_cluster_finish(&c, "mycluster"), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_finish(NULL, "x"), PS_ERR_INPUT);
+}
+
+/* Presets from a private data folder: the rules that apply only to presets, and a missing folder. */
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/clusters/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_preset_rules(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ps_test_hw_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char sub[512];
+    snprintf(sub, sizeof sub, "%s/clusters", dir);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    const char *group = "{\"gpus_per_node\": 2, \"gpu\": \"l4\", \"intra\": {\"kind\": \"pcie4\", \"bw_GBps\": 31.5},"
+                        " \"inter\": {\"kind\": \"ethernet\", \"bw_Gbps\": 25}}";
+    char text[1024];
+    snprintf(text, sizeof text, "{\"name\": \"ok\", \"source\": \"test\", \"node_groups\": [%s]}", group);
+    write_file(dir, "ok.json", text);
+    snprintf(text, sizeof text, "{\"name\": \"other\", \"source\": \"test\", \"node_groups\": [%s]}", group);
+    write_file(dir, "misnamed.json", text);
+    snprintf(text, sizeof text, "{\"name\": \"two\", \"source\": \"test\", \"node_groups\": [%s, %s]}", group, group);
+    write_file(dir, "two.json", text);
+    write_file(dir, "nodes.json",
+               "{\"name\": \"nodes\", \"source\": \"test\", \"node_groups\": [{\"nodes\": 4, \"gpus_per_node\": 1, "
+               "\"gpu\": \"t4\", \"inter\": {\"kind\": \"ethernet\", \"bw_Gbps\": 25}}]}");
+    snprintf(text, sizeof text, "{\"name\": \"nosource\", \"node_groups\": [%s]}", group);
+    write_file(dir, "nosource.json", text);
+    write_file(dir, "broken.json", "{\"name\": \"broken\",\n\"source\": }");
+
+    ps_data_dir_override(dir);
+    ps_cluster c;
+    assert_int_equal(ps_cluster_load("ok:3", MPI_COMM_WORLD, &c), PS_OK);
+    assert_int_equal(c.n_gpus, 6);
+    assert_near(c.groups[0].inter.latency_s, 30e-6, 1e-9);
+    ps_cluster_free(&c);
+    ps_error_clear();
+    assert_int_equal(ps_cluster_load("misnamed", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_msg_has("misnamed.json");
+    assert_msg_has("'other'");
+    assert_int_equal(ps_cluster_load("two:2", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_msg_has("exactly one");
+    assert_int_equal(ps_cluster_load("nodes:2", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_msg_has("node_groups[0].nodes");
+    assert_msg_has("nodes:N");
+    assert_int_equal(ps_cluster_load("nosource", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_msg_has("'source'");
+    assert_int_equal(ps_cluster_load("broken", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_msg_has("broken.json:2:");
+    assert_int_equal(ps_cluster_load("okay", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_msg_has("did you mean 'ok'");
+
+    char **names = NULL;
+    int n = 0;
+    assert_int_equal(ps_cluster_list(&names, &n), PS_OK);
+    assert_int_equal(n, 6);
+    assert_string_equal(names[0], "broken");
+    ps_cluster_list_free(names, n);
+
+    /* a data folder without presets: an error, not a crash */
+    ps_data_dir_override("/nonexistent-psearch-data");
+    assert_int_not_equal(ps_cluster_list(&names, &n), PS_OK);
+    assert_null(names);
+    assert_int_equal(ps_cluster_load("dgx-h100", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    ps_data_dir_override(NULL);
+
+    static const char *const files[] = {"ok", "misnamed", "two", "nodes", "nosource", "broken"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s.json", sub, files[i]);
+        unlink(path);
+    }
+    rmdir(sub);
+    rmdir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_catalog_figures),   cmocka_unit_test(test_catalog_invariants),
+        cmocka_unit_test(test_catalog_unknown),   cmocka_unit_test(test_peak_flops),
+        cmocka_unit_test(test_match_device),      cmocka_unit_test(test_link_latency_defaults),
+        cmocka_unit_test(test_preset_list),       cmocka_unit_test(test_every_preset_loads),
+        cmocka_unit_test(test_preset_figures),    cmocka_unit_test(test_spec_errors),
+        cmocka_unit_test(test_links),             cmocka_unit_test(test_amp_mixed_example),
+        cmocka_unit_test(test_json_good),         cmocka_unit_test(test_json_bad),
+        cmocka_unit_test(test_finish_checks),     cmocka_unit_test(test_preset_rules),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
