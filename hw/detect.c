@@ -14,6 +14,7 @@
 #include <hwloc.h>
 
 #include "ps_hw.h"
+#include "ps_mpi.h"
 
 #if PS_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -64,29 +65,8 @@ static void PS_PRINTF(3, 4) catf(char *buf, size_t cap, const char *fmt, ...)
     va_end(ap);
 }
 
-/* ---- MPI error conversion ---------------------------------------------------------------------------------------- */
-
-static ps_status mpi_fail(int rc, const char *call, const char *file, int line)
-{
-    char s[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS) snprintf(s, sizeof s, "MPI error code %d", rc);
-    /* Name the MPI function, not the whole argument list the macro saw. */
-    char fn[64];
-    ps_strlcpy(fn, call, sizeof fn);
-    char *paren = strchr(fn, '(');
-    if (paren) *paren = '\0';
-    return ps_error_set(PS_ERR_SYSTEM, file, line, "cluster auto: %s failed: %s", fn, s);
-}
-
-#define MPI_CHECK(call)                                                                                                \
-    do {                                                                                                               \
-        int mpi_rc_ = (call);                                                                                          \
-        if (mpi_rc_ != MPI_SUCCESS) {                                                                                  \
-            st = mpi_fail(mpi_rc_, #call, __FILE__, __LINE__);                                                         \
-            goto done;                                                                                                 \
-        }                                                                                                              \
-    } while (0)
+/* MPI failures become PS_ERR_SYSTEM with MPI's own error string (mpi/ps_mpi.h). */
+#define MPI_CHECK(call) PS_MPI_GOTO(st, call, done)
 
 /* A local failure (out of memory) must not leave the other ranks waiting in the next collective: every rank learns
  * whether any rank failed, and all stop together. */
@@ -94,7 +74,7 @@ static ps_status agree(MPI_Comm comm, ps_status local)
 {
     int ok = local == PS_OK, all = 0;
     int rc = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Allreduce", __FILE__, __LINE__);
+    if (rc != MPI_SUCCESS) return ps_mpi_status(rc, "MPI_Allreduce", __FILE__, __LINE__);
     if (local != PS_OK) return local;
     if (!all) return PS_FAIL(PS_ERR_SYSTEM, "cluster auto: another rank failed (out of memory) while gathering facts");
     return PS_OK;
@@ -615,11 +595,11 @@ done:
     free(all);
     if (leaders != MPI_COMM_NULL) {
         int rc = MPI_Comm_free(&leaders);
-        if (rc != MPI_SUCCESS && st == PS_OK) st = mpi_fail(rc, "MPI_Comm_free", __FILE__, __LINE__);
+        if (rc != MPI_SUCCESS && st == PS_OK) st = ps_mpi_status(rc, "MPI_Comm_free", __FILE__, __LINE__);
     }
     if (node != MPI_COMM_NULL) {
         int rc = MPI_Comm_free(&node);
-        if (rc != MPI_SUCCESS && st == PS_OK) st = mpi_fail(rc, "MPI_Comm_free", __FILE__, __LINE__);
+        if (rc != MPI_SUCCESS && st == PS_OK) st = ps_mpi_status(rc, "MPI_Comm_free", __FILE__, __LINE__);
     }
     if (st != PS_OK) ps_cluster_free(out);
     return st;

@@ -164,6 +164,16 @@ static ps_status load_json_root(const json_t *root, const char *path, const ps_m
 
 static ps_status load_path(const char *path, const ps_model_opts *opts, ps_model *out)
 {
+    /* A Hugging Face model folder (what `git clone` of a model repository gives) holds its config.json. */
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        char cfg[PATH_MAX + 16];
+        int w = snprintf(cfg, sizeof cfg, "%s/config.json", path);
+        if (w < 0 || (size_t)w >= sizeof cfg || !is_file(cfg))
+            return PS_FAIL(PS_ERR_INPUT, "%s: is a folder without a config.json; give a model file", path);
+        PS_TRY(load_path(cfg, opts, out));
+        return PS_OK;
+    }
     char *text = NULL;
     size_t len = 0;
     PS_TRY(ps_read_file(path, &text, &len));

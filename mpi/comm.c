@@ -1,4 +1,6 @@
 /* MPI error conversion and outcome agreement (see ps_mpi.h). */
+#include <string.h>
+
 #include "ps_mpi.h"
 
 ps_status ps_mpi_status(int rc, const char *what, const char *file, int line)
@@ -7,7 +9,12 @@ ps_status ps_mpi_status(int rc, const char *what, const char *file, int line)
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "MPI error code %d", rc);
-    return ps_error_set(PS_ERR_SYSTEM, file, line, "%s failed: %s", what, msg);
+    /* Name the MPI function, not the whole argument list the macro saw. */
+    char fn[64];
+    ps_strlcpy(fn, what, sizeof fn);
+    char *paren = strchr(fn, '(');
+    if (paren) *paren = '\0';
+    return ps_error_set(PS_ERR_SYSTEM, file, line, "%s failed: %s", fn, msg);
 }
 
 ps_status ps_mpi_agree(MPI_Comm comm, ps_status local, ps_status *worst, int *first_failing)

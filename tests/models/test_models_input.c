@@ -89,9 +89,12 @@ static void test_missing_files(void **state)
     expect_input_error(ps_model_load_layer_list("/nonexistent/m.layers", NULL, &m), &m, layers);
     static const char *const hf[] = {"/nonexistent/config.json", NULL};
     expect_input_error(ps_model_load_hf_config("/nonexistent/config.json", NULL, &m), &m, hf);
-    /* a directory is not a model */
-    static const char *const dir[] = {"not a regular file", NULL};
+    /* a directory is a model only when it is a Hugging Face model folder holding config.json */
+    static const char *const dir[] = {"is a folder without a config.json", NULL};
     expect_input_error(ps_model_load(tdata("good/"), NULL, &m), &m, dir);
+    assert_int_equal(ps_model_load(tdata("hf/Llama-2-7b-hf"), NULL, &m), PS_OK);
+    assert_int_equal(ps_model_params(&m), 6738415616LL);
+    ps_model_free(&m);
 }
 
 /* The explicit readers refuse content of the other formats with the file named. */
