@@ -174,9 +174,17 @@ void ps_cluster_print(FILE *f, const ps_cluster *c)
         fprintf(f, "\ngroup     %s: %lld node(s) x %lld GPU(s)\n", g->name, (long long)g->nodes,
                 (long long)g->gpus_per_node);
         if (g->gpus_per_node > 0) {
-            fprintf(f, "  gpu     %s (%s): %s, %.0f GB/s memory, peak %.1f TFLOP/s bf16, %.1f fp16, %.1f fp32\n",
-                    g->gpu.name, g->gpu.marketing, ps_fmt_bytes(g->gpu.mem_bytes, b1, sizeof b1), g->gpu.hbm_Bps / 1e9,
-                    g->gpu.bf16_flops / 1e12, g->gpu.fp16_flops / 1e12, g->gpu.fp32_flops / 1e12);
+            fprintf(f, "  gpu     %s (%s): %s, %.0f GB/s memory, peak TFLOP/s:", g->gpu.name, g->gpu.marketing,
+                    ps_fmt_bytes(g->gpu.mem_bytes, b1, sizeof b1), g->gpu.hbm_Bps / 1e9);
+            /* Dtypes a GPU lacks (bf16 before Ampere, fp8 before Ada/Hopper) are left out, not shown as 0. */
+            const struct {
+                const char *name;
+                double v;
+            } peaks[] = {{"fp8", g->gpu.fp8_flops},   {"bf16", g->gpu.bf16_flops}, {"fp16", g->gpu.fp16_flops},
+                         {"tf32", g->gpu.tf32_flops}, {"fp32", g->gpu.fp32_flops}};
+            for (size_t k = 0; k < sizeof peaks / sizeof peaks[0]; k++)
+                if (peaks[k].v > 0) fprintf(f, " %s %.1f", peaks[k].name, peaks[k].v / 1e12);
+            fprintf(f, "\n");
             fprintf(f, "  intra   %s, %.1f GB/s per direction per GPU, %.1f us\n", g->intra.kind,
                     g->intra.bw_Bps / 1e9, g->intra.latency_s * 1e6);
             if (g->island_size > 1)

@@ -68,7 +68,7 @@ ps_status ps_json_load_buffer(const char *buf, size_t len, const char *name, jso
     return check_root(root, name, out);
 }
 
-static const char *type_name(const json_t *v)
+const char *ps_json_type_name(const json_t *v)
 {
     switch (json_typeof(v)) {
     case JSON_OBJECT: return "an object";
@@ -110,7 +110,7 @@ ps_status ps_json_int(const json_t *obj, const ps_jloc *loc, const char *key, bo
             return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be an integer (got %g)", loc->file, fl.path, d);
         x = (int64_t)d;
     } else {
-        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be an integer (got %s)", loc->file, fl.path, type_name(v));
+        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be an integer (got %s)", loc->file, fl.path, ps_json_type_name(v));
     }
     if (x < lo || x > hi)
         return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be in [%lld, %lld] (got %lld)", loc->file, fl.path,
@@ -127,7 +127,7 @@ ps_status ps_json_num(const json_t *obj, const ps_jloc *loc, const char *key, bo
     PS_TRY(field(obj, loc, key, required, &v, &fl));
     if (!v) return PS_OK;
     if (!json_is_number(v))
-        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be a number (got %s)", loc->file, fl.path, type_name(v));
+        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be a number (got %s)", loc->file, fl.path, ps_json_type_name(v));
     double x = json_number_value(v);
     if (!isfinite(x) || x < lo || x > hi)
         return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be in [%g, %g] (got %g)", loc->file, fl.path, lo, hi, x);
@@ -143,7 +143,7 @@ ps_status ps_json_bool(const json_t *obj, const ps_jloc *loc, const char *key, b
     if (!v) return PS_OK;
     if (!json_is_boolean(v))
         return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be true or false (got %s)", loc->file, fl.path,
-                       type_name(v));
+                       ps_json_type_name(v));
     *out = json_is_true(v);
     return PS_OK;
 }
@@ -155,7 +155,7 @@ ps_status ps_json_str(const json_t *obj, const ps_jloc *loc, const char *key, bo
     PS_TRY(field(obj, loc, key, required, &v, &fl));
     if (!v) return PS_OK;
     if (!json_is_string(v))
-        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be a string (got %s)", loc->file, fl.path, type_name(v));
+        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be a string (got %s)", loc->file, fl.path, ps_json_type_name(v));
     const char *s = json_string_value(v);
     if (strlen(s) >= cap)
         return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' is longer than %zu characters", loc->file, fl.path, cap - 1);

@@ -78,6 +78,9 @@ bool ps_add_i64(int64_t a, int64_t b, int64_t *out);
 /* ---- strings ---- */
 /* Copy with truncation, always NUL-terminated. */
 void ps_strlcpy(char *dst, const char *src, size_t cap);
+/* Append printf-style to a NUL-terminated buffer of capacity cap, truncating (descriptions are cut, never
+ * overflowed). */
+void ps_strcatf(char *buf, size_t cap, const char *fmt, ...) PS_PRINTF(3, 4);
 /* Parse a whole string as a base-10 integer / finite double; false if anything is left over or out of range. */
 bool ps_parse_i64(const char *s, int64_t *out);
 bool ps_parse_double(const char *s, double *out);

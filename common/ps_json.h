@@ -40,6 +40,9 @@ ps_status ps_json_str(const json_t *obj, const ps_jloc *loc, const char *key, bo
 /* Reject fields not in the NULL-terminated list `known` (a misspelt field would otherwise be silently ignored). */
 ps_status ps_json_known_keys(const json_t *obj, const ps_jloc *loc, const char *const *known);
 
+/* "an integer", "a string", ... for messages that say what was found instead of what was expected. */
+const char *ps_json_type_name(const json_t *v);
+
 /* Serialize `root` and write it atomically to path ("-" = stdout), with a trailing newline. */
 ps_status ps_json_write(const json_t *root, const char *path);
 

@@ -1,5 +1,6 @@
 /* Small shared utilities: checked allocation and arithmetic, number parsing and formatting, edit distance. */
 #include <ctype.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -37,6 +38,16 @@ void ps_strlcpy(char *dst, const char *src, size_t cap)
     if (n >= cap) n = cap - 1;
     memcpy(dst, src, n);
     dst[n] = '\0';
+}
+
+void ps_strcatf(char *buf, size_t cap, const char *fmt, ...)
+{
+    size_t used = strlen(buf);
+    if (used + 1 >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + used, cap - used, fmt, ap);
+    va_end(ap);
 }
 
 bool ps_parse_i64(const char *s, int64_t *out)

@@ -5,25 +5,12 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "ps_hw.h"
 #include "ps_json.h"
-
-/* Append to a NUL-terminated buffer, truncating: messages and descriptions are cut, never overflowed. Going through
- * vsnprintf also keeps -Wformat-truncation quiet where truncation is the intent. */
-static void PS_PRINTF(3, 4) catf(char *buf, size_t cap, const char *fmt, ...)
-{
-    size_t used = strlen(buf);
-    if (used + 1 >= cap) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + used, cap - used, fmt, ap);
-    va_end(ap);
-}
 
 /* ---- link kinds -------------------------------------------------------------------------------------------------- */
 
@@ -62,21 +49,6 @@ double ps_link_default_latency(const char *kind)
 
 /* ---- JSON helpers ------------------------------------------------------------------------------------------------ */
 
-static const char *json_type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
-    }
-    return "?";
-}
-
 /* A number that must be strictly positive: ps_json_num checks the type and the upper bound, this the "> 0" that a
  * closed range cannot state. */
 static ps_status json_pos(const json_t *obj, const ps_jloc *loc, const char *key, bool required, double hi,
@@ -101,7 +73,7 @@ static ps_status check_comment(const json_t *obj, const ps_jloc *loc)
     if (v && !json_is_string(v)) {
         ps_jloc fl = ps_jloc_key(loc, "comment");
         return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be a string (got %s)", loc->file, fl.path,
-                       json_type_name(v));
+                       ps_json_type_name(v));
     }
     return PS_OK;
 }
@@ -110,7 +82,7 @@ static ps_status expect_object(const json_t *v, const ps_jloc *loc)
 {
     if (!json_is_object(v))
         return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be an object (got %s)", loc->file, loc->path,
-                       json_type_name(v));
+                       ps_json_type_name(v));
     return PS_OK;
 }
 
@@ -281,7 +253,7 @@ static ps_status parse_group(const json_t *obj, const ps_jloc *loc, bool preset,
         PS_TRY(parse_gpu_object(gpu, &gl, &out->gpu));
     } else {
         return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be a GPU kind or an object (got %s)", loc->file, gl.path,
-                       json_type_name(gpu));
+                       ps_json_type_name(gpu));
     }
     if (out->gpus_per_node == 0 && strcmp(out->gpu.name, "none") != 0)
         return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' is '%s' but gpus_per_node is 0 (use \"none\" for CPU-only nodes)",
@@ -341,7 +313,7 @@ static ps_status parse_cluster(const json_t *root, const char *file, const char 
     if (!groups) return PS_FAIL(PS_ERR_INPUT, "%s: missing field 'node_groups'", file);
     if (!json_is_array(groups))
         return PS_FAIL(PS_ERR_INPUT, "%s: field 'node_groups' must be an array (got %s)", file,
-                       json_type_name(groups));
+                       ps_json_type_name(groups));
     size_t n = json_array_size(groups);
     if (n == 0) return PS_FAIL(PS_ERR_INPUT, "%s: field 'node_groups' is empty; give at least one node group", file);
     if (preset && n != 1)
@@ -550,7 +522,7 @@ static ps_status unknown_preset(const char *name)
     const char *best = NULL;
     int best_d = 1000;
     for (int i = 0; i < n; i++) {
-        catf(known, sizeof known, "%s%s", i ? ", " : "", names[i]);
+        ps_strcatf(known, sizeof known, "%s%s", i ? ", " : "", names[i]);
         /* A name the user cut short ("dgx-a100") is better answered by what it starts than by the nearest
          * spelling ("dgx-h100"). */
         int dist = strncmp(names[i], name, strlen(name)) == 0 ? 0 : ps_edit_distance(name, names[i]);

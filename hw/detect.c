@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,18 +51,6 @@ typedef struct {
     int failed;
     char error[192];
 } node_facts;
-
-/* Append to a NUL-terminated buffer, truncating: messages and descriptions are cut, never overflowed. Going through
- * vsnprintf also keeps -Wformat-truncation quiet where truncation is the intent. */
-static void PS_PRINTF(3, 4) catf(char *buf, size_t cap, const char *fmt, ...)
-{
-    size_t used = strlen(buf);
-    if (used + 1 >= cap) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + used, cap - used, fmt, ap);
-    va_end(ap);
-}
 
 /* MPI failures become PS_ERR_SYSTEM with MPI's own error string (mpi/ps_mpi.h). */
 #define MPI_CHECK(call) PS_MPI_GOTO(st, call, done)
@@ -390,7 +377,7 @@ static void node_facts_fill(node_facts *f, const rank_gpus *rg, int nranks)
     }
     f->gpus = n;
     ps_strlcpy(f->gpu_note, (first ? first : &rg[0])->note, sizeof f->gpu_note);
-    if (mixed) catf(f->gpu_note, sizeof f->gpu_note, "; mixed GPU kinds, described as the first");
+    if (mixed) ps_strcatf(f->gpu_note, sizeof f->gpu_note, "; mixed GPU kinds, described as the first");
     memset(&f->intra, 0, sizeof f->intra);
     if (n == 0) {
         memset(&f->gpu, 0, sizeof f->gpu);
@@ -517,17 +504,17 @@ static ps_status build(const node_facts *all, int n, int ranks, bool by_slurm, p
     const node_facts *f0 = &all[0];
     out->name[0] = '\0';
     if (f0->slurm_job[0])
-        catf(out->name, sizeof out->name, "auto-%s-job%s", f0->slurm_cluster[0] ? f0->slurm_cluster : "slurm",
+        ps_strcatf(out->name, sizeof out->name, "auto-%s-job%s", f0->slurm_cluster[0] ? f0->slurm_cluster : "slurm",
              f0->slurm_job);
     else
-        catf(out->name, sizeof out->name, "auto");
+        ps_strcatf(out->name, sizeof out->name, "auto");
     out->source[0] = '\0';
-    catf(out->source, sizeof out->source, "detected: %d rank(s) on %d node(s) split by %s", ranks, n,
+    ps_strcatf(out->source, sizeof out->source, "detected: %d rank(s) on %d node(s) split by %s", ranks, n,
          by_slurm ? "SLURM_NODEID" : "shared memory");
     if (f0->slurm_job[0])
-        catf(out->source, sizeof out->source, "; Slurm job %s on %s, %lld job node(s)", f0->slurm_job,
+        ps_strcatf(out->source, sizeof out->source, "; Slurm job %s on %s, %lld job node(s)", f0->slurm_job,
              f0->slurm_cluster[0] ? f0->slurm_cluster : "?", (long long)f0->slurm_nodes);
-    catf(out->source, sizeof out->source, "; %s; intra: %s; net: %s", f0->gpu_note,
+    ps_strcatf(out->source, sizeof out->source, "; %s; intra: %s; net: %s", f0->gpu_note,
          f0->intra_note[0] ? f0->intra_note : "-", f0->net_note);
     return ps_cluster_finish(out, "cluster auto");
 }

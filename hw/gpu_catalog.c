@@ -1,7 +1,6 @@
 /* The GPU catalog: peak figures of the GPUs psearch knows by name, each from the vendor's datasheet or architecture
  * whitepaper, and the lookups over it (by catalog key, by the device name the CUDA runtime reports, by dtype). */
 #include <math.h>
-#include <stdarg.h>
 #include <string.h>
 #include <strings.h>
 
@@ -129,18 +128,6 @@ static const ps_gpu k_catalog[] = {
      .source = "NVIDIA L4 Tensor Core GPU datasheet (sparse figures halved)"},
 };
 
-/* Append to a NUL-terminated buffer, truncating: messages and descriptions are cut, never overflowed. Going through
- * vsnprintf also keeps -Wformat-truncation quiet where truncation is the intent. */
-static void PS_PRINTF(3, 4) catf(char *buf, size_t cap, const char *fmt, ...)
-{
-    size_t used = strlen(buf);
-    if (used + 1 >= cap) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + used, cap - used, fmt, ap);
-    va_end(ap);
-}
-
 #define N_CATALOG ((int)(sizeof k_catalog / sizeof k_catalog[0]))
 
 int ps_gpu_catalog_count(void) { return N_CATALOG; }
@@ -161,7 +148,7 @@ ps_status ps_gpu_lookup(const char *name, ps_gpu *out)
     const char *best = NULL;
     int best_d = 1000;
     for (int i = 0; i < N_CATALOG; i++) {
-        catf(known, sizeof known, "%s%s", i ? ", " : "", k_catalog[i].name);
+        ps_strcatf(known, sizeof known, "%s%s", i ? ", " : "", k_catalog[i].name);
         /* "a100" is better answered by what it starts ("a100-40g") than by the nearest spelling. */
         int d = strncmp(k_catalog[i].name, name, strlen(name)) == 0 ? 0 : ps_edit_distance(name, k_catalog[i].name);
         if (d < best_d) {
