@@ -117,11 +117,13 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
         }
     }
 
-    /* getopt_long sees argv without the subcommand words. opterr = 0: we word the messages ourselves. */
+    /* getopt_long sees argv without the subcommand words. opterr = 0: we word the messages ourselves. optind = 0,
+     * not 1: glibc then also forgets where it was inside a cluster of short options ("-vx" stopped at x), which
+     * otherwise points into the argv of the previous call (found by tests/fuzz/fuzz_cli_options). */
     int n = argc - first + 1;
     char **av = argv + first - 1;
     opterr = 0;
-    optind = 1;
+    optind = 0;
     int ch;
     while ((ch = getopt_long(n, av, ":m:c:vh", g_long, NULL)) != -1) {
         /* getopt takes the next word as the value even when it is another option ("--model --format json"). */

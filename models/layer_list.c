@@ -123,6 +123,12 @@ static ps_status put_string(char *dst, size_t cap, const char *key, const char *
     if (strlen(val) >= cap)
         return PS_FAIL(PS_ERR_INPUT, "%s:%d:%d: %s: longer than %zu characters", pos->path, pos->line, col, key,
                        cap - 1);
+    /* The JSON readers only ever see UTF-8 (jansson checks); here any byte can come in, and `--format json` would
+     * silently drop a string that is not UTF-8 (jansson's json_string refuses it, which is also the check). */
+    json_t *probe = json_string(val);
+    if (!probe)
+        return PS_FAIL(PS_ERR_INPUT, "%s:%d:%d: %s: not valid UTF-8 text", pos->path, pos->line, col, key);
+    json_decref(probe);
     ps_strlcpy(dst, val, cap);
     return PS_OK;
 }

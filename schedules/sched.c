@@ -1,0 +1,481 @@
+/* The schedule workspace: buffers kept between calls, building an order from the kind table, verifying an order
+ * (every pass exactly once, no deadlock), the event simulation, and the closed forms it is tested against. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched_internal.h"
+
+/* Beyond these the planner has no use and the (stage, micro-batch) tables would not fit in memory anyway. */
+#define PS_SCHED_MAX_DEVICES (1 << 20)
+#define PS_SCHED_MAX_MB (1 << 30)
+#define PS_SCHED_MAX_PASSES ((int64_t)1 << 31)
+
+ps_status ps_sched_create(ps_sched **out)
+{
+    *out = ps_calloc(1, sizeof(ps_sched));
+    if (!*out) return PS_FAIL(PS_ERR_SYSTEM, "out of memory allocating a schedule workspace");
+    return PS_OK;
+}
+
+static void free_dev(ps_sched *s)
+{
+    free(s->dev_off);
+    free(s->cursor);
+    free(s->queue);
+    free(s->queued);
+    free(s->busy);
+    free(s->idle);
+    free(s->peak);
+    s->dev_off = NULL;
+    s->cursor = s->queue = NULL;
+    s->queued = NULL;
+    s->busy = s->idle = s->peak = NULL;
+    s->dev_cap = 0;
+}
+
+static void free_stage(ps_sched *s)
+{
+    free(s->dev_stage);
+    free(s->stage_dev);
+    s->dev_stage = s->stage_dev = NULL;
+    s->stage_cap = 0;
+}
+
+static void free_sm(ps_sched *s)
+{
+    free(s->end_f);
+    free(s->end_b);
+    free(s->end_w);
+    s->end_f = s->end_b = s->end_w = NULL;
+    s->sm_cap = 0;
+}
+
+static void free_res(ps_sched *s)
+{
+    free(s->start);
+    free(s->end);
+    s->start = s->end = NULL;
+    s->res_pass_cap = 0;
+}
+
+void ps_sched_destroy(ps_sched *s)
+{
+    if (!s) return;
+    free_dev(s);
+    free_stage(s);
+    free_sm(s);
+    free_res(s);
+    free(s->pass);
+    free(s);
+}
+
+/* Capacities grow geometrically so that a search sweeping n upwards reallocates O(log n) times, not every call. */
+static size_t grown(size_t cap, size_t need)
+{
+    size_t c = cap ? cap : 64;
+    while (c < need) c = c > SIZE_MAX / 2 ? need : c * 2;
+    return c;
+}
+
+#define OOM() PS_FAIL(PS_ERR_SYSTEM, "out of memory in the schedule workspace")
+
+static ps_status reserve(ps_sched *s, int d, int stages, int64_t sm, int64_t passes)
+{
+    if ((size_t)d + 1 > s->dev_cap) {
+        free_dev(s);
+        size_t c = grown(0, (size_t)d + 1);
+        s->dev_off = ps_calloc(c, sizeof *s->dev_off);
+        s->cursor = ps_calloc(c, sizeof *s->cursor);
+        s->queue = ps_calloc(c, sizeof *s->queue);
+        s->queued = ps_calloc(c, sizeof *s->queued);
+        s->busy = ps_calloc(c, sizeof *s->busy);
+        s->idle = ps_calloc(c, sizeof *s->idle);
+        s->peak = ps_calloc(c, sizeof *s->peak);
+        if (!s->dev_off || !s->cursor || !s->queue || !s->queued || !s->busy || !s->idle || !s->peak) {
+            free_dev(s);
+            return OOM();
+        }
+        s->dev_cap = c;
+    }
+    if ((size_t)stages > s->stage_cap) {
+        free_stage(s);
+        size_t c = grown(0, (size_t)stages);
+        s->dev_stage = ps_calloc(c, sizeof *s->dev_stage);
+        s->stage_dev = ps_calloc(c, sizeof *s->stage_dev);
+        if (!s->dev_stage || !s->stage_dev) {
+            free_stage(s);
+            return OOM();
+        }
+        s->stage_cap = c;
+    }
+    if ((size_t)sm > s->sm_cap) {
+        free_sm(s);
+        size_t c = grown(s->sm_cap, (size_t)sm);
+        s->end_f = ps_calloc(c, sizeof(double));
+        s->end_b = ps_calloc(c, sizeof(double));
+        s->end_w = ps_calloc(c, sizeof(double));
+        if (!s->end_f || !s->end_b || !s->end_w) {
+            free_sm(s);
+            return OOM();
+        }
+        s->sm_cap = c;
+    }
+    if ((size_t)passes > s->pass_cap) {
+        free(s->pass);
+        size_t c = grown(s->pass_cap, (size_t)passes);
+        s->pass = ps_calloc(c, sizeof *s->pass);
+        s->pass_cap = s->pass ? c : 0;
+        if (!s->pass) return OOM();
+    }
+    if ((size_t)passes > s->res_pass_cap) {
+        free_res(s);
+        size_t c = grown(0, (size_t)passes);
+        s->start = ps_calloc(c, sizeof(double));
+        s->end = ps_calloc(c, sizeof(double));
+        if (!s->start || !s->end) {
+            free_res(s);
+            return OOM();
+        }
+        s->res_pass_cap = c;
+    }
+    return PS_OK;
+}
+
+/* Check the sizes, make room, and lay the stages out on the devices. Leaves the workspace empty on failure. */
+static ps_status setup(ps_sched *s, int d, int n, int v, ps_sched_placement place, int64_t max_passes)
+{
+    s->kind = NULL;
+    s->d = s->n = s->v = s->stages = 0;
+    s->npass = 0;
+    PS_CHECK_INPUT(d >= 1 && d <= PS_SCHED_MAX_DEVICES, "pipeline devices d must be in 1..%d (got %d)",
+                   PS_SCHED_MAX_DEVICES, d);
+    PS_CHECK_INPUT(n >= 1 && n <= PS_SCHED_MAX_MB, "micro-batches n must be in 1..%d (got %d)", PS_SCHED_MAX_MB, n);
+    PS_CHECK_INPUT(v >= 1 && v <= UINT16_MAX, "chunks per device v must be in 1..%d (got %d)", UINT16_MAX, v);
+    PS_CHECK_INPUT(place == PS_SCHED_PLACE_LOOP || place == PS_SCHED_PLACE_V, "unknown stage placement %d",
+                   (int)place);
+    PS_CHECK_INPUT(place != PS_SCHED_PLACE_V || v == 2, "the V placement needs v = 2 chunks per device (got %d)", v);
+    int64_t stages, sm, passes;
+    PS_CHECK_INPUT(ps_mul_i64(d, v, &stages) && stages <= INT32_MAX, "d*v = %d*%d stages is too many", d, v);
+    PS_CHECK_INPUT(ps_mul_i64(stages, n, &sm) && ps_mul_i64(sm, 3, &passes) && passes <= PS_SCHED_MAX_PASSES,
+                   "d*v*n = %d*%d*%d micro-batch stages is too many to schedule", d, v, n);
+    if (max_passes > passes) passes = max_passes;
+    PS_TRY(reserve(s, d, (int)stages, sm, passes));
+    s->d = d;
+    s->n = n;
+    s->v = v;
+    s->stages = (int)stages;
+    s->place = place;
+    for (int i = 0; i < d; i++)
+        for (int c = 0; c < v; c++) {
+            int st = place == PS_SCHED_PLACE_V ? (c == 0 ? i : 2 * d - 1 - i) : c * d + i;
+            s->dev_stage[(size_t)i * v + c] = st;
+            s->stage_dev[st] = i;
+        }
+    return PS_OK;
+}
+
+static const char *op_name(int op)
+{
+    static const char *const names[] = {"F", "B", "W", "BW"};
+    return op >= 0 && op <= PS_SCHED_BW ? names[op] : "?";
+}
+
+static ps_status run(ps_sched *s, const ps_sched_costs *c);
+
+/* Every (stage, micro-batch) has one F and one backward (a BW, or a B and a W), each on the device its chunk
+ * names, and the order can run to the end (a pass that waits on one placed after it on its own device, or on a
+ * cycle across devices, leaves the simulation stuck). */
+static ps_status verify(ps_sched *s)
+{
+    size_t sm = (size_t)s->stages * (size_t)s->n;
+    memset(s->end_f, 0, sm * sizeof(double));
+    memset(s->end_b, 0, sm * sizeof(double));
+    memset(s->end_w, 0, sm * sizeof(double));
+    for (int dev = 0; dev < s->d; dev++) {
+        for (int64_t k = s->dev_off[dev]; k < s->dev_off[dev + 1]; k++) {
+            const ps_sched_pass *p = &s->pass[k];
+            int64_t pos = k - s->dev_off[dev];
+            PS_CHECK_INPUT(p->op <= PS_SCHED_BW, "device %d pass %lld: op %d does not exist (F=0 B=1 W=2 BW=3)", dev,
+                           (long long)pos, (int)p->op);
+            PS_CHECK_INPUT(p->mb >= 0 && p->mb < s->n, "device %d pass %lld: micro-batch %d is outside 0..%d", dev,
+                           (long long)pos, (int)p->mb, s->n - 1);
+            PS_CHECK_INPUT(p->chunk < s->v, "device %d pass %lld: chunk %d is outside 0..%d", dev, (long long)pos,
+                           (int)p->chunk, s->v - 1);
+            size_t idx = (size_t)p->mb * s->stages + (size_t)s->dev_stage[(size_t)dev * s->v + p->chunk];
+            bool dup = false;
+            switch (p->op) {
+            case PS_SCHED_F: dup = s->end_f[idx] != 0; s->end_f[idx] = 1; break;
+            case PS_SCHED_B: dup = s->end_b[idx] != 0; s->end_b[idx] = 1; break;
+            case PS_SCHED_W: dup = s->end_w[idx] != 0; s->end_w[idx] = 1; break;
+            default:
+                dup = s->end_b[idx] != 0 || s->end_w[idx] != 0;
+                s->end_b[idx] = s->end_w[idx] = 1;
+                break;
+            }
+            PS_CHECK_INPUT(!dup, "device %d pass %lld: %s of micro-batch %d, chunk %d is scheduled twice "
+                           "(a BW counts as both its B and its W)",
+                           dev, (long long)pos, op_name(p->op), (int)p->mb, (int)p->chunk);
+        }
+    }
+    for (size_t idx = 0; idx < sm; idx++) {
+        int st = (int)(idx % (size_t)s->stages), mb = (int)(idx / (size_t)s->stages);
+        const char *miss = s->end_f[idx] == 0 ? "F" : s->end_b[idx] == 0 ? "B" : s->end_w[idx] == 0 ? "W" : NULL;
+        PS_CHECK_INPUT(!miss, "the %s of micro-batch %d on stage %d (device %d) is never scheduled", miss, mb, st,
+                       s->stage_dev[st]);
+    }
+    PS_TRY(run(s, NULL));
+    return PS_OK;
+}
+
+ps_status ps_sched_build(ps_sched *s, const char *kind, int d, int n, int v)
+{
+    int k = kind ? ps_sched_kind_find(kind) : -1;
+    if (k < 0) {
+        char names[256] = "";
+        for (int i = 0; i < ps_sched_nkinds_; i++)
+            ps_strcatf(names, sizeof names, "%s%s", i ? ", " : "", ps_sched_kinds_[i].name);
+        return PS_FAIL(PS_ERR_INPUT, "unknown schedule kind '%s' (kinds: %s)", kind ? kind : "(null)", names);
+    }
+    const ps_sched_kind_def *K = &ps_sched_kinds_[k];
+    if (v == 0) v = K->default_chunks;
+    PS_CHECK_INPUT(v >= K->min_chunks && v <= K->max_chunks, "schedule '%s' takes v in %d..%d chunks per device "
+                   "(got %d)", K->name, K->min_chunks, K->max_chunks, v);
+    PS_CHECK_INPUT(d >= 1, "schedule '%s': pipeline devices d must be >= 1 (got %d)", K->name, d);
+    PS_CHECK_INPUT(n >= 1, "schedule '%s': micro-batches n must be >= 1 (got %d)", K->name, n);
+    PS_CHECK_INPUT(K->n_rule != PS_SCHED_N_MULTIPLE_OF_D || n % d == 0,
+                   "schedule '%s' needs the micro-batches n to be a multiple of the devices d (n=%d, d=%d)", K->name,
+                   n, d);
+    PS_TRY(setup(s, d, n, v, K->place, 0));
+    for (int dev = 0; dev < d; dev++) {
+        s->dev_off[dev] = s->npass;
+        K->gen_device(s, dev);
+    }
+    s->dev_off[d] = s->npass;
+    PS_TRY(verify(s));
+    s->kind = K;
+    return PS_OK;
+}
+
+ps_status ps_sched_set_order(ps_sched *s, int d, int n, int v, ps_sched_placement place, const ps_sched_pass *passes,
+                             const int64_t *counts)
+{
+    PS_CHECK_INPUT(passes && counts, "set_order needs the passes and the per-device counts");
+    PS_CHECK_INPUT(d >= 1 && d <= PS_SCHED_MAX_DEVICES, "pipeline devices d must be in 1..%d (got %d)",
+                   PS_SCHED_MAX_DEVICES, d);
+    int64_t total = 0;
+    for (int i = 0; i < d; i++) {
+        PS_CHECK_INPUT(counts[i] >= 0 && counts[i] <= PS_SCHED_MAX_PASSES, "device %d: pass count %lld is invalid", i,
+                       (long long)counts[i]);
+        total += counts[i];
+    }
+    PS_CHECK_INPUT(total <= PS_SCHED_MAX_PASSES, "%lld passes is too many", (long long)total);
+    PS_TRY(setup(s, d, n, v, place, total));
+    memcpy(s->pass, passes, (size_t)total * sizeof *passes);
+    s->npass = total;
+    s->dev_off[0] = 0;
+    for (int i = 0; i < d; i++) s->dev_off[i + 1] = s->dev_off[i] + counts[i];
+    ps_status st = verify(s);
+    if (st != PS_OK) {
+        s->d = 0; /* an order that failed verification must not be simulated */
+        return ps_error_trace(st, __FILE__, __LINE__);
+    }
+    return PS_OK;
+}
+
+/* ---- simulation ---- */
+
+static ps_status check_costs(const ps_sched *s, const ps_sched_costs *c)
+{
+    PS_CHECK_INPUT(s->d >= 1, "no schedule built in this workspace (or the last build failed)");
+    PS_CHECK_INPUT(c && c->f && c->b, "costs need the per-stage F and B times");
+    const double *arr[] = {c->f, c->b, c->w, c->act};
+    const char *name[] = {"F time", "B time", "W time", "activation size"};
+    for (int a = 0; a < 4; a++) {
+        if (!arr[a]) continue;
+        for (int st = 0; st < s->stages; st++)
+            PS_CHECK_INPUT(isfinite(arr[a][st]) && arr[a][st] >= 0, "stage %d: %s must be finite and >= 0 (got %g)",
+                           st, name[a], arr[a][st]);
+    }
+    if (c->p2p)
+        for (int st = 0; st + 1 < s->stages; st++)
+            PS_CHECK_INPUT(isfinite(c->p2p[st]) && c->p2p[st] >= 0,
+                           "p2p latency between stages %d and %d must be finite and >= 0 (got %g)", st, st + 1,
+                           c->p2p[st]);
+    return PS_OK;
+}
+
+static inline double lat(const ps_sched *s, const ps_sched_costs *c, int st)
+{
+    /* a send between two stages of one device is a local hand-over */
+    return c && c->p2p && s->stage_dev[st] != s->stage_dev[st + 1] ? c->p2p[st] : 0.0;
+}
+
+/* Ready-time propagation over the fixed per-device orders. A device advances while its next pass has its inputs;
+ * when it blocks it leaves the queue and is re-queued by the completion that can unblock it (the F of the stage
+ * before or the B of the stage after, which live on other devices), so every pass is examined O(1) times.
+ * c == NULL runs unit times without latency (the verification run). */
+static ps_status run(ps_sched *s, const ps_sched_costs *c)
+{
+    const int d = s->d, n = s->n, v = s->v, S = s->stages;
+    const size_t sm = (size_t)S * (size_t)n;
+    /* end_w is only the verification bitmap: a W releases no pass on another device, so nothing reads it here */
+    for (size_t i = 0; i < sm; i++) s->end_f[i] = s->end_b[i] = -1.0;
+    double *freet = s->idle; /* device free time while running; turned into idle at the end */
+    for (int i = 0; i < d; i++) {
+        s->cursor[i] = 0;
+        s->queue[i] = i;
+        s->queued[i] = 1;
+        s->busy[i] = 0;
+        freet[i] = 0;
+    }
+    int head = 0, queued = d;
+    while (queued > 0) {
+        const int dev = s->queue[head];
+        head = head + 1 == d ? 0 : head + 1;
+        queued--;
+        s->queued[dev] = 0;
+        const int64_t base = s->dev_off[dev], cnt = s->dev_off[dev + 1] - base;
+        double t = freet[dev];
+        int64_t k = s->cursor[dev];
+        for (; k < cnt; k++) {
+            const ps_sched_pass *p = &s->pass[base + k];
+            const int st = s->dev_stage[(size_t)dev * v + p->chunk];
+            const size_t idx = (size_t)p->mb * S + (size_t)st;
+            double ready = t, dur, e;
+            int wake = -1;
+            if (p->op == PS_SCHED_F) {
+                if (st > 0) {
+                    if ((e = s->end_f[idx - 1]) < 0) break;
+                    e += lat(s, c, st - 1);
+                    if (e > ready) ready = e;
+                }
+                dur = c ? c->f[st] : 1.0;
+                s->end_f[idx] = ready + dur;
+                if (st + 1 < S) wake = s->stage_dev[st + 1];
+            } else if (p->op == PS_SCHED_W) {
+                if ((e = s->end_b[idx]) < 0) break;
+                if (e > ready) ready = e;
+                dur = c ? (c->w ? c->w[st] : 0.0) : 1.0;
+            } else {
+                if ((e = s->end_f[idx]) < 0) break;
+                if (e > ready) ready = e;
+                if (st + 1 < S) {
+                    if ((e = s->end_b[idx + 1]) < 0) break;
+                    e += lat(s, c, st);
+                    if (e > ready) ready = e;
+                }
+                dur = c ? c->b[st] : 1.0;
+                if (p->op == PS_SCHED_BW) dur += c ? (c->w ? c->w[st] : 0.0) : 1.0;
+                s->end_b[idx] = ready + dur;
+                if (st > 0) wake = s->stage_dev[st - 1];
+            }
+            s->start[base + k] = ready;
+            t = ready + dur;
+            s->end[base + k] = t;
+            s->busy[dev] += dur;
+            if (wake >= 0 && wake != dev && !s->queued[wake]) {
+                int tail = head + queued >= d ? head + queued - d : head + queued;
+                s->queue[tail] = wake;
+                s->queued[wake] = 1;
+                queued++;
+            }
+        }
+        s->cursor[dev] = (int)k;
+        freet[dev] = t;
+    }
+    for (int dev = 0; dev < d; dev++) {
+        int64_t cnt = s->dev_off[dev + 1] - s->dev_off[dev];
+        if (s->cursor[dev] < cnt) {
+            const ps_sched_pass *p = &s->pass[s->dev_off[dev] + s->cursor[dev]];
+            return PS_FAIL(PS_ERR_INPUT, "the order deadlocks: device %d waits forever at pass %d (%s of "
+                           "micro-batch %d, chunk %d): an input it needs is ordered after a pass that waits on it",
+                           dev, s->cursor[dev], op_name(p->op), (int)p->mb, (int)p->chunk);
+        }
+    }
+    return PS_OK;
+}
+
+ps_status ps_sched_simulate(ps_sched *s, const ps_sched_costs *costs, ps_sched_result *out)
+{
+    PS_CHECK_INPUT(out, "simulate needs a result to fill");
+    PS_TRY(check_costs(s, costs));
+    PS_TRY(run(s, costs));
+    const int d = s->d, v = s->v;
+    double makespan = 0;
+    for (int i = 0; i < d; i++)
+        if (s->idle[i] > makespan) makespan = s->idle[i];
+    double idle = 0;
+    for (int dev = 0; dev < d; dev++) {
+        s->idle[dev] = makespan - s->busy[dev];
+        idle += s->idle[dev];
+        /* A device runs its passes one after another, so walking its order visits F starts and W ends in time
+         * order: the running sum over the order is the held activation at each of those instants. */
+        double cur = 0, peak = 0;
+        for (int64_t k = s->dev_off[dev]; k < s->dev_off[dev + 1]; k++) {
+            const ps_sched_pass *p = &s->pass[k];
+            if (p->op == PS_SCHED_B) continue;
+            int st = s->dev_stage[(size_t)dev * v + p->chunk];
+            double a = costs->act ? costs->act[st] : 1.0;
+            if (p->op == PS_SCHED_F) {
+                cur += a;
+                if (cur > peak) peak = cur;
+            } else {
+                cur -= a;
+            }
+        }
+        s->peak[dev] = peak;
+    }
+    out->makespan = makespan;
+    out->bubble_frac = makespan > 0 ? idle / ((double)d * makespan) : 0.0;
+    out->busy = s->busy;
+    out->idle = s->idle;
+    out->peak_act = s->peak;
+    out->start = s->start;
+    out->end = s->end;
+    return PS_OK;
+}
+
+/* ---- table and accessors ---- */
+
+int ps_sched_kind_count(void) { return ps_sched_nkinds_; }
+const char *ps_sched_kind_name(int i) { return i >= 0 && i < ps_sched_nkinds_ ? ps_sched_kinds_[i].name : NULL; }
+const char *ps_sched_kind_description(int i)
+{
+    return i >= 0 && i < ps_sched_nkinds_ ? ps_sched_kinds_[i].description : NULL;
+}
+int ps_sched_kind_find(const char *name)
+{
+    for (int i = 0; name && i < ps_sched_nkinds_; i++)
+        if (strcmp(ps_sched_kinds_[i].name, name) == 0) return i;
+    return -1;
+}
+
+const char *ps_sched_kind(const ps_sched *s) { return s->kind ? s->kind->name : "custom"; }
+int ps_sched_devices(const ps_sched *s) { return s->d; }
+int ps_sched_micro_batches(const ps_sched *s) { return s->n; }
+int ps_sched_chunks(const ps_sched *s) { return s->v; }
+int ps_sched_stages(const ps_sched *s) { return s->stages; }
+int64_t ps_sched_total_passes(const ps_sched *s) { return s->d ? s->npass : 0; }
+const ps_sched_pass *ps_sched_device_passes(const ps_sched *s, int dev, int64_t *count)
+{
+    if (dev < 0 || dev >= s->d) {
+        *count = 0;
+        return NULL;
+    }
+    *count = s->dev_off[dev + 1] - s->dev_off[dev];
+    return s->pass + s->dev_off[dev];
+}
+int64_t ps_sched_pass_offset(const ps_sched *s, int dev) { return dev >= 0 && dev <= s->d ? s->dev_off[dev] : -1; }
+int ps_sched_stage_of(const ps_sched *s, int dev, int chunk)
+{
+    return dev >= 0 && dev < s->d && chunk >= 0 && chunk < s->v ? s->dev_stage[(size_t)dev * s->v + chunk] : -1;
+}
+int ps_sched_device_of(const ps_sched *s, int stage) { return stage >= 0 && stage < s->stages ? s->stage_dev[stage] : -1; }
+
+/* ---- closed forms ---- */
+
+double ps_sched_bubble_1f1b(int d, int n) { return (double)(d - 1) / (double)(n + d - 1); }
+double ps_sched_bubble_interleaved(int d, int n, int v) { return (double)(d - 1) / ((double)v * n + d - 1); }
+double ps_sched_bubble_zbh1_equal(int d, int n) { return (double)(d - 1) / (3.0 * n + d - 1); }
+int ps_sched_peak_mb_1f1b(int d, int n, int dev) { return d - dev < n ? d - dev : n; }

@@ -1,0 +1,55 @@
+/* Internal face of schedules/: the workspace layout shared by the kind table, the generators and the simulator. */
+#ifndef PS_SCHED_INTERNAL_H
+#define PS_SCHED_INTERNAL_H
+
+#include "ps_schedules.h"
+
+typedef struct ps_sched_kind_def {
+    const char *name;
+    const char *description;
+    int default_chunks, min_chunks, max_chunks;
+    ps_sched_placement place;
+    ps_sched_n_rule n_rule;
+    bool split_backward; /* emits B and W (zero bubble) rather than BW */
+    /* Append the passes of device dev with ps_sched_emit_; the workspace already holds room for all of them. */
+    void (*gen_device)(ps_sched *s, int dev);
+} ps_sched_kind_def;
+
+struct ps_sched {
+    const ps_sched_kind_def *kind; /* NULL for an order installed with set_order */
+    int d, n, v, stages;
+    ps_sched_placement place;
+
+    ps_sched_pass *pass; /* flat, device by device */
+    size_t pass_cap;
+    int64_t npass;
+    int64_t *dev_off; /* [d+1] */
+    int *dev_stage;   /* [d*v]: stage of (device, chunk) */
+    int *stage_dev;   /* [stages] */
+    int *cursor, *queue; /* [d] simulation cursors and the queue of devices to advance */
+    uint8_t *queued;     /* [d] */
+    size_t dev_cap, stage_cap;
+
+    /* per (micro-batch, stage), micro-batch major: end times, -1 until done; also the verification bitmap */
+    double *end_f, *end_b, *end_w;
+    size_t sm_cap;
+
+    double *start, *end; /* [npass] */
+    double *busy, *idle, *peak; /* [d] */
+    size_t res_pass_cap;
+};
+
+/* Append one pass at the end of the flat list (capacity is reserved before a generator runs). */
+static inline void ps_sched_emit_(ps_sched *s, ps_sched_op op, int mb, int chunk)
+{
+    ps_sched_pass *p = &s->pass[s->npass++];
+    p->mb = mb;
+    p->chunk = (uint16_t)chunk;
+    p->op = (uint8_t)op;
+    p->reserved_ = 0;
+}
+
+extern const ps_sched_kind_def ps_sched_kinds_[];
+extern const int ps_sched_nkinds_;
+
+#endif

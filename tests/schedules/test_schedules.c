@@ -1,0 +1,413 @@
+/* Unit tests of schedules/: every kind over d = 1..16 and n in {d, 2d, 4d, 4d+1, 64} checked by an independent
+ * timing checker, closed forms against the simulation, bad input, custom orders, workspace reuse, golden timelines. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ps_schedules.h"
+
+#define MAXS 64
+#define EPS 1e-9
+
+typedef struct {
+    double f[MAXS], b[MAXS], w[MAXS], p2p[MAXS], act[MAXS];
+    ps_sched_costs c;
+} costs_buf;
+
+static void fill_costs(costs_buf *cb, int stages, double f, double b, double w, double p2p, bool uneven)
+{
+    for (int s = 0; s < stages && s < MAXS; s++) {
+        /* uneven: a deterministic spread like an uneven partition on mixed GPUs */
+        double k = uneven ? 1.0 + 0.37 * (double)((s * 7) % 5) : 1.0;
+        cb->f[s] = f * k;
+        cb->b[s] = b * k;
+        cb->w[s] = w * k;
+        cb->p2p[s] = p2p;
+        cb->act[s] = uneven ? 1.0 + (double)(s % 3) : 1.0;
+    }
+    cb->c = (ps_sched_costs){.f = cb->f, .b = cb->b, .w = cb->w, .p2p = p2p > 0 ? cb->p2p : NULL,
+                             .act = cb->act};
+}
+
+/* Independent check of a simulated order: every dependency (stage order for F and B, F before B before W of the
+ * same micro-batch and stage) holds in the timeline, passes on one device never overlap, durations are the costs,
+ * and the reported makespan / busy / peaks agree with a recount. */
+static void check_timeline(ps_sched *s, const ps_sched_costs *c, const ps_sched_result *r)
+{
+    int d = ps_sched_devices(s), n = ps_sched_micro_batches(s), S = ps_sched_stages(s);
+    size_t sm = (size_t)S * n;
+    double *fs = calloc(sm, sizeof(double)), *fe = calloc(sm, sizeof(double));
+    double *bs = calloc(sm, sizeof(double)), *be = calloc(sm, sizeof(double));
+    double *ws = calloc(sm, sizeof(double)), *we = calloc(sm, sizeof(double));
+    assert_non_null(fs);
+    assert_non_null(we);
+    int64_t total = 0;
+    double mk = 0;
+    for (int dev = 0; dev < d; dev++) {
+        int64_t cnt;
+        const ps_sched_pass *p = ps_sched_device_passes(s, dev, &cnt);
+        int64_t off = ps_sched_pass_offset(s, dev);
+        double prev_end = 0, busy = 0;
+        for (int64_t k = 0; k < cnt; k++) {
+            int st = ps_sched_stage_of(s, dev, p[k].chunk);
+            assert_true(st >= 0);
+            assert_int_equal(ps_sched_device_of(s, st), dev);
+            size_t i = (size_t)st * n + p[k].mb;
+            double a = r->start[off + k], e = r->end[off + k];
+            assert_true(a >= prev_end - EPS); /* no collision on a device */
+            prev_end = e;
+            busy += e - a;
+            if (e > mk) mk = e;
+            double w = c->w ? c->w[st] : 0;
+            switch (p[k].op) {
+            case PS_SCHED_F: fs[i] = a, fe[i] = e; assert_true(fabs(e - a - c->f[st]) < EPS); break;
+            case PS_SCHED_B: bs[i] = a, be[i] = e; assert_true(fabs(e - a - c->b[st]) < EPS); break;
+            case PS_SCHED_W: ws[i] = a, we[i] = e; assert_true(fabs(e - a - w) < EPS); break;
+            default:
+                /* a BW is a B whose W follows without a gap */
+                bs[i] = a, be[i] = ws[i] = we[i] = e;
+                assert_true(fabs(e - a - c->b[st] - w) < EPS);
+                break;
+            }
+        }
+        total += cnt;
+        assert_true(fabs(busy - r->busy[dev]) < 1e-6);
+    }
+    assert_true(fabs(mk - r->makespan) < EPS);
+    for (int st = 0; st < S; st++)
+        for (int m = 0; m < n; m++) {
+            size_t i = (size_t)st * n + m;
+            bool cross_next = st + 1 < S && ps_sched_device_of(s, st) != ps_sched_device_of(s, st + 1);
+            double l = c->p2p && cross_next ? c->p2p[st] : 0;
+            if (st + 1 < S) {
+                assert_true(fs[i + n] >= fe[i] + l - EPS); /* stage order of forwards */
+                assert_true(bs[i] >= be[i + n] + l - EPS); /* stage order of backwards */
+            }
+            assert_true(bs[i] >= fe[i] - EPS); /* F before B */
+            assert_true(ws[i] >= be[i] - EPS); /* B before W */
+        }
+    (void)total;
+    free(fs), free(fe), free(bs), free(be), free(ws), free(we);
+}
+
+static const int kchunks[] = {1, 2, 3};
+
+static void test_kinds_table(void **state)
+{
+    (void)state;
+    assert_true(ps_sched_kind_count() >= 4);
+    for (int i = 0; i < ps_sched_kind_count(); i++) {
+        assert_int_equal(ps_sched_kind_find(ps_sched_kind_name(i)), i);
+        assert_non_null(ps_sched_kind_description(i));
+    }
+    assert_int_equal(ps_sched_kind_find("1f1b"), ps_sched_kind_find("1f1b"));
+    assert_true(ps_sched_kind_find("zb-h1") >= 0);
+    assert_int_equal(ps_sched_kind_find("nope"), -1);
+    assert_null(ps_sched_kind_name(-1));
+    assert_null(ps_sched_kind_name(ps_sched_kind_count()));
+}
+
+/* Every kind, d = 1..16, n in {d, 2d, 4d, 4d+1, 64}: builds (or refuses n with PS_ERR_INPUT when the kind needs
+ * n % d == 0), and the timeline under uneven costs with latency passes the independent checker. */
+static void test_sweep(void **state)
+{
+    (void)state;
+    ps_sched *s;
+    assert_int_equal(ps_sched_create(&s), PS_OK);
+    int checked = 0;
+    for (int k = 0; k < ps_sched_kind_count(); k++) {
+        const char *kind = ps_sched_kind_name(k);
+        bool multi = strcmp(kind, "interleaved") == 0;
+        for (int ci = multi ? 1 : 0; ci < (multi ? 3 : 1); ci++) {
+            int v = kchunks[ci];
+            for (int d = 1; d <= 16; d++) {
+                int ns[] = {d, 2 * d, 4 * d, 4 * d + 1, 64};
+                for (int j = 0; j < 5; j++) {
+                    int n = ns[j];
+                    ps_status st = ps_sched_build(s, kind, d, n, v);
+                    if (multi && n % d != 0) {
+                        assert_int_equal(st, PS_ERR_INPUT);
+                        assert_non_null(strstr(ps_error_message(), "multiple of the devices"));
+                        continue;
+                    }
+                    if (st != PS_OK) fail_msg("%s d=%d n=%d v=%d: %s", kind, d, n, v, ps_error_message());
+                    int S = d * v;
+                    assert_int_equal(ps_sched_stages(s), S);
+                    bool split = strcmp(kind, "zb-h1") == 0;
+                    assert_int_equal(ps_sched_total_passes(s), (int64_t)S * n * (split ? 3 : 2));
+                    costs_buf cb;
+                    fill_costs(&cb, S, 1.0, 2.0, 0.7, 0.05, true);
+                    ps_sched_result r;
+                    assert_int_equal(ps_sched_simulate(s, &cb.c, &r), PS_OK);
+                    check_timeline(s, &cb.c, &r);
+                    checked++;
+                }
+            }
+        }
+    }
+    assert_true(checked > 200);
+    ps_sched_destroy(s);
+}
+
+static void sim_equal(ps_sched *s, const char *kind, int d, int n, int v, double f, double b, double w,
+                      ps_sched_result *r)
+{
+    assert_int_equal(ps_sched_build(s, kind, d, n, v), PS_OK);
+    static costs_buf cb;
+    fill_costs(&cb, d * (v ? v : 1), f, b, w, 0, false);
+    assert_int_equal(ps_sched_simulate(s, &cb.c, r), PS_OK);
+}
+
+static void test_closed_forms(void **state)
+{
+    (void)state;
+    ps_sched *s;
+    assert_int_equal(ps_sched_create(&s), PS_OK);
+    ps_sched_result r;
+    for (int d = 1; d <= 16; d++) {
+        int ns[] = {1, d, 2 * d, 4 * d + 1, 64};
+        for (int j = 0; j < 5; j++) {
+            int n = ns[j];
+            sim_equal(s, "1f1b", d, n, 1, 1.0, 1.3, 0.9, &r);
+            assert_true(fabs(r.bubble_frac - ps_sched_bubble_1f1b(d, n)) < 1e-9);
+            for (int i = 0; i < d; i++) assert_true(fabs(r.peak_act[i] - ps_sched_peak_mb_1f1b(d, n, i)) < 1e-9);
+            sim_equal(s, "gpipe", d, n, 1, 1.0, 1.3, 0.9, &r);
+            assert_true(fabs(r.bubble_frac - ps_sched_bubble_1f1b(d, n)) < 1e-9);
+            for (int i = 0; i < d; i++) assert_true(fabs(r.peak_act[i] - n) < 1e-9);
+            sim_equal(s, "zb-h1", d, n, 1, 1.0, 1.0, 1.0, &r);
+            /* with fewer micro-batches than devices the W passes cannot hide the bubble */
+            if (n >= d) assert_true(fabs(r.bubble_frac - ps_sched_bubble_zbh1_equal(d, n)) < 1e-9);
+            /* ZB-H1 keeps 1F1B's peak (d micro-batches), now on every device */
+            for (int i = 0; i < d; i++) assert_true(r.peak_act[i] <= (n < d ? n : d) + 1e-9);
+            if (n % d == 0)
+                for (int v = 2; v <= 4; v++) {
+                    sim_equal(s, "interleaved", d, n, v, 1.0 / v, 2.0 / v, 0, &r);
+                    assert_true(fabs(r.bubble_frac - ps_sched_bubble_interleaved(d, n, v)) < 1e-9);
+                }
+        }
+    }
+    /* the 1F1B makespan itself: (n + d - 1)(F + B + W) */
+    sim_equal(s, "1f1b", 4, 8, 1, 1.0, 1.5, 0.5, &r);
+    assert_true(fabs(r.makespan - 11 * 3.0) < 1e-9);
+    ps_sched_destroy(s);
+}
+
+/* Latency and uneven stages: 1F1B with d = 2, n = 1 is a chain F0 F1 B1 B0 with two sends. */
+static void test_latency_uneven(void **state)
+{
+    (void)state;
+    ps_sched *s;
+    assert_int_equal(ps_sched_create(&s), PS_OK);
+    assert_int_equal(ps_sched_build(s, "1f1b", 2, 1, 0), PS_OK);
+    double f[] = {1, 2}, b[] = {3, 4}, w[] = {0.5, 0.25}, p[] = {0.1}, act[] = {10, 20};
+    ps_sched_costs c = {.f = f, .b = b, .w = w, .p2p = p, .act = act};
+    ps_sched_result r;
+    assert_int_equal(ps_sched_simulate(s, &c, &r), PS_OK);
+    assert_true(fabs(r.makespan - (1 + 0.1 + 2 + 4.25 + 0.1 + 3.5)) < 1e-12);
+    assert_true(fabs(r.peak_act[0] - 10) < 1e-12 && fabs(r.peak_act[1] - 20) < 1e-12);
+    /* a slow stage bounds the makespan from below by its own work */
+    assert_int_equal(ps_sched_build(s, "1f1b", 4, 32, 0), PS_OK);
+    double f4[] = {1, 1, 3, 1}, b4[] = {2, 2, 6, 2};
+    ps_sched_costs c4 = {.f = f4, .b = b4};
+    assert_int_equal(ps_sched_simulate(s, &c4, &r), PS_OK);
+    assert_true(r.makespan >= 32 * 9.0 - 1e-9);
+    assert_true(fabs(r.idle[2] - (r.makespan - 32 * 9.0)) < 1e-9);
+    ps_sched_destroy(s);
+}
+
+static void expect_input(ps_status st, const char *needle)
+{
+    assert_int_equal(st, PS_ERR_INPUT);
+    if (!strstr(ps_error_message(), needle)) fail_msg("message '%s' lacks '%s'", ps_error_message(), needle);
+}
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    ps_sched *s;
+    assert_int_equal(ps_sched_create(&s), PS_OK);
+    expect_input(ps_sched_build(s, "1f1b", 0, 8, 0), "d must be >= 1");
+    expect_input(ps_sched_build(s, "1f1b", 4, 0, 0), "n must be >= 1");
+    expect_input(ps_sched_build(s, "gpipe", -3, 8, 0), "d must be >= 1");
+    expect_input(ps_sched_build(s, "interleaved", 4, 6, 2), "multiple of the devices d (n=6, d=4)");
+    expect_input(ps_sched_build(s, "interleaved", 4, 8, 1), "v in 2..");
+    expect_input(ps_sched_build(s, "1f1b", 4, 8, 2), "v in 1..1");
+    expect_input(ps_sched_build(s, "zb-h3", 4, 8, 0), "unknown schedule kind 'zb-h3'");
+    expect_input(ps_sched_build(s, NULL, 4, 8, 0), "unknown schedule kind");
+    /* a failed build leaves nothing to simulate */
+    double f[4] = {1, 1, 1, 1}, b[4] = {1, 1, 1, 1};
+    ps_sched_costs c = {.f = f, .b = b};
+    ps_sched_result r;
+    expect_input(ps_sched_simulate(s, &c, &r), "no schedule built");
+    assert_int_equal(ps_sched_build(s, "1f1b", 4, 8, 0), PS_OK);
+    b[2] = -1;
+    expect_input(ps_sched_simulate(s, &c, &r), "stage 2: B time must be finite and >= 0");
+    b[2] = NAN;
+    expect_input(ps_sched_simulate(s, &c, &r), "stage 2: B time");
+    b[2] = 1;
+    double p[3] = {0, -0.5, 0};
+    c.p2p = p;
+    expect_input(ps_sched_simulate(s, &c, &r), "p2p latency between stages 1 and 2");
+    c.p2p = NULL;
+    c.b = NULL;
+    expect_input(ps_sched_simulate(s, &c, &r), "F and B times");
+    ps_sched_destroy(s);
+}
+
+static void test_custom_orders(void **state)
+{
+    (void)state;
+    ps_sched *s;
+    assert_int_equal(ps_sched_create(&s), PS_OK);
+    /* d = 2, n = 2, split backward; device 1 first does B of micro-batch 0 before its F: deadlock */
+    ps_sched_pass bad[] = {
+        {0, 0, PS_SCHED_F, 0}, {1, 0, PS_SCHED_F, 0}, {0, 0, PS_SCHED_B, 0}, {1, 0, PS_SCHED_B, 0},
+        {0, 0, PS_SCHED_W, 0}, {1, 0, PS_SCHED_W, 0},
+        {0, 0, PS_SCHED_B, 0}, {0, 0, PS_SCHED_F, 0}, {1, 0, PS_SCHED_F, 0}, {1, 0, PS_SCHED_B, 0},
+        {0, 0, PS_SCHED_W, 0}, {1, 0, PS_SCHED_W, 0},
+    };
+    int64_t counts[] = {6, 6};
+    expect_input(ps_sched_set_order(s, 2, 2, 1, PS_SCHED_PLACE_LOOP, bad, counts), "the order deadlocks: device");
+    /* the same order with device 1 fixed is valid */
+    ps_sched_pass good[12];
+    memcpy(good, bad, sizeof good);
+    good[6] = (ps_sched_pass){0, 0, PS_SCHED_F, 0};
+    good[7] = (ps_sched_pass){0, 0, PS_SCHED_B, 0};
+    assert_int_equal(ps_sched_set_order(s, 2, 2, 1, PS_SCHED_PLACE_LOOP, good, counts), PS_OK);
+    assert_string_equal(ps_sched_kind(s), "custom");
+    /* W before its B on the same device */
+    ps_sched_pass wb[12];
+    memcpy(wb, good, sizeof wb);
+    wb[2] = (ps_sched_pass){0, 0, PS_SCHED_W, 0};
+    wb[4] = (ps_sched_pass){0, 0, PS_SCHED_B, 0};
+    expect_input(ps_sched_set_order(s, 2, 2, 1, PS_SCHED_PLACE_LOOP, wb, counts), "deadlocks: device 0");
+    /* duplicate, missing, out of range, bad op */
+    ps_sched_pass dup[12];
+    memcpy(dup, good, sizeof dup);
+    dup[1].mb = 0;
+    expect_input(ps_sched_set_order(s, 2, 2, 1, PS_SCHED_PLACE_LOOP, dup, counts), "scheduled twice");
+    int64_t short_counts[] = {5, 6};
+    expect_input(ps_sched_set_order(s, 2, 2, 1, PS_SCHED_PLACE_LOOP, good, short_counts), "never scheduled");
+    ps_sched_pass oor[12];
+    memcpy(oor, good, sizeof oor);
+    oor[3].mb = 7;
+    expect_input(ps_sched_set_order(s, 2, 2, 1, PS_SCHED_PLACE_LOOP, oor, counts), "micro-batch 7 is outside 0..1");
+    oor[3].mb = 1;
+    oor[3].op = 9;
+    expect_input(ps_sched_set_order(s, 2, 2, 1, PS_SCHED_PLACE_LOOP, oor, counts), "op 9 does not exist");
+    /* a BW and a separate B of the same micro-batch collide */
+    ps_sched_pass bw[12];
+    memcpy(bw, good, sizeof bw);
+    bw[2].op = PS_SCHED_BW;
+    expect_input(ps_sched_set_order(s, 2, 2, 1, PS_SCHED_PLACE_LOOP, bw, counts), "scheduled twice");
+    ps_sched_destroy(s);
+}
+
+/* One workspace through growing and shrinking problems gives the same answers as fresh ones. */
+static void test_reuse(void **state)
+{
+    (void)state;
+    ps_sched *a, *b;
+    assert_int_equal(ps_sched_create(&a), PS_OK);
+    const struct { const char *k; int d, n, v; } cases[] = {
+        {"1f1b", 8, 64, 0}, {"interleaved", 4, 8, 3}, {"zb-h1", 16, 65, 0}, {"gpipe", 2, 3, 0}, {"1f1b", 64, 1024, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(ps_sched_create(&b), PS_OK);
+        int S = cases[i].d * (cases[i].v ? cases[i].v : 1);
+        costs_buf *cb = malloc(sizeof *cb);
+        assert_non_null(cb);
+        fill_costs(cb, S, 1.0, 2.0, 0.5, 0.01, S <= MAXS);
+        if (S > MAXS) {
+            double *f = calloc(S, sizeof(double)), *bb = calloc(S, sizeof(double));
+            for (int j = 0; j < S; j++) f[j] = 1.0, bb[j] = 2.0;
+            cb->c = (ps_sched_costs){.f = f, .b = bb};
+        }
+        ps_sched_result ra, rb;
+        assert_int_equal(ps_sched_build(a, cases[i].k, cases[i].d, cases[i].n, cases[i].v), PS_OK);
+        assert_int_equal(ps_sched_simulate(a, &cb->c, &ra), PS_OK);
+        assert_int_equal(ps_sched_build(b, cases[i].k, cases[i].d, cases[i].n, cases[i].v), PS_OK);
+        assert_int_equal(ps_sched_simulate(b, &cb->c, &rb), PS_OK);
+        assert_true(ra.makespan == rb.makespan && ra.bubble_frac == rb.bubble_frac);
+        assert_memory_equal(ra.start, rb.start, (size_t)ps_sched_total_passes(a) * sizeof(double));
+        if (S > MAXS) {
+            free((void *)cb->c.f);
+            free((void *)cb->c.b);
+        } else {
+            check_timeline(a, &cb->c, &ra);
+        }
+        free(cb);
+        ps_sched_destroy(b);
+    }
+    ps_sched_destroy(a);
+}
+
+/* ---- golden timelines (d = 4, n = 8, F = 1, B = 1, W = 1: a BW takes 2) ---- */
+
+static void render(ps_sched *s, const ps_sched_result *r, char *buf, size_t cap)
+{
+    static const char op[] = {'F', 'B', 'W', 'X'};
+    buf[0] = 0;
+    ps_strcatf(buf, cap, "# kind %s d=%d n=%d v=%d F=1 B=1 W=1 p2p=0; X = B and W fused; pass@start\n",
+               ps_sched_kind(s), ps_sched_devices(s), ps_sched_micro_batches(s), ps_sched_chunks(s));
+    ps_strcatf(buf, cap, "makespan %g bubble %.6f\n", r->makespan, r->bubble_frac);
+    for (int dev = 0; dev < ps_sched_devices(s); dev++) {
+        int64_t cnt;
+        const ps_sched_pass *p = ps_sched_device_passes(s, dev, &cnt);
+        int64_t off = ps_sched_pass_offset(s, dev);
+        ps_strcatf(buf, cap, "dev %d peak %g:", dev, r->peak_act[dev]);
+        for (int64_t k = 0; k < cnt; k++) {
+            ps_strcatf(buf, cap, " %c%d", op[p[k].op], (int)p[k].mb);
+            if (ps_sched_chunks(s) > 1) ps_strcatf(buf, cap, ".%d", (int)p[k].chunk);
+            ps_strcatf(buf, cap, "@%g", r->start[off + k]);
+        }
+        ps_strcatf(buf, cap, "\n");
+    }
+}
+
+static void test_golden(void **state)
+{
+    (void)state;
+    ps_sched *s;
+    assert_int_equal(ps_sched_create(&s), PS_OK);
+    const struct { const char *k; int v; const char *file; } g[] = {
+        {"gpipe", 1, "gpipe_d4_n8.txt"},
+        {"1f1b", 1, "1f1b_d4_n8.txt"},
+        {"interleaved", 2, "interleaved_v2_d4_n8.txt"},
+        {"zb-h1", 1, "zb-h1_d4_n8.txt"},
+    };
+    static char buf[16384];
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+        ps_sched_result r;
+        assert_int_equal(ps_sched_build(s, g[i].k, 4, 8, g[i].v), PS_OK);
+        costs_buf cb;
+        fill_costs(&cb, 4 * g[i].v, 1.0, 1.0, 1.0, 0, false);
+        assert_int_equal(ps_sched_simulate(s, &cb.c, &r), PS_OK);
+        render(s, &r, buf, sizeof buf);
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", PS_SCHED_GOLDEN_DIR, g[i].file);
+        if (getenv("PS_UPDATE_GOLDEN")) assert_int_equal(ps_write_file_atomic(path, buf, strlen(buf)), PS_OK);
+        char *want = NULL;
+        size_t len;
+        if (ps_read_file(path, &want, &len) != PS_OK) fail_msg("%s", ps_error_message());
+        if (strcmp(want, buf) != 0) fail_msg("%s differs from the simulation:\n%s", path, buf);
+        free(want);
+    }
+    ps_sched_destroy(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kinds_table),  cmocka_unit_test(test_sweep),       cmocka_unit_test(test_closed_forms),
+        cmocka_unit_test(test_latency_uneven), cmocka_unit_test(test_bad_input), cmocka_unit_test(test_custom_orders),
+        cmocka_unit_test(test_reuse),        cmocka_unit_test(test_golden),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
