@@ -16,7 +16,7 @@
 typedef enum { PS_FMT_TABLE = 0, PS_FMT_JSON } ps_format;
 
 typedef struct {
-    const char *cmd;      /* "plan" (default), "model", "cluster" */
+    const char *cmd;      /* "plan" (default), "model", "cluster", "estimate" */
     const char *sub;      /* model/cluster: "list" or "show" */
     const char *model;    /* --model or positional of `model show` */
     const char *cluster;  /* --cluster or positional of `cluster show` */
@@ -27,6 +27,15 @@ typedef struct {
     int verbose;
     int help;
     int version;
+    /* estimate: the plan given by flags (0 = default) or by --plan */
+    const char *plan;
+    int64_t tp, pp, dp, mbs, gbs, vpp;
+    int zero;             /* -1 = default (0) */
+    const char *recompute;
+    int seq_parallel;
+    const char *schedule;
+    const char *cost_params[16];
+    int n_cost_params;
 } ps_cli_opts;
 
 /* Parse argv. On bad usage returns PS_ERR_INPUT with the message set. */
@@ -48,6 +57,7 @@ void ps_out_discard(ps_out *o);
 ps_status ps_cmd_model(const ps_cli_opts *o, ps_out *out);
 ps_status ps_cmd_cluster(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
 ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
+ps_status ps_cmd_estimate(const ps_cli_opts *o, ps_out *out);
 void ps_cmd_version(FILE *f);
 
 /* JSON and table renderings shared by several commands. */

@@ -20,6 +20,7 @@ static ps_status run(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     if (o->data_dir) ps_data_dir_override(o->data_dir);
     if (strcmp(o->cmd, "model") == 0) return ps_cmd_model(o, out);
     if (strcmp(o->cmd, "cluster") == 0) return ps_cmd_cluster(o, comm, out);
+    if (strcmp(o->cmd, "estimate") == 0) return ps_cmd_estimate(o, out);
     return ps_cmd_plan(o, comm, out);
 }
 
@@ -74,9 +75,12 @@ int main(int argc, char **argv)
         }
         if (rank == first) print_error(&o, rank, nranks);
         st = worst;
-        if (st == PS_OK && rank == 0) {
-            st = ps_out_commit(&out, o.out ? o.out : "-");
-            if (st != PS_OK) print_error(&o, rank, 1);
+        if ((st == PS_OK || st == PS_ERR_INFEASIBLE) && rank == 0) {
+            ps_status wst = ps_out_commit(&out, o.out ? o.out : "-");
+            if (wst != PS_OK) {
+                st = wst;
+                print_error(&o, rank, 1);
+            }
         } else {
             ps_out_discard(&out);
         }
@@ -84,8 +88,13 @@ int main(int argc, char **argv)
         return st;
     }
 
-    if (st == PS_OK) st = ps_out_commit(&out, o.out ? o.out : "-");
-    else ps_out_discard(&out);
+    /* "No feasible plan" still has a whole answer to show (what does not fit, by how much); bad input has none. */
+    if (st == PS_OK || st == PS_ERR_INFEASIBLE) {
+        ps_status wst = ps_out_commit(&out, o.out ? o.out : "-");
+        if (wst != PS_OK) st = wst;
+    } else {
+        ps_out_discard(&out);
+    }
     if (st != PS_OK) print_error(&o, 0, 1);
     return st;
 }

@@ -12,6 +12,18 @@ enum {
     OPT_OUT,
     OPT_DATA_DIR,
     OPT_VERSION,
+    OPT_TP,
+    OPT_PP,
+    OPT_DP,
+    OPT_MBS,
+    OPT_GBS,
+    OPT_VPP,
+    OPT_ZERO,
+    OPT_RECOMPUTE,
+    OPT_SEQ_PARALLEL,
+    OPT_SCHEDULE,
+    OPT_PLAN,
+    OPT_COST_PARAM,
 };
 
 static const struct option g_long[] = {
@@ -26,6 +38,18 @@ static const struct option g_long[] = {
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
+    {"tp", required_argument, NULL, OPT_TP},
+    {"pp", required_argument, NULL, OPT_PP},
+    {"dp", required_argument, NULL, OPT_DP},
+    {"mbs", required_argument, NULL, OPT_MBS},
+    {"gbs", required_argument, NULL, OPT_GBS},
+    {"vpp", required_argument, NULL, OPT_VPP},
+    {"zero", required_argument, NULL, OPT_ZERO},
+    {"recompute", required_argument, NULL, OPT_RECOMPUTE},
+    {"seq-parallel", no_argument, NULL, OPT_SEQ_PARALLEL},
+    {"schedule", required_argument, NULL, OPT_SCHEDULE},
+    {"plan", required_argument, NULL, OPT_PLAN},
+    {"cost-param", required_argument, NULL, OPT_COST_PARAM},
     {NULL, 0, NULL, 0},
 };
 
@@ -37,6 +61,30 @@ void ps_cli_usage(FILE *f, const char *cmd)
                    "\n"
                    "NAME is a preset (psearch model list); FILE is a psearch model JSON, a Hugging Face config.json\n"
                    "or a plain layer list (*.layers). Default: " PS_DEFAULT_MODEL ".\n");
+        return;
+    }
+    if (cmd && strcmp(cmd, "estimate") == 0) {
+        fprintf(f, "usage: psearch estimate [--model M] [--cluster C] (--plan plan.json | PLAN OPTIONS)\n"
+                   "\n"
+                   "Predict one plan with the cost model the search uses: iteration time, samples/s, tokens/s,\n"
+                   "TFLOP/s per GPU, MFU, bubble, per-stage peak memory and a time breakdown.\n"
+                   "\n"
+                   "Plan options (defaults in brackets):\n"
+                   "  --tp N           tensor-parallel degree [1]\n"
+                   "  --pp N           pipeline stages [1]\n"
+                   "  --dp N           data-parallel degree [GPUs / (tp x pp)]\n"
+                   "  --mbs N          micro-batch size per data-parallel replica [1]\n"
+                   "  --gbs N          global batch size [mbs x dp x 4 x pp: enough micro-batches for a short bubble]\n"
+                   "  --vpp N          model chunks per device [1; 2 for interleaved and V schedules]\n"
+                   "  --zero N         ZeRO stage 0-3 of the data-parallel group [0]\n"
+                   "  --recompute R    activation recomputation: none, selective, full [none]\n"
+                   "  --seq-parallel   Megatron sequence parallelism (with tp > 1)\n"
+                   "  --schedule K     pipeline schedule (see docs/schedules.md) [1f1b]\n"
+                   "  --plan FILE      read the plan from a plan.json (what --format json prints) instead\n"
+                   "  --cost-param NAME=VALUE   override a cost-model constant (repeatable; docs/costmodel.md)\n"
+                   "\n"
+                   "Exit 1 when the plan does not fit in memory (the memory breakdown is still printed);\n"
+                   "exit 2 when it breaks a rule (degrees vs GPUs, divisibility of heads, vocabulary, batch).\n");
         return;
     }
     if (cmd && strcmp(cmd, "cluster") == 0) {
@@ -51,6 +99,7 @@ void ps_cli_usage(FILE *f, const char *cmd)
             "usage: psearch [OPTIONS]                  plan training of MODEL on CLUSTER\n"
             "       psearch model list|show [NAME]     model presets and their derived numbers\n"
             "       psearch cluster list|show [SPEC]   cluster presets and their derived numbers\n"
+            "       psearch estimate [PLAN OPTIONS]     predict one plan (psearch estimate --help)\n"
             "       psearch --version                  versions of psearch and the libraries it uses\n"
             "\n"
             "Options (defaults in brackets):\n"
@@ -85,6 +134,7 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->cmd = "plan";
+    o->zero = -1;
     ps_model_opts_init(&o->mopts);
 
     /* The subcommand and its positional words come first: psearch model show gpt3-65b --format json. */
@@ -109,11 +159,14 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
                     first = 4;
                 }
             }
+        } else if (strcmp(c, "estimate") == 0) {
+            o->cmd = c;
+            first = 2;
         } else if (strcmp(c, "help") == 0) {
             o->help = 1;
             first = 2;
         } else {
-            return PS_FAIL(PS_ERR_INPUT, "unknown command '%s' (commands: model, cluster; see psearch --help)", c);
+            return PS_FAIL(PS_ERR_INPUT, "unknown command '%s' (commands: model, cluster, estimate; see psearch --help)", c);
         }
     }
 
@@ -155,6 +208,36 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
             o->out = optarg;
             break;
         case OPT_DATA_DIR: o->data_dir = optarg; break;
+        case OPT_TP: PS_TRY(parse_pos_int("tp", optarg, &o->tp)); break;
+        case OPT_PP: PS_TRY(parse_pos_int("pp", optarg, &o->pp)); break;
+        case OPT_DP: PS_TRY(parse_pos_int("dp", optarg, &o->dp)); break;
+        case OPT_MBS: PS_TRY(parse_pos_int("mbs", optarg, &o->mbs)); break;
+        case OPT_GBS: PS_TRY(parse_pos_int("gbs", optarg, &o->gbs)); break;
+        case OPT_VPP: PS_TRY(parse_pos_int("vpp", optarg, &o->vpp)); break;
+        case OPT_ZERO: {
+            int64_t z;
+            if (!ps_parse_i64(optarg, &z) || z < 0 || z > 3)
+                return PS_FAIL(PS_ERR_INPUT, "option --zero needs a ZeRO stage 0, 1, 2 or 3 (got '%s')", optarg);
+            o->zero = (int)z;
+            break;
+        }
+        case OPT_RECOMPUTE: {
+            ps_recompute r;
+            if (ps_recompute_parse(optarg, &r) != PS_OK)
+                return PS_FAIL(PS_ERR_INPUT, "option --recompute: expected none, selective or full (got '%s')",
+                               optarg);
+            o->recompute = optarg;
+            break;
+        }
+        case OPT_SEQ_PARALLEL: o->seq_parallel = 1; break;
+        case OPT_SCHEDULE: o->schedule = optarg; break;
+        case OPT_PLAN: o->plan = optarg; break;
+        case OPT_COST_PARAM:
+            if (o->n_cost_params >= (int)(sizeof o->cost_params / sizeof o->cost_params[0]))
+                return PS_FAIL(PS_ERR_INPUT, "option --cost-param given more than %zu times",
+                               sizeof o->cost_params / sizeof o->cost_params[0]);
+            o->cost_params[o->n_cost_params++] = optarg;
+            break;
         case 'v': o->verbose = 1; break;
         case 'h': o->help = 1; break;
         case OPT_VERSION: o->version = 1; break;

@@ -1,0 +1,201 @@
+/* `psearch estimate`: predict one plan given by flags or plan.json with the cost model the search uses, and print
+ * it as a table or as the plan JSON of DESIGN.md (plan fields + `predicted`). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ps_cost.h"
+#include "ps_json.h"
+#include "ps_plan_json.h"
+
+static ps_status plan_from_flags(const ps_cli_opts *o, const ps_model *m, const ps_cluster *c, ps_plan *plan)
+{
+    int64_t tp = o->tp ? o->tp : 1, pp = o->pp ? o->pp : 1;
+    if (c->n_gpus % (tp * pp) != 0 && !o->dp)
+        return PS_FAIL(PS_ERR_INPUT, "tp %lld x pp %lld = %lld does not divide the %lld GPUs of %s; give --dp or "
+                                     "other degrees", (long long)tp, (long long)pp, (long long)(tp * pp),
+                       (long long)c->n_gpus, c->name);
+    int64_t dp = o->dp ? o->dp : c->n_gpus / (tp * pp);
+    int64_t mbs = o->mbs ? o->mbs : 1;
+    int64_t gbs = o->gbs ? o->gbs : mbs * dp * 4 * pp;
+    const char *sched = o->schedule ? o->schedule : "1f1b";
+    /* Chunked schedules need a second model chunk per device unless told otherwise. */
+    int64_t vpp = o->vpp ? o->vpp : (strcmp(sched, "interleaved") == 0 || strncmp(sched, "v-", 2) == 0 ? 2 : 1);
+    ps_strategy s = {.tp = (int)tp, .dp = (int)dp, .zero = o->zero > 0 ? o->zero : 0, .sp = o->seq_parallel != 0};
+    if (o->recompute) PS_TRY(ps_recompute_parse(o->recompute, &s.ckpt));
+    if (tp > INT32_MAX || dp > INT32_MAX || pp > INT32_MAX || vpp > 1024)
+        return PS_FAIL(PS_ERR_INPUT, "degrees are too large (tp %lld, dp %lld, pp %lld, vpp %lld)", (long long)tp,
+                       (long long)dp, (long long)pp, (long long)vpp);
+    PS_TRY(ps_plan_uniform(m, gbs, mbs, (int)pp, (int)vpp, sched, &s, plan));
+    return PS_OK;
+}
+
+static double gib(double b) { return b / (1024.0 * 1024 * 1024); }
+
+static json_t *prediction_json(const ps_model *m, const ps_cluster *c, const ps_plan *plan, const ps_prediction *r,
+                               const ps_cost_params *cp)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "psearch_version", json_string(PS_VERSION));
+    json_object_set_new(j, "model", json_string(m->name));
+    json_object_set_new(j, "cluster", json_string(c->name));
+    json_object_set_new(j, "gpus", json_integer(c->n_gpus));
+    json_t *pj = ps_plan_to_json(plan, m);
+    json_object_update(j, pj);
+    json_decref(pj);
+    /* the stages gain their devices */
+    json_t *stages = json_object_get(j, "stages");
+    for (int s = 0; s < r->n_stages; s++) {
+        json_t *so = json_array_get(stages, (size_t)s);
+        json_object_set_new(so, "devices", json_pack("[II]", (json_int_t)r->stages[s].first_gpu,
+                                                     (json_int_t)(r->stages[s].first_gpu + r->stages[s].n_gpus)));
+    }
+    json_t *pr = json_object();
+    json_object_set_new(pr, "iter_time_s", json_real(r->iter_time_s));
+    json_object_set_new(pr, "samples_per_s", json_real(r->samples_per_s));
+    json_object_set_new(pr, "tokens_per_s", json_real(r->tokens_per_s));
+    json_object_set_new(pr, "tflops_per_gpu", json_real(r->tflops_per_gpu));
+    json_object_set_new(pr, "hw_tflops_per_gpu", json_real(r->hw_tflops_per_gpu));
+    json_object_set_new(pr, "mfu", json_real(r->mfu));
+    json_object_set_new(pr, "bubble_frac", json_real(r->bubble_frac));
+    json_object_set_new(pr, "fits", json_boolean(r->fits));
+    json_t *mem = json_array(), *cap = json_array(), *st = json_array();
+    for (int s = 0; s < r->n_stages; s++) {
+        const ps_stage_pred *sp = &r->stages[s];
+        json_array_append_new(mem, json_real(gib(sp->mem_peak)));
+        json_array_append_new(cap, json_real(gib(sp->mem_capacity)));
+        json_t *so = json_object();
+        json_object_set_new(so, "fwd_s", json_real(sp->fwd));
+        json_object_set_new(so, "bwd_b_s", json_real(sp->bwd_b));
+        json_object_set_new(so, "bwd_w_s", json_real(sp->bwd_w));
+        json_object_set_new(so, "p2p_s", json_real(sp->p2p));
+        json_object_set_new(so, "dp_sync_exposed_s", json_real(sp->dp_sync_exposed));
+        json_object_set_new(so, "mem_static_gib", json_real(gib(sp->mem_static)));
+        json_object_set_new(so, "mem_act_per_mb_gib", json_real(gib(sp->mem_act_per_mb)));
+        json_object_set_new(so, "in_flight", json_integer(sp->in_flight));
+        json_object_set_new(so, "mem_temp_gib", json_real(gib(sp->mem_temp)));
+        json_array_append_new(st, so);
+    }
+    json_object_set_new(pr, "peak_mem_gib", mem);
+    json_object_set_new(pr, "mem_capacity_gib", cap);
+    json_object_set_new(pr, "reserve_gib", json_real(gib(cp->reserve_bytes)));
+    json_t *bd = json_object();
+    json_object_set_new(bd, "compute_s", json_real(r->compute_s));
+    json_object_set_new(bd, "comm_exposed_s", json_real(r->comm_exposed_s));
+    json_object_set_new(bd, "bubble_s", json_real(r->bubble_s));
+    json_object_set_new(bd, "recompute_s", json_real(r->recompute_s));
+    json_object_set_new(pr, "breakdown", bd);
+    json_object_set_new(pr, "stages", st);
+    json_object_set_new(j, "predicted", pr);
+    json_object_set_new(j, "flops_convention",
+                        json_string("tflops_per_gpu and mfu count model FLOPs (forward + backward = 3 x forward, "
+                                    "no recompute, attention s^2 terms included); hw_tflops_per_gpu counts hardware "
+                                    "FLOPs including recomputation; peaks are dense tensor peaks of the dtype"));
+    json_t *params = json_object();
+    double v;
+    const char *name;
+    for (int i = 0; (name = ps_cost_param_name(i, &v, NULL, NULL, cp)) != NULL; i++)
+        json_object_set_new(params, name, json_real(v));
+    json_object_set_new(j, "cost_params", params);
+    return j;
+}
+
+static void prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
+                             const ps_prediction *r)
+{
+    const ps_strategy *s = &plan->layer[0];
+    bool uni = ps_plan_is_uniform(plan, m->n_layers);
+    fprintf(f, "# psearch %s estimate: %s on %s (%lld GPUs)\n", PS_VERSION, m->name, c->name, (long long)c->n_gpus);
+    fprintf(f, "plan        tp %d x dp %d x pp %d%s, mbs %lld, gbs %lld (%lld micro-batches), schedule %s, vpp %d\n",
+            s->tp, s->dp, plan->pp, uni ? "" : " (per-layer strategies vary)", (long long)plan->mbs,
+            (long long)plan->gbs, (long long)ps_plan_micro_batches(plan), plan->schedule, plan->vpp);
+    if (uni)
+        fprintf(f, "            zero %d, recompute %s, sequence parallel %s\n", s->zero, ps_recompute_name(s->ckpt),
+                s->sp ? "on" : "off");
+    fprintf(f, "predicted   %.4g s per iteration, %.4g samples/s, %.4g tokens/s\n", r->iter_time_s, r->samples_per_s,
+            r->tokens_per_s);
+    fprintf(f, "            %.1f TFLOP/s per GPU (model FLOPs; %.1f with recompute), MFU %.1f%%, bubble %.1f%%\n",
+            r->tflops_per_gpu, r->hw_tflops_per_gpu, 100 * r->mfu, 100 * r->bubble_frac);
+    fprintf(f, "breakdown   compute %.4g s, exposed communication %.4g s, bubble %.4g s, of which recompute %.4g s\n",
+            r->compute_s, r->comm_exposed_s, r->bubble_s, r->recompute_s);
+    fprintf(f, "\n%5s %11s %11s %9s %9s %9s %9s %9s %10s %9s %9s\n", "stage", "layers", "GPUs", "fwd/mb", "bwd/mb",
+            "p2p", "dp sync", "static", "act/mb", "in-flight", "peak");
+    for (int i = 0; i < r->n_stages; i++) {
+        const ps_stage_pred *sp = &r->stages[i];
+        char lay[32], gp[32];
+        snprintf(lay, sizeof lay, "%lld-%lld", (long long)plan->cuts[i], (long long)plan->cuts[i + 1] - 1);
+        snprintf(gp, sizeof gp, "%lld-%lld", (long long)sp->first_gpu, (long long)(sp->first_gpu + sp->n_gpus - 1));
+        fprintf(f, "%5d %11s %11s %8.2fms %8.2fms %8.2fms %8.2fms %7.2fGiB %8.3fGiB %9d %5.1f/%.0fGiB%s\n", i, lay, gp,
+                1e3 * sp->fwd, 1e3 * (sp->bwd_b + sp->bwd_w), 1e3 * sp->p2p, 1e3 * sp->dp_sync_exposed,
+                gib(sp->mem_static), gib(sp->mem_act_per_mb), sp->in_flight, gib(sp->mem_peak),
+                gib(sp->mem_capacity), sp->mem_peak > sp->mem_capacity ? "  DOES NOT FIT" : "");
+    }
+    fprintf(f, "(peak = static (weights, gradients, optimizer) + activations of the in-flight micro-batches + "
+               "transient buffers + reserve; times per micro-batch)\n");
+}
+
+ps_status ps_cmd_estimate(const ps_cli_opts *o, ps_out *out)
+{
+    ps_cost_params cp;
+    ps_cost_params_default(&cp);
+    for (int i = 0; i < o->n_cost_params; i++) PS_TRY(ps_cost_params_set(&cp, o->cost_params[i]));
+    ps_model m;
+    ps_cluster c;
+    ps_plan plan;
+    ps_prediction r;
+    memset(&plan, 0, sizeof plan);
+    memset(&r, 0, sizeof r);
+    PS_TRY(ps_model_load(o->model, &o->mopts, &m));
+    ps_status st = ps_cluster_load(o->cluster, MPI_COMM_NULL, &c);
+    if (st != PS_OK) {
+        ps_model_free(&m);
+        return ps_error_trace(st, __FILE__, __LINE__);
+    }
+    if (o->plan) {
+        if (o->tp || o->pp || o->dp || o->mbs || o->gbs || o->vpp || o->zero >= 0 || o->recompute || o->schedule ||
+            o->seq_parallel) {
+            st = PS_FAIL(PS_ERR_INPUT, "--plan %s: give the plan either as a file or as flags, not both", o->plan);
+            goto done;
+        }
+        json_t *root = NULL;
+        PS_TRY_GOTO(st, ps_json_load_file(o->plan, &root), done);
+        st = ps_plan_from_json(root, o->plan, &m, &plan);
+        json_decref(root);
+        if (st != PS_OK) goto done;
+    } else {
+        PS_TRY_GOTO(st, plan_from_flags(o, &m, &c, &plan), done);
+    }
+    PS_TRY_GOTO(st, ps_cost_plan(&cp, &m, &c, &plan, &r), done);
+    if (o->format == PS_FMT_JSON) {
+        json_t *j = prediction_json(&m, &c, &plan, &r, &cp);
+        char *txt = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(8));
+        json_decref(j);
+        if (!txt) {
+            st = PS_FAIL(PS_ERR_SYSTEM, "out of memory serializing JSON");
+            goto done;
+        }
+        fprintf(out->f, "%s\n", txt);
+        free(txt);
+    } else {
+        prediction_table(out->f, &m, &c, &plan, &r);
+    }
+    if (!r.fits) {
+        int worst = 0;
+        for (int i = 1; i < r.n_stages; i++)
+            if (r.stages[i].mem_peak - r.stages[i].mem_capacity > r.stages[worst].mem_peak - r.stages[worst].mem_capacity)
+                worst = i;
+        const ps_stage_pred *sp = &r.stages[worst];
+        st = PS_FAIL(PS_ERR_INFEASIBLE,
+                     "the plan does not fit: stage %d needs %.1f GiB per GPU (static %.1f, activations %.1f x %d "
+                     "in flight, reserve %.1f) but its GPUs have %.1f GiB",
+                     worst, gib(sp->mem_peak), gib(sp->mem_static), gib(sp->mem_act_per_mb), sp->in_flight,
+                     gib(cp.reserve_bytes), gib(sp->mem_capacity));
+    }
+done:
+    ps_prediction_free(&r);
+    ps_plan_free(&plan);
+    ps_model_free(&m);
+    ps_cluster_free(&c);
+    return st;
+}

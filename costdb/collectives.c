@@ -1,0 +1,84 @@
+/* Alpha-beta costs of collectives and point-to-point transfers over the real placement of a group of GPUs.
+ * Ring algorithms follow the bus-bandwidth convention of nccl-tests: all-reduce moves 2(n-1)/n of the payload over
+ * the slowest ring edge, all-gather and reduce-scatter (n-1)/n. The slowest edge decides (AMP Eq. 3). */
+#include <math.h>
+
+#include "ps_cost.h"
+
+static double link_eff(const ps_cost_params *p, const char *kind)
+{
+    if (kind[0] == 'n' && kind[1] == 'v') return p->link_eff_nvlink; /* nvlink*, nvswitch */
+    if (kind[0] == 'p' && kind[1] == 'c') return p->link_eff_pcie;
+    if ((kind[0] == 'i' && kind[1] == 'b') || (kind[0] == 'r' && kind[1] == 'o')) return p->link_eff_ib;
+    if (kind[0] == 'e' || kind[0] == 't') return p->link_eff_eth; /* ethernet, tcp */
+    return p->link_eff_pcie; /* an unnamed link: assume the commonest inside-node path */
+}
+
+/* Members of the group on the node of GPU `gpu`: they share that node's network in a collective. */
+static int64_t members_on_node(const ps_cluster *c, const ps_group *g, int64_t node)
+{
+    int64_t k = 0;
+    for (int64_t i = 0; i < g->n; i++)
+        if (ps_cluster_node_of(c, g->first + i * g->stride) == node) k++;
+    return k;
+}
+
+void ps_coll_ring_link(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double *bw, double *lat)
+{
+    *bw = INFINITY;
+    *lat = 0;
+    if (g->n <= 1) return;
+    for (int64_t i = 0; i < g->n; i++) {
+        int64_t a = g->first + i * g->stride, b = g->first + ((i + 1) % g->n) * g->stride;
+        ps_link l = ps_cluster_link(c, a, b);
+        double e = l.bw_Bps * link_eff(p, l.kind);
+        int64_t na = ps_cluster_node_of(c, a);
+        if (na != ps_cluster_node_of(c, b)) {
+            /* Every GPU of the node runs the same kind of collective at the same time in a uniform plan (the other
+             * DP or TP groups), so the node's NICs are shared: this group gets its members' share of the node. */
+            const ps_node_group *ng = ps_cluster_group_of(c, a);
+            double share = (double)members_on_node(c, g, na) / (double)(ng->gpus_per_node > 0 ? ng->gpus_per_node : 1);
+            e *= share > 1 ? 1 : share;
+        }
+        if (e < *bw) *bw = e;
+        if (l.latency_s > *lat) *lat = l.latency_s;
+    }
+}
+
+double ps_coll_allreduce(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes)
+{
+    if (g->n <= 1 || bytes <= 0) return 0;
+    double bw, lat, n = (double)g->n;
+    ps_coll_ring_link(p, c, g, &bw, &lat);
+    double ring = 2 * (n - 1) / n * bytes / bw + 2 * (n - 1) * lat;
+    /* Double binary tree (NCCL): every byte goes up and down once at link speed, but only log2(n) latency steps,
+     * which wins for small payloads on many GPUs. */
+    double tree = 2 * bytes / bw + 2 * ceil(log2(n)) * lat;
+    return ring < tree ? ring : tree;
+}
+
+double ps_coll_allgather(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes)
+{
+    if (g->n <= 1 || bytes <= 0) return 0;
+    double bw, lat, n = (double)g->n;
+    ps_coll_ring_link(p, c, g, &bw, &lat);
+    return (n - 1) / n * bytes / bw + (n - 1) * lat;
+}
+
+double ps_coll_reducescatter(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes)
+{
+    return ps_coll_allgather(p, c, g, bytes); /* the same traffic pattern, reversed */
+}
+
+double ps_coll_alltoall(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes)
+{
+    /* Each GPU keeps 1/n of its buffer and sends the rest, one peer per step. */
+    return ps_coll_allgather(p, c, g, bytes);
+}
+
+double ps_p2p(const ps_cost_params *p, const ps_cluster *c, int64_t a, int64_t b, double bytes)
+{
+    if (a == b || bytes <= 0) return 0;
+    ps_link l = ps_cluster_link(c, a, b);
+    return l.latency_s + bytes / (l.bw_Bps * link_eff(p, l.kind));
+}

@@ -1,0 +1,223 @@
+/* Time and memory of one layer under one strategy for one micro-batch. Compute is a roofline per GEMM (math-bound
+ * at gemm_eff of the dense peak, or memory-bound when a dimension is small: AMP Sec. 3 notes that skinny GEMMs run
+ * far below peak) plus memory-bound elementwise work; communication is alpha-beta over the placement; overlap of
+ * data-parallel traffic with computation pays Galvatron-BMW's slowdown (Sec. V). */
+#include <math.h>
+#include <string.h>
+
+#include "ps_cost.h"
+
+/* The devices a layer runs on: the slowest GPU of the stage sets the pace (stragglers, heterogeneous clusters). */
+typedef struct {
+    double peak;  /* FLOP/s of the training dtype */
+    double hbm;   /* bytes/s */
+    double mem;   /* smallest memory */
+} dev_speed;
+
+static ps_status stage_speed(const ps_cluster *c, ps_dtype dtype, int64_t first, int64_t n, dev_speed *out)
+{
+    out->peak = INFINITY;
+    out->hbm = INFINITY;
+    out->mem = INFINITY;
+    const char *dn = ps_dtype_name(dtype);
+    for (int64_t g = first; g < first + n; g++) {
+        const ps_node_group *ng = ps_cluster_group_of(c, g);
+        if (!ng) return PS_FAIL(PS_ERR_INPUT, "GPU %lld is outside cluster %s (%lld GPUs)", (long long)g, c->name,
+                                (long long)c->n_gpus);
+        double pk = ps_gpu_peak_flops(&ng->gpu, dn);
+        if (!(pk > 0))
+            return PS_FAIL(PS_ERR_INPUT, "GPU %s of cluster %s has no %s tensor peak; choose another --dtype",
+                           ng->gpu.name, c->name, dn);
+        if (pk < out->peak) out->peak = pk;
+        if (ng->gpu.hbm_Bps < out->hbm) out->hbm = ng->gpu.hbm_Bps;
+        if (ng->gpu.mem_bytes < out->mem) out->mem = ng->gpu.mem_bytes;
+    }
+    return PS_OK;
+}
+
+/* One GEMM (m x k) . (k x n), `count` times. */
+static double gemm_time(const ps_cost_params *p, const dev_speed *d, double m, double n, double k, double count,
+                        double elt)
+{
+    if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return 0;
+    double flops = 2 * m * n * k, bytes = elt * (m * k + k * n + m * n);
+    double t = fmax(flops / (d->peak * p->gemm_eff), bytes / (d->hbm * p->hbm_eff));
+    return count * (t + p->kernel_launch_s);
+}
+
+typedef struct {
+    double gemm;   /* weight GEMMs of the forward pass (backward: the same again for B and again for W) */
+    double attn;   /* attention score GEMMs (batched, no weights) of the forward pass; backward twice this */
+    double flops;  /* forward FLOPs on this GPU */
+    double attn_flops; /* the part of flops in the attention score GEMMs (what selective recompute repeats) */
+    int tp_colls;  /* TP collectives of the forward pass (the backward has as many) */
+    int bwd_tp_colls;
+} fwd_work;
+
+/* The GEMMs of a layer on one GPU of a tp-way group. Weight matrices are split over tp (Megatron column/row
+ * parallel; vocabulary-parallel embedding and head); small layers (patch embedding, merge, classifier) are not. */
+static void layer_work(const ps_cost_params *p, const dev_speed *d, const ps_layer *l, int64_t mbs, int tp, double elt,
+                       fwd_work *w)
+{
+    memset(w, 0, sizeof *w);
+    double T = (double)mbs * (double)l->seq, h = (double)l->hidden, t = tp;
+    double Q = (double)(l->heads * l->head_dim), K = (double)(l->kv_heads * l->head_dim), F = (double)l->ffn_hidden;
+    bool gated = l->act == PS_ACT_SWIGLU || l->act == PS_ACT_GEGLU;
+#define GEMM(m, n, k, cnt)                                                                                              \
+    do {                                                                                                                \
+        w->gemm += gemm_time(p, d, (m), (n), (k), (cnt), elt);                                                          \
+        w->flops += 2.0 * (m) * (n) * (k) * (cnt);                                                                      \
+    } while (0)
+    switch (l->kind) {
+    case PS_LAYER_ENCODER:
+    case PS_LAYER_DECODER:
+    case PS_LAYER_DECODER_XATTN: {
+        double ctx = (l->attn_window > 0 && l->attn_window < l->seq) ? (double)l->attn_window : (double)l->seq;
+        double heads_gpu = (double)l->heads / t, s = (double)l->seq, hd = (double)l->head_dim;
+        GEMM(T, (Q + 2 * K) / t, h, 1);
+        GEMM(T, h, Q / t, 1);
+        GEMM(T, F / t, h, gated ? 2 : 1);
+        GEMM(T, h, F / t, 1);
+        /* scores Q.K^T and probabilities . V: one batched GEMM each over (micro-batch x local heads) */
+        double b = (double)mbs * heads_gpu;
+        w->attn += gemm_time(p, d, s, ctx, hd, b, elt) + gemm_time(p, d, s, hd, ctx, b, elt);
+        w->flops += 2 * 2.0 * s * ctx * hd * b;
+        w->attn_flops += 2 * 2.0 * s * ctx * hd * b;
+        w->tp_colls = 2;
+        if (l->kind == PS_LAYER_DECODER_XATTN) {
+            double kvT = (double)mbs * (double)l->kv_seq;
+            GEMM(T, Q / t, h, 1);
+            GEMM(kvT, 2 * K / t, h, 1);
+            GEMM(T, h, Q / t, 1);
+            double kv = (double)l->kv_seq;
+            w->attn += gemm_time(p, d, s, kv, hd, b, elt) + gemm_time(p, d, s, hd, kv, b, elt);
+            w->flops += 2 * 2.0 * s * kv * hd * b;
+            w->attn_flops += 2 * 2.0 * s * kv * hd * b;
+            w->tp_colls = 3;
+        }
+        w->bwd_tp_colls = w->tp_colls;
+        break;
+    }
+    case PS_LAYER_LM_HEAD:
+        GEMM(T, (double)l->vocab / t, h, 1);
+        w->bwd_tp_colls = 1; /* the input gradient of a vocabulary-parallel projection is summed over tp */
+        break;
+    case PS_LAYER_CLS_HEAD:
+        if (l->pooler) GEMM((double)mbs, h, h, 1);
+        GEMM((double)mbs, (double)l->n_classes, h, 1);
+        break;
+    case PS_LAYER_PATCH_EMBED:
+        GEMM(T, h, (double)(l->channels * l->patch * l->patch), 1);
+        break;
+    case PS_LAYER_MERGE:
+        GEMM(T, (double)l->out_hidden, 4 * h, 1);
+        break;
+    case PS_LAYER_EMBED:
+        w->tp_colls = 1; /* vocabulary-parallel lookup: partial rows summed over tp */
+        break;
+    case PS_LAYER_KIND_COUNT: break;
+    }
+#undef GEMM
+}
+
+/* Galvatron-BMW Sec. V: overlapped computation and communication both run overlap_slowdown times slower while
+ * they overlap; the longer one finishes alone. */
+static double overlapped(const ps_cost_params *p, double comp, double comm)
+{
+    double lo = fmin(comp, comm), hi = fmax(comp, comm);
+    return hi + (p->overlap_slowdown - 1) * lo;
+}
+
+/* Parameters a GPU holds of this layer before ZeRO sharding: TP splits the big matrices of blocks, embeddings and
+ * heads; norms and biases are replicated in Megatron but are a rounding error next to the matrices. */
+static double params_per_gpu(const ps_layer *l, int tp)
+{
+    double P = (double)ps_layer_params(l);
+    switch (l->kind) {
+    case PS_LAYER_CLS_HEAD:
+    case PS_LAYER_PATCH_EMBED:
+    case PS_LAYER_MERGE: return P;
+    default: return P / tp;
+    }
+}
+
+ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_layer *l, ps_dtype dtype,
+                        int64_t mbs, const ps_strategy *s, int64_t first, ps_layer_cost *out)
+{
+    memset(out, 0, sizeof *out);
+    PS_CHECK_INPUT(s->tp >= 1 && s->dp >= 1, "strategy degrees must be >= 1 (tp %d, dp %d)", s->tp, s->dp);
+    PS_CHECK_INPUT(s->zero >= 0 && s->zero <= 3, "ZeRO stage must be 0-3 (got %d)", s->zero);
+    PS_CHECK_INPUT(mbs >= 1, "micro-batch size must be >= 1 (got %lld)", (long long)mbs);
+    dev_speed d;
+    PS_TRY(stage_speed(c, dtype, first, (int64_t)s->tp * s->dp, &d));
+    double elt = ps_dtype_bytes(dtype);
+
+    fwd_work w;
+    layer_work(p, &d, l, mbs, s->tp, elt, &w);
+    bool sp = s->sp && s->tp > 1;
+    double act_full = ps_layer_act_bytes(l, dtype, s->tp, sp, PS_RECOMP_NONE) * (double)mbs;
+    double act_sel = ps_layer_act_bytes(l, dtype, s->tp, sp, PS_RECOMP_SELECTIVE) * (double)mbs;
+    double elem_f = p->elementwise_passes * act_full / (d.hbm * p->hbm_eff) + (act_full > 0 ? p->kernel_launch_s : 0);
+
+    /* TP: Megatron's all-reduces (or reduce-scatter + all-gather with SP: the same bytes) of the layer output,
+     * not overlapped with computation. */
+    double tp_one = 0;
+    if (s->tp > 1) {
+        ps_group g = {first, s->tp, 1};
+        double bytes = (double)mbs * (double)l->seq * (double)l->hidden * elt;
+        tp_one = sp ? 2 * ps_coll_allgather(p, c, &g, bytes) : ps_coll_allreduce(p, c, &g, bytes);
+    }
+    double tp_f = w.tp_colls * tp_one, tp_b = w.bwd_tp_colls * tp_one;
+
+    double comp_f = w.gemm + w.attn + elem_f;
+    double recompute = 0;
+    if (s->ckpt == PS_RECOMP_FULL)
+        recompute = comp_f + tp_f; /* the whole forward again, collectives included */
+    else if (s->ckpt == PS_RECOMP_SELECTIVE)
+        /* only the attention core: score GEMMs and the elementwise work on the score tensors */
+        recompute = w.attn + p->elementwise_passes * (act_full - act_sel) / (d.hbm * p->hbm_eff);
+    double comp_b = w.gemm + 2 * w.attn + 2 * elem_f + recompute; /* input gradients: dgrad GEMMs */
+    double comp_w = w.gemm;                                        /* weight gradients: wgrad GEMMs */
+
+    /* Memory. Mixed-precision Adam: weights and gradients in the training dtype, fp32 master weights + two moments
+     * (12 bytes) when training in 16 bits, two fp32 moments (8 bytes) in fp32 (ZeRO, Rajbhandari et al. Sec. 3.1:
+     * 2 + 2 + 12 = 16 bytes per parameter); ZeRO stage z shards the first z of {optimizer, gradients, weights}. */
+    double P = params_per_gpu(l, s->tp), dp = s->dp;
+    double opt = elt >= 4 ? 8 : 12;
+    out->mem_params = P * elt / (s->zero >= 3 ? dp : 1);
+    out->mem_grads = P * elt / (s->zero >= 2 ? dp : 1);
+    out->mem_optim = P * opt / (s->zero >= 1 ? dp : 1);
+    out->mem_act = ps_layer_act_bytes(l, dtype, s->tp, sp, s->ckpt) * (double)mbs;
+    if (s->ckpt == PS_RECOMP_FULL)
+        out->mem_temp = act_full; /* the recomputed layer lives until its backward is done */
+    else if (s->ckpt == PS_RECOMP_SELECTIVE)
+        out->mem_temp = act_full - act_sel;
+    if (s->zero >= 3) out->mem_temp += 2 * P * elt; /* the gathered layer and the prefetched next one */
+
+    /* Data parallelism. ZeRO-3 gathers weights for forward and backward and reduce-scatters gradients every
+     * micro-batch, hidden behind computation when possible (prefetch); stages 0-2 synchronise once per iteration. */
+    double zero_f = 0, zero_b = 0;
+    if (s->dp > 1) {
+        ps_group g = {first, s->dp, s->tp};
+        double wbytes = P * elt, gbytes = P * p->grad_reduce_bytes;
+        if (s->zero >= 3) {
+            zero_f = ps_coll_allgather(p, c, &g, wbytes);
+            zero_b = ps_coll_allgather(p, c, &g, wbytes) + ps_coll_reducescatter(p, c, &g, gbytes);
+        } else if (s->zero >= 1) {
+            out->dp_sync = ps_coll_reducescatter(p, c, &g, gbytes) + ps_coll_allgather(p, c, &g, wbytes);
+        } else {
+            out->dp_sync = ps_coll_allreduce(p, c, &g, gbytes);
+        }
+    }
+    out->zero_comm = zero_f + zero_b;
+    out->tp_comm = tp_f + tp_b;
+    out->recompute = recompute;
+    out->fwd = (zero_f > 0 ? overlapped(p, comp_f, zero_f) : comp_f) + tp_f;
+    double bw_both = comp_b + comp_w;
+    double bw_exposed = zero_b > 0 ? overlapped(p, bw_both, zero_b) - bw_both : 0;
+    out->bwd_b = comp_b + tp_b;
+    out->bwd_w = comp_w + bw_exposed;
+    double rec_flops = s->ckpt == PS_RECOMP_FULL ? w.flops : s->ckpt == PS_RECOMP_SELECTIVE ? w.attn_flops : 0;
+    out->hw_flops = 3 * w.flops + rec_flops; /* forward, dgrad, wgrad (attention: 2x in backward, same total) */
+    return PS_OK;
+}

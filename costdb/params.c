@@ -1,0 +1,88 @@
+/* The cost model's constants: one table holds each default with its unit and its source, so --help, the JSON output
+ * and docs/costmodel.md all say the same thing, and any of them can be overridden by name. */
+#include <stddef.h>
+#include <string.h>
+
+#include "ps_cost.h"
+
+typedef struct {
+    const char *name;
+    size_t offset;
+    double def;
+    double lo, hi;
+    const char *unit;
+    const char *source;
+} param_def;
+
+#define P(field) offsetof(ps_cost_params, field)
+static const param_def k_params[] = {
+    {"gemm_eff", P(gemm_eff), 0.80, 0.01, 1.0, "fraction of dense peak",
+     "math-bound cuBLAS GEMMs reach 80-90% of tensor peak (NVIDIA Deep Learning Performance Guide, 'Matrix "
+     "Multiplication Background'); the low end, since training kernels are not all ideal shapes"},
+    {"hbm_eff", P(hbm_eff), 0.80, 0.01, 1.0, "fraction of nominal memory bandwidth",
+     "streaming kernels reach ~80% of HBM bandwidth (NVIDIA Deep Learning Performance Guide, 'GPU Performance "
+     "Background': memory-limited operations)"},
+    {"kernel_launch_s", P(kernel_launch_s), 5e-6, 0, 1e-3, "s",
+     "CUDA kernel launch and tail cost of a few microseconds (CUDA C Best Practices Guide); one per GEMM / fused op"},
+    {"elementwise_passes", P(elementwise_passes), 2.0, 0, 20, "x stored activation bytes",
+     "each stored activation is written once and read once by the non-GEMM ops of the forward pass (layer norm, "
+     "softmax, GeLU, dropout, residual); backward touches them twice as often"},
+    {"link_eff_nvlink", P(link_eff_nvlink), 0.77, 0.01, 1.0, "fraction of nominal link bandwidth",
+     "nccl-tests all_reduce bus bandwidth ~230 GB/s of 300 GB/s on DGX A100 (NVIDIA NCCL performance notes)"},
+    {"link_eff_pcie", P(link_eff_pcie), 0.80, 0.01, 1.0, "fraction of nominal link bandwidth",
+     "PCIe x16 DMA reaches ~80% of its raw rate after protocol overhead (PCI-SIG 128b/130b + TLP headers)"},
+    {"link_eff_ib", P(link_eff_ib), 0.90, 0.01, 1.0, "fraction of nominal link bandwidth",
+     "InfiniBand HDR/NDR nccl-tests bus bandwidth ~90% of line rate (NVIDIA NCCL performance notes)"},
+    {"link_eff_eth", P(link_eff_eth), 0.70, 0.01, 1.0, "fraction of nominal link bandwidth",
+     "TCP sockets transport of NCCL reaches ~70% of Ethernet line rate (AMP Sec. 4.3 measured 'up to' rates)"},
+    {"overlap_slowdown", P(overlap_slowdown), 1.3, 1.0, 3.0, "x",
+     "computation and NCCL communication running at once slow each other by 1.3x (Galvatron-BMW Sec. V)"},
+    {"reserve_bytes", P(reserve_bytes), 2.0 * 1024 * 1024 * 1024, 0, 1e12, "bytes",
+     "CUDA context (~0.5 GiB), NCCL buffers and caching-allocator fragmentation; PyTorch memory docs: "
+     "fragmentation commonly costs 5-10% of an 80 GB GPU's memory"},
+    {"grad_reduce_bytes", P(grad_reduce_bytes), 4.0, 1, 8, "bytes per element",
+     "Megatron-LM reduces gradients in fp32 by default with bf16 training (--accumulate-allreduce-grads-in-fp32); "
+     "PyTorch DDP with autocast keeps fp32 gradients"},
+};
+#undef P
+#define N_PARAMS ((int)(sizeof k_params / sizeof k_params[0]))
+
+static double *field(ps_cost_params *p, const param_def *d) { return (double *)((char *)p + d->offset); }
+
+void ps_cost_params_default(ps_cost_params *p)
+{
+    memset(p, 0, sizeof *p);
+    for (int i = 0; i < N_PARAMS; i++) *field(p, &k_params[i]) = k_params[i].def;
+}
+
+ps_status ps_cost_params_set(ps_cost_params *p, const char *assignment)
+{
+    const char *eq = strchr(assignment, '=');
+    char name[64], known[1024] = "";
+    size_t n = eq ? (size_t)(eq - assignment) : strlen(assignment);
+    if (!eq || n == 0 || n >= sizeof name)
+        return PS_FAIL(PS_ERR_INPUT, "cost parameter '%s': expected NAME=VALUE", assignment);
+    memcpy(name, assignment, n);
+    name[n] = '\0';
+    for (int i = 0; i < N_PARAMS; i++) {
+        if (strcmp(name, k_params[i].name) != 0) continue;
+        double v;
+        if (!ps_parse_double(eq + 1, &v) || v < k_params[i].lo || v > k_params[i].hi)
+            return PS_FAIL(PS_ERR_INPUT, "cost parameter %s must be a number in [%g, %g] %s (got '%s')", name,
+                           k_params[i].lo, k_params[i].hi, k_params[i].unit, eq + 1);
+        *field(p, &k_params[i]) = v;
+        return PS_OK;
+    }
+    for (int i = 0; i < N_PARAMS; i++) ps_strcatf(known, sizeof known, "%s%s", i ? ", " : "", k_params[i].name);
+    return PS_FAIL(PS_ERR_INPUT, "unknown cost parameter '%s' (known: %s)", name, known);
+}
+
+const char *ps_cost_param_name(int i, double *value, const char **unit, const char **source,
+                               const ps_cost_params *p)
+{
+    if (i < 0 || i >= N_PARAMS) return NULL;
+    if (value) *value = *(const double *)((const char *)p + k_params[i].offset);
+    if (unit) *unit = k_params[i].unit;
+    if (source) *source = k_params[i].source;
+    return k_params[i].name;
+}

@@ -1,0 +1,300 @@
+/* Plans: building and checking them, and predicting a whole iteration: per-stage times from the layer costs, the
+ * pipeline from the schedule simulator (schedules/), the data-parallel synchronisation of the last micro-batch that
+ * is not hidden (Galvatron-BMW App. C), the optimizer step, and per-GPU peak memory. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_cost.h"
+#include "ps_schedules.h"
+
+static bool is_prefix_layer(ps_layer_kind k) { return k == PS_LAYER_EMBED || k == PS_LAYER_PATCH_EMBED; }
+static bool is_suffix_layer(ps_layer_kind k) { return k == PS_LAYER_LM_HEAD || k == PS_LAYER_CLS_HEAD; }
+
+void ps_plan_free(ps_plan *p)
+{
+    free(p->cuts);
+    free(p->layer);
+    p->cuts = NULL;
+    p->layer = NULL;
+}
+
+ps_status ps_plan_uniform(const ps_model *m, int64_t gbs, int64_t mbs, int pp, int vpp, const char *schedule,
+                          const ps_strategy *s, ps_plan *out)
+{
+    memset(out, 0, sizeof *out);
+    PS_CHECK_INPUT(pp >= 1 && vpp >= 1, "pipeline degree and chunks must be >= 1 (pp %d, vpp %d)", pp, vpp);
+    int64_t n = m->n_layers, lo = 0, hi = n;
+    while (lo < n && is_prefix_layer(m->layers[lo].kind)) lo++;
+    while (hi > lo && is_suffix_layer(m->layers[hi - 1].kind)) hi--;
+    int64_t stages = (int64_t)pp * vpp, blocks = hi - lo;
+    if (blocks < stages)
+        return PS_FAIL(PS_ERR_INPUT, "%s has %lld transformer layers, fewer than the %lld pipeline stages (pp %d x "
+                                     "vpp %d)", m->name, (long long)blocks, (long long)stages, pp, vpp);
+    out->cuts = ps_calloc((size_t)stages + 1, sizeof *out->cuts);
+    out->layer = ps_calloc((size_t)n, sizeof *out->layer);
+    if (!out->cuts || !out->layer) {
+        ps_plan_free(out);
+        return PS_ERR_SYSTEM;
+    }
+    out->gbs = gbs;
+    out->mbs = mbs;
+    out->pp = pp;
+    out->vpp = vpp;
+    ps_strlcpy(out->schedule, schedule, sizeof out->schedule);
+    /* Megatron's split: blocks evenly, the remainder to the later stages; embedding joins the first stage and the
+     * head the last. */
+    int64_t base = blocks / stages, extra = blocks % stages, at = lo;
+    out->cuts[0] = 0;
+    for (int64_t st = 0; st < stages; st++) {
+        at += base + (st >= stages - extra ? 1 : 0);
+        out->cuts[st + 1] = at;
+    }
+    out->cuts[stages] = n;
+    for (int64_t i = 0; i < n; i++) out->layer[i] = *s;
+    return PS_OK;
+}
+
+int64_t ps_plan_micro_batches(const ps_plan *p)
+{
+    int64_t per = p->mbs * (p->layer ? p->layer[0].dp : 1);
+    return per > 0 ? p->gbs / per : 0;
+}
+
+bool ps_strategy_equal(const ps_strategy *a, const ps_strategy *b)
+{
+    return a->tp == b->tp && a->dp == b->dp && a->zero == b->zero && a->ckpt == b->ckpt && a->sp == b->sp;
+}
+
+bool ps_plan_is_uniform(const ps_plan *p, int64_t n_layers)
+{
+    for (int64_t i = 1; i < n_layers; i++)
+        if (!ps_strategy_equal(&p->layer[0], &p->layer[i])) return false;
+    return true;
+}
+
+static bool divides_or_divided(int64_t a, int64_t t) { return a % t == 0 || (a > 0 && t % a == 0); }
+
+ps_status ps_plan_check(const ps_plan *p, const ps_model *m, const ps_cluster *c)
+{
+    PS_CHECK_INPUT(p->pp >= 1 && p->vpp >= 1, "pipeline degree and chunks must be >= 1 (pp %d, vpp %d)", p->pp,
+                   p->vpp);
+    PS_CHECK_INPUT(p->gbs >= 1 && p->mbs >= 1, "global and micro-batch size must be >= 1 (gbs %lld, mbs %lld)",
+                   (long long)p->gbs, (long long)p->mbs);
+    int ki = ps_sched_kind_find(p->schedule);
+    if (ki < 0) {
+        char known[512] = "";
+        for (int i = 0; i < ps_sched_kind_count(); i++)
+            ps_strcatf(known, sizeof known, "%s%s", i ? ", " : "", ps_sched_kind_name(i));
+        return PS_FAIL(PS_ERR_INPUT, "unknown pipeline schedule '%s' (known: %s)", p->schedule, known);
+    }
+    int64_t stages = (int64_t)p->pp * p->vpp, n = m->n_layers;
+    PS_CHECK_INPUT(p->cuts[0] == 0 && p->cuts[stages] == n,
+                   "the stages must cover layers 0..%lld of %s (they cover %lld..%lld)", (long long)n - 1, m->name,
+                   (long long)p->cuts[0], (long long)p->cuts[stages] - 1);
+    for (int64_t s = 0; s < stages; s++)
+        PS_CHECK_INPUT(p->cuts[s + 1] > p->cuts[s], "stage %lld holds no layer (layer ranges must increase: %lld, %lld)",
+                       (long long)s, (long long)p->cuts[s], (long long)p->cuts[s + 1]);
+    const ps_strategy *s0 = &p->layer[0];
+    int64_t width = (int64_t)s0->tp * s0->dp;
+    int64_t gpus = width * p->pp;
+    if (gpus != c->n_gpus)
+        return PS_FAIL(PS_ERR_INPUT, "tp %d x dp %d x pp %d = %lld GPUs, but cluster %s has %lld", s0->tp, s0->dp,
+                       p->pp, (long long)gpus, c->name, (long long)c->n_gpus);
+    int64_t per_mb = p->mbs * s0->dp;
+    if (p->gbs % per_mb != 0)
+        return PS_FAIL(PS_ERR_INPUT, "global batch %lld is not a multiple of micro-batch %lld x dp %d", (long long)p->gbs,
+                       (long long)p->mbs, s0->dp);
+    int64_t mb = p->gbs / per_mb, global_mb = p->gbs / mb;
+    for (int64_t i = 0; i < n; i++) {
+        const ps_strategy *s = &p->layer[i];
+        const ps_layer *l = &m->layers[i];
+        const char *kn = ps_layer_kind_name(l->kind);
+        PS_CHECK_INPUT(s->tp >= 1 && s->dp >= 1, "layer %lld (%s): tp and dp must be >= 1 (tp %d, dp %d)",
+                       (long long)i, kn, s->tp, s->dp);
+        if ((int64_t)s->tp * s->dp != width)
+            return PS_FAIL(PS_ERR_INPUT, "layer %lld (%s): tp %d x dp %d = %d differs from the stage width %lld",
+                           (long long)i, kn, s->tp, s->dp, s->tp * s->dp, (long long)width);
+        PS_CHECK_INPUT(s->zero >= 0 && s->zero <= 3, "layer %lld (%s): ZeRO stage must be 0-3 (got %d)", (long long)i,
+                       kn, s->zero);
+        if (global_mb % s->dp != 0)
+            return PS_FAIL(PS_ERR_INPUT, "layer %lld (%s): a micro-batch of %lld samples does not split over dp %d",
+                           (long long)i, kn, (long long)global_mb, s->dp);
+        if (s->tp > 1) {
+            if (l->heads && l->heads % s->tp)
+                return PS_FAIL(PS_ERR_INPUT, "layer %lld (%s): %lld attention heads are not divisible by tp %d",
+                               (long long)i, kn, (long long)l->heads, s->tp);
+            if (l->kv_heads && !divides_or_divided(l->kv_heads, s->tp))
+                return PS_FAIL(PS_ERR_INPUT, "layer %lld (%s): %lld key/value heads and tp %d: neither divides the "
+                                             "other", (long long)i, kn, (long long)l->kv_heads, s->tp);
+            if (l->ffn_hidden && l->ffn_hidden % s->tp)
+                return PS_FAIL(PS_ERR_INPUT, "layer %lld (%s): MLP width %lld is not divisible by tp %d", (long long)i,
+                               kn, (long long)l->ffn_hidden, s->tp);
+            if (l->vocab && l->vocab % s->tp)
+                return PS_FAIL(PS_ERR_INPUT, "layer %lld (%s): vocabulary %lld is not divisible by tp %d (pad it: "
+                                             "--vocab-pad %d)", (long long)i, kn, (long long)l->vocab, s->tp,
+                               128 * s->tp);
+            if (s->sp && l->seq % s->tp)
+                return PS_FAIL(PS_ERR_INPUT, "layer %lld (%s): sequence %lld is not divisible by tp %d (sequence "
+                                             "parallelism)", (long long)i, kn, (long long)l->seq, s->tp);
+        }
+    }
+    /* The schedule's own rules on pp, micro-batches and chunks are checked when it is built (ps_sched_build). */
+    return PS_OK;
+}
+
+void ps_prediction_free(ps_prediction *r)
+{
+    free(r->stages);
+    r->stages = NULL;
+}
+
+/* Galvatron-BMW Sec. V overlap, as in layer_cost.c: the shorter activity runs overlap_slowdown times slower. */
+static double overlap_extra(const ps_cost_params *p, double comp, double comm)
+{
+    return fmax(comp, comm) + (p->overlap_slowdown - 1) * fmin(comp, comm) - comp;
+}
+
+ps_status ps_cost_plan(const ps_cost_params *p, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
+                       ps_prediction *out)
+{
+    memset(out, 0, sizeof *out);
+    PS_TRY(ps_plan_check(plan, m, c));
+    int64_t n_mb = ps_plan_micro_batches(plan), global_mb = plan->gbs / n_mb;
+    int d = plan->pp, S = plan->pp * plan->vpp;
+    int64_t width = (int64_t)plan->layer[0].tp * plan->layer[0].dp;
+    if (n_mb > INT32_MAX) return PS_FAIL(PS_ERR_INPUT, "%lld micro-batches is too many", (long long)n_mb);
+
+    ps_status st = PS_OK;
+    ps_sched *sch = NULL;
+    double *buf = NULL;
+    PS_TRY(ps_sched_create(&sch));
+    PS_TRY_GOTO(st, ps_sched_build(sch, plan->schedule, d, (int)n_mb, plan->vpp), done);
+    /* per stage: f, b, w, act, p2p; per device: static, temp, sync, bwd, exposed sync, recompute, capacity */
+    buf = ps_calloc((size_t)S * 5 + (size_t)d * 7, sizeof *buf);
+    out->stages = ps_calloc((size_t)S, sizeof *out->stages);
+    if (!buf || !out->stages) {
+        st = PS_ERR_SYSTEM;
+        goto done;
+    }
+    double *f = buf, *b = f + S, *w = b + S, *act = w + S, *p2p = act + S;
+    double *dstatic = p2p + S, *dtemp = dstatic + d, *dsync = dtemp + d, *dbwd = dsync + d, *dexposed = dbwd + d,
+           *drec = dexposed + d, *dcap = drec + d;
+    for (int i = 0; i < d; i++) dcap[i] = INFINITY;
+    out->n_stages = S;
+
+    double hw_flops_mb = 0; /* summed over stages: one micro-batch through the whole model, per GPU of a stage */
+    for (int s = 0; s < S; s++) {
+        ps_stage_pred *sp = &out->stages[s];
+        int dev = ps_sched_device_of(sch, s);
+        sp->first_gpu = (int64_t)dev * width;
+        sp->n_gpus = width;
+        for (int64_t i = plan->cuts[s]; i < plan->cuts[s + 1]; i++) {
+            const ps_strategy *ls = &plan->layer[i];
+            ps_layer_cost lc;
+            PS_TRY_GOTO(st, ps_cost_layer(p, c, &m->layers[i], m->dtype, global_mb / ls->dp, ls, sp->first_gpu, &lc),
+                        done);
+            sp->fwd += lc.fwd;
+            sp->bwd_b += lc.bwd_b;
+            sp->bwd_w += lc.bwd_w;
+            sp->mem_static += lc.mem_params + lc.mem_grads + lc.mem_optim;
+            sp->mem_act_per_mb += lc.mem_act;
+            if (lc.mem_temp > sp->mem_temp) sp->mem_temp = lc.mem_temp;
+            dsync[dev] += lc.dp_sync;
+            drec[dev] += lc.recompute;
+            hw_flops_mb += lc.hw_flops;
+        }
+        f[s] = sp->fwd;
+        b[s] = sp->bwd_b;
+        w[s] = sp->bwd_w;
+        act[s] = sp->mem_act_per_mb;
+        dstatic[dev] += sp->mem_static;
+        if (sp->mem_temp > dtemp[dev]) dtemp[dev] = sp->mem_temp;
+        dbwd[dev] += sp->bwd_b + sp->bwd_w;
+        /* the stage's capacity: its smallest GPU */
+        for (int64_t g = sp->first_gpu; g < sp->first_gpu + width; g++) {
+            const ps_node_group *ng = ps_cluster_group_of(c, g);
+            if (ng->gpu.mem_bytes < dcap[dev]) dcap[dev] = ng->gpu.mem_bytes;
+        }
+        if (s + 1 < S) {
+            /* Megatron scatters the boundary activation over the TP group: each GPU sends 1/tp of it, all GPUs of
+             * the stage at once, so across nodes they share the node's network. */
+            const ps_layer *last = &m->layers[plan->cuts[s + 1] - 1];
+            const ps_strategy *ls = &plan->layer[plan->cuts[s + 1] - 1];
+            double bytes = ps_layer_boundary_bytes(last, m->dtype) * (double)(global_mb / ls->dp) / ls->tp;
+            int64_t a = sp->first_gpu, nb = (int64_t)ps_sched_device_of(sch, s + 1) * width;
+            if (ps_cluster_node_of(c, a) != ps_cluster_node_of(c, nb)) {
+                const ps_node_group *ng = ps_cluster_group_of(c, a);
+                int64_t k = width < ng->gpus_per_node ? width : ng->gpus_per_node;
+                bytes *= (double)k;
+            }
+            p2p[s] = ps_p2p(p, c, a, nb, bytes);
+            sp->p2p = p2p[s];
+        }
+    }
+
+    ps_sched_costs costs = {.f = f, .b = b, .w = w, .p2p = S > 1 ? p2p : NULL, .act = act};
+    ps_sched_result r;
+    PS_TRY_GOTO(st, ps_sched_simulate(sch, &costs, &r), done);
+
+    /* After the last backward each device still synchronises gradients (ZeRO 0-2), overlapped with that last
+     * backward (Galvatron-BMW App. C), then steps the optimizer: a memory-bound pass over weights, gradients and
+     * optimizer states (read and written). */
+    double tail = 0;
+    int crit = 0;
+    for (int i = 0; i < d; i++) {
+        const ps_node_group *ng = ps_cluster_group_of(c, (int64_t)i * width);
+        double bwd_last = dbwd[i];
+        dexposed[i] = dsync[i] > 0 ? overlap_extra(p, bwd_last, dsync[i]) : 0;
+        double opt = 2 * dstatic[i] / (ng->gpu.hbm_Bps * p->hbm_eff);
+        if (dexposed[i] + opt > tail) tail = dexposed[i] + opt;
+        if (r.busy[i] > r.busy[crit]) crit = i;
+    }
+    out->iter_time_s = r.makespan + tail;
+    out->bubble_frac = r.bubble_frac;
+    out->fits = true;
+    for (int s = 0; s < S; s++) {
+        ps_stage_pred *sp = &out->stages[s];
+        int dev = ps_sched_device_of(sch, s);
+        sp->dp_sync_exposed = dexposed[dev];
+        sp->mem_peak = dstatic[dev] + r.peak_act[dev] + dtemp[dev] + p->reserve_bytes;
+        sp->mem_capacity = dcap[dev];
+        sp->in_flight = act[s] > 0 ? (int)lround(r.peak_act[dev] / act[s]) : 0;
+        if (sp->mem_peak > sp->mem_capacity) out->fits = false;
+    }
+
+    double model_flops = ps_model_train_flops(m) * (double)plan->gbs;
+    double peak_sum = 0;
+    for (int64_t g = 0; g < c->n_gpus; g++)
+        peak_sum += ps_gpu_peak_flops(&ps_cluster_group_of(c, g)->gpu, ps_dtype_name(m->dtype));
+    out->samples_per_s = (double)plan->gbs / out->iter_time_s;
+    out->tokens_per_s = out->samples_per_s * (double)m->seq;
+    out->tflops_per_gpu = model_flops / out->iter_time_s / (double)c->n_gpus / 1e12;
+    out->hw_tflops_per_gpu = hw_flops_mb * (double)n_mb / (double)d / out->iter_time_s / 1e12;
+    out->mfu = model_flops / out->iter_time_s / peak_sum;
+
+    /* Breakdown of the busiest device's iteration. */
+    double tpc = 0, rec = drec[crit] * (double)n_mb;
+    for (int s = 0; s < S; s++) {
+        if (ps_sched_device_of(sch, s) != crit) continue;
+        for (int64_t i = plan->cuts[s]; i < plan->cuts[s + 1]; i++) {
+            ps_layer_cost lc;
+            const ps_strategy *ls = &plan->layer[i];
+            PS_TRY_GOTO(st, ps_cost_layer(p, c, &m->layers[i], m->dtype, global_mb / ls->dp, ls,
+                                          (int64_t)crit * width, &lc), done);
+            tpc += lc.tp_comm;
+        }
+    }
+    tpc *= (double)n_mb;
+    out->comm_exposed_s = tpc + dexposed[crit];
+    out->recompute_s = rec;
+    out->compute_s = r.busy[crit] - tpc - rec + (tail - dexposed[crit]);
+    out->bubble_s = out->iter_time_s - r.busy[crit] - tail;
+    if (out->bubble_s < 0) out->bubble_s = 0;
+
+done:
+    free(buf);
+    ps_sched_destroy(sch);
+    if (st != PS_OK) ps_prediction_free(out);
+    return st;
+}

@@ -1,0 +1,165 @@
+/* plan.json: reading a plan (what `psearch --format json` and `psearch estimate --format json` write) and writing
+ * one. The layout is DESIGN.md's: batch and pipeline fields at the top, stages with their layer ranges and per-layer
+ * strategies, and the summary tp/dp/zero/ckpt/sp when the strategy is uniform. */
+#include <string.h>
+
+#include "ps_json.h"
+#include "ps_plan_json.h"
+
+static ps_status read_strategy(const json_t *o, const ps_jloc *loc, ps_strategy *s)
+{
+    int64_t v;
+    v = s->tp;
+    PS_TRY(ps_json_int(o, loc, "tp", false, 1, 1 << 20, &v));
+    s->tp = (int)v;
+    v = s->dp;
+    PS_TRY(ps_json_int(o, loc, "dp", false, 1, 1 << 24, &v));
+    s->dp = (int)v;
+    v = s->zero;
+    PS_TRY(ps_json_int(o, loc, "zero", false, 0, 3, &v));
+    s->zero = (int)v;
+    char rc[16] = "";
+    PS_TRY(ps_json_str(o, loc, "ckpt", false, rc, sizeof rc));
+    if (rc[0] && ps_recompute_parse(rc, &s->ckpt) != PS_OK) {
+        ps_jloc fl = ps_jloc_key(loc, "ckpt");
+        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be none, selective or full (got '%s')", loc->file, fl.path,
+                       rc);
+    }
+    PS_TRY(ps_json_bool(o, loc, "sp", false, &s->sp));
+    return PS_OK;
+}
+
+ps_status ps_plan_from_json(const json_t *root, const char *file, const ps_model *m, ps_plan *out)
+{
+    memset(out, 0, sizeof *out);
+    ps_jloc loc = ps_jloc_root(file);
+    /* A plan file written by psearch carries its prediction and inputs too; they are read elsewhere or ignored. */
+    static const char *const known[] = {"psearch_version", "model", "cluster", "gpus", "gbs", "mbs", "micro_batches",
+                                        "pp", "vpp", "schedule", "tp", "dp", "zero", "ckpt", "sp", "stages",
+                                        "predicted", "flops_convention", "cost_params", "note", NULL};
+    PS_TRY(ps_json_known_keys(root, &loc, known));
+    int64_t gbs = 0, mbs = 1, pp = 1, vpp = 1;
+    PS_TRY(ps_json_int(root, &loc, "gbs", true, 1, INT32_MAX, &gbs));
+    PS_TRY(ps_json_int(root, &loc, "mbs", true, 1, INT32_MAX, &mbs));
+    PS_TRY(ps_json_int(root, &loc, "pp", true, 1, 1 << 20, &pp));
+    PS_TRY(ps_json_int(root, &loc, "vpp", false, 1, 1024, &vpp));
+    char sched[24] = "1f1b";
+    PS_TRY(ps_json_str(root, &loc, "schedule", false, sched, sizeof sched));
+    ps_strategy base = {.tp = 1, .dp = 1};
+    PS_TRY(read_strategy(root, &loc, &base));
+
+    json_t *stages = json_object_get(root, "stages");
+    if (!stages) {
+        /* Summary fields only: Megatron's even split. */
+        PS_TRY(ps_plan_uniform(m, gbs, mbs, (int)pp, (int)vpp, sched, &base, out));
+        return PS_OK;
+    }
+    ps_jloc sl = ps_jloc_key(&loc, "stages");
+    if (!json_is_array(stages))
+        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be an array", file, sl.path);
+    int64_t S = pp * vpp;
+    if ((int64_t)json_array_size(stages) != S)
+        return PS_FAIL(PS_ERR_INPUT, "%s: '%s' has %zu entries; pp %lld x vpp %lld needs %lld", file, sl.path,
+                       json_array_size(stages), (long long)pp, (long long)vpp, (long long)S);
+    PS_TRY(ps_plan_uniform(m, gbs, mbs, (int)pp, (int)vpp, sched, &base, out));
+    ps_status st = PS_OK;
+    for (int64_t s = 0; s < S && st == PS_OK; s++) {
+        json_t *so = json_array_get(stages, (size_t)s);
+        ps_jloc il = ps_jloc_idx(&sl, (size_t)s);
+        if (!json_is_object(so)) {
+            st = PS_FAIL(PS_ERR_INPUT, "%s: '%s' must be an object", file, il.path);
+            break;
+        }
+        json_t *lr = json_object_get(so, "layers");
+        ps_jloc ll = ps_jloc_key(&il, "layers");
+        if (!json_is_array(lr) || json_array_size(lr) != 2 || !json_is_integer(json_array_get(lr, 0)) ||
+            !json_is_integer(json_array_get(lr, 1))) {
+            st = PS_FAIL(PS_ERR_INPUT, "%s: '%s' must be [first, end) as two integers", file, ll.path);
+            break;
+        }
+        int64_t a = json_integer_value(json_array_get(lr, 0)), b = json_integer_value(json_array_get(lr, 1));
+        int64_t expect = s == 0 ? 0 : out->cuts[s];
+        if (a != expect || b <= a || b > m->n_layers) {
+            st = PS_FAIL(PS_ERR_INPUT, "%s: '%s' = [%lld, %lld): stages must be contiguous, non-empty and within the "
+                                       "%lld layers of %s (expected first = %lld)", file, ll.path, (long long)a,
+                         (long long)b, (long long)m->n_layers, m->name, (long long)expect);
+            break;
+        }
+        out->cuts[s + 1] = b;
+        json_t *strs = json_object_get(so, "strategies");
+        if (!strs) continue;
+        ps_jloc tl = ps_jloc_key(&il, "strategies");
+        if (!json_is_array(strs)) {
+            st = PS_FAIL(PS_ERR_INPUT, "%s: '%s' must be an array", file, tl.path);
+            break;
+        }
+        for (size_t k = 0; k < json_array_size(strs) && st == PS_OK; k++) {
+            json_t *g = json_array_get(strs, k);
+            ps_jloc gl = ps_jloc_idx(&tl, k);
+            json_t *glr = json_is_object(g) ? json_object_get(g, "layers") : NULL;
+            if (!json_is_array(glr) || json_array_size(glr) != 2) {
+                st = PS_FAIL(PS_ERR_INPUT, "%s: '%s.layers' must be [first, end)", file, gl.path);
+                break;
+            }
+            int64_t ga = json_integer_value(json_array_get(glr, 0)), gb = json_integer_value(json_array_get(glr, 1));
+            if (ga < a || gb > b || gb <= ga) {
+                st = PS_FAIL(PS_ERR_INPUT, "%s: '%s.layers' = [%lld, %lld) is not inside the stage's [%lld, %lld)",
+                             file, gl.path, (long long)ga, (long long)gb, (long long)a, (long long)b);
+                break;
+            }
+            ps_strategy gs = base;
+            st = read_strategy(g, &gl, &gs);
+            for (int64_t i = ga; i < gb && st == PS_OK; i++) out->layer[i] = gs;
+        }
+    }
+    if (st == PS_OK && out->cuts[S] != m->n_layers)
+        st = PS_FAIL(PS_ERR_INPUT, "%s: the stages end at layer %lld; %s has %lld layers", file,
+                     (long long)out->cuts[S], m->name, (long long)m->n_layers);
+    if (st != PS_OK) ps_plan_free(out);
+    return st;
+}
+
+json_t *ps_plan_to_json(const ps_plan *p, const ps_model *m)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "gbs", json_integer(p->gbs));
+    json_object_set_new(j, "mbs", json_integer(p->mbs));
+    json_object_set_new(j, "micro_batches", json_integer(ps_plan_micro_batches(p)));
+    json_object_set_new(j, "pp", json_integer(p->pp));
+    json_object_set_new(j, "vpp", json_integer(p->vpp));
+    json_object_set_new(j, "schedule", json_string(p->schedule));
+    if (ps_plan_is_uniform(p, m->n_layers)) {
+        const ps_strategy *s = &p->layer[0];
+        json_object_set_new(j, "tp", json_integer(s->tp));
+        json_object_set_new(j, "dp", json_integer(s->dp));
+        json_object_set_new(j, "zero", json_integer(s->zero));
+        json_object_set_new(j, "ckpt", json_string(ps_recompute_name(s->ckpt)));
+        json_object_set_new(j, "sp", json_boolean(s->sp));
+    }
+    json_t *stages = json_array();
+    int64_t S = (int64_t)p->pp * p->vpp;
+    for (int64_t s = 0; s < S; s++) {
+        json_t *so = json_object();
+        json_object_set_new(so, "layers", json_pack("[II]", (json_int_t)p->cuts[s], (json_int_t)p->cuts[s + 1]));
+        json_t *strs = json_array();
+        /* runs of identical strategies */
+        for (int64_t i = p->cuts[s]; i < p->cuts[s + 1];) {
+            int64_t k = i + 1;
+            const ps_strategy *a = &p->layer[i];
+            while (k < p->cuts[s + 1] && ps_strategy_equal(&p->layer[k], a)) k++;
+            json_t *g = json_object();
+            json_object_set_new(g, "layers", json_pack("[II]", (json_int_t)i, (json_int_t)k));
+            json_object_set_new(g, "tp", json_integer(a->tp));
+            json_object_set_new(g, "dp", json_integer(a->dp));
+            json_object_set_new(g, "zero", json_integer(a->zero));
+            json_object_set_new(g, "ckpt", json_string(ps_recompute_name(a->ckpt)));
+            json_object_set_new(g, "sp", json_boolean(a->sp));
+            json_array_append_new(strs, g);
+            i = k;
+        }
+        json_object_set_new(so, "strategies", strs);
+        json_array_append_new(stages, so);
+    }
+    json_object_set_new(j, "stages", stages);
+    return j;
+}

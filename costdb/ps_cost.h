@@ -1,0 +1,153 @@
+/* The cost model: time and memory of one layer under one strategy on concrete devices, of collectives and p2p
+ * transfers over the real placement, and of a whole plan (pipeline schedule included). Shared by the search,
+ * `psearch estimate` and `psearch exec`. Pure computation: no MPI, no I/O. Numbers come from the GPU catalog and
+ * documented constants (ps_cost_params); the measured cost database replaces them when it lands (calibration issue). */
+#ifndef PS_COST_H
+#define PS_COST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ps_common.h"
+#include "ps_hw.h"
+#include "ps_models.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- constants: every default has a unit and a source (costdb/params.c, docs/costmodel.md) ---- */
+typedef struct {
+    double gemm_eff;          /* fraction of dense tensor peak a large, math-bound GEMM reaches [1] */
+    double hbm_eff;           /* fraction of nominal memory bandwidth a streaming kernel reaches [1] */
+    double kernel_launch_s;   /* fixed cost per GEMM / fused elementwise kernel [s] */
+    double elementwise_passes; /* memory traffic of the non-GEMM work, in multiples of the activation bytes stored
+                                  by the layer (forward; backward is twice this) [1] */
+    double link_eff_nvlink;   /* achievable NCCL bus bandwidth as a fraction of the nominal link bandwidth [1] */
+    double link_eff_pcie;
+    double link_eff_ib;
+    double link_eff_eth;
+    double overlap_slowdown;  /* compute and communication running at once both slow down by this factor [1] */
+    double reserve_bytes;     /* per-GPU memory psearch never plans into: CUDA context, NCCL buffers, allocator
+                                 fragmentation [bytes] */
+    double grad_reduce_bytes; /* bytes per gradient element in the data-parallel reduction [bytes] */
+} ps_cost_params;
+
+void ps_cost_params_default(ps_cost_params *p);
+/* Set one constant by name ("overlap_slowdown=1.2"); unknown name or bad value -> PS_ERR_INPUT listing the names. */
+ps_status ps_cost_params_set(ps_cost_params *p, const char *assignment);
+/* Iterate the constants (for --help, docs and JSON output): NULL past the end. */
+const char *ps_cost_param_name(int i, double *value, const char **unit, const char **source,
+                               const ps_cost_params *p);
+
+/* ---- strategy and plan ---- */
+typedef struct {
+    int tp;           /* tensor-parallel degree */
+    int dp;           /* data-parallel degree (sharded when zero > 0) */
+    int zero;         /* ZeRO stage 0-3: 1 shards optimizer states, 2 also gradients, 3 also parameters */
+    ps_recompute ckpt;
+    bool sp;          /* Megatron sequence parallelism (needs tp > 1 to matter) */
+} ps_strategy;
+
+bool ps_strategy_equal(const ps_strategy *a, const ps_strategy *b);
+
+typedef struct {
+    int64_t gbs;      /* global batch (samples per iteration) */
+    int64_t mbs;      /* micro-batch size per data-parallel replica */
+    int pp;           /* pipeline stages */
+    int vpp;          /* model chunks per device (interleaved schedules); 1 otherwise */
+    char schedule[24];
+    int64_t *cuts;    /* [pp*vpp + 1] layer boundaries: stage s holds layers [cuts[s], cuts[s+1]) */
+    ps_strategy *layer; /* [n_layers] per-layer strategy; tp*dp is the same for every layer (the stage width) */
+} ps_plan;
+
+/* Uniform plan: every layer the same strategy, layers split evenly over pp*vpp stages (the first stage takes the
+ * embedding, the last the head; the remainder goes to the later stages). */
+ps_status ps_plan_uniform(const ps_model *m, int64_t gbs, int64_t mbs, int pp, int vpp, const char *schedule,
+                          const ps_strategy *s, ps_plan *out);
+void ps_plan_free(ps_plan *p);
+/* Check the plan against the model and cluster: degrees multiply to the GPU count, micro-batches divide, heads and
+ * vocabulary divide by tp, stages cover the layers. Violations -> PS_ERR_INPUT naming the rule and the values. */
+ps_status ps_plan_check(const ps_plan *p, const ps_model *m, const ps_cluster *c);
+int64_t ps_plan_micro_batches(const ps_plan *p);
+/* True when every layer has the same strategy (the plan JSON then also carries the summary fields). */
+bool ps_plan_is_uniform(const ps_plan *p, int64_t n_layers);
+
+/* ---- collectives: alpha-beta over a group of GPUs ---- */
+/* A group: `n` GPUs first, first+stride, ... (global indices into the cluster). */
+typedef struct {
+    int64_t first;
+    int64_t n;
+    int64_t stride;
+} ps_group;
+
+/* Effective bus bandwidth [bytes/s] and per-step latency [s] of a ring over the group: the slowest link between
+ * ring neighbours (AMP Eq. 3), where a node's network is shared by the GPUs of the node that communicate at once. */
+void ps_coll_ring_link(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double *bw, double *lat);
+/* Times in seconds for `bytes` of payload (the full tensor, not a shard). */
+double ps_coll_allreduce(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes);
+double ps_coll_allgather(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes);
+double ps_coll_reducescatter(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes);
+double ps_coll_alltoall(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes);
+double ps_p2p(const ps_cost_params *p, const ps_cluster *c, int64_t a, int64_t b, double bytes);
+
+/* ---- one layer ---- */
+typedef struct {
+    /* times per micro-batch on one GPU, seconds; communication already counted as exposed where noted */
+    double fwd;           /* forward compute + exposed TP communication + exposed ZeRO-3 gather */
+    double bwd_b;         /* input-gradient backward + recompute + exposed TP communication */
+    double bwd_w;         /* weight-gradient backward (+ exposed ZeRO-3 gradient reduce-scatter) */
+    double recompute;     /* part of bwd_b that is recomputation */
+    double tp_comm;       /* TP collectives per micro-batch, fwd + bwd (all exposed: Megatron does not overlap them) */
+    double zero_comm;     /* ZeRO-3 gathers and reduce-scatters per micro-batch before overlap */
+    double dp_sync;       /* data-parallel gradient synchronisation once per iteration, before overlap */
+    double hw_flops;      /* hardware FLOPs per micro-batch on this GPU, recompute included */
+    /* memory on one GPU, bytes */
+    double mem_params;
+    double mem_grads;
+    double mem_optim;
+    double mem_act;       /* activations kept per in-flight micro-batch */
+    double mem_temp;      /* transient peak inside the layer's backward (recompute buffers, gathered parameters) */
+} ps_layer_cost;
+
+/* Cost of layer `l` for one micro-batch of `mbs` samples under strategy `s`, the stage's GPUs starting at global
+ * GPU `first` (TP innermost: consecutive GPUs; DP across them with stride tp). */
+ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_layer *l, ps_dtype dtype,
+                        int64_t mbs, const ps_strategy *s, int64_t first, ps_layer_cost *out);
+
+/* ---- a whole plan ---- */
+typedef struct {
+    double fwd, bwd_b, bwd_w;   /* per micro-batch, seconds */
+    double p2p;                 /* send to the next stage per micro-batch, seconds */
+    double dp_sync_exposed;     /* gradient synchronisation left after the last backward, seconds */
+    double mem_static;          /* params + grads + optimizer states, bytes */
+    double mem_act_per_mb;      /* bytes per in-flight micro-batch */
+    double mem_temp;
+    double mem_peak;            /* static + in-flight activations + temp + reserve, bytes */
+    double mem_capacity;        /* GPU memory of the stage's smallest device, bytes */
+    int in_flight;              /* peak in-flight micro-batches on the stage's device (from the schedule) */
+    int64_t first_gpu, n_gpus;
+} ps_stage_pred;
+
+typedef struct {
+    double iter_time_s;
+    double samples_per_s;
+    double tokens_per_s;
+    double tflops_per_gpu;      /* model FLOPs (no recompute) per second per GPU, 1e12 */
+    double hw_tflops_per_gpu;   /* hardware FLOPs (recompute included) */
+    double mfu;                 /* model FLOPs utilisation against the dense peak of the plan's dtype */
+    double bubble_frac;
+    double compute_s, comm_exposed_s, bubble_s, recompute_s; /* breakdown of the critical device's iteration */
+    bool fits;                  /* every stage's peak within its GPUs' memory */
+    int n_stages;
+    ps_stage_pred *stages;      /* [pp*vpp] */
+} ps_prediction;
+
+ps_status ps_cost_plan(const ps_cost_params *p, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
+                       ps_prediction *out);
+void ps_prediction_free(ps_prediction *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

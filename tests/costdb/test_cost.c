@@ -1,0 +1,283 @@
+/* Cost model against hand-computed values: ring all-reduce, ZeRO memory split of mixed-precision Adam, plan rules,
+ * and monotonicity properties (more TP never raises per-GPU parameter memory, more recomputation never raises
+ * activation memory). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ps_cost.h"
+
+static ps_cluster load_cluster(const char *spec)
+{
+    ps_cluster c;
+    assert_int_equal(ps_cluster_load(spec, MPI_COMM_NULL, &c), PS_OK);
+    return c;
+}
+
+static ps_model load_model(const char *name)
+{
+    ps_model m;
+    assert_int_equal(ps_model_load(name, NULL, &m), PS_OK);
+    return m;
+}
+
+static void assert_rel(double got, double want, double tol)
+{
+    if (!(fabs(got - want) <= tol * fabs(want))) fail_msg("got %.12g, want %.12g (rel tol %g)", got, want, tol);
+}
+
+static void test_ring_allreduce(void **state)
+{
+    (void)state;
+    ps_cost_params p;
+    ps_cost_params_default(&p);
+    ps_cluster c = load_cluster("dgx-a100-80g:2");
+    const ps_node_group *g = &c.groups[0];
+    /* 8 GPUs of one node: NVLink, ring 2(n-1)/n M/B + 2(n-1) alpha */
+    ps_group in = {0, 8, 1};
+    double M = 1024.0 * 1024 * 1024, B = g->intra.bw_Bps * p.link_eff_nvlink, a = g->intra.latency_s;
+    assert_rel(ps_coll_allreduce(&p, &c, &in, M), 2.0 * 7 / 8 * M / B + 14 * a, 1e-12);
+    /* all-gather and reduce-scatter: (n-1)/n M/B */
+    assert_rel(ps_coll_allgather(&p, &c, &in, M), 7.0 / 8 * M / B + 7 * a, 1e-12);
+    assert_rel(ps_coll_reducescatter(&p, &c, &in, M), 7.0 / 8 * M / B + 7 * a, 1e-12);
+    /* one GPU per node across 2 nodes: the node's network is shared by its 8 GPUs (8 such groups at once) */
+    ps_group across = {0, 2, 8};
+    double Bn = g->inter.bw_Bps * p.link_eff_ib / 8, an = g->inter.latency_s;
+    double ring = 2.0 * 1 / 2 * M / Bn + 2 * an, tree = 2 * M / Bn + 2 * an;
+    assert_rel(ps_coll_allreduce(&p, &c, &across, M), fmin(ring, tree), 1e-12);
+    /* a small message on many GPUs takes the tree: fewer latency steps */
+    ps_cluster big = load_cluster("dgx-a100-80g:64");
+    ps_group all = {0, 512, 1};
+    double small = 1024, bw, lat;
+    ps_coll_ring_link(&p, &big, &all, &bw, &lat);
+    assert_rel(ps_coll_allreduce(&p, &big, &all, small), 2 * small / bw + 2 * 9 * lat, 1e-12);
+    /* a single GPU communicates nothing; p2p inside a node is alpha + bytes/B */
+    ps_group one = {3, 1, 1};
+    assert_true(ps_coll_allreduce(&p, &c, &one, M) == 0);
+    assert_rel(ps_p2p(&p, &c, 0, 1, M), a + M / B, 1e-12);
+    ps_cluster_free(&c);
+    ps_cluster_free(&big);
+}
+
+static void test_zero_memory(void **state)
+{
+    (void)state;
+    ps_cost_params p;
+    ps_cost_params_default(&p);
+    ps_cluster c = load_cluster("dgx-a100-80g:1");
+    ps_model m = load_model("gpt3-1.3b");
+    const ps_layer *l = &m.layers[1];
+    double P = (double)ps_layer_params(l);
+    ps_layer_cost lc;
+    /* bf16 mixed-precision Adam: 2 + 2 + 12 = 16 bytes per parameter without ZeRO */
+    ps_strategy s = {.tp = 1, .dp = 8, .zero = 0};
+    assert_int_equal(ps_cost_layer(&p, &c, l, PS_DTYPE_BF16, 1, &s, 0, &lc), PS_OK);
+    assert_rel(lc.mem_params + lc.mem_grads + lc.mem_optim, 16 * P, 1e-12);
+    s.zero = 1;
+    assert_int_equal(ps_cost_layer(&p, &c, l, PS_DTYPE_BF16, 1, &s, 0, &lc), PS_OK);
+    assert_rel(lc.mem_params + lc.mem_grads + lc.mem_optim, 2 * P + 2 * P + 12 * P / 8, 1e-12);
+    s.zero = 2;
+    assert_int_equal(ps_cost_layer(&p, &c, l, PS_DTYPE_BF16, 1, &s, 0, &lc), PS_OK);
+    assert_rel(lc.mem_params + lc.mem_grads + lc.mem_optim, 2 * P + (2 * P + 12 * P) / 8, 1e-12);
+    s.zero = 3;
+    assert_int_equal(ps_cost_layer(&p, &c, l, PS_DTYPE_BF16, 1, &s, 0, &lc), PS_OK);
+    assert_rel(lc.mem_params + lc.mem_grads + lc.mem_optim, 16 * P / 8, 1e-12);
+    assert_true(lc.zero_comm > 0);
+    assert_true(lc.dp_sync == 0); /* ZeRO-3 reduces every micro-batch instead */
+    /* fp32 training: 4 + 4 + 8 */
+    s.zero = 0;
+    assert_int_equal(ps_cost_layer(&p, &c, l, PS_DTYPE_FP32, 1, &s, 0, &lc), PS_OK);
+    assert_rel(lc.mem_params + lc.mem_grads + lc.mem_optim, 16 * P, 1e-12);
+    /* DP gradient all-reduce of fp32 gradients over the 8 GPUs */
+    ps_group g = {0, 8, 1};
+    assert_rel(lc.dp_sync, ps_coll_allreduce(&p, &c, &g, P * p.grad_reduce_bytes), 1e-12);
+    ps_model_free(&m);
+    ps_cluster_free(&c);
+}
+
+static void test_monotone(void **state)
+{
+    (void)state;
+    ps_cost_params p;
+    ps_cost_params_default(&p);
+    ps_cluster c = load_cluster("dgx-h100:1");
+    const char *models[] = {"gpt3-13b", "llama3-8b", "t5-512-4-32", "bert-huge-32"};
+    for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
+        ps_model m = load_model(models[mi]);
+        for (int64_t i = 0; i < m.n_layers; i++) {
+            const ps_layer *l = &m.layers[i];
+            double prev_params = INFINITY;
+            for (int tp = 1; tp <= 8; tp *= 2) {
+                if (l->heads && l->heads % tp) break;
+                ps_strategy s = {.tp = tp, .dp = 8 / tp};
+                ps_layer_cost lc;
+                assert_int_equal(ps_cost_layer(&p, &c, l, PS_DTYPE_BF16, 2, &s, 0, &lc), PS_OK);
+                assert_true(lc.mem_params <= prev_params * (1 + 1e-12));
+                prev_params = lc.mem_params;
+                double prev_act = INFINITY, prev_time = 0;
+                for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++) {
+                    s.ckpt = (ps_recompute)rc;
+                    assert_int_equal(ps_cost_layer(&p, &c, l, PS_DTYPE_BF16, 2, &s, 0, &lc), PS_OK);
+                    assert_true(lc.mem_act <= prev_act * (1 + 1e-12));
+                    /* recomputation costs time, never saves it */
+                    double t = lc.fwd + lc.bwd_b + lc.bwd_w;
+                    assert_true(t >= prev_time * (1 - 1e-12));
+                    prev_act = lc.mem_act;
+                    prev_time = t;
+                }
+            }
+        }
+        ps_model_free(&m);
+    }
+    ps_cluster_free(&c);
+}
+
+static void expect_plan_error(const ps_plan *plan, const ps_model *m, const ps_cluster *c, const char *needle)
+{
+    assert_int_equal(ps_plan_check(plan, m, c), PS_ERR_INPUT);
+    if (!strstr(ps_error_message(), needle)) fail_msg("message '%s' lacks '%s'", ps_error_message(), needle);
+}
+
+static void test_plan_rules(void **state)
+{
+    (void)state;
+    ps_cluster c = load_cluster("dgx-a100-80g:4");
+    ps_model m = load_model("gpt3-65b");
+    ps_plan plan;
+    ps_strategy s = {.tp = 8, .dp = 2};
+    assert_int_equal(ps_plan_uniform(&m, 64, 1, 2, 1, "1f1b", &s, &plan), PS_OK);
+    /* gpt3 vocabulary 50257 does not split over 8 */
+    expect_plan_error(&plan, &m, &c, "vocabulary 50257 is not divisible by tp 8");
+    ps_plan_free(&plan);
+    ps_model_opts o;
+    ps_model_opts_init(&o);
+    o.vocab_pad = 1024;
+    ps_model_free(&m);
+    assert_int_equal(ps_model_load("gpt3-65b", &o, &m), PS_OK);
+    assert_int_equal(ps_plan_uniform(&m, 64, 1, 2, 1, "1f1b", &s, &plan), PS_OK);
+    assert_int_equal(ps_plan_check(&plan, &m, &c), PS_OK);
+    plan.gbs = 63;
+    expect_plan_error(&plan, &m, &c, "global batch 63 is not a multiple of micro-batch 1 x dp 2");
+    plan.gbs = 64;
+    plan.pp = 4; /* cuts no longer match, but the GPU count is checked on the degrees */
+    ps_plan_free(&plan);
+    s.tp = 3;
+    s.dp = 1;
+    assert_int_equal(ps_plan_uniform(&m, 64, 1, 2, 1, "1f1b", &s, &plan), PS_OK);
+    expect_plan_error(&plan, &m, &c, "tp 3 x dp 1 x pp 2 = 6 GPUs, but cluster dgx-a100-80g:4 has 32");
+    ps_plan_free(&plan);
+    s.tp = 16; /* 64 heads / 16 fine, but vocab padded to 1024 also; make heads fail with 48 GPUs later */
+    s.dp = 1;
+    assert_int_equal(ps_plan_uniform(&m, 64, 1, 2, 1, "nosuch", &s, &plan), PS_OK);
+    expect_plan_error(&plan, &m, &c, "unknown pipeline schedule 'nosuch'");
+    ps_plan_free(&plan);
+    ps_model_free(&m);
+    /* heads not divisible: gpt3-13b has 40 heads */
+    m = load_model("gpt3-13b");
+    s.tp = 16;
+    s.dp = 1;
+    ps_model_free(&m);
+    assert_int_equal(ps_model_load("gpt3-13b", &o, &m), PS_OK);
+    assert_int_equal(ps_plan_uniform(&m, 64, 1, 2, 1, "1f1b", &s, &plan), PS_OK);
+    expect_plan_error(&plan, &m, &c, "40 attention heads are not divisible by tp 16");
+    ps_plan_free(&plan);
+    /* more stages than transformer layers */
+    assert_int_equal(ps_plan_uniform(&m, 64, 1, 64, 1, "1f1b", &s, &plan), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "fewer than the 64 pipeline stages"));
+    ps_model_free(&m);
+    ps_cluster_free(&c);
+}
+
+static void test_plan_prediction(void **state)
+{
+    (void)state;
+    ps_cost_params p;
+    ps_cost_params_default(&p);
+    ps_cluster c = load_cluster("dgx-a100-80g:1");
+    ps_model m = load_model("gpt3-1.3b");
+    ps_plan plan;
+    ps_prediction r;
+    /* pure data parallelism: no pipeline, no bubble */
+    ps_strategy s = {.tp = 1, .dp = 8};
+    assert_int_equal(ps_plan_uniform(&m, 64, 2, 1, 1, "1f1b", &s, &plan), PS_OK);
+    assert_int_equal(ps_cost_plan(&p, &m, &c, &plan, &r), PS_OK);
+    assert_true(r.iter_time_s > 0 && r.mfu > 0.05 && r.mfu < 1);
+    assert_true(r.bubble_frac < 1e-12);
+    assert_true(r.fits);
+    assert_rel(r.samples_per_s, 64 / r.iter_time_s, 1e-12);
+    assert_rel(r.tokens_per_s, r.samples_per_s * 2048, 1e-12);
+    double t_dp = r.iter_time_s;
+    ps_prediction_free(&r);
+    ps_plan_free(&plan);
+    /* 4 stages, 16 micro-batches, 1F1B: the bubble is close to the closed form (d-1)/(n+d-1) (stages are not
+     * exactly equal: the embedding and head sit on the end stages) */
+    s.dp = 2;
+    assert_int_equal(ps_plan_uniform(&m, 64, 2, 4, 1, "1f1b", &s, &plan), PS_OK);
+    assert_int_equal(ps_cost_plan(&p, &m, &c, &plan, &r), PS_OK);
+    assert_int_equal(r.n_stages, 4);
+    assert_true(r.bubble_frac > 0.5 * 3.0 / 19 && r.bubble_frac < 2.0 * 3.0 / 19);
+    /* 1F1B holds d - i micro-batches on stage i */
+    for (int i = 0; i < 4; i++) assert_int_equal(r.stages[i].in_flight, 4 - i);
+    assert_true(r.iter_time_s > t_dp * 0.5);
+    ps_prediction_free(&r);
+    /* with full recomputation the activation peak drops and the time grows */
+    ps_plan_free(&plan);
+    s.ckpt = PS_RECOMP_FULL;
+    assert_int_equal(ps_plan_uniform(&m, 64, 2, 4, 1, "1f1b", &s, &plan), PS_OK);
+    ps_prediction r2;
+    assert_int_equal(ps_cost_plan(&p, &m, &c, &plan, &r2), PS_OK);
+    assert_true(r2.recompute_s > 0);
+    ps_prediction_free(&r2);
+    ps_plan_free(&plan);
+    /* a model that cannot fit: gpt3-175b on one node with pure DP */
+    ps_model big = load_model("gpt3-175b");
+    s.ckpt = PS_RECOMP_NONE;
+    s.dp = 8;
+    assert_int_equal(ps_plan_uniform(&big, 8, 1, 1, 1, "1f1b", &s, &plan), PS_OK);
+    assert_int_equal(ps_cost_plan(&p, &big, &c, &plan, &r), PS_OK);
+    assert_false(r.fits);
+    assert_true(r.stages[0].mem_peak > r.stages[0].mem_capacity);
+    ps_prediction_free(&r);
+    ps_plan_free(&plan);
+    ps_model_free(&big);
+    ps_model_free(&m);
+    ps_cluster_free(&c);
+}
+
+static void test_params(void **state)
+{
+    (void)state;
+    ps_cost_params p;
+    ps_cost_params_default(&p);
+    assert_int_equal(ps_cost_params_set(&p, "overlap_slowdown=1.5"), PS_OK);
+    assert_true(p.overlap_slowdown == 1.5);
+    assert_int_equal(ps_cost_params_set(&p, "overlap_slowdown=0.5"), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "overlap_slowdown must be a number in [1, 3]"));
+    assert_int_equal(ps_cost_params_set(&p, "nonsense=1"), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "unknown cost parameter 'nonsense' (known: gemm_eff,"));
+    assert_int_equal(ps_cost_params_set(&p, "gemm_eff"), PS_ERR_INPUT);
+    /* every constant has a unit and a source */
+    double v;
+    const char *unit, *src;
+    int n = 0;
+    for (const char *name; (name = ps_cost_param_name(n, &v, &unit, &src, &p)) != NULL; n++) {
+        assert_true(strlen(unit) > 0);
+        assert_true(strlen(src) > 20);
+    }
+    assert_true(n >= 10);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ring_allreduce), cmocka_unit_test(test_zero_memory),
+        cmocka_unit_test(test_monotone),       cmocka_unit_test(test_plan_rules),
+        cmocka_unit_test(test_plan_prediction), cmocka_unit_test(test_params),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
