@@ -64,6 +64,124 @@ static void gen_zbh1(ps_sched *s, int dev)
     while (w < n) ps_sched_emit_(s, PS_SCHED_W, w++, 0);
 }
 
+/* ZB-H2 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism", handcrafted schedule 2): up to 2d-1 micro-batches in
+ * flight, so device i runs 2(d-1-i)+1 warm-up forwards that fill the bubble before its first B, and the W passes
+ * are postponed in the tail so the layout becomes a parallelogram. We obtain that layout from the paper's own rule
+ * on the unit-time grid (F = B = W = 1): at each step a device runs its next B if its inputs are there, else its
+ * next F if fewer than 2d-1 micro-batches are in flight, else its oldest pending W. With any F, B, W times the
+ * squeezed order then idles only (d-1)·F on the last device before its first F when n >= 2d (tested). */
+static void gen_zbh2(ps_sched *s)
+{
+    const int d = s->d, n = s->n, S = s->stages;
+    const int64_t per = 3 * (int64_t)n, limit = 2 * (int64_t)d - 1;
+    int64_t *f = s->scratch, *b = f + d, *w = b + d, *pos = w + d;
+    /* end_f / end_b hold the step at which the (micro-batch, stage) pass ran, -1 before */
+    for (size_t i = 0; i < (size_t)S * (size_t)n; i++) s->end_f[i] = s->end_b[i] = -1;
+    for (int i = 0; i < d; i++) {
+        f[i] = b[i] = w[i] = 0;
+        pos[i] = (int64_t)i * per;
+        s->dev_off[i] = pos[i];
+    }
+    s->dev_off[d] = (int64_t)d * per;
+    int64_t left = (int64_t)d * per;
+    /* every step runs at least one pass somewhere (the pipeline cannot stall with 2d-1 slots), the bound only
+     * guards against a bug turning into an endless loop: verification would then report the missing passes */
+    for (int64_t t = 0; left > 0 && t <= (int64_t)d * per; t++) {
+        for (int i = 0; i < d; i++) {
+            ps_sched_pass *p = &s->pass[pos[i]];
+            const size_t fi = (size_t)f[i] * S + (size_t)i, bi = (size_t)b[i] * S + (size_t)i;
+            if (b[i] < n && s->end_f[bi] >= 0 && s->end_f[bi] < (double)t &&
+                (i == d - 1 || (s->end_b[bi + 1] >= 0 && s->end_b[bi + 1] < (double)t))) {
+                s->end_b[bi] = (double)t;
+                *p = (ps_sched_pass){.mb = (int32_t)b[i]++, .op = PS_SCHED_B};
+            } else if (f[i] < n && f[i] - w[i] < limit &&
+                       (i == 0 || (s->end_f[fi - 1] >= 0 && s->end_f[fi - 1] < (double)t))) {
+                s->end_f[fi] = (double)t;
+                *p = (ps_sched_pass){.mb = (int32_t)f[i]++, .op = PS_SCHED_F};
+            } else if (w[i] < b[i]) {
+                *p = (ps_sched_pass){.mb = (int32_t)w[i]++, .op = PS_SCHED_W};
+            } else {
+                continue;
+            }
+            pos[i]++;
+            left--;
+        }
+    }
+    s->npass = (int64_t)d * per - left;
+    if (left > 0) /* keep the list contiguous so verification names the first missing pass */
+        for (int i = 0; i < d; i++) s->dev_off[i + 1] = pos[i];
+}
+
+/* ---- V-shape building blocks ("Pipeline Parallelism with Controllable Memory", Qi et al. 2024, Sec. 3) ----
+ * Stage i and stage 2d-1-i sit on device i (chunk 0 and chunk 1). The building block of micro-batch 0 is laid on a
+ * unit grid (F = B = W = 1) by the offsets of Sec. 3.1 / App. A (devices 0-based here, 1-based in the paper):
+ *   F of chunk 0 walks down the devices delta0 apart, F of chunk 1 walks back up delta1 apart,
+ *   B of chunk 1 walks down delta0 apart, B of chunk 0 walks back up delta1 apart (delta_F^0 = delta_B^1 = delta0,
+ *   delta_F^1 = delta_B^0 = delta1, which balances memory across devices),
+ * with three turn offsets: F^0 -> F^1 on the last device, F^1 -> B^1 on the first, B^1 -> B^0 on the last.
+ * Micro-batch m repeats the block 6m later (T = 6: two F, two B, two W per device). App. F (Tables 8, 9) gives the
+ * turn offsets for which the repetition never collides; W passes fill the empty cells, oldest first (App. F: "they
+ * always fill in the empty grids left by F and B"), and those left over close the order (App. C cool-down). The
+ * per-device order is the grid order; the simulation then squeezes it (Sec. 2). Peak memory follows Eq. 1-2:
+ * about (delta0 + delta1)/6 of the whole model's activations, i.e. 1/3 (V-Min), 1/2 (V-Half), 1 (V-ZB) of 1F1B. */
+typedef struct {
+    int d0, d1;          /* delta0, delta1 */
+    int ff, fb, bb;      /* delta(F_d^0, F_d^1), delta(F_1^1, B_1^1), delta(B_d^1, B_d^0) */
+} v_offsets;
+
+static v_offsets v_offsets_of(const char *name, int d)
+{
+    if (name[2] == 'm') /* v-min: Table 8, delta(F_1^1, B_1^1) = 3 when d = 0 mod 3 */
+        return (v_offsets){1, 1, 1, d % 3 == 0 ? 3 : 1, 1};
+    if (name[2] == 'h') /* v-half: Table 9 */
+        return d % 2 == 0 ? (v_offsets){2, 1, 2, 4, 1} : (v_offsets){2, 1, 2, 1, 1};
+    return (v_offsets){4, 2, 1, 1, 1}; /* v-zb: Sec. 3.2, delta0 = 4, delta1 = 2 */
+}
+
+static void gen_v(ps_sched *s, int dev)
+{
+    const int d = s->d, n = s->n;
+    const v_offsets o = v_offsets_of(s->kind->name, d);
+    /* grid cell of each pass of micro-batch 0 on this device; stream order F^0, F^1, B^1, B^0 breaks ties */
+    const int64_t tf1_first = (int64_t)(d - 1) * o.d0 + o.ff + (int64_t)(d - 1) * o.d1; /* F^1 on device 0 */
+    const int64_t tb1_last = tf1_first + o.fb + (int64_t)(d - 1) * o.d0;                  /* B^1 on device d-1 */
+    const int64_t base[4] = {
+        (int64_t)dev * o.d0,                                            /* F, chunk 0 */
+        (int64_t)(d - 1) * o.d0 + o.ff + (int64_t)(d - 1 - dev) * o.d1, /* F, chunk 1 */
+        tf1_first + o.fb + (int64_t)dev * o.d0,                         /* B, chunk 1 */
+        tb1_last + o.bb + (int64_t)(d - 1 - dev) * o.d1,                /* B, chunk 0 */
+    };
+    static const uint8_t op[4] = {PS_SCHED_F, PS_SCHED_F, PS_SCHED_B, PS_SCHED_B};
+    static const int chunk[4] = {0, 1, 1, 0};
+    int m[4] = {0, 0, 0, 0};
+    const int64_t first = s->npass;
+    int64_t wscan = first, pending = 0, t = 0;
+    /* merge the four arithmetic streams (each 6 apart) in grid order, putting a pending W in every empty cell */
+    for (;;) {
+        int k = -1;
+        int64_t tk = 0;
+        for (int j = 0; j < 4; j++) {
+            int64_t tj = base[j] + 6 * (int64_t)m[j];
+            if (m[j] < n && (k < 0 || tj < tk)) k = j, tk = tj;
+        }
+        if (k < 0) break;
+        while (t < tk && pending > 0) {
+            while (s->pass[wscan].op != PS_SCHED_B) wscan++;
+            ps_sched_emit_(s, PS_SCHED_W, s->pass[wscan].mb, s->pass[wscan].chunk);
+            wscan++, pending--, t++;
+        }
+        if (t < tk) t = tk;
+        ps_sched_emit_(s, (ps_sched_op)op[k], m[k], chunk[k]);
+        if (op[k] == PS_SCHED_B) pending++;
+        m[k]++, t++;
+    }
+    while (pending-- > 0) {
+        while (s->pass[wscan].op != PS_SCHED_B) wscan++;
+        ps_sched_emit_(s, PS_SCHED_W, s->pass[wscan].mb, s->pass[wscan].chunk);
+        wscan++;
+    }
+}
+
 const ps_sched_kind_def ps_sched_kinds_[] = {
     {.name = "gpipe",
      .description = "GPipe: all forwards, then all backwards",
@@ -85,5 +203,25 @@ const ps_sched_kind_def ps_sched_kinds_[] = {
      .default_chunks = 1, .min_chunks = 1, .max_chunks = 1,
      .place = PS_SCHED_PLACE_LOOP, .n_rule = PS_SCHED_N_ANY, .split_backward = true,
      .gen_device = gen_zbh1},
+    {.name = "zb-h2",
+     .description = "ZB-H2 zero bubble: 2(d-1-i)+1 warm-up forwards, W postponed in the tail (2d-1 in flight)",
+     .default_chunks = 1, .min_chunks = 1, .max_chunks = 1,
+     .place = PS_SCHED_PLACE_LOOP, .n_rule = PS_SCHED_N_ANY, .split_backward = true,
+     .gen_all = gen_zbh2},
+    {.name = "v-min",
+     .description = "V-Min: V-shape building block, offsets 1/1, about 1/3 of 1F1B's activation memory",
+     .default_chunks = 2, .min_chunks = 2, .max_chunks = 2,
+     .place = PS_SCHED_PLACE_V, .n_rule = PS_SCHED_N_ANY, .split_backward = true,
+     .gen_device = gen_v},
+    {.name = "v-half",
+     .description = "V-Half: V-shape building block, offsets 2/1, about 1/2 of 1F1B's activation memory",
+     .default_chunks = 2, .min_chunks = 2, .max_chunks = 2,
+     .place = PS_SCHED_PLACE_V, .n_rule = PS_SCHED_N_ANY, .split_backward = true,
+     .gen_device = gen_v},
+    {.name = "v-zb",
+     .description = "V-ZB: V-shape building block, offsets 4/2, 1F1B's activation memory and almost no bubble",
+     .default_chunks = 2, .min_chunks = 2, .max_chunks = 2,
+     .place = PS_SCHED_PLACE_V, .n_rule = PS_SCHED_N_ANY, .split_backward = true,
+     .gen_device = gen_v},
 };
 const int ps_sched_nkinds_ = (int)(sizeof ps_sched_kinds_ / sizeof ps_sched_kinds_[0]);

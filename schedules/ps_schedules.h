@@ -1,5 +1,5 @@
 /* psearch pipeline schedules: the per-device order of F / B / W passes of each schedule kind (GPipe, 1F1B,
- * interleaved 1F1B, ZB-H1), its verification, and an event simulation of that order (makespan, idle, bubble,
+ * interleaved 1F1B, ZB-H1, ZB-H2, V-Min, V-Half, V-ZB), its verification, and an event simulation of that order (makespan, idle, bubble,
  * per-pass start/end, per-device peak activation memory). Pure computation: no MPI, no I/O.
  *
  * Use: create one workspace, then build (kind, d, n, v) and simulate with per-stage costs as often as needed; the
@@ -108,6 +108,13 @@ typedef struct {
  * stage's F plus p2p; B after its own F and the next stage's B plus p2p; W after its B). O(total passes). */
 ps_status ps_sched_simulate(ps_sched *s, const ps_sched_costs *costs, ps_sched_result *out) PS_NODISCARD;
 
+/* ---- drawing ---- */
+/* Render a simulated schedule (the last build / set_order and the simulate result r of it) as an SVG document: one
+ * row per device on a shared time axis, F / B / W / BW in four colours (chunks > 0 lighter) with micro-batch
+ * numbers, idle time as the grey row background, a legend, and a title with kind, d, n, v, makespan and bubble.
+ * *out gets a NUL-terminated heap buffer the caller frees, *len (if len is not NULL) its length. No I/O. */
+ps_status ps_sched_svg(const ps_sched *s, const ps_sched_result *r, char **out, size_t *len) PS_NODISCARD;
+
 /* ---- closed forms (equal stage times, no p2p latency), tested against the simulation ---- */
 /* Bubble fraction of 1F1B and GPipe: (d-1) / (n+d-1). */
 double ps_sched_bubble_1f1b(int d, int n);
@@ -117,6 +124,15 @@ double ps_sched_bubble_interleaved(int d, int n, int v);
 double ps_sched_bubble_zbh1_equal(int d, int n);
 /* Micro-batches of activations 1F1B holds at its peak on device dev (0-based): min(d - dev, n). */
 int ps_sched_peak_mb_1f1b(int d, int n, int dev);
+/* ZB-H2 makespan for n >= 2d with any F, B, W times: (d-1)F + n(F+B+W), the last device's wait for its first F
+ * being the only idle time (the zero-bubble paper's "zero bubble" counts the ramp as overlapped with the next
+ * iteration; here every device starts at 0). */
+double ps_sched_makespan_zbh2(int d, int n, double f, double b, double w);
+/* Peak activation of "v-min", "v-half", "v-zb" on every device, in stage-micro-batches (one stage's activation
+ * for one micro-batch), reached once n >= 4d and never exceeded: 2*floor((d+4)/3), 2*floor(d/2) + 2, 2d. 1F1B
+ * holds 2d of them on its first device (d micro-batches of a stage twice as deep), hence the ratios 1/3, 1/2, 1
+ * of Table 1 / Eq. 2 as d grows. -1 for another kind. */
+int ps_sched_peak_v(const char *kind, int d);
 
 #ifdef __cplusplus
 }

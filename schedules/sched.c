@@ -27,6 +27,8 @@ static void free_dev(ps_sched *s)
     free(s->busy);
     free(s->idle);
     free(s->peak);
+    free(s->scratch);
+    s->scratch = NULL;
     s->dev_off = NULL;
     s->cursor = s->queue = NULL;
     s->queued = NULL;
@@ -38,6 +40,8 @@ static void free_stage(ps_sched *s)
 {
     free(s->dev_stage);
     free(s->stage_dev);
+    free(s->stc);
+    s->stc = NULL;
     s->dev_stage = s->stage_dev = NULL;
     s->stage_cap = 0;
 }
@@ -67,6 +71,7 @@ void ps_sched_destroy(ps_sched *s)
     free_sm(s);
     free_res(s);
     free(s->pass);
+    free(s->prog);
     free(s);
 }
 
@@ -92,7 +97,8 @@ static ps_status reserve(ps_sched *s, int d, int stages, int64_t sm, int64_t pas
         s->busy = ps_calloc(c, sizeof *s->busy);
         s->idle = ps_calloc(c, sizeof *s->idle);
         s->peak = ps_calloc(c, sizeof *s->peak);
-        if (!s->dev_off || !s->cursor || !s->queue || !s->queued || !s->busy || !s->idle || !s->peak) {
+        s->scratch = ps_calloc(4 * c, sizeof *s->scratch);
+        if (!s->dev_off || !s->cursor || !s->queue || !s->queued || !s->busy || !s->idle || !s->peak || !s->scratch) {
             free_dev(s);
             return OOM();
         }
@@ -103,7 +109,8 @@ static ps_status reserve(ps_sched *s, int d, int stages, int64_t sm, int64_t pas
         size_t c = grown(0, (size_t)stages);
         s->dev_stage = ps_calloc(c, sizeof *s->dev_stage);
         s->stage_dev = ps_calloc(c, sizeof *s->stage_dev);
-        if (!s->dev_stage || !s->stage_dev) {
+        s->stc = ps_calloc(8 * c, sizeof *s->stc);
+        if (!s->dev_stage || !s->stage_dev || !s->stc) {
             free_stage(s);
             return OOM();
         }
@@ -123,10 +130,12 @@ static ps_status reserve(ps_sched *s, int d, int stages, int64_t sm, int64_t pas
     }
     if ((size_t)passes > s->pass_cap) {
         free(s->pass);
+        free(s->prog);
         size_t c = grown(s->pass_cap, (size_t)passes);
         s->pass = ps_calloc(c, sizeof *s->pass);
-        s->pass_cap = s->pass ? c : 0;
-        if (!s->pass) return OOM();
+        s->prog = ps_calloc(c, sizeof *s->prog);
+        s->pass_cap = s->pass && s->prog ? c : 0;
+        if (!s->pass || !s->prog) return OOM();
     }
     if ((size_t)passes > s->res_pass_cap) {
         free_res(s);
@@ -181,7 +190,7 @@ static const char *op_name(int op)
     return op >= 0 && op <= PS_SCHED_BW ? names[op] : "?";
 }
 
-static ps_status run(ps_sched *s, const ps_sched_costs *c);
+static ps_status order_run(ps_sched *s);
 
 /* Every (stage, micro-batch) has one F and one backward (a BW, or a B and a W), each on the device its chunk
  * names, and the order can run to the end (a pass that waits on one placed after it on its own device, or on a
@@ -224,7 +233,7 @@ static ps_status verify(ps_sched *s)
         PS_CHECK_INPUT(!miss, "the %s of micro-batch %d on stage %d (device %d) is never scheduled", miss, mb, st,
                        s->stage_dev[st]);
     }
-    PS_TRY(run(s, NULL));
+    PS_TRY(order_run(s));
     return PS_OK;
 }
 
@@ -247,13 +256,23 @@ ps_status ps_sched_build(ps_sched *s, const char *kind, int d, int n, int v)
                    "schedule '%s' needs the micro-batches n to be a multiple of the devices d (n=%d, d=%d)", K->name,
                    n, d);
     PS_TRY(setup(s, d, n, v, K->place, 0));
-    for (int dev = 0; dev < d; dev++) {
-        s->dev_off[dev] = s->npass;
-        K->gen_device(s, dev);
+    s->kind = K; /* generators read their kind (the V kinds share one) */
+    if (K->gen_all) {
+        K->gen_all(s);
+    } else {
+        for (int dev = 0; dev < d; dev++) {
+            s->dev_off[dev] = s->npass;
+            K->gen_device(s, dev);
+        }
+        s->dev_off[d] = s->npass;
     }
-    s->dev_off[d] = s->npass;
-    PS_TRY(verify(s));
-    s->kind = K;
+    ps_status st = verify(s);
+    if (st != PS_OK) {
+        /* a generator bug: nothing half-built may be simulated */
+        s->kind = NULL;
+        s->d = 0;
+        return ps_error_trace(st, __FILE__, __LINE__);
+    }
     return PS_OK;
 }
 
@@ -311,69 +330,50 @@ static inline double lat(const ps_sched *s, const ps_sched_costs *c, int st)
     return c && c->p2p && s->stage_dev[st] != s->stage_dev[st + 1] ? c->p2p[st] : 0.0;
 }
 
-/* Ready-time propagation over the fixed per-device orders. A device advances while its next pass has its inputs;
- * when it blocks it leaves the queue and is re-queued by the completion that can unblock it (the F of the stage
- * before or the B of the stage after, which live on other devices), so every pass is examined O(1) times.
- * c == NULL runs unit times without latency (the verification run). */
-static ps_status run(ps_sched *s, const ps_sched_costs *c)
+/* Dependency-order discovery over the fixed per-device orders. A device advances while the inputs of its next
+ * pass are done; when it blocks it leaves the queue and is re-queued by the completion that can unblock it (the F
+ * of the stage before or the B of the stage after, which live on other devices), so every pass is examined O(1)
+ * times. The passes are recorded in the order they ran: every simulation afterwards is a linear scan of that
+ * record, whatever the costs (an order fixes which pass waits on which; costs only fix how long). Passes left over
+ * mean a deadlock. end_f / end_b serve as done flags here (>= 0: done). */
+static ps_status order_run(ps_sched *s)
 {
     const int d = s->d, n = s->n, v = s->v, S = s->stages;
     const size_t sm = (size_t)S * (size_t)n;
-    /* end_w is only the verification bitmap: a W releases no pass on another device, so nothing reads it here */
-    for (size_t i = 0; i < sm; i++) s->end_f[i] = s->end_b[i] = -1.0;
-    double *freet = s->idle; /* device free time while running; turned into idle at the end */
+    double *const end_f = s->end_f, *const end_b = s->end_b;
+    for (size_t i = 0; i < sm; i++) end_f[i] = end_b[i] = -1.0;
     for (int i = 0; i < d; i++) {
         s->cursor[i] = 0;
         s->queue[i] = i;
         s->queued[i] = 1;
-        s->busy[i] = 0;
-        freet[i] = 0;
     }
     int head = 0, queued = d;
+    int64_t nprog = 0;
     while (queued > 0) {
         const int dev = s->queue[head];
         head = head + 1 == d ? 0 : head + 1;
         queued--;
         s->queued[dev] = 0;
         const int64_t base = s->dev_off[dev], cnt = s->dev_off[dev + 1] - base;
-        double t = freet[dev];
         int64_t k = s->cursor[dev];
         for (; k < cnt; k++) {
             const ps_sched_pass *p = &s->pass[base + k];
             const int st = s->dev_stage[(size_t)dev * v + p->chunk];
             const size_t idx = (size_t)p->mb * S + (size_t)st;
-            double ready = t, dur, e;
             int wake = -1;
             if (p->op == PS_SCHED_F) {
-                if (st > 0) {
-                    if ((e = s->end_f[idx - 1]) < 0) break;
-                    e += lat(s, c, st - 1);
-                    if (e > ready) ready = e;
-                }
-                dur = c ? c->f[st] : 1.0;
-                s->end_f[idx] = ready + dur;
+                if (st > 0 && end_f[idx - 1] < 0) break;
+                end_f[idx] = 0;
                 if (st + 1 < S) wake = s->stage_dev[st + 1];
             } else if (p->op == PS_SCHED_W) {
-                if ((e = s->end_b[idx]) < 0) break;
-                if (e > ready) ready = e;
-                dur = c ? (c->w ? c->w[st] : 0.0) : 1.0;
+                if (end_b[idx] < 0) break;
             } else {
-                if ((e = s->end_f[idx]) < 0) break;
-                if (e > ready) ready = e;
-                if (st + 1 < S) {
-                    if ((e = s->end_b[idx + 1]) < 0) break;
-                    e += lat(s, c, st);
-                    if (e > ready) ready = e;
-                }
-                dur = c ? c->b[st] : 1.0;
-                if (p->op == PS_SCHED_BW) dur += c ? (c->w ? c->w[st] : 0.0) : 1.0;
-                s->end_b[idx] = ready + dur;
+                if (end_f[idx] < 0 || (st + 1 < S && end_b[idx + 1] < 0)) break;
+                end_b[idx] = 0;
                 if (st > 0) wake = s->stage_dev[st - 1];
             }
-            s->start[base + k] = ready;
-            t = ready + dur;
-            s->end[base + k] = t;
-            s->busy[dev] += dur;
+            s->prog[nprog++] = (ps_sched_step_){.k = (int32_t)(base + k), .dev = dev, .idx = (int32_t)idx,
+                                                .st_op = (uint32_t)st << 2 | p->op};
             if (wake >= 0 && wake != dev && !s->queued[wake]) {
                 int tail = head + queued >= d ? head + queued - d : head + queued;
                 s->queue[tail] = wake;
@@ -382,7 +382,6 @@ static ps_status run(ps_sched *s, const ps_sched_costs *c)
             }
         }
         s->cursor[dev] = (int)k;
-        freet[dev] = t;
     }
     for (int dev = 0; dev < d; dev++) {
         int64_t cnt = s->dev_off[dev + 1] - s->dev_off[dev];
@@ -396,12 +395,67 @@ static ps_status run(ps_sched *s, const ps_sched_costs *c)
     return PS_OK;
 }
 
+/* The simulation proper: one scan of the recorded dependency order, so every input of a pass has its end time
+ * when the pass is reached (no readiness checks, no queue, no reset of the end-time tables). Per-stage durations,
+ * latencies and activation sizes are gathered first; the activation peak is counted on the way (a device's passes
+ * appear in its own order, so F starts and W ends are visited in time order). */
+static void run(ps_sched *s, const ps_sched_costs *c)
+{
+    const int d = s->d, S = s->stages;
+    double *const tf = s->stc, *const tb = tf + S, *const tw = tb + S, *const tbw = tw + S;
+    double *const lf = tbw + S, *const lb = lf + S, *const act = lb + S, *const held = act + S;
+    for (int st = 0; st < S; st++) {
+        tf[st] = c->f[st];
+        tb[st] = c->b[st];
+        tw[st] = c->w ? c->w[st] : 0.0;
+        tbw[st] = tb[st] + tw[st];
+        lf[st] = st > 0 ? lat(s, c, st - 1) : 0.0; /* the F arriving from stage st-1 */
+        lb[st] = st + 1 < S ? lat(s, c, st) : 0.0; /* the B arriving from stage st+1 */
+        act[st] = c->act ? c->act[st] : 1.0;
+    }
+    double *const freet = s->idle; /* device free time while running; turned into idle by the caller */
+    double *const busy = s->busy, *const peak = s->peak;
+    for (int i = 0; i < d; i++) busy[i] = peak[i] = held[i] = freet[i] = 0;
+    double *const end_f = s->end_f, *const end_b = s->end_b, *const start = s->start, *const end = s->end;
+    const ps_sched_step_ *const prog = s->prog;
+    const int64_t np = s->npass;
+    for (int64_t j = 0; j < np; j++) {
+        const ps_sched_step_ q = prog[j];
+        const int st = (int)(q.st_op >> 2), op = (int)(q.st_op & 3);
+        double ready = freet[q.dev], dur, e;
+        if (op == PS_SCHED_F) {
+            if (st > 0 && (e = end_f[q.idx - 1] + lf[st]) > ready) ready = e;
+            dur = tf[st];
+            end_f[q.idx] = ready + dur;
+            held[q.dev] += act[st];
+            if (held[q.dev] > peak[q.dev]) peak[q.dev] = held[q.dev];
+        } else if (op == PS_SCHED_W) {
+            if ((e = end_b[q.idx]) > ready) ready = e;
+            dur = tw[st];
+            held[q.dev] -= act[st];
+        } else {
+            if ((e = end_f[q.idx]) > ready) ready = e;
+            if (st + 1 < S && (e = end_b[q.idx + 1] + lb[st]) > ready) ready = e;
+            if (op == PS_SCHED_BW) {
+                dur = tbw[st];
+                held[q.dev] -= act[st];
+            } else {
+                dur = tb[st];
+            }
+            end_b[q.idx] = ready + dur;
+        }
+        start[q.k] = ready;
+        end[q.k] = freet[q.dev] = ready + dur;
+        busy[q.dev] += dur;
+    }
+}
+
 ps_status ps_sched_simulate(ps_sched *s, const ps_sched_costs *costs, ps_sched_result *out)
 {
     PS_CHECK_INPUT(out, "simulate needs a result to fill");
     PS_TRY(check_costs(s, costs));
-    PS_TRY(run(s, costs));
-    const int d = s->d, v = s->v;
+    run(s, costs);
+    const int d = s->d;
     double makespan = 0;
     for (int i = 0; i < d; i++)
         if (s->idle[i] > makespan) makespan = s->idle[i];
@@ -409,22 +463,6 @@ ps_status ps_sched_simulate(ps_sched *s, const ps_sched_costs *costs, ps_sched_r
     for (int dev = 0; dev < d; dev++) {
         s->idle[dev] = makespan - s->busy[dev];
         idle += s->idle[dev];
-        /* A device runs its passes one after another, so walking its order visits F starts and W ends in time
-         * order: the running sum over the order is the held activation at each of those instants. */
-        double cur = 0, peak = 0;
-        for (int64_t k = s->dev_off[dev]; k < s->dev_off[dev + 1]; k++) {
-            const ps_sched_pass *p = &s->pass[k];
-            if (p->op == PS_SCHED_B) continue;
-            int st = s->dev_stage[(size_t)dev * v + p->chunk];
-            double a = costs->act ? costs->act[st] : 1.0;
-            if (p->op == PS_SCHED_F) {
-                cur += a;
-                if (cur > peak) peak = cur;
-            } else {
-                cur -= a;
-            }
-        }
-        s->peak[dev] = peak;
     }
     out->makespan = makespan;
     out->bubble_frac = makespan > 0 ? idle / ((double)d * makespan) : 0.0;
@@ -479,3 +517,12 @@ double ps_sched_bubble_1f1b(int d, int n) { return (double)(d - 1) / (double)(n 
 double ps_sched_bubble_interleaved(int d, int n, int v) { return (double)(d - 1) / ((double)v * n + d - 1); }
 double ps_sched_bubble_zbh1_equal(int d, int n) { return (double)(d - 1) / (3.0 * n + d - 1); }
 int ps_sched_peak_mb_1f1b(int d, int n, int dev) { return d - dev < n ? d - dev : n; }
+double ps_sched_makespan_zbh2(int d, int n, double f, double b, double w) { return (d - 1) * f + n * (f + b + w); }
+int ps_sched_peak_v(const char *kind, int d)
+{
+    if (!kind) return -1;
+    if (strcmp(kind, "v-min") == 0) return 2 * ((d + 4) / 3);
+    if (strcmp(kind, "v-half") == 0) return 2 * (d / 2) + 2;
+    if (strcmp(kind, "v-zb") == 0) return 2 * d;
+    return -1;
+}

@@ -4,6 +4,13 @@
 
 #include "ps_schedules.h"
 
+/* One pass in an execution order that respects every dependency (recorded by the verification run), so a
+ * simulation is one linear scan: flat pass index, device, (micro-batch, stage) index, stage << 2 | op. */
+typedef struct {
+    int32_t k, dev, idx;
+    uint32_t st_op;
+} ps_sched_step_;
+
 typedef struct ps_sched_kind_def {
     const char *name;
     const char *description;
@@ -13,6 +20,10 @@ typedef struct ps_sched_kind_def {
     bool split_backward; /* emits B and W (zero bubble) rather than BW */
     /* Append the passes of device dev with ps_sched_emit_; the workspace already holds room for all of them. */
     void (*gen_device)(ps_sched *s, int dev);
+    /* Instead of gen_device, for kinds whose order comes from a joint list schedule of all devices (ZB-H2): fill
+     * pass[] device by device (device i owns [i*per, (i+1)*per) with per = passes per device), set dev_off and
+     * npass. May use end_f / end_b / scratch as scratch: verification re-initialises them. */
+    void (*gen_all)(ps_sched *s);
 } ps_sched_kind_def;
 
 struct ps_sched {
@@ -30,10 +41,14 @@ struct ps_sched {
     uint8_t *queued;     /* [d] */
     size_t dev_cap, stage_cap;
 
-    /* per (micro-batch, stage), micro-batch major: end times, -1 until done; also the verification bitmap */
+    /* per (micro-batch, stage), micro-batch major: end times (the verification run: -1 until done); also the
+     * verification bitmap. (Stage major was measured slower: device rows n*8 bytes apart alias in the cache.) */
     double *end_f, *end_b, *end_w;
     size_t sm_cap;
 
+    ps_sched_step_ *prog; /* [npass] the passes in dependency order, recorded by verification */
+    double *stc;         /* [8 * stage_cap] per-stage durations and latencies prepared once per simulate */
+    int64_t *scratch;    /* [4 * dev_cap] generator scratch (per-device counters) */
     double *start, *end; /* [npass] */
     double *busy, *idle, *peak; /* [d] */
     size_t res_pass_cap;

@@ -97,7 +97,13 @@ static void check_timeline(ps_sched *s, const ps_sched_costs *c, const ps_sched_
     free(fs), free(fe), free(bs), free(be), free(ws), free(we);
 }
 
-static const int kchunks[] = {1, 2, 3};
+static const int kchunks[] = {0, 2, 3};
+
+/* kinds that split the backward into B and W */
+static bool split_kind(const char *kind)
+{
+    return strncmp(kind, "zb-", 3) == 0 || strncmp(kind, "v-", 2) == 0;
+}
 
 static void test_kinds_table(void **state)
 {
@@ -138,9 +144,9 @@ static void test_sweep(void **state)
                         continue;
                     }
                     if (st != PS_OK) fail_msg("%s d=%d n=%d v=%d: %s", kind, d, n, v, ps_error_message());
-                    int S = d * v;
+                    int S = d * ps_sched_chunks(s);
                     assert_int_equal(ps_sched_stages(s), S);
-                    bool split = strcmp(kind, "zb-h1") == 0;
+                    bool split = split_kind(kind);
                     assert_int_equal(ps_sched_total_passes(s), (int64_t)S * n * (split ? 3 : 2));
                     costs_buf cb;
                     fill_costs(&cb, S, 1.0, 2.0, 0.7, 0.05, true);
@@ -152,7 +158,7 @@ static void test_sweep(void **state)
             }
         }
     }
-    assert_true(checked > 200);
+    assert_true(checked > 9 * 16 * 5 - 16 * 2 * 4);
     ps_sched_destroy(s);
 }
 
@@ -193,6 +199,35 @@ static void test_closed_forms(void **state)
                 }
         }
     }
+    /* ZB-H2: with n >= 2d the only idle time is the last device's wait for its first F, whatever F, B, W take
+     * (the zero-bubble paper's parallelogram), and at most 2d-1 micro-batches are held */
+    const double fbw[][3] = {{1, 1, 1}, {1, 1, 0.5}, {12.96, 13.22, 9.76}, {6.72, 6.89, 5.06}, {1.5, 1, 0.5}};
+    for (int d = 1; d <= 16; d++)
+        for (int n = 2 * d; n <= 4 * d + 1; n += 2 * d + 1)
+            for (size_t j = 0; j < sizeof fbw / sizeof fbw[0]; j++) {
+                sim_equal(s, "zb-h2", d, n, 1, fbw[j][0], fbw[j][1], fbw[j][2], &r);
+                double want = ps_sched_makespan_zbh2(d, n, fbw[j][0], fbw[j][1], fbw[j][2]);
+                if (fabs(r.makespan - want) > 1e-9 * want)
+                    fail_msg("zb-h2 d=%d n=%d F=%g B=%g W=%g: makespan %g, closed form %g", d, n, fbw[j][0],
+                             fbw[j][1], fbw[j][2], r.makespan, want);
+                for (int i = 0; i < d; i++) assert_true(r.peak_act[i] <= 2 * d - 1 + 1e-9);
+            }
+    /* V shapes (Eq. 1-2, Table 1): peak activation in stage-micro-batches, the same on every device; 1F1B's is 2d
+     * of them (d micro-batches of a stage twice as deep) */
+    const char *vk[] = {"v-min", "v-half", "v-zb"};
+    for (int d = 1; d <= 16; d++)
+        for (int k = 0; k < 3; k++) {
+            int ns[] = {d, 2 * d, 4 * d, 4 * d + 1, 64};
+            for (int j = 0; j < 5; j++) {
+                sim_equal(s, vk[k], d, ns[j], 2, 1.0, 1.0, 1.0, &r);
+                int want = ps_sched_peak_v(vk[k], d);
+                double mx = 0;
+                for (int i = 0; i < d; i++) mx = r.peak_act[i] > mx ? r.peak_act[i] : mx;
+                if (ns[j] >= 4 * d ? fabs(mx - want) > 1e-9 : mx > want + 1e-9)
+                    fail_msg("%s d=%d n=%d: peak %g, closed form %d", vk[k], d, ns[j], mx, want);
+            }
+        }
+    assert_int_equal(ps_sched_peak_v("1f1b", 4), -1);
     /* the 1F1B makespan itself: (n + d - 1)(F + B + W) */
     sim_equal(s, "1f1b", 4, 8, 1, 1.0, 1.5, 0.5, &r);
     assert_true(fabs(r.makespan - 11 * 3.0) < 1e-9);
@@ -239,6 +274,8 @@ static void test_bad_input(void **state)
     expect_input(ps_sched_build(s, "interleaved", 4, 6, 2), "multiple of the devices d (n=6, d=4)");
     expect_input(ps_sched_build(s, "interleaved", 4, 8, 1), "v in 2..");
     expect_input(ps_sched_build(s, "1f1b", 4, 8, 2), "v in 1..1");
+    expect_input(ps_sched_build(s, "v-half", 4, 8, 1), "v in 2..2");
+    expect_input(ps_sched_build(s, "v-zb", 4, 8, 3), "v in 2..2");
     expect_input(ps_sched_build(s, "zb-h3", 4, 8, 0), "unknown schedule kind 'zb-h3'");
     expect_input(ps_sched_build(s, NULL, 4, 8, 0), "unknown schedule kind");
     /* a failed build leaves nothing to simulate */
@@ -381,6 +418,10 @@ static void test_golden(void **state)
         {"1f1b", 1, "1f1b_d4_n8.txt"},
         {"interleaved", 2, "interleaved_v2_d4_n8.txt"},
         {"zb-h1", 1, "zb-h1_d4_n8.txt"},
+        {"zb-h2", 1, "zb-h2_d4_n8.txt"},
+        {"v-min", 2, "v-min_d4_n8.txt"},
+        {"v-half", 2, "v-half_d4_n8.txt"},
+        {"v-zb", 2, "v-zb_d4_n8.txt"},
     };
     static char buf[16384];
     for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
@@ -402,12 +443,89 @@ static void test_golden(void **state)
     ps_sched_destroy(s);
 }
 
+/* Tags balance: every <x ...> is closed by </x> in order or self-closes; returns the number of elements. */
+static int check_xml(const char *p)
+{
+    char stack[64][32];
+    int depth = 0, elements = 0;
+    while ((p = strchr(p, '<'))) {
+        const char *e = strchr(p, '>');
+        assert_non_null(e);
+        if (p[1] == '/') {
+            assert_true(depth > 0);
+            size_t n = strlen(stack[depth - 1]);
+            if (strncmp(p + 2, stack[depth - 1], n) != 0 || p[2 + n] != '>') fail_msg("unbalanced at %.40s", p);
+            depth--;
+        } else {
+            char name[32];
+            size_t n = strcspn(p + 1, " />");
+            assert_true(n > 0 && n < sizeof name);
+            memcpy(name, p + 1, n);
+            name[n] = 0;
+            elements++;
+            if (e[-1] != '/') {
+                assert_true(depth < 64);
+                strcpy(stack[depth++], name);
+            }
+        }
+        for (const char *q = p + 1; q < e; q++) assert_true(*q != '<'); /* no stray '<' inside a tag */
+        p = e + 1;
+    }
+    assert_int_equal(depth, 0);
+    return elements;
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int c = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p++) c++;
+    return c;
+}
+
+static void test_svg(void **state)
+{
+    (void)state;
+    ps_sched *s;
+    assert_int_equal(ps_sched_create(&s), PS_OK);
+    const struct { const char *k; int d, n; } g[] = {{"1f1b", 4, 8}, {"v-half", 4, 8}, {"zb-h2", 6, 12},
+                                                    {"interleaved", 4, 8}, {"v-zb", 1, 1}};
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+        assert_int_equal(ps_sched_build(s, g[i].k, g[i].d, g[i].n, 0), PS_OK);
+        costs_buf cb;
+        fill_costs(&cb, ps_sched_stages(s), 1.0, 1.0, 1.0, 0.05, false);
+        ps_sched_result r;
+        assert_int_equal(ps_sched_simulate(s, &cb.c, &r), PS_OK);
+        char *svg = NULL;
+        size_t len = 0;
+        assert_int_equal(ps_sched_svg(s, &r, &svg, &len), PS_OK);
+        assert_int_equal(len, strlen(svg));
+        assert_true(strncmp(svg, "<svg ", 5) == 0);
+        check_xml(svg);
+        assert_int_equal(count(svg, "class=\"row\""), g[i].d);
+        /* one coloured rectangle per pass (plus row backgrounds, page and legend) */
+        assert_int_equal(count(svg, "<rect"), (int)ps_sched_total_passes(s) + g[i].d + 1 + 5);
+        assert_non_null(strstr(svg, g[i].k));
+        assert_non_null(strstr(svg, "bubble"));
+        const char *dir = getenv("PS_SCHED_SVG_DIR"); /* to look at them: PS_SCHED_SVG_DIR=/tmp ctest ... */
+        if (dir) {
+            char path[512];
+            snprintf(path, sizeof path, "%s/%s_d%d_n%d.svg", dir, g[i].k, g[i].d, g[i].n);
+            assert_int_equal(ps_write_file_atomic(path, svg, len), PS_OK);
+        }
+        free(svg);
+    }
+    ps_sched_result r = {0};
+    char *svg;
+    expect_input(ps_sched_svg(s, &r, &svg, NULL), "no simulated schedule");
+    ps_sched_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kinds_table),  cmocka_unit_test(test_sweep),       cmocka_unit_test(test_closed_forms),
         cmocka_unit_test(test_latency_uneven), cmocka_unit_test(test_bad_input), cmocka_unit_test(test_custom_orders),
-        cmocka_unit_test(test_reuse),        cmocka_unit_test(test_golden),
+        cmocka_unit_test(test_reuse),        cmocka_unit_test(test_golden),      cmocka_unit_test(test_svg),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
