@@ -19,6 +19,31 @@ void ps_plan_free(ps_plan *p)
     p->layer = NULL;
 }
 
+ps_status ps_plan_alloc(const ps_model *m, int64_t gbs, int64_t mbs, int pp, int vpp, const char *schedule,
+                        const ps_strategy *s, ps_plan *out)
+{
+    memset(out, 0, sizeof *out);
+    PS_CHECK_INPUT(pp >= 1 && vpp >= 1, "pipeline degree and chunks must be >= 1 (pp %d, vpp %d)", pp, vpp);
+    int64_t stages = (int64_t)pp * vpp, n = m->n_layers;
+    if (n < stages)
+        return PS_FAIL(PS_ERR_INPUT, "%s has %lld layers, fewer than the %lld pipeline stages (pp %d x vpp %d)",
+                       m->name, (long long)n, (long long)stages, pp, vpp);
+    out->cuts = ps_calloc((size_t)stages + 1, sizeof *out->cuts);
+    out->layer = ps_calloc((size_t)n, sizeof *out->layer);
+    if (!out->cuts || !out->layer) {
+        ps_plan_free(out);
+        return PS_ERR_SYSTEM;
+    }
+    out->gbs = gbs;
+    out->mbs = mbs;
+    out->pp = pp;
+    out->vpp = vpp;
+    ps_strlcpy(out->schedule, schedule, sizeof out->schedule);
+    for (int64_t i = 0; i < n; i++) out->layer[i] = *s;
+    out->cuts[stages] = n;
+    return PS_OK;
+}
+
 ps_status ps_plan_uniform(const ps_model *m, int64_t gbs, int64_t mbs, int pp, int vpp, const char *schedule,
                           const ps_strategy *s, ps_plan *out)
 {
@@ -31,27 +56,14 @@ ps_status ps_plan_uniform(const ps_model *m, int64_t gbs, int64_t mbs, int pp, i
     if (blocks < stages)
         return PS_FAIL(PS_ERR_INPUT, "%s has %lld transformer layers, fewer than the %lld pipeline stages (pp %d x "
                                      "vpp %d)", m->name, (long long)blocks, (long long)stages, pp, vpp);
-    out->cuts = ps_calloc((size_t)stages + 1, sizeof *out->cuts);
-    out->layer = ps_calloc((size_t)n, sizeof *out->layer);
-    if (!out->cuts || !out->layer) {
-        ps_plan_free(out);
-        return PS_ERR_SYSTEM;
-    }
-    out->gbs = gbs;
-    out->mbs = mbs;
-    out->pp = pp;
-    out->vpp = vpp;
-    ps_strlcpy(out->schedule, schedule, sizeof out->schedule);
+    PS_TRY(ps_plan_alloc(m, gbs, mbs, pp, vpp, schedule, s, out));
     /* Megatron's split: blocks evenly, the remainder to the later stages; embedding joins the first stage and the
      * head the last. */
     int64_t base = blocks / stages, extra = blocks % stages, at = lo;
-    out->cuts[0] = 0;
-    for (int64_t st = 0; st < stages; st++) {
+    for (int64_t st = 0; st + 1 < stages; st++) {
         at += base + (st >= stages - extra ? 1 : 0);
         out->cuts[st + 1] = at;
     }
-    out->cuts[stages] = n;
-    for (int64_t i = 0; i < n; i++) out->layer[i] = *s;
     return PS_OK;
 }
 

@@ -61,7 +61,7 @@ ps_status ps_plan_from_json(const json_t *root, const char *file, const ps_model
     if ((int64_t)json_array_size(stages) != S)
         return PS_FAIL(PS_ERR_INPUT, "%s: '%s' has %zu entries; pp %lld x vpp %lld needs %lld", file, sl.path,
                        json_array_size(stages), (long long)pp, (long long)vpp, (long long)S);
-    PS_TRY(ps_plan_uniform(m, gbs, mbs, (int)pp, (int)vpp, sched, &base, out));
+    PS_TRY(ps_plan_alloc(m, gbs, mbs, (int)pp, (int)vpp, sched, &base, out));
     ps_status st = PS_OK;
     for (int64_t s = 0; s < S && st == PS_OK; s++) {
         json_t *so = json_array_get(stages, (size_t)s);

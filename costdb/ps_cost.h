@@ -65,6 +65,10 @@ typedef struct {
  * embedding, the last the head; the remainder goes to the later stages). */
 ps_status ps_plan_uniform(const ps_model *m, int64_t gbs, int64_t mbs, int pp, int vpp, const char *schedule,
                           const ps_strategy *s, ps_plan *out);
+/* A plan with room for its cuts and per-layer strategies (all set to *s), cuts left for the caller to fill:
+ * for partitions given explicitly (plan.json, the search). */
+ps_status ps_plan_alloc(const ps_model *m, int64_t gbs, int64_t mbs, int pp, int vpp, const char *schedule,
+                        const ps_strategy *s, ps_plan *out);
 void ps_plan_free(ps_plan *p);
 /* Check the plan against the model and cluster: degrees multiply to the GPU count, micro-batches divide, heads and
  * vocabulary divide by tp, stages cover the layers. Violations -> PS_ERR_INPUT naming the rule and the values. */

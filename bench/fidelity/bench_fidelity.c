@@ -1,0 +1,242 @@
+/* Fidelity of the cost model: predict every plan whose measured result the seed papers publish
+ * (bench/fidelity/cases.json, docs/fidelity.md) and print predicted vs published with the error, per case and as
+ * median / maximum absolute error overall, per paper and per confidence level. One JSON document on stdout.
+ * Nothing here feeds back into the constants: they stay as documented in costdb/params.c. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_cost.h"
+#include "ps_json.h"
+
+#ifndef PS_SOURCE_DIR
+#define PS_SOURCE_DIR "."
+#endif
+
+/* Paths in cases.json are relative to the repository root; preset names are not paths. */
+static void resolve(const char *spec, char *out, size_t cap)
+{
+    if (strchr(spec, '/') && spec[0] != '/')
+        snprintf(out, cap, "%s/%s", PS_SOURCE_DIR, spec);
+    else
+        snprintf(out, cap, "%s", spec);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    char name[32];
+    double *err;
+    int n, cap;
+} group;
+
+static void add_err(group *g, double e)
+{
+    if (g->n == g->cap) {
+        g->cap = g->cap ? 2 * g->cap : 64;
+        g->err = realloc(g->err, (size_t)g->cap * sizeof *g->err);
+    }
+    g->err[g->n++] = e;
+}
+
+static json_t *summary(group *g)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "cases", json_integer(g->n));
+    if (g->n) {
+        qsort(g->err, (size_t)g->n, sizeof *g->err, cmp_double);
+        double med = g->n % 2 ? g->err[g->n / 2] : 0.5 * (g->err[g->n / 2 - 1] + g->err[g->n / 2]);
+        json_object_set_new(j, "median_abs_err_pct", json_real(med));
+        json_object_set_new(j, "max_abs_err_pct", json_real(g->err[g->n - 1]));
+        int within10 = 0;
+        for (int i = 0; i < g->n; i++) within10 += g->err[i] <= 10;
+        json_object_set_new(j, "within_10pct", json_integer(within10));
+    }
+    return j;
+}
+
+static group *group_for(group *gs, int *ng, const char *name)
+{
+    for (int i = 0; i < *ng; i++)
+        if (strcmp(gs[i].name, name) == 0) return &gs[i];
+    group *g = &gs[(*ng)++];
+    memset(g, 0, sizeof *g);
+    snprintf(g->name, sizeof g->name, "%s", name);
+    return g;
+}
+
+/* The schedule names of the papers that psearch knows under another name. */
+static const char *schedule_name(const char *s)
+{
+    /* ZB-1p (Qi et al.'s zero-bubble schedule at 1F1B's memory) is the handcrafted ZB-H1 order. */
+    if (strcmp(s, "zb-1p") == 0) return "zb-h1";
+    return s;
+}
+
+static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double *pred, const char **metric,
+                              char *why, size_t whycap)
+{
+    const json_t *plan = json_object_get(c, "plan");
+    const char *mspec = json_string_value(json_object_get(c, "model"));
+    const char *cspec = json_string_value(json_object_get(c, "cluster"));
+    *metric = json_string_value(json_object_get(json_object_get(c, "published"), "metric"));
+    if (!plan || !mspec || !cspec || !*metric) return PS_FAIL(PS_ERR_INPUT, "case lacks model, cluster or plan");
+    char mpath[1024], cpath[1024];
+    resolve(mspec, mpath, sizeof mpath);
+    resolve(cspec, cpath, sizeof cpath);
+    int tp_max = (int)json_integer_value(json_object_get(plan, "tp"));
+    const json_t *ltp = json_object_get(plan, "layer_tp");
+    size_t k;
+    const json_t *row;
+    json_array_foreach(ltp, k, row)
+    {
+        int t = (int)json_integer_value(json_array_get(row, 2));
+        if (t > tp_max) tp_max = t;
+    }
+    /* Megatron pads the vocabulary to a multiple of 128 x tp (--make-vocab-size-divisible-by). */
+    ps_model_opts mo;
+    ps_model_opts_init(&mo);
+    mo.vocab_pad = 128 * (tp_max > 0 ? tp_max : 1);
+    ps_model m;
+    ps_cluster cl;
+    ps_plan p;
+    ps_prediction r;
+    memset(&p, 0, sizeof p);
+    memset(&r, 0, sizeof r);
+    PS_TRY(ps_model_load(mpath, &mo, &m));
+    ps_status st = ps_cluster_load(cpath, MPI_COMM_NULL, &cl);
+    if (st != PS_OK) {
+        ps_model_free(&m);
+        return st;
+    }
+    ps_strategy s = {.tp = tp_max, .dp = (int)json_integer_value(json_object_get(plan, "dp")),
+                     .zero = (int)json_integer_value(json_object_get(plan, "zero")),
+                     .sp = json_is_true(json_object_get(plan, "seq_parallel"))};
+    s.tp = (int)json_integer_value(json_object_get(plan, "tp"));
+    const char *rc = json_string_value(json_object_get(plan, "recompute"));
+    if (rc) PS_TRY_GOTO(st, ps_recompute_parse(rc, &s.ckpt), done);
+    int pp = (int)json_integer_value(json_object_get(plan, "pp"));
+    int vpp = (int)json_integer_value(json_object_get(plan, "vpp"));
+    const json_t *part = json_object_get(plan, "partition");
+    ps_status (*make)(const ps_model *, int64_t, int64_t, int, int, const char *, const ps_strategy *, ps_plan *) =
+        json_is_array(part) ? ps_plan_alloc : ps_plan_uniform;
+    PS_TRY_GOTO(st,
+                make(&m, json_integer_value(json_object_get(plan, "gbs")),
+                                json_integer_value(json_object_get(plan, "mbs")), pp, vpp > 0 ? vpp : 1,
+                                schedule_name(json_string_value(json_object_get(plan, "schedule"))), &s, &p),
+                done);
+    if (json_is_array(part)) {
+        if ((int64_t)json_array_size(part) != (int64_t)p.pp * p.vpp) {
+            st = PS_FAIL(PS_ERR_INPUT, "partition has %zu stages, plan %d", json_array_size(part), p.pp * p.vpp);
+            goto done;
+        }
+        json_array_foreach(part, k, row) p.cuts[k + 1] = json_integer_value(json_array_get(row, 1));
+    }
+    /* Per-layer TP (Oases' planner): the stage width stays, so dp = width / tp. */
+    int width = s.tp * s.dp;
+    json_array_foreach(ltp, k, row)
+    {
+        int64_t a = json_integer_value(json_array_get(row, 0)), b = json_integer_value(json_array_get(row, 1));
+        int t = (int)json_integer_value(json_array_get(row, 2));
+        for (int64_t i = a; i < b && i < m.n_layers; i++) {
+            p.layer[i].tp = t;
+            p.layer[i].dp = width / t;
+        }
+    }
+    /* The micro-batch is per replica of layer 0; with per-layer dp the plan's mbs follows layer 0. */
+    if (json_array_size(ltp) > 0) p.mbs = json_integer_value(json_object_get(plan, "gbs")) /
+                                          json_integer_value(json_object_get(plan, "micro_batches")) / p.layer[0].dp;
+    PS_TRY_GOTO(st, ps_cost_plan(cp, &m, &cl, &p, &r), done);
+    if (strcmp(*metric, "iter_time_s") == 0)
+        *pred = r.iter_time_s;
+    else if (strcmp(*metric, "samples_per_s") == 0)
+        *pred = r.samples_per_s;
+    else if (strcmp(*metric, "tokens_per_s") == 0)
+        *pred = r.tokens_per_s;
+    else if (strcmp(*metric, "mfu") == 0)
+        *pred = r.mfu;
+    else if (strcmp(*metric, "tflops_per_gpu") == 0)
+        *pred = r.tflops_per_gpu;
+    else
+        st = PS_FAIL(PS_ERR_INPUT, "unknown metric '%s'", *metric);
+    if (st == PS_OK && !r.fits) snprintf(why, whycap, "predicted not to fit in memory");
+done:
+    ps_prediction_free(&r);
+    ps_plan_free(&p);
+    ps_cluster_free(&cl);
+    ps_model_free(&m);
+    return st;
+}
+
+int main(int argc, char **argv)
+{
+    char def[1024];
+    snprintf(def, sizeof def, "%s/bench/fidelity/cases.json", PS_SOURCE_DIR);
+    const char *path = argc > 1 ? argv[1] : def;
+    json_t *root = NULL;
+    if (ps_json_load_file(path, &root) != PS_OK) {
+        fprintf(stderr, "bench_fidelity: %s\n", ps_error_message());
+        return 2;
+    }
+    ps_cost_params cp;
+    ps_cost_params_default(&cp);
+    json_t *out = json_object(), *rows = json_array(), *skipped = json_array();
+    group groups[16];
+    int ng = 0;
+    group all;
+    memset(&all, 0, sizeof all);
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(root, "cases"), i, c)
+    {
+        const char *id = json_string_value(json_object_get(c, "id"));
+        double pub = json_number_value(json_object_get(json_object_get(c, "published"), "value"));
+        double pred = 0;
+        const char *metric = "";
+        char why[128] = "";
+        ps_error_clear();
+        ps_status st = predict_case(c, &cp, &pred, &metric, why, sizeof why);
+        if (st != PS_OK) {
+            json_array_append_new(skipped, json_pack("{s:s, s:s}", "id", id ? id : "?", "reason", ps_error_message()));
+            continue;
+        }
+        double err = 100 * (pred - pub) / pub;
+        json_t *row = json_pack("{s:s, s:s, s:f, s:f, s:f, s:s}", "id", id, "metric", metric, "published", pub,
+                                "predicted", pred, "error_pct", err, "confidence",
+                                json_string_value(json_object_get(c, "confidence")) ?: "");
+        if (why[0]) json_object_set_new(row, "note", json_string(why));
+        json_array_append_new(rows, row);
+        char gname[32];
+        snprintf(gname, sizeof gname, "%.*s", (int)strcspn(id, "-"), id);
+        add_err(group_for(groups, &ng, gname), fabs(err));
+        char cname[32];
+        snprintf(cname, sizeof cname, "confidence-%s", json_string_value(json_object_get(c, "confidence")) ?: "?");
+        add_err(group_for(groups, &ng, cname), fabs(err));
+        char mname[32];
+        snprintf(mname, sizeof mname, "metric-%s", metric);
+        add_err(group_for(groups, &ng, mname), fabs(err));
+        add_err(&all, fabs(err));
+    }
+    json_object_set_new(out, "bench", json_string("fidelity"));
+    json_object_set_new(out, "cases_file", json_string(path));
+    json_object_set_new(out, "overall", summary(&all));
+    json_t *by = json_object();
+    for (int g = 0; g < ng; g++) {
+        json_object_set_new(by, groups[g].name, summary(&groups[g]));
+        free(groups[g].err);
+    }
+    json_object_set_new(out, "by_group", by);
+    json_object_set_new(out, "skipped", skipped);
+    json_object_set_new(out, "cases", rows);
+    free(all.err);
+    char *s = json_dumps(out, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
+    puts(s ? s : "{}");
+    free(s);
+    json_decref(out);
+    json_decref(root);
+    return 0;
+}
