@@ -16,7 +16,7 @@
 typedef enum { PS_FMT_TABLE = 0, PS_FMT_JSON } ps_format;
 
 typedef struct {
-    const char *cmd;      /* "plan" (default), "model", "cluster", "estimate" */
+    const char *cmd;      /* "plan" (default), "model", "cluster", "estimate", "schedule" */
     const char *sub;      /* model/cluster: "list" or "show" */
     const char *model;    /* --model or positional of `model show` */
     const char *cluster;  /* --cluster or positional of `cluster show` */
@@ -36,6 +36,11 @@ typedef struct {
     const char *schedule;
     const char *cost_params[16];
     int n_cost_params;
+    /* schedule */
+    const char *sched_kind;
+    int64_t stages, micro;
+    const char *fbw, *times, *svg;
+    int passes;
 } ps_cli_opts;
 
 /* Parse argv. On bad usage returns PS_ERR_INPUT with the message set. */
@@ -58,6 +63,7 @@ ps_status ps_cmd_model(const ps_cli_opts *o, ps_out *out);
 ps_status ps_cmd_cluster(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
 ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
 ps_status ps_cmd_estimate(const ps_cli_opts *o, ps_out *out);
+ps_status ps_cmd_schedule(const ps_cli_opts *o, ps_out *out);
 void ps_cmd_version(FILE *f);
 
 /* JSON and table renderings shared by several commands. */

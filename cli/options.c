@@ -24,6 +24,13 @@ enum {
     OPT_SCHEDULE,
     OPT_PLAN,
     OPT_COST_PARAM,
+    OPT_KIND,
+    OPT_STAGES,
+    OPT_MICRO,
+    OPT_FBW,
+    OPT_TIMES,
+    OPT_SVG,
+    OPT_PASSES,
 };
 
 static const struct option g_long[] = {
@@ -50,6 +57,13 @@ static const struct option g_long[] = {
     {"schedule", required_argument, NULL, OPT_SCHEDULE},
     {"plan", required_argument, NULL, OPT_PLAN},
     {"cost-param", required_argument, NULL, OPT_COST_PARAM},
+    {"kind", required_argument, NULL, OPT_KIND},
+    {"stages", required_argument, NULL, OPT_STAGES},
+    {"micro", required_argument, NULL, OPT_MICRO},
+    {"fbw", required_argument, NULL, OPT_FBW},
+    {"times", required_argument, NULL, OPT_TIMES},
+    {"svg", required_argument, NULL, OPT_SVG},
+    {"passes", no_argument, NULL, OPT_PASSES},
     {NULL, 0, NULL, 0},
 };
 
@@ -87,6 +101,24 @@ void ps_cli_usage(FILE *f, const char *cmd)
                    "exit 2 when it breaks a rule (degrees vs GPUs, divisibility of heads, vocabulary, batch).\n");
         return;
     }
+    if (cmd && strcmp(cmd, "schedule") == 0) {
+        fprintf(f, "usage: psearch schedule --kind K [--stages D] [--micro N] [--vpp V] [--fbw F,B,W | --times FILE]\n"
+                   "                        [--format table|json] [--passes] [--svg FILE]\n"
+                   "\n"
+                   "Build pipeline schedule K for D devices and N micro-batches, simulate it and print the makespan,\n"
+                   "the bubble fraction and each device's peak activation memory; --svg draws the timeline.\n"
+                   "\n"
+                   "  --kind K        gpipe, 1f1b, interleaved, zb-h1, zb-h2, v-min, v-half, v-zb (docs/schedules.md)\n"
+                   "  --stages D      pipeline devices [4]\n"
+                   "  --micro N       micro-batches [4 x D]\n"
+                   "  --vpp V         chunks per device for interleaved [the kind's default: 2 for interleaved and V]\n"
+                   "  --fbw F,B,W     times of one micro-batch's forward, input-backward and weight-backward over a\n"
+                   "                  device's whole share of layers; chunks split them evenly [1,1,1]\n"
+                   "  --times FILE    per-stage times instead: one line 'F B W [ACT]' per stage (D x V lines)\n"
+                   "  --passes        with --format json, list every pass with its start and end\n"
+                   "  --svg FILE      write the timeline as SVG (atomically)\n");
+        return;
+    }
     if (cmd && strcmp(cmd, "cluster") == 0) {
         fprintf(f, "usage: psearch cluster list [--format table|json]\n"
                    "       psearch cluster show [SPEC] [--format table|json]\n"
@@ -100,6 +132,7 @@ void ps_cli_usage(FILE *f, const char *cmd)
             "       psearch model list|show [NAME]     model presets and their derived numbers\n"
             "       psearch cluster list|show [SPEC]   cluster presets and their derived numbers\n"
             "       psearch estimate [PLAN OPTIONS]     predict one plan (psearch estimate --help)\n"
+            "       psearch schedule --kind K ...      simulate a pipeline schedule (psearch schedule --help)\n"
             "       psearch --version                  versions of psearch and the libraries it uses\n"
             "\n"
             "Options (defaults in brackets):\n"
@@ -159,14 +192,14 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
                     first = 4;
                 }
             }
-        } else if (strcmp(c, "estimate") == 0) {
+        } else if (strcmp(c, "estimate") == 0 || strcmp(c, "schedule") == 0) {
             o->cmd = c;
             first = 2;
         } else if (strcmp(c, "help") == 0) {
             o->help = 1;
             first = 2;
         } else {
-            return PS_FAIL(PS_ERR_INPUT, "unknown command '%s' (commands: model, cluster, estimate; see psearch --help)", c);
+            return PS_FAIL(PS_ERR_INPUT, "unknown command '%s' (commands: model, cluster, estimate, schedule; see psearch --help)", c);
         }
     }
 
@@ -180,8 +213,11 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
     int ch;
     while ((ch = getopt_long(n, av, ":m:c:vh", g_long, NULL)) != -1) {
         /* getopt takes the next word as the value even when it is another option ("--model --format json"). */
+        /* The option is the word before a separate value, or the word itself when the value is attached
+         * ("--model=--format", "-m--format"). */
         if (optarg && optarg[0] == '-' && optarg[1] == '-')
-            return PS_FAIL(PS_ERR_INPUT, "option '%s' needs a value (got the option '%s')", av[optind - 2], optarg);
+            return PS_FAIL(PS_ERR_INPUT, "option '%s' needs a value (got the option '%s')",
+                           optarg == av[optind - 1] ? av[optind - 2] : av[optind - 1], optarg);
         switch (ch) {
         case 'm': o->model = optarg; break;
         case 'c': o->cluster = optarg; break;
@@ -238,11 +274,25 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
                                sizeof o->cost_params / sizeof o->cost_params[0]);
             o->cost_params[o->n_cost_params++] = optarg;
             break;
+        case OPT_KIND: o->sched_kind = optarg; break;
+        case OPT_STAGES: PS_TRY(parse_pos_int("stages", optarg, &o->stages)); break;
+        case OPT_MICRO: PS_TRY(parse_pos_int("micro", optarg, &o->micro)); break;
+        case OPT_FBW: o->fbw = optarg; break;
+        case OPT_TIMES: o->times = optarg; break;
+        case OPT_SVG:
+            if (!*optarg) return PS_FAIL(PS_ERR_INPUT, "option --svg needs a file name");
+            o->svg = optarg;
+            break;
+        case OPT_PASSES: o->passes = 1; break;
         case 'v': o->verbose = 1; break;
         case 'h': o->help = 1; break;
         case OPT_VERSION: o->version = 1; break;
         case ':': return PS_FAIL(PS_ERR_INPUT, "option '%s' needs a value", av[optind - 1]);
-        default: return PS_FAIL(PS_ERR_INPUT, "unknown option '%s' (see psearch --help)", av[optind - 1]);
+        default:
+            /* An unknown letter inside "-xv" leaves optind on that word: name the letter, not the word before. */
+            if (optopt > 0 && optopt < 128 && !strchr("mcvh", optopt))
+                return PS_FAIL(PS_ERR_INPUT, "unknown option '-%c' (see psearch --help)", optopt);
+            return PS_FAIL(PS_ERR_INPUT, "unknown option '%s' (see psearch --help)", av[optind - 1]);
         }
     }
     if (optind < n) return PS_FAIL(PS_ERR_INPUT, "unexpected argument '%s' (see psearch --help)", av[optind]);
