@@ -36,6 +36,12 @@ typedef struct {
     const char *schedule;
     const char *cost_params[16];
     int n_cost_params;
+    /* search */
+    const char *gbs_range;
+    int top;
+    int64_t mbs_max;
+    int64_t max_tp;
+    const char *schedules;
     /* schedule */
     const char *sched_kind;
     int64_t stages, micro;
@@ -67,6 +73,11 @@ ps_status ps_cmd_schedule(const ps_cli_opts *o, ps_out *out);
 void ps_cmd_version(FILE *f);
 
 /* JSON and table renderings shared by several commands. */
+#include "ps_cost.h"
+json_t *ps_prediction_json(const ps_model *m, const ps_cluster *c, const ps_plan *plan, const ps_prediction *r,
+                           const ps_cost_params *cp);
+void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
+                         const ps_prediction *r);
 json_t *ps_model_to_json(const ps_model *m);
 json_t *ps_cluster_to_json(const ps_cluster *c);
 void ps_model_print(FILE *f, const ps_model *m);

@@ -71,37 +71,3 @@ ps_status ps_cmd_cluster(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     ps_cluster_free(&c);
     return st;
 }
-
-ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
-{
-    ps_model m;
-    ps_cluster c;
-    PS_TRY(ps_model_load(o->model, &o->mopts, &m));
-    ps_status st = ps_cluster_load(o->cluster, comm, &c);
-    if (st != PS_OK) {
-        ps_model_free(&m);
-        return ps_error_trace(st, __FILE__, __LINE__);
-    }
-    int nranks = 1;
-    if (comm != MPI_COMM_NULL) MPI_Comm_size(comm, &nranks);
-    /* The search lands with its own issue; until then the default command states what it would plan for. */
-    if (o->format == PS_FMT_JSON) {
-        json_t *j = json_object();
-        json_object_set_new(j, "psearch_version", json_string(PS_VERSION));
-        json_object_set_new(j, "status", json_string("inputs only: the plan search is not built yet"));
-        json_object_set_new(j, "search_ranks", json_integer(nranks));
-        json_object_set_new(j, "model", ps_model_to_json(&m));
-        json_object_set_new(j, "cluster", ps_cluster_to_json(&c));
-        st = emit_json(out, j);
-    } else {
-        fprintf(out->f, "# psearch %s: would plan training of %s on %s (%lld GPUs), searching on %d rank(s)\n",
-                PS_VERSION, m.name, c.name, (long long)c.n_gpus, nranks);
-        fprintf(out->f, "# the plan search is not built yet; these are the inputs it will use\n\n");
-        ps_model_print(out->f, &m);
-        fprintf(out->f, "\n");
-        ps_cluster_print(out->f, &c);
-    }
-    ps_model_free(&m);
-    ps_cluster_free(&c);
-    return st;
-}

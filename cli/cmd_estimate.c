@@ -33,7 +33,7 @@ static ps_status plan_from_flags(const ps_cli_opts *o, const ps_model *m, const 
 
 static double gib(double b) { return b / (1024.0 * 1024 * 1024); }
 
-static json_t *prediction_json(const ps_model *m, const ps_cluster *c, const ps_plan *plan, const ps_prediction *r,
+json_t *ps_prediction_json(const ps_model *m, const ps_cluster *c, const ps_plan *plan, const ps_prediction *r,
                                const ps_cost_params *cp)
 {
     json_t *j = json_object();
@@ -101,7 +101,7 @@ static json_t *prediction_json(const ps_model *m, const ps_cluster *c, const ps_
     return j;
 }
 
-static void prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
+void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
                              const ps_prediction *r)
 {
     const ps_strategy *s = &plan->layer[0];
@@ -168,7 +168,7 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, ps_out *out)
     }
     PS_TRY_GOTO(st, ps_cost_plan(&cp, &m, &c, &plan, &r), done);
     if (o->format == PS_FMT_JSON) {
-        json_t *j = prediction_json(&m, &c, &plan, &r, &cp);
+        json_t *j = ps_prediction_json(&m, &c, &plan, &r, &cp);
         char *txt = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(8));
         json_decref(j);
         if (!txt) {
@@ -178,7 +178,7 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, ps_out *out)
         fprintf(out->f, "%s\n", txt);
         free(txt);
     } else {
-        prediction_table(out->f, &m, &c, &plan, &r);
+        ps_prediction_table(out->f, &m, &c, &plan, &r);
     }
     if (!r.fits) {
         int worst = 0;

@@ -31,6 +31,11 @@ enum {
     OPT_TIMES,
     OPT_SVG,
     OPT_PASSES,
+    OPT_GBS_RANGE,
+    OPT_TOP,
+    OPT_MBS_MAX,
+    OPT_MAX_TP,
+    OPT_SCHEDULES,
 };
 
 static const struct option g_long[] = {
@@ -64,6 +69,11 @@ static const struct option g_long[] = {
     {"times", required_argument, NULL, OPT_TIMES},
     {"svg", required_argument, NULL, OPT_SVG},
     {"passes", no_argument, NULL, OPT_PASSES},
+    {"gbs-range", required_argument, NULL, OPT_GBS_RANGE},
+    {"top", required_argument, NULL, OPT_TOP},
+    {"mbs-max", required_argument, NULL, OPT_MBS_MAX},
+    {"max-tp", required_argument, NULL, OPT_MAX_TP},
+    {"schedules", required_argument, NULL, OPT_SCHEDULES},
     {NULL, 0, NULL, 0},
 };
 
@@ -128,7 +138,7 @@ void ps_cli_usage(FILE *f, const char *cmd)
         return;
     }
     fprintf(f,
-            "usage: psearch [OPTIONS]                  plan training of MODEL on CLUSTER\n"
+            "usage: psearch [OPTIONS]                  search the fastest plan for MODEL on CLUSTER\n"
             "       psearch model list|show [NAME]     model presets and their derived numbers\n"
             "       psearch cluster list|show [SPEC]   cluster presets and their derived numbers\n"
             "       psearch estimate [PLAN OPTIONS]     predict one plan (psearch estimate --help)\n"
@@ -141,8 +151,17 @@ void ps_cli_usage(FILE *f, const char *cmd)
             "  -c, --cluster C      cluster: PRESET:NODES, cluster.json, or 'auto' for this allocation\n"
             "                       [" PS_DEFAULT_CLUSTER "]\n"
             "      --seq N          sequence length in tokens [the model's own]\n"
-            "      --vocab-pad N    pad the vocabulary up to a multiple of N (Megatron: 128 x TP) [no padding]\n"
+            "      --vocab-pad N    pad the vocabulary up to a multiple of N [search: 128 x GPUs per node, as\n"
+            "                       Megatron pads to 128 x TP; model show / estimate: no padding]\n"
             "      --dtype T        training dtype: fp32, fp16, bf16, fp8 [the model's own, bf16 for presets]\n"
+            "      --gbs N          global batch size [8 x GPUs]\n"
+            "      --gbs-range L:H:S  search the global batch too: L, L+S, ..., H\n"
+            "      --top K          plans to show [5]\n"
+            "      --mbs-max N      largest micro-batch per data-parallel replica tried [16]\n"
+            "      --max-tp N       largest tensor-parallel degree tried [GPUs per node]\n"
+            "      --schedules A,B  pipeline schedules tried [all: gpipe, 1f1b, interleaved, zb-h1, zb-h2, v-min,\n"
+            "                       v-half, v-zb]\n"
+            "      --cost-param NAME=VALUE  override a cost-model constant (docs/costmodel.md)\n"
             "      --format F       output: table or json [table]\n"
             "      --out FILE       write the output to FILE (atomically: all or nothing) [standard output]\n"
             "      --data-dir DIR   folder holding models/ and clusters/ presets [installed share/psearch]\n"
@@ -284,14 +303,26 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
             o->svg = optarg;
             break;
         case OPT_PASSES: o->passes = 1; break;
+        case OPT_GBS_RANGE: o->gbs_range = optarg; break;
+        case OPT_TOP: {
+            int64_t t = 0;
+            PS_TRY(parse_pos_int("top", optarg, &t));
+            if (t > 1000) return PS_FAIL(PS_ERR_INPUT, "option --top must be at most 1000 (got %lld)", (long long)t);
+            o->top = (int)t;
+            break;
+        }
+        case OPT_MBS_MAX: PS_TRY(parse_pos_int("mbs-max", optarg, &o->mbs_max)); break;
+        case OPT_MAX_TP: PS_TRY(parse_pos_int("max-tp", optarg, &o->max_tp)); break;
+        case OPT_SCHEDULES: o->schedules = optarg; break;
         case 'v': o->verbose = 1; break;
         case 'h': o->help = 1; break;
         case OPT_VERSION: o->version = 1; break;
         case ':': return PS_FAIL(PS_ERR_INPUT, "option '%s' needs a value", av[optind - 1]);
         default:
-            /* An unknown letter inside "-xv" leaves optind on that word: name the letter, not the word before. */
-            if (optopt > 0 && optopt < 128 && !strchr("mcvh", optopt))
-                return PS_FAIL(PS_ERR_INPUT, "unknown option '-%c' (see psearch --help)", optopt);
+            /* An unknown letter inside "-xv" leaves optind on that word: name the letter, not the word before.
+             * optopt is that letter (a char: negative past ASCII); a long option sets it to 0 or to its own value. */
+            if (optopt != 0 && optopt < 256 && !(optopt > 0 && strchr("mcvh", optopt)))
+                return PS_FAIL(PS_ERR_INPUT, "unknown option '-%c' (see psearch --help)", (char)optopt);
             return PS_FAIL(PS_ERR_INPUT, "unknown option '%s' (see psearch --help)", av[optind - 1]);
         }
     }

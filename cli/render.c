@@ -5,22 +5,11 @@
 
 #include "cli.h"
 
-static bool same_layer(const ps_layer *a, const ps_layer *b)
-{
-    return a->kind == b->kind && a->hidden == b->hidden && a->out_hidden == b->out_hidden && a->heads == b->heads &&
-           a->kv_heads == b->kv_heads && a->head_dim == b->head_dim && a->ffn_hidden == b->ffn_hidden &&
-           a->seq == b->seq && a->kv_seq == b->kv_seq && a->attn_window == b->attn_window && a->vocab == b->vocab &&
-           a->positions == b->positions && a->token_types == b->token_types && a->n_classes == b->n_classes &&
-           a->channels == b->channels && a->patch == b->patch && a->norm == b->norm && a->act == b->act &&
-           a->bias == b->bias && a->dropout == b->dropout && a->tied == b->tied && a->pooler == b->pooler &&
-           a->cls_token == b->cls_token;
-}
-
 /* Length of the run of identical layers starting at i. */
 static int64_t run_length(const ps_model *m, int64_t i)
 {
     int64_t j = i + 1;
-    while (j < m->n_layers && same_layer(&m->layers[i], &m->layers[j])) j++;
+    while (j < m->n_layers && ps_layer_equal(&m->layers[i], &m->layers[j])) j++;
     return j - i;
 }
 

@@ -375,3 +375,14 @@ double ps_model_fwd_flops(const ps_model *m)
 
 double ps_model_train_flops(const ps_model *m) { return 3.0 * ps_model_fwd_flops(m); }
 
+
+bool ps_layer_equal(const ps_layer *a, const ps_layer *b)
+{
+    return a->kind == b->kind && a->hidden == b->hidden && a->out_hidden == b->out_hidden && a->heads == b->heads &&
+           a->kv_heads == b->kv_heads && a->head_dim == b->head_dim && a->ffn_hidden == b->ffn_hidden &&
+           a->seq == b->seq && a->kv_seq == b->kv_seq && a->attn_window == b->attn_window && a->vocab == b->vocab &&
+           a->positions == b->positions && a->token_types == b->token_types && a->n_classes == b->n_classes &&
+           a->channels == b->channels && a->patch == b->patch && a->norm == b->norm && a->act == b->act &&
+           a->bias == b->bias && a->dropout == b->dropout && a->tied == b->tied && a->pooler == b->pooler &&
+           a->cls_token == b->cls_token;
+}

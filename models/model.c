@@ -92,6 +92,62 @@ ps_status ps_model_finish(ps_model *m, ps_layer_vec *vec, const ps_model_opts *o
 
 /* ---- validation ------------------------------------------------------------------------------------------------ */
 
+/* Where a tied head finds its embedding: every embedding's (vocab, hidden) with its index, sorted by shape then
+ * index, so one bisection per head answers "is there an earlier embedding of this shape". Scanning back from each
+ * head instead was quadratic: 50000 tied heads behind 50000 embeddings took minutes (found by tests/fuzz). */
+typedef struct {
+    int64_t vocab, hidden, index;
+} embed_key;
+
+static int cmp_embed_key(const embed_key *a, const embed_key *b)
+{
+    if (a->vocab != b->vocab) return a->vocab < b->vocab ? -1 : 1;
+    if (a->hidden != b->hidden) return a->hidden < b->hidden ? -1 : 1;
+    return a->index < b->index ? -1 : a->index > b->index;
+}
+
+static int cmp_embed_key_v(const void *a, const void *b) { return cmp_embed_key(a, b); }
+
+/* NULL (and PS_OK) when the model has no tied head, so ordinary models allocate nothing. */
+static ps_status index_embeddings(const ps_model *m, embed_key **out, int64_t *count)
+{
+    *out = NULL;
+    *count = 0;
+    int64_t n = 0;
+    bool tied = false;
+    for (int64_t i = 0; i < m->n_layers; i++) {
+        n += m->layers[i].kind == PS_LAYER_EMBED;
+        tied = tied || (m->layers[i].kind == PS_LAYER_LM_HEAD && m->layers[i].tied);
+    }
+    if (!tied || n == 0) return PS_OK;
+    embed_key *v = ps_calloc((size_t)n, sizeof *v);
+    if (!v) return PS_ERR_SYSTEM;
+    int64_t k = 0;
+    for (int64_t i = 0; i < m->n_layers; i++)
+        if (m->layers[i].kind == PS_LAYER_EMBED)
+            v[k++] = (embed_key){m->layers[i].vocab, m->layers[i].hidden, i};
+    qsort(v, (size_t)n, sizeof *v, cmp_embed_key_v);
+    *out = v;
+    *count = n;
+    return PS_OK;
+}
+
+/* True when an embedding of the head's shape comes before layer `at`: the first entry of that shape has the
+ * smallest index. */
+static bool embedding_before(const embed_key *v, int64_t n, const ps_layer *head, int64_t at)
+{
+    embed_key key = {head->vocab, head->hidden, -1};
+    int64_t lo = 0, hi = n; /* first entry >= key */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (cmp_embed_key(&v[mid], &key) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && v[lo].vocab == head->vocab && v[lo].hidden == head->hidden && v[lo].index < at;
+}
+
 ps_status ps_model_validate(const ps_model *m, const char *where)
 {
     if (!where) where = m->name[0] ? m->name : "model";
@@ -102,25 +158,28 @@ ps_status ps_model_validate(const ps_model *m, const char *where)
     if (m->seq < 1) return PS_FAIL(PS_ERR_INPUT, "%s: seq = %lld: must be at least 1", where, (long long)m->seq);
     if ((int)m->dtype < 0 || m->dtype > PS_DTYPE_FP8)
         return PS_FAIL(PS_ERR_INPUT, "%s: dtype = %d is not a known dtype", where, (int)m->dtype);
-    for (int64_t i = 0; i < m->n_layers; i++) {
+    embed_key *emb = NULL;
+    int64_t n_emb = 0;
+    PS_TRY(index_embeddings(m, &emb, &n_emb));
+    ps_status st = PS_OK;
+    for (int64_t i = 0; i < m->n_layers && st == PS_OK; i++) {
         const ps_layer *l = &m->layers[i];
         ps_where w;
         w.sep = ": ";
         snprintf(w.prefix, sizeof w.prefix, "%s: layer %lld (%s)", where, (long long)i, ps_layer_kind_name(l->kind));
-        PS_TRY(ps_layer_check(l, &w));
-        if (l->kind == PS_LAYER_LM_HEAD && l->tied) {
+        st = ps_layer_check(l, &w);
+        if (st != PS_OK) {
+            ps_error_trace(st, __FILE__, __LINE__);
+        } else if (l->kind == PS_LAYER_LM_HEAD && l->tied && !embedding_before(emb, n_emb, l, i)) {
             /* A tied head reuses the input embedding's matrix, which only works when the shapes agree. */
-            bool found = false;
-            for (int64_t j = 0; j < i && !found; j++)
-                found = m->layers[j].kind == PS_LAYER_EMBED && m->layers[j].vocab == l->vocab &&
-                        m->layers[j].hidden == l->hidden;
-            if (!found)
-                return PS_FAIL(PS_ERR_INPUT,
-                               "%s: tied = true but no earlier embedding layer has vocab = %lld and hidden = %lld "
-                               "to share weights with",
-                               w.prefix, (long long)l->vocab, (long long)l->hidden);
+            st = PS_FAIL(PS_ERR_INPUT,
+                         "%s: tied = true but no earlier embedding layer has vocab = %lld and hidden = %lld "
+                         "to share weights with",
+                         w.prefix, (long long)l->vocab, (long long)l->hidden);
         }
     }
+    free(emb);
+    if (st != PS_OK) return st;
     if (ps_model_params(m) < 0)
         return PS_FAIL(PS_ERR_INPUT, "%s: the total parameter count overflows 64-bit integers", where);
     return PS_OK;

@@ -105,6 +105,9 @@ double ps_layer_act_bytes(const ps_layer *l, ps_dtype dtype, int tp, bool seq_pa
 /* Bytes of the activation leaving the layer per sample (what a pipeline stage boundary sends). */
 double ps_layer_boundary_bytes(const ps_layer *l, ps_dtype dtype);
 
+/* Same shape in every field (consecutive equal layers are shown as one row and costed once). */
+bool ps_layer_equal(const ps_layer *a, const ps_layer *b);
+
 int64_t ps_model_params(const ps_model *m); /* -1 on int64 overflow, as ps_layer_params */
 double ps_model_fwd_flops(const ps_model *m);
 /* Model FLOPs of one training iteration per sample (fwd + bwd = 3x forward, no recompute). */

@@ -1,4 +1,5 @@
 /* MPI error conversion and outcome agreement (see ps_mpi.h). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ps_mpi.h"
@@ -28,4 +29,76 @@ ps_status ps_mpi_agree(MPI_Comm comm, ps_status local, ps_status *worst, int *fi
     *worst = (ps_status)out[0];
     *first_failing = -out[1];
     return PS_OK;
+}
+
+void ps_mpi_strings_free(char **all, int n)
+{
+    if (!all) return;
+    for (int i = 0; i < n; i++) free(all[i]);
+    free(all);
+}
+
+ps_status ps_mpi_gather_strings(MPI_Comm comm, int root, const char *mine, char ***all, int *n)
+{
+    *all = NULL;
+    *n = 0;
+    int rank, size;
+    PS_MPI(MPI_Comm_rank(comm, &rank));
+    PS_MPI(MPI_Comm_size(comm, &size));
+    size_t len = strlen(mine) + 1;
+    if (len > INT32_MAX) return PS_FAIL(PS_ERR_SYSTEM, "result of %zu bytes is too large to gather", len);
+    int mylen = (int)len;
+    int *lens = NULL, *displs = NULL;
+    char *buf = NULL;
+    ps_status st = PS_OK;
+    if (rank == root) {
+        lens = ps_calloc((size_t)size, sizeof *lens);
+        displs = ps_calloc((size_t)size, sizeof *displs);
+        if (!lens || !displs) st = PS_ERR_SYSTEM;
+    }
+    /* Every rank must enter the collectives even when root failed to allocate, or the others hang. */
+    int ok = st == PS_OK, all_ok = 0;
+    PS_MPI_GOTO(st, MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm), done);
+    if (!all_ok) {
+        st = st != PS_OK ? st : PS_FAIL(PS_ERR_SYSTEM, "out of memory on the gathering rank");
+        goto done;
+    }
+    PS_MPI_GOTO(st, MPI_Gather(&mylen, 1, MPI_INT, lens, 1, MPI_INT, root, comm), done);
+    int64_t total = 0;
+    if (rank == root) {
+        for (int i = 0; i < size; i++) {
+            displs[i] = (int)total;
+            total += lens[i];
+        }
+        if (total > INT32_MAX) st = PS_FAIL(PS_ERR_SYSTEM, "gathered results of %lld bytes are too large", (long long)total);
+        else if (!(buf = ps_calloc((size_t)total, 1))) st = PS_ERR_SYSTEM;
+    }
+    ok = st == PS_OK;
+    PS_MPI_GOTO(st, MPI_Bcast(&ok, 1, MPI_INT, root, comm), done);
+    if (!ok) {
+        st = st != PS_OK ? st : PS_FAIL(PS_ERR_SYSTEM, "the gathering rank could not take the results");
+        goto done;
+    }
+    PS_MPI_GOTO(st, MPI_Gatherv(mine, mylen, MPI_CHAR, buf, lens, displs, MPI_CHAR, root, comm), done);
+    if (rank == root) {
+        char **v = ps_calloc((size_t)size, sizeof *v);
+        if (!v) {
+            st = PS_ERR_SYSTEM;
+            goto done;
+        }
+        for (int i = 0; i < size; i++) v[i] = ps_strdup(buf + displs[i]);
+        for (int i = 0; i < size; i++)
+            if (!v[i]) st = PS_ERR_SYSTEM;
+        if (st != PS_OK) {
+            ps_mpi_strings_free(v, size);
+            goto done;
+        }
+        *all = v;
+        *n = size;
+    }
+done:
+    free(lens);
+    free(displs);
+    free(buf);
+    return st;
 }

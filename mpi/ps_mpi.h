@@ -29,6 +29,11 @@ ps_status ps_mpi_status(int rc, const char *what, const char *file, int line);
  * status is not PS_OK (nranks if none), so exactly one rank reports the error. */
 ps_status ps_mpi_agree(MPI_Comm comm, ps_status local, ps_status *worst, int *first_failing);
 
+/* Gather one NUL-terminated string from every rank at `root` (results of a rank's share of a search, as JSON).
+ * On root, *all gets nranks heap strings in rank order (free with ps_mpi_strings_free); elsewhere NULL. */
+ps_status ps_mpi_gather_strings(MPI_Comm comm, int root, const char *mine, char ***all, int *n);
+void ps_mpi_strings_free(char **all, int n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,7 @@
 /* The schedule kinds: one generator per kind writing one device's pass order, and the const table that names them.
  * Devices and stages are 0-based; device i runs stage i of each chunk loop (or of the V for V placements). */
+#include <string.h>
+
 #include "sched_internal.h"
 
 /* GPipe: every forward, then every backward, in micro-batch order (the flush at the end of each iteration). */
@@ -182,6 +184,101 @@ static void gen_v(ps_sched *s, int dev)
     }
 }
 
+/* V-ZB ("Pipeline Parallelism with Controllable Memory", Sec. 3.2 and App. C). The delta0 = 4 / delta1 = 2
+ * building block, repeated and squeezed (gen_v), has a stable phase without bubbles for any F, B, W times (App. E)
+ * but leaves about 2(d-1) idle units per device in the ramps: holes before the first B (warm-up) and a tail of
+ * B passes waiting on the B chain (cool-down). App. C removes them greedily, and so do we, on the unit grid
+ * (F = B = W = 1), taking the building block's per-device order as the priority list:
+ *  - warm-up: at each step a device runs the next pass of its list if its inputs are there; if not (a hole), it
+ *    runs the first later pass of its list that is ready, "keeping all other passes unchanged" (App. C);
+ *  - cool-down (after its last F): W passes can run any time after their B, so a ready B goes first and the W
+ *    passes fill the holes, the rest closing the order (App. C: delete the cool-down W, squeeze, refill).
+ * A pulled-forward F lengthens a lifespan, so it must keep the device under the block's peak: fewer than 2d
+ * stage-micro-batches held (1F1B's peak, d micro-batches of a stage twice as deep; Eq. 1 with lifespans about
+ * 12d-6i and 6i over T = 6 on device i), and for chunk 0 fewer than 2d-1-i of them, the share chunk 0 holds in
+ * the stable phase, so that the chunk-1 forwards still find room to reach the turn (without this reservation the
+ * warm-up fills every device with chunk-0 activations and the V stalls until the B chain comes back). The result:
+ * with F = B = W each device idles d-1 units (the lower bound: the last device starts at d-1 and has 6n units of
+ * work), against 1F1B's 6(d-1) — Table 1's "0" up to the small constant it ignores. */
+static void gen_vzb(ps_sched *s)
+{
+    const int d = s->d, n = s->n, S = s->stages;
+    const int64_t per = 6 * (int64_t)n, cap = 2 * (int64_t)d;
+    /* the building block's order (W passes in the cells F and B leave empty), device by device */
+    s->npass = 0;
+    for (int dev = 0; dev < d; dev++) gen_v(s, dev);
+    memcpy(s->tmp, s->pass, (size_t)s->npass * sizeof *s->pass);
+    for (int64_t k = 0; k < s->npass; k++) s->tmp[k].reserved_ = 0; /* 1: already run */
+    /* per device: first list entry not run yet, next output slot, F passes left, held stage-micro-batches in all
+     * and of chunk 0 */
+    int64_t *cur = s->scratch, *pos = cur + d, *fleft = pos + d, *held = fleft + d, *held0 = held + d;
+    for (size_t i = 0; i < (size_t)S * (size_t)n; i++) s->end_f[i] = s->end_b[i] = -1;
+    for (int i = 0; i < d; i++) {
+        cur[i] = pos[i] = (int64_t)i * per;
+        fleft[i] = 2 * (int64_t)n;
+        held[i] = held0[i] = 0;
+        s->dev_off[i] = pos[i];
+    }
+    s->dev_off[d] = (int64_t)d * per;
+    /* how far a device looks ahead in its list for a pass to pull into a hole: the warm-up pulls up to 2d-1
+     * forwards that sit 6 cells apart in the block, the cool-down a B a few cells on; a bound keeps a step O(d) */
+    const int64_t window = 12 * (int64_t)d + 12;
+    int64_t left = (int64_t)d * per;
+#define RAN(x) ((x) >= 0 && (x) < (double)t) /* the pass recorded in x ran at an earlier step */
+    /* the bound only guards against a bug turning into an endless loop: verification then names the missing pass */
+    for (int64_t t = 0; left > 0 && t <= 2 * (int64_t)d * per + 4 * (int64_t)d; t++) {
+        for (int i = 0; i < d; i++) {
+            const int64_t end = (int64_t)(i + 1) * per;
+            while (cur[i] < end && s->tmp[cur[i]].reserved_) cur[i]++;
+            const bool cool = fleft[i] == 0;
+            int64_t pick = -1, wpick = -1;
+            for (int64_t k = cur[i]; k < end && k < cur[i] + window && pick < 0; k++) {
+                const ps_sched_pass *q = &s->tmp[k];
+                if (q->reserved_) continue;
+                const int st = q->chunk == 0 ? i : 2 * d - 1 - i;
+                const size_t x = (size_t)q->mb * S + (size_t)st;
+                const bool first = k == cur[i];
+                bool ready;
+                if (q->op == PS_SCHED_F) {
+                    ready = (st == 0 || RAN(s->end_f[x - 1])) &&
+                            (first || (held[i] < cap && (q->chunk == 1 || held0[i] < cap - 1 - i)));
+                } else if (q->op == PS_SCHED_B) {
+                    ready = RAN(s->end_f[x]) && (st == S - 1 || RAN(s->end_b[x + 1]));
+                } else {
+                    ready = RAN(s->end_b[x]);
+                    if (ready && cool) { /* a W waits while a B can run */
+                        if (wpick < 0) wpick = k;
+                        ready = false;
+                    }
+                }
+                if (ready) pick = k;
+            }
+            if (pick < 0) pick = wpick;
+            if (pick < 0) continue;
+            ps_sched_pass *q = &s->tmp[pick];
+            q->reserved_ = 1;
+            const int st = q->chunk == 0 ? i : 2 * d - 1 - i;
+            const size_t x = (size_t)q->mb * S + (size_t)st;
+            if (q->op == PS_SCHED_F) {
+                s->end_f[x] = (double)t;
+                fleft[i]--, held[i]++;
+                if (q->chunk == 0) held0[i]++;
+            } else if (q->op == PS_SCHED_B) {
+                s->end_b[x] = (double)t;
+            } else {
+                held[i]--;
+                if (q->chunk == 0) held0[i]--;
+            }
+            s->pass[pos[i]++] = (ps_sched_pass){.mb = q->mb, .chunk = q->chunk, .op = q->op};
+            left--;
+        }
+    }
+#undef RAN
+    s->npass = (int64_t)d * per - left;
+    if (left > 0) /* keep the list contiguous so verification names the first missing pass */
+        for (int i = 0; i < d; i++) s->dev_off[i + 1] = pos[i];
+}
+
 const ps_sched_kind_def ps_sched_kinds_[] = {
     {.name = "gpipe",
      .description = "GPipe: all forwards, then all backwards",
@@ -219,9 +316,9 @@ const ps_sched_kind_def ps_sched_kinds_[] = {
      .place = PS_SCHED_PLACE_V, .n_rule = PS_SCHED_N_ANY, .split_backward = true,
      .gen_device = gen_v},
     {.name = "v-zb",
-     .description = "V-ZB: V-shape building block, offsets 4/2, 1F1B's activation memory and almost no bubble",
+     .description = "V-ZB: V-shape building block, offsets 4/2, warm-up/cool-down reordered; 1F1B's memory, d-1 idle",
      .default_chunks = 2, .min_chunks = 2, .max_chunks = 2,
      .place = PS_SCHED_PLACE_V, .n_rule = PS_SCHED_N_ANY, .split_backward = true,
-     .gen_device = gen_v},
+     .gen_all = gen_vzb},
 };
 const int ps_sched_nkinds_ = (int)(sizeof ps_sched_kinds_ / sizeof ps_sched_kinds_[0]);

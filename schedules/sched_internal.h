@@ -5,7 +5,8 @@
 #include "ps_schedules.h"
 
 /* One pass in an execution order that respects every dependency (recorded by the verification run), so a
- * simulation is one linear scan: flat pass index, device, (micro-batch, stage) index, stage << 2 | op. */
+ * simulation is one linear scan: padded flat pass index (into endp), device, (micro-batch, stage) index,
+ * stage << 2 | op. */
 typedef struct {
     int32_t k, dev, idx;
     uint32_t st_op;
@@ -32,6 +33,7 @@ struct ps_sched {
     ps_sched_placement place;
 
     ps_sched_pass *pass; /* flat, device by device */
+    ps_sched_pass *tmp;  /* [pass_cap] generator scratch (V-ZB keeps the building-block order here) */
     size_t pass_cap;
     int64_t npass;
     int64_t *dev_off; /* [d+1] */
@@ -47,9 +49,10 @@ struct ps_sched {
     size_t sm_cap;
 
     ps_sched_step_ *prog; /* [npass] the passes in dependency order, recorded by verification */
-    double *stc;         /* [8 * stage_cap] per-stage durations and latencies prepared once per simulate */
-    int64_t *scratch;    /* [4 * dev_cap] generator scratch (per-device counters) */
+    double *stc;         /* [11 * stage_cap] per-stage durations and latencies prepared once per simulate */
+    int64_t *scratch;    /* [8 * dev_cap] generator scratch (per-device counters) */
     double *start, *end; /* [npass] */
+    double *endp;        /* [npass + PAD * (d+1)] end times, device regions padded apart (sched.c, PS_SCHED_PAD) */
     double *busy, *idle, *peak; /* [d] */
     size_t res_pass_cap;
 };

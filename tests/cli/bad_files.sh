@@ -13,7 +13,7 @@ check() { # kind file
   local kind=$1 f=$2 out rc why=""
   rm -rf "${scratch:?}"/*
   if [[ $kind == model ]]; then
-    out=$("$psearch" --model "$f" --out "$scratch/plan" 2>&1 </dev/null)
+    out=$("$psearch" model show "$f" --out "$scratch/plan" 2>&1 </dev/null)
   else
     out=$("$psearch" cluster show "$f" --out "$scratch/cluster" 2>&1 </dev/null)
   fi

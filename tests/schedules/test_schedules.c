@@ -227,6 +227,27 @@ static void test_closed_forms(void **state)
                     fail_msg("%s d=%d n=%d: peak %g, closed form %d", vk[k], d, ns[j], mx, want);
             }
         }
+    /* V-ZB (Sec. 3.2 with App. C's reordering): with F = B = W and n >= d every device idles d-1 units, the lower
+     * bound (the last device starts at d-1 and has 6n units of work), and with unequal times the idle does not
+     * grow with n (App. E: no repeating bubble) */
+    for (int d = 1; d <= 16; d++)
+        for (int n = d; n <= 4 * d + 1; n += d) {
+            sim_equal(s, "v-zb", d, n, 2, 1.0, 1.0, 1.0, &r);
+            if (fabs(r.makespan - (6.0 * n + d - 1)) > 1e-9)
+                fail_msg("v-zb d=%d n=%d: makespan %g, want 6n+d-1 = %d", d, n, r.makespan, 6 * n + d - 1);
+        }
+    for (size_t j = 0; j < sizeof fbw / sizeof fbw[0]; j++)
+        for (int d = 2; d <= 16; d += 7) {
+            double idle[2];
+            for (int k = 0; k < 2; k++) {
+                int n = k ? 16 * d : 4 * d;
+                sim_equal(s, "v-zb", d, n, 2, fbw[j][0], fbw[j][1], fbw[j][2], &r);
+                idle[k] = r.makespan - 2.0 * n * (fbw[j][0] + fbw[j][1] + fbw[j][2]);
+            }
+            if (idle[1] > idle[0] + 1e-6 * idle[0] + 1e-9)
+                fail_msg("v-zb d=%d F=%g B=%g W=%g: idle per device grows from %g (n=4d) to %g (n=16d)", d, fbw[j][0],
+                         fbw[j][1], fbw[j][2], idle[0], idle[1]);
+        }
     assert_int_equal(ps_sched_peak_v("1f1b", 4), -1);
     /* the 1F1B makespan itself: (n + d - 1)(F + B + W) */
     sim_equal(s, "1f1b", 4, 8, 1, 1.0, 1.5, 0.5, &r);

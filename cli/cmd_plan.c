@@ -1,0 +1,230 @@
+/* The default command: search the best plans for a model on a cluster. Every rank searches its share of the
+ * candidates (search/ takes rank and size), sends its best plans to rank 0 as JSON, and rank 0 re-costs them with the
+ * same cost model and keeps the top k in the search's total order, so the answer is the same for any number of ranks
+ * and threads. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ps_json.h"
+#include "ps_mpi.h"
+#include "ps_plan_json.h"
+#include "ps_search.h"
+
+static ps_status parse_range(const char *s, int64_t *lo, int64_t *hi, int64_t *step)
+{
+    char buf[96];
+    ps_strlcpy(buf, s, sizeof buf);
+    char *a = buf, *b = strchr(a, ':'), *c = b ? strchr(b + 1, ':') : NULL;
+    if (!b || !c) return PS_FAIL(PS_ERR_INPUT, "option --gbs-range needs LO:HI:STEP (got '%s')", s);
+    *b++ = '\0';
+    *c++ = '\0';
+    if (!ps_parse_i64(a, lo) || !ps_parse_i64(b, hi) || !ps_parse_i64(c, step) || *lo < 1 || *hi < *lo || *step < 1)
+        return PS_FAIL(PS_ERR_INPUT, "option --gbs-range: LO:HI:STEP must be positive integers with LO <= HI (got "
+                                     "'%s')", s);
+    if ((*hi - *lo) / *step > 4096)
+        return PS_FAIL(PS_ERR_INPUT, "option --gbs-range '%s' lists more than 4096 batch sizes", s);
+    return PS_OK;
+}
+
+/* This rank's results as one JSON text: its counters, the binding constraint, and its best plans. */
+static char *rank_json(const ps_search_result *r, const ps_model *m)
+{
+    json_t *j = json_pack("{s:I, s:I, s:I, s:f, s:s}", "candidates", (json_int_t)r->candidates, "evaluated",
+                          (json_int_t)r->evaluated, "feasible", (json_int_t)r->feasible, "dp_cells", r->dp_cells,
+                          "binding", r->binding);
+    json_t *a = json_array();
+    for (int i = 0; i < r->n_top; i++) {
+        json_t *e = json_object();
+        json_object_set_new(e, "index", json_integer(r->top[i].index));
+        json_object_set_new(e, "plan", ps_plan_to_json(&r->top[i].plan, m));
+        json_array_append_new(a, e);
+    }
+    json_object_set_new(j, "plans", a);
+    char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(j);
+    return s;
+}
+
+static ps_status collect(const ps_cli_opts *o, const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
+                         char **texts, int n, int top_k, ps_search_result *all)
+{
+    memset(all, 0, sizeof *all);
+    all->top = ps_calloc((size_t)n * (size_t)top_k + 1, sizeof *all->top);
+    if (!all->top) return PS_ERR_SYSTEM;
+    ps_status st = PS_OK;
+    for (int r = 0; r < n && st == PS_OK; r++) {
+        json_t *j = NULL;
+        st = ps_json_load_buffer(texts[r], strlen(texts[r]), "search results", &j);
+        if (st != PS_OK) break;
+        all->candidates += json_integer_value(json_object_get(j, "candidates"));
+        all->evaluated += json_integer_value(json_object_get(j, "evaluated"));
+        all->feasible += json_integer_value(json_object_get(j, "feasible"));
+        all->dp_cells += json_number_value(json_object_get(j, "dp_cells"));
+        const char *b = json_string_value(json_object_get(j, "binding"));
+        if (b && b[0] && !all->binding[0]) ps_strlcpy(all->binding, b, sizeof all->binding);
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(j, "plans"), i, e)
+        {
+            ps_search_cand *cd = &all->top[all->n_top];
+            cd->index = json_integer_value(json_object_get(e, "index"));
+            st = ps_plan_from_json(json_object_get(e, "plan"), "search results", m, &cd->plan);
+            if (st == PS_OK) st = ps_cost_plan(cp, m, c, &cd->plan, &cd->pred);
+            if (st != PS_OK) {
+                ps_plan_free(&cd->plan);
+                break;
+            }
+            all->n_top++;
+        }
+        json_decref(j);
+    }
+    (void)o;
+    if (st != PS_OK) return st;
+    /* the search's total order, then keep k */
+    for (int i = 1; i < all->n_top; i++)
+        for (int k = i; k > 0 && ps_search_cand_cmp(&all->top[k], &all->top[k - 1]) < 0; k--) {
+            ps_search_cand t = all->top[k];
+            all->top[k] = all->top[k - 1];
+            all->top[k - 1] = t;
+        }
+    while (all->n_top > top_k) {
+        all->n_top--;
+        ps_plan_free(&all->top[all->n_top].plan);
+        ps_prediction_free(&all->top[all->n_top].pred);
+    }
+    return PS_OK;
+}
+
+static void print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_params *cp, const ps_model *m,
+                         const ps_cluster *c, const ps_search_result *r, int nranks, double seconds)
+{
+    if (o->format == PS_FMT_JSON) {
+        json_t *j = r->n_top ? ps_prediction_json(m, c, &r->top[0].plan, &r->top[0].pred, cp) : json_object();
+        json_t *top = json_array();
+        for (int i = 0; i < r->n_top; i++)
+            json_array_append_new(top, ps_prediction_json(m, c, &r->top[i].plan, &r->top[i].pred, cp));
+        json_object_set_new(j, "top", top);
+        json_object_set_new(j, "search", json_pack("{s:I, s:I, s:I, s:f, s:i, s:f}", "candidates",
+                                                   (json_int_t)r->candidates, "evaluated", (json_int_t)r->evaluated,
+                                                   "feasible", (json_int_t)r->feasible, "dp_cells", r->dp_cells,
+                                                   "ranks", nranks, "wall_s", seconds));
+        if (!r->n_top) json_object_set_new(j, "binding", json_string(r->binding));
+        char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(8));
+        if (s) fprintf(out->f, "%s\n", s);
+        free(s);
+        json_decref(j);
+        return;
+    }
+    fprintf(out->f, "# psearch %s: %s on %s (%lld GPUs); %lld candidates, %lld plans costed, %lld fit; %d rank(s), "
+                    "%.2f s\n",
+            PS_VERSION, m->name, c->name, (long long)c->n_gpus, (long long)r->candidates, (long long)r->evaluated,
+            (long long)r->feasible, nranks, seconds);
+    if (!r->n_top) return;
+    fprintf(out->f, "# best plan\n");
+    ps_prediction_table(out->f, m, c, &r->top[0].plan, &r->top[0].pred);
+    if (r->n_top > 1) {
+        fprintf(out->f, "\n# top %d\n%4s %12s %8s %6s %4s %4s %4s %5s %5s %5s %-12s %9s %6s\n", r->n_top, "rank",
+                "samples/s", "MFU", "bubble", "pp", "tp", "dp", "zero", "mbs", "m", "schedule", "ckpt", "peak");
+        for (int i = 0; i < r->n_top; i++) {
+            const ps_plan *p = &r->top[i].plan;
+            const ps_prediction *q = &r->top[i].pred;
+            double peak = 0;
+            for (int s = 0; s < q->n_stages; s++) peak = fmax(peak, q->stages[s].mem_peak);
+            bool uni = ps_plan_is_uniform(p, m->n_layers);
+            fprintf(out->f, "%4d %12.4g %7.1f%% %5.1f%% %4d %4d %4d %5d %5lld %5lld %-12s %9s %5.1fG%s\n", i + 1,
+                    q->samples_per_s, 100 * q->mfu, 100 * q->bubble_frac, p->pp, p->layer[0].tp, p->layer[0].dp,
+                    p->layer[0].zero, (long long)p->mbs, (long long)ps_plan_micro_batches(p), p->schedule,
+                    ps_recompute_name(p->layer[0].ckpt), peak / 1073741824.0, uni ? "" : "  (per-layer)");
+        }
+    }
+}
+
+ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
+{
+    ps_cost_params cp;
+    ps_cost_params_default(&cp);
+    for (int i = 0; i < o->n_cost_params; i++) PS_TRY(ps_cost_params_set(&cp, o->cost_params[i]));
+    int rank = 0, nranks = 1;
+    if (comm != MPI_COMM_NULL) {
+        PS_MPI(MPI_Comm_rank(comm, &rank));
+        PS_MPI(MPI_Comm_size(comm, &nranks));
+    }
+    ps_cluster c;
+    PS_TRY(ps_cluster_load(o->cluster, comm, &c));
+    if (c.n_gpus < 1) {
+        ps_cluster_free(&c);
+        return PS_FAIL(PS_ERR_INPUT, "cluster %s has no GPUs to plan for (describe one with --cluster PRESET:NODES "
+                                     "or a cluster.json)", o->cluster);
+    }
+    /* Megatron pads the vocabulary to 128 x TP; the search may choose TP up to a node, so pad for that unless the
+     * user said otherwise. */
+    ps_model_opts mo = o->mopts;
+    if (!mo.vocab_pad) mo.vocab_pad = 128 * (c.groups[0].gpus_per_node > 0 ? c.groups[0].gpus_per_node : 1);
+    ps_model m;
+    ps_status st = ps_model_load(o->model, &mo, &m);
+    if (st != PS_OK) {
+        ps_cluster_free(&c);
+        return ps_error_trace(st, __FILE__, __LINE__);
+    }
+    ps_search_opts so;
+    ps_search_opts_default(&so);
+    so.gbs_lo = so.gbs_hi = o->gbs ? o->gbs : 8 * c.n_gpus;
+    so.gbs_step = 1;
+    if (o->gbs_range) PS_TRY_GOTO(st, parse_range(o->gbs_range, &so.gbs_lo, &so.gbs_hi, &so.gbs_step), done);
+    if (o->top) so.top_k = o->top;
+    if (o->mbs_max) so.mbs_max = o->mbs_max;
+    if (o->max_tp) so.max_tp = (int)o->max_tp;
+    const char *kinds[32];
+    char kbuf[512];
+    if (o->schedules) {
+        ps_strlcpy(kbuf, o->schedules, sizeof kbuf);
+        char *save = NULL;
+        int nk = 0;
+        for (char *t = strtok_r(kbuf, ",", &save); t && nk < 32; t = strtok_r(NULL, ",", &save)) kinds[nk++] = t;
+        so.schedules = kinds;
+        so.n_schedules = nk;
+    }
+    so.rank = rank;
+    so.nranks = nranks;
+    double t0 = MPI_Wtime();
+    ps_search_result mine, all;
+    memset(&all, 0, sizeof all);
+    PS_TRY_GOTO(st, ps_search_run(&cp, &m, &c, &so, &mine), done);
+    char *txt = rank_json(&mine, &m);
+    ps_search_result_free(&mine);
+    if (!txt) {
+        st = PS_FAIL(PS_ERR_SYSTEM, "out of memory serializing search results");
+        goto done;
+    }
+    char **texts = NULL;
+    int nt = 0;
+    if (comm != MPI_COMM_NULL) {
+        st = ps_mpi_gather_strings(comm, 0, txt, &texts, &nt);
+    } else {
+        texts = ps_calloc(1, sizeof *texts);
+        if (texts) {
+            texts[0] = txt;
+            txt = NULL;
+            nt = 1;
+        } else {
+            st = PS_ERR_SYSTEM;
+        }
+    }
+    free(txt);
+    if (st != PS_OK) goto done;
+    if (rank == 0) {
+        st = collect(o, &cp, &m, &c, texts, nt, so.top_k, &all);
+        ps_mpi_strings_free(texts, nt);
+        if (st != PS_OK) goto done;
+        print_result(o, out, &cp, &m, &c, &all, nranks, MPI_Wtime() - t0);
+        if (all.n_top == 0)
+            st = PS_FAIL(PS_ERR_INFEASIBLE, "no feasible plan for %s on %s: %s", m.name, c.name, all.binding);
+    }
+done:
+    ps_search_result_free(&all);
+    ps_model_free(&m);
+    ps_cluster_free(&c);
+    return st;
+}

@@ -1,0 +1,255 @@
+/* The layer DP and the partition DP (see ps_kernels.h). Workspaces grow geometrically and are reused, so a search
+ * loop stops allocating after its first few calls. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_kernels.h"
+
+static ps_status grow(void **buf, size_t *cap, size_t need, size_t elt)
+{
+    if (need <= *cap) return PS_OK;
+    size_t n = *cap ? *cap : 64;
+    while (n < need) n *= 2;
+    void *p = realloc(*buf, n * elt);
+    if (!p) return PS_FAIL(PS_ERR_SYSTEM, "out of memory (%zu bytes of DP workspace)", n * elt);
+    *buf = p;
+    *cap = n;
+    return PS_OK;
+}
+
+/* ---- layer DP ------------------------------------------------------------------------------------------------- */
+
+struct ps_ldp_ws {
+    double *cost;  /* [L][B+1][S]: best time of layers 0..l using exactly m quanta, ending in strategy s */
+    int *from;     /* [L][B+1][S]: strategy of layer l-1 on that best path (-1 for l = 0) */
+    size_t cost_cap, from_cap;
+    double *lay;   /* [B+1][Lay]: best over the strategies of one layout at the previous layer */
+    int *lay_arg;
+    size_t lay_cap, lay_arg_cap;
+};
+
+ps_status ps_ldp_create(ps_ldp_ws **out)
+{
+    *out = ps_calloc(1, sizeof **out);
+    return *out ? PS_OK : PS_ERR_SYSTEM;
+}
+
+void ps_ldp_destroy(ps_ldp_ws *ws)
+{
+    if (!ws) return;
+    free(ws->cost);
+    free(ws->from);
+    free(ws->lay);
+    free(ws->lay_arg);
+    free(ws);
+}
+
+ps_status ps_ldp_solve(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, double *best, int *choice)
+{
+    *best = INFINITY;
+    int L = p->n_layers, S = p->n_strat, Lay = p->n_layouts;
+    PS_CHECK_INPUT(L >= 1 && S >= 1 && Lay >= 1, "layer DP: empty problem (%d layers, %d strategies, %d layouts)", L,
+                   S, Lay);
+    if (budget < 0) return PS_OK;
+    /* The table is L x (B+1) x S; a budget of millions of quanta would be a unit mistake, not a finer answer. */
+    PS_CHECK_INPUT(budget <= (1 << 20), "layer DP: memory budget of %lld quanta is too fine (at most 2^20)",
+                   (long long)budget);
+    size_t B = (size_t)budget + 1, cells = (size_t)L * B * (size_t)S;
+    PS_TRY(grow((void **)&ws->cost, &ws->cost_cap, cells, sizeof(double)));
+    PS_TRY(grow((void **)&ws->from, &ws->from_cap, cells, sizeof(int)));
+    PS_TRY(grow((void **)&ws->lay, &ws->lay_cap, B * (size_t)Lay, sizeof(double)));
+    PS_TRY(grow((void **)&ws->lay_arg, &ws->lay_arg_cap, B * (size_t)Lay, sizeof(int)));
+    double *cost = ws->cost;
+    int *from = ws->from;
+#define AT(l, m, s) (((size_t)(l) * B + (size_t)(m)) * (size_t)S + (size_t)(s))
+    for (size_t i = 0; i < cells; i++) cost[i] = INFINITY;
+
+    for (int s = 0; s < S; s++) {
+        int64_t m = p->mem[s];
+        if (m >= 0 && m <= budget && isfinite(p->time[s])) {
+            cost[AT(0, m, s)] = p->time[s];
+            from[AT(0, m, s)] = -1;
+        }
+    }
+    for (int l = 1; l < L; l++) {
+        /* Best per layout at layer l-1 and each memory level: resharding depends only on the two layouts, so the
+         * transition is O(S x layouts), not O(S^2). Strict < keeps the smallest strategy index on ties. */
+        for (size_t m = 0; m < B; m++)
+            for (int a = 0; a < Lay; a++) {
+                ws->lay[m * (size_t)Lay + (size_t)a] = INFINITY;
+                ws->lay_arg[m * (size_t)Lay + (size_t)a] = -1;
+            }
+        for (size_t m = 0; m < B; m++)
+            for (int s = 0; s < S; s++) {
+                double c = cost[AT(l - 1, m, s)];
+                size_t k = m * (size_t)Lay + (size_t)p->layout[s];
+                if (c < ws->lay[k]) {
+                    ws->lay[k] = c;
+                    ws->lay_arg[k] = s;
+                }
+            }
+        const double *t = p->time + (size_t)l * (size_t)S;
+        const int64_t *mm = p->mem + (size_t)l * (size_t)S;
+        for (int s = 0; s < S; s++) {
+            if (!isfinite(t[s]) || mm[s] < 0 || mm[s] > budget) continue;
+            int b = p->layout[s];
+            for (size_t m = (size_t)mm[s]; m < B; m++) {
+                size_t prev = m - (size_t)mm[s];
+                double bestc = INFINITY;
+                int arg = -1;
+                for (int a = 0; a < Lay; a++) {
+                    double c = ws->lay[prev * (size_t)Lay + (size_t)a];
+                    if (!isfinite(c)) continue;
+                    c = c + (p->reshard ? p->reshard[a * Lay + b] : 0.0);
+                    if (c < bestc) {
+                        bestc = c;
+                        arg = ws->lay_arg[prev * (size_t)Lay + (size_t)a];
+                    }
+                }
+                if (arg < 0) continue;
+                cost[AT(l, m, s)] = bestc + t[s];
+                from[AT(l, m, s)] = arg;
+            }
+        }
+    }
+    /* Smallest cost; ties: least memory, then smallest strategy index. */
+    size_t bm = 0;
+    int bs = -1;
+    for (size_t m = 0; m < B; m++)
+        for (int s = 0; s < S; s++)
+            if (cost[AT(L - 1, m, s)] < *best) {
+                *best = cost[AT(L - 1, m, s)];
+                bm = m;
+                bs = s;
+            }
+    if (bs < 0) return PS_OK;
+    for (int l = L - 1; l >= 0; l--) {
+        choice[l] = bs;
+        int prev = from[AT(l, bm, bs)];
+        if (l > 0) {
+            bm -= (size_t)p->mem[(size_t)l * (size_t)S + (size_t)bs];
+            bs = prev;
+        }
+    }
+#undef AT
+    return PS_OK;
+}
+
+/* ---- partition DP --------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    double max, sum;
+    int prev_i;    /* end layer of the previous stage (the start of this one) */
+    int prev_idx;  /* index in the previous stage's front at prev_i */
+} front_entry;
+
+struct ps_pdp_ws {
+    front_entry *ent;   /* all fronts, concatenated */
+    size_t ent_cap;
+    int64_t *start;     /* [K][L+1]: offset of the front of (k, j) in ent */
+    int64_t *len;
+    size_t start_cap, len_cap;
+    front_entry *tmp;   /* candidates of one (k, j) before pruning */
+    size_t tmp_cap;
+};
+
+ps_status ps_pdp_create(ps_pdp_ws **out)
+{
+    *out = ps_calloc(1, sizeof **out);
+    return *out ? PS_OK : PS_ERR_SYSTEM;
+}
+
+void ps_pdp_destroy(ps_pdp_ws *ws)
+{
+    if (!ws) return;
+    free(ws->ent);
+    free(ws->start);
+    free(ws->len);
+    free(ws->tmp);
+    free(ws);
+}
+
+/* Order: max ascending, then sum, then where it came from (deterministic fronts and ties). */
+static int cmp_entry(const void *a, const void *b)
+{
+    const front_entry *x = a, *y = b;
+    if (x->max != y->max) return x->max < y->max ? -1 : 1;
+    if (x->sum != y->sum) return x->sum < y->sum ? -1 : 1;
+    if (x->prev_i != y->prev_i) return x->prev_i < y->prev_i ? -1 : 1;
+    return (x->prev_idx > y->prev_idx) - (x->prev_idx < y->prev_idx);
+}
+
+ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int64_t *cuts)
+{
+    *best = INFINITY;
+    int K = p->n_stages, L = p->n_layers;
+    PS_CHECK_INPUT(K >= 1 && L >= 1, "partition DP: %d stages, %d layers", K, L);
+    if (K > L) return PS_OK; /* every stage needs a layer */
+    size_t N = (size_t)L + 1;
+    PS_TRY(grow((void **)&ws->start, &ws->start_cap, (size_t)K * N, sizeof(int64_t)));
+    PS_TRY(grow((void **)&ws->len, &ws->len_cap, (size_t)K * N, sizeof(int64_t)));
+    size_t used = 0;
+#define COST(k, i, j) p->cost[((size_t)(k) * N + (size_t)(i)) * N + (size_t)(j)]
+    for (int k = 0; k < K; k++) {
+        for (int j = 0; j <= L; j++) {
+            size_t kj = (size_t)k * N + (size_t)j;
+            ws->start[kj] = (int64_t)used;
+            ws->len[kj] = 0;
+            /* stage k ends at j: needs k earlier stages of >= 1 layer and L - j layers for the K-1-k later ones */
+            if (j < k + 1 || L - j < K - 1 - k) continue;
+            size_t nt = 0;
+            if (k == 0) {
+                double c = COST(0, 0, j);
+                if (isfinite(c)) {
+                    PS_TRY(grow((void **)&ws->tmp, &ws->tmp_cap, 1, sizeof(front_entry)));
+                    ws->tmp[nt++] = (front_entry){c, c, 0, -1};
+                }
+            } else {
+                for (int i = k; i < j; i++) {
+                    double c = COST(k, i, j);
+                    if (!isfinite(c)) continue;
+                    size_t pk = (size_t)(k - 1) * N + (size_t)i;
+                    int64_t n = ws->len[pk];
+                    PS_TRY(grow((void **)&ws->tmp, &ws->tmp_cap, nt + (size_t)n, sizeof(front_entry)));
+                    const front_entry *f = ws->ent + ws->start[pk];
+                    for (int64_t e = 0; e < n; e++)
+                        ws->tmp[nt++] = (front_entry){f[e].max > c ? f[e].max : c, f[e].sum + c, i, (int)e};
+                }
+            }
+            if (nt == 0) continue;
+            qsort(ws->tmp, nt, sizeof *ws->tmp, cmp_entry);
+            /* Pareto front: with max ascending, keep an entry only when its sum is strictly below every kept one. */
+            PS_TRY(grow((void **)&ws->ent, &ws->ent_cap, used + nt, sizeof(front_entry)));
+            double lowest = INFINITY;
+            for (size_t e = 0; e < nt; e++)
+                if (ws->tmp[e].sum < lowest) {
+                    lowest = ws->tmp[e].sum;
+                    ws->ent[used++] = ws->tmp[e];
+                    ws->len[kj]++;
+                }
+        }
+    }
+    size_t last = (size_t)(K - 1) * N + (size_t)L;
+    const front_entry *f = ws->ent + ws->start[last];
+    int be = -1;
+    for (int64_t e = 0; e < ws->len[last]; e++) {
+        double obj = p->weight_max * f[e].max + f[e].sum;
+        if (obj < *best) {
+            *best = obj;
+            be = (int)e;
+        }
+    }
+    if (be < 0) return PS_OK;
+    cuts[K] = L;
+    int j = L, e = be;
+    for (int k = K - 1; k >= 0; k--) {
+        const front_entry *x = ws->ent + ws->start[(size_t)k * N + (size_t)j] + e;
+        cuts[k] = x->prev_i;
+        j = x->prev_i;
+        e = x->prev_idx;
+    }
+    cuts[0] = 0;
+#undef COST
+    return PS_OK;
+}

@@ -1,0 +1,63 @@
+/* The search's dynamic programs on plain arrays: pure C, no MPI, no I/O, allocation only in the workspace.
+ *  - layer DP (Galvatron-BMW Sec. IV-A): one strategy per layer of a stage, minimising time plus resharding under a
+ *    memory budget;
+ *  - partition DP (AMP Sec. 3.5, with memory enforced through infeasible stage costs): cut points minimising the
+ *    pipeline objective (m-1) * max_k c_k + sum_k c_k (AMP Eq. 5, Galvatron-BMW Eq. 5).
+ * Both are exact for their objective: tests/search compares them with brute-force enumeration. */
+#ifndef PS_KERNELS_H
+#define PS_KERNELS_H
+
+#include <stdint.h>
+
+#include "ps_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- layer DP ---- */
+typedef struct {
+    int n_layers;
+    int n_strat;
+    const double *time;     /* [n_layers * n_strat] seconds per iteration of the layer under strategy s; INFINITY =
+                               not allowed */
+    const int64_t *mem;     /* [n_layers * n_strat] memory in quanta (already rounded up: never under-counts) */
+    int n_layouts;          /* activation layouts (tp, sp): resharding is free between strategies of one layout */
+    const int *layout;      /* [n_strat] layout of each strategy */
+    const double *reshard;  /* [n_layouts * n_layouts] seconds to move the boundary activation from layout a to b
+                               (0 on the diagonal); NULL = free */
+} ps_ldp_problem;
+
+typedef struct ps_ldp_ws ps_ldp_ws;
+ps_status ps_ldp_create(ps_ldp_ws **out) PS_NODISCARD;
+void ps_ldp_destroy(ps_ldp_ws *ws);
+
+/* Minimise sum time + sum reshard over strategy choices with sum mem <= budget (quanta). On success *best is the
+ * optimum and choice[l] the strategy of layer l; when nothing fits, *best = INFINITY and PS_OK (not an error: the
+ * caller tries other plans). Ties: the lexicographically smallest choice vector (strategies in index order). */
+ps_status ps_ldp_solve(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, double *best, int *choice)
+    PS_NODISCARD;
+
+/* ---- partition DP ---- */
+/* cost(k, i, j): time of stage k holding layers [i, j) (INFINITY when it does not fit). Dense table, index
+ * (k * (L + 1) + i) * (L + 1) + j. */
+typedef struct {
+    int n_stages;        /* K */
+    int n_layers;        /* L */
+    const double *cost;  /* [K * (L+1) * (L+1)] */
+    double weight_max;   /* m - 1: how often the slowest stage repeats (micro-batches - 1) */
+} ps_pdp_problem;
+
+typedef struct ps_pdp_ws ps_pdp_ws;
+ps_status ps_pdp_create(ps_pdp_ws **out) PS_NODISCARD;
+void ps_pdp_destroy(ps_pdp_ws *ws);
+
+/* Minimise weight_max * max_k c_k + sum_k c_k over cuts 0 = cuts[0] < cuts[1] < ... < cuts[K] = L (every stage
+ * non-empty). *best = INFINITY when no partition fits. Exact: keeps, for every (stage, end layer), the Pareto
+ * front of (max, sum) pairs. Ties: the smallest cuts vector in lexicographic order. */
+ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int64_t *cuts) PS_NODISCARD;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,615 @@
+/* The search driver. For every (global batch, pipeline degree, schedule, micro-batch count) it
+ *   1. costs each distinct layer under every strategy of the stage width (tp x dp = GPUs / pp; ZeRO 0-3;
+ *      recompute none/selective/full; sequence parallelism with tp > 1),
+ *   2. builds the stage table C[k][i][j]: the fastest single strategy for layers [i, j) on stage k whose memory
+ *      (static + in-flight activations from the schedule + transient + reserve) fits the stage's GPUs,
+ *   3. runs the partition DP (AMP Eq. 5 objective) over the cut points,
+ *   4. refines every stage with the per-layer DP (Galvatron-BMW Sec. IV-A) under the stage's memory budget,
+ *   5. costs the resulting plans with the full cost model (schedule simulation) and keeps the top k.
+ * Chunked schedules (interleaved, V-shapes) keep Megatron's even split and search one strategy for all layers.
+ * The DP objectives are proxies; the ranking uses ps_cost_plan only, so every reported number is the cost model's. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "ps_kernels.h"
+#include "ps_schedules.h"
+#include "ps_search.h"
+
+void ps_search_opts_default(ps_search_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->mbs_max = 16;
+    o->top_k = 5;
+    o->per_layer = 1;
+    o->quanta = 256;
+    o->nranks = 1;
+}
+
+int ps_search_cand_cmp(const ps_search_cand *a, const ps_search_cand *b)
+{
+    if (a->pred.samples_per_s != b->pred.samples_per_s) return a->pred.samples_per_s > b->pred.samples_per_s ? -1 : 1;
+    double ma = 0, mb = 0;
+    for (int i = 0; i < a->pred.n_stages; i++) ma = fmax(ma, a->pred.stages[i].mem_peak);
+    for (int i = 0; i < b->pred.n_stages; i++) mb = fmax(mb, b->pred.stages[i].mem_peak);
+    if (ma != mb) return ma < mb ? -1 : 1;
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+void ps_search_result_free(ps_search_result *r)
+{
+    for (int i = 0; i < r->n_top; i++) {
+        ps_plan_free(&r->top[i].plan);
+        ps_prediction_free(&r->top[i].pred);
+    }
+    free(r->top);
+    r->top = NULL;
+    r->n_top = 0;
+}
+
+/* ---- the candidate list ---- */
+typedef struct {
+    int64_t gbs, micro; /* micro-batches */
+    int pp, vpp;
+    const char *sched;
+} outer;
+
+static bool is_end_layer(ps_layer_kind k)
+{
+    return k == PS_LAYER_EMBED || k == PS_LAYER_PATCH_EMBED || k == PS_LAYER_LM_HEAD || k == PS_LAYER_CLS_HEAD;
+}
+
+static int64_t count_blocks(const ps_model *m)
+{
+    int64_t n = 0;
+    for (int64_t i = 0; i < m->n_layers; i++) n += !is_end_layer(m->layers[i].kind);
+    return n;
+}
+
+/* ---- strategies of one stage width ---- */
+typedef struct {
+    ps_strategy s;
+    int layout; /* (tp, sp) class: resharding is free inside one */
+} strat;
+
+static int build_strategies(int64_t width, int max_tp, int64_t global_mb, int64_t mbs_max, strat *out, int cap,
+                            int *n_layouts, int *layout_tp)
+{
+    int n = 0, lay = 0;
+    for (int64_t tp = 1; tp <= width && tp <= max_tp; tp++) {
+        if (width % tp) continue;
+        int64_t dp = width / tp;
+        if (global_mb % dp || global_mb / dp > mbs_max) continue;
+        for (int sp = 0; sp <= (tp > 1); sp++) {
+            layout_tp[lay] = (int)tp;
+            for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
+                for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL && n < cap; rc++) {
+                    out[n].s = (ps_strategy){.tp = (int)tp, .dp = (int)dp, .zero = zero, .ckpt = (ps_recompute)rc,
+                                             .sp = sp != 0};
+                    out[n].layout = lay;
+                    n++;
+                }
+            lay++;
+        }
+    }
+    *n_layouts = lay;
+    return n;
+}
+
+/* The divisibility rules of ps_plan_check, per layer, so the DPs never pick a strategy the plan check refuses. */
+static bool layer_allows(const ps_layer *l, const ps_strategy *s)
+{
+    int t = s->tp;
+    if (t == 1) return true;
+    if (l->heads && l->heads % t) return false;
+    if (l->kv_heads && l->kv_heads % t && t % l->kv_heads) return false;
+    if (l->ffn_hidden && l->ffn_hidden % t) return false;
+    if (l->vocab && l->vocab % t) return false;
+    if (s->sp && l->seq % t) return false;
+    return true;
+}
+
+/* ---- per-candidate work ---- */
+typedef struct {
+    ps_ldp_ws *ldp;
+    ps_pdp_ws *pdp;
+    ps_sched *sched;
+    /* per stage-group tables: [K][L][S] */
+    double *t, *st, *act, *tmp;
+    size_t cap_t, cap_st, cap_act, cap_tmp;
+    double *C;       /* [K][L+1][L+1] */
+    int *Carg;       /* strategy per stage table entry */
+    size_t cap_C, cap_Carg;
+    double *ltime;   /* layer DP inputs [L*S] */
+    int64_t *lmem;
+    int *choice;
+    size_t cap_ltime, cap_lmem, cap_choice;
+    /* results of this thread */
+    ps_search_cand *top;
+    int n_top;
+    int64_t evaluated, feasible;
+    double cells;
+    double min_over;       /* smallest (peak - capacity) of the plans that did not fit */
+    char min_over_msg[320];
+    ps_status st_err;
+    int64_t err_index;
+    char err_msg[512];
+} worker;
+
+static ps_status grow(void **p, size_t *cap, size_t need, size_t elt)
+{
+    if (need <= *cap) return PS_OK;
+    void *q = realloc(*p, need * elt);
+    if (!q) return PS_FAIL(PS_ERR_SYSTEM, "out of memory (%zu bytes of search tables)", need * elt);
+    *p = q;
+    *cap = need;
+    return PS_OK;
+}
+
+/* Keep the top k of this worker, ordered by ps_search_cand_cmp. Takes ownership of *c. */
+static void offer(worker *w, int k, ps_search_cand *c)
+{
+    int pos = w->n_top;
+    while (pos > 0 && ps_search_cand_cmp(c, &w->top[pos - 1]) < 0) pos--;
+    if (pos >= k) {
+        ps_plan_free(&c->plan);
+        ps_prediction_free(&c->pred);
+        return;
+    }
+    if (w->n_top == k) {
+        ps_plan_free(&w->top[k - 1].plan);
+        ps_prediction_free(&w->top[k - 1].pred);
+        w->n_top--;
+    }
+    memmove(&w->top[pos + 1], &w->top[pos], (size_t)(w->n_top - pos) * sizeof *w->top);
+    w->top[pos] = *c;
+    w->n_top++;
+}
+
+/* Cost a plan with the full model and offer it. The plan is consumed. */
+static ps_status evaluate(worker *w, const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
+                          const ps_search_opts *o, ps_plan *plan, int64_t index)
+{
+    ps_search_cand cand = {.plan = *plan, .index = index};
+    memset(plan, 0, sizeof *plan);
+    ps_status st = ps_cost_plan(cp, m, c, &cand.plan, &cand.pred);
+    if (st != PS_OK) {
+        ps_plan_free(&cand.plan);
+        return st;
+    }
+    w->evaluated++;
+    if (!cand.pred.fits) {
+        for (int s = 0; s < cand.pred.n_stages; s++) {
+            const ps_stage_pred *sp = &cand.pred.stages[s];
+            double over = sp->mem_peak - sp->mem_capacity;
+            if (over > 0 && over < w->min_over) {
+                w->min_over = over;
+                snprintf(w->min_over_msg, sizeof w->min_over_msg,
+                         "the lightest plan tried (pp %d, tp %d x dp %d, ZeRO %d, recompute %s) needs %.1f GiB on "
+                         "stage %d; its GPUs have %.1f GiB",
+                         cand.plan.pp, cand.plan.layer[0].tp, cand.plan.layer[0].dp, cand.plan.layer[0].zero,
+                         ps_recompute_name(cand.plan.layer[0].ckpt), sp->mem_peak / 1073741824.0, s,
+                         sp->mem_capacity / 1073741824.0);
+            }
+        }
+        ps_plan_free(&cand.plan);
+        ps_prediction_free(&cand.pred);
+        return PS_OK;
+    }
+    w->feasible++;
+    offer(w, o->top_k, &cand);
+    return PS_OK;
+}
+
+/* All stage groups see the same GPUs and links when the cluster is one node group and a stage fills whole nodes or
+ * sits inside one: then the layer tables of stage 0 serve every stage. */
+static bool uniform_placement(const ps_cluster *c, int64_t width)
+{
+    if (c->n_groups != 1) return false;
+    int64_t g = c->groups[0].gpus_per_node;
+    return g > 0 && (width % g == 0 || g % width == 0);
+}
+
+static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
+                              const ps_search_opts *o, const outer *oc, int64_t index)
+{
+    int64_t L = m->n_layers, width = c->n_gpus / oc->pp, global_mb = oc->gbs / oc->micro;
+    int max_tp = o->max_tp > 0 ? o->max_tp : (int)(c->groups[0].gpus_per_node > 0 ? c->groups[0].gpus_per_node : 1);
+    strat S[256];
+    int layout_tp[64], n_layouts = 0;
+    int nS = build_strategies(width, max_tp, global_mb, o->mbs_max, S, 256, &n_layouts, layout_tp);
+    if (nS == 0) return PS_OK;
+
+    int K = oc->pp;
+    if (K > 4096) return PS_FAIL(PS_ERR_INPUT, "pipeline degree %d is above the 4096 the search supports", K);
+    /* The schedule's own rules (micro-batches vs devices, chunks) decide whether this is a candidate at all. */
+    ps_status bst = ps_sched_build(w->sched, oc->sched, K, (int)oc->micro, oc->vpp);
+    if (bst == PS_ERR_INPUT) {
+        ps_error_clear();
+        return PS_OK;
+    }
+    PS_TRY(bst);
+    /* Chunked schedules: Megatron's even split, one strategy for all layers. */
+    if (oc->vpp > 1) {
+        for (int s = 0; s < nS; s++) {
+            bool ok = true;
+            for (int64_t l = 0; l < L && ok; l++) ok = layer_allows(&m->layers[l], &S[s].s);
+            if (!ok) continue;
+            ps_plan plan;
+            int64_t mbs = global_mb / S[s].s.dp;
+            if (ps_plan_uniform(m, oc->gbs, mbs, oc->pp, oc->vpp, oc->sched, &S[s].s, &plan) != PS_OK) {
+                ps_error_clear();
+                return PS_OK; /* too few layers for pp x vpp stages: not a candidate */
+            }
+            PS_TRY(evaluate(w, cp, m, c, o, &plan, index));
+        }
+        return PS_OK;
+    }
+
+    /* In-flight micro-batches per stage, from the schedule itself (unit times, unit activations). */
+    double inflight[4096];
+    {
+        double *ones = ps_calloc((size_t)K * 3, sizeof *ones);
+        if (!ones) return PS_ERR_SYSTEM;
+        for (int i = 0; i < 3 * K; i++) ones[i] = 1;
+        ps_sched_costs uc = {.f = ones, .b = ones + K, .w = ones + 2 * K};
+        ps_sched_result ur;
+        ps_status sst = ps_sched_simulate(w->sched, &uc, &ur);
+        if (sst == PS_OK)
+            for (int k = 0; k < K; k++) inflight[k] = ur.peak_act[ps_sched_device_of(w->sched, k)];
+        free(ones);
+        PS_TRY(sst);
+    }
+
+    /* 1. layer tables per stage group (one group when the placement is uniform), distinct layers costed once */
+    bool uni = uniform_placement(c, width);
+    int G = uni ? 1 : K;
+    size_t LS = (size_t)L * (size_t)nS;
+    PS_TRY(grow((void **)&w->t, &w->cap_t, (size_t)G * LS, sizeof(double)));
+    PS_TRY(grow((void **)&w->st, &w->cap_st, (size_t)G * LS, sizeof(double)));
+    PS_TRY(grow((void **)&w->act, &w->cap_act, (size_t)G * LS, sizeof(double)));
+    PS_TRY(grow((void **)&w->tmp, &w->cap_tmp, (size_t)G * LS, sizeof(double)));
+    double cap_mem[4096];
+    for (int g = 0; g < G; g++) {
+        int64_t first = (int64_t)g * width;
+        cap_mem[g] = INFINITY;
+        for (int64_t x = first; x < first + width; x++)
+            cap_mem[g] = fmin(cap_mem[g], ps_cluster_group_of(c, x)->gpu.mem_bytes);
+        for (int64_t l = 0; l < L; l++) {
+            size_t row = (size_t)g * LS + (size_t)l * (size_t)nS;
+            if (l > 0 && ps_layer_equal(&m->layers[l], &m->layers[l - 1])) {
+                size_t prev = row - (size_t)nS;
+                memcpy(w->t + row, w->t + prev, (size_t)nS * sizeof(double));
+                memcpy(w->st + row, w->st + prev, (size_t)nS * sizeof(double));
+                memcpy(w->act + row, w->act + prev, (size_t)nS * sizeof(double));
+                memcpy(w->tmp + row, w->tmp + prev, (size_t)nS * sizeof(double));
+                continue;
+            }
+            for (int s = 0; s < nS; s++) {
+                if (!layer_allows(&m->layers[l], &S[s].s)) {
+                    w->t[row + (size_t)s] = INFINITY;
+                    w->st[row + (size_t)s] = w->act[row + (size_t)s] = w->tmp[row + (size_t)s] = 0;
+                    continue;
+                }
+                ps_layer_cost lc;
+                PS_TRY(ps_cost_layer(cp, c, &m->layers[l], m->dtype, global_mb / S[s].s.dp, &S[s].s, first, &lc));
+                /* per micro-batch time; the once-per-iteration DP sync is spread over the micro-batches so the
+                 * DP sees that ZeRO stages and wide DP cost something */
+                w->t[row + (size_t)s] = lc.fwd + lc.bwd_b + lc.bwd_w + lc.dp_sync / (double)oc->micro;
+                w->st[row + (size_t)s] = lc.mem_params + lc.mem_grads + lc.mem_optim;
+                w->act[row + (size_t)s] = lc.mem_act;
+                w->tmp[row + (size_t)s] = lc.mem_temp;
+            }
+        }
+    }
+
+    /* 2. stage table: best single strategy for [i, j) on stage k, with memory checked */
+    size_t N = (size_t)L + 1;
+    PS_TRY(grow((void **)&w->C, &w->cap_C, (size_t)K * N * N, sizeof(double)));
+    PS_TRY(grow((void **)&w->Carg, &w->cap_Carg, (size_t)K * N * N, sizeof(int)));
+    for (size_t x = 0; x < (size_t)K * N * N; x++) w->C[x] = INFINITY;
+    for (int k = 0; k < K; k++) {
+        int g = uni ? 0 : k;
+        double f = inflight[k], budget = cap_mem[g] - cp->reserve_bytes;
+        for (int64_t i = 0; i < L; i++) {
+            /* stage k must start at i: stage 0 at 0, and the first stage keeps the embedding */
+            if ((k == 0) != (i == 0)) continue;
+            for (int s = 0; s < nS; s++) {
+                double tt = 0, sm = 0, am = 0, tm = 0;
+                int64_t blocks = 0;
+                for (int64_t j = i + 1; j <= L; j++) {
+                    size_t e = (size_t)g * LS + (size_t)(j - 1) * (size_t)nS + (size_t)s;
+                    tt += w->t[e];
+                    sm += w->st[e];
+                    am += w->act[e];
+                    tm = fmax(tm, w->tmp[e]);
+                    blocks += !is_end_layer(m->layers[j - 1].kind);
+                    w->cells += 1;
+                    if (!isfinite(tt)) break;
+                    if (sm + f * am + tm > budget) break; /* memory only grows with j */
+                    if (blocks == 0) continue;            /* an embedding or a head is never a stage alone */
+                    size_t ce = ((size_t)k * N + (size_t)i) * N + (size_t)j;
+                    if (tt < w->C[ce]) {
+                        w->C[ce] = tt;
+                        w->Carg[ce] = s;
+                    }
+                }
+            }
+        }
+    }
+
+    /* 3. partition DP */
+    ps_pdp_problem pp = {K, (int)L, w->C, (double)(oc->micro - 1)};
+    double pbest;
+    int64_t cuts[4097];
+    PS_TRY(ps_pdp_solve(w->pdp, &pp, &pbest, cuts));
+    w->cells += (double)K * (double)N * (double)N;
+    if (!isfinite(pbest)) {
+        /* Nothing fits: cost the lightest uniform plan so the binding constraint can be reported. */
+        int light = -1;
+        for (int s = nS - 1; s >= 0 && light < 0; s--) {
+            bool ok = true;
+            for (int64_t l = 0; l < L && ok; l++) ok = layer_allows(&m->layers[l], &S[s].s);
+            if (ok) light = s;
+        }
+        if (light < 0) return PS_OK; /* no strategy suits every layer: divisibility, not memory, binds */
+        ps_plan plan;
+        if (ps_plan_uniform(m, oc->gbs, global_mb / S[light].s.dp, K, 1, oc->sched, &S[light].s, &plan) == PS_OK) {
+            PS_TRY(evaluate(w, cp, m, c, o, &plan, index));
+        } else {
+            ps_error_clear();
+        }
+        return PS_OK;
+    }
+    ps_plan plan;
+    PS_TRY(ps_plan_alloc(m, oc->gbs, 1, K, 1, oc->sched, &S[0].s, &plan));
+    for (int k = 0; k < K; k++) {
+        plan.cuts[k + 1] = cuts[k + 1];
+        int s = w->Carg[((size_t)k * N + (size_t)cuts[k]) * N + (size_t)cuts[k + 1]];
+        for (int64_t l = cuts[k]; l < cuts[k + 1]; l++) plan.layer[l] = S[s].s;
+    }
+    plan.mbs = global_mb / plan.layer[0].dp;
+
+    /* 4. per-layer refinement of each stage under its memory budget */
+    if (o->per_layer) {
+        ps_plan ref;
+        PS_TRY(ps_plan_alloc(m, oc->gbs, plan.mbs, K, 1, oc->sched, &S[0].s, &ref));
+        memcpy(ref.cuts, plan.cuts, ((size_t)K + 1) * sizeof *ref.cuts);
+        memcpy(ref.layer, plan.layer, (size_t)L * sizeof *ref.layer);
+        PS_TRY(grow((void **)&w->ltime, &w->cap_ltime, LS, sizeof(double)));
+        PS_TRY(grow((void **)&w->lmem, &w->cap_lmem, LS, sizeof(int64_t)));
+        PS_TRY(grow((void **)&w->choice, &w->cap_choice, (size_t)L, sizeof(int)));
+        bool changed = false;
+        for (int k = 0; k < K; k++) {
+            int g = uni ? 0 : k;
+            int64_t a = cuts[k], b = cuts[k + 1], n = b - a;
+            double f = inflight[k], tmax = 0;
+            for (int64_t l = a; l < b; l++)
+                for (int s = 0; s < nS; s++) tmax = fmax(tmax, w->tmp[(size_t)g * LS + (size_t)l * nS + (size_t)s]);
+            double budget = cap_mem[g] - cp->reserve_bytes - tmax, q = cap_mem[g] / o->quanta;
+            if (budget <= 0) continue;
+            /* Round every layer's memory up to whole quanta and the budget down: the DP can only under-use. */
+            for (int64_t l = 0; l < n; l++)
+                for (int s = 0; s < nS; s++) {
+                    size_t e = (size_t)g * LS + (size_t)(a + l) * nS + (size_t)s;
+                    w->ltime[(size_t)l * nS + (size_t)s] = w->t[e];
+                    w->lmem[(size_t)l * nS + (size_t)s] = (int64_t)ceil((w->st[e] + f * w->act[e]) / q);
+                }
+            /* Resharding between layouts: the boundary activation is gathered over the larger TP group, forward
+             * and backward. */
+            double resh[64 * 64];
+            const ps_layer *bl = &m->layers[a];
+            for (int x = 0; x < n_layouts; x++)
+                for (int y = 0; y < n_layouts; y++) {
+                    if (x == y) {
+                        resh[x * n_layouts + y] = 0;
+                        continue;
+                    }
+                    int t = layout_tp[x] > layout_tp[y] ? layout_tp[x] : layout_tp[y];
+                    ps_group grp = {(int64_t)g * width, t, 1};
+                    double bytes = ps_layer_boundary_bytes(bl, m->dtype) * (double)(global_mb / (width / t));
+                    resh[x * n_layouts + y] = 2 * ps_coll_allgather(cp, c, &grp, bytes);
+                }
+            int lay[256];
+            for (int s = 0; s < nS; s++) lay[s] = S[s].layout;
+            ps_ldp_problem lp = {(int)n, nS, w->ltime, w->lmem, n_layouts, lay, resh};
+            double best;
+            PS_TRY(ps_ldp_solve(w->ldp, &lp, (int64_t)floor(budget / q), &best, w->choice));
+            w->cells += (double)n * (double)(o->quanta + 1) * (double)nS;
+            if (!isfinite(best)) continue;
+            for (int64_t l = 0; l < n; l++) {
+                const ps_strategy *ns = &S[w->choice[l]].s;
+                if (!ps_strategy_equal(ns, &ref.layer[a + l])) changed = true;
+                ref.layer[a + l] = *ns;
+            }
+        }
+        ref.mbs = global_mb / ref.layer[0].dp;
+        if (changed) {
+            PS_TRY(evaluate(w, cp, m, c, o, &ref, index));
+        } else {
+            ps_plan_free(&ref);
+        }
+    }
+    PS_TRY(evaluate(w, cp, m, c, o, &plan, index));
+    return PS_OK;
+}
+
+static int64_t *divisors(int64_t n, int *count)
+{
+    int64_t *d = ps_calloc(4096, sizeof *d);
+    int k = 0;
+    if (!d) return NULL;
+    for (int64_t x = 1; x <= n && k < 4096; x++)
+        if (n % x == 0) d[k++] = x;
+    *count = k;
+    return d;
+}
+
+ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c, const ps_search_opts *o,
+                        ps_search_result *out)
+{
+    memset(out, 0, sizeof *out);
+    PS_CHECK_INPUT(o->gbs_lo >= 1 && o->gbs_hi >= o->gbs_lo && (o->gbs_step >= 1 || o->gbs_lo == o->gbs_hi),
+                   "global batch range %lld:%lld:%lld is empty", (long long)o->gbs_lo, (long long)o->gbs_hi,
+                   (long long)o->gbs_step);
+    PS_CHECK_INPUT(o->top_k >= 1 && o->top_k <= 1000, "top k must be in [1, 1000] (got %d)", o->top_k);
+    PS_CHECK_INPUT(o->quanta >= 16 && o->quanta <= 65536, "memory quanta must be in [16, 65536] (got %d)", o->quanta);
+    PS_CHECK_INPUT(c->n_gpus >= 1, "cluster %s has no GPUs to plan for", c->name);
+    const char *kinds[32];
+    int nk = 0;
+    if (o->schedules) {
+        for (int i = 0; i < o->n_schedules && nk < 32; i++) {
+            if (ps_sched_kind_find(o->schedules[i]) < 0)
+                return PS_FAIL(PS_ERR_INPUT, "unknown pipeline schedule '%s'", o->schedules[i]);
+            kinds[nk++] = o->schedules[i];
+        }
+    } else {
+        for (int i = 0; i < ps_sched_kind_count() && nk < 32; i++) kinds[nk++] = ps_sched_kind_name(i);
+    }
+
+    /* Enumerate the outer candidates in a fixed order: their index is the final tie-breaker. */
+    int npp = 0;
+    int64_t *pps = divisors(c->n_gpus, &npp);
+    if (!pps) return PS_ERR_SYSTEM;
+    int64_t blocks = count_blocks(m);
+    size_t cap = 1024, n = 0;
+    outer *cands = ps_calloc(cap, sizeof *cands);
+    if (!cands) {
+        free(pps);
+        return PS_ERR_SYSTEM;
+    }
+    ps_status st = PS_OK;
+    for (int64_t gbs = o->gbs_lo; gbs <= o->gbs_hi && st == PS_OK; gbs += o->gbs_step > 0 ? o->gbs_step : 1) {
+        for (int a = 0; a < npp && st == PS_OK; a++) {
+            int64_t pp = pps[a];
+            for (int s = 0; s < nk && st == PS_OK; s++) {
+                bool chunked = strcmp(kinds[s], "interleaved") == 0 || strncmp(kinds[s], "v-", 2) == 0;
+                int vpp = chunked ? 2 : 1;
+                if (pp * vpp > blocks || (pp == 1 && strcmp(kinds[s], "1f1b") != 0)) continue; /* pp 1: one schedule */
+                for (int64_t micro = 1; micro <= gbs; micro++) {
+                    if (gbs % micro) continue;
+                    if (n == cap) {
+                        outer *nc = realloc(cands, 2 * cap * sizeof *cands);
+                        if (!nc) {
+                            st = PS_FAIL(PS_ERR_SYSTEM, "out of memory listing candidates");
+                            break;
+                        }
+                        cands = nc;
+                        cap *= 2;
+                    }
+                    cands[n++] = (outer){gbs, micro, (int)pp, vpp, kinds[s]};
+                }
+            }
+        }
+        if (o->gbs_lo == o->gbs_hi) break;
+    }
+    free(pps);
+    if (st != PS_OK) {
+        free(cands);
+        return st;
+    }
+
+    int nthreads = 1;
+#ifdef _OPENMP
+    nthreads = omp_get_max_threads();
+#endif
+    worker *ws = ps_calloc((size_t)nthreads, sizeof *ws);
+    if (!ws) {
+        free(cands);
+        return PS_ERR_SYSTEM;
+    }
+    for (int t = 0; t < nthreads && st == PS_OK; t++) {
+        ws[t].min_over = INFINITY;
+        ws[t].err_index = INT64_MAX;
+        ws[t].top = ps_calloc((size_t)o->top_k + 1, sizeof *ws[t].top);
+        if (!ws[t].top || ps_ldp_create(&ws[t].ldp) != PS_OK || ps_pdp_create(&ws[t].pdp) != PS_OK ||
+            ps_sched_create(&ws[t].sched) != PS_OK)
+            st = PS_FAIL(PS_ERR_SYSTEM, "out of memory creating search workspaces");
+    }
+    int64_t mine = 0;
+    for (size_t i = 0; i < n; i++) mine += (int64_t)(i % (size_t)(o->nranks > 0 ? o->nranks : 1)) == o->rank;
+    out->candidates = mine;
+    if (st == PS_OK) {
+        /* Candidates differ widely in cost (pp 1 vs pp 32): dynamic scheduling. Each thread keeps its own top k and
+         * workspaces; the merge below orders by the total order, so results do not depend on the thread count. */
+#pragma omp parallel for schedule(dynamic, 1)
+        for (size_t i = 0; i < n; i++) {
+            if ((int64_t)(i % (size_t)(o->nranks > 0 ? o->nranks : 1)) != o->rank) continue;
+            int t = 0;
+#ifdef _OPENMP
+            t = omp_get_thread_num();
+#endif
+            worker *w = &ws[t];
+            if (w->st_err != PS_OK) continue;
+            ps_status s2 = search_outer(w, cp, m, c, o, &cands[i], (int64_t)i);
+            if (s2 != PS_OK && (int64_t)i < w->err_index) {
+                w->st_err = s2;
+                w->err_index = (int64_t)i;
+                ps_strlcpy(w->err_msg, ps_error_message(), sizeof w->err_msg);
+            }
+        }
+    }
+    /* merge */
+    out->top = ps_calloc((size_t)o->top_k + 1, sizeof *out->top);
+    double min_over = INFINITY;
+    int64_t err_index = INT64_MAX;
+    ps_status err = PS_OK;
+    char err_msg[512] = "";
+    worker merged = {.top = out->top};
+    for (int t = 0; t < nthreads; t++) {
+        worker *w = &ws[t];
+        out->evaluated += w->evaluated;
+        out->feasible += w->feasible;
+        out->dp_cells += w->cells;
+        if (w->min_over < min_over) {
+            min_over = w->min_over;
+            ps_strlcpy(out->binding, w->min_over_msg, sizeof out->binding);
+        }
+        if (w->st_err != PS_OK && w->err_index < err_index) {
+            err_index = w->err_index;
+            err = w->st_err;
+            ps_strlcpy(err_msg, w->err_msg, sizeof err_msg);
+        }
+        for (int i = 0; i < w->n_top; i++)
+            if (out->top) offer(&merged, o->top_k, &w->top[i]);
+        w->n_top = 0;
+        free(w->top);
+        free(w->t);
+        free(w->st);
+        free(w->act);
+        free(w->tmp);
+        free(w->C);
+        free(w->Carg);
+        free(w->ltime);
+        free(w->lmem);
+        free(w->choice);
+        ps_ldp_destroy(w->ldp);
+        ps_pdp_destroy(w->pdp);
+        ps_sched_destroy(w->sched);
+    }
+    out->n_top = merged.n_top;
+    free(ws);
+    free(cands);
+    if (st == PS_OK && !out->top) st = PS_FAIL(PS_ERR_SYSTEM, "out of memory merging results");
+    if (st == PS_OK && err != PS_OK) st = PS_FAIL(err, "%s", err_msg);
+    if (st != PS_OK) {
+        ps_search_result_free(out);
+        return st;
+    }
+    if (out->n_top == 0 && !out->binding[0]) {
+        if (out->candidates == 0)
+            snprintf(out->binding, sizeof out->binding,
+                     "no (batch, pipeline, micro-batch) combination divides the %lld GPUs and batch %lld..%lld",
+                     (long long)c->n_gpus, (long long)o->gbs_lo, (long long)o->gbs_hi);
+        else
+            snprintf(out->binding, sizeof out->binding,
+                     "no tp x dp split of the stages divides the batch into micro-batches of at most %lld samples, "
+                     "or TP degrees up to %d do not divide the heads",
+                     (long long)o->mbs_max, o->max_tp);
+    }
+    return PS_OK;
+}

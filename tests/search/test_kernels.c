@@ -1,0 +1,180 @@
+/* The search's dynamic programs against brute-force enumeration on random small instances: the same optimum (==,
+ * not "close"), and a returned solution that attains it and respects the constraints. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "ps_kernels.h"
+
+/* Deterministic generator so failures reproduce. */
+static uint64_t g_rng = 88172645463325252ULL;
+static uint64_t rnd(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+static double urand(void) { return (double)(rnd() >> 11) / 9007199254740992.0; }
+
+/* Cost of one assignment, summed in the DP's order: ((c_0 + r_1) + c_1) + ... */
+static double ldp_eval(const ps_ldp_problem *p, const int *ch, int64_t *mem)
+{
+    double t = 0;
+    *mem = 0;
+    for (int l = 0; l < p->n_layers; l++) {
+        int s = ch[l];
+        if (l > 0 && p->reshard) t = t + p->reshard[p->layout[ch[l - 1]] * p->n_layouts + p->layout[s]];
+        t = t + p->time[l * p->n_strat + s];
+        *mem += p->mem[l * p->n_strat + s];
+    }
+    return t;
+}
+
+static void test_layer_dp_brute(void **state)
+{
+    (void)state;
+    ps_ldp_ws *ws;
+    assert_int_equal(ps_ldp_create(&ws), PS_OK);
+    for (int trial = 0; trial < 400; trial++) {
+        int L = 1 + (int)(rnd() % 7), S = 1 + (int)(rnd() % 4), Lay = 1 + (int)(rnd() % 2);
+        double time[8 * 4], resh[4];
+        int64_t mem[8 * 4];
+        int layout[4];
+        for (int i = 0; i < L * S; i++) {
+            /* a few forbidden strategies and small integers, so ties happen */
+            time[i] = rnd() % 9 == 0 ? INFINITY : (double)(1 + rnd() % 5) + 0.25 * (double)(rnd() % 3);
+            mem[i] = (int64_t)(rnd() % 6);
+        }
+        for (int s = 0; s < S; s++) layout[s] = (int)(rnd() % (uint64_t)Lay);
+        for (int a = 0; a < Lay; a++)
+            for (int b = 0; b < Lay; b++) resh[a * Lay + b] = a == b ? 0 : 0.5 * (double)(rnd() % 4);
+        ps_ldp_problem p = {L, S, time, mem, Lay, layout, trial % 3 ? resh : NULL};
+        int64_t budget = (int64_t)(rnd() % (uint64_t)(6 * L + 1));
+        double best;
+        int choice[8];
+        assert_int_equal(ps_ldp_solve(ws, &p, budget, &best, choice), PS_OK);
+        /* brute force over S^L */
+        double bf = INFINITY;
+        int ch[8] = {0};
+        int64_t total = 1;
+        for (int l = 0; l < L; l++) total *= S;
+        for (int64_t code = 0; code < total; code++) {
+            int64_t c = code;
+            for (int l = 0; l < L; l++) {
+                ch[l] = (int)(c % S);
+                c /= S;
+            }
+            int64_t m;
+            double t = ldp_eval(&p, ch, &m);
+            if (m <= budget && t < bf) bf = t;
+        }
+        if (!(best == bf || (isinf(best) && isinf(bf))))
+            fail_msg("trial %d: DP %.17g, brute force %.17g (L %d, S %d, budget %lld)", trial, best, bf, L, S,
+                     (long long)budget);
+        if (isfinite(best)) {
+            int64_t m;
+            assert_true(ldp_eval(&p, choice, &m) == best);
+            assert_true(m <= budget);
+        }
+    }
+    ps_ldp_destroy(ws);
+}
+
+static double pdp_eval(const ps_pdp_problem *p, const int64_t *cuts)
+{
+    size_t N = (size_t)p->n_layers + 1;
+    double mx = 0, sum = 0;
+    for (int k = 0; k < p->n_stages; k++) {
+        double c = p->cost[((size_t)k * N + (size_t)cuts[k]) * N + (size_t)cuts[k + 1]];
+        mx = c > mx ? c : mx;
+        sum = k == 0 ? c : sum + c;
+    }
+    return p->weight_max * mx + sum;
+}
+
+static double g_best_bf;
+static void pdp_brute(const ps_pdp_problem *p, int64_t *cuts, int k)
+{
+    if (k == p->n_stages) {
+        if (cuts[k - 1] >= p->n_layers) return;
+        cuts[k] = p->n_layers;
+        double v = pdp_eval(p, cuts);
+        if (v < g_best_bf) g_best_bf = v;
+        return;
+    }
+    for (int64_t c = cuts[k - 1] + 1; c <= p->n_layers - (p->n_stages - k); c++) {
+        cuts[k] = c;
+        pdp_brute(p, cuts, k + 1);
+    }
+}
+
+static void test_partition_dp_brute(void **state)
+{
+    (void)state;
+    ps_pdp_ws *ws;
+    assert_int_equal(ps_pdp_create(&ws), PS_OK);
+    for (int trial = 0; trial < 400; trial++) {
+        int L = 1 + (int)(rnd() % 8), K = 1 + (int)(rnd() % 4);
+        size_t N = (size_t)L + 1;
+        double *cost = calloc((size_t)K * N * N, sizeof *cost);
+        for (int k = 0; k < K; k++)
+            for (size_t i = 0; i < N; i++)
+                for (size_t j = 0; j < N; j++)
+                    cost[((size_t)k * N + i) * N + j] =
+                        j <= i || rnd() % 7 == 0 ? INFINITY : (double)(j - i) * (0.5 + urand()) + (double)(rnd() % 3);
+        ps_pdp_problem p = {K, L, cost, (double)(rnd() % 16)};
+        double best;
+        int64_t cuts[9];
+        assert_int_equal(ps_pdp_solve(ws, &p, &best, cuts), PS_OK);
+        g_best_bf = INFINITY;
+        int64_t bc[9] = {0};
+        if (K <= L) pdp_brute(&p, bc, 1);
+        if (!(best == g_best_bf || (isinf(best) && isinf(g_best_bf))))
+            fail_msg("trial %d: DP %.17g, brute force %.17g (K %d, L %d)", trial, best, g_best_bf, K, L);
+        if (isfinite(best)) {
+            assert_int_equal(cuts[0], 0);
+            assert_int_equal(cuts[K], L);
+            for (int k = 0; k < K; k++) assert_true(cuts[k + 1] > cuts[k]);
+            assert_true(pdp_eval(&p, cuts) == best);
+        }
+        free(cost);
+    }
+    ps_pdp_destroy(ws);
+}
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    ps_ldp_ws *ws;
+    assert_int_equal(ps_ldp_create(&ws), PS_OK);
+    ps_ldp_problem p = {0, 1, NULL, NULL, 1, NULL, NULL};
+    double best;
+    int ch[1];
+    assert_int_equal(ps_ldp_solve(ws, &p, 10, &best, ch), PS_ERR_INPUT);
+    double t[1] = {1};
+    int64_t m[1] = {1};
+    int lay[1] = {0};
+    ps_ldp_problem q = {1, 1, t, m, 1, lay, NULL};
+    assert_int_equal(ps_ldp_solve(ws, &q, (int64_t)1 << 30, &best, ch), PS_ERR_INPUT);
+    assert_int_equal(ps_ldp_solve(ws, &q, 0, &best, ch), PS_OK); /* does not fit: infinite, not an error */
+    assert_true(isinf(best));
+    assert_int_equal(ps_ldp_solve(ws, &q, 1, &best, ch), PS_OK);
+    assert_true(best == 1);
+    ps_ldp_destroy(ws);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layer_dp_brute),
+        cmocka_unit_test(test_partition_dp_brute),
+        cmocka_unit_test(test_bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
