@@ -168,6 +168,8 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
         ps_cluster_free(&c);
         return ps_error_trace(st, __FILE__, __LINE__);
     }
+    ps_search_result mine, all;
+    memset(&all, 0, sizeof all);
     ps_search_opts so;
     ps_search_opts_default(&so);
     so.gbs_lo = so.gbs_hi = o->gbs ? o->gbs : 8 * c.n_gpus;
@@ -189,8 +191,6 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     so.rank = rank;
     so.nranks = nranks;
     double t0 = MPI_Wtime();
-    ps_search_result mine, all;
-    memset(&all, 0, sizeof all);
     PS_TRY_GOTO(st, ps_search_run(&cp, &m, &c, &so, &mine), done);
     char *txt = rank_json(&mine, &m);
     ps_search_result_free(&mine);
