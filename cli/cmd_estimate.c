@@ -17,8 +17,10 @@ static ps_status plan_from_flags(const ps_cli_opts *o, const ps_model *m, const 
                                      "other degrees", (long long)tp, (long long)pp, (long long)(tp * pp),
                        (long long)c->n_gpus, c->name);
     int64_t dp = o->dp ? o->dp : c->n_gpus / (tp * pp);
-    int64_t mbs = o->mbs ? o->mbs : 1;
-    int64_t gbs = o->gbs ? o->gbs : mbs * dp * 4 * pp;
+    int64_t mbs = o->mbs ? o->mbs : 1, gbs = o->gbs;
+    if (!gbs && (!ps_mul_i64(mbs, dp, &gbs) || !ps_mul_i64(gbs, 4 * pp, &gbs)))
+        return PS_FAIL(PS_ERR_INPUT, "the default global batch mbs %lld x dp %lld x 4 x pp %lld overflows; give --gbs",
+                       (long long)mbs, (long long)dp, (long long)pp);
     const char *sched = o->schedule ? o->schedule : "1f1b";
     /* Chunked schedules need a second model chunk per device unless told otherwise. */
     int64_t vpp = o->vpp ? o->vpp : (strcmp(sched, "interleaved") == 0 || strncmp(sched, "v-", 2) == 0 ? 2 : 1);

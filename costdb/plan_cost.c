@@ -69,8 +69,9 @@ ps_status ps_plan_uniform(const ps_model *m, int64_t gbs, int64_t mbs, int pp, i
 
 int64_t ps_plan_micro_batches(const ps_plan *p)
 {
-    int64_t per = p->mbs * (p->layer ? p->layer[0].dp : 1);
-    return per > 0 ? p->gbs / per : 0;
+    int64_t per;
+    if (!ps_mul_i64(p->mbs, p->layer ? p->layer[0].dp : 1, &per) || per <= 0) return 0;
+    return p->gbs / per;
 }
 
 bool ps_strategy_equal(const ps_strategy *a, const ps_strategy *b)
@@ -113,11 +114,19 @@ ps_status ps_plan_check(const ps_plan *p, const ps_model *m, const ps_cluster *c
     if (gpus != c->n_gpus)
         return PS_FAIL(PS_ERR_INPUT, "tp %d x dp %d x pp %d = %lld GPUs, but cluster %s has %lld", s0->tp, s0->dp,
                        p->pp, (long long)gpus, c->name, (long long)c->n_gpus);
-    int64_t per_mb = p->mbs * s0->dp;
+    int64_t per_mb;
+    if (!ps_mul_i64(p->mbs, s0->dp, &per_mb))
+        return PS_FAIL(PS_ERR_INPUT, "micro-batch %lld x dp %d overflows", (long long)p->mbs, s0->dp);
     if (p->gbs % per_mb != 0)
         return PS_FAIL(PS_ERR_INPUT, "global batch %lld is not a multiple of micro-batch %lld x dp %d", (long long)p->gbs,
                        (long long)p->mbs, s0->dp);
     int64_t mb = p->gbs / per_mb, global_mb = p->gbs / mb;
+    /* The schedule is simulated pass by pass: millions of micro-batches per iteration is a wrong batch, not a plan
+     * (and would take minutes and gigabytes to simulate). */
+    if (mb > PS_PLAN_MAX_MICRO_BATCHES)
+        return PS_FAIL(PS_ERR_INPUT, "global batch %lld / (micro-batch %lld x dp %d) = %lld micro-batches; at most %d "
+                                     "per iteration", (long long)p->gbs, (long long)p->mbs, s0->dp, (long long)mb,
+                       PS_PLAN_MAX_MICRO_BATCHES);
     for (int64_t i = 0; i < n; i++) {
         const ps_strategy *s = &p->layer[i];
         const ps_layer *l = &m->layers[i];

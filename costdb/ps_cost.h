@@ -74,6 +74,8 @@ void ps_plan_free(ps_plan *p);
  * vocabulary divide by tp, stages cover the layers. Violations -> PS_ERR_INPUT naming the rule and the values. */
 ps_status ps_plan_check(const ps_plan *p, const ps_model *m, const ps_cluster *c);
 int64_t ps_plan_micro_batches(const ps_plan *p);
+/* Upper bound on micro-batches per iteration that ps_plan_check accepts. */
+#define PS_PLAN_MAX_MICRO_BATCHES 65536
 /* True when every layer has the same strategy (the plan JSON then also carries the summary fields). */
 bool ps_plan_is_uniform(const ps_plan *p, int64_t n_layers);
 
