@@ -64,6 +64,8 @@ typedef struct {
 ps_status ps_out_open(ps_out *o);
 ps_status ps_out_commit(ps_out *o, const char *path);
 void ps_out_discard(ps_out *o);
+/* Print one JSON document (indented, keys in order) and release it; NULL means an allocation failed. */
+ps_status ps_out_json(ps_out *o, json_t *j);
 
 ps_status ps_cmd_model(const ps_cli_opts *o, ps_out *out);
 ps_status ps_cmd_cluster(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);

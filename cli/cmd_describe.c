@@ -4,29 +4,15 @@
 
 #include "cli.h"
 
-static void print_list(const ps_cli_opts *o, ps_out *out, const char *what, char **names, int n)
+static ps_status print_list(const ps_cli_opts *o, ps_out *out, const char *what, char **names, int n)
 {
     if (o->format == PS_FMT_JSON) {
         json_t *j = json_object(), *a = json_array();
         for (int i = 0; i < n; i++) json_array_append_new(a, json_string(names[i]));
         json_object_set_new(j, what, a);
-        char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        if (s) fprintf(out->f, "%s\n", s);
-        free(s);
-        json_decref(j);
-    } else {
-        for (int i = 0; i < n; i++) fprintf(out->f, "%s\n", names[i]);
+        return ps_out_json(out, j);
     }
-}
-
-static ps_status emit_json(ps_out *out, json_t *j)
-{
-    if (!j) return PS_FAIL(PS_ERR_SYSTEM, "out of memory building JSON output");
-    char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
-    json_decref(j);
-    if (!s) return PS_FAIL(PS_ERR_SYSTEM, "out of memory serializing JSON output");
-    fprintf(out->f, "%s\n", s);
-    free(s);
+    for (int i = 0; i < n; i++) fprintf(out->f, "%s\n", names[i]);
     return PS_OK;
 }
 
@@ -36,15 +22,15 @@ ps_status ps_cmd_model(const ps_cli_opts *o, ps_out *out)
         char **names = NULL;
         int n = 0;
         PS_TRY(ps_model_list(&names, &n));
-        print_list(o, out, "models", names, n);
+        ps_status st = print_list(o, out, "models", names, n);
         ps_model_list_free(names, n);
-        return PS_OK;
+        return st;
     }
     ps_model m;
     PS_TRY(ps_model_load(o->model, &o->mopts, &m));
     ps_status st = PS_OK;
     if (o->format == PS_FMT_JSON)
-        st = emit_json(out, ps_model_to_json(&m));
+        st = ps_out_json(out, ps_model_to_json(&m));
     else
         ps_model_print(out->f, &m);
     ps_model_free(&m);
@@ -57,15 +43,15 @@ ps_status ps_cmd_cluster(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
         char **names = NULL;
         int n = 0;
         PS_TRY(ps_cluster_list(&names, &n));
-        print_list(o, out, "clusters", names, n);
+        ps_status st = print_list(o, out, "clusters", names, n);
         ps_cluster_list_free(names, n);
-        return PS_OK;
+        return st;
     }
     ps_cluster c;
     PS_TRY(ps_cluster_load(o->cluster, comm, &c));
     ps_status st = PS_OK;
     if (o->format == PS_FMT_JSON)
-        st = emit_json(out, ps_cluster_to_json(&c));
+        st = ps_out_json(out, ps_cluster_to_json(&c));
     else
         ps_cluster_print(out->f, &c);
     ps_cluster_free(&c);

@@ -170,15 +170,7 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, ps_out *out)
     }
     PS_TRY_GOTO(st, ps_cost_plan(&cp, &m, &c, &plan, &r), done);
     if (o->format == PS_FMT_JSON) {
-        json_t *j = ps_prediction_json(&m, &c, &plan, &r, &cp);
-        char *txt = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(8));
-        json_decref(j);
-        if (!txt) {
-            st = PS_FAIL(PS_ERR_SYSTEM, "out of memory serializing JSON");
-            goto done;
-        }
-        fprintf(out->f, "%s\n", txt);
-        free(txt);
+        PS_TRY_GOTO(st, ps_out_json(out, ps_prediction_json(&m, &c, &plan, &r, &cp)), done);
     } else {
         ps_prediction_table(out->f, &m, &c, &plan, &r);
     }

@@ -97,7 +97,7 @@ static ps_status collect(const ps_cli_opts *o, const ps_cost_params *cp, const p
     return PS_OK;
 }
 
-static void print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_params *cp, const ps_model *m,
+static ps_status print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_params *cp, const ps_model *m,
                          const ps_cluster *c, const ps_search_result *r, int nranks, double seconds)
 {
     if (o->format == PS_FMT_JSON) {
@@ -111,17 +111,13 @@ static void print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_params
                                                    "feasible", (json_int_t)r->feasible, "dp_cells", r->dp_cells,
                                                    "ranks", nranks, "wall_s", seconds));
         if (!r->n_top) json_object_set_new(j, "binding", json_string(r->binding));
-        char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(8));
-        if (s) fprintf(out->f, "%s\n", s);
-        free(s);
-        json_decref(j);
-        return;
+        return ps_out_json(out, j);
     }
     fprintf(out->f, "# psearch %s: %s on %s (%lld GPUs); %lld candidates, %lld plans costed, %lld fit; %d rank(s), "
                     "%.2f s\n",
             PS_VERSION, m->name, c->name, (long long)c->n_gpus, (long long)r->candidates, (long long)r->evaluated,
             (long long)r->feasible, nranks, seconds);
-    if (!r->n_top) return;
+    if (!r->n_top) return PS_OK;
     fprintf(out->f, "# best plan\n");
     ps_prediction_table(out->f, m, c, &r->top[0].plan, &r->top[0].pred);
     if (r->n_top > 1) {
@@ -139,6 +135,7 @@ static void print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_params
                     ps_recompute_name(p->layer[0].ckpt), peak / 1073741824.0, uni ? "" : "  (per-layer)");
         }
     }
+    return PS_OK;
 }
 
 ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
@@ -218,7 +215,7 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
         st = collect(o, &cp, &m, &c, texts, nt, so.top_k, &all);
         ps_mpi_strings_free(texts, nt);
         if (st != PS_OK) goto done;
-        print_result(o, out, &cp, &m, &c, &all, nranks, MPI_Wtime() - t0);
+        PS_TRY_GOTO(st, print_result(o, out, &cp, &m, &c, &all, nranks, MPI_Wtime() - t0), done);
         if (all.n_top == 0)
             st = PS_FAIL(PS_ERR_INFEASIBLE, "no feasible plan for %s on %s: %s", m.name, c.name, all.binding);
     }

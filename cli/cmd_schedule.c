@@ -149,14 +149,7 @@ ps_status ps_cmd_schedule(const ps_cli_opts *o, ps_out *out)
         json_object_set_new(j, "units", json_string(o->times ? "times as in --times; peak_act in its ACT units"
                                                              : "times in units of --fbw; peak_act in micro-batches "
                                                                "of one device's whole share of layers"));
-        char *txt = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(8));
-        json_decref(j);
-        if (!txt) {
-            st = PS_FAIL(PS_ERR_SYSTEM, "out of memory serializing JSON");
-            goto done;
-        }
-        fprintf(out->f, "%s\n", txt);
-        free(txt);
+        PS_TRY_GOTO(st, ps_out_json(out, j), done);
     } else {
         fprintf(out->f, "# psearch schedule: %s, %d devices, %d micro-batches, %d chunk(s) per device\n",
                 o->sched_kind, d, n, v);

@@ -2,6 +2,8 @@
  * replaced in one rename (common/files.c). */
 #include <stdlib.h>
 
+#include <jansson.h>
+
 #include "cli.h"
 
 ps_status ps_out_open(ps_out *o)
@@ -34,4 +36,15 @@ void ps_out_discard(ps_out *o)
     o->f = NULL;
     free(o->buf);
     o->buf = NULL;
+}
+
+ps_status ps_out_json(ps_out *o, json_t *j)
+{
+    if (!j) return PS_FAIL(PS_ERR_SYSTEM, "out of memory building JSON output");
+    char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    json_decref(j);
+    if (!s) return PS_FAIL(PS_ERR_SYSTEM, "out of memory serializing JSON output");
+    fprintf(o->f, "%s\n", s);
+    free(s);
+    return PS_OK;
 }
