@@ -71,6 +71,8 @@ static int64_t count_blocks(const ps_model *m)
 }
 
 /* ---- strategies of one stage width ---- */
+/* At most this many (tp, sp) layouts, i.e. 32 TP degrees per stage; wider TP choices are cut, not overrun. */
+#define PS_SEARCH_MAX_LAYOUTS 64
 typedef struct {
     ps_strategy s;
     int layout; /* (tp, sp) class: resharding is free inside one */
@@ -82,6 +84,7 @@ static int build_strategies(int64_t width, int max_tp, int64_t global_mb, int64_
     int n = 0, lay = 0;
     for (int64_t tp = 1; tp <= width && tp <= max_tp; tp++) {
         if (width % tp) continue;
+        if (lay + 2 > PS_SEARCH_MAX_LAYOUTS) break; /* the per-stage tables below are sized for this many */
         int64_t dp = width / tp;
         if (global_mb % dp || global_mb / dp > mbs_max) continue;
         for (int sp = 0; sp <= (tp > 1); sp++) {
@@ -220,7 +223,7 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
     int64_t L = m->n_layers, width = c->n_gpus / oc->pp, global_mb = oc->gbs / oc->micro;
     int max_tp = o->max_tp > 0 ? o->max_tp : (int)(c->groups[0].gpus_per_node > 0 ? c->groups[0].gpus_per_node : 1);
     strat S[256];
-    int layout_tp[64], n_layouts = 0;
+    int layout_tp[PS_SEARCH_MAX_LAYOUTS], n_layouts = 0;
     int nS = build_strategies(width, max_tp, global_mb, o->mbs_max, S, 256, &n_layouts, layout_tp);
     if (nS == 0) return PS_OK;
 
@@ -401,7 +404,7 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
                 }
             /* Resharding between layouts: the boundary activation is gathered over the larger TP group, forward
              * and backward. */
-            double resh[64 * 64];
+            double resh[PS_SEARCH_MAX_LAYOUTS * PS_SEARCH_MAX_LAYOUTS];
             const ps_layer *bl = &m->layers[a];
             for (int x = 0; x < n_layouts; x++)
                 for (int y = 0; y < n_layouts; y++) {
