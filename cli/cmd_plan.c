@@ -47,7 +47,7 @@ static char *rank_json(const ps_search_result *r, const ps_model *m)
     return s;
 }
 
-static ps_status collect(const ps_cli_opts *o, const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
+static ps_status collect(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
                          char **texts, int n, int top_k, ps_search_result *all)
 {
     memset(all, 0, sizeof *all);
@@ -80,7 +80,6 @@ static ps_status collect(const ps_cli_opts *o, const ps_cost_params *cp, const p
         }
         json_decref(j);
     }
-    (void)o;
     if (st != PS_OK) return st;
     /* the search's total order, then keep k */
     for (int i = 1; i < all->n_top; i++)
@@ -212,7 +211,7 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     free(txt);
     if (st != PS_OK) goto done;
     if (rank == 0) {
-        st = collect(o, &cp, &m, &c, texts, nt, so.top_k, &all);
+        st = collect(&cp, &m, &c, texts, nt, so.top_k, &all);
         ps_mpi_strings_free(texts, nt);
         if (st != PS_OK) goto done;
         PS_TRY_GOTO(st, print_result(o, out, &cp, &m, &c, &all, nranks, MPI_Wtime() - t0), done);

@@ -69,6 +69,9 @@ void ps_error_clear(void);
 /* calloc that records PS_ERR_SYSTEM on failure; returns NULL then. n*size overflow is caught. */
 void *ps_calloc(size_t n, size_t size);
 char *ps_strdup(const char *s);
+/* Make *buf hold at least `need` elements of `elt` bytes, growing geometrically so a reused workspace stops
+ * allocating after a few calls. *cap counts elements. PS_ERR_SYSTEM (and *buf unchanged) on failure. */
+ps_status ps_grow(void **buf, size_t *cap, size_t need, size_t elt);
 
 /* ---- checked 64-bit arithmetic (sizes, counts, bytes) ---- */
 /* Return false on overflow; *out is then unspecified. */

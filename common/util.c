@@ -28,6 +28,19 @@ char *ps_strdup(const char *s)
     return p;
 }
 
+ps_status ps_grow(void **buf, size_t *cap, size_t need, size_t elt)
+{
+    if (need <= *cap) return PS_OK;
+    size_t n = *cap ? *cap : 64;
+    while (n < need) n *= 2;
+    if (elt && n > SIZE_MAX / elt) return PS_FAIL(PS_ERR_SYSTEM, "allocation of %zu x %zu bytes overflows", n, elt);
+    void *p = realloc(*buf, n * elt);
+    if (!p) return PS_FAIL(PS_ERR_SYSTEM, "out of memory (%zu bytes of workspace)", n * elt);
+    *buf = p;
+    *cap = n;
+    return PS_OK;
+}
+
 bool ps_mul_i64(int64_t a, int64_t b, int64_t *out) { return !__builtin_mul_overflow(a, b, out); }
 bool ps_add_i64(int64_t a, int64_t b, int64_t *out) { return !__builtin_add_overflow(a, b, out); }
 

@@ -120,9 +120,7 @@ static void layer_work(const ps_cost_params *p, const dev_speed *d, const ps_lay
 #undef GEMM
 }
 
-/* Galvatron-BMW Sec. V: overlapped computation and communication both run overlap_slowdown times slower while
- * they overlap; the longer one finishes alone. */
-static double overlapped(const ps_cost_params *p, double comp, double comm)
+double ps_cost_overlapped(const ps_cost_params *p, double comp, double comm)
 {
     double lo = fmin(comp, comm), hi = fmax(comp, comm);
     return hi + (p->overlap_slowdown - 1) * lo;
@@ -212,9 +210,9 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     out->zero_comm = zero_f + zero_b;
     out->tp_comm = tp_f + tp_b;
     out->recompute = recompute;
-    out->fwd = (zero_f > 0 ? overlapped(p, comp_f, zero_f) : comp_f) + tp_f;
+    out->fwd = (zero_f > 0 ? ps_cost_overlapped(p, comp_f, zero_f) : comp_f) + tp_f;
     double bw_both = comp_b + comp_w;
-    double bw_exposed = zero_b > 0 ? overlapped(p, bw_both, zero_b) - bw_both : 0;
+    double bw_exposed = zero_b > 0 ? ps_cost_overlapped(p, bw_both, zero_b) - bw_both : 0;
     out->bwd_b = comp_b + tp_b;
     out->bwd_w = comp_w + bw_exposed;
     double rec_flops = s->ckpt == PS_RECOMP_FULL ? w.flops : s->ckpt == PS_RECOMP_SELECTIVE ? w.attn_flops : 0;

@@ -170,12 +170,6 @@ void ps_prediction_free(ps_prediction *r)
     r->stages = NULL;
 }
 
-/* Galvatron-BMW Sec. V overlap, as in layer_cost.c: the shorter activity runs overlap_slowdown times slower. */
-static double overlap_extra(const ps_cost_params *p, double comp, double comm)
-{
-    return fmax(comp, comm) + (p->overlap_slowdown - 1) * fmin(comp, comm) - comp;
-}
-
 ps_status ps_cost_plan(const ps_cost_params *p, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
                        ps_prediction *out)
 {
@@ -191,8 +185,8 @@ ps_status ps_cost_plan(const ps_cost_params *p, const ps_model *m, const ps_clus
     double *buf = NULL;
     PS_TRY(ps_sched_create(&sch));
     PS_TRY_GOTO(st, ps_sched_build(sch, plan->schedule, d, (int)n_mb, plan->vpp), done);
-    /* per stage: f, b, w, act, p2p; per device: static, temp, sync, bwd, exposed sync, recompute, capacity */
-    buf = ps_calloc((size_t)S * 5 + (size_t)d * 7, sizeof *buf);
+    /* per stage: f, b, w, act, p2p; per device: static, temp, sync, bwd, exposed sync, recompute, capacity, TP */
+    buf = ps_calloc((size_t)S * 5 + (size_t)d * 8, sizeof *buf);
     out->stages = ps_calloc((size_t)S, sizeof *out->stages);
     if (!buf || !out->stages) {
         st = PS_ERR_SYSTEM;
@@ -200,7 +194,7 @@ ps_status ps_cost_plan(const ps_cost_params *p, const ps_model *m, const ps_clus
     }
     double *f = buf, *b = f + S, *w = b + S, *act = w + S, *p2p = act + S;
     double *dstatic = p2p + S, *dtemp = dstatic + d, *dsync = dtemp + d, *dbwd = dsync + d, *dexposed = dbwd + d,
-           *drec = dexposed + d, *dcap = drec + d;
+           *drec = dexposed + d, *dcap = drec + d, *dtp = dcap + d;
     for (int i = 0; i < d; i++) dcap[i] = INFINITY;
     out->n_stages = S;
 
@@ -223,6 +217,7 @@ ps_status ps_cost_plan(const ps_cost_params *p, const ps_model *m, const ps_clus
             if (lc.mem_temp > sp->mem_temp) sp->mem_temp = lc.mem_temp;
             dsync[dev] += lc.dp_sync;
             drec[dev] += lc.recompute;
+            dtp[dev] += lc.tp_comm;
             hw_flops_mb += lc.hw_flops;
         }
         f[s] = sp->fwd;
@@ -266,7 +261,7 @@ ps_status ps_cost_plan(const ps_cost_params *p, const ps_model *m, const ps_clus
     for (int i = 0; i < d; i++) {
         const ps_node_group *ng = ps_cluster_group_of(c, (int64_t)i * width);
         double bwd_last = dbwd[i];
-        dexposed[i] = dsync[i] > 0 ? overlap_extra(p, bwd_last, dsync[i]) : 0;
+        dexposed[i] = dsync[i] > 0 ? ps_cost_overlapped(p, bwd_last, dsync[i]) - bwd_last : 0;
         double opt = 2 * dstatic[i] / (ng->gpu.hbm_Bps * p->hbm_eff);
         if (dexposed[i] + opt > tail) tail = dexposed[i] + opt;
         if (r.busy[i] > r.busy[crit]) crit = i;
@@ -295,18 +290,7 @@ ps_status ps_cost_plan(const ps_cost_params *p, const ps_model *m, const ps_clus
     out->mfu = model_flops / out->iter_time_s / peak_sum;
 
     /* Breakdown of the busiest device's iteration. */
-    double tpc = 0, rec = drec[crit] * (double)n_mb;
-    for (int s = 0; s < S; s++) {
-        if (ps_sched_device_of(sch, s) != crit) continue;
-        for (int64_t i = plan->cuts[s]; i < plan->cuts[s + 1]; i++) {
-            ps_layer_cost lc;
-            const ps_strategy *ls = &plan->layer[i];
-            PS_TRY_GOTO(st, ps_cost_layer(p, c, &m->layers[i], m->dtype, global_mb / ls->dp, ls,
-                                          (int64_t)crit * width, &lc), done);
-            tpc += lc.tp_comm;
-        }
-    }
-    tpc *= (double)n_mb;
+    double tpc = dtp[crit] * (double)n_mb, rec = drec[crit] * (double)n_mb;
     out->comm_exposed_s = tpc + dexposed[crit];
     out->recompute_s = rec;
     out->compute_s = r.busy[crit] - tpc - rec + (tail - dexposed[crit]);

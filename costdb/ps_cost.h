@@ -97,6 +97,10 @@ double ps_coll_reducescatter(const ps_cost_params *p, const ps_cluster *c, const
 double ps_coll_alltoall(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes);
 double ps_p2p(const ps_cost_params *p, const ps_cluster *c, int64_t a, int64_t b, double bytes);
 
+/* Galvatron-BMW Sec. V: computation and communication that overlap both run overlap_slowdown times slower while
+ * they overlap; the longer one finishes alone. Returns the time of the two together. */
+double ps_cost_overlapped(const ps_cost_params *p, double comp, double comm);
+
 /* ---- one layer ---- */
 typedef struct {
     /* times per micro-batch on one GPU, seconds; communication already counted as exposed where noted */

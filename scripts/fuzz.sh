@@ -26,23 +26,7 @@ for t in "${targets[@]}"; do
 done
 
 # ---- toolchain: the project's packages, then clang with its sanitizer/libFuzzer runtimes and OpenMP -------------------
-scripts/install-deps.sh
-fuzz_pkgs=(clang libclang-rt-dev libomp-dev)
-missing=()
-for p in "${fuzz_pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  sudo_cmd=()
-  if [[ $(id -u) -ne 0 ]]; then
-    command -v sudo >/dev/null || { echo "fuzz: need root or sudo to install: ${missing[*]}" >&2; exit 3; }
-    sudo_cmd=(sudo)
-  fi
-  echo "# fuzz: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  "${sudo_cmd[@]}" apt-get update -qq
-  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+scripts/install-deps.sh clang libclang-rt-dev libomp-dev
 
 # ---- build: every library instrumented (coverage + ASan + UBSan), the targets linked with libFuzzer -------------------
 san="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g"

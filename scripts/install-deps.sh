@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Install the Debian 12 packages psearch builds and tests with, only those missing. Uses sudo when not root.
+# Extra package names given as arguments are installed too (scripts/fuzz.sh adds clang and its runtimes).
 # CUDA/cuBLAS/NCCL are optional and not Debian packages: the build uses them when nvcc is on PATH.
 set -euo pipefail
 
@@ -11,6 +12,7 @@ pkgs=(
   libopenblas-dev                               # CPU GEMM microbenchmarks
   libjansson-dev                                # JSON with line:column errors
   libcmocka-dev                                 # unit tests
+  "$@"
 )
 
 missing=()

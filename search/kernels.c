@@ -6,18 +6,6 @@
 
 #include "ps_kernels.h"
 
-static ps_status grow(void **buf, size_t *cap, size_t need, size_t elt)
-{
-    if (need <= *cap) return PS_OK;
-    size_t n = *cap ? *cap : 64;
-    while (n < need) n *= 2;
-    void *p = realloc(*buf, n * elt);
-    if (!p) return PS_FAIL(PS_ERR_SYSTEM, "out of memory (%zu bytes of DP workspace)", n * elt);
-    *buf = p;
-    *cap = n;
-    return PS_OK;
-}
-
 /* ---- layer DP ------------------------------------------------------------------------------------------------- */
 
 struct ps_ldp_ws {
@@ -56,10 +44,10 @@ ps_status ps_ldp_solve(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, d
     PS_CHECK_INPUT(budget <= (1 << 20), "layer DP: memory budget of %lld quanta is too fine (at most 2^20)",
                    (long long)budget);
     size_t B = (size_t)budget + 1, cells = (size_t)L * B * (size_t)S;
-    PS_TRY(grow((void **)&ws->cost, &ws->cost_cap, cells, sizeof(double)));
-    PS_TRY(grow((void **)&ws->from, &ws->from_cap, cells, sizeof(int)));
-    PS_TRY(grow((void **)&ws->lay, &ws->lay_cap, B * (size_t)Lay, sizeof(double)));
-    PS_TRY(grow((void **)&ws->lay_arg, &ws->lay_arg_cap, B * (size_t)Lay, sizeof(int)));
+    PS_TRY(ps_grow((void **)&ws->cost, &ws->cost_cap, cells, sizeof(double)));
+    PS_TRY(ps_grow((void **)&ws->from, &ws->from_cap, cells, sizeof(int)));
+    PS_TRY(ps_grow((void **)&ws->lay, &ws->lay_cap, B * (size_t)Lay, sizeof(double)));
+    PS_TRY(ps_grow((void **)&ws->lay_arg, &ws->lay_arg_cap, B * (size_t)Lay, sizeof(int)));
     double *cost = ws->cost;
     int *from = ws->from;
 #define AT(l, m, s) (((size_t)(l) * B + (size_t)(m)) * (size_t)S + (size_t)(s))
@@ -187,8 +175,8 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
     PS_CHECK_INPUT(K >= 1 && L >= 1, "partition DP: %d stages, %d layers", K, L);
     if (K > L) return PS_OK; /* every stage needs a layer */
     size_t N = (size_t)L + 1;
-    PS_TRY(grow((void **)&ws->start, &ws->start_cap, (size_t)K * N, sizeof(int64_t)));
-    PS_TRY(grow((void **)&ws->len, &ws->len_cap, (size_t)K * N, sizeof(int64_t)));
+    PS_TRY(ps_grow((void **)&ws->start, &ws->start_cap, (size_t)K * N, sizeof(int64_t)));
+    PS_TRY(ps_grow((void **)&ws->len, &ws->len_cap, (size_t)K * N, sizeof(int64_t)));
     size_t used = 0;
 #define COST(k, i, j) p->cost[((size_t)(k) * N + (size_t)(i)) * N + (size_t)(j)]
     for (int k = 0; k < K; k++) {
@@ -202,7 +190,7 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
             if (k == 0) {
                 double c = COST(0, 0, j);
                 if (isfinite(c)) {
-                    PS_TRY(grow((void **)&ws->tmp, &ws->tmp_cap, 1, sizeof(front_entry)));
+                    PS_TRY(ps_grow((void **)&ws->tmp, &ws->tmp_cap, 1, sizeof(front_entry)));
                     ws->tmp[nt++] = (front_entry){c, c, 0, -1};
                 }
             } else {
@@ -211,7 +199,7 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
                     if (!isfinite(c)) continue;
                     size_t pk = (size_t)(k - 1) * N + (size_t)i;
                     int64_t n = ws->len[pk];
-                    PS_TRY(grow((void **)&ws->tmp, &ws->tmp_cap, nt + (size_t)n, sizeof(front_entry)));
+                    PS_TRY(ps_grow((void **)&ws->tmp, &ws->tmp_cap, nt + (size_t)n, sizeof(front_entry)));
                     const front_entry *f = ws->ent + ws->start[pk];
                     for (int64_t e = 0; e < n; e++)
                         ws->tmp[nt++] = (front_entry){f[e].max > c ? f[e].max : c, f[e].sum + c, i, (int)e};
@@ -220,7 +208,7 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
             if (nt == 0) continue;
             qsort(ws->tmp, nt, sizeof *ws->tmp, cmp_entry);
             /* Pareto front: with max ascending, keep an entry only when its sum is strictly below every kept one. */
-            PS_TRY(grow((void **)&ws->ent, &ws->ent_cap, used + nt, sizeof(front_entry)));
+            PS_TRY(ps_grow((void **)&ws->ent, &ws->ent_cap, used + nt, sizeof(front_entry)));
             double lowest = INFINITY;
             for (size_t e = 0; e < nt; e++)
                 if (ws->tmp[e].sum < lowest) {

@@ -143,16 +143,6 @@ typedef struct {
     char err_msg[512];
 } worker;
 
-static ps_status grow(void **p, size_t *cap, size_t need, size_t elt)
-{
-    if (need <= *cap) return PS_OK;
-    void *q = realloc(*p, need * elt);
-    if (!q) return PS_FAIL(PS_ERR_SYSTEM, "out of memory (%zu bytes of search tables)", need * elt);
-    *p = q;
-    *cap = need;
-    return PS_OK;
-}
-
 /* Keep the top k of this worker, ordered by ps_search_cand_cmp. Takes ownership of *c. */
 static void offer(worker *w, int k, ps_search_cand *c)
 {
@@ -272,10 +262,10 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
     bool uni = uniform_placement(c, width);
     int G = uni ? 1 : K;
     size_t LS = (size_t)L * (size_t)nS;
-    PS_TRY(grow((void **)&w->t, &w->cap_t, (size_t)G * LS, sizeof(double)));
-    PS_TRY(grow((void **)&w->st, &w->cap_st, (size_t)G * LS, sizeof(double)));
-    PS_TRY(grow((void **)&w->act, &w->cap_act, (size_t)G * LS, sizeof(double)));
-    PS_TRY(grow((void **)&w->tmp, &w->cap_tmp, (size_t)G * LS, sizeof(double)));
+    PS_TRY(ps_grow((void **)&w->t, &w->cap_t, (size_t)G * LS, sizeof(double)));
+    PS_TRY(ps_grow((void **)&w->st, &w->cap_st, (size_t)G * LS, sizeof(double)));
+    PS_TRY(ps_grow((void **)&w->act, &w->cap_act, (size_t)G * LS, sizeof(double)));
+    PS_TRY(ps_grow((void **)&w->tmp, &w->cap_tmp, (size_t)G * LS, sizeof(double)));
     double cap_mem[4096];
     for (int g = 0; g < G; g++) {
         int64_t first = (int64_t)g * width;
@@ -312,8 +302,8 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
 
     /* 2. stage table: best single strategy for [i, j) on stage k, with memory checked */
     size_t N = (size_t)L + 1;
-    PS_TRY(grow((void **)&w->C, &w->cap_C, (size_t)K * N * N, sizeof(double)));
-    PS_TRY(grow((void **)&w->Carg, &w->cap_Carg, (size_t)K * N * N, sizeof(int)));
+    PS_TRY(ps_grow((void **)&w->C, &w->cap_C, (size_t)K * N * N, sizeof(double)));
+    PS_TRY(ps_grow((void **)&w->Carg, &w->cap_Carg, (size_t)K * N * N, sizeof(int)));
     for (size_t x = 0; x < (size_t)K * N * N; x++) w->C[x] = INFINITY;
     for (int k = 0; k < K; k++) {
         int g = uni ? 0 : k;
@@ -383,9 +373,9 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
         PS_TRY(ps_plan_alloc(m, oc->gbs, plan.mbs, K, 1, oc->sched, &S[0].s, &ref));
         memcpy(ref.cuts, plan.cuts, ((size_t)K + 1) * sizeof *ref.cuts);
         memcpy(ref.layer, plan.layer, (size_t)L * sizeof *ref.layer);
-        PS_TRY(grow((void **)&w->ltime, &w->cap_ltime, LS, sizeof(double)));
-        PS_TRY(grow((void **)&w->lmem, &w->cap_lmem, LS, sizeof(int64_t)));
-        PS_TRY(grow((void **)&w->choice, &w->cap_choice, (size_t)L, sizeof(int)));
+        PS_TRY(ps_grow((void **)&w->ltime, &w->cap_ltime, LS, sizeof(double)));
+        PS_TRY(ps_grow((void **)&w->lmem, &w->cap_lmem, LS, sizeof(int64_t)));
+        PS_TRY(ps_grow((void **)&w->choice, &w->cap_choice, (size_t)L, sizeof(int)));
         bool changed = false;
         for (int k = 0; k < K; k++) {
             int g = uni ? 0 : k;
