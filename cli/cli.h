@@ -74,6 +74,15 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, ps_out *out);
 ps_status ps_cmd_schedule(const ps_cli_opts *o, ps_out *out);
 void ps_cmd_version(FILE *f);
 
+/* Load --model and --cluster (the model's vocabulary padded for TP up to a node unless --vocab-pad says otherwise). */
+ps_status ps_cli_load_inputs(const ps_cli_opts *o, MPI_Comm comm, ps_model *m, ps_cluster *c);
+/* Search m on c with the search options of o (--gbs, --gbs-range, --top, --mbs-max, --max-tp, --schedules) on every
+ * rank of comm (MPI_COMM_NULL: this process alone). On rank 0, *all holds the merged, re-costed top k in the search's
+ * total order (n_top 0: nothing fits, all->binding says why); on other ranks it is empty. Collective over comm. */
+#include "ps_search.h"
+ps_status ps_cli_search(const ps_cli_opts *o, MPI_Comm comm, const ps_cost_params *cp, const ps_model *m,
+                        const ps_cluster *c, ps_search_result *all, double *seconds);
+
 /* JSON and table renderings shared by several commands. */
 #include "ps_cost.h"
 json_t *ps_prediction_json(const ps_model *m, const ps_cluster *c, const ps_plan *plan, const ps_prediction *r,

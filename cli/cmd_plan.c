@@ -137,40 +137,41 @@ static ps_status print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_p
     return PS_OK;
 }
 
-ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
+ps_status ps_cli_load_inputs(const ps_cli_opts *o, MPI_Comm comm, ps_model *m, ps_cluster *c)
 {
-    ps_cost_params cp;
-    ps_cost_params_default(&cp);
-    for (int i = 0; i < o->n_cost_params; i++) PS_TRY(ps_cost_params_set(&cp, o->cost_params[i]));
-    int rank = 0, nranks = 1;
-    if (comm != MPI_COMM_NULL) {
-        PS_MPI(MPI_Comm_rank(comm, &rank));
-        PS_MPI(MPI_Comm_size(comm, &nranks));
-    }
-    ps_cluster c;
-    PS_TRY(ps_cluster_load(o->cluster, comm, &c));
-    if (c.n_gpus < 1) {
-        ps_cluster_free(&c);
+    PS_TRY(ps_cluster_load(o->cluster, comm, c));
+    if (c->n_gpus < 1) {
+        ps_cluster_free(c);
         return PS_FAIL(PS_ERR_INPUT, "cluster %s has no GPUs to plan for (describe one with --cluster PRESET:NODES "
                                      "or a cluster.json)", o->cluster);
     }
     /* Megatron pads the vocabulary to 128 x TP; the search may choose TP up to a node, so pad for that unless the
      * user said otherwise. */
     ps_model_opts mo = o->mopts;
-    if (!mo.vocab_pad) mo.vocab_pad = 128 * (c.groups[0].gpus_per_node > 0 ? c.groups[0].gpus_per_node : 1);
-    ps_model m;
-    ps_status st = ps_model_load(o->model, &mo, &m);
+    if (!mo.vocab_pad) mo.vocab_pad = 128 * (c->groups[0].gpus_per_node > 0 ? c->groups[0].gpus_per_node : 1);
+    ps_status st = ps_model_load(o->model, &mo, m);
     if (st != PS_OK) {
-        ps_cluster_free(&c);
+        ps_cluster_free(c);
         return ps_error_trace(st, __FILE__, __LINE__);
     }
-    ps_search_result mine, all;
-    memset(&all, 0, sizeof all);
+    return PS_OK;
+}
+
+ps_status ps_cli_search(const ps_cli_opts *o, MPI_Comm comm, const ps_cost_params *cp, const ps_model *m,
+                        const ps_cluster *c, ps_search_result *all, double *seconds)
+{
+    memset(all, 0, sizeof *all);
+    int rank = 0, nranks = 1;
+    if (comm != MPI_COMM_NULL) {
+        PS_MPI(MPI_Comm_rank(comm, &rank));
+        PS_MPI(MPI_Comm_size(comm, &nranks));
+    }
+    ps_search_result mine;
     ps_search_opts so;
     ps_search_opts_default(&so);
-    so.gbs_lo = so.gbs_hi = o->gbs ? o->gbs : 8 * c.n_gpus;
+    so.gbs_lo = so.gbs_hi = o->gbs ? o->gbs : 8 * c->n_gpus;
     so.gbs_step = 1;
-    if (o->gbs_range) PS_TRY_GOTO(st, parse_range(o->gbs_range, &so.gbs_lo, &so.gbs_hi, &so.gbs_step), done);
+    if (o->gbs_range) PS_TRY(parse_range(o->gbs_range, &so.gbs_lo, &so.gbs_hi, &so.gbs_step));
     if (o->top) so.top_k = o->top;
     if (o->mbs_max) so.mbs_max = o->mbs_max;
     if (o->max_tp) so.max_tp = (int)o->max_tp;
@@ -187,15 +188,13 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     so.rank = rank;
     so.nranks = nranks;
     double t0 = MPI_Wtime();
-    PS_TRY_GOTO(st, ps_search_run(&cp, &m, &c, &so, &mine), done);
-    char *txt = rank_json(&mine, &m);
+    PS_TRY(ps_search_run(cp, m, c, &so, &mine));
+    char *txt = rank_json(&mine, m);
     ps_search_result_free(&mine);
-    if (!txt) {
-        st = PS_FAIL(PS_ERR_SYSTEM, "out of memory serializing search results");
-        goto done;
-    }
+    if (!txt) return PS_FAIL(PS_ERR_SYSTEM, "out of memory serializing search results");
     char **texts = NULL;
     int nt = 0;
+    ps_status st = PS_OK;
     if (comm != MPI_COMM_NULL) {
         st = ps_mpi_gather_strings(comm, 0, txt, &texts, &nt);
     } else {
@@ -209,16 +208,36 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
         }
     }
     free(txt);
-    if (st != PS_OK) goto done;
+    if (st != PS_OK) return st;
     if (rank == 0) {
-        st = collect(&cp, &m, &c, texts, nt, so.top_k, &all);
+        st = collect(cp, m, c, texts, nt, so.top_k, all);
         ps_mpi_strings_free(texts, nt);
-        if (st != PS_OK) goto done;
-        PS_TRY_GOTO(st, print_result(o, out, &cp, &m, &c, &all, nranks, MPI_Wtime() - t0), done);
-        if (all.n_top == 0)
+    }
+    *seconds = MPI_Wtime() - t0;
+    return st;
+}
+
+ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
+{
+    ps_cost_params cp;
+    ps_cost_params_default(&cp);
+    for (int i = 0; i < o->n_cost_params; i++) PS_TRY(ps_cost_params_set(&cp, o->cost_params[i]));
+    int rank = 0, nranks = 1;
+    if (comm != MPI_COMM_NULL) {
+        PS_MPI(MPI_Comm_rank(comm, &rank));
+        PS_MPI(MPI_Comm_size(comm, &nranks));
+    }
+    ps_model m;
+    ps_cluster c;
+    PS_TRY(ps_cli_load_inputs(o, comm, &m, &c));
+    ps_search_result all;
+    double secs = 0;
+    ps_status st = ps_cli_search(o, comm, &cp, &m, &c, &all, &secs);
+    if (st == PS_OK && rank == 0) {
+        st = print_result(o, out, &cp, &m, &c, &all, nranks, secs);
+        if (st == PS_OK && all.n_top == 0)
             st = PS_FAIL(PS_ERR_INFEASIBLE, "no feasible plan for %s on %s: %s", m.name, c.name, all.binding);
     }
-done:
     ps_search_result_free(&all);
     ps_model_free(&m);
     ps_cluster_free(&c);
