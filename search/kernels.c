@@ -140,6 +140,8 @@ struct ps_pdp_ws {
     size_t start_cap, len_cap;
     front_entry *tmp;   /* candidates of one (k, j) before pruning */
     size_t tmp_cap;
+    double *suffix;     /* min-max DP: [K][L+1] best max over stages k..K-1 covering [i, L) */
+    size_t suffix_cap;
 };
 
 ps_status ps_pdp_create(ps_pdp_ws **out)
@@ -155,6 +157,7 @@ void ps_pdp_destroy(ps_pdp_ws *ws)
     free(ws->start);
     free(ws->len);
     free(ws->tmp);
+    free(ws->suffix);
     free(ws);
 }
 
@@ -238,6 +241,53 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
         e = x->prev_idx;
     }
     cuts[0] = 0;
+#undef COST
+    return PS_OK;
+}
+
+ps_status ps_pdp_minmax(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int64_t *cuts)
+{
+    *best = INFINITY;
+    int K = p->n_stages, L = p->n_layers;
+    PS_CHECK_INPUT(K >= 1 && L >= 1, "min-max partition DP: %d stages, %d layers", K, L);
+    if (K > L) return PS_OK;
+    size_t N = (size_t)L + 1;
+    PS_TRY(ps_grow((void **)&ws->suffix, &ws->suffix_cap, ((size_t)K + 1) * N, sizeof(double)));
+#define COST(k, i, j) p->cost[((size_t)(k) * N + (size_t)(i)) * N + (size_t)(j)]
+#define SUF(k, i) ws->suffix[(size_t)(k) * N + (size_t)(i)]
+    /* Suffix form (stages k..K-1 hold [i, L)), so that the forward walk below can take the smallest cut at every
+     * stage that still reaches the optimum: the lexicographically smallest optimal cuts, the same tie rule as
+     * ps_pdp_solve. */
+    for (size_t i = 0; i < N; i++) SUF(K, i) = i == (size_t)L ? -INFINITY : INFINITY;
+    for (int k = K - 1; k >= 0; k--)
+        for (int i = 0; i <= L; i++) {
+            double b = INFINITY;
+            /* stage k needs a layer, and the K-1-k later stages one each */
+            for (int j = i + 1; j <= L - (K - 1 - k); j++) {
+                double c = COST(k, i, j), rest = SUF(k + 1, j);
+                double v = c > rest ? c : rest;
+                if (v < b) b = v;
+            }
+            SUF(k, i) = b;
+        }
+    *best = SUF(0, 0);
+    if (!isfinite(*best)) {
+        *best = INFINITY;
+        return PS_OK;
+    }
+    cuts[0] = 0;
+    int i = 0;
+    for (int k = 0; k < K; k++) {
+        int pick = -1;
+        for (int j = i + 1; j <= L - (K - 1 - k) && pick < 0; j++) {
+            double c = COST(k, i, j), rest = SUF(k + 1, j);
+            if (c <= *best && rest <= *best) pick = j;
+        }
+        if (pick < 0) return PS_FAIL(PS_ERR_SYSTEM, "min-max partition DP lost its optimum at stage %d", k);
+        cuts[k + 1] = pick;
+        i = pick;
+    }
+#undef SUF
 #undef COST
     return PS_OK;
 }
