@@ -36,6 +36,8 @@ enum {
     OPT_MBS_MAX,
     OPT_MAX_TP,
     OPT_SCHEDULES,
+    OPT_OBJECTIVE,
+    OPT_EXPORT,
 };
 
 static const struct option g_long[] = {
@@ -74,6 +76,8 @@ static const struct option g_long[] = {
     {"mbs-max", required_argument, NULL, OPT_MBS_MAX},
     {"max-tp", required_argument, NULL, OPT_MAX_TP},
     {"schedules", required_argument, NULL, OPT_SCHEDULES},
+    {"objective", required_argument, NULL, OPT_OBJECTIVE},
+    {"export", required_argument, NULL, OPT_EXPORT},
     {NULL, 0, NULL, 0},
 };
 
@@ -161,8 +165,13 @@ void ps_cli_usage(FILE *f, const char *cmd)
             "      --max-tp N       largest tensor-parallel degree tried [GPUs per node]\n"
             "      --schedules A,B  pipeline schedules tried [all: gpipe, 1f1b, interleaved, zb-h1, zb-h2, v-min,\n"
             "                       v-half, v-zb]\n"
+            "      --objective O    throughput (highest samples/s) or memory (lowest peak memory per GPU)\n"
+            "                       [throughput]\n"
             "      --cost-param NAME=VALUE  override a cost-model constant (docs/costmodel.md)\n"
             "      --format F       output: table or json [table]\n"
+            "      --export K       print the best plan as megatron (Megatron-LM arguments) or deepspeed (config JSON)\n"
+            "                       instead of the table\n"
+            "      --svg FILE       also write the best plan's pipeline timeline as SVG (atomically)\n"
             "      --out FILE       write the output to FILE (atomically: all or nothing) [standard output]\n"
             "      --data-dir DIR   folder holding models/ and clusters/ presets [installed share/psearch]\n"
             "  -v, --verbose        on errors, also print where in psearch they were raised\n"
@@ -314,6 +323,16 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
         case OPT_MBS_MAX: PS_TRY(parse_pos_int("mbs-max", optarg, &o->mbs_max)); break;
         case OPT_MAX_TP: PS_TRY(parse_pos_int("max-tp", optarg, &o->max_tp)); break;
         case OPT_SCHEDULES: o->schedules = optarg; break;
+        case OPT_OBJECTIVE:
+            if (strcmp(optarg, "throughput") != 0 && strcmp(optarg, "memory") != 0)
+                return PS_FAIL(PS_ERR_INPUT, "unknown --objective '%s' (known: throughput, memory)", optarg);
+            o->objective = optarg;
+            break;
+        case OPT_EXPORT:
+            if (strcmp(optarg, "megatron") != 0 && strcmp(optarg, "deepspeed") != 0)
+                return PS_FAIL(PS_ERR_INPUT, "unknown --export '%s' (known: megatron, deepspeed)", optarg);
+            o->export_kind = optarg;
+            break;
         case 'v': o->verbose = 1; break;
         case 'h': o->help = 1; break;
         case OPT_VERSION: o->version = 1; break;

@@ -291,3 +291,49 @@ ps_status ps_pdp_minmax(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, in
 #undef COST
     return PS_OK;
 }
+
+/* Galvatron-BMW Sec. IV-B / App. B: start from the memory-balanced partition and move one boundary layer at a time
+ * out of the slowest stage into a neighbour, as long as the pair's slower stage gets faster and both still fit in
+ * memory (C is finite only where some strategy fits: the paper's Validate). Every accepted move lowers the sorted
+ * vector of stage times, so the walk ends; it stops at the first partition no single move improves. */
+void ps_pdp_balance_walk(const ps_pdp_problem *p, int64_t *cuts)
+{
+    const double *C = p->cost;
+    int K = p->n_stages;
+    size_t N = (size_t)p->n_layers + 1;
+#define T(k, i, j) C[((size_t)(k) * N + (size_t)(i)) * N + (size_t)(j)]
+    for (size_t it = 0; it < (size_t)K * N; it++) {
+        int ks = 0;
+        double tmax = -1;
+        for (int k = 0; k < K; k++) {
+            double t = T(k, cuts[k], cuts[k + 1]);
+            if (t > tmax) {
+                tmax = t;
+                ks = k;
+            }
+        }
+        double best = tmax;
+        int move = 0; /* -1: first layer of ks to ks-1; +1: last layer of ks to ks+1 */
+        if (ks > 0 && cuts[ks + 1] - cuts[ks] > 1) {
+            double v = fmax(T(ks - 1, cuts[ks - 1], cuts[ks] + 1), T(ks, cuts[ks] + 1, cuts[ks + 1]));
+            if (v < best) {
+                best = v;
+                move = -1;
+            }
+        }
+        if (ks < K - 1 && cuts[ks + 1] - cuts[ks] > 1) {
+            double v = fmax(T(ks, cuts[ks], cuts[ks + 1] - 1), T(ks + 1, cuts[ks + 1] - 1, cuts[ks + 2]));
+            if (v < best) {
+                best = v;
+                move = 1;
+            }
+        }
+        if (move == 0) break;
+        if (move < 0)
+            cuts[ks]++;
+        else
+            cuts[ks + 1]--;
+    }
+#undef T
+}
+
