@@ -31,9 +31,9 @@ static ps_status parse_range(const char *s, int64_t *lo, int64_t *hi, int64_t *s
 /* This rank's results as one JSON text: its counters, the binding constraint, and its best plans. */
 static char *rank_json(const ps_search_result *r, const ps_model *m)
 {
-    json_t *j = json_pack("{s:I, s:I, s:I, s:f, s:s}", "candidates", (json_int_t)r->candidates, "evaluated",
-                          (json_int_t)r->evaluated, "feasible", (json_int_t)r->feasible, "dp_cells", r->dp_cells,
-                          "binding", r->binding);
+    json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:f, s:s}", "candidates", (json_int_t)r->candidates, "evaluated",
+                          (json_int_t)r->evaluated, "feasible", (json_int_t)r->feasible, "pruned",
+                          (json_int_t)r->pruned, "dp_cells", r->dp_cells, "binding", r->binding);
     json_t *a = json_array();
     for (int i = 0; i < r->n_top; i++) {
         json_t *e = json_object();
@@ -75,6 +75,7 @@ static ps_status collect(const ps_cost_params *cp, const ps_model *m, const ps_c
         all->candidates += json_integer_value(json_object_get(j, "candidates"));
         all->evaluated += json_integer_value(json_object_get(j, "evaluated"));
         all->feasible += json_integer_value(json_object_get(j, "feasible"));
+        all->pruned += json_integer_value(json_object_get(j, "pruned"));
         all->dp_cells += json_number_value(json_object_get(j, "dp_cells"));
         const char *b = json_string_value(json_object_get(j, "binding"));
         if (b && b[0] && !all->binding[0]) ps_strlcpy(all->binding, b, sizeof all->binding);
@@ -191,19 +192,20 @@ static ps_status print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_p
         for (int i = 0; i < r->n_top; i++)
             json_array_append_new(top, ps_prediction_json(m, c, &r->top[i].plan, &r->top[i].pred, cp));
         json_object_set_new(j, "top", top);
-        json_object_set_new(j, "search", json_pack("{s:I, s:I, s:I, s:f, s:i, s:f}", "candidates",
+        json_object_set_new(j, "search", json_pack("{s:I, s:I, s:I, s:I, s:f, s:i, s:f}", "candidates",
                                                    (json_int_t)r->candidates, "evaluated", (json_int_t)r->evaluated,
-                                                   "feasible", (json_int_t)r->feasible, "dp_cells", r->dp_cells,
-                                                   "ranks", nranks, "wall_s", seconds));
+                                                   "feasible", (json_int_t)r->feasible, "pruned",
+                                                   (json_int_t)r->pruned, "dp_cells", r->dp_cells, "ranks", nranks,
+                                                   "wall_s", seconds));
         if (!r->n_top) json_object_set_new(j, "binding", json_string(r->binding));
         json_object_set_new(j, "objective", json_string(memory ? "memory" : "throughput"));
         json_object_set_new(j, "baselines", baselines_json(r, m, memory));
         return ps_out_json(out, j);
     }
-    fprintf(out->f, "# psearch %s: %s on %s (%lld GPUs); %lld candidates, %lld plans costed, %lld fit; %d rank(s), "
-                    "%.2f s\n",
+    fprintf(out->f, "# psearch %s: %s on %s (%lld GPUs); %lld candidates, %lld plans costed, %lld fit, %lld pruned "
+                    "by bounds; %d rank(s), %.2f s\n",
             PS_VERSION, m->name, c->name, (long long)c->n_gpus, (long long)r->candidates, (long long)r->evaluated,
-            (long long)r->feasible, nranks, seconds);
+            (long long)r->feasible, (long long)r->pruned, nranks, seconds);
     if (!r->n_top) return PS_OK;
     fprintf(out->f, "# best plan (objective: %s)\n", memory ? "lowest peak memory per GPU" : "highest samples/s");
     ps_prediction_table(out->f, m, c, &r->top[0].plan, &r->top[0].pred);

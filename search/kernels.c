@@ -15,6 +15,9 @@ struct ps_ldp_ws {
     double *lay;   /* [B+1][Lay]: best over the strategies of one layout at the previous layer */
     int *lay_arg;
     size_t lay_cap, lay_arg_cap;
+    double *into;  /* [B+1][Lay]: best arrival into a layout (resharding included) */
+    int *into_arg;
+    size_t into_cap, into_arg_cap;
 };
 
 ps_status ps_ldp_create(ps_ldp_ws **out)
@@ -30,6 +33,8 @@ void ps_ldp_destroy(ps_ldp_ws *ws)
     free(ws->from);
     free(ws->lay);
     free(ws->lay_arg);
+    free(ws->into);
+    free(ws->into_arg);
     free(ws);
 }
 
@@ -48,6 +53,8 @@ ps_status ps_ldp_solve(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, d
     PS_TRY(ps_grow((void **)&ws->from, &ws->from_cap, cells, sizeof(int)));
     PS_TRY(ps_grow((void **)&ws->lay, &ws->lay_cap, B * (size_t)Lay, sizeof(double)));
     PS_TRY(ps_grow((void **)&ws->lay_arg, &ws->lay_arg_cap, B * (size_t)Lay, sizeof(int)));
+    PS_TRY(ps_grow((void **)&ws->into, &ws->into_cap, B * (size_t)Lay, sizeof(double)));
+    PS_TRY(ps_grow((void **)&ws->into_arg, &ws->into_arg_cap, B * (size_t)Lay, sizeof(int)));
     double *cost = ws->cost;
     int *from = ws->from;
 #define AT(l, m, s) (((size_t)(l) * B + (size_t)(m)) * (size_t)S + (size_t)(s))
@@ -77,26 +84,34 @@ ps_status ps_ldp_solve(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, d
                     ws->lay_arg[k] = s;
                 }
             }
-        const double *t = p->time + (size_t)l * (size_t)S;
-        const int64_t *mm = p->mem + (size_t)l * (size_t)S;
-        for (int s = 0; s < S; s++) {
-            if (!isfinite(t[s]) || mm[s] < 0 || mm[s] > budget) continue;
-            int b = p->layout[s];
-            for (size_t m = (size_t)mm[s]; m < B; m++) {
-                size_t prev = m - (size_t)mm[s];
+        /* Into each target layout b: min over source layouts a of lay + reshard(a, b), once per memory level, so
+         * the strategy loop below is O(S x B) instead of O(S x B x layouts). Ties keep the lowest a, as before. */
+        for (size_t m = 0; m < B; m++)
+            for (int b = 0; b < Lay; b++) {
                 double bestc = INFINITY;
                 int arg = -1;
                 for (int a = 0; a < Lay; a++) {
-                    double c = ws->lay[prev * (size_t)Lay + (size_t)a];
+                    double c = ws->lay[m * (size_t)Lay + (size_t)a];
                     if (!isfinite(c)) continue;
                     c = c + (p->reshard ? p->reshard[a * Lay + b] : 0.0);
                     if (c < bestc) {
                         bestc = c;
-                        arg = ws->lay_arg[prev * (size_t)Lay + (size_t)a];
+                        arg = ws->lay_arg[m * (size_t)Lay + (size_t)a];
                     }
                 }
+                ws->into[m * (size_t)Lay + (size_t)b] = bestc;
+                ws->into_arg[m * (size_t)Lay + (size_t)b] = arg;
+            }
+        const double *t = p->time + (size_t)l * (size_t)S;
+        const int64_t *mm = p->mem + (size_t)l * (size_t)S;
+        for (int s = 0; s < S; s++) {
+            if (!isfinite(t[s]) || mm[s] < 0 || mm[s] > budget) continue;
+            size_t b = (size_t)p->layout[s];
+            for (size_t m = (size_t)mm[s]; m < B; m++) {
+                size_t prev = m - (size_t)mm[s];
+                int arg = ws->into_arg[prev * (size_t)Lay + b];
                 if (arg < 0) continue;
-                cost[AT(l, m, s)] = bestc + t[s];
+                cost[AT(l, m, s)] = ws->into[prev * (size_t)Lay + b] + t[s];
                 from[AT(l, m, s)] = arg;
             }
         }

@@ -53,6 +53,9 @@ typedef struct {
     int64_t candidates;   /* (batch, pp, schedule, micro-batches) combinations on this rank */
     int64_t evaluated;    /* plans costed with the full model (schedule simulation) */
     int64_t feasible;     /* of those, plans that fit in memory */
+    int64_t pruned;       /* plans and candidates skipped because an upper bound on their samples/s could not reach
+                             the top k: evaluated and pruned depend on the order the work was done in (threads,
+                             ranks); the results do not */
     double dp_cells;      /* dynamic-programming cells visited (stage tables, partition fronts, layer DPs) */
     char binding[320];    /* when nothing fits: the constraint that bound (memory, divisibility, batch) */
 } ps_search_result;

@@ -154,6 +154,9 @@ typedef struct {
     /* per stage-group tables: [K][L][S] */
     double *t, *st, *act, *tmp;
     size_t cap_t, cap_st, cap_act, cap_tmp;
+    double *fb;      /* [G][L][S] fwd + bwd_b + bwd_w per micro-batch (t without the spread DP sync) */
+    double *lmin;    /* [G][L] fastest fb of any strategy of the layer: the lower bounds below */
+    size_t cap_fb, cap_lmin;
     double *C, *Cm;  /* [K][L+1][L+1] fastest time / lowest memory of a fitting single strategy per stage */
     int *Carg, *Cmarg; /* the strategy reaching it */
     size_t cap_C, cap_Carg, cap_Cm, cap_Cmarg;
@@ -168,7 +171,7 @@ typedef struct {
     int n_top;
     ps_search_cand even; /* best plan with an even split (a baseline) */
     int have_even;
-    int64_t evaluated, feasible;
+    int64_t evaluated, feasible, pruned;
     double cells;
     double min_over;       /* smallest (peak - capacity) of the plans that did not fit */
     char min_over_msg[320];
@@ -282,6 +285,20 @@ static bool uniform_placement(const ps_cluster *c, int64_t width)
     return g > 0 && (width % g == 0 || g % width == 0);
 }
 
+/* Upper-bound pruning (throughput objective only). A plan's iteration time is at least its busiest device's compute,
+ * m x sum of its layers' fwd + bwd per micro-batch (ps_cost_plan: makespan >= busy time, then the optimizer tail),
+ * so gbs / that bound caps its samples/s. A plan capped below this worker's k-th best cannot enter the top k (nor,
+ * for even splits, beat the even-split baseline): skipping it changes no result, only the work done. The factor
+ * covers rounding from summing in another order. */
+static bool prunable(const worker *w, const ps_search_opts *o, int64_t gbs, double t_lb, int where)
+{
+    if (o->objective != PS_SEARCH_THROUGHPUT || !(t_lb > 0)) return false;
+    double ub = (double)gbs / (t_lb * (1 - 1e-9));
+    if ((where & EV_TOP) && (w->n_top < o->top_k || ub >= w->top[o->top_k - 1].pred.samples_per_s)) return false;
+    if ((where & EV_EVEN) && (!w->have_even || ub >= w->even.pred.samples_per_s)) return false;
+    return true;
+}
+
 /* What the per-partition steps need of search_outer's tables. */
 typedef struct {
     const strat *S;
@@ -290,7 +307,7 @@ typedef struct {
     const double *inflight, *cap_mem;
     bool uni;
     size_t LS;
-    int64_t width, global_mb;
+    int64_t width, global_mb, micro;
     int K;
     size_t N;
 } stage_ctx;
@@ -354,12 +371,33 @@ static ps_status refine(worker *w, const stage_ctx *x, const ps_cost_params *cp,
             for (int s = 0; s < nS; s++) tmax = fmax(tmax, w->tmp[(size_t)g * LS + (size_t)l * nS + (size_t)s]);
         double budget = x->cap_mem[g] - cp->reserve_bytes - tmax, q = x->cap_mem[g] / o->quanta;
         if (budget <= 0) continue;
-        /* Round every layer's memory up to whole quanta and the budget down: the DP can only under-use. */
+        /* Strategies dominated inside their layout (another is no slower and no heavier on every layer of the
+         * stage; on a full tie the lower index stays) never improve the optimum: resharding depends only on the
+         * layout. Galvatron-BMW's Takeaways prune by rule; this prunes by the numbers. Rows of identical layers are
+         * checked once. Memory is rounded up to whole quanta and the budget down: the DP can only under-use. */
+        int keep[256], nk = 0;
+        for (int s = 0; s < nS; s++) {
+            bool dominated = false;
+            for (int u = 0; u < nS && !dominated; u++) {
+                if (u == s || x->S[u].layout != x->S[s].layout) continue;
+                bool no_worse = true, better = false;
+                for (int64_t l = a; l < b && no_worse; l++) {
+                    if (l > a && ps_layer_equal(&m->layers[l], &m->layers[l - 1])) continue;
+                    size_t es = (size_t)g * LS + (size_t)l * nS + (size_t)s, eu = (size_t)g * LS + (size_t)l * nS + (size_t)u;
+                    double ts = w->t[es], tu = w->t[eu];
+                    double ms = ceil((w->st[es] + f * w->act[es]) / q), mu = ceil((w->st[eu] + f * w->act[eu]) / q);
+                    if (tu > ts || mu > ms) no_worse = false;
+                    else if (tu < ts || mu < ms) better = true;
+                }
+                dominated = no_worse && (better || u < s);
+            }
+            if (!dominated) keep[nk++] = s;
+        }
         for (int64_t l = 0; l < n; l++)
-            for (int s = 0; s < nS; s++) {
-                size_t e = (size_t)g * LS + (size_t)(a + l) * nS + (size_t)s;
-                w->ltime[(size_t)l * nS + (size_t)s] = w->t[e];
-                w->lmem[(size_t)l * nS + (size_t)s] = (int64_t)ceil((w->st[e] + f * w->act[e]) / q);
+            for (int i = 0; i < nk; i++) {
+                size_t e = (size_t)g * LS + (size_t)(a + l) * nS + (size_t)keep[i];
+                w->ltime[(size_t)l * nk + (size_t)i] = w->t[e];
+                w->lmem[(size_t)l * nk + (size_t)i] = (int64_t)ceil((w->st[e] + f * w->act[e]) / q);
             }
         /* Resharding between layouts: the boundary activation is gathered over the larger TP group, forward and
          * backward. */
@@ -377,11 +415,13 @@ static ps_status refine(worker *w, const stage_ctx *x, const ps_cost_params *cp,
                 resh[u * n_layouts + v] = 2 * ps_coll_allgather(cp, c, &grp, bytes);
             }
         int lay[256];
-        for (int s = 0; s < nS; s++) lay[s] = x->S[s].layout;
-        ps_ldp_problem lp = {(int)n, nS, w->ltime, w->lmem, n_layouts, lay, resh};
+        for (int i = 0; i < nk; i++) lay[i] = x->S[keep[i]].layout;
+        ps_ldp_problem lp = {(int)n, nk, w->ltime, w->lmem, n_layouts, lay, resh};
         double best;
         PS_TRY(ps_ldp_solve(w->ldp, &lp, (int64_t)floor(budget / q), &best, w->choice));
-        w->cells += (double)n * (double)(o->quanta + 1) * (double)nS;
+        w->cells += (double)n * (double)(o->quanta + 1) * (double)nk;
+        if (!isfinite(best)) continue;
+        for (int64_t l = 0; l < n; l++) w->choice[l] = keep[w->choice[l]];
         if (!isfinite(best)) continue;
         for (int64_t l = 0; l < n; l++) {
             const ps_strategy *ns = &x->S[w->choice[l]].s;
@@ -398,6 +438,17 @@ static ps_status cost_partition(worker *w, const stage_ctx *x, const ps_cost_par
                                 const ps_cluster *c, const ps_search_opts *o, const outer *oc, const int64_t *cuts,
                                 int64_t index, int where)
 {
+    double busiest = 0;
+    for (int k = 0; k < x->K; k++) {
+        double sum = 0;
+        const double *lm = w->lmin + (size_t)(x->uni ? 0 : k) * (size_t)m->n_layers;
+        for (int64_t l = cuts[k]; l < cuts[k + 1]; l++) sum += lm[l];
+        busiest = fmax(busiest, sum);
+    }
+    if (prunable(w, o, oc->gbs, (double)x->micro * busiest, where)) {
+        w->pruned++;
+        return PS_OK;
+    }
     ps_plan plan;
     PS_TRY(plan_from_cuts(x, m, oc, cuts, w->Carg, &plan));
     if (o->per_layer) {
@@ -422,6 +473,44 @@ static ps_status cost_partition(worker *w, const stage_ctx *x, const ps_cost_par
     return evaluate(w, cp, m, c, o, &plan, index, where);
 }
 
+/* An upper bound on the samples/s of any plan of an outer candidate (see prunable): gbs over m x the fastest compute
+ * of every layer spread evenly over the pp devices. Used to order the work so that strong candidates come first and
+ * raise the pruning thresholds early; 0 when the candidate has no strategy at all. */
+static ps_status outer_bound(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
+                             const ps_search_opts *o, const outer *oc, double *ub)
+{
+    *ub = 0;
+    int64_t L = m->n_layers, width = c->n_gpus / oc->pp, global_mb = oc->gbs / oc->micro;
+    int max_tp = o->max_tp > 0 ? o->max_tp : (int)(c->groups[0].gpus_per_node > 0 ? c->groups[0].gpus_per_node : 1);
+    strat S[256];
+    int layout_tp[PS_SEARCH_MAX_LAYOUTS], n_layouts = 0;
+    int nS = build_strategies(width, max_tp, global_mb, o->mbs_max, S, 256, &n_layouts, layout_tp);
+    if (nS == 0) return PS_OK;
+    int G = uniform_placement(c, width) ? 1 : oc->pp;
+    double tot = 0, prev = INFINITY;
+    for (int64_t l = 0; l < L; l++) {
+        if (l > 0 && ps_layer_equal(&m->layers[l], &m->layers[l - 1])) {
+            tot += prev;
+            continue;
+        }
+        double best = INFINITY;
+        for (int g = 0; g < G; g++)
+            for (int s = 0; s < nS; s++) {
+                if (!layer_allows(&m->layers[l], &S[s].s)) continue;
+                ps_layer_cost lc;
+                PS_TRY(ps_cost_layer(cp, c, &m->layers[l], m->dtype, global_mb / S[s].s.dp, &S[s].s,
+                                     (int64_t)g * width, &lc));
+                best = fmin(best, lc.fwd + lc.bwd_b + lc.bwd_w);
+            }
+        if (!isfinite(best)) return PS_OK; /* a layer no strategy allows: no plan */
+        tot += best;
+        prev = best;
+    }
+    double t_lb = (double)oc->micro * tot / (double)oc->pp;
+    *ub = t_lb > 0 ? (double)oc->gbs / (t_lb * (1 - 1e-9)) : INFINITY;
+    return PS_OK;
+}
+
 static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
                               const ps_search_opts *o, const outer *oc, int64_t index)
 {
@@ -441,27 +530,9 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
         return PS_OK;
     }
     PS_TRY(bst);
-    /* Chunked schedules: Megatron's even split, one strategy for all layers. */
-    if (oc->vpp > 1) {
-        for (int s = 0; s < nS; s++) {
-            bool ok = true;
-            for (int64_t l = 0; l < L && ok; l++) ok = layer_allows(&m->layers[l], &S[s].s);
-            if (!ok) continue;
-            ps_plan plan;
-            int64_t mbs = global_mb / S[s].s.dp;
-            if (ps_plan_uniform(m, oc->gbs, mbs, oc->pp, oc->vpp, oc->sched, &S[s].s, &plan) != PS_OK) {
-                ps_error_clear();
-                return PS_OK; /* too few layers for pp x vpp stages: not a candidate */
-            }
-            /* chunked schedules keep the even split: every one is also an "even split" plan */
-            PS_TRY(evaluate(w, cp, m, c, o, &plan, index * PS_IDX_STRIDE + s, EV_TOP | EV_EVEN));
-        }
-        return PS_OK;
-    }
-
     /* In-flight micro-batches per stage, from the schedule itself (unit times, unit activations). */
     double inflight[4096];
-    {
+    if (oc->vpp == 1) {
         double *ones = ps_calloc((size_t)K * 3, sizeof *ones);
         if (!ones) return PS_ERR_SYSTEM;
         for (int i = 0; i < 3 * K; i++) ones[i] = 1;
@@ -482,6 +553,8 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
     PS_TRY(ps_grow((void **)&w->st, &w->cap_st, (size_t)G * LS, sizeof(double)));
     PS_TRY(ps_grow((void **)&w->act, &w->cap_act, (size_t)G * LS, sizeof(double)));
     PS_TRY(ps_grow((void **)&w->tmp, &w->cap_tmp, (size_t)G * LS, sizeof(double)));
+    PS_TRY(ps_grow((void **)&w->fb, &w->cap_fb, (size_t)G * LS, sizeof(double)));
+    PS_TRY(ps_grow((void **)&w->lmin, &w->cap_lmin, (size_t)G * (size_t)L, sizeof(double)));
     double cap_mem[4096];
     for (int g = 0; g < G; g++) {
         int64_t first = (int64_t)g * width;
@@ -496,10 +569,14 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
                 memcpy(w->st + row, w->st + prev, (size_t)nS * sizeof(double));
                 memcpy(w->act + row, w->act + prev, (size_t)nS * sizeof(double));
                 memcpy(w->tmp + row, w->tmp + prev, (size_t)nS * sizeof(double));
+                memcpy(w->fb + row, w->fb + prev, (size_t)nS * sizeof(double));
+                w->lmin[(size_t)g * (size_t)L + (size_t)l] = w->lmin[(size_t)g * (size_t)L + (size_t)l - 1];
                 continue;
             }
+            double lmin = INFINITY;
             for (int s = 0; s < nS; s++) {
                 if (!layer_allows(&m->layers[l], &S[s].s)) {
+                    w->fb[row + (size_t)s] = INFINITY;
                     w->t[row + (size_t)s] = INFINITY;
                     w->st[row + (size_t)s] = w->act[row + (size_t)s] = w->tmp[row + (size_t)s] = 0;
                     continue;
@@ -512,7 +589,61 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
                 w->st[row + (size_t)s] = lc.mem_params + lc.mem_grads + lc.mem_optim;
                 w->act[row + (size_t)s] = lc.mem_act;
                 w->tmp[row + (size_t)s] = lc.mem_temp;
+                w->fb[row + (size_t)s] = lc.fwd + lc.bwd_b + lc.bwd_w;
+                lmin = fmin(lmin, w->fb[row + (size_t)s]);
             }
+            w->lmin[(size_t)g * (size_t)L + (size_t)l] = lmin;
+        }
+    }
+
+    /* Chunked schedules: Megatron's even split, one strategy for all layers. */
+    if (oc->vpp > 1) {
+        double maxcap = 0;
+        for (int g = 0; g < G; g++) maxcap = fmax(maxcap, cap_mem[g]);
+        for (int s = 0; s < nS; s++) {
+            bool ok = true;
+            double fbs = 0, stat = 0;
+            for (int64_t l = 0; l < L && ok; l++) {
+                ok = layer_allows(&m->layers[l], &S[s].s);
+                double f1 = INFINITY, s1 = INFINITY;
+                for (int g = 0; g < G; g++) {
+                    size_t e = (size_t)g * LS + (size_t)l * (size_t)nS + (size_t)s;
+                    f1 = fmin(f1, w->fb[e]);
+                    s1 = fmin(s1, w->st[e]);
+                }
+                fbs += f1;
+                stat += s1;
+            }
+            if (!ok) continue;
+            /* The busiest device holds at least the average static memory and compute (bounds as in prunable). */
+            if (stat / (double)K * (1 - 1e-9) + cp->reserve_bytes > maxcap ||
+                prunable(w, o, oc->gbs, (double)oc->micro * fbs / (double)K, EV_TOP | EV_EVEN)) {
+                w->pruned++;
+                continue;
+            }
+            ps_plan plan;
+            int64_t mbs = global_mb / S[s].s.dp;
+            if (ps_plan_uniform(m, oc->gbs, mbs, oc->pp, oc->vpp, oc->sched, &S[s].s, &plan) != PS_OK) {
+                ps_error_clear();
+                return PS_OK; /* too few layers for pp x vpp stages: not a candidate */
+            }
+            /* chunked schedules keep the even split: every one is also an "even split" plan */
+            PS_TRY(evaluate(w, cp, m, c, o, &plan, index * PS_IDX_STRIDE + s, EV_TOP | EV_EVEN));
+        }
+        return PS_OK;
+    }
+
+    /* The whole candidate: its busiest stage holds at least 1/K of the fastest compute of every layer. */
+    {
+        double tot = 0;
+        for (int64_t l = 0; l < L; l++) {
+            double f1 = INFINITY;
+            for (int g = 0; g < G; g++) f1 = fmin(f1, w->lmin[(size_t)g * (size_t)L + (size_t)l]);
+            tot += f1;
+        }
+        if (prunable(w, o, oc->gbs, (double)oc->micro * tot / (double)K, EV_TOP | EV_EVEN)) {
+            w->pruned++;
+            return PS_OK;
         }
     }
 
@@ -603,7 +734,7 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
         }
         return PS_OK;
     }
-    stage_ctx sc = {S, nS, n_layouts, layout_tp, inflight, cap_mem, uni, LS, width, global_mb, K, N};
+    stage_ctx sc = {S, nS, n_layouts, layout_tp, inflight, cap_mem, uni, LS, width, global_mb, oc->micro, K, N};
     if (o->objective == PS_SEARCH_MEMORY) {
         if (isfinite(mbest)) {
             ps_plan plan;
@@ -621,6 +752,17 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
         PS_TRY(cost_partition(w, &sc, cp, m, c, o, oc, pe, index * PS_IDX_STRIDE + PS_IDX_EVEN, EV_TOP | EV_EVEN));
     if (have_b) PS_TRY(cost_partition(w, &sc, cp, m, c, o, oc, pb, index * PS_IDX_STRIDE + PS_IDX_BALANCED, EV_TOP));
     return PS_OK;
+}
+
+/* qsort has no context argument in C11: the bounds being sorted by, set just before the (single-threaded) sort. */
+static const double *g_sort_ub;
+static const outer *g_sort_cands;
+static int cmp_by_bound(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    if (g_sort_cands[x].gbs != g_sort_cands[y].gbs) return g_sort_cands[x].gbs > g_sort_cands[y].gbs ? -1 : 1;
+    (void)g_sort_ub;
+    return (x > y) - (x < y);
 }
 
 static int64_t *divisors(int64_t n, int *count)
@@ -717,15 +859,39 @@ ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cl
             ps_sched_create(&ws[t].sched) != PS_OK)
             st = PS_FAIL(PS_ERR_SYSTEM, "out of memory creating search workspaces");
     }
-    int64_t mine = 0;
-    for (size_t i = 0; i < n; i++) mine += (int64_t)(i % (size_t)(o->nranks > 0 ? o->nranks : 1)) == o->rank;
-    out->candidates = mine;
+    /* This rank's share, strongest bound first (ties: enumeration order), so the pruning thresholds rise early.
+     * The order changes how much is pruned, never the result: the top k is merged in the total order. */
+    size_t nr = (size_t)(o->nranks > 0 ? o->nranks : 1), nmine = 0;
+    size_t *order = ps_calloc(n + 1, sizeof *order);
+    double *ub = ps_calloc(n + 1, sizeof *ub);
+    if (!order || !ub) st = PS_FAIL(PS_ERR_SYSTEM, "out of memory ordering %zu candidates", n);
+    for (size_t i = 0; i < n && st == PS_OK; i++)
+        if (i % nr == (size_t)o->rank) order[nmine++] = i;
+    out->candidates = (int64_t)nmine;
+    if (st == PS_OK) {
+        ps_status bst = PS_OK;
+#pragma omp parallel for schedule(dynamic, 16)
+        for (size_t x = 0; x < nmine; x++) {
+            ps_status b1 = outer_bound(cp, m, c, o, &cands[order[x]], &ub[order[x]]);
+            if (b1 != PS_OK) {
+#pragma omp critical(ps_search_bound_err)
+                if (bst == PS_OK) bst = b1;
+            }
+        }
+        if (bst != PS_OK) st = bst;
+    }
+    if (st == PS_OK && o->objective == PS_SEARCH_THROUGHPUT) {
+        g_sort_ub = ub;
+        g_sort_cands = cands;
+        qsort(order, nmine, sizeof *order, cmp_by_bound);
+    }
     if (st == PS_OK) {
         /* Candidates differ widely in cost (pp 1 vs pp 32): dynamic scheduling. Each thread keeps its own top k and
          * workspaces; the merge below orders by the total order, so results do not depend on the thread count. */
 #pragma omp parallel for schedule(dynamic, 1)
-        for (size_t i = 0; i < n; i++) {
-            if ((int64_t)(i % (size_t)(o->nranks > 0 ? o->nranks : 1)) != o->rank) continue;
+        for (size_t x = 0; x < nmine; x++) {
+            size_t i = order[x];
+            if (ub[i] <= 0) continue; /* no strategy fits the candidate's shape */
             int t = 0;
 #ifdef _OPENMP
             t = omp_get_thread_num();
@@ -740,6 +906,8 @@ ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cl
             }
         }
     }
+    free(order);
+    free(ub);
     /* merge */
     out->top = ps_calloc((size_t)o->top_k + 1, sizeof *out->top);
     double min_over = INFINITY;
@@ -751,6 +919,7 @@ ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cl
         worker *w = &ws[t];
         out->evaluated += w->evaluated;
         out->feasible += w->feasible;
+        out->pruned += w->pruned;
         out->dp_cells += w->cells;
         if (w->min_over < min_over) {
             min_over = w->min_over;
@@ -782,6 +951,8 @@ ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cl
         free(w->st);
         free(w->act);
         free(w->tmp);
+        free(w->fb);
+        free(w->lmin);
         free(w->C);
         free(w->Carg);
         free(w->Cm);
