@@ -119,6 +119,7 @@ static ps_status print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_p
     if (!r->n_top) return PS_OK;
     fprintf(out->f, "# best plan\n");
     ps_prediction_table(out->f, m, c, &r->top[0].plan, &r->top[0].pred);
+    ps_cli_costdb_note(out->f, cp, c);
     if (r->n_top > 1) {
         fprintf(out->f, "\n# top %d\n%4s %12s %8s %6s %4s %4s %4s %5s %5s %5s %-12s %9s %6s\n", r->n_top, "rank",
                 "samples/s", "MFU", "bubble", "pp", "tp", "dp", "zero", "mbs", "m", "schedule", "ckpt", "peak");
@@ -139,7 +140,10 @@ static ps_status print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_p
 
 ps_status ps_cli_load_inputs(const ps_cli_opts *o, MPI_Comm comm, ps_model *m, ps_cluster *c)
 {
-    PS_TRY(ps_cluster_load(o->cluster, comm, c));
+    if (strcmp(o->cluster, "costdb") == 0)
+        PS_TRY(ps_cli_costdb_cluster(o, c));
+    else
+        PS_TRY(ps_cluster_load(o->cluster, comm, c));
     if (c->n_gpus < 1) {
         ps_cluster_free(c);
         return PS_FAIL(PS_ERR_INPUT, "cluster %s has no GPUs to plan for (describe one with --cluster PRESET:NODES "
@@ -231,8 +235,11 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     ps_cluster c;
     PS_TRY(ps_cli_load_inputs(o, comm, &m, &c));
     ps_search_result all;
+    memset(&all, 0, sizeof all);
     double secs = 0;
-    ps_status st = ps_cli_search(o, comm, &cp, &m, &c, &all, &secs);
+    ps_costdb_model *db = NULL;
+    ps_status st = ps_cli_costdb_attach(o, &c, &cp, &db);
+    if (st == PS_OK) st = ps_cli_search(o, comm, &cp, &m, &c, &all, &secs);
     if (st == PS_OK && rank == 0) {
         st = print_result(o, out, &cp, &m, &c, &all, nranks, secs);
         if (st == PS_OK && all.n_top == 0)
@@ -241,5 +248,6 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     ps_search_result_free(&all);
     ps_model_free(&m);
     ps_cluster_free(&c);
+    ps_costdb_model_free(db);
     return st;
 }

@@ -36,6 +36,9 @@ enum {
     OPT_MBS_MAX,
     OPT_MAX_TP,
     OPT_SCHEDULES,
+    OPT_COSTDB,
+    OPT_QUICK,
+    OPT_REPS,
 };
 
 static const struct option g_long[] = {
@@ -74,6 +77,9 @@ static const struct option g_long[] = {
     {"mbs-max", required_argument, NULL, OPT_MBS_MAX},
     {"max-tp", required_argument, NULL, OPT_MAX_TP},
     {"schedules", required_argument, NULL, OPT_SCHEDULES},
+    {"costdb", required_argument, NULL, OPT_COSTDB},
+    {"quick", no_argument, NULL, OPT_QUICK},
+    {"reps", required_argument, NULL, OPT_REPS},
     {NULL, 0, NULL, 0},
 };
 
@@ -129,6 +135,29 @@ void ps_cli_usage(FILE *f, const char *cmd)
                    "  --svg FILE      write the timeline as SVG (atomically)\n");
         return;
     }
+    if (cmd && strcmp(cmd, "calibrate") == 0) {
+        fprintf(f, "usage: mpirun -n N psearch calibrate --out FILE.h5 [--quick] [--reps N]\n"
+                   "       srun -N 8 psearch calibrate --out site.h5\n"
+                   "\n"
+                   "Measure this allocation into a cost database (docs/costdb.md): GEMMs of transformer-layer shapes\n"
+                   "and a generic grid, memory bandwidth, collectives over groups inside and across nodes, and the\n"
+                   "slowdown of overlapping computation and communication. Each MPI rank is one device.\n"
+                   "\n"
+                   "  --out FILE   the database to write (atomically: a temporary beside it, renamed at the end)\n"
+                   "  --quick      small shapes and sizes (1 KiB .. 1 MiB collectives), seconds on a CPU\n"
+                   "  --reps N     timed repetitions per point [10; 5 with --quick]\n");
+        return;
+    }
+    if (cmd && strcmp(cmd, "costdb") == 0) {
+        fprintf(f, "usage: psearch costdb show FILE [--format table|json]\n"
+                   "       psearch costdb merge A.h5 B.h5 --out C.h5\n"
+                   "\n"
+                   "show: provenance, devices, table sizes, peak GEMM rate, memory bandwidth, all-reduce bus bandwidth.\n"
+                   "merge: one database from files calibrated on different node kinds (heterogeneous clusters).\n"
+                   "Use a database with: psearch --costdb FILE --cluster costdb ... (the calibrated machine) or with\n"
+                   "a cluster of the devices it measured (docs/costdb.md).\n");
+        return;
+    }
     if (cmd && strcmp(cmd, "cluster") == 0) {
         fprintf(f, "usage: psearch cluster list [--format table|json]\n"
                    "       psearch cluster show [SPEC] [--format table|json]\n"
@@ -143,6 +172,8 @@ void ps_cli_usage(FILE *f, const char *cmd)
             "       psearch cluster list|show [SPEC]   cluster presets and their derived numbers\n"
             "       psearch estimate [PLAN OPTIONS]     predict one plan (psearch estimate --help)\n"
             "       psearch schedule --kind K ...      simulate a pipeline schedule (psearch schedule --help)\n"
+            "       psearch calibrate --out FILE.h5    measure this allocation into a cost database (under mpirun)\n"
+            "       psearch costdb show|merge ...      summarize or merge cost databases (psearch costdb --help)\n"
             "       psearch --version                  versions of psearch and the libraries it uses\n"
             "\n"
             "Options (defaults in brackets):\n"
@@ -162,6 +193,8 @@ void ps_cli_usage(FILE *f, const char *cmd)
             "      --schedules A,B  pipeline schedules tried [all: gpipe, 1f1b, interleaved, zb-h1, zb-h2, v-min,\n"
             "                       v-half, v-zb]\n"
             "      --cost-param NAME=VALUE  override a cost-model constant (docs/costmodel.md)\n"
+            "      --costdb FILE    measured cost database (psearch calibrate); --cluster costdb plans for the\n"
+            "                       machine it measured (docs/costdb.md)\n"
             "      --format F       output: table or json [table]\n"
             "      --out FILE       write the output to FILE (atomically: all or nothing) [standard output]\n"
             "      --data-dir DIR   folder holding models/ and clusters/ presets [installed share/psearch]\n"
@@ -211,14 +244,30 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
                     first = 4;
                 }
             }
-        } else if (strcmp(c, "estimate") == 0 || strcmp(c, "schedule") == 0) {
+        } else if (strcmp(c, "estimate") == 0 || strcmp(c, "schedule") == 0 || strcmp(c, "calibrate") == 0) {
             o->cmd = c;
             first = 2;
+        } else if (strcmp(c, "costdb") == 0) {
+            /* psearch costdb show FILE | merge A B */
+            o->cmd = c;
+            first = 2;
+            if (argc > 2 && argv[2][0] != '-') {
+                o->sub = argv[2];
+                first = 3;
+                if (strcmp(o->sub, "show") != 0 && strcmp(o->sub, "merge") != 0)
+                    return PS_FAIL(PS_ERR_INPUT, "unknown 'costdb' subcommand '%s' (expected show or merge)", o->sub);
+                int want = strcmp(o->sub, "show") == 0 ? 1 : 2;
+                while (first < argc && argv[first][0] != '-' && o->n_db_args < want) o->db_args[o->n_db_args++] = argv[first++];
+                if (o->n_db_args < want)
+                    return PS_FAIL(PS_ERR_INPUT, "'costdb %s' needs %s", o->sub,
+                                   want == 1 ? "a FILE" : "two files: A.h5 B.h5 (and --out C.h5)");
+            }
         } else if (strcmp(c, "help") == 0) {
             o->help = 1;
             first = 2;
         } else {
-            return PS_FAIL(PS_ERR_INPUT, "unknown command '%s' (commands: model, cluster, estimate, schedule; see psearch --help)", c);
+            return PS_FAIL(PS_ERR_INPUT, "unknown command '%s' (commands: model, cluster, estimate, schedule, calibrate, "
+                                         "costdb; see psearch --help)", c);
         }
     }
 
@@ -314,6 +363,18 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
         case OPT_MBS_MAX: PS_TRY(parse_pos_int("mbs-max", optarg, &o->mbs_max)); break;
         case OPT_MAX_TP: PS_TRY(parse_pos_int("max-tp", optarg, &o->max_tp)); break;
         case OPT_SCHEDULES: o->schedules = optarg; break;
+        case OPT_COSTDB:
+            if (!*optarg) return PS_FAIL(PS_ERR_INPUT, "option --costdb needs a file name");
+            o->costdb = optarg;
+            break;
+        case OPT_QUICK: o->quick = 1; break;
+        case OPT_REPS: {
+            int64_t r = 0;
+            PS_TRY(parse_pos_int("reps", optarg, &r));
+            if (r > 10000) return PS_FAIL(PS_ERR_INPUT, "option --reps must be at most 10000 (got %lld)", (long long)r);
+            o->reps = (int)r;
+            break;
+        }
         case 'v': o->verbose = 1; break;
         case 'h': o->help = 1; break;
         case OPT_VERSION: o->version = 1; break;
@@ -329,6 +390,13 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
     if (optind < n) return PS_FAIL(PS_ERR_INPUT, "unexpected argument '%s' (see psearch --help)", av[optind]);
     if ((strcmp(o->cmd, "model") == 0 || strcmp(o->cmd, "cluster") == 0) && !o->sub && !o->help)
         return PS_FAIL(PS_ERR_INPUT, "'psearch %s' needs a subcommand: list or show", o->cmd);
+    if (strcmp(o->cmd, "costdb") == 0 && !o->sub && !o->help)
+        return PS_FAIL(PS_ERR_INPUT, "'psearch costdb' needs a subcommand: show or merge");
+    /* calibrate and costdb merge write a database, not their printed summary, to --out. */
+    if (strcmp(o->cmd, "calibrate") == 0 || (strcmp(o->cmd, "costdb") == 0 && o->sub && strcmp(o->sub, "merge") == 0)) {
+        o->db_out = o->out;
+        o->out = NULL;
+    }
     if (!o->model) o->model = PS_DEFAULT_MODEL;
     if (!o->cluster) o->cluster = PS_DEFAULT_CLUSTER;
     return PS_OK;
@@ -338,6 +406,8 @@ int ps_cli_needs_mpi(const ps_cli_opts *o)
 {
     if (o->help || o->version) return 0;
     if (strcmp(o->cmd, "plan") == 0) return 1;
+    /* calibrate measures the MPI job it runs in */
+    if (strcmp(o->cmd, "calibrate") == 0) return 1;
     /* Describing the allocation gathers facts from every rank. */
     if (strcmp(o->cmd, "cluster") == 0 && o->sub && strcmp(o->sub, "show") == 0 && strcmp(o->cluster, "auto") == 0)
         return 1;

@@ -450,10 +450,23 @@ ps_status ps_costdb_cluster(const ps_costdb *db, ps_cluster *out)
         }
         g->intra = (ps_link){.kind = "measured", .bw_Bps = bw[0], .latency_s = lat[0]};
         g->inter = (ps_link){.kind = "measured", .bw_Bps = bw[1] * (double)per, .latency_s = lat[1]};
-        g->cores_per_node = any->threads > 0 ? any->threads * per : 0;
+        g->cores_per_node = 0; /* unknown: ranks may share cores (oversubscribed) */
     }
     ps_costdb_model_free(m);
+    /* ps_cluster_finish asks every GPU for an fp16 peak (the catalog's GPUs all have one). A CPU has no fp16
+     * measurement: it passes the check with its fp32 rate and gets 0 back, so planning it in fp16 is refused by the
+     * cost model ("no fp16 tensor peak") instead of being priced with fp32 numbers. */
+    bool *lent = ps_calloc((size_t)nk + 1, sizeof *lent);
+    if (!lent) st = PS_ERR_SYSTEM;
+    for (int k = 0; k < nk && st == PS_OK; k++)
+        if (!(out->groups[k].gpu.fp16_flops > 0)) {
+            out->groups[k].gpu.fp16_flops = out->groups[k].gpu.fp32_flops;
+            lent[k] = true;
+        }
     if (st == PS_OK) st = ps_cluster_finish(out, out->name);
+    for (int k = 0; k < nk && lent; k++)
+        if (lent[k]) out->groups[k].gpu.fp16_flops = 0;
+    free(lent);
     if (st != PS_OK) {
         ps_cluster_free(out);
         return ps_error_trace(st, __FILE__, __LINE__);

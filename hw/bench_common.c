@@ -75,7 +75,9 @@ void ps_bench_check_spread(const ps_bench_opts *o, ps_bench_results *r, const ch
 {
     if (!(s->spread > o->spread_warn)) return;
     r->noisy++;
-    if (o->log)
+    /* the first few name the points; the command's summary counts them all */
+    if (r->noisy == 6 && o->log) fprintf(o->log, "# warning: further noisy points are counted, not listed\n");
+    if (o->log && r->noisy <= 5)
         fprintf(o->log, "# warning: %s: spread (p90-p10)/median = %.0f%% > %.0f%%: the machine is busy or the "
                         "point too short; rerun with more --reps or on an idle allocation\n",
                 what, 100 * s->spread, 100 * o->spread_warn);
