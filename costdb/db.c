@@ -298,6 +298,12 @@ ps_status ps_costdb_create(const char *path, MPI_Comm comm, const ps_costdb_prov
         H5Pclose(fapl);
         goto fail_h5;
     }
+    /* The 1.8+ file format checksums its metadata (superblock v2+, object headers v2): a reader then detects a
+     * damaged header before parsing it, which HDF5 1.10 does not survive for the old format (fuzz_costdb). */
+    if (H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST) < 0) {
+        H5Pclose(fapl);
+        goto fail_h5;
+    }
     w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     H5Pclose(fapl);
     if (w->file < 0) {
@@ -656,7 +662,13 @@ static ps_status read_table(hid_t file, const char *fname, ps_costdb_table t, hs
     }
     /* A corrupt header may claim any size: no table can hold more rows than the file has bytes for. */
     size_t fsz = H5Tget_size(ft);
-    if (fsz == 0 || dims[0] > file_size / fsz + 1) {
+    /* psearch's rows are a few hundred bytes; a damaged type claiming more would size HDF5's conversion buffers */
+    if (fsz == 0 || fsz > 4096) {
+        st = PS_FAIL(PS_ERR_INPUT, "%s: dataset %s has rows of %zu bytes: not a psearch table (corrupt file?)", fname,
+                     dpath, fsz);
+        goto done;
+    }
+    if (dims[0] > file_size / fsz + 1) {
         st = PS_FAIL(PS_ERR_INPUT, "%s: dataset %s claims %llu rows, more than the file holds (truncated or corrupt)",
                      fname, dpath, (unsigned long long)dims[0]);
         goto done;
@@ -676,9 +688,16 @@ static ps_status read_table(hid_t file, const char *fname, ps_costdb_table t, hs
     }
     for (hsize_t r = 0; r < dims[0]; r++) {
         char *row = (char *)buf + r * td->elt;
-        for (int i = 0; i < td->ncols; i++)
-            if (td->cols[i].kind == COL_STR) row[td->cols[i].off + td->cols[i].size - 1] = '\0';
-        const char *why = check_row(t, row);
+        const char *why = NULL;
+        for (int i = 0; i < td->ncols; i++) {
+            if (td->cols[i].kind != COL_STR) continue;
+            char *str = row + td->cols[i].off;
+            str[td->cols[i].size - 1] = '\0';
+            /* names end up in JSON and on terminals: printable ASCII only */
+            for (const char *c = str; *c && !why; c++)
+                if (*c < 0x20 || *c > 0x7e) why = "text columns must hold printable ASCII";
+        }
+        if (!why) why = check_row(t, row);
         if (why) {
             st = PS_FAIL(PS_ERR_INPUT, "%s: %s row %llu: %s", fname, dpath, (unsigned long long)r, why);
             goto done;
@@ -768,6 +787,19 @@ static ps_status read_open(hid_t file, const char *fname, ps_costdb *db)
     return PS_OK;
 }
 
+/* The signature and a superblock version with checksums (2 or 3), checked on the bytes before HDF5 parses anything:
+ * psearch writes only that format, and HDF5's parser of unchecksummed metadata is not safe on damaged files. */
+static ps_status check_head(const unsigned char *head, size_t n, const char *fname)
+{
+    if (n < 9 || memcmp(head, "\211HDF\r\n\032\n", 8) != 0)
+        return PS_FAIL(PS_ERR_INPUT, "%s: not an HDF5 file (a cost database is written by psearch calibrate)", fname);
+    if (head[8] != 2 && head[8] != 3)
+        return PS_FAIL(PS_ERR_INPUT, "%s: HDF5 superblock version %u: a cost database is written with checksummed "
+                                     "metadata (version 2 or 3, HDF5 1.8+ format); recalibrate or convert it with "
+                                     "h5repack --latest (docs/costdb.md)", fname, (unsigned)head[8]);
+    return PS_OK;
+}
+
 static ps_status read_fid(hid_t file, const char *fname, ps_costdb *db)
 {
     ps_status st = read_open(file, fname, db);
@@ -788,11 +820,12 @@ ps_status ps_costdb_read(const char *path, ps_costdb *db)
     struct stat sb;
     if (stat(path, &sb) != 0) return PS_FAIL(PS_ERR_INPUT, "%s: cannot open the cost database: %s", path, strerror(errno));
     if (!S_ISREG(sb.st_mode)) return PS_FAIL(PS_ERR_INPUT, "%s: the cost database is not a regular file", path);
-    htri_t is = H5Fis_hdf5(path);
-    if (is <= 0) {
-        H5Eclear2(H5E_DEFAULT);
-        return PS_FAIL(PS_ERR_INPUT, "%s: not an HDF5 file (a cost database is written by psearch calibrate)", path);
-    }
+    unsigned char head[9];
+    FILE *hf = fopen(path, "rb");
+    if (!hf) return PS_FAIL(PS_ERR_INPUT, "%s: cannot open the cost database: %s", path, strerror(errno));
+    size_t got = fread(head, 1, sizeof head, hf);
+    fclose(hf);
+    PS_TRY(check_head(head, got, path));
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0)
         return PS_FAIL(PS_ERR_INPUT, "%s: the HDF5 file cannot be opened (truncated or corrupt): %s", path,
@@ -806,8 +839,7 @@ ps_status ps_costdb_read_image(const void *buf, size_t len, const char *name, ps
     char d[160];
     memset(db, 0, sizeof *db);
     h5_quiet();
-    if (len < 8 || memcmp(buf, "\211HDF\r\n\032\n", 8) != 0)
-        return PS_FAIL(PS_ERR_INPUT, "%s: not an HDF5 file (no HDF5 signature)", name);
+    PS_TRY(check_head(buf, len, name));
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     if (fapl < 0 || H5Pset_fapl_core(fapl, 65536, 0) < 0 || H5Pset_file_image(fapl, (void *)buf, len) < 0) {
         if (fapl >= 0) H5Pclose(fapl);
