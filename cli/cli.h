@@ -49,6 +49,13 @@ typedef struct {
     int64_t stages, micro;
     const char *fbw, *times, *svg;
     int passes;
+    /* cost database (docs/costdb.md) */
+    const char *costdb;   /* --costdb FILE: measured tables for the search and estimate */
+    int quick;            /* calibrate --quick */
+    int reps;             /* calibrate --reps N (0 = the mode's default) */
+    const char *db_out;   /* calibrate / costdb merge: the database written (their --out) */
+    const char *db_args[2]; /* costdb show FILE / costdb merge A B */
+    int n_db_args;
 } ps_cli_opts;
 
 /* Parse argv. On bad usage returns PS_ERR_INPUT with the message set. */
@@ -75,6 +82,8 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
 ps_status ps_cmd_estimate(const ps_cli_opts *o, ps_out *out);
 ps_status ps_cmd_schedule(const ps_cli_opts *o, ps_out *out);
 void ps_cmd_version(FILE *f);
+ps_status ps_cmd_calibrate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
+ps_status ps_cmd_costdb(const ps_cli_opts *o, ps_out *out);
 
 /* Load --model and --cluster (the model's vocabulary padded for TP up to a node unless --vocab-pad says otherwise). */
 ps_status ps_cli_load_inputs(const ps_cli_opts *o, MPI_Comm comm, ps_model *m, ps_cluster *c);
@@ -87,6 +96,16 @@ ps_status ps_cli_search(const ps_cli_opts *o, MPI_Comm comm, const ps_cost_param
 
 /* JSON and table renderings shared by several commands. */
 #include "ps_cost.h"
+#include "ps_costdb.h"
+/* --cluster costdb: the allocation --costdb FILE measured. */
+ps_status ps_cli_costdb_cluster(const ps_cli_opts *o, ps_cluster *c);
+/* --costdb FILE: read it, refuse it for a cluster of other devices, put its tables into cp (the --cost-param values
+ * still win). *db is NULL without --costdb; free it with ps_costdb_model_free after the last use of cp. */
+ps_status ps_cli_costdb_attach(const ps_cli_opts *o, const ps_cluster *c, ps_cost_params *cp, ps_costdb_model **db);
+/* "# cost database FILE: ..." for the table outputs; nothing without a database. */
+void ps_cli_costdb_note(FILE *f, const ps_cost_params *cp, const ps_cluster *c);
+/* The summary `costdb show` prints (provenance, devices, rows, headline numbers). */
+ps_status ps_cli_costdb_show(const ps_costdb *db, ps_format fmt, ps_out *out);
 json_t *ps_prediction_json(const ps_model *m, const ps_cluster *c, const ps_plan *plan, const ps_prediction *r,
                            const ps_cost_params *cp);
 void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const ps_plan *plan,

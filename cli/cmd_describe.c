@@ -48,7 +48,10 @@ ps_status ps_cmd_cluster(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
         return st;
     }
     ps_cluster c;
-    PS_TRY(ps_cluster_load(o->cluster, comm, &c));
+    if (strcmp(o->cluster, "costdb") == 0)
+        PS_TRY(ps_cli_costdb_cluster(o, &c));
+    else
+        PS_TRY(ps_cluster_load(o->cluster, comm, &c));
     ps_status st = PS_OK;
     if (o->format == PS_FMT_JSON)
         st = ps_out_json(out, ps_cluster_to_json(&c));

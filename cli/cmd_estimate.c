@@ -100,6 +100,7 @@ json_t *ps_prediction_json(const ps_model *m, const ps_cluster *c, const ps_plan
     for (int i = 0; (name = ps_cost_param_name(i, &v, NULL, NULL, cp)) != NULL; i++)
         json_object_set_new(params, name, json_real(v));
     json_object_set_new(j, "cost_params", params);
+    if (cp->db) json_object_set_new(j, "costdb", json_string(ps_costdb_model_path(cp->db)));
     return j;
 }
 
@@ -149,7 +150,13 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, ps_out *out)
     memset(&plan, 0, sizeof plan);
     memset(&r, 0, sizeof r);
     PS_TRY(ps_model_load(o->model, &o->mopts, &m));
-    ps_status st = ps_cluster_load(o->cluster, MPI_COMM_NULL, &c);
+    ps_costdb_model *db = NULL;
+    ps_status st = strcmp(o->cluster, "costdb") == 0 ? ps_cli_costdb_cluster(o, &c)
+                                                     : ps_cluster_load(o->cluster, MPI_COMM_NULL, &c);
+    if (st == PS_OK) {
+        st = ps_cli_costdb_attach(o, &c, &cp, &db);
+        if (st != PS_OK) ps_cluster_free(&c);
+    }
     if (st != PS_OK) {
         ps_model_free(&m);
         return ps_error_trace(st, __FILE__, __LINE__);
@@ -173,6 +180,7 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, ps_out *out)
         PS_TRY_GOTO(st, ps_out_json(out, ps_prediction_json(&m, &c, &plan, &r, &cp)), done);
     } else {
         ps_prediction_table(out->f, &m, &c, &plan, &r);
+        ps_cli_costdb_note(out->f, &cp, &c);
     }
     if (!r.fits) {
         int worst = 0;
@@ -191,5 +199,6 @@ done:
     ps_plan_free(&plan);
     ps_model_free(&m);
     ps_cluster_free(&c);
+    ps_costdb_model_free(db);
     return st;
 }

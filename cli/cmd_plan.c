@@ -209,6 +209,7 @@ static ps_status print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_p
     if (!r->n_top) return PS_OK;
     fprintf(out->f, "# best plan (objective: %s)\n", memory ? "lowest peak memory per GPU" : "highest samples/s");
     ps_prediction_table(out->f, m, c, &r->top[0].plan, &r->top[0].pred);
+    ps_cli_costdb_note(out->f, cp, c);
     if (r->n_top > 1) {
         fprintf(out->f, "\n# top %d\n%4s %12s %8s %6s %4s %4s %4s %5s %5s %5s %-12s %9s %6s\n", r->n_top, "rank",
                 "samples/s", "MFU", "bubble", "pp", "tp", "dp", "zero", "mbs", "m", "schedule", "ckpt", "peak");
@@ -230,7 +231,10 @@ static ps_status print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_p
 
 ps_status ps_cli_load_inputs(const ps_cli_opts *o, MPI_Comm comm, ps_model *m, ps_cluster *c)
 {
-    PS_TRY(ps_cluster_load(o->cluster, comm, c));
+    if (strcmp(o->cluster, "costdb") == 0)
+        PS_TRY(ps_cli_costdb_cluster(o, c));
+    else
+        PS_TRY(ps_cluster_load(o->cluster, comm, c));
     if (c->n_gpus < 1) {
         ps_cluster_free(c);
         return PS_FAIL(PS_ERR_INPUT, "cluster %s has no GPUs to plan for (describe one with --cluster PRESET:NODES "
@@ -247,15 +251,16 @@ ps_status ps_cli_load_inputs(const ps_cli_opts *o, MPI_Comm comm, ps_model *m, p
     }
     /* Presets train in bf16; GPUs before Ampere (V100, T4, TITAN RTX) have no bf16 tensor cores and train in fp16 with
      * loss scaling instead (as AMP and Galvatron-BMW ran on them). Only when the user did not choose a dtype. */
+    const char *fallback = ps_cluster_supports_dtype(c, "fp16") ? "fp16" : "fp32";
     if (mo.dtype < 0 && !ps_cluster_supports_dtype(c, ps_dtype_name(m->dtype)) &&
-        ps_cluster_supports_dtype(c, "fp16")) {
+        ps_cluster_supports_dtype(c, fallback)) {
         int rank = 0;
         if (comm != MPI_COMM_NULL) MPI_Comm_rank(comm, &rank);
         if (rank == 0)
-            fprintf(stderr, "psearch: note: %s has GPUs without %s tensor cores; planning %s in fp16 (--dtype "
-                            "chooses)\n", c->name, ps_dtype_name(m->dtype), m->name);
+            fprintf(stderr, "psearch: note: %s has devices without %s tensor cores; planning %s in %s (--dtype "
+                            "chooses)\n", c->name, ps_dtype_name(m->dtype), m->name, fallback);
         ps_model_free(m);
-        mo.dtype = PS_DTYPE_FP16;
+        mo.dtype = strcmp(fallback, "fp16") == 0 ? PS_DTYPE_FP16 : PS_DTYPE_FP32;
         st = ps_model_load(o->model, &mo, m);
         if (st != PS_OK) {
             ps_cluster_free(c);
@@ -347,8 +352,11 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     ps_cluster c;
     PS_TRY(ps_cli_load_inputs(o, comm, &m, &c));
     ps_search_result all;
+    memset(&all, 0, sizeof all);
     double secs = 0;
-    ps_status st = ps_cli_search(o, comm, &cp, &m, &c, &all, &secs);
+    ps_costdb_model *db = NULL;
+    ps_status st = ps_cli_costdb_attach(o, &c, &cp, &db);
+    if (st == PS_OK) st = ps_cli_search(o, comm, &cp, &m, &c, &all, &secs);
     if (st == PS_OK && rank == 0 && all.n_top && o->svg) {
         char *svg = NULL;
         size_t len = 0;
@@ -366,5 +374,6 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     ps_search_result_free(&all);
     ps_model_free(&m);
     ps_cluster_free(&c);
+    ps_costdb_model_free(db);
     return st;
 }

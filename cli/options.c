@@ -38,6 +38,9 @@ enum {
     OPT_SCHEDULES,
     OPT_OBJECTIVE,
     OPT_EXPORT,
+    OPT_COSTDB,
+    OPT_QUICK,
+    OPT_REPS,
 };
 
 static const struct option g_long[] = {
@@ -78,6 +81,9 @@ static const struct option g_long[] = {
     {"schedules", required_argument, NULL, OPT_SCHEDULES},
     {"objective", required_argument, NULL, OPT_OBJECTIVE},
     {"export", required_argument, NULL, OPT_EXPORT},
+    {"costdb", required_argument, NULL, OPT_COSTDB},
+    {"quick", no_argument, NULL, OPT_QUICK},
+    {"reps", required_argument, NULL, OPT_REPS},
     {NULL, 0, NULL, 0},
 };
 
@@ -133,6 +139,29 @@ void ps_cli_usage(FILE *f, const char *cmd)
                    "  --svg FILE      write the timeline as SVG (atomically)\n");
         return;
     }
+    if (cmd && strcmp(cmd, "calibrate") == 0) {
+        fprintf(f, "usage: mpirun -n N psearch calibrate --out FILE.h5 [--quick] [--reps N]\n"
+                   "       srun -N 8 psearch calibrate --out site.h5\n"
+                   "\n"
+                   "Measure this allocation into a cost database (docs/costdb.md): GEMMs of transformer-layer shapes\n"
+                   "and a generic grid, memory bandwidth, collectives over groups inside and across nodes, and the\n"
+                   "slowdown of overlapping computation and communication. Each MPI rank is one device.\n"
+                   "\n"
+                   "  --out FILE   the database to write (atomically: a temporary beside it, renamed at the end)\n"
+                   "  --quick      small shapes and sizes (1 KiB .. 1 MiB collectives), seconds on a CPU\n"
+                   "  --reps N     timed repetitions per point [10; 5 with --quick]\n");
+        return;
+    }
+    if (cmd && strcmp(cmd, "costdb") == 0) {
+        fprintf(f, "usage: psearch costdb show FILE [--format table|json]\n"
+                   "       psearch costdb merge A.h5 B.h5 --out C.h5\n"
+                   "\n"
+                   "show: provenance, devices, table sizes, peak GEMM rate, memory bandwidth, all-reduce bus bandwidth.\n"
+                   "merge: one database from files calibrated on different node kinds (heterogeneous clusters).\n"
+                   "Use a database with: psearch --costdb FILE --cluster costdb ... (the calibrated machine) or with\n"
+                   "a cluster of the devices it measured (docs/costdb.md).\n");
+        return;
+    }
     if (cmd && strcmp(cmd, "cluster") == 0) {
         fprintf(f, "usage: psearch cluster list [--format table|json]\n"
                    "       psearch cluster show [SPEC] [--format table|json]\n"
@@ -147,6 +176,8 @@ void ps_cli_usage(FILE *f, const char *cmd)
             "       psearch cluster list|show [SPEC]   cluster presets and their derived numbers\n"
             "       psearch estimate [PLAN OPTIONS]     predict one plan (psearch estimate --help)\n"
             "       psearch schedule --kind K ...      simulate a pipeline schedule (psearch schedule --help)\n"
+            "       psearch calibrate --out FILE.h5    measure this allocation into a cost database (under mpirun)\n"
+            "       psearch costdb show|merge ...      summarize or merge cost databases (psearch costdb --help)\n"
             "       psearch --version                  versions of psearch and the libraries it uses\n"
             "\n"
             "Options (defaults in brackets):\n"
@@ -168,6 +199,8 @@ void ps_cli_usage(FILE *f, const char *cmd)
             "      --objective O    throughput (highest samples/s) or memory (lowest peak memory per GPU)\n"
             "                       [throughput]\n"
             "      --cost-param NAME=VALUE  override a cost-model constant (docs/costmodel.md)\n"
+            "      --costdb FILE    measured cost database (psearch calibrate); --cluster costdb plans for the\n"
+            "                       machine it measured (docs/costdb.md)\n"
             "      --format F       output: table or json [table]\n"
             "      --export K       print the best plan as megatron (Megatron-LM arguments) or deepspeed (config JSON)\n"
             "                       instead of the table\n"
@@ -220,14 +253,30 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
                     first = 4;
                 }
             }
-        } else if (strcmp(c, "estimate") == 0 || strcmp(c, "schedule") == 0) {
+        } else if (strcmp(c, "estimate") == 0 || strcmp(c, "schedule") == 0 || strcmp(c, "calibrate") == 0) {
             o->cmd = c;
             first = 2;
+        } else if (strcmp(c, "costdb") == 0) {
+            /* psearch costdb show FILE | merge A B */
+            o->cmd = c;
+            first = 2;
+            if (argc > 2 && argv[2][0] != '-') {
+                o->sub = argv[2];
+                first = 3;
+                if (strcmp(o->sub, "show") != 0 && strcmp(o->sub, "merge") != 0)
+                    return PS_FAIL(PS_ERR_INPUT, "unknown 'costdb' subcommand '%s' (expected show or merge)", o->sub);
+                int want = strcmp(o->sub, "show") == 0 ? 1 : 2;
+                while (first < argc && argv[first][0] != '-' && o->n_db_args < want) o->db_args[o->n_db_args++] = argv[first++];
+                if (o->n_db_args < want)
+                    return PS_FAIL(PS_ERR_INPUT, "'costdb %s' needs %s", o->sub,
+                                   want == 1 ? "a FILE" : "two files: A.h5 B.h5 (and --out C.h5)");
+            }
         } else if (strcmp(c, "help") == 0) {
             o->help = 1;
             first = 2;
         } else {
-            return PS_FAIL(PS_ERR_INPUT, "unknown command '%s' (commands: model, cluster, estimate, schedule; see psearch --help)", c);
+            return PS_FAIL(PS_ERR_INPUT, "unknown command '%s' (commands: model, cluster, estimate, schedule, calibrate, "
+                                         "costdb; see psearch --help)", c);
         }
     }
 
@@ -333,6 +382,18 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
                 return PS_FAIL(PS_ERR_INPUT, "unknown --export '%s' (known: megatron, deepspeed)", optarg);
             o->export_kind = optarg;
             break;
+        case OPT_COSTDB:
+            if (!*optarg) return PS_FAIL(PS_ERR_INPUT, "option --costdb needs a file name");
+            o->costdb = optarg;
+            break;
+        case OPT_QUICK: o->quick = 1; break;
+        case OPT_REPS: {
+            int64_t r = 0;
+            PS_TRY(parse_pos_int("reps", optarg, &r));
+            if (r > 10000) return PS_FAIL(PS_ERR_INPUT, "option --reps must be at most 10000 (got %lld)", (long long)r);
+            o->reps = (int)r;
+            break;
+        }
         case 'v': o->verbose = 1; break;
         case 'h': o->help = 1; break;
         case OPT_VERSION: o->version = 1; break;
@@ -348,6 +409,13 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
     if (optind < n) return PS_FAIL(PS_ERR_INPUT, "unexpected argument '%s' (see psearch --help)", av[optind]);
     if ((strcmp(o->cmd, "model") == 0 || strcmp(o->cmd, "cluster") == 0) && !o->sub && !o->help)
         return PS_FAIL(PS_ERR_INPUT, "'psearch %s' needs a subcommand: list or show", o->cmd);
+    if (strcmp(o->cmd, "costdb") == 0 && !o->sub && !o->help)
+        return PS_FAIL(PS_ERR_INPUT, "'psearch costdb' needs a subcommand: show or merge");
+    /* calibrate and costdb merge write a database, not their printed summary, to --out. */
+    if (strcmp(o->cmd, "calibrate") == 0 || (strcmp(o->cmd, "costdb") == 0 && o->sub && strcmp(o->sub, "merge") == 0)) {
+        o->db_out = o->out;
+        o->out = NULL;
+    }
     if (!o->model) o->model = PS_DEFAULT_MODEL;
     if (!o->cluster) o->cluster = PS_DEFAULT_CLUSTER;
     return PS_OK;
@@ -357,6 +425,8 @@ int ps_cli_needs_mpi(const ps_cli_opts *o)
 {
     if (o->help || o->version) return 0;
     if (strcmp(o->cmd, "plan") == 0) return 1;
+    /* calibrate measures the MPI job it runs in */
+    if (strcmp(o->cmd, "calibrate") == 0) return 1;
     /* Describing the allocation gathers facts from every rank. */
     if (strcmp(o->cmd, "cluster") == 0 && o->sub && strcmp(o->sub, "show") == 0 && strcmp(o->cluster, "auto") == 0)
         return 1;

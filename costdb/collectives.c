@@ -4,6 +4,31 @@
 #include <math.h>
 
 #include "ps_cost.h"
+#include "ps_costdb.h"
+
+/* The measured time of `op` over the group when the cost database measured every member's device (one kind), with
+ * the group inside one node or spanning nodes; negative when there is no database or no such measurement. */
+static double db_coll(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, const char *op, double bytes)
+{
+    if (!p->db) return -1;
+    int kind = -1;
+    bool inter = false;
+    int64_t node0 = ps_cluster_node_of(c, g->first);
+    const ps_node_group *last = NULL;
+    for (int64_t i = 0; i < g->n; i++) {
+        int64_t gpu = g->first + i * g->stride;
+        const ps_node_group *ng = ps_cluster_group_of(c, gpu);
+        if (!ng) return -1;
+        if (ng != last) {
+            int k = ps_costdb_model_device(p->db, ng->gpu.name);
+            if (k < 0 || (kind >= 0 && k != kind)) return -1;
+            kind = k;
+            last = ng;
+        }
+        if (ps_cluster_node_of(c, gpu) != node0) inter = true;
+    }
+    return ps_costdb_model_coll_time(p->db, kind, op, g->n, inter, bytes);
+}
 
 static double link_eff(const ps_cost_params *p, const char *kind)
 {
@@ -52,6 +77,8 @@ void ps_coll_ring_link(const ps_cost_params *p, const ps_cluster *c, const ps_gr
 double ps_coll_allreduce(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes)
 {
     if (g->n <= 1 || bytes <= 0) return 0;
+    double t = db_coll(p, c, g, "allreduce", bytes);
+    if (t >= 0) return t;
     double bw, lat, n = (double)g->n;
     ps_coll_ring_link(p, c, g, &bw, &lat);
     double ring = 2 * (n - 1) / n * bytes / bw + 2 * (n - 1) * lat;
@@ -61,7 +88,8 @@ double ps_coll_allreduce(const ps_cost_params *p, const ps_cluster *c, const ps_
     return ring < tree ? ring : tree;
 }
 
-double ps_coll_allgather(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes)
+/* The analytic all-gather, which reduce-scatter and all-to-all share. */
+static double ring_gather(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes)
 {
     if (g->n <= 1 || bytes <= 0) return 0;
     double bw, lat, n = (double)g->n;
@@ -69,20 +97,36 @@ double ps_coll_allgather(const ps_cost_params *p, const ps_cluster *c, const ps_
     return (n - 1) / n * bytes / bw + (n - 1) * lat;
 }
 
+double ps_coll_allgather(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes)
+{
+    if (g->n <= 1 || bytes <= 0) return 0;
+    double t = db_coll(p, c, g, "allgather", bytes);
+    return t >= 0 ? t : ring_gather(p, c, g, bytes);
+}
+
 double ps_coll_reducescatter(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes)
 {
-    return ps_coll_allgather(p, c, g, bytes); /* the same traffic pattern, reversed */
+    if (g->n <= 1 || bytes <= 0) return 0;
+    double t = db_coll(p, c, g, "reducescatter", bytes);
+    return t >= 0 ? t : ring_gather(p, c, g, bytes); /* the same traffic pattern, reversed */
 }
 
 double ps_coll_alltoall(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes)
 {
+    if (g->n <= 1 || bytes <= 0) return 0;
+    double t = db_coll(p, c, g, "alltoall", bytes);
     /* Each GPU keeps 1/n of its buffer and sends the rest, one peer per step. */
-    return ps_coll_allgather(p, c, g, bytes);
+    return t >= 0 ? t : ring_gather(p, c, g, bytes);
 }
 
 double ps_p2p(const ps_cost_params *p, const ps_cluster *c, int64_t a, int64_t b, double bytes)
 {
     if (a == b || bytes <= 0) return 0;
+    if (p->db) {
+        ps_group pair = {a, 2, b - a};
+        double t = db_coll(p, c, &pair, "sendrecv", bytes);
+        if (t >= 0) return t;
+    }
     ps_link l = ps_cluster_link(c, a, b);
     return l.latency_s + bytes / (l.bw_Bps * link_eff(p, l.kind));
 }

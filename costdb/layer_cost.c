@@ -6,22 +6,47 @@
 #include <string.h>
 
 #include "ps_cost.h"
+#include "ps_costdb.h"
 
 /* The devices a layer runs on: the slowest GPU of the stage sets the pace (stragglers, heterogeneous clusters). */
 typedef struct {
     double peak;  /* FLOP/s of the training dtype */
     double hbm;   /* bytes/s */
     double mem;   /* smallest memory */
+    double stream; /* bytes/s a streaming kernel reaches: hbm x hbm_eff, or the measured bandwidth */
+    int dbdev;    /* the device kind of p->db every GPU of the stage is, or -1 (analytic) */
+    const char *dtype;
 } dev_speed;
 
-static ps_status stage_speed(const ps_cluster *c, ps_dtype dtype, int64_t first, int64_t n, dev_speed *out)
+double ps_cost_stream_Bps(const ps_cost_params *p, const ps_gpu *g)
+{
+    if (p->db) {
+        int k = ps_costdb_model_device(p->db, g->name);
+        double b = k >= 0 ? ps_costdb_model_mem_Bps(p->db, k) : -1;
+        if (b > 0) return b;
+    }
+    return g->hbm_Bps * p->hbm_eff;
+}
+
+static ps_status stage_speed(const ps_cost_params *p, const ps_cluster *c, ps_dtype dtype, int64_t first, int64_t n,
+                             dev_speed *out)
 {
     out->peak = INFINITY;
     out->hbm = INFINITY;
     out->mem = INFINITY;
+    out->stream = INFINITY;
+    out->dbdev = -1;
     const char *dn = ps_dtype_name(dtype);
+    out->dtype = dn;
+    int kind = -2; /* -2: none seen yet; -1: some GPU the database did not measure, or two kinds */
+    const ps_node_group *last = NULL;
     for (int64_t g = first; g < first + n; g++) {
         const ps_node_group *ng = ps_cluster_group_of(c, g);
+        if (p->db && ng && ng != last) {
+            int k = ps_costdb_model_device(p->db, ng->gpu.name);
+            kind = (kind == -2 || kind == k) ? k : -1;
+            last = ng;
+        }
         if (!ng) return PS_FAIL(PS_ERR_INPUT, "GPU %lld is outside cluster %s (%lld GPUs)", (long long)g, c->name,
                                 (long long)c->n_gpus);
         double pk = ps_gpu_peak_flops(&ng->gpu, dn);
@@ -32,6 +57,12 @@ static ps_status stage_speed(const ps_cluster *c, ps_dtype dtype, int64_t first,
         if (ng->gpu.hbm_Bps < out->hbm) out->hbm = ng->gpu.hbm_Bps;
         if (ng->gpu.mem_bytes < out->mem) out->mem = ng->gpu.mem_bytes;
     }
+    out->stream = out->hbm * p->hbm_eff;
+    if (p->db && kind >= 0) {
+        out->dbdev = kind;
+        double b = ps_costdb_model_mem_Bps(p->db, kind);
+        if (b > 0) out->stream = b;
+    }
     return PS_OK;
 }
 
@@ -41,7 +72,14 @@ static double gemm_time(const ps_cost_params *p, const dev_speed *d, double m, d
 {
     if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return 0;
     double flops = 2 * m * n * k, bytes = elt * (m * k + k * n + m * n);
-    double t = fmax(flops / (d->peak * p->gemm_eff), bytes / (d->hbm * p->hbm_eff));
+    if (d->dbdev >= 0) {
+        /* Measured: the rate the device reached on calls of this many FLOPs (a batched call counts all of its
+         * GEMMs, as the calibration timed them), never faster than streaming the operands once; the launch cost is
+         * inside the measured times. */
+        double F = flops * count, rate = ps_costdb_model_gemm_rate(p->db, d->dbdev, d->dtype, F);
+        if (rate > 0) return fmax(F / rate, count * bytes / d->stream);
+    }
+    double t = fmax(flops / (d->peak * p->gemm_eff), bytes / d->stream);
     return count * (t + p->kernel_launch_s);
 }
 
@@ -147,7 +185,7 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     PS_CHECK_INPUT(s->zero >= 0 && s->zero <= 3, "ZeRO stage must be 0-3 (got %d)", s->zero);
     PS_CHECK_INPUT(mbs >= 1, "micro-batch size must be >= 1 (got %lld)", (long long)mbs);
     dev_speed d;
-    PS_TRY(stage_speed(c, dtype, first, (int64_t)s->tp * s->dp, &d));
+    PS_TRY(stage_speed(p, c, dtype, first, (int64_t)s->tp * s->dp, &d));
     double elt = ps_dtype_bytes(dtype);
 
     fwd_work w;
@@ -155,7 +193,7 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     bool sp = s->sp && s->tp > 1;
     double act_full = ps_layer_act_bytes(l, dtype, s->tp, sp, PS_RECOMP_NONE) * (double)mbs;
     double act_sel = ps_layer_act_bytes(l, dtype, s->tp, sp, PS_RECOMP_SELECTIVE) * (double)mbs;
-    double elem_f = p->elementwise_passes * act_full / (d.hbm * p->hbm_eff) + (act_full > 0 ? p->kernel_launch_s : 0);
+    double elem_f = p->elementwise_passes * act_full / d.stream + (act_full > 0 ? p->kernel_launch_s : 0);
 
     /* TP: Megatron's all-reduces (or reduce-scatter + all-gather with SP: the same bytes) of the layer output,
      * not overlapped with computation. */
@@ -173,7 +211,7 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
         recompute = comp_f + tp_f; /* the whole forward again, collectives included */
     else if (s->ckpt == PS_RECOMP_SELECTIVE)
         /* only the attention core: score GEMMs and the elementwise work on the score tensors */
-        recompute = w.attn + p->elementwise_passes * (act_full - act_sel) / (d.hbm * p->hbm_eff);
+        recompute = w.attn + p->elementwise_passes * (act_full - act_sel) / d.stream;
     double comp_b = w.gemm + 2 * w.attn + 2 * elem_f + recompute; /* input gradients: dgrad GEMMs */
     double comp_w = w.gemm;                                        /* weight gradients: wgrad GEMMs */
 

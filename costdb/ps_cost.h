@@ -31,6 +31,10 @@ typedef struct {
     double reserve_bytes;     /* per-GPU memory psearch never plans into: CUDA context, NCCL buffers, allocator
                                  fragmentation [bytes] */
     double grad_reduce_bytes; /* bytes per gradient element in the data-parallel reduction [bytes] */
+    /* Measured tables (costdb/ps_costdb.h, docs/costdb.md) that replace the analytic GEMM, memory-bandwidth and
+     * collective formulas for the devices they measured; NULL (the default): analytic model only. Not a named
+     * constant: ps_cost_param_name does not list it. */
+    const struct ps_costdb_model *db;
 } ps_cost_params;
 
 void ps_cost_params_default(ps_cost_params *p);
@@ -96,6 +100,10 @@ double ps_coll_allgather(const ps_cost_params *p, const ps_cluster *c, const ps_
 double ps_coll_reducescatter(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes);
 double ps_coll_alltoall(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes);
 double ps_p2p(const ps_cost_params *p, const ps_cluster *c, int64_t a, int64_t b, double bytes);
+
+/* Streaming memory bandwidth [bytes/s] of a device: the measured one when p->db measured it, else the nominal
+ * bandwidth times hbm_eff. */
+double ps_cost_stream_Bps(const ps_cost_params *p, const ps_gpu *g);
 
 /* Galvatron-BMW Sec. V: computation and communication that overlap both run overlap_slowdown times slower while
  * they overlap; the longer one finishes alone. Returns the time of the two together. */

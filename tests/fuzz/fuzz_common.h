@@ -57,7 +57,7 @@ static char g_fuzz_dir[512];
 /* Everything the targets create, deepest first: a fixed, shallow layout under a mkdtemp folder of our own. */
 static const char *const k_fuzz_paths[] = {"models/model.json", "models/model.layers", "models/model.txt",
                                            "models/hf/config.json", "models/hf", "models", "clusters/cluster.json",
-                                           "clusters", NULL};
+                                           "clusters", "costdb.h5", NULL};
 
 static inline void fuzz_cleanup_dir(void)
 {

@@ -1,0 +1,130 @@
+/* `psearch calibrate`: run the microbenchmarks of hw/ on every rank of the allocation and write them, as they
+ * finish, into one HDF5 cost database with parallel HDF5 (each rank its own rows). The file is built under a
+ * temporary name and renamed at the end, so an interrupted calibration leaves the previous database as it was. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ps_mpi.h"
+
+/* Every rank learns the worst outcome; the lowest failing rank's message is the one main() prints. */
+static ps_status agree(MPI_Comm comm, ps_status st)
+{
+    ps_status worst = PS_OK;
+    int first = 0;
+    ps_status ast = ps_mpi_agree(comm, st, &worst, &first);
+    if (ast != PS_OK) return ast;
+    if (st != PS_OK) return st;
+    if (worst != PS_OK) return PS_FAIL(worst, "calibration failed on rank %d", first);
+    return PS_OK;
+}
+
+/* Distinct entries of fixed-size strings from every rank, comma-separated, on every rank. */
+static ps_status distinct(MPI_Comm comm, const char *mine, size_t width, char *out, size_t cap)
+{
+    int n = 0;
+    PS_MPI(MPI_Comm_size(comm, &n));
+    char *all = ps_calloc((size_t)n, width);
+    if (!all) return PS_ERR_SYSTEM;
+    char *buf = ps_calloc(1, width);
+    if (!buf) {
+        free(all);
+        return PS_ERR_SYSTEM;
+    }
+    ps_strlcpy(buf, mine, width);
+    int rc = MPI_Allgather(buf, (int)width, MPI_CHAR, all, (int)width, MPI_CHAR, comm);
+    free(buf);
+    if (rc != MPI_SUCCESS) {
+        free(all);
+        return ps_mpi_status(rc, "MPI_Allgather", __FILE__, __LINE__);
+    }
+    out[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        char *s = all + (size_t)i * width;
+        s[width - 1] = '\0';
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++) seen = strcmp(s, all + (size_t)j * width) == 0;
+        if (!seen) ps_strcatf(out, cap, "%s%s", out[0] ? "," : "", s);
+    }
+    free(all);
+    return PS_OK;
+}
+
+ps_status ps_cmd_calibrate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
+{
+    if (!o->db_out) return PS_FAIL(PS_ERR_INPUT, "psearch calibrate needs --out FILE.h5 (the cost database to write)");
+    if (comm == MPI_COMM_NULL) return PS_FAIL(PS_ERR_SYSTEM, "psearch calibrate runs under MPI");
+    int rank = 0, nranks = 1;
+    PS_MPI(MPI_Comm_rank(comm, &rank));
+    PS_MPI(MPI_Comm_size(comm, &nranks));
+    ps_bench_opts bo;
+    ps_bench_opts_default(&bo, o->quick != 0);
+    if (o->reps) bo.reps = o->reps;
+    /* Progress goes to stderr as it happens (a full calibration takes minutes); the summary to stdout / --out. */
+    bo.log = rank == 0 ? stderr : NULL;
+
+    ps_bench_results r;
+    ps_costdb_writer *w = NULL;
+    ps_status st = agree(comm, ps_bench_device_init(comm, &r));
+    if (st != PS_OK) goto done;
+
+    ps_costdb_prov prov;
+    ps_costdb_prov_init(&prov, r.backend, o->quick ? "quick" : "full");
+    int node_max = r.dev.node, nodes = 0;
+    PS_MPI_GOTO(st, MPI_Allreduce(&node_max, &nodes, 1, MPI_INT, MPI_MAX, comm), done);
+    prov.n_nodes = nodes + 1;
+    prov.n_ranks = nranks;
+    PS_TRY_GOTO(st, agree(comm, distinct(comm, r.dev.host, sizeof r.dev.host, prov.hosts, sizeof prov.hosts)), done);
+    PS_TRY_GOTO(st, agree(comm, distinct(comm, r.dev.name, sizeof r.dev.name, prov.devices, sizeof prov.devices)),
+                done);
+    /* Every rank writes the same root attributes: rank 0's date and versions. */
+    PS_MPI_GOTO(st, MPI_Bcast(&prov, (int)sizeof prov, MPI_BYTE, 0, comm), done);
+    if (bo.log)
+        fprintf(bo.log, "# psearch %s calibrate (%s): %d rank(s) on %d node(s), backend %s, %d reps + %d warm-up; "
+                        "writing %s\n# devices: %s\n",
+                PS_VERSION, prov.mode, nranks, prov.n_nodes, r.backend, bo.reps, bo.warmup, o->db_out, prov.devices);
+
+    PS_TRY_GOTO(st, agree(comm, ps_costdb_create(o->db_out, comm, &prov, &w)), done);
+    if (bo.log) fprintf(bo.log, "# temporary file %s (renamed at the end)\n", ps_costdb_temp_path(w));
+
+    /* Each table is written as soon as it is measured: the temporary file shows how far a run got. */
+    PS_TRY_GOTO(st, agree(comm, ps_bench_gemm_run(comm, &bo, &r)), done);
+    PS_TRY_GOTO(st, agree(comm, ps_costdb_write_rows(w, PS_COSTDB_GEMM, r.gemm, r.n_gemm)), done);
+    if (bo.log) fprintf(bo.log, "# gemm: %zu shapes per rank, peak fp32 %.4g GFLOP/s on rank 0\n", r.n_gemm,
+                        r.dev.peak_fp32_flops / 1e9);
+    PS_TRY_GOTO(st, agree(comm, ps_bench_mem_run(comm, &bo, &r)), done);
+    PS_TRY_GOTO(st, agree(comm, ps_costdb_write_rows(w, PS_COSTDB_BANDWIDTH, r.bw, r.n_bw)), done);
+    if (bo.log) fprintf(bo.log, "# memory: %.4g GB/s on rank 0\n", r.dev.mem_Bps / 1e9);
+    PS_TRY_GOTO(st, agree(comm, ps_bench_coll_run(comm, &bo, &r)), done);
+    PS_TRY_GOTO(st, agree(comm, ps_costdb_write_rows(w, PS_COSTDB_COLLECTIVES, r.coll, r.n_coll)), done);
+    PS_TRY_GOTO(st, agree(comm, ps_bench_overlap_run(comm, &bo, &r)), done);
+    PS_TRY_GOTO(st, agree(comm, ps_costdb_write_rows(w, PS_COSTDB_OVERLAP, r.ovl, r.n_ovl)), done);
+    PS_TRY_GOTO(st, agree(comm, ps_costdb_write_rows(w, PS_COSTDB_DEVICES, &r.dev, 1)), done);
+    PS_TRY_GOTO(st, agree(comm, ps_costdb_write_rows(w, PS_COSTDB_MEASUREMENTS, NULL, 0)), done);
+    int noisy = r.noisy, all_noisy = 0;
+    PS_MPI_GOTO(st, MPI_Reduce(&noisy, &all_noisy, 1, MPI_INT, MPI_SUM, 0, comm), done);
+    st = ps_costdb_commit(w);
+    w = NULL;
+    if (st != PS_OK) goto done;
+
+    /* Rank 0 reads the database back, which checks it as any reader would, and prints its summary. */
+    if (rank == 0) {
+        ps_costdb db;
+        st = ps_costdb_read(o->db_out, &db);
+        if (st == PS_OK) {
+            if (o->format != PS_FMT_JSON) {
+                fprintf(out->f, "# psearch calibrate: wrote %s\n", o->db_out);
+                if (all_noisy)
+                    fprintf(out->f, "# warning: %d point(s) had a spread above %.0f%% (see the '# warning' lines on "
+                                    "stderr): the machine was busy; rerun on an idle allocation or with more --reps\n",
+                            all_noisy, 100 * bo.spread_warn);
+            }
+            st = ps_cli_costdb_show(&db, o->format, out);
+            ps_costdb_free(&db);
+        }
+    }
+done:
+    if (w) ps_costdb_abort(w);
+    ps_bench_results_free(&r);
+    return st;
+}

@@ -1,0 +1,236 @@
+/* `psearch costdb show|merge`, and --costdb / --cluster costdb for the search and `psearch estimate`: reading a cost
+ * database, summarizing it, combining two, and putting its tables into the cost model. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+ps_status ps_cli_costdb_cluster(const ps_cli_opts *o, ps_cluster *c)
+{
+    if (!o->costdb)
+        return PS_FAIL(PS_ERR_INPUT, "--cluster costdb plans for the machine a cost database measured: give the "
+                                     "database with --costdb FILE");
+    ps_costdb db;
+    PS_TRY(ps_costdb_read(o->costdb, &db));
+    ps_status st = ps_costdb_cluster(&db, c);
+    ps_costdb_free(&db);
+    return st;
+}
+
+ps_status ps_cli_costdb_attach(const ps_cli_opts *o, const ps_cluster *c, ps_cost_params *cp, ps_costdb_model **out)
+{
+    *out = NULL;
+    if (!o->costdb) return PS_OK;
+    ps_costdb db;
+    PS_TRY(ps_costdb_read(o->costdb, &db));
+    ps_costdb_model *m = NULL;
+    ps_status st = ps_costdb_model_build(&db, &m);
+    ps_costdb_free(&db);
+    PS_TRY(st);
+    st = ps_costdb_attach(m, c, cp, NULL, 0);
+    /* What the user set by name overrides what the file measured. */
+    for (int i = 0; i < o->n_cost_params && st == PS_OK; i++) st = ps_cost_params_set(cp, o->cost_params[i]);
+    if (st != PS_OK) {
+        ps_costdb_model_free(m);
+        cp->db = NULL;
+        return ps_error_trace(st, __FILE__, __LINE__);
+    }
+    *out = m;
+    return PS_OK;
+}
+
+void ps_cli_costdb_note(FILE *f, const ps_cost_params *cp, const ps_cluster *c)
+{
+    if (!cp->db) return;
+    char note[512];
+    ps_cost_params tmp = *cp;
+    if (ps_costdb_attach(cp->db, c, &tmp, note, sizeof note) != PS_OK) {
+        ps_error_clear();
+        return;
+    }
+    fprintf(f, "# cost database %s: %s (overlap slowdown %.3g)\n", ps_costdb_model_path(cp->db), note,
+            cp->overlap_slowdown);
+}
+
+/* ---- summary ------------------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    char dtype[8];
+    double best;
+    const ps_bench_gemm *at;
+} gemm_peak;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* All-reduce bus bandwidth at the largest size of each (group size, inside/across), slowest group. */
+typedef struct {
+    int gs, inter;
+    double bytes, busbw, time;
+} ar_head;
+
+static int summarize(const ps_costdb *db, gemm_peak *pk, int *npk, ar_head *ar, int *nar, double *bw_med,
+                     double *bw_min, double *ovl_med)
+{
+    *npk = 0;
+    for (size_t i = 0; i < db->n_gemm; i++) {
+        const ps_bench_gemm *g = &db->gemm[i];
+        int k = 0;
+        while (k < *npk && strcmp(pk[k].dtype, g->dtype) != 0) k++;
+        if (k == *npk) {
+            if (k >= 8) continue;
+            ps_strlcpy(pk[k].dtype, g->dtype, sizeof pk[k].dtype);
+            pk[k].best = 0;
+            (*npk)++;
+        }
+        if (g->flops_per_s > pk[k].best) {
+            pk[k].best = g->flops_per_s;
+            pk[k].at = g;
+        }
+    }
+    *nar = 0;
+    for (size_t i = 0; i < db->n_coll; i++) {
+        const ps_bench_coll *c = &db->coll[i];
+        if (strcmp(c->op, "allreduce") != 0) continue;
+        int k = 0;
+        while (k < *nar && !(ar[k].gs == c->group_size && ar[k].inter == c->inter_node)) k++;
+        if (k == *nar) {
+            if (k >= 64) continue;
+            ar[k] = (ar_head){c->group_size, c->inter_node, 0, 0, 0};
+            (*nar)++;
+        }
+        if (c->bytes > ar[k].bytes || (c->bytes == ar[k].bytes && c->busbw_Bps < ar[k].busbw)) {
+            ar[k].bytes = c->bytes;
+            ar[k].busbw = c->busbw_Bps;
+            ar[k].time = c->time_s;
+        }
+    }
+    size_t nb = db->n_bw > db->n_ovl ? db->n_bw : db->n_ovl;
+    double *v = ps_calloc(nb + 1, sizeof *v);
+    if (!v) return -1;
+    for (size_t i = 0; i < db->n_bw; i++) v[i] = db->bw[i].Bps;
+    qsort(v, db->n_bw, sizeof *v, cmp_double);
+    *bw_med = db->n_bw ? v[db->n_bw / 2] : 0;
+    *bw_min = db->n_bw ? v[0] : 0;
+    for (size_t i = 0; i < db->n_ovl; i++) v[i] = db->ovl[i].slowdown;
+    qsort(v, db->n_ovl, sizeof *v, cmp_double);
+    *ovl_med = db->n_ovl ? v[db->n_ovl / 2] : 0;
+    free(v);
+    return 0;
+}
+
+static ps_status show(const ps_costdb *db, ps_format fmt, ps_out *out)
+{
+    gemm_peak pk[8];
+    ar_head ar[64];
+    int npk = 0, nar = 0;
+    double bw_med = 0, bw_min = 0, ovl = 0;
+    if (summarize(db, pk, &npk, ar, &nar, &bw_med, &bw_min, &ovl) != 0) return PS_ERR_SYSTEM;
+    const ps_costdb_prov *p = &db->prov;
+    if (fmt == PS_FMT_JSON) {
+        json_t *j = json_object();
+        json_object_set_new(j, "file", json_string(db->path));
+        json_t *pj = json_object();
+        json_object_set_new(pj, "schema_version", json_integer(p->schema_version));
+        json_object_set_new(pj, "psearch_version", json_string(p->psearch_version));
+        json_object_set_new(pj, "created", json_string(p->created));
+        json_object_set_new(pj, "hosts", json_string(p->hosts));
+        json_object_set_new(pj, "devices", json_string(p->devices));
+        json_object_set_new(pj, "mpi_version", json_string(p->mpi_version));
+        json_object_set_new(pj, "hdf5_version", json_string(p->hdf5_version));
+        if (p->cuda_version[0]) json_object_set_new(pj, "cuda_version", json_string(p->cuda_version));
+        if (p->nccl_version[0]) json_object_set_new(pj, "nccl_version", json_string(p->nccl_version));
+        json_object_set_new(pj, "backend", json_string(p->backend));
+        json_object_set_new(pj, "mode", json_string(p->mode));
+        if (p->merged_from[0]) json_object_set_new(pj, "merged_from", json_string(p->merged_from));
+        json_object_set_new(pj, "n_nodes", json_integer(p->n_nodes));
+        json_object_set_new(pj, "n_ranks", json_integer(p->n_ranks));
+        json_object_set_new(j, "provenance", pj);
+        json_t *dv = json_array();
+        for (size_t i = 0; i < db->n_dev; i++) {
+            const ps_bench_device *d = &db->dev[i];
+            json_array_append_new(dv, json_pack("{s:i, s:i, s:s, s:s, s:s, s:f, s:f, s:f}", "rank", d->rank, "node",
+                                                d->node, "host", d->host, "name", d->name, "model", d->model,
+                                                "mem_bytes", d->mem_bytes, "peak_fp32_flops", d->peak_fp32_flops,
+                                                "mem_Bps", d->mem_Bps));
+        }
+        json_object_set_new(j, "devices", dv);
+        json_object_set_new(j, "rows", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "devices", (json_int_t)db->n_dev,
+                                                 "gemm", (json_int_t)db->n_gemm, "bandwidth", (json_int_t)db->n_bw,
+                                                 "collectives", (json_int_t)db->n_coll, "overlap",
+                                                 (json_int_t)db->n_ovl, "measurements", (json_int_t)db->n_meas));
+        json_t *g = json_object();
+        for (int i = 0; i < npk; i++) json_object_set_new(g, pk[i].dtype, json_real(pk[i].best));
+        json_object_set_new(j, "gemm_peak_flops", g);
+        json_object_set_new(j, "mem_Bps_median", json_real(bw_med));
+        json_object_set_new(j, "mem_Bps_min", json_real(bw_min));
+        json_t *a = json_array();
+        for (int i = 0; i < nar; i++)
+            json_array_append_new(a, json_pack("{s:i, s:b, s:f, s:f, s:f}", "group_size", ar[i].gs, "inter_node",
+                                               ar[i].inter, "bytes", ar[i].bytes, "busbw_Bps", ar[i].busbw, "time_s",
+                                               ar[i].time));
+        json_object_set_new(j, "allreduce_largest", a);
+        if (db->n_ovl) json_object_set_new(j, "overlap_slowdown_median", json_real(ovl));
+        return ps_out_json(out, j);
+    }
+    FILE *f = out->f;
+    fprintf(f, "# psearch cost database %s: schema %d, written by psearch %s on %s (%s, backend %s)\n", db->path,
+            p->schema_version, p->psearch_version, p->created, p->mode, p->backend);
+    fprintf(f, "# hosts %s; MPI %s; HDF5 %s%s%s%s%s\n", p->hosts, p->mpi_version, p->hdf5_version,
+            p->cuda_version[0] ? "; CUDA " : "", p->cuda_version, p->nccl_version[0] ? "; NCCL " : "",
+            p->nccl_version);
+    if (p->merged_from[0]) fprintf(f, "# merged from %s\n", p->merged_from);
+    fprintf(f, "devices      %zu rank(s) on %d node(s): %s\n", db->n_dev, p->n_nodes, p->devices);
+    fprintf(f, "rows         devices %zu, gemm %zu, bandwidth %zu, collectives %zu, overlap %zu, measurements %zu\n",
+            db->n_dev, db->n_gemm, db->n_bw, db->n_coll, db->n_ovl, db->n_meas);
+    for (int i = 0; i < npk; i++)
+        fprintf(f, "gemm %-7s peak %.4g GFLOP/s (%s tp %d, %lldx%lldx%lld x%lld)\n", pk[i].dtype, pk[i].best / 1e9,
+                pk[i].at->op, pk[i].at->tp, (long long)pk[i].at->m, (long long)pk[i].at->n, (long long)pk[i].at->k,
+                (long long)pk[i].at->batch);
+    if (db->n_bw)
+        fprintf(f, "memory       %.4g GB/s per rank (median of %zu; slowest %.4g GB/s; %s)\n", bw_med / 1e9, db->n_bw,
+                bw_min / 1e9, db->bw[0].method);
+    for (int i = 0; i < nar; i++)
+        fprintf(f, "allreduce    %d ranks %s: busbw %.4g GB/s at %.0f bytes (%.3g ms)\n", ar[i].gs,
+                ar[i].inter ? "across nodes" : "in a node", ar[i].busbw / 1e9, ar[i].bytes, 1e3 * ar[i].time);
+    if (db->n_ovl) fprintf(f, "overlap      slowdown %.3g (median of %zu ranks)\n", ovl, db->n_ovl);
+    return PS_OK;
+}
+
+ps_status ps_cli_costdb_show(const ps_costdb *db, ps_format fmt, ps_out *out) { return show(db, fmt, out); }
+
+ps_status ps_cmd_costdb(const ps_cli_opts *o, ps_out *out)
+{
+    if (strcmp(o->sub, "show") == 0) {
+        ps_costdb db;
+        PS_TRY(ps_costdb_read(o->db_args[0], &db));
+        ps_status st = show(&db, o->format, out);
+        ps_costdb_free(&db);
+        return st;
+    }
+    /* merge */
+    if (!o->db_out) return PS_FAIL(PS_ERR_INPUT, "'costdb merge' needs --out FILE.h5 (the merged database)");
+    ps_costdb a, b, m;
+    PS_TRY(ps_costdb_read(o->db_args[0], &a));
+    ps_status st = ps_costdb_read(o->db_args[1], &b);
+    if (st != PS_OK) {
+        ps_costdb_free(&a);
+        return ps_error_trace(st, __FILE__, __LINE__);
+    }
+    st = ps_costdb_merge(&a, &b, &m);
+    ps_costdb_free(&a);
+    ps_costdb_free(&b);
+    PS_TRY(st);
+    st = ps_costdb_write(o->db_out, &m);
+    ps_costdb_free(&m);
+    PS_TRY(st);
+    /* Show what was written, read back: the merged file is checked like any input. */
+    PS_TRY(ps_costdb_read(o->db_out, &m));
+    st = show(&m, o->format, out);
+    ps_costdb_free(&m);
+    return st;
+}

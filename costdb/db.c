@@ -1,0 +1,934 @@
+/* The cost database file: schema (one compound table per group, units and method as attributes, provenance at the
+ * root), collective writing with parallel HDF5 into a temporary file renamed at the end, and a reader that checks
+ * every HDF5 return and every value so a broken, truncated, foreign or newer file is an input error, never a crash.
+ * docs/costdb.md documents the layout for h5dump and h5py users. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hdf5.h>
+
+#include "ps_costdb.h"
+#include "ps_mpi.h"
+
+#if PS_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+#if PS_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+/* ---- schema ------------------------------------------------------------------------------------------------------ */
+
+typedef enum { COL_I32, COL_I64, COL_F64, COL_STR } col_kind;
+typedef struct {
+    const char *name;
+    size_t off;
+    col_kind kind;
+    size_t size;
+    const char *unit;
+} col;
+
+#define CI(S, f, u) {#f, offsetof(S, f), COL_I32, sizeof(int32_t), u}
+#define CL(S, f, u) {#f, offsetof(S, f), COL_I64, sizeof(int64_t), u}
+#define CF(S, f, u) {#f, offsetof(S, f), COL_F64, sizeof(double), u}
+#define CS(S, f, u) {#f, offsetof(S, f), COL_STR, sizeof(((S *)0)->f), u}
+
+static const col k_dev_cols[] = {
+    CI(ps_bench_device, rank, "1"), CI(ps_bench_device, node, "1"), CI(ps_bench_device, local_rank, "1"),
+    CI(ps_bench_device, threads, "1"), CS(ps_bench_device, host, "text"), CS(ps_bench_device, kind, "text"),
+    CS(ps_bench_device, name, "text"), CS(ps_bench_device, model, "text"), CF(ps_bench_device, mem_bytes, "bytes"),
+    CF(ps_bench_device, peak_fp32_flops, "FLOP/s"), CF(ps_bench_device, peak_fp16_flops, "FLOP/s"),
+    CF(ps_bench_device, peak_bf16_flops, "FLOP/s"), CF(ps_bench_device, mem_Bps, "bytes/s"),
+};
+static const col k_gemm_cols[] = {
+    CI(ps_bench_gemm, rank, "1"), CS(ps_bench_gemm, dtype, "text"), CS(ps_bench_gemm, op, "text"),
+    CI(ps_bench_gemm, tp, "1"), CL(ps_bench_gemm, m, "elements"), CL(ps_bench_gemm, n, "elements"),
+    CL(ps_bench_gemm, k, "elements"), CL(ps_bench_gemm, batch, "1"), CF(ps_bench_gemm, flops, "FLOP"),
+    CF(ps_bench_gemm, time_s, "s"), CF(ps_bench_gemm, flops_per_s, "FLOP/s"),
+    CF(ps_bench_gemm, spread, "1 ((p90-p10)/median)"), CI(ps_bench_gemm, reps, "1"),
+};
+static const col k_bw_cols[] = {
+    CI(ps_bench_bw, rank, "1"), CS(ps_bench_bw, method, "text"), CI(ps_bench_bw, threads, "1"),
+    CF(ps_bench_bw, bytes, "bytes"), CF(ps_bench_bw, time_s, "s"), CF(ps_bench_bw, Bps, "bytes/s"),
+    CF(ps_bench_bw, spread, "1 ((p90-p10)/median)"), CI(ps_bench_bw, reps, "1"),
+};
+static const col k_coll_cols[] = {
+    CS(ps_bench_coll, op, "text"), CI(ps_bench_coll, group_size, "ranks"), CI(ps_bench_coll, inter_node, "0|1"),
+    CI(ps_bench_coll, root_rank, "1"), CI(ps_bench_coll, n_groups, "1"), CF(ps_bench_coll, bytes, "bytes"),
+    CF(ps_bench_coll, time_s, "s"), CF(ps_bench_coll, algbw_Bps, "bytes/s"), CF(ps_bench_coll, busbw_Bps, "bytes/s"),
+    CF(ps_bench_coll, spread, "1 ((p90-p10)/median)"), CI(ps_bench_coll, reps, "1"),
+};
+static const col k_ovl_cols[] = {
+    CI(ps_bench_overlap, rank, "1"), CF(ps_bench_overlap, gemm_s, "s"), CF(ps_bench_overlap, comm_s, "s"),
+    CF(ps_bench_overlap, both_s, "s"), CF(ps_bench_overlap, gemm_flops, "FLOP"),
+    CF(ps_bench_overlap, comm_bytes, "bytes"), CF(ps_bench_overlap, slowdown, "1"), CI(ps_bench_overlap, reps, "1"),
+};
+static const col k_meas_cols[] = {
+    CS(ps_bench_measurement, plan, "text"), CS(ps_bench_measurement, model, "text"),
+    CS(ps_bench_measurement, cluster, "text"), CF(ps_bench_measurement, predicted_s, "s"),
+    CF(ps_bench_measurement, measured_s, "s"), CS(ps_bench_measurement, date, "ISO 8601 UTC"),
+};
+
+typedef struct {
+    const char *group;
+    size_t elt;
+    const col *cols;
+    int ncols;
+    const char *method;
+} table_def;
+
+#define T(g, S, c, m) {g, sizeof(S), c, (int)(sizeof c / sizeof c[0]), m}
+static const table_def k_tables[PS_COSTDB_N_TABLES] = {
+    T("/devices", ps_bench_device, k_dev_cols,
+      "one row per MPI rank of the calibration: the device it measured (CPU: the cores of the rank; GPU: one device) "
+      "with its best GEMM rate and median memory bandwidth"),
+    T("/gemm", ps_bench_gemm, k_gemm_cols,
+      "(m x k).(k x n) row-major GEMMs, batch of them per call; OpenBLAS cblas_sgemm/dgemm on CPU, cuBLAS on GPU; "
+      "every rank at once; median of reps timed calls after warm-up; op grid = log-spaced generic grid, other ops = "
+      "a decoder block's GEMMs at tensor-parallel degree tp"),
+    T("/bandwidth", ps_bench_bw, k_bw_cols,
+      "CPU: STREAM triad a = b + s c with OpenMP, bytes = 3 x 8 x N (no write-allocate); GPU: device-to-device copy, "
+      "bytes = 2 x size; all ranks at once; median of reps after warm-up"),
+    T("/collectives", ps_bench_coll, k_coll_cols,
+      "MPI (CPU) or NCCL (GPU) collectives the nccl-tests way: time = median over reps of the slowest member; "
+      "algbw = bytes / time; busbw = algbw x 2(n-1)/n (allreduce), (n-1)/n (allgather, reducescatter, alltoall), "
+      "1 (sendrecv ring); every group of the shape at once; inter_node 0 = one node, 1 = one rank per node"),
+    T("/overlap", ps_bench_overlap, k_ovl_cols,
+      "an sgemm in row blocks and an MPI_Iallreduce on all ranks, each alone and together (MPI_Test between blocks "
+      "progresses the all-reduce); slowdown s solves both = max(gemm, comm) + (s - 1) min(gemm, comm)"),
+    T("/measurements", ps_bench_measurement, k_meas_cols,
+      "executed plans (psearch exec): predicted against measured iteration time; empty after calibration"),
+};
+#undef T
+
+const char *ps_costdb_table_group(ps_costdb_table t)
+{
+    return t >= 0 && t < PS_COSTDB_N_TABLES ? k_tables[t].group : "?";
+}
+
+/* ---- HDF5 helpers --------------------------------------------------------------------------------------------- */
+
+/* The innermost HDF5 error description (the most specific reason), for messages. */
+static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *data)
+{
+    char *out = data;
+    if (n == 0 && e->desc) ps_strlcpy(out, e->desc, 160);
+    return 0;
+}
+
+static const char *h5_detail(char *buf)
+{
+    buf[0] = '\0';
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, walk_cb, buf);
+    H5Eclear2(H5E_DEFAULT);
+    return buf[0] ? buf : "no detail from HDF5";
+}
+
+static void h5_quiet(void)
+{
+    /* Errors come back as return codes we word ourselves; HDF5's own stack dump would only confuse users. */
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+static hid_t mem_type(const table_def *t)
+{
+    hid_t tid = H5Tcreate(H5T_COMPOUND, t->elt);
+    if (tid < 0) return -1;
+    for (int i = 0; i < t->ncols; i++) {
+        const col *c = &t->cols[i];
+        hid_t m = -1;
+        bool own = false;
+        switch (c->kind) {
+        case COL_I32: m = H5T_NATIVE_INT32; break;
+        case COL_I64: m = H5T_NATIVE_INT64; break;
+        case COL_F64: m = H5T_NATIVE_DOUBLE; break;
+        case COL_STR:
+            m = H5Tcopy(H5T_C_S1);
+            own = true;
+            if (m < 0 || H5Tset_size(m, c->size) < 0 || H5Tset_strpad(m, H5T_STR_NULLTERM) < 0) {
+                if (m >= 0) H5Tclose(m);
+                H5Tclose(tid);
+                return -1;
+            }
+            break;
+        }
+        herr_t rc = H5Tinsert(tid, c->name, c->off, m);
+        if (own) H5Tclose(m);
+        if (rc < 0) {
+            H5Tclose(tid);
+            return -1;
+        }
+    }
+    return tid;
+}
+
+static ps_status put_str_attr(hid_t obj, const char *name, const char *value, const char *where)
+{
+    char d[160];
+    hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR), a = -1;
+    herr_t rc = -1;
+    if (t >= 0 && sp >= 0 && H5Tset_size(t, strlen(value) + 1) >= 0 && H5Tset_strpad(t, H5T_STR_NULLTERM) >= 0) {
+        a = H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
+        if (a >= 0) rc = H5Awrite(a, t, value);
+    }
+    if (a >= 0) H5Aclose(a);
+    if (sp >= 0) H5Sclose(sp);
+    if (t >= 0) H5Tclose(t);
+    if (rc < 0) return PS_FAIL(PS_ERR_SYSTEM, "%s: cannot write attribute '%s': %s", where, name, h5_detail(d));
+    return PS_OK;
+}
+
+static ps_status put_int_attr(hid_t obj, const char *name, int32_t value, const char *where)
+{
+    char d[160];
+    hid_t sp = H5Screate(H5S_SCALAR), a = -1;
+    herr_t rc = -1;
+    if (sp >= 0) a = H5Acreate2(obj, name, H5T_STD_I32LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    if (a >= 0) rc = H5Awrite(a, H5T_NATIVE_INT32, &value);
+    if (a >= 0) H5Aclose(a);
+    if (sp >= 0) H5Sclose(sp);
+    if (rc < 0) return PS_FAIL(PS_ERR_SYSTEM, "%s: cannot write attribute '%s': %s", where, name, h5_detail(d));
+    return PS_OK;
+}
+
+/* ---- provenance --------------------------------------------------------------------------------------------------- */
+
+void ps_costdb_prov_init(ps_costdb_prov *p, const char *backend, const char *mode)
+{
+    memset(p, 0, sizeof *p);
+    p->schema_version = PS_COSTDB_SCHEMA_VERSION;
+    ps_strlcpy(p->psearch_version, PS_VERSION, sizeof p->psearch_version);
+    time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm)) strftime(p->created, sizeof p->created, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    if (MPI_Get_library_version(lib, &len) == MPI_SUCCESS) {
+        lib[strcspn(lib, "\n")] = '\0';
+        ps_strlcpy(p->mpi_version, lib, sizeof p->mpi_version);
+    }
+    unsigned maj = 0, min = 0, rel = 0;
+    H5get_libversion(&maj, &min, &rel);
+    snprintf(p->hdf5_version, sizeof p->hdf5_version, "%u.%u.%u", maj, min, rel);
+#if PS_HAVE_CUDA
+    int rt = 0, drv = 0;
+    cudaRuntimeGetVersion(&rt);
+    if (cudaDriverGetVersion(&drv) != cudaSuccess) drv = 0;
+    snprintf(p->cuda_version, sizeof p->cuda_version, "runtime %d.%d, driver %s", rt / 1000, (rt % 1000) / 10,
+             drv ? "present" : "none (no GPU)");
+    if (drv) snprintf(p->cuda_version, sizeof p->cuda_version, "runtime %d.%d, driver %d.%d", rt / 1000,
+                      (rt % 1000) / 10, drv / 1000, (drv % 1000) / 10);
+#endif
+#if PS_HAVE_NCCL
+    snprintf(p->nccl_version, sizeof p->nccl_version, "%d.%d.%d", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+#endif
+    ps_strlcpy(p->backend, backend, sizeof p->backend);
+    ps_strlcpy(p->mode, mode, sizeof p->mode);
+}
+
+/* ---- writing -------------------------------------------------------------------------------------------------------- */
+
+struct ps_costdb_writer {
+    hid_t file, dxpl;
+    MPI_Comm comm;
+    int rank;
+    char path[512];
+    char tmp[600];
+};
+
+const char *ps_costdb_temp_path(const ps_costdb_writer *w) { return w->tmp; }
+
+/* "<dir>/.<name>.tmp-<pid>": hidden, beside the target (same file system, so rename is atomic), and never a name a
+ * user would pass as the database. */
+static void temp_name(const char *path, char *out, size_t cap)
+{
+    char a[512], b[512];
+    ps_strlcpy(a, path, sizeof a);
+    ps_strlcpy(b, path, sizeof b);
+    snprintf(out, cap, "%s/.%s.tmp-%ld", dirname(a), basename(b), (long)getpid());
+}
+
+static ps_status write_prov(hid_t f, const ps_costdb_prov *p, const char *where)
+{
+    PS_TRY(put_int_attr(f, "schema_version", p->schema_version, where));
+    PS_TRY(put_str_attr(f, "description", "psearch cost database: measured GEMM, memory bandwidth, collective and "
+                                          "overlap tables; schema in docs/costdb.md", where));
+    PS_TRY(put_str_attr(f, "psearch_version", p->psearch_version, where));
+    PS_TRY(put_str_attr(f, "created", p->created, where));
+    PS_TRY(put_str_attr(f, "hosts", p->hosts, where));
+    PS_TRY(put_str_attr(f, "devices", p->devices, where));
+    PS_TRY(put_str_attr(f, "mpi_version", p->mpi_version, where));
+    PS_TRY(put_str_attr(f, "hdf5_version", p->hdf5_version, where));
+    if (p->cuda_version[0]) PS_TRY(put_str_attr(f, "cuda_version", p->cuda_version, where));
+    if (p->nccl_version[0]) PS_TRY(put_str_attr(f, "nccl_version", p->nccl_version, where));
+    PS_TRY(put_str_attr(f, "backend", p->backend, where));
+    PS_TRY(put_str_attr(f, "mode", p->mode, where));
+    if (p->merged_from[0]) PS_TRY(put_str_attr(f, "merged_from", p->merged_from, where));
+    PS_TRY(put_int_attr(f, "n_nodes", p->n_nodes, where));
+    PS_TRY(put_int_attr(f, "n_ranks", p->n_ranks, where));
+    return PS_OK;
+}
+
+ps_status ps_costdb_create(const char *path, MPI_Comm comm, const ps_costdb_prov *prov, ps_costdb_writer **out)
+{
+    char d[160];
+    ps_status st = PS_OK;
+    *out = NULL;
+    h5_quiet();
+    ps_costdb_writer *w = ps_calloc(1, sizeof *w);
+    if (!w) return PS_ERR_SYSTEM;
+    w->file = w->dxpl = -1;
+    w->comm = comm;
+    ps_strlcpy(w->path, path, sizeof w->path);
+    if (comm != MPI_COMM_NULL && MPI_Comm_rank(comm, &w->rank) != MPI_SUCCESS) goto fail_mpi;
+    temp_name(path, w->tmp, sizeof w->tmp);
+    /* Every rank must open the same name: the lowest rank's pid names it. */
+    if (comm != MPI_COMM_NULL && MPI_Bcast(w->tmp, (int)sizeof w->tmp, MPI_CHAR, 0, comm) != MPI_SUCCESS)
+        goto fail_mpi;
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0) goto fail_h5;
+    if (comm != MPI_COMM_NULL && H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) < 0) {
+        H5Pclose(fapl);
+        goto fail_h5;
+    }
+    /* The 1.8+ file format checksums its metadata (superblock v2+, object headers v2): a reader then detects a
+     * damaged header before parsing it, which HDF5 1.10 does not survive for the old format (fuzz_costdb). */
+    if (H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST) < 0) {
+        H5Pclose(fapl);
+        goto fail_h5;
+    }
+    w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    H5Pclose(fapl);
+    if (w->file < 0) {
+        st = PS_FAIL(PS_ERR_INPUT, "%s: cannot create the cost database (temporary %s): %s", path, w->tmp,
+                               h5_detail(d));
+        free(w);
+        return st;
+    }
+    w->dxpl = H5Pcreate(H5P_DATASET_XFER);
+    if (w->dxpl < 0) goto fail_h5;
+    /* Collective transfers: the MPI-IO layer aggregates every rank's rows into few large writes. */
+    if (comm != MPI_COMM_NULL && H5Pset_dxpl_mpio(w->dxpl, H5FD_MPIO_COLLECTIVE) < 0) goto fail_h5;
+    st = write_prov(w->file, prov, path);
+    for (int t = 0; t < PS_COSTDB_N_TABLES && st == PS_OK; t++) {
+        hid_t g = H5Gcreate2(w->file, k_tables[t].group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        if (g < 0) {
+            st = PS_FAIL(PS_ERR_SYSTEM, "%s: cannot create group %s: %s", path, k_tables[t].group, h5_detail(d));
+            break;
+        }
+        H5Gclose(g);
+    }
+    if (st != PS_OK) {
+        ps_costdb_abort(w);
+        return st;
+    }
+    *out = w;
+    return PS_OK;
+fail_mpi:
+    free(w);
+    return PS_FAIL(PS_ERR_SYSTEM, "%s: MPI failed while creating the cost database", path);
+fail_h5:
+    st = PS_FAIL(PS_ERR_SYSTEM, "%s: HDF5 failed while creating the cost database: %s", path, h5_detail(d));
+    ps_costdb_abort(w);
+    return st;
+}
+
+ps_status ps_costdb_write_rows(ps_costdb_writer *w, ps_costdb_table t, const void *rows, size_t n)
+{
+    char d[160];
+    const table_def *td = &k_tables[t];
+    unsigned long long mine = n, off = 0, total = n;
+    if (w->comm != MPI_COMM_NULL) {
+        /* Each rank's rows go after the rows of the ranks before it. */
+        PS_MPI(MPI_Exscan(&mine, &off, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, w->comm));
+        if (w->rank == 0) off = 0;
+        PS_MPI(MPI_Allreduce(&mine, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, w->comm));
+    }
+    ps_status st = PS_OK;
+    hid_t mt = mem_type(td), fs = -1, ms = -1, dcpl = -1, ds = -1, g = -1;
+    hsize_t dims[1] = {total}, maxd[1] = {H5S_UNLIMITED}, chunk[1] = {total < 1 ? 1 : total > 4096 ? 4096 : total};
+    hsize_t start[1] = {off}, cnt[1] = {mine}, one[1] = {1};
+    const char *what = "open the group";
+    if (mt < 0) goto h5fail;
+    what = "open the group";
+    g = H5Gopen2(w->file, td->group, H5P_DEFAULT);
+    if (g < 0) goto h5fail;
+    /* Chunked and unlimited: `psearch exec` appends rows to /measurements, and a table may be empty. */
+    what = "create the dataset";
+    fs = H5Screate_simple(1, dims, maxd);
+    dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (fs < 0 || dcpl < 0 || H5Pset_chunk(dcpl, 1, chunk) < 0) goto h5fail;
+    ds = H5Dcreate2(g, "table", mt, fs, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    if (ds < 0) goto h5fail;
+    what = "write the attributes";
+    {
+        char units[1024] = "";
+        for (int i = 0; i < td->ncols; i++)
+            ps_strcatf(units, sizeof units, "%s%s [%s]", i ? "; " : "", td->cols[i].name, td->cols[i].unit);
+        PS_TRY_GOTO(st, put_str_attr(ds, "units", units, w->path), done);
+        PS_TRY_GOTO(st, put_str_attr(ds, "method", td->method, w->path), done);
+    }
+    what = "select this rank's rows";
+    ms = H5Screate_simple(1, mine ? cnt : one, NULL);
+    if (ms < 0) goto h5fail;
+    if (mine) {
+        if (H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, cnt, NULL) < 0) goto h5fail;
+    } else if (H5Sselect_none(fs) < 0 || H5Sselect_none(ms) < 0) {
+        goto h5fail;
+    }
+    what = "write the rows";
+    {
+        /* A rank with no rows still takes part in the collective write, with an empty selection. */
+        static const char dummy[1024];
+        if (H5Dwrite(ds, mt, ms, fs, w->dxpl, mine ? rows : (const void *)dummy) < 0) goto h5fail;
+    }
+    goto done;
+h5fail:
+    st = PS_FAIL(PS_ERR_SYSTEM, "%s: cannot %s of %s/table: %s", w->path, what, td->group, h5_detail(d));
+done:
+    if (ms >= 0) H5Sclose(ms);
+    if (ds >= 0) H5Dclose(ds);
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (fs >= 0) H5Sclose(fs);
+    if (g >= 0) H5Gclose(g);
+    if (mt >= 0) H5Tclose(mt);
+    return st;
+}
+
+static void writer_close(ps_costdb_writer *w, herr_t *rc)
+{
+    *rc = 0;
+    if (w->dxpl >= 0 && H5Pclose(w->dxpl) < 0) *rc = -1;
+    if (w->file >= 0 && H5Fclose(w->file) < 0) *rc = -1;
+    w->dxpl = w->file = -1;
+}
+
+void ps_costdb_abort(ps_costdb_writer *w)
+{
+    if (!w) return;
+    herr_t rc;
+    writer_close(w, &rc);
+    if (w->comm != MPI_COMM_NULL) MPI_Barrier(w->comm);
+    if (w->rank == 0) unlink(w->tmp);
+    free(w);
+}
+
+ps_status ps_costdb_commit(ps_costdb_writer *w)
+{
+    char d[160];
+    herr_t rc;
+    writer_close(w, &rc);
+    ps_status st = PS_OK;
+    if (rc < 0) st = PS_FAIL(PS_ERR_SYSTEM, "%s: closing the cost database failed: %s", w->path, h5_detail(d));
+    if (w->comm != MPI_COMM_NULL) {
+        /* Every rank's data is in the file once all have closed it; only then may it take the final name. */
+        ps_status worst = PS_OK;
+        int first = 0;
+        ps_status ast = ps_mpi_agree(w->comm, st, &worst, &first);
+        if (ast != PS_OK && st == PS_OK) st = ast;
+        if (worst != PS_OK && st == PS_OK) st = PS_FAIL(worst, "%s: rank %d failed to close the file", w->path, first);
+    }
+    int ok = st == PS_OK;
+    if (w->rank == 0 && ok) {
+        /* Data on disk before the name points at it: a crash after the rename never shows a half-written file. */
+        int fd = open(w->tmp, O_RDONLY);
+        if (fd < 0 || fsync(fd) != 0 || rename(w->tmp, w->path) != 0) {
+            st = PS_FAIL(PS_ERR_INPUT, "%s: cannot put the cost database in place (from %s): %s", w->path, w->tmp,
+                         strerror(errno));
+            ok = 0;
+        }
+        if (fd >= 0) close(fd);
+        if (!ok) unlink(w->tmp);
+    } else if (w->rank == 0) {
+        unlink(w->tmp);
+    }
+    if (w->comm != MPI_COMM_NULL) {
+        /* Others learn whether the rename happened: the command's outcome is the same everywhere. */
+        int r = MPI_Bcast(&ok, 1, MPI_INT, 0, w->comm);
+        if (r != MPI_SUCCESS && st == PS_OK) st = ps_mpi_status(r, "MPI_Bcast", __FILE__, __LINE__);
+        if (!ok && st == PS_OK) st = PS_FAIL(PS_ERR_SYSTEM, "%s: rank 0 could not put the cost database in place",
+                                             w->path);
+    }
+    free(w);
+    return st;
+}
+
+ps_status ps_costdb_write(const char *path, const ps_costdb *db)
+{
+    ps_costdb_writer *w = NULL;
+    PS_TRY(ps_costdb_create(path, MPI_COMM_NULL, &db->prov, &w));
+    const void *rows[PS_COSTDB_N_TABLES] = {db->dev, db->gemm, db->bw, db->coll, db->ovl, db->meas};
+    size_t n[PS_COSTDB_N_TABLES] = {db->n_dev, db->n_gemm, db->n_bw, db->n_coll, db->n_ovl, db->n_meas};
+    for (int t = 0; t < PS_COSTDB_N_TABLES; t++) {
+        ps_status st = ps_costdb_write_rows(w, (ps_costdb_table)t, rows[t], n[t]);
+        if (st != PS_OK) {
+            ps_costdb_abort(w);
+            return ps_error_trace(st, __FILE__, __LINE__);
+        }
+    }
+    PS_TRY(ps_costdb_commit(w));
+    return PS_OK;
+}
+
+/* ---- reading -------------------------------------------------------------------------------------------------------- */
+
+void ps_costdb_free(ps_costdb *db)
+{
+    free(db->dev);
+    free(db->gemm);
+    free(db->bw);
+    free(db->coll);
+    free(db->ovl);
+    free(db->meas);
+    memset(db, 0, sizeof *db);
+}
+
+/* A string attribute into buf (cut to cap); absent and optional -> "", absent and required -> error. */
+static ps_status get_str_attr(hid_t obj, const char *name, char *buf, size_t cap, bool required, const char *file)
+{
+    char d[160];
+    buf[0] = '\0';
+    htri_t ex = H5Aexists(obj, name);
+    if (ex < 0) return PS_FAIL(PS_ERR_INPUT, "%s: cannot read the attributes of the root group: %s", file, h5_detail(d));
+    if (ex == 0) {
+        if (required) return PS_FAIL(PS_ERR_INPUT, "%s: attribute '%s' is missing at the root", file, name);
+        return PS_OK;
+    }
+    ps_status st = PS_OK;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT), t = -1, mt = -1, sp = -1;
+    char *tmp = NULL;
+    if (a < 0 || (t = H5Aget_type(a)) < 0 || (sp = H5Aget_space(a)) < 0) goto bad;
+    if (H5Tget_class(t) != H5T_STRING || H5Tis_variable_str(t) != 0 || H5Sget_simple_extent_npoints(sp) != 1) {
+        st = PS_FAIL(PS_ERR_INPUT, "%s: attribute '%s' must be one fixed-length string", file, name);
+        goto done;
+    }
+    size_t sz = H5Tget_size(t);
+    if (sz == 0 || sz > 65536) goto bad;
+    tmp = ps_calloc(sz + 1, 1);
+    mt = H5Tcopy(H5T_C_S1);
+    if (!tmp || mt < 0 || H5Tset_size(mt, sz) < 0 || H5Aread(a, mt, tmp) < 0) goto bad;
+    tmp[sz] = '\0';
+    ps_strlcpy(buf, tmp, cap);
+    goto done;
+bad:
+    if (st == PS_OK) st = PS_FAIL(PS_ERR_INPUT, "%s: attribute '%s' cannot be read: %s", file, name, h5_detail(d));
+done:
+    free(tmp);
+    if (mt >= 0) H5Tclose(mt);
+    if (sp >= 0) H5Sclose(sp);
+    if (t >= 0) H5Tclose(t);
+    if (a >= 0) H5Aclose(a);
+    return st;
+}
+
+static ps_status get_int_attr(hid_t obj, const char *name, int32_t *v, bool required, const char *file)
+{
+    char d[160];
+    *v = 0;
+    htri_t ex = H5Aexists(obj, name);
+    if (ex < 0) return PS_FAIL(PS_ERR_INPUT, "%s: cannot read the attributes of the root group: %s", file, h5_detail(d));
+    if (ex == 0) {
+        if (required)
+            return PS_FAIL(PS_ERR_INPUT, "%s: attribute '%s' is missing at the root: not a psearch cost database "
+                                         "(docs/costdb.md)", file, name);
+        return PS_OK;
+    }
+    ps_status st = PS_OK;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT), t = -1, sp = -1;
+    if (a < 0 || (t = H5Aget_type(a)) < 0 || (sp = H5Aget_space(a)) < 0 || H5Tget_class(t) != H5T_INTEGER ||
+        H5Sget_simple_extent_npoints(sp) != 1 || H5Aread(a, H5T_NATIVE_INT32, v) < 0)
+        st = PS_FAIL(PS_ERR_INPUT, "%s: attribute '%s' must be one integer: %s", file, name, h5_detail(d));
+    if (sp >= 0) H5Sclose(sp);
+    if (t >= 0) H5Tclose(t);
+    if (a >= 0) H5Aclose(a);
+    return st;
+}
+
+/* More ranks than any machine has: bounds every rank-like number, so renumbering in a merge cannot overflow. */
+#define PS_COSTDB_MAX_RANK (1 << 24)
+
+static bool finite_ge(double v, double lo) { return isfinite(v) && v >= lo; }
+static bool finite_gt(double v, double lo) { return isfinite(v) && v > lo; }
+
+/* Values a table row must hold for the cost model to use it; NULL when the row is fine, else the failed rule. */
+static const char *check_row(ps_costdb_table t, const void *row)
+{
+    switch (t) {
+    case PS_COSTDB_DEVICES: {
+        const ps_bench_device *r = row;
+        if (r->rank < 0 || r->node < 0 || r->local_rank < 0 || r->rank > PS_COSTDB_MAX_RANK ||
+            r->node > PS_COSTDB_MAX_RANK || r->local_rank > PS_COSTDB_MAX_RANK)
+            return "rank, node and local_rank must be in [0, 2^24]";
+        if (strcmp(r->kind, "cpu") != 0 && strcmp(r->kind, "gpu") != 0) return "kind must be 'cpu' or 'gpu'";
+        if (!r->name[0]) return "name must not be empty";
+        if (!finite_ge(r->mem_bytes, 0) || !finite_ge(r->peak_fp32_flops, 0) || !finite_ge(r->peak_fp16_flops, 0) ||
+            !finite_ge(r->peak_bf16_flops, 0) || !finite_ge(r->mem_Bps, 0))
+            return "memory, peaks and bandwidth must be finite numbers >= 0";
+        return NULL;
+    }
+    case PS_COSTDB_GEMM: {
+        const ps_bench_gemm *r = row;
+        if (!r->dtype[0]) return "dtype must not be empty";
+        if (r->m < 1 || r->n < 1 || r->k < 1 || r->batch < 1) return "m, n, k and batch must be >= 1";
+        if (!finite_gt(r->flops, 0) || !finite_gt(r->time_s, 0) || !finite_gt(r->flops_per_s, 0))
+            return "flops, time_s and flops_per_s must be finite numbers > 0";
+        if (!finite_ge(r->spread, 0)) return "spread must be a finite number >= 0";
+        return NULL;
+    }
+    case PS_COSTDB_BANDWIDTH: {
+        const ps_bench_bw *r = row;
+        if (!finite_gt(r->bytes, 0) || !finite_gt(r->time_s, 0) || !finite_gt(r->Bps, 0))
+            return "bytes, time_s and Bps must be finite numbers > 0";
+        return NULL;
+    }
+    case PS_COSTDB_COLLECTIVES: {
+        const ps_bench_coll *r = row;
+        if (ps_bench_busbw_factor(r->op, 2) <= 0)
+            return "op must be allreduce, allgather, reducescatter, alltoall or sendrecv";
+        if (r->group_size < 2 || r->group_size > PS_COSTDB_MAX_RANK) return "group_size must be in [2, 2^24]";
+        if (r->inter_node != 0 && r->inter_node != 1) return "inter_node must be 0 or 1";
+        if (!finite_gt(r->bytes, 0) || !finite_gt(r->time_s, 0) || !finite_gt(r->busbw_Bps, 0) ||
+            !finite_gt(r->algbw_Bps, 0))
+            return "bytes, time_s, algbw_Bps and busbw_Bps must be finite numbers > 0";
+        return NULL;
+    }
+    case PS_COSTDB_OVERLAP: {
+        const ps_bench_overlap *r = row;
+        if (!finite_gt(r->gemm_s, 0) || !finite_gt(r->comm_s, 0) || !finite_gt(r->both_s, 0) ||
+            !isfinite(r->slowdown))
+            return "gemm_s, comm_s and both_s must be finite numbers > 0 and slowdown finite";
+        return NULL;
+    }
+    case PS_COSTDB_MEASUREMENTS: {
+        const ps_bench_measurement *r = row;
+        if (!finite_ge(r->predicted_s, 0) || !finite_ge(r->measured_s, 0))
+            return "predicted_s and measured_s must be finite numbers >= 0";
+        return NULL;
+    }
+    case PS_COSTDB_N_TABLES: break;
+    }
+    return "unknown table";
+}
+
+static ps_status read_table(hid_t file, const char *fname, ps_costdb_table t, hsize_t file_size, void **rows,
+                            size_t *n)
+{
+    char d[160];
+    const table_def *td = &k_tables[t];
+    *rows = NULL;
+    *n = 0;
+    htri_t ex = H5Lexists(file, td->group, H5P_DEFAULT);
+    if (ex <= 0) return PS_FAIL(PS_ERR_INPUT, "%s: group %s is missing (docs/costdb.md lists the groups)", fname, td->group);
+    char dpath[64];
+    snprintf(dpath, sizeof dpath, "%s/table", td->group);
+    ex = H5Lexists(file, dpath, H5P_DEFAULT);
+    if (ex <= 0) return PS_FAIL(PS_ERR_INPUT, "%s: dataset %s is missing", fname, dpath);
+
+    ps_status st = PS_OK;
+    hid_t ds = H5Dopen2(file, dpath, H5P_DEFAULT), ft = -1, sp = -1, mt = -1;
+    void *buf = NULL;
+    if (ds < 0 || (ft = H5Dget_type(ds)) < 0 || (sp = H5Dget_space(ds)) < 0) {
+        st = PS_FAIL(PS_ERR_INPUT, "%s: dataset %s cannot be opened (corrupt file?): %s", fname, dpath, h5_detail(d));
+        goto done;
+    }
+    if (H5Tget_class(ft) != H5T_COMPOUND) {
+        st = PS_FAIL(PS_ERR_INPUT, "%s: dataset %s must be a table of compound rows", fname, dpath);
+        goto done;
+    }
+    /* Every column the reader needs must be in the file, with the right kind of value. */
+    for (int i = 0; i < td->ncols; i++) {
+        int idx = H5Tget_member_index(ft, td->cols[i].name);
+        H5T_class_t want = td->cols[i].kind == COL_STR ? H5T_STRING
+                         : td->cols[i].kind == COL_F64 ? H5T_FLOAT
+                                                       : H5T_INTEGER;
+        if (idx < 0 || H5Tget_member_class(ft, (unsigned)idx) != want) {
+            H5Eclear2(H5E_DEFAULT);
+            st = PS_FAIL(PS_ERR_INPUT, "%s: dataset %s lacks column '%s' (or it has another type)", fname, dpath,
+                         td->cols[i].name);
+            goto done;
+        }
+    }
+    hsize_t dims[1] = {0};
+    if (H5Sget_simple_extent_ndims(sp) != 1 || H5Sget_simple_extent_dims(sp, dims, NULL) != 1) {
+        st = PS_FAIL(PS_ERR_INPUT, "%s: dataset %s must be one-dimensional", fname, dpath);
+        goto done;
+    }
+    /* A corrupt header may claim any size: no table can hold more rows than the file has bytes for. */
+    size_t fsz = H5Tget_size(ft);
+    /* psearch's rows are a few hundred bytes; a damaged type claiming more would size HDF5's conversion buffers */
+    if (fsz == 0 || fsz > 4096) {
+        st = PS_FAIL(PS_ERR_INPUT, "%s: dataset %s has rows of %zu bytes: not a psearch table (corrupt file?)", fname,
+                     dpath, fsz);
+        goto done;
+    }
+    if (dims[0] > file_size / fsz + 1) {
+        st = PS_FAIL(PS_ERR_INPUT, "%s: dataset %s claims %llu rows, more than the file holds (truncated or corrupt)",
+                     fname, dpath, (unsigned long long)dims[0]);
+        goto done;
+    }
+    if (dims[0] > 0) {
+        buf = ps_calloc((size_t)dims[0], td->elt);
+        if (!buf) {
+            st = PS_ERR_SYSTEM;
+            goto done;
+        }
+        mt = mem_type(td);
+        if (mt < 0 || H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
+            st = PS_FAIL(PS_ERR_INPUT, "%s: the rows of %s cannot be read (truncated or corrupt file): %s", fname,
+                         dpath, h5_detail(d));
+            goto done;
+        }
+    }
+    for (hsize_t r = 0; r < dims[0]; r++) {
+        char *row = (char *)buf + r * td->elt;
+        const char *why = NULL;
+        for (int i = 0; i < td->ncols; i++) {
+            if (td->cols[i].kind != COL_STR) continue;
+            char *str = row + td->cols[i].off;
+            str[td->cols[i].size - 1] = '\0';
+            /* names end up in JSON and on terminals: printable ASCII only */
+            for (const char *c = str; *c && !why; c++)
+                if (*c < 0x20 || *c > 0x7e) why = "text columns must hold printable ASCII";
+        }
+        if (!why) why = check_row(t, row);
+        if (why) {
+            st = PS_FAIL(PS_ERR_INPUT, "%s: %s row %llu: %s", fname, dpath, (unsigned long long)r, why);
+            goto done;
+        }
+    }
+    *rows = buf;
+    *n = (size_t)dims[0];
+    buf = NULL;
+done:
+    free(buf);
+    if (mt >= 0) H5Tclose(mt);
+    if (sp >= 0) H5Sclose(sp);
+    if (ft >= 0) H5Tclose(ft);
+    if (ds >= 0) H5Dclose(ds);
+    return st;
+}
+
+static bool has_rank(const ps_costdb *db, int32_t rank)
+{
+    for (size_t i = 0; i < db->n_dev; i++)
+        if (db->dev[i].rank == rank) return true;
+    return false;
+}
+
+static ps_status read_open(hid_t file, const char *fname, ps_costdb *db)
+{
+    char d[160];
+    ps_costdb_prov *p = &db->prov;
+    hsize_t fsize = 0;
+    if (H5Fget_filesize(file, &fsize) < 0)
+        return PS_FAIL(PS_ERR_INPUT, "%s: cannot get the file size: %s", fname, h5_detail(d));
+    hid_t root = H5Gopen2(file, "/", H5P_DEFAULT);
+    if (root < 0) return PS_FAIL(PS_ERR_INPUT, "%s: the root group cannot be opened: %s", fname, h5_detail(d));
+    ps_status st = get_int_attr(root, "schema_version", &p->schema_version, true, fname);
+    if (st == PS_OK && p->schema_version > PS_COSTDB_SCHEMA_VERSION)
+        st = PS_FAIL(PS_ERR_INPUT, "%s: schema_version %d is newer than this psearch reads (%d): upgrade psearch or "
+                                   "recalibrate", fname, p->schema_version, PS_COSTDB_SCHEMA_VERSION);
+    if (st == PS_OK && p->schema_version < 1)
+        st = PS_FAIL(PS_ERR_INPUT, "%s: schema_version %d is not a valid version (>= 1)", fname, p->schema_version);
+    struct {
+        const char *name;
+        char *buf;
+        size_t cap;
+        bool req;
+    } s[] = {
+        {"psearch_version", p->psearch_version, sizeof p->psearch_version, true},
+        {"created", p->created, sizeof p->created, true},
+        {"hosts", p->hosts, sizeof p->hosts, true},
+        {"devices", p->devices, sizeof p->devices, true},
+        {"mpi_version", p->mpi_version, sizeof p->mpi_version, false},
+        {"hdf5_version", p->hdf5_version, sizeof p->hdf5_version, false},
+        {"cuda_version", p->cuda_version, sizeof p->cuda_version, false},
+        {"nccl_version", p->nccl_version, sizeof p->nccl_version, false},
+        {"backend", p->backend, sizeof p->backend, true},
+        {"mode", p->mode, sizeof p->mode, false},
+        {"merged_from", p->merged_from, sizeof p->merged_from, false},
+    };
+    for (size_t i = 0; i < sizeof s / sizeof s[0] && st == PS_OK; i++)
+        st = get_str_attr(root, s[i].name, s[i].buf, s[i].cap, s[i].req, fname);
+    if (st == PS_OK) st = get_int_attr(root, "n_nodes", &p->n_nodes, true, fname);
+    if (st == PS_OK) st = get_int_attr(root, "n_ranks", &p->n_ranks, true, fname);
+    H5Gclose(root);
+    PS_TRY(st);
+
+    void **rows[PS_COSTDB_N_TABLES] = {(void **)&db->dev, (void **)&db->gemm, (void **)&db->bw,
+                                       (void **)&db->coll, (void **)&db->ovl, (void **)&db->meas};
+    size_t *n[PS_COSTDB_N_TABLES] = {&db->n_dev, &db->n_gemm, &db->n_bw, &db->n_coll, &db->n_ovl, &db->n_meas};
+    for (int t = 0; t < PS_COSTDB_N_TABLES; t++) PS_TRY(read_table(file, fname, (ps_costdb_table)t, fsize, rows[t], n[t]));
+    if (db->n_dev == 0) return PS_FAIL(PS_ERR_INPUT, "%s: /devices/table is empty: the file describes no device", fname);
+    /* Rows of the measurement tables belong to a device of /devices. */
+    for (size_t i = 0; i < db->n_gemm; i++)
+        if (!has_rank(db, db->gemm[i].rank))
+            return PS_FAIL(PS_ERR_INPUT, "%s: /gemm/table row %zu: rank %d has no row in /devices/table", fname, i,
+                           db->gemm[i].rank);
+    for (size_t i = 0; i < db->n_bw; i++)
+        if (!has_rank(db, db->bw[i].rank))
+            return PS_FAIL(PS_ERR_INPUT, "%s: /bandwidth/table row %zu: rank %d has no row in /devices/table", fname,
+                           i, db->bw[i].rank);
+    for (size_t i = 0; i < db->n_coll; i++)
+        if (!has_rank(db, db->coll[i].root_rank))
+            return PS_FAIL(PS_ERR_INPUT, "%s: /collectives/table row %zu: root_rank %d has no row in /devices/table",
+                           fname, i, db->coll[i].root_rank);
+    for (size_t i = 0; i < db->n_ovl; i++)
+        if (!has_rank(db, db->ovl[i].rank))
+            return PS_FAIL(PS_ERR_INPUT, "%s: /overlap/table row %zu: rank %d has no row in /devices/table", fname, i,
+                           db->ovl[i].rank);
+    return PS_OK;
+}
+
+/* The signature and a superblock version with checksums (2 or 3), checked on the bytes before HDF5 parses anything:
+ * psearch writes only that format, and HDF5's parser of unchecksummed metadata is not safe on damaged files. */
+static ps_status check_head(const unsigned char *head, size_t n, const char *fname)
+{
+    if (n < 9 || memcmp(head, "\211HDF\r\n\032\n", 8) != 0)
+        return PS_FAIL(PS_ERR_INPUT, "%s: not an HDF5 file (a cost database is written by psearch calibrate)", fname);
+    if (head[8] != 2 && head[8] != 3)
+        return PS_FAIL(PS_ERR_INPUT, "%s: HDF5 superblock version %u: a cost database is written with checksummed "
+                                     "metadata (version 2 or 3, HDF5 1.8+ format); recalibrate or convert it with "
+                                     "h5repack --latest (docs/costdb.md)", fname, (unsigned)head[8]);
+    return PS_OK;
+}
+
+static ps_status read_fid(hid_t file, const char *fname, ps_costdb *db)
+{
+    ps_status st = read_open(file, fname, db);
+    if (H5Fclose(file) < 0 && st == PS_OK) {
+        char d[160];
+        st = PS_FAIL(PS_ERR_INPUT, "%s: closing the file failed: %s", fname, h5_detail(d));
+    }
+    if (st != PS_OK) ps_costdb_free(db);
+    ps_strlcpy(db->path, fname, sizeof db->path);
+    return st;
+}
+
+ps_status ps_costdb_read(const char *path, ps_costdb *db)
+{
+    char d[160];
+    memset(db, 0, sizeof *db);
+    h5_quiet();
+    struct stat sb;
+    if (stat(path, &sb) != 0) return PS_FAIL(PS_ERR_INPUT, "%s: cannot open the cost database: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) return PS_FAIL(PS_ERR_INPUT, "%s: the cost database is not a regular file", path);
+    unsigned char head[9];
+    FILE *hf = fopen(path, "rb");
+    if (!hf) return PS_FAIL(PS_ERR_INPUT, "%s: cannot open the cost database: %s", path, strerror(errno));
+    size_t got = fread(head, 1, sizeof head, hf);
+    fclose(hf);
+    PS_TRY(check_head(head, got, path));
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0)
+        return PS_FAIL(PS_ERR_INPUT, "%s: the HDF5 file cannot be opened (truncated or corrupt): %s", path,
+                       h5_detail(d));
+    PS_TRY(read_fid(f, path, db));
+    return PS_OK;
+}
+
+ps_status ps_costdb_read_image(const void *buf, size_t len, const char *name, ps_costdb *db)
+{
+    char d[160];
+    memset(db, 0, sizeof *db);
+    h5_quiet();
+    PS_TRY(check_head(buf, len, name));
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0 || H5Pset_fapl_core(fapl, 65536, 0) < 0 || H5Pset_file_image(fapl, (void *)buf, len) < 0) {
+        if (fapl >= 0) H5Pclose(fapl);
+        return PS_FAIL(PS_ERR_SYSTEM, "%s: cannot set up an in-memory HDF5 file: %s", name, h5_detail(d));
+    }
+    hid_t f = H5Fopen(name, H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    if (f < 0)
+        return PS_FAIL(PS_ERR_INPUT, "%s: the HDF5 file cannot be opened (truncated or corrupt): %s", name,
+                       h5_detail(d));
+    PS_TRY(read_fid(f, name, db));
+    return PS_OK;
+}
+
+/* ---- merge ---------------------------------------------------------------------------------------------------------- */
+
+static ps_status cat(void **out, const void *a, size_t na, const void *b, size_t nb, size_t elt)
+{
+    *out = NULL;
+    if (na + nb == 0) return PS_OK;
+    *out = ps_calloc(na + nb, elt);
+    if (!*out) return PS_ERR_SYSTEM;
+    if (na) memcpy(*out, a, na * elt);
+    if (nb) memcpy((char *)*out + na * elt, b, nb * elt);
+    return PS_OK;
+}
+
+static void join_list(char *dst, size_t cap, const char *add)
+{
+    /* comma-separated distinct entries */
+    char buf[1024];
+    ps_strlcpy(buf, add, sizeof buf);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char probe[300];
+        snprintf(probe, sizeof probe, ",%s,", t);
+        char have[1100];
+        snprintf(have, sizeof have, ",%s,", dst);
+        if (!strstr(have, probe)) ps_strcatf(dst, cap, "%s%s", dst[0] ? "," : "", t);
+    }
+}
+
+ps_status ps_costdb_merge(const ps_costdb *a, const ps_costdb *b, ps_costdb *out)
+{
+    memset(out, 0, sizeof *out);
+    if (a->prov.schema_version != b->prov.schema_version)
+        return PS_FAIL(PS_ERR_INPUT, "%s has schema_version %d but %s has %d: recalibrate one of them", a->path,
+                       a->prov.schema_version, b->path, b->prov.schema_version);
+    out->prov = a->prov;
+    ps_strlcpy(out->prov.mode, strcmp(a->prov.mode, b->prov.mode) == 0 ? a->prov.mode : "mixed", sizeof out->prov.mode);
+    if (strcmp(a->prov.backend, b->prov.backend) != 0)
+        snprintf(out->prov.backend, sizeof out->prov.backend, "mixed");
+    join_list(out->prov.hosts, sizeof out->prov.hosts, b->prov.hosts);
+    join_list(out->prov.devices, sizeof out->prov.devices, b->prov.devices);
+    out->prov.merged_from[0] = '\0';
+    ps_strcatf(out->prov.merged_from, sizeof out->prov.merged_from, "%s,%s", a->path, b->path);
+    if (out->prov.cuda_version[0] == '\0') ps_strlcpy(out->prov.cuda_version, b->prov.cuda_version, sizeof out->prov.cuda_version);
+    if (out->prov.nccl_version[0] == '\0') ps_strlcpy(out->prov.nccl_version, b->prov.nccl_version, sizeof out->prov.nccl_version);
+    /* b's ranks and nodes come after a's, so every row still names its own device. */
+    int32_t rank_off = 0, node_off = 0;
+    for (size_t i = 0; i < a->n_dev; i++) {
+        if (a->dev[i].rank + 1 > rank_off) rank_off = a->dev[i].rank + 1;
+        if (a->dev[i].node + 1 > node_off) node_off = a->dev[i].node + 1;
+    }
+    out->prov.n_nodes = a->prov.n_nodes + b->prov.n_nodes;
+    out->prov.n_ranks = a->prov.n_ranks + b->prov.n_ranks;
+    ps_status st = PS_OK;
+    if ((st = cat((void **)&out->dev, a->dev, a->n_dev, b->dev, b->n_dev, sizeof *a->dev)) != PS_OK ||
+        (st = cat((void **)&out->gemm, a->gemm, a->n_gemm, b->gemm, b->n_gemm, sizeof *a->gemm)) != PS_OK ||
+        (st = cat((void **)&out->bw, a->bw, a->n_bw, b->bw, b->n_bw, sizeof *a->bw)) != PS_OK ||
+        (st = cat((void **)&out->coll, a->coll, a->n_coll, b->coll, b->n_coll, sizeof *a->coll)) != PS_OK ||
+        (st = cat((void **)&out->ovl, a->ovl, a->n_ovl, b->ovl, b->n_ovl, sizeof *a->ovl)) != PS_OK ||
+        (st = cat((void **)&out->meas, a->meas, a->n_meas, b->meas, b->n_meas, sizeof *a->meas)) != PS_OK) {
+        ps_costdb_free(out);
+        return st;
+    }
+    out->n_dev = a->n_dev + b->n_dev;
+    out->n_gemm = a->n_gemm + b->n_gemm;
+    out->n_bw = a->n_bw + b->n_bw;
+    out->n_coll = a->n_coll + b->n_coll;
+    out->n_ovl = a->n_ovl + b->n_ovl;
+    out->n_meas = a->n_meas + b->n_meas;
+    for (size_t i = a->n_dev; i < out->n_dev; i++) {
+        out->dev[i].rank += rank_off;
+        out->dev[i].node += node_off;
+    }
+    for (size_t i = a->n_gemm; i < out->n_gemm; i++) out->gemm[i].rank += rank_off;
+    for (size_t i = a->n_bw; i < out->n_bw; i++) out->bw[i].rank += rank_off;
+    for (size_t i = a->n_coll; i < out->n_coll; i++) out->coll[i].root_rank += rank_off;
+    for (size_t i = a->n_ovl; i < out->n_ovl; i++) out->ovl[i].rank += rank_off;
+    return PS_OK;
+}

@@ -1,0 +1,475 @@
+/* The measured tables as the cost model uses them, one set per device kind of the file:
+ * - GEMM: achieved rate vs FLOPs per call, per dtype; rows of equal FLOPs (ranks, shapes) give their median; log-log
+ *   linear between points, the end rate beyond them (a GEMM bigger than any measured runs at the largest one's rate,
+ *   a smaller one at the smallest one's rate).
+ * - collectives: bus bandwidth vs size per (op, group size, inside / across nodes); the slowest of the concurrent
+ *   groups; log-log linear in size; above the largest size the largest size's busbw, below the smallest size the
+ *   smallest size's time (latency floor); the nearest measured group size (in log2) stands for the one asked, busbw
+ *   being nearly independent of group size (that is what the nccl-tests factor normalises).
+ * - memory bandwidth and overlap slowdown: medians over the kind's ranks.
+ * Pure computation: no I/O, no MPI. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_costdb.h"
+
+typedef struct {
+    char dtype[8];
+    int n;
+    double *flops, *rate;
+} gemm_curve;
+
+typedef struct {
+    char op[16];
+    int gs, inter, n;
+    double *bytes, *busbw, *time;
+} coll_curve;
+
+typedef struct {
+    char name[32];
+    gemm_curve *gemm;
+    int n_gemm;
+    coll_curve *coll;
+    int n_coll;
+    double mem_Bps, overlap;
+} dev_kind;
+
+struct ps_costdb_model {
+    char path[512];
+    dev_kind *kind;
+    int n_kind;
+};
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    if (n <= 0) return -1;
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+typedef struct {
+    double x, y;
+} pt;
+
+static int cmp_pt(const void *a, const void *b)
+{
+    const pt *p = a, *q = b;
+    return (p->x > q->x) - (p->x < q->x);
+}
+
+/* Sort points by x and fold equal x (relative 1e-9) into one, whose y is `fold` of theirs (median or minimum). */
+static int fold_points(pt *p, int n, bool use_min, double *scratch)
+{
+    qsort(p, (size_t)n, sizeof *p, cmp_pt);
+    int out = 0;
+    for (int i = 0; i < n;) {
+        int j = i, k = 0;
+        while (j < n && fabs(p[j].x - p[i].x) <= 1e-9 * p[i].x) scratch[k++] = p[j++].y;
+        double y = scratch[0];
+        if (use_min) {
+            for (int q = 1; q < k; q++) y = fmin(y, scratch[q]);
+        } else {
+            y = median(scratch, k);
+        }
+        p[out].x = p[i].x;
+        p[out].y = y;
+        out++;
+        i = j;
+    }
+    return out;
+}
+
+/* log-log interpolation of y at x over sorted points; the end values beyond them. */
+static double interp(const double *xs, const double *ys, int n, double x)
+{
+    if (n <= 0) return -1;
+    if (x <= xs[0]) return ys[0];
+    if (x >= xs[n - 1]) return ys[n - 1];
+    int lo = 0, hi = n - 1;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (xs[mid] <= x)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    double f = (log(x) - log(xs[lo])) / (log(xs[hi]) - log(xs[lo]));
+    return exp(log(ys[lo]) + f * (log(ys[hi]) - log(ys[lo])));
+}
+
+void ps_costdb_model_free(ps_costdb_model *m)
+{
+    if (!m) return;
+    for (int k = 0; k < m->n_kind; k++) {
+        dev_kind *d = &m->kind[k];
+        for (int i = 0; i < d->n_gemm; i++) {
+            free(d->gemm[i].flops);
+            free(d->gemm[i].rate);
+        }
+        for (int i = 0; i < d->n_coll; i++) {
+            free(d->coll[i].bytes);
+            free(d->coll[i].busbw);
+            free(d->coll[i].time);
+        }
+        free(d->gemm);
+        free(d->coll);
+    }
+    free(m->kind);
+    free(m);
+}
+
+/* The device kind of a rank, or -1. */
+static int kind_of_rank(const ps_costdb *db, const ps_costdb_model *m, int32_t rank)
+{
+    for (size_t i = 0; i < db->n_dev; i++)
+        if (db->dev[i].rank == rank) return ps_costdb_model_device(m, db->dev[i].name);
+    return -1;
+}
+
+static ps_status build_kind(const ps_costdb *db, ps_costdb_model *m, int k, pt *pts, double *scratch)
+{
+    dev_kind *d = &m->kind[k];
+    /* GEMM curves: one per dtype of this kind */
+    for (size_t i = 0; i < db->n_gemm; i++) {
+        if (kind_of_rank(db, m, db->gemm[i].rank) != k) continue;
+        int c = 0;
+        while (c < d->n_gemm && strcmp(d->gemm[c].dtype, db->gemm[i].dtype) != 0) c++;
+        if (c < d->n_gemm) continue; /* already built */
+        int n = 0;
+        for (size_t j = i; j < db->n_gemm; j++)
+            if (strcmp(db->gemm[j].dtype, db->gemm[i].dtype) == 0 && kind_of_rank(db, m, db->gemm[j].rank) == k)
+                pts[n++] = (pt){db->gemm[j].flops, db->gemm[j].flops / db->gemm[j].time_s};
+        n = fold_points(pts, n, false, scratch);
+        gemm_curve *gc = &d->gemm[d->n_gemm];
+        ps_strlcpy(gc->dtype, db->gemm[i].dtype, sizeof gc->dtype);
+        gc->flops = ps_calloc((size_t)n, sizeof(double));
+        gc->rate = ps_calloc((size_t)n, sizeof(double));
+        if (!gc->flops || !gc->rate) {
+            free(gc->flops);
+            free(gc->rate);
+            return PS_ERR_SYSTEM;
+        }
+        for (int q = 0; q < n; q++) {
+            gc->flops[q] = pts[q].x;
+            gc->rate[q] = pts[q].y;
+        }
+        gc->n = n;
+        d->n_gemm++;
+    }
+    /* collective curves: one per (op, group size, inside/across) */
+    for (size_t i = 0; i < db->n_coll; i++) {
+        const ps_bench_coll *r = &db->coll[i];
+        if (kind_of_rank(db, m, r->root_rank) != k) continue;
+        int c = 0;
+        while (c < d->n_coll && !(strcmp(d->coll[c].op, r->op) == 0 && d->coll[c].gs == r->group_size &&
+                                  d->coll[c].inter == r->inter_node))
+            c++;
+        if (c < d->n_coll) continue;
+        int n = 0;
+        for (size_t j = i; j < db->n_coll; j++) {
+            const ps_bench_coll *q = &db->coll[j];
+            if (strcmp(q->op, r->op) == 0 && q->group_size == r->group_size && q->inter_node == r->inter_node &&
+                kind_of_rank(db, m, q->root_rank) == k)
+                pts[n++] = (pt){q->bytes, q->busbw_Bps};
+        }
+        /* concurrent groups of one shape: the slowest decides, as every group must finish before the step does */
+        n = fold_points(pts, n, true, scratch);
+        coll_curve *cc = &d->coll[d->n_coll];
+        ps_strlcpy(cc->op, r->op, sizeof cc->op);
+        cc->gs = r->group_size;
+        cc->inter = r->inter_node;
+        cc->bytes = ps_calloc((size_t)n, sizeof(double));
+        cc->busbw = ps_calloc((size_t)n, sizeof(double));
+        cc->time = ps_calloc((size_t)n, sizeof(double));
+        if (!cc->bytes || !cc->busbw || !cc->time) {
+            free(cc->bytes);
+            free(cc->busbw);
+            free(cc->time);
+            return PS_ERR_SYSTEM;
+        }
+        double f = ps_bench_busbw_factor(r->op, r->group_size);
+        for (int q = 0; q < n; q++) {
+            cc->bytes[q] = pts[q].x;
+            cc->busbw[q] = pts[q].y;
+            cc->time[q] = pts[q].x * f / pts[q].y;
+        }
+        cc->n = n;
+        d->n_coll++;
+    }
+    int n = 0;
+    for (size_t i = 0; i < db->n_bw; i++)
+        if (kind_of_rank(db, m, db->bw[i].rank) == k) scratch[n++] = db->bw[i].Bps;
+    d->mem_Bps = median(scratch, n);
+    n = 0;
+    for (size_t i = 0; i < db->n_ovl; i++)
+        if (kind_of_rank(db, m, db->ovl[i].rank) == k) scratch[n++] = db->ovl[i].slowdown;
+    d->overlap = median(scratch, n);
+    return PS_OK;
+}
+
+ps_status ps_costdb_model_build(const ps_costdb *db, ps_costdb_model **out)
+{
+    *out = NULL;
+    ps_costdb_model *m = ps_calloc(1, sizeof *m);
+    if (!m) return PS_ERR_SYSTEM;
+    ps_strlcpy(m->path, db->path, sizeof m->path);
+    size_t most = db->n_gemm > db->n_coll ? db->n_gemm : db->n_coll;
+    if (db->n_bw > most) most = db->n_bw;
+    if (db->n_ovl > most) most = db->n_ovl;
+    m->kind = ps_calloc(db->n_dev, sizeof *m->kind);
+    pt *pts = ps_calloc(most + 1, sizeof *pts);
+    double *scratch = ps_calloc(most + 1, sizeof *scratch);
+    ps_status st = PS_OK;
+    if (!m->kind || !pts || !scratch) {
+        st = PS_ERR_SYSTEM;
+        goto done;
+    }
+    for (size_t i = 0; i < db->n_dev; i++) {
+        if (ps_costdb_model_device(m, db->dev[i].name) >= 0) continue;
+        ps_strlcpy(m->kind[m->n_kind].name, db->dev[i].name, sizeof m->kind[0].name);
+        m->n_kind++;
+    }
+    for (int k = 0; k < m->n_kind && st == PS_OK; k++) {
+        dev_kind *d = &m->kind[k];
+        /* at most one curve per row: enough room whatever the rows hold */
+        d->gemm = ps_calloc(db->n_gemm + 1, sizeof *d->gemm);
+        d->coll = ps_calloc(db->n_coll + 1, sizeof *d->coll);
+        if (!d->gemm || !d->coll) {
+            st = PS_ERR_SYSTEM;
+            break;
+        }
+        st = build_kind(db, m, k, pts, scratch);
+    }
+done:
+    free(pts);
+    free(scratch);
+    if (st != PS_OK) {
+        ps_costdb_model_free(m);
+        return st;
+    }
+    *out = m;
+    return PS_OK;
+}
+
+int ps_costdb_model_n_devices(const ps_costdb_model *m) { return m->n_kind; }
+const char *ps_costdb_model_device_name(const ps_costdb_model *m, int dev)
+{
+    return dev >= 0 && dev < m->n_kind ? m->kind[dev].name : "";
+}
+const char *ps_costdb_model_path(const ps_costdb_model *m) { return m->path; }
+
+int ps_costdb_model_device(const ps_costdb_model *m, const char *gpu_name)
+{
+    for (int k = 0; k < m->n_kind; k++)
+        if (strcmp(m->kind[k].name, gpu_name) == 0) return k;
+    return -1;
+}
+
+double ps_costdb_model_gemm_rate(const ps_costdb_model *m, int dev, const char *dtype, double flops)
+{
+    if (dev < 0 || dev >= m->n_kind || !(flops > 0)) return -1;
+    const dev_kind *d = &m->kind[dev];
+    for (int i = 0; i < d->n_gemm; i++)
+        if (strcmp(d->gemm[i].dtype, dtype) == 0) return interp(d->gemm[i].flops, d->gemm[i].rate, d->gemm[i].n, flops);
+    return -1;
+}
+
+double ps_costdb_model_coll_time(const ps_costdb_model *m, int dev, const char *op, int64_t n, bool inter,
+                                 double bytes)
+{
+    if (dev < 0 || dev >= m->n_kind) return -1;
+    if (n <= 1 || bytes <= 0) return 0;
+    const dev_kind *d = &m->kind[dev];
+    const coll_curve *best = NULL;
+    double bestd = INFINITY, ln = log2((double)n);
+    for (int i = 0; i < d->n_coll; i++) {
+        const coll_curve *c = &d->coll[i];
+        if (strcmp(c->op, op) != 0 || c->inter != (int)inter || c->n < 1) continue;
+        double dist = fabs(log2((double)c->gs) - ln);
+        /* ties go to the larger group: its busbw is the more conservative */
+        if (dist < bestd - 1e-12 || (fabs(dist - bestd) <= 1e-12 && best && c->gs > best->gs)) {
+            best = c;
+            bestd = dist;
+        }
+    }
+    if (!best) return -1;
+    if (bytes <= best->bytes[0]) return best->time[0]; /* latency floor */
+    double bw = interp(best->bytes, best->busbw, best->n, bytes);
+    return bytes * ps_bench_busbw_factor(op, (int)(n > 1 << 24 ? 1 << 24 : n)) / bw;
+}
+
+double ps_costdb_model_mem_Bps(const ps_costdb_model *m, int dev)
+{
+    return dev >= 0 && dev < m->n_kind ? m->kind[dev].mem_Bps : -1;
+}
+
+double ps_costdb_model_overlap(const ps_costdb_model *m, int dev)
+{
+    return dev >= 0 && dev < m->n_kind ? m->kind[dev].overlap : -1;
+}
+
+/* ---- using it for a cluster ------------------------------------------------------------------------------------ */
+
+ps_status ps_costdb_attach(const ps_costdb_model *m, const ps_cluster *c, ps_cost_params *p, char *note, size_t cap)
+{
+    if (note && cap) note[0] = '\0';
+    int used = 0;
+    double slow = -1;
+    char have[256] = "";
+    for (int g = 0; g < c->n_groups; g++) {
+        int k = ps_costdb_model_device(m, c->groups[g].gpu.name);
+        ps_strcatf(have, sizeof have, "%s'%s'", g ? ", " : "", c->groups[g].gpu.name);
+        if (k < 0) continue;
+        used++;
+        if (note) ps_strcatf(note, cap, "%s%s", used > 1 ? ", " : "", c->groups[g].name);
+        /* one slowdown for the whole plan: the worst measured among the kinds it uses */
+        double o = m->kind[k].overlap;
+        if (o > slow) slow = o;
+    }
+    if (used == 0) {
+        char known[256] = "";
+        for (int k = 0; k < m->n_kind; k++) ps_strcatf(known, sizeof known, "%s'%s'", k ? ", " : "", m->kind[k].name);
+        return PS_FAIL(PS_ERR_INPUT, "%s: the cost database measured %s, another device kind than cluster %s (%s): "
+                                     "plan for the calibrated machine with --cluster costdb, or calibrate on this "
+                                     "cluster (docs/costdb.md)", m->path, known, c->name, have);
+    }
+    if (note) {
+        char head[96];
+        snprintf(head, sizeof head, "measured tables for node group(s): ");
+        size_t hl = strlen(head), nl = strlen(note);
+        if (hl + nl + 1 <= cap) {
+            memmove(note + hl, note, nl + 1);
+            memcpy(note, head, hl);
+        }
+        if (used < c->n_groups) ps_strcatf(note, cap, "; the analytic model for the others");
+    }
+    p->db = m;
+    /* The overlap form's slowdown is bounded like the --cost-param of the same name ([1, 3]): a measurement below 1
+     * is noise (overlap cannot make both faster), above 3 a broken run. */
+    if (slow > 0) p->overlap_slowdown = slow < 1 ? 1 : slow > 3 ? 3 : slow;
+    return PS_OK;
+}
+
+ps_status ps_costdb_cluster(const ps_costdb *db, ps_cluster *out)
+{
+    memset(out, 0, sizeof *out);
+    ps_costdb_model *m = NULL;
+    PS_TRY(ps_costdb_model_build(db, &m));
+    int nk = m->n_kind;
+    out->groups = ps_calloc((size_t)nk, sizeof *out->groups);
+    if (!out->groups) {
+        ps_costdb_model_free(m);
+        return PS_ERR_SYSTEM;
+    }
+    out->n_groups = nk;
+    const char *base = strrchr(db->path, '/');
+    base = base ? base + 1 : db->path;
+    snprintf(out->name, sizeof out->name, "costdb:%.50s", base);
+    out->source[0] = '\0';
+    ps_strcatf(out->source, sizeof out->source, "the devices measured by psearch calibrate in %s (%s)", db->path,
+               db->prov.created);
+    ps_status st = PS_OK;
+    for (int k = 0; k < nk && st == PS_OK; k++) {
+        ps_node_group *g = &out->groups[k];
+        /* nodes of this kind and ranks on each, from the rows of /devices sorted by node */
+        int32_t nodes = 0;
+        int64_t per = -1, nrow = 0;
+        double mem = INFINITY, peak32 = 0, peak16 = 0, peakbf = 0;
+        const ps_bench_device *any = NULL;
+        double *nodeids = ps_calloc(db->n_dev, sizeof *nodeids);
+        if (!nodeids) {
+            st = PS_ERR_SYSTEM;
+            break;
+        }
+        for (size_t i = 0; i < db->n_dev; i++) {
+            const ps_bench_device *d = &db->dev[i];
+            if (ps_costdb_model_device(m, d->name) != k) continue;
+            nodeids[nrow++] = d->node;
+            any = d;
+            if (d->mem_bytes < mem) mem = d->mem_bytes;
+            peak32 = fmax(peak32, d->peak_fp32_flops);
+            peak16 = fmax(peak16, d->peak_fp16_flops);
+            peakbf = fmax(peakbf, d->peak_bf16_flops);
+        }
+        qsort(nodeids, (size_t)nrow, sizeof *nodeids, cmp_d);
+        for (int64_t i = 0; i < nrow && st == PS_OK;) {
+            int64_t j = i;
+            while (j < nrow && nodeids[j] == nodeids[i]) j++;
+            if (per >= 0 && per != j - i)
+                st = PS_FAIL(PS_ERR_INPUT, "%s: nodes of device '%s' ran different numbers of ranks (%lld and %lld): "
+                                           "--cluster costdb needs the same count on every node", db->path,
+                             m->kind[k].name, (long long)per, (long long)(j - i));
+            per = j - i;
+            nodes++;
+            i = j;
+        }
+        free(nodeids);
+        if (st != PS_OK) break;
+        if (!any || !(peak32 > 0) || !(mem > 0) || !(m->kind[k].mem_Bps > 0)) {
+            st = PS_FAIL(PS_ERR_INPUT, "%s: device '%s' lacks a measured fp32 GEMM rate, memory size or memory "
+                                       "bandwidth: --cluster costdb cannot describe it", db->path, m->kind[k].name);
+            break;
+        }
+        snprintf(g->name, sizeof g->name, "%.40s", any->host);
+        g->nodes = nodes;
+        g->gpus_per_node = per;
+        ps_strlcpy(g->gpu.name, m->kind[k].name, sizeof g->gpu.name);
+        ps_strlcpy(g->gpu.marketing, any->model, sizeof g->gpu.marketing);
+        g->gpu.mem_bytes = mem;
+        g->gpu.hbm_Bps = m->kind[k].mem_Bps;
+        /* The measured best rates are the peaks: MFU is then against what this machine reaches, not a datasheet. */
+        g->gpu.fp32_flops = peak32;
+        g->gpu.fp16_flops = peak16;
+        g->gpu.bf16_flops = peakbf;
+        snprintf(g->gpu.source, sizeof g->gpu.source, "measured: %.100s", base);
+        /* Links from the largest and smallest ring send/recv: only the analytic fallback reads them (the tables
+         * answer collectives themselves). Without such a measurement, the memory bandwidth stands in. */
+        double bw[2] = {0, 0}, lat[2] = {0, 0};
+        for (int inter = 0; inter <= 1; inter++) {
+            double t = ps_costdb_model_coll_time(m, k, "sendrecv", 2, inter, 1e12);
+            double t0 = ps_costdb_model_coll_time(m, k, "sendrecv", 2, inter, 1);
+            if (t > 0 && t0 > 0) {
+                bw[inter] = 1e12 / t;
+                lat[inter] = t0;
+            }
+        }
+        if (!(bw[0] > 0)) {
+            bw[0] = bw[1] > 0 ? bw[1] : g->gpu.hbm_Bps;
+            lat[0] = bw[1] > 0 ? lat[1] : 1e-6;
+        }
+        if (!(bw[1] > 0)) {
+            bw[1] = bw[0];
+            lat[1] = lat[0];
+        }
+        g->intra = (ps_link){.kind = "measured", .bw_Bps = bw[0], .latency_s = lat[0]};
+        g->inter = (ps_link){.kind = "measured", .bw_Bps = bw[1] * (double)per, .latency_s = lat[1]};
+        g->cores_per_node = 0; /* unknown: ranks may share cores (oversubscribed) */
+    }
+    ps_costdb_model_free(m);
+    /* ps_cluster_finish asks every GPU for an fp16 peak (the catalog's GPUs all have one). A CPU has no fp16
+     * measurement: it passes the check with its fp32 rate and gets 0 back, so planning it in fp16 is refused by the
+     * cost model ("no fp16 tensor peak") instead of being priced with fp32 numbers. */
+    bool *lent = ps_calloc((size_t)nk + 1, sizeof *lent);
+    if (!lent) st = PS_ERR_SYSTEM;
+    for (int k = 0; k < nk && st == PS_OK; k++)
+        if (!(out->groups[k].gpu.fp16_flops > 0)) {
+            out->groups[k].gpu.fp16_flops = out->groups[k].gpu.fp32_flops;
+            lent[k] = true;
+        }
+    if (st == PS_OK) st = ps_cluster_finish(out, out->name);
+    for (int k = 0; k < nk && lent; k++)
+        if (lent[k]) out->groups[k].gpu.fp16_flops = 0;
+    free(lent);
+    if (st != PS_OK) {
+        ps_cluster_free(out);
+        return ps_error_trace(st, __FILE__, __LINE__);
+    }
+    return PS_OK;
+}

@@ -1,0 +1,214 @@
+/* What every calibration benchmark shares: options, statistics over repetitions, growing result tables, and the
+ * device a rank measures (its node, its CPU or GPU, its memory), with the backend chosen from it. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <omp.h>
+
+#include "bench_internal.h"
+#include "ps_hw.h"
+#include "ps_mpi.h"
+
+void ps_bench_opts_default(ps_bench_opts *o, bool quick)
+{
+    memset(o, 0, sizeof *o);
+    o->quick = quick;
+    o->reps = quick ? 5 : 10;
+    o->warmup = quick ? 1 : 2;
+    /* nccl-tests and STREAM report a point as unreliable when repetitions differ by more than ~20%: beyond that a
+     * median from 5-10 samples moves with the next run. */
+    o->spread_warn = 0.20;
+}
+
+void ps_bench_results_free(ps_bench_results *r)
+{
+    free(r->gemm);
+    free(r->bw);
+    free(r->coll);
+    free(r->ovl);
+    r->gemm = NULL;
+    r->bw = NULL;
+    r->coll = NULL;
+    r->ovl = NULL;
+    r->n_gemm = r->n_bw = r->n_coll = r->n_ovl = 0;
+    r->cap_gemm = r->cap_bw = r->cap_coll = r->cap_ovl = 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of a sorted array. */
+static double pct(const double *t, int n, double q)
+{
+    int i = (int)ceil(q * n) - 1;
+    if (i < 0) i = 0;
+    if (i >= n) i = n - 1;
+    return t[i];
+}
+
+ps_bench_stat ps_bench_stats(double *t, int n)
+{
+    ps_bench_stat s = {0, 0, 0, 0};
+    if (n <= 0) return s;
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    s.median = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    s.p10 = pct(t, n, 0.10);
+    s.p90 = pct(t, n, 0.90);
+    s.spread = s.median > 0 ? (s.p90 - s.p10) / s.median : 0;
+    return s;
+}
+
+ps_status ps_bench_push(void **rows, size_t *n, size_t *cap, size_t elt, const void *row)
+{
+    PS_TRY(ps_grow(rows, cap, *n + 1, elt));
+    memcpy((char *)*rows + *n * elt, row, elt);
+    (*n)++;
+    return PS_OK;
+}
+
+void ps_bench_check_spread(const ps_bench_opts *o, ps_bench_results *r, const char *what, const ps_bench_stat *s)
+{
+    if (!(s->spread > o->spread_warn)) return;
+    r->noisy++;
+    /* the first few name the points; the command's summary counts them all */
+    if (r->noisy == 6 && o->log) fprintf(o->log, "# warning: further noisy points are counted, not listed\n");
+    if (o->log && r->noisy <= 5)
+        fprintf(o->log, "# warning: %s: spread (p90-p10)/median = %.0f%% > %.0f%%: the machine is busy or the "
+                        "point too short; rerun with more --reps or on an idle allocation\n",
+                what, 100 * s->spread, 100 * o->spread_warn);
+}
+
+double ps_bench_busbw_factor(const char *op, int n)
+{
+    if (n < 1) return 0;
+    double f = (double)(n - 1) / n;
+    if (strcmp(op, "allreduce") == 0) return 2 * f;
+    if (strcmp(op, "allgather") == 0 || strcmp(op, "reducescatter") == 0 || strcmp(op, "alltoall") == 0) return f;
+    if (strcmp(op, "sendrecv") == 0) return 1;
+    return 0;
+}
+
+ps_status ps_bench_for_shapes(const ps_bench_shapes *s, ps_bench_shape_fn fn, void *ctx)
+{
+    /* The generic grid: (m x k).(k x n) with m and n = k each over the log-spaced sizes, square and skinny. */
+    for (int i = 0; i < s->n_grid; i++)
+        for (int j = 0; j < s->n_grid; j++) PS_TRY(fn(ctx, "grid", 0, s->grid[i], s->grid[j], s->grid[j], 1));
+    /* A decoder block's GEMMs under Megatron TP (costdb/layer_cost.c issues the same ones). */
+    int64_t h = s->hidden, q = s->heads * s->head_dim, f = 4 * s->hidden;
+    for (int ti = 0; ti < s->n_tps; ti++) {
+        int tp = s->tps[ti];
+        for (int i = 0; i < s->n_tokens; i++) {
+            int64_t T = s->tokens[i], mbs = T / s->seq > 0 ? T / s->seq : 1, b = mbs * s->heads / tp;
+            PS_TRY(fn(ctx, "qkv", tp, T, 3 * q / tp, h, 1));
+            PS_TRY(fn(ctx, "out_proj", tp, T, h, q / tp, 1));
+            PS_TRY(fn(ctx, "mlp_up", tp, T, f / tp, h, 1));
+            PS_TRY(fn(ctx, "mlp_down", tp, T, h, f / tp, 1));
+            PS_TRY(fn(ctx, "attn_score", tp, s->seq, s->seq, s->head_dim, b > 0 ? b : 1));
+            PS_TRY(fn(ctx, "attn_ctx", tp, s->seq, s->head_dim, s->seq, b > 0 ? b : 1));
+        }
+    }
+    return PS_OK;
+}
+
+/* "model name" of /proc/cpuinfo, else the machine name uname would give. */
+static void cpu_model(char *out, size_t cap)
+{
+    ps_strlcpy(out, "unknown CPU", cap);
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0) continue;
+        char *c = strchr(line, ':');
+        if (!c) continue;
+        c++;
+        while (*c == ' ' || *c == '\t') c++;
+        size_t n = strlen(c);
+        while (n > 0 && (c[n - 1] == '\n' || c[n - 1] == ' ')) c[--n] = '\0';
+        if (n) ps_strlcpy(out, c, cap);
+        break;
+    }
+    fclose(f);
+}
+
+static const ps_bench_backend k_cpu = {.name = "cpu", .gemm = ps_bench_cpu_gemm, .mem = ps_bench_cpu_mem};
+#if PS_HAVE_CUDA && PS_HAVE_CUBLAS
+static const ps_bench_backend k_cuda = {.name = "cuda", .gemm = ps_bench_cuda_gemm, .mem = ps_bench_cuda_mem};
+#endif
+
+const ps_bench_backend *ps_bench_backend_of(const ps_bench_results *r)
+{
+#if PS_HAVE_CUDA && PS_HAVE_CUBLAS
+    if (strcmp(r->backend, "cuda") == 0) return &k_cuda;
+#endif
+    return &k_cpu;
+}
+
+ps_status ps_bench_gemm_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r)
+{
+    return ps_bench_backend_of(r)->gemm(comm, o, r);
+}
+
+ps_status ps_bench_mem_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r)
+{
+    return ps_bench_backend_of(r)->mem(comm, o, r);
+}
+
+ps_status ps_bench_device_init(MPI_Comm comm, ps_bench_results *r)
+{
+    memset(r, 0, sizeof *r);
+    ps_bench_device *d = &r->dev;
+    ps_status st = PS_OK;
+    MPI_Comm node = MPI_COMM_NULL, leaders = MPI_COMM_NULL;
+    int rank = 0, lrank = 0, lsize = 1, nodeid = 0;
+    PS_MPI(MPI_Comm_rank(comm, &rank));
+    /* Ranks that share memory are one node: the same split `--cluster auto` makes (hw/detect.c). */
+    PS_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+    PS_MPI_GOTO(st, MPI_Comm_rank(node, &lrank), done);
+    PS_MPI_GOTO(st, MPI_Comm_size(node, &lsize), done);
+    PS_MPI_GOTO(st, MPI_Comm_split(comm, lrank == 0 ? 0 : MPI_UNDEFINED, rank, &leaders), done);
+    if (lrank == 0) PS_MPI_GOTO(st, MPI_Comm_rank(leaders, &nodeid), done);
+    PS_MPI_GOTO(st, MPI_Bcast(&nodeid, 1, MPI_INT, 0, node), done);
+
+    d->rank = rank;
+    d->node = nodeid;
+    d->local_rank = lrank;
+    char host[MPI_MAX_PROCESSOR_NAME];
+    int len = 0;
+    PS_MPI_GOTO(st, MPI_Get_processor_name(host, &len), done);
+    ps_strlcpy(d->host, host, sizeof d->host);
+
+    ps_strlcpy(r->backend, "cpu", sizeof r->backend);
+#if PS_HAVE_CUDA && PS_HAVE_CUBLAS
+    char gname[64];
+    double gmem = 0;
+    if (ps_bench_cuda_probe(lrank, gname, sizeof gname, &gmem) > 0) {
+        ps_strlcpy(r->backend, "cuda", sizeof r->backend);
+        ps_strlcpy(d->kind, "gpu", sizeof d->kind);
+        ps_strlcpy(d->model, gname, sizeof d->model);
+        const char *key = ps_gpu_match_device(gname);
+        ps_strlcpy(d->name, key ? key : gname, sizeof d->name);
+        d->mem_bytes = gmem;
+    }
+#endif
+    if (strcmp(r->backend, "cpu") == 0) {
+        ps_strlcpy(d->kind, "cpu", sizeof d->kind);
+        cpu_model(d->model, sizeof d->model);
+        /* "cpu:<model>", cut to the key size: the key names a kind of device, the full name is in `model` */
+        ps_strlcpy(d->name, "cpu:", sizeof d->name);
+        ps_strcatf(d->name, sizeof d->name, "%.*s", (int)(sizeof d->name - 5), d->model);
+        d->threads = omp_get_max_threads();
+        long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+        /* The ranks of a node share its memory: each device gets its share. */
+        d->mem_bytes = pages > 0 && psz > 0 ? (double)pages * (double)psz / lsize : 0;
+    }
+done:
+    if (leaders != MPI_COMM_NULL) MPI_Comm_free(&leaders);
+    if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
+    return st;
+}

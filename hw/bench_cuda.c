@@ -1,0 +1,220 @@
+/* GPU backend of the calibration (built with CUDA + cuBLAS; chosen at run time only when the CUDA runtime sees a
+ * device): cublasGemmEx GEMMs in fp32, fp16 and bf16 (fp32 accumulate) over the same kinds of shapes as the CPU
+ * backend at full size (hidden 8192, 64 heads, sequence 2048; quick: hidden 4096, 32 heads, sequence 1024), timed with
+ * CUDA events; memory bandwidth as a device-to-device copy of 1 GiB (quick 256 MiB), 2 x size bytes moved.
+ * Collectives on GPUs still run through MPI on host memory here (NCCL is not wired in yet: docs/costdb.md). */
+#include "bench_internal.h"
+
+#if PS_HAVE_CUDA && PS_HAVE_CUBLAS
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "ps_mpi.h"
+
+#define CUDA_OK(call, what)                                                                                             \
+    do {                                                                                                                \
+        cudaError_t e_ = (call);                                                                                        \
+        if (e_ != cudaSuccess) {                                                                                        \
+            st = PS_FAIL(PS_ERR_SYSTEM, "%s: %s", what, cudaGetErrorString(e_));                                        \
+            goto done;                                                                                                  \
+        }                                                                                                               \
+    } while (0)
+#define CUBLAS_OK(call, what)                                                                                           \
+    do {                                                                                                                \
+        cublasStatus_t e_ = (call);                                                                                     \
+        if (e_ != CUBLAS_STATUS_SUCCESS) {                                                                              \
+            st = PS_FAIL(PS_ERR_SYSTEM, "%s: cuBLAS status %d", what, (int)e_);                                         \
+            goto done;                                                                                                  \
+        }                                                                                                               \
+    } while (0)
+
+int ps_bench_cuda_probe(int local_rank, char *name, size_t cap, double *mem_bytes)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
+        cudaGetLastError(); /* no driver or no device: the CPU backend measures this rank */
+        return 0;
+    }
+    int dev = local_rank % n;
+    struct cudaDeviceProp prop;
+    if (cudaSetDevice(dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return 0;
+    ps_strlcpy(name, prop.name, cap);
+    *mem_bytes = (double)prop.totalGlobalMem;
+    return n;
+}
+
+typedef struct {
+    const ps_bench_opts *o;
+    ps_bench_results *r;
+    cublasHandle_t h;
+    cudaEvent_t e0, e1;
+    void *a, *b, *c;
+    const char *dtype;
+    cudaDataType_t t;
+    float *times;
+} cu_ctx;
+
+static ps_status cu_measure(void *ctx, const char *op, int tp, int64_t m, int64_t n, int64_t k, int64_t batch)
+{
+    cu_ctx *g = ctx;
+    ps_status st = PS_OK;
+    const float one = 1.0f, zero = 0.0f;
+    double *t = ps_calloc((size_t)g->o->reps, sizeof *t);
+    if (!t) return PS_ERR_SYSTEM;
+    /* Row-major (m x k).(k x n) is column-major (n x k).(k x m): swap the operands. */
+    for (int i = -g->o->warmup; i < g->o->reps; i++) {
+        CUDA_OK(cudaEventRecord(g->e0, 0), "cudaEventRecord");
+        CUBLAS_OK(cublasGemmStridedBatchedEx(g->h, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m, (int)k, &one, g->b, g->t,
+                                             (int)n, (long long)(k * n), g->a, g->t, (int)k, (long long)(m * k), &zero,
+                                             g->c, g->t, (int)n, (long long)(m * n), (int)batch, CUBLAS_COMPUTE_32F,
+                                             CUBLAS_GEMM_DEFAULT),
+                  "cublasGemmStridedBatchedEx");
+        CUDA_OK(cudaEventRecord(g->e1, 0), "cudaEventRecord");
+        CUDA_OK(cudaEventSynchronize(g->e1), "cudaEventSynchronize");
+        float ms = 0;
+        CUDA_OK(cudaEventElapsedTime(&ms, g->e0, g->e1), "cudaEventElapsedTime");
+        if (i >= 0) t[i] = ms * 1e-3;
+    }
+    {
+        ps_bench_stat s = ps_bench_stats(t, g->o->reps);
+        ps_bench_gemm row;
+        memset(&row, 0, sizeof row);
+        row.rank = g->r->dev.rank;
+        ps_strlcpy(row.dtype, g->dtype, sizeof row.dtype);
+        ps_strlcpy(row.op, op, sizeof row.op);
+        row.tp = tp;
+        row.m = m;
+        row.n = n;
+        row.k = k;
+        row.batch = batch;
+        row.flops = 2.0 * (double)m * (double)n * (double)k * (double)batch;
+        row.time_s = s.median;
+        row.flops_per_s = s.median > 0 ? row.flops / s.median : 0;
+        row.spread = s.spread;
+        row.reps = g->o->reps;
+        ps_bench_check_spread(g->o, g->r, "gpu gemm", &s);
+        double *peak = strcmp(g->dtype, "fp32") == 0   ? &g->r->dev.peak_fp32_flops
+                       : strcmp(g->dtype, "fp16") == 0 ? &g->r->dev.peak_fp16_flops
+                                                       : &g->r->dev.peak_bf16_flops;
+        if (row.flops_per_s > *peak) *peak = row.flops_per_s;
+        st = ps_bench_push((void **)&g->r->gemm, &g->r->n_gemm, &g->r->cap_gemm, sizeof row, &row);
+    }
+done:
+    free(t);
+    return st;
+}
+
+typedef struct {
+    size_t a, b, c;
+} cu_need;
+
+static ps_status cu_need_of(void *ctx, const char *op, int tp, int64_t m, int64_t n, int64_t k, int64_t batch)
+{
+    cu_need *g = ctx;
+    size_t bt = (size_t)batch;
+    if ((size_t)(m * k) * bt > g->a) g->a = (size_t)(m * k) * bt;
+    if ((size_t)(k * n) * bt > g->b) g->b = (size_t)(k * n) * bt;
+    if ((size_t)(m * n) * bt > g->c) g->c = (size_t)(m * n) * bt;
+    return PS_OK;
+}
+
+ps_status ps_bench_cuda_gemm(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r)
+{
+    ps_bench_shapes sh;
+    if (o->quick)
+        sh = (ps_bench_shapes){.hidden = 4096, .heads = 32, .head_dim = 128, .seq = 1024, .tokens = {1024, 4096},
+                               .n_tokens = 2, .tps = {1, 8}, .n_tps = 2, .grid = {256, 1024, 4096}, .n_grid = 3};
+    else
+        sh = (ps_bench_shapes){.hidden = 8192, .heads = 64, .head_dim = 128, .seq = 2048,
+                               .tokens = {2048, 4096, 8192, 16384}, .n_tokens = 4, .tps = {1, 2, 4, 8}, .n_tps = 4,
+                               .grid = {128, 256, 512, 1024, 2048, 4096, 8192}, .n_grid = 7};
+    cu_need need = {0, 0, 0};
+    PS_TRY(ps_bench_for_shapes(&sh, cu_need_of, &need));
+    ps_status st = PS_OK;
+    cu_ctx g = {.o = o, .r = r};
+    bool handle = false, events = false;
+    CUBLAS_OK(cublasCreate(&g.h), "cublasCreate");
+    handle = true;
+    CUDA_OK(cudaEventCreate(&g.e0), "cudaEventCreate");
+    CUDA_OK(cudaEventCreate(&g.e1), "cudaEventCreate");
+    events = true;
+    CUDA_OK(cudaMalloc(&g.a, need.a * 4), "cudaMalloc");
+    CUDA_OK(cudaMalloc(&g.b, need.b * 4), "cudaMalloc");
+    CUDA_OK(cudaMalloc(&g.c, need.c * 4), "cudaMalloc");
+    /* Zeros keep every dtype finite; tensor cores do the same work whatever the values. */
+    CUDA_OK(cudaMemset(g.a, 0, need.a * 4), "cudaMemset");
+    CUDA_OK(cudaMemset(g.b, 0, need.b * 4), "cudaMemset");
+    static const struct {
+        const char *name;
+        cudaDataType_t t;
+    } dt[] = {{"fp32", CUDA_R_32F}, {"fp16", CUDA_R_16F}, {"bf16", CUDA_R_16BF}};
+    for (size_t i = 0; i < sizeof dt / sizeof dt[0] && st == PS_OK; i++) {
+        g.dtype = dt[i].name;
+        g.t = dt[i].t;
+        st = ps_bench_for_shapes(&sh, cu_measure, &g);
+    }
+done:
+    if (g.a) cudaFree(g.a);
+    if (g.b) cudaFree(g.b);
+    if (g.c) cudaFree(g.c);
+    if (events) {
+        cudaEventDestroy(g.e0);
+        cudaEventDestroy(g.e1);
+    }
+    if (handle) cublasDestroy(g.h);
+    return st;
+}
+
+ps_status ps_bench_cuda_mem(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r)
+{
+    size_t bytes = o->quick ? (size_t)256 << 20 : (size_t)1 << 30;
+    ps_status st = PS_OK;
+    void *src = NULL, *dst = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    double *t = ps_calloc((size_t)o->reps, sizeof *t);
+    if (!t) return PS_ERR_SYSTEM;
+    CUDA_OK(cudaMalloc(&src, bytes), "cudaMalloc");
+    CUDA_OK(cudaMalloc(&dst, bytes), "cudaMalloc");
+    CUDA_OK(cudaEventCreate(&e0), "cudaEventCreate");
+    CUDA_OK(cudaEventCreate(&e1), "cudaEventCreate");
+    for (int i = -o->warmup; i < o->reps; i++) {
+        PS_MPI_GOTO(st, MPI_Barrier(comm), done);
+        CUDA_OK(cudaEventRecord(e0, 0), "cudaEventRecord");
+        CUDA_OK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy");
+        CUDA_OK(cudaEventRecord(e1, 0), "cudaEventRecord");
+        CUDA_OK(cudaEventSynchronize(e1), "cudaEventSynchronize");
+        float ms = 0;
+        CUDA_OK(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
+        if (i >= 0) t[i] = ms * 1e-3;
+    }
+    {
+        ps_bench_stat s = ps_bench_stats(t, o->reps);
+        ps_bench_bw row;
+        memset(&row, 0, sizeof row);
+        row.rank = r->dev.rank;
+        ps_strlcpy(row.method, "d2d_copy", sizeof row.method);
+        row.bytes = 2.0 * (double)bytes; /* read + write */
+        row.time_s = s.median;
+        row.Bps = s.median > 0 ? row.bytes / s.median : 0;
+        row.spread = s.spread;
+        row.reps = o->reps;
+        ps_bench_check_spread(o, r, "gpu copy", &s);
+        r->dev.mem_Bps = row.Bps;
+        st = ps_bench_push((void **)&r->bw, &r->n_bw, &r->cap_bw, sizeof row, &row);
+    }
+done:
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    if (src) cudaFree(src);
+    if (dst) cudaFree(dst);
+    free(t);
+    return st;
+}
+#else
+/* Built without CUDA/cuBLAS: the CPU backend measures every rank. Keeps this translation unit non-empty (ISO C). */
+typedef int ps_bench_cuda_unused;
+#endif

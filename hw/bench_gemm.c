@@ -1,0 +1,154 @@
+/* CPU GEMM benchmark (OpenBLAS cblas_sgemm / cblas_dgemm): a log-spaced grid and the GEMMs of a decoder block at
+ * several TP degrees and token counts, fp32 and fp64, each timed as a median of repetitions. On a CPU the block is
+ * scaled down so `--quick` runs in seconds: hidden 1024, 16 heads, sequence 512 (quick: hidden 512, 8 heads,
+ * sequence 256), i.e. 1/8 (1/16) of GPT-3 13B's hidden size; docs/costdb.md states the scale. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "bench_internal.h"
+#include "ps_mpi.h"
+
+typedef struct {
+    const ps_bench_opts *o;
+    ps_bench_results *r;
+    const char *dtype;
+    size_t elt;
+    void *a, *b, *c;   /* buffers large enough for the largest shape (batch included) */
+    double *times;
+    double min_sample_s;
+} gemm_ctx;
+
+/* Largest batch * (mk + kn + mn) over the shapes: one allocation per buffer serves every shape. */
+typedef struct {
+    size_t a, b, c;
+} gemm_need;
+
+static ps_status need_of(void *ctx, const char *op, int tp, int64_t m, int64_t n, int64_t k, int64_t batch)
+{
+    gemm_need *g = ctx;
+    size_t bt = (size_t)batch;
+    if ((size_t)(m * k) * bt > g->a) g->a = (size_t)(m * k) * bt;
+    if ((size_t)(k * n) * bt > g->b) g->b = (size_t)(k * n) * bt;
+    if ((size_t)(m * n) * bt > g->c) g->c = (size_t)(m * n) * bt;
+    return PS_OK;
+}
+
+static void call(const gemm_ctx *g, int64_t m, int64_t n, int64_t k, int64_t batch)
+{
+    /* Batched GEMMs (attention) are `batch` independent products on consecutive slices, as cuBLAS strided-batched
+     * lays them out; OpenBLAS 0.3.21 has no batched call, so they are issued one by one. */
+    for (int64_t i = 0; i < batch; i++) {
+        if (g->elt == 4) {
+            const float *a = (const float *)g->a + i * m * k, *b = (const float *)g->b + i * k * n;
+            float *c = (float *)g->c + i * m * n;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, a, (int)k, b, (int)n,
+                        0.0f, c, (int)n);
+        } else {
+            const double *a = (const double *)g->a + i * m * k, *b = (const double *)g->b + i * k * n;
+            double *c = (double *)g->c + i * m * n;
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0, a, (int)k, b, (int)n,
+                        0.0, c, (int)n);
+        }
+    }
+}
+
+static ps_status measure(void *ctx, const char *op, int tp, int64_t m, int64_t n, int64_t k, int64_t batch)
+{
+    gemm_ctx *g = ctx;
+    const ps_bench_opts *o = g->o;
+    /* A sample must be long enough for the timer: small GEMMs are repeated `inner` times per sample. */
+    double t0 = MPI_Wtime();
+    call(g, m, n, k, batch);
+    double once = MPI_Wtime() - t0;
+    int inner = once > 0 ? (int)ceil(g->min_sample_s / once) : 1000;
+    if (inner < 1) inner = 1;
+    if (inner > 1000) inner = 1000;
+    for (int w = 0; w < o->warmup; w++) call(g, m, n, k, batch);
+    for (int i = 0; i < o->reps; i++) {
+        t0 = MPI_Wtime();
+        for (int j = 0; j < inner; j++) call(g, m, n, k, batch);
+        g->times[i] = (MPI_Wtime() - t0) / inner;
+    }
+    ps_bench_stat s = ps_bench_stats(g->times, o->reps);
+    ps_bench_gemm row;
+    memset(&row, 0, sizeof row);
+    row.rank = g->r->dev.rank;
+    ps_strlcpy(row.dtype, g->dtype, sizeof row.dtype);
+    ps_strlcpy(row.op, op, sizeof row.op);
+    row.tp = tp;
+    row.m = m;
+    row.n = n;
+    row.k = k;
+    row.batch = batch;
+    row.flops = 2.0 * (double)m * (double)n * (double)k * (double)batch;
+    row.time_s = s.median;
+    row.flops_per_s = s.median > 0 ? row.flops / s.median : 0;
+    row.spread = s.spread;
+    row.reps = o->reps;
+    char what[96];
+    snprintf(what, sizeof what, "gemm %s %s tp %d %lldx%lldx%lld x%lld", g->dtype, op, tp, (long long)m, (long long)n,
+             (long long)k, (long long)batch);
+    ps_bench_check_spread(o, g->r, what, &s);
+    if (strcmp(g->dtype, "fp32") == 0 && row.flops_per_s > g->r->dev.peak_fp32_flops)
+        g->r->dev.peak_fp32_flops = row.flops_per_s;
+    return ps_bench_push((void **)&g->r->gemm, &g->r->n_gemm, &g->r->cap_gemm, sizeof row, &row);
+}
+
+static void fill(void *p, size_t n, size_t elt)
+{
+    /* Small values of both signs: no overflow, no denormals, and nothing a BLAS could shortcut. */
+    for (size_t i = 0; i < n; i++) {
+        double v = (double)((i * 7919u) % 17u) / 16.0 - 0.5;
+        if (elt == 4)
+            ((float *)p)[i] = (float)v;
+        else
+            ((double *)p)[i] = v;
+    }
+}
+
+ps_status ps_bench_cpu_gemm(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r)
+{
+    ps_bench_shapes sh;
+    memset(&sh, 0, sizeof sh);
+    if (o->quick) {
+        sh = (ps_bench_shapes){.hidden = 512, .heads = 8, .head_dim = 64, .seq = 256, .tokens = {256, 512},
+                               .n_tokens = 2, .tps = {1, 2}, .n_tps = 2, .grid = {64, 128, 256, 512}, .n_grid = 4};
+    } else {
+        sh = (ps_bench_shapes){.hidden = 1024, .heads = 16, .head_dim = 64, .seq = 512, .tokens = {512, 1024, 2048},
+                               .n_tokens = 3, .tps = {1, 2, 4, 8}, .n_tps = 4,
+                               .grid = {64, 128, 256, 512, 1024, 2048}, .n_grid = 6};
+    }
+    gemm_need need = {0, 0, 0};
+    PS_TRY(ps_bench_for_shapes(&sh, need_of, &need));
+    static const char *const dtypes[] = {"fp32", "fp64"};
+    gemm_ctx g = {.o = o, .r = r, .min_sample_s = o->quick ? 2e-4 : 1e-3};
+    g.times = ps_calloc((size_t)o->reps, sizeof *g.times);
+    g.a = ps_calloc(need.a, sizeof(double));
+    g.b = ps_calloc(need.b, sizeof(double));
+    g.c = ps_calloc(need.c, sizeof(double));
+    ps_status st = PS_OK;
+    if (!g.times || !g.a || !g.b || !g.c) {
+        st = PS_FAIL(PS_ERR_SYSTEM, "gemm benchmark: out of memory for %zu + %zu + %zu elements", need.a, need.b,
+                     need.c);
+        goto done;
+    }
+    if (o->log)
+        fprintf(o->log, "# gemm: OpenBLAS %d thread(s) per rank; block shapes at hidden %lld, %lld heads, seq %lld\n",
+                openblas_get_num_threads(), (long long)sh.hidden, (long long)sh.heads, (long long)sh.seq);
+    for (int d = 0; d < 2 && st == PS_OK; d++) {
+        g.dtype = dtypes[d];
+        g.elt = d == 0 ? 4 : 8;
+        fill(g.a, need.a, g.elt);
+        fill(g.b, need.b, g.elt);
+        st = ps_bench_for_shapes(&sh, measure, &g);
+    }
+done:
+    free(g.times);
+    free(g.a);
+    free(g.b);
+    free(g.c);
+    return st;
+}

@@ -1,0 +1,159 @@
+/* Calibration microbenchmarks (`psearch calibrate`): GEMMs of the shapes transformer layers issue, memory bandwidth,
+ * collectives the nccl-tests way, and the slowdown of computation and communication that overlap. Each result is a
+ * plain row struct: costdb/ stores these rows in its HDF5 tables (docs/costdb.md), so the layout here is the schema.
+ * Backends: CPU (OpenBLAS + OpenMP + MPI) always; CUDA (cuBLAS, device copies) when built with it and a GPU is seen. */
+#ifndef PS_BENCH_H
+#define PS_BENCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <mpi.h>
+
+#include "ps_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- rows (one struct per HDF5 table; strings are fixed-size and NUL-terminated) ---- */
+
+/* One rank = one device: a GPU, or on a CPU-only node the cores the rank runs on. */
+typedef struct {
+    int32_t rank;            /* MPI rank in the calibration run (renumbered by `costdb merge`) */
+    int32_t node;            /* node index in the calibration run */
+    int32_t local_rank;      /* rank inside its node */
+    int32_t threads;         /* OpenMP / BLAS threads of the rank (CPU), 0 on GPU */
+    char host[64];
+    char kind[8];            /* "cpu" or "gpu" */
+    char name[32];           /* device key, compared with the GPU name of the cluster planned ("cpu:<model>" on CPU,
+                                the GPU catalog key on GPU) */
+    char model[64];          /* the full device name (CPU model name, CUDA device name) */
+    double mem_bytes;        /* memory of the device; CPU: the node's memory divided by its ranks [bytes] */
+    double peak_fp32_flops;  /* best fp32 GEMM rate measured [FLOP/s] */
+    double peak_fp16_flops;  /* best fp16 / bf16 GEMM rate measured, 0 when not measured (CPU) [FLOP/s] */
+    double peak_bf16_flops;
+    double mem_Bps;          /* median memory bandwidth measured (CPU triad, GPU device copy) [bytes/s] */
+} ps_bench_device;
+
+typedef struct {
+    int32_t rank;
+    char dtype[8];           /* fp32, fp64 (CPU); fp32, fp16, bf16 (GPU) */
+    char op[16];             /* grid, qkv, out_proj, mlp_up, mlp_down, attn_score, attn_ctx */
+    int32_t tp;              /* tensor-parallel degree the shape is for; 0 for the generic grid */
+    int64_t m, n, k;         /* (m x k) . (k x n) */
+    int64_t batch;           /* GEMMs of that shape per call (attention: micro-batch x local heads) */
+    double flops;            /* 2 m n k batch [FLOP] */
+    double time_s;           /* median time of one call [s] */
+    double flops_per_s;      /* flops / time_s [FLOP/s] */
+    double spread;           /* (p90 - p10) / median of the repetitions [1] */
+    int32_t reps;
+} ps_bench_gemm;
+
+typedef struct {
+    int32_t rank;
+    char method[16];         /* "triad" (CPU, STREAM a = b + s c) or "d2d_copy" (GPU) */
+    int32_t threads;
+    double bytes;            /* bytes moved per repetition (STREAM counting: 3 arrays x 8 bytes x N) [bytes] */
+    double time_s;           /* median [s] */
+    double Bps;              /* bytes / time_s [bytes/s] */
+    double spread;
+    int32_t reps;
+} ps_bench_bw;
+
+typedef struct {
+    char op[16];             /* allreduce, allgather, reducescatter, alltoall, sendrecv */
+    int32_t group_size;
+    int32_t inter_node;      /* 0: every member on one node; 1: one member per node, across nodes */
+    int32_t root_rank;       /* lowest world rank of the group (the rank that wrote the row) */
+    int32_t n_groups;        /* groups of this shape running at once (as every TP / DP group does in training) */
+    double bytes;            /* nccl-tests size: allreduce/reducescatter/alltoall the send buffer, allgather the
+                                receive buffer, sendrecv the message [bytes] */
+    double time_s;           /* median over repetitions of the slowest member [s] */
+    double algbw_Bps;        /* bytes / time_s [bytes/s] */
+    double busbw_Bps;        /* algbw x the nccl-tests factor of docs/costdb.md [bytes/s] */
+    double spread;
+    int32_t reps;
+} ps_bench_coll;
+
+typedef struct {
+    int32_t rank;
+    double gemm_s;           /* the GEMM alone (median) [s] */
+    double comm_s;           /* the all-reduce alone [s] */
+    double both_s;           /* both launched together [s] */
+    double gemm_flops;       /* [FLOP] */
+    double comm_bytes;       /* [bytes] */
+    double slowdown;         /* s solving both = max + (s - 1) min (the cost model's overlap form) [1] */
+    int32_t reps;
+} ps_bench_overlap;
+
+/* Written by `psearch exec` (later): one executed plan, predicted against measured. */
+typedef struct {
+    char plan[64];           /* plan digest */
+    char model[64];
+    char cluster[64];
+    double predicted_s;      /* predicted iteration time [s] */
+    double measured_s;       /* measured median iteration time [s] */
+    char date[32];           /* ISO 8601 UTC */
+} ps_bench_measurement;
+
+/* ---- running the benchmarks ---- */
+typedef struct {
+    bool quick;              /* CI-sized: small shapes and sizes, few repetitions (docs/costdb.md gives both) */
+    int reps;                /* timed repetitions per point (after warm-up) */
+    int warmup;
+    double spread_warn;      /* a point whose (p90-p10)/median exceeds this is reported as noisy [1] */
+    FILE *log;               /* progress and warnings, '#' lines (rank 0), or NULL */
+} ps_bench_opts;
+
+void ps_bench_opts_default(ps_bench_opts *o, bool quick);
+
+/* Results of one rank, grown as benchmarks run. */
+typedef struct {
+    ps_bench_device dev;
+    ps_bench_gemm *gemm;
+    size_t n_gemm, cap_gemm;
+    ps_bench_bw *bw;
+    size_t n_bw, cap_bw;
+    ps_bench_coll *coll;
+    size_t n_coll, cap_coll;
+    ps_bench_overlap *ovl;
+    size_t n_ovl, cap_ovl;
+    int noisy;               /* points above spread_warn */
+    char backend[8];         /* "cpu" or "cuda" */
+} ps_bench_results;
+
+void ps_bench_results_free(ps_bench_results *r);
+
+/* Median and spread of n timings (sorted in place). */
+typedef struct {
+    double median, p10, p90, spread;
+} ps_bench_stat;
+ps_bench_stat ps_bench_stats(double *t, int n);
+
+/* This rank's device and place (node, local rank, host) in comm; picks the backend: a GPU when CUDA sees one, else
+ * the CPU. Collective over comm. */
+ps_status ps_bench_device_init(MPI_Comm comm, ps_bench_results *r);
+/* GEMMs on this rank's device (every rank at once: each device measured while its neighbours work, as in training). */
+ps_status ps_bench_gemm_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
+/* Memory bandwidth of this rank's device, all ranks at once. */
+ps_status ps_bench_mem_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
+/* Collectives over groups of 2..ranks inside nodes and across nodes; the lowest rank of each group keeps the row. */
+ps_status ps_bench_coll_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
+/* GEMM and non-blocking all-reduce alone and together. Needs >= 2 ranks (no rows otherwise). */
+ps_status ps_bench_overlap_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
+
+/* nccl-tests bus-bandwidth factor of a collective over n ranks: allreduce 2(n-1)/n, allgather, reducescatter and
+ * alltoall (n-1)/n, sendrecv 1; 0 for an unknown name. */
+double ps_bench_busbw_factor(const char *op, int n);
+
+/* Internal to hw/ (bench_*.c): record one row, failing with PS_ERR_SYSTEM when out of memory. */
+ps_status ps_bench_push(void **rows, size_t *n, size_t *cap, size_t elt, const void *row);
+/* Note a point's spread against o->spread_warn (a '#' warning line on o->log). */
+void ps_bench_check_spread(const ps_bench_opts *o, ps_bench_results *r, const char *what, const ps_bench_stat *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

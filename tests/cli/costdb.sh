@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The cost database end to end (labels cli, mpi): a --quick calibration on 2 ranks, the file read by h5dump, `costdb
+# show`, the search and `estimate` using it, refusal for another device kind, merge, the bad-file catalogue (exit 2,
+# one error line naming the file, nothing written), and a calibration killed midway leaving the previous file intact.
+#   costdb.sh PSEARCH TEST_COSTDB H5DUMP "MPIEXEC -n 2 ..." MODEL
+set -u
+psearch=$1
+make_bad=$2
+h5dump=$3
+launch=$4
+model=$5
+pass=0
+fail=0
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+db=$scratch/t.h5
+
+ok() { pass=$((pass + 1)); }
+bad() {
+  fail=$((fail + 1))
+  echo "FAIL $1"
+  [[ -n ${2:-} ]] && echo "$2" | head -5 | sed 's/^/     | /'
+}
+# expect NAME CODE REGEX CMD...: exit code and a regex over stdout+stderr
+expect() {
+  local name=$1 code=$2 regex=$3 out rc
+  shift 3
+  out=$(timeout 120 "$@" 2>&1 </dev/null)
+  rc=$?
+  if [[ $rc -ne $code ]]; then bad "$name: exit $rc, expected $code" "$out"; return; fi
+  if ! grep -Eq -- "$regex" <<<"$out"; then bad "$name: output does not match /$regex/" "$out"; return; fi
+  ok
+}
+
+# shellcheck disable=SC2086 # launch is a command line
+expect calibrate 0 "wrote $db" $launch "$psearch" calibrate --quick --out "$db"
+[[ -s $db ]] && ok || bad "calibrate: no $db"
+left=$(ls -A "$scratch" | grep -v '^t\.h5$')
+[[ -z $left ]] && ok || bad "calibrate left files behind: $left"
+expect h5dump 0 'GROUP "collectives"' "$h5dump" -H "$db"
+expect h5dump_units 0 'ATTRIBUTE "units"' "$h5dump" -A "$db"
+expect show 0 'allreduce +2 ranks in a node: busbw [0-9.]+ GB/s' "$psearch" costdb show "$db"
+expect show_gemm 0 'gemm fp32 +peak [0-9.]+ GFLOP/s' "$psearch" costdb show "$db"
+expect show_json 0 '"schema_version": 1' "$psearch" costdb show "$db" --format json
+sum0=$(sha1sum "$db" | cut -c1-40)
+
+# The search and estimate on the calibrated machine: ranks as devices, the measured tables in the cost model.
+common=(--costdb "$db" --cluster costdb --model "$model" --dtype fp32 --vocab-pad 256)
+expect estimate 0 '# cost database .*t\.h5: measured tables' "$psearch" estimate "${common[@]}" --tp 2
+expect estimate_json 0 '"costdb": ".*t\.h5"' "$psearch" estimate "${common[@]}" --tp 2 --format json
+# shellcheck disable=SC2086
+expect search_mpi 0 '2 rank\(s\)' $launch "$psearch" "${common[@]}" --gbs 8 --top 3
+expect search_costdb_note 0 '# cost database .*t\.h5' "$psearch" "${common[@]}" --gbs 8 --top 3
+expect cluster_show 0 'cpu:' "$psearch" cluster show costdb --costdb "$db"
+# The measured tables change the prediction (the analytic model is not silently used).
+t_db=$("$psearch" estimate "${common[@]}" --tp 2 --format json 2>/dev/null | grep -m1 '"iter_time_s"')
+t_an=$("$psearch" estimate "${common[@]}" --tp 2 --format json --cost-param gemm_eff=0.5 2>/dev/null | grep -m1 '"iter_time_s"')
+[[ -n $t_db && $t_db == "$t_an" ]] && ok || bad "gemm_eff must not matter with measured GEMMs: '$t_db' vs '$t_an'"
+expect fp16_refused 2 'no fp16 tensor peak' "$psearch" estimate --costdb "$db" --cluster costdb --model "$model" \
+  --dtype fp16 --vocab-pad 256 --tp 2
+expect other_kind 2 "t\.h5: the cost database measured 'cpu:.*another device kind than cluster dgx-a100-80g:1" \
+  "$psearch" estimate --costdb "$db" --cluster dgx-a100-80g:1 --tp 8
+expect no_costdb 2 'give the database with --costdb FILE' "$psearch" estimate --cluster costdb
+expect merge 0 'devices +4 rank\(s\) on 2 node\(s\)' "$psearch" costdb merge "$db" "$db" --out "$scratch/m.h5"
+expect merged_cluster 0 'nodes +2 +GPUs 4' "$psearch" cluster show costdb --costdb "$scratch/m.h5"
+rm -f "$scratch/m.h5"
+expect calibrate_no_out 2 'needs --out FILE.h5' $launch "$psearch" calibrate --quick
+
+# ---- bad files: every one through `costdb show` and through `estimate --costdb`: exit 2, one error line naming it
+bd=$scratch/bad
+mkdir -p "$bd"
+size=$(stat -c %s "$db")
+head -c $((size / 2)) "$db" >"$bd/truncated.h5"
+head -c 512 "$db" >"$bd/truncated-header.h5"
+cp "$db" "$bd/corrupt.h5"
+# overwrite the middle of the file (object headers and rows) with a pattern
+dd if=/dev/urandom of="$bd/corrupt.h5" bs=1 seek=$((size / 3)) count=4096 conv=notrunc status=none
+cp "$db" "$bd/corrupt-superblock.h5"
+printf '\377\377\377\377\377\377\377\377' | dd of="$bd/corrupt-superblock.h5" bs=1 seek=24 conv=notrunc status=none
+echo "this is not a cost database" >"$bd/not-hdf5.h5"
+: >"$bd/empty.h5"
+"$make_bad" --make-bad "$bd" "$db" || bad "test_costdb --make-bad failed"
+[[ -f $bd/newer-version.h5 && -f $bd/missing-group.h5 ]] || bad "no newer-version.h5 / missing-group.h5"
+out_dir=$scratch/outs
+mkdir -p "$out_dir"
+for f in "$bd"/*.h5 "$bd/does-not-exist.h5"; do
+  for how in show estimate; do
+    rm -rf "${out_dir:?}"/*
+    if [[ $how == show ]]; then
+      out=$("$psearch" costdb show "$f" --out "$out_dir/o" 2>&1 </dev/null)
+    else
+      out=$("$psearch" estimate --costdb "$f" --cluster costdb --model "$model" --dtype fp32 --out "$out_dir/o" 2>&1 </dev/null)
+    fi
+    rc=$?
+    why=""
+    [[ $rc -eq 2 ]] || why="exit $rc, expected 2"
+    [[ -n $why || $(grep -c '^psearch: error: ' <<<"$out") -eq 1 ]] || why="not exactly one error line"
+    [[ -n $why ]] || grep -qF "$(basename "$f")" <<<"$out" || why="message does not name the file"
+    [[ -n $why || -z "$(ls -A "$out_dir")" ]] || why="left files behind"
+    if [[ -z $why ]]; then ok; else bad "$how $(basename "$f"): $why" "$out"; fi
+  done
+done
+grep -q 'newer' <<<"$("$psearch" costdb show "$bd/newer-version.h5" 2>&1)" && ok || bad "newer-version: no 'newer'"
+grep -q 'group /overlap is missing' <<<"$("$psearch" costdb show "$bd/missing-group.h5" 2>&1)" && ok ||
+  bad "missing-group: message does not name the group"
+grep -q 'not an HDF5 file' <<<"$("$psearch" costdb show "$bd/not-hdf5.h5" 2>&1)" && ok || bad "not-hdf5: message"
+
+# ---- interrupted calibration: kill -9 midway (full mode, slow enough), the previous t.h5 must read unchanged
+# shellcheck disable=SC2086
+setsid $launch "$psearch" calibrate --out "$db" >"$scratch/kill.log" 2>&1 </dev/null &
+pid=$!
+for _ in $(seq 1 300); do
+  compgen -G "$scratch/.t.h5.tmp-*" >/dev/null && break
+  sleep 0.1
+done
+sleep 0.5
+seen_tmp=$(compgen -G "$scratch/.t.h5.tmp-*" | head -1)
+# the launcher, its ranks (its children), all by pid
+kids=$(pgrep -P "$pid" 2>/dev/null || true)
+grandkids=""
+for k in $kids; do grandkids+=" $(pgrep -P "$k" 2>/dev/null || true)"; done
+kill -9 "$pid" $kids $grandkids 2>/dev/null
+wait "$pid" 2>/dev/null
+[[ -n $seen_tmp ]] && ok || bad "interrupted: the calibration never created its temporary file" "$(cat "$scratch/kill.log")"
+[[ $(sha1sum "$db" | cut -c1-40) == "$sum0" ]] && ok || bad "interrupted: $db changed"
+expect after_kill 0 'allreduce +2 ranks' "$psearch" costdb show "$db"
+# a leftover temporary is never taken for the database: it has another name, and read as one it is refused
+for t in "$scratch"/.t.h5.tmp-*; do
+  [[ -e $t ]] || continue
+  out=$("$psearch" costdb show "$t" 2>&1)
+  [[ $? -eq 2 ]] && ok || bad "interrupted: the leftover temporary reads as a database" "$out"
+  rm -f "$t"
+done
+
+echo "$pass passed, $fail failed"
+[[ $fail -eq 0 && $pass -gt 20 ]]
