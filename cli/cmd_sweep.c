@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "ps_mpi.h"
+#include "ps_schedules.h"
 #include "ps_sweep.h"
 #include "sweep_tables.h"
 
@@ -353,10 +354,37 @@ static void inputs_free(sweep_inputs *in)
     free_list(in->g.clusters, in->g.n_clusters);
 }
 
+/* Search options the search itself would reject only when the first cell starts, checked before the folder is
+ * touched (the same rules as ps_cli_search's; a shared validator in cli/cmd_plan.c would be the one place for them). */
+static ps_status check_search_options(const ps_cli_opts *o)
+{
+    if (o->schedules) {
+        char buf[512];
+        ps_strlcpy(buf, o->schedules, sizeof buf);
+        char *save = NULL;
+        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            if (ps_sched_kind_find(t) < 0) {
+                char known[256] = "";
+                for (int i = 0; i < ps_sched_kind_count(); i++)
+                    ps_strcatf(known, sizeof known, "%s%s", i ? ", " : "", ps_sched_kind_name(i));
+                return PS_FAIL(PS_ERR_INPUT, "option --schedules: unknown pipeline schedule '%s' (known: %s)", t, known);
+            }
+    }
+    if (o->gbs_range) {
+        long long lo, hi, step;
+        char tail;
+        if (sscanf(o->gbs_range, "%lld:%lld:%lld%c", &lo, &hi, &step, &tail) != 3 || lo < 1 || hi < lo || step < 1)
+            return PS_FAIL(PS_ERR_INPUT, "option --gbs-range needs LO:HI:STEP, positive integers with LO <= HI (got "
+                                         "'%s')", o->gbs_range);
+    }
+    return PS_OK;
+}
+
 /* Parse both lists and load every cluster and every (model, cluster) model, on this rank, before any cell runs: a
  * bad name in the last cell fails the sweep now, not hours into it. */
 static ps_status load_inputs(const ps_cli_opts *o, MPI_Comm comm, sweep_inputs *in)
 {
+    PS_TRY(check_search_options(o));
     PS_TRY(split_list(o->models, "models", &in->g.models, &in->g.n_models));
     PS_TRY(parse_clusters(o->clusters, &in->g.clusters, &in->g.n_clusters));
     if ((int64_t)in->g.n_models * in->g.n_clusters > SWEEP_MAX_CELLS)

@@ -81,6 +81,10 @@ sweep --models gpt3-1.3b --clusters 2,dgx-a100-80g:1 --out "$scratch/n3" >/dev/n
 check "a node count with no preset before it exits 2" test $? -eq 2
 check "... and says how to write it" grep -q 'no preset comes before it' "$scratch/e9"
 
+sweep --models gpt3-1.3b --clusters dgx-a100-80g:1 --schedules 1f1b,no-such-kind --out "$scratch/n4" >/dev/null 2>"$scratch/e11"
+check "an unknown schedule exits 2 before any cell" test $? -eq 2
+check "... creating nothing" test ! -e "$scratch/n4"
+
 # An infeasible cell is a result: recorded with its binding constraint and shown as such.
 sweep --models gpt3-175b --clusters dgx-a100-80g:1 --out "$scratch/inf" >/dev/null 2>"$scratch/e10"
 check "a sweep with an infeasible cell exits 0 (stderr: $(tail -2 "$scratch/e10"))" test $? -eq 0
