@@ -41,7 +41,7 @@ typedef struct {
     int total;       /* cells in the sweep */
     int done;        /* cells finished, earlier runs included */
     int run_done;    /* cells finished by this run (the ETA averages over these) */
-    double t0;       /* start of this run (MPI_Wtime) */
+    double t0;       /* start of this run (monotonic clock, s) */
     int tty;
     int enabled;
 } ps_sweep_progress;
