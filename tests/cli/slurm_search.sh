@@ -2,8 +2,8 @@
 # The search under Slurm (issue #7): bring up a Slurm cluster of 8 emulated nodes on this host (slurmctld and 8
 # slurmd in a scratch folder, the recipe of notes/platform.md), run `srun -N 8 psearch --model gpt3-65b --cluster
 # dgx-a100-80g:4` over PMIx and check its plan is the one-rank plan; check `--cluster auto` describes the allocation
-# (8 nodes; no GPUs here, so a search on it stops with exit 2 naming that), and run the detection test program on
-# it. The daemons are stopped by PID on every exit path (trap), pass or fail.
+# (8 nodes; no GPUs here, so a search on it stops with exit 2 naming that), run a small sweep and the detection test
+# program on it. The daemons are stopped by PID on every exit path (trap), pass or fail.
 # Exit 77 (ctest SKIP_RETURN_CODE) when slurm-wlm is not installed or we are not root (slurmd must be).
 # Usage: slurm_search.sh PSEARCH [TEST_DETECT]
 set -u
@@ -122,6 +122,11 @@ if grep -q '"gpus_per_node": 0' "$d/out/auto.json"; then
 else
   if [[ $rc -eq 0 ]] && grep -q '"pp"' "$d/out/auto-plan.json"; then ok; else bad "--cluster auto search: exit $rc"; fi
 fi
+# A sweep across the allocation: every cell searched by the 8 ranks, recorded once.
+run_srun "$psearch" sweep --models gpt3-1.3b --clusters dgx-a100-80g:1,2 --out "$d/out/sweep" >"$d/out/sweep.log" 2>&1
+rc=$?
+if [[ $rc -eq 0 ]] && grep -q '8 rank(s)' "$d/out/sweep.log" && [[ $(grep -c '' "$d/out/sweep/cells.jsonl") -eq 2 ]]; then ok
+else bad "sweep under srun -N 8: exit $rc: $(tail -3 "$d/out/sweep.log")"; fi
 # The detection test program of tests/hw on the same allocation.
 if [[ -n "$detect" ]]; then
   if run_srun "$detect" --slurm-nodes 8 >"$d/err" 2>&1; then ok; else bad "test_detect under srun: $(tail -5 "$d/err")"; fi
