@@ -42,6 +42,8 @@ typedef struct {
     int64_t mbs_max;
     int64_t max_tp;
     const char *schedules;
+    const char *objective; /* --objective throughput|memory */
+    const char *export_kind; /* --export megatron|deepspeed */
     /* schedule */
     const char *sched_kind;
     int64_t stages, micro;
@@ -95,6 +97,10 @@ json_t *ps_prediction_json(const ps_model *m, const ps_cluster *c, const ps_plan
                            const ps_cost_params *cp);
 void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
                          const ps_prediction *r);
+/* The plan as Megatron-LM arguments (text) or a DeepSpeed config (JSON); unknown kind -> PS_ERR_INPUT. */
+ps_status ps_plan_export(ps_out *out, const char *kind, const ps_model *m, const ps_plan *p);
+/* The plan's pipeline timeline as an SVG document (malloc'd), from the per-stage times of its prediction. */
+ps_status ps_plan_svg(const ps_plan *p, const ps_prediction *r, char **svg, size_t *len);
 json_t *ps_model_to_json(const ps_model *m);
 json_t *ps_cluster_to_json(const ps_cluster *c);
 void ps_model_print(FILE *f, const ps_model *m);

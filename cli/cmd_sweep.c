@@ -149,6 +149,7 @@ static void options_line(const ps_cli_opts *o, char *buf, size_t cap)
     if (o->mopts.seq) ps_strcatf(buf, cap, " seq=%lld", (long long)o->mopts.seq);
     if (o->mopts.vocab_pad) ps_strcatf(buf, cap, " vocab-pad=%lld", (long long)o->mopts.vocab_pad);
     if (o->mopts.dtype >= 0) ps_strcatf(buf, cap, " dtype=%s", ps_dtype_name((ps_dtype)o->mopts.dtype));
+    if (o->objective && strcmp(o->objective, "throughput") != 0) ps_strcatf(buf, cap, " objective=%s", o->objective);
     for (int i = 0; i < o->n_cost_params; i++) ps_strcatf(buf, cap, " cost-param=%s", o->cost_params[i]);
 }
 
@@ -273,13 +274,11 @@ static json_t *timeline_json(const ps_plan *p, const ps_prediction *q)
                      (json_int_t)ps_plan_micro_batches(p), "v", p->vpp, "f", f, "b", b, "w", w, "p2p", x);
 }
 
-/* The Megatron-heuristic baseline of the cell, samples/s, or NAN when the search does not report one. The search
- * result (ps_search_result) has no baseline field yet; when it gets one, read it here: the records, tables and the
- * "gain over Megatron heuristic" column already carry it through. Nothing is estimated in its place. */
+/* Samples/s of the Megatron heuristic's best plan on the cell (search/baselines.c, costed on rank 0 by
+ * ps_cli_search with the same cost model), or NAN when no such plan fits: the gain column then says n/a. */
 static double megatron_baseline(const ps_search_result *r)
 {
-    (void)r;
-    return NAN;
+    return r->have_base[PS_BASE_MEGATRON] ? r->base[PS_BASE_MEGATRON].pred.samples_per_s : NAN;
 }
 
 static json_t *cell_record(const char *key, const char *model, const char *cluster, const char *opts,
@@ -321,6 +320,7 @@ static json_t *cell_record(const char *key, const char *model, const char *clust
                                       cap / 1073741824.0));
         double base = megatron_baseline(r);
         json_object_set_new(j, "megatron_samples_per_s", isfinite(base) ? json_real(base) : json_null());
+        if (!isfinite(base)) json_object_set_new(j, "megatron_why", json_string(r->base_why[PS_BASE_MEGATRON]));
         json_object_set_new(j, "timeline", timeline_json(p, q));
     }
     json_object_set_new(j, "search", json_pack("{s:f, s:i, s:I, s:I, s:I}", "wall_s", secs, "ranks", nranks,

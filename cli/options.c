@@ -39,6 +39,8 @@ enum {
     OPT_MODELS,
     OPT_CLUSTERS,
     OPT_RESUME,
+    OPT_OBJECTIVE,
+    OPT_EXPORT,
 };
 
 static const struct option g_long[] = {
@@ -80,6 +82,8 @@ static const struct option g_long[] = {
     {"models", required_argument, NULL, OPT_MODELS},
     {"clusters", required_argument, NULL, OPT_CLUSTERS},
     {"resume", no_argument, NULL, OPT_RESUME},
+    {"objective", required_argument, NULL, OPT_OBJECTIVE},
+    {"export", required_argument, NULL, OPT_EXPORT},
     {NULL, 0, NULL, 0},
 };
 
@@ -151,7 +155,7 @@ void ps_cli_usage(FILE *f, const char *cmd)
                    "  --resume         continue the sweep recorded in DIR: finished cells are skipped; refused\n"
                    "                   when DIR's records were made with other search options or other cells\n"
                    "  search options as for `psearch --help`: --gbs, --gbs-range, --mbs-max, --max-tp, --schedules,\n"
-                   "  --seq, --vocab-pad, --dtype, --cost-param (--gbs default: 8 x GPUs of each cluster)\n"
+                   "  --seq, --vocab-pad, --dtype, --cost-param, --objective (--gbs default: 8 x GPUs of each cluster)\n"
                    "\n"
                    "Exit 0 when every cell is recorded (infeasible cells too, with their binding constraint);\n"
                    "2 on a bad model or cluster (before any cell runs) or a folder holding another sweep.\n");
@@ -190,8 +194,13 @@ void ps_cli_usage(FILE *f, const char *cmd)
             "      --max-tp N       largest tensor-parallel degree tried [GPUs per node]\n"
             "      --schedules A,B  pipeline schedules tried [all: gpipe, 1f1b, interleaved, zb-h1, zb-h2, v-min,\n"
             "                       v-half, v-zb]\n"
+            "      --objective O    throughput (highest samples/s) or memory (lowest peak memory per GPU)\n"
+            "                       [throughput]\n"
             "      --cost-param NAME=VALUE  override a cost-model constant (docs/costmodel.md)\n"
             "      --format F       output: table or json [table]\n"
+            "      --export K       print the best plan as megatron (Megatron-LM arguments) or deepspeed (config JSON)\n"
+            "                       instead of the table\n"
+            "      --svg FILE       also write the best plan's pipeline timeline as SVG (atomically)\n"
             "      --out FILE       write the output to FILE (atomically: all or nothing) [standard output]\n"
             "      --data-dir DIR   folder holding models/ and clusters/ presets [installed share/psearch]\n"
             "  -v, --verbose        on errors, also print where in psearch they were raised\n"
@@ -346,6 +355,16 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
         case OPT_MODELS: o->models = optarg; break;
         case OPT_CLUSTERS: o->clusters = optarg; break;
         case OPT_RESUME: o->resume = 1; break;
+        case OPT_OBJECTIVE:
+            if (strcmp(optarg, "throughput") != 0 && strcmp(optarg, "memory") != 0)
+                return PS_FAIL(PS_ERR_INPUT, "unknown --objective '%s' (known: throughput, memory)", optarg);
+            o->objective = optarg;
+            break;
+        case OPT_EXPORT:
+            if (strcmp(optarg, "megatron") != 0 && strcmp(optarg, "deepspeed") != 0)
+                return PS_FAIL(PS_ERR_INPUT, "unknown --export '%s' (known: megatron, deepspeed)", optarg);
+            o->export_kind = optarg;
+            break;
         case 'v': o->verbose = 1; break;
         case 'h': o->help = 1; break;
         case OPT_VERSION: o->version = 1; break;

@@ -93,7 +93,8 @@ static void header_note(FILE *f, const ps_sweep_grid *g, const ps_sweep_log *lg,
     fprintf(f, "Predictions of psearch's cost model for the best plan of each cell: samples/s per iteration, MFU as "
                "model FLOPs over the dense peak of the model's dtype, peak memory of the fullest GPU. "
                "* marks per-layer plans (their first layer's strategy is shown). The gain over the Megatron "
-               "heuristic is n/a until the search reports that baseline.%s", sep);
+               "heuristic compares samples/s with the best plan of Megatron-LM's rules on the same cell (n/a when "
+               "none fits).%s", sep);
 }
 
 /* ---- Markdown ---- */

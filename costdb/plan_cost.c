@@ -204,11 +204,15 @@ ps_status ps_cost_plan(const ps_cost_params *p, const ps_model *m, const ps_clus
         int dev = ps_sched_device_of(sch, s);
         sp->first_gpu = (int64_t)dev * width;
         sp->n_gpus = width;
+        ps_layer_cost lc;
         for (int64_t i = plan->cuts[s]; i < plan->cuts[s + 1]; i++) {
             const ps_strategy *ls = &plan->layer[i];
-            ps_layer_cost lc;
-            PS_TRY_GOTO(st, ps_cost_layer(p, c, &m->layers[i], m->dtype, global_mb / ls->dp, ls, sp->first_gpu, &lc),
-                        done);
+            /* 80 identical decoder blocks under one strategy cost the same: cost the first of a run only */
+            if (i == plan->cuts[s] || !ps_layer_equal(&m->layers[i], &m->layers[i - 1]) ||
+                !ps_strategy_equal(ls, &plan->layer[i - 1]))
+                PS_TRY_GOTO(st, ps_cost_layer(p, c, &m->layers[i], m->dtype, global_mb / ls->dp, ls, sp->first_gpu,
+                                              &lc),
+                            done);
             sp->fwd += lc.fwd;
             sp->bwd_b += lc.bwd_b;
             sp->bwd_w += lc.bwd_w;

@@ -682,3 +682,10 @@ ps_link ps_cluster_link(const ps_cluster *c, int64_t a, int64_t b)
     l.latency_s = fmax(ia->latency_s, ib->latency_s);
     return l;
 }
+
+bool ps_cluster_supports_dtype(const ps_cluster *c, const char *dtype)
+{
+    for (int g = 0; g < c->n_groups; g++)
+        if (!(ps_gpu_peak_flops(&c->groups[g].gpu, dtype) > 0)) return false;
+    return c->n_groups > 0;
+}

@@ -87,6 +87,8 @@ ps_status ps_cluster_load_json(const char *path, ps_cluster *out);
 ps_status ps_cluster_preset(const char *name, int64_t nodes, ps_cluster *out);
 ps_status ps_cluster_detect(MPI_Comm comm, ps_cluster *out);
 void ps_cluster_free(ps_cluster *c);
+/* True when every GPU of the cluster has a tensor peak for `dtype` ("bf16", "fp16", ...). */
+bool ps_cluster_supports_dtype(const ps_cluster *c, const char *dtype);
 /* Compute the derived fields and check invariants (sizes > 0, bandwidths > 0, ...); `where` names the source. */
 ps_status ps_cluster_finish(ps_cluster *c, const char *where);
 

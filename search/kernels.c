@@ -15,6 +15,9 @@ struct ps_ldp_ws {
     double *lay;   /* [B+1][Lay]: best over the strategies of one layout at the previous layer */
     int *lay_arg;
     size_t lay_cap, lay_arg_cap;
+    double *into;  /* [B+1][Lay]: best arrival into a layout (resharding included) */
+    int *into_arg;
+    size_t into_cap, into_arg_cap;
 };
 
 ps_status ps_ldp_create(ps_ldp_ws **out)
@@ -30,6 +33,8 @@ void ps_ldp_destroy(ps_ldp_ws *ws)
     free(ws->from);
     free(ws->lay);
     free(ws->lay_arg);
+    free(ws->into);
+    free(ws->into_arg);
     free(ws);
 }
 
@@ -48,6 +53,8 @@ ps_status ps_ldp_solve(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, d
     PS_TRY(ps_grow((void **)&ws->from, &ws->from_cap, cells, sizeof(int)));
     PS_TRY(ps_grow((void **)&ws->lay, &ws->lay_cap, B * (size_t)Lay, sizeof(double)));
     PS_TRY(ps_grow((void **)&ws->lay_arg, &ws->lay_arg_cap, B * (size_t)Lay, sizeof(int)));
+    PS_TRY(ps_grow((void **)&ws->into, &ws->into_cap, B * (size_t)Lay, sizeof(double)));
+    PS_TRY(ps_grow((void **)&ws->into_arg, &ws->into_arg_cap, B * (size_t)Lay, sizeof(int)));
     double *cost = ws->cost;
     int *from = ws->from;
 #define AT(l, m, s) (((size_t)(l) * B + (size_t)(m)) * (size_t)S + (size_t)(s))
@@ -77,26 +84,34 @@ ps_status ps_ldp_solve(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, d
                     ws->lay_arg[k] = s;
                 }
             }
-        const double *t = p->time + (size_t)l * (size_t)S;
-        const int64_t *mm = p->mem + (size_t)l * (size_t)S;
-        for (int s = 0; s < S; s++) {
-            if (!isfinite(t[s]) || mm[s] < 0 || mm[s] > budget) continue;
-            int b = p->layout[s];
-            for (size_t m = (size_t)mm[s]; m < B; m++) {
-                size_t prev = m - (size_t)mm[s];
+        /* Into each target layout b: min over source layouts a of lay + reshard(a, b), once per memory level, so
+         * the strategy loop below is O(S x B) instead of O(S x B x layouts). Ties keep the lowest a, as before. */
+        for (size_t m = 0; m < B; m++)
+            for (int b = 0; b < Lay; b++) {
                 double bestc = INFINITY;
                 int arg = -1;
                 for (int a = 0; a < Lay; a++) {
-                    double c = ws->lay[prev * (size_t)Lay + (size_t)a];
+                    double c = ws->lay[m * (size_t)Lay + (size_t)a];
                     if (!isfinite(c)) continue;
                     c = c + (p->reshard ? p->reshard[a * Lay + b] : 0.0);
                     if (c < bestc) {
                         bestc = c;
-                        arg = ws->lay_arg[prev * (size_t)Lay + (size_t)a];
+                        arg = ws->lay_arg[m * (size_t)Lay + (size_t)a];
                     }
                 }
+                ws->into[m * (size_t)Lay + (size_t)b] = bestc;
+                ws->into_arg[m * (size_t)Lay + (size_t)b] = arg;
+            }
+        const double *t = p->time + (size_t)l * (size_t)S;
+        const int64_t *mm = p->mem + (size_t)l * (size_t)S;
+        for (int s = 0; s < S; s++) {
+            if (!isfinite(t[s]) || mm[s] < 0 || mm[s] > budget) continue;
+            size_t b = (size_t)p->layout[s];
+            for (size_t m = (size_t)mm[s]; m < B; m++) {
+                size_t prev = m - (size_t)mm[s];
+                int arg = ws->into_arg[prev * (size_t)Lay + b];
                 if (arg < 0) continue;
-                cost[AT(l, m, s)] = bestc + t[s];
+                cost[AT(l, m, s)] = ws->into[prev * (size_t)Lay + b] + t[s];
                 from[AT(l, m, s)] = arg;
             }
         }
@@ -140,6 +155,8 @@ struct ps_pdp_ws {
     size_t start_cap, len_cap;
     front_entry *tmp;   /* candidates of one (k, j) before pruning */
     size_t tmp_cap;
+    double *suffix;     /* min-max DP: [K][L+1] best max over stages k..K-1 covering [i, L) */
+    size_t suffix_cap;
 };
 
 ps_status ps_pdp_create(ps_pdp_ws **out)
@@ -155,6 +172,7 @@ void ps_pdp_destroy(ps_pdp_ws *ws)
     free(ws->start);
     free(ws->len);
     free(ws->tmp);
+    free(ws->suffix);
     free(ws);
 }
 
@@ -241,3 +259,96 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
 #undef COST
     return PS_OK;
 }
+
+ps_status ps_pdp_minmax(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int64_t *cuts)
+{
+    *best = INFINITY;
+    int K = p->n_stages, L = p->n_layers;
+    PS_CHECK_INPUT(K >= 1 && L >= 1, "min-max partition DP: %d stages, %d layers", K, L);
+    if (K > L) return PS_OK;
+    size_t N = (size_t)L + 1;
+    PS_TRY(ps_grow((void **)&ws->suffix, &ws->suffix_cap, ((size_t)K + 1) * N, sizeof(double)));
+#define COST(k, i, j) p->cost[((size_t)(k) * N + (size_t)(i)) * N + (size_t)(j)]
+#define SUF(k, i) ws->suffix[(size_t)(k) * N + (size_t)(i)]
+    /* Suffix form (stages k..K-1 hold [i, L)), so that the forward walk below can take the smallest cut at every
+     * stage that still reaches the optimum: the lexicographically smallest optimal cuts, the same tie rule as
+     * ps_pdp_solve. */
+    for (size_t i = 0; i < N; i++) SUF(K, i) = i == (size_t)L ? -INFINITY : INFINITY;
+    for (int k = K - 1; k >= 0; k--)
+        for (int i = 0; i <= L; i++) {
+            double b = INFINITY;
+            /* stage k needs a layer, and the K-1-k later stages one each */
+            for (int j = i + 1; j <= L - (K - 1 - k); j++) {
+                double c = COST(k, i, j), rest = SUF(k + 1, j);
+                double v = c > rest ? c : rest;
+                if (v < b) b = v;
+            }
+            SUF(k, i) = b;
+        }
+    *best = SUF(0, 0);
+    if (!isfinite(*best)) {
+        *best = INFINITY;
+        return PS_OK;
+    }
+    cuts[0] = 0;
+    int i = 0;
+    for (int k = 0; k < K; k++) {
+        int pick = -1;
+        for (int j = i + 1; j <= L - (K - 1 - k) && pick < 0; j++) {
+            double c = COST(k, i, j), rest = SUF(k + 1, j);
+            if (c <= *best && rest <= *best) pick = j;
+        }
+        if (pick < 0) return PS_FAIL(PS_ERR_SYSTEM, "min-max partition DP lost its optimum at stage %d", k);
+        cuts[k + 1] = pick;
+        i = pick;
+    }
+#undef SUF
+#undef COST
+    return PS_OK;
+}
+
+/* Galvatron-BMW Sec. IV-B / App. B: start from the memory-balanced partition and move one boundary layer at a time
+ * out of the slowest stage into a neighbour, as long as the pair's slower stage gets faster and both still fit in
+ * memory (C is finite only where some strategy fits: the paper's Validate). Every accepted move lowers the sorted
+ * vector of stage times, so the walk ends; it stops at the first partition no single move improves. */
+void ps_pdp_balance_walk(const ps_pdp_problem *p, int64_t *cuts)
+{
+    const double *C = p->cost;
+    int K = p->n_stages;
+    size_t N = (size_t)p->n_layers + 1;
+#define T(k, i, j) C[((size_t)(k) * N + (size_t)(i)) * N + (size_t)(j)]
+    for (size_t it = 0; it < (size_t)K * N; it++) {
+        int ks = 0;
+        double tmax = -1;
+        for (int k = 0; k < K; k++) {
+            double t = T(k, cuts[k], cuts[k + 1]);
+            if (t > tmax) {
+                tmax = t;
+                ks = k;
+            }
+        }
+        double best = tmax;
+        int move = 0; /* -1: first layer of ks to ks-1; +1: last layer of ks to ks+1 */
+        if (ks > 0 && cuts[ks + 1] - cuts[ks] > 1) {
+            double v = fmax(T(ks - 1, cuts[ks - 1], cuts[ks] + 1), T(ks, cuts[ks] + 1, cuts[ks + 1]));
+            if (v < best) {
+                best = v;
+                move = -1;
+            }
+        }
+        if (ks < K - 1 && cuts[ks + 1] - cuts[ks] > 1) {
+            double v = fmax(T(ks, cuts[ks], cuts[ks + 1] - 1), T(ks + 1, cuts[ks + 1] - 1, cuts[ks + 2]));
+            if (v < best) {
+                best = v;
+                move = 1;
+            }
+        }
+        if (move == 0) break;
+        if (move < 0)
+            cuts[ks]++;
+        else
+            cuts[ks + 1]--;
+    }
+#undef T
+}
+

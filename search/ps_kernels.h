@@ -57,6 +57,17 @@ void ps_pdp_destroy(ps_pdp_ws *ws);
  * front of (max, sum) pairs. Ties: the smallest cuts vector in lexicographic order. */
 ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int64_t *cuts) PS_NODISCARD;
 
+/* Minimise max_k c_k over the cuts (weight_max ignored): CAPTURE's objective when c is a stage's peak memory, and the
+ * memory-balanced start of Galvatron-BMW's bi-objective walk (Sec. IV-B). Same conventions as ps_pdp_solve: *best =
+ * INFINITY when nothing fits; ties: the lexicographically smallest cuts. O(K L^2). */
+ps_status ps_pdp_minmax(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int64_t *cuts) PS_NODISCARD;
+
+/* Galvatron-BMW's bi-objective walk (Sec. IV-B, App. B) from a partition where every stage is finite (typically the
+ * memory-balanced one from ps_pdp_minmax over memory): repeatedly move one boundary layer out of the slowest stage
+ * (cost = time) into a neighbour while that lowers the pair's larger time and both stay finite (fit). Ends at a
+ * partition no such single move improves; never makes the largest stage time worse. weight_max is ignored. */
+void ps_pdp_balance_walk(const ps_pdp_problem *p, int64_t *cuts);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,12 @@
 extern "C" {
 #endif
 
+/* Baselines printed beside the winner (search/baselines.c). */
+enum { PS_BASE_MEGATRON = 0, PS_BASE_DP, PS_BASE_ZERO3, PS_BASE_EVEN, PS_BASE_COUNT };
+
+/* What "best" means: highest samples/s (the default), or lowest peak memory per GPU (CAPTURE's objective). */
+enum { PS_SEARCH_THROUGHPUT = 0, PS_SEARCH_MEMORY = 1 };
+
 typedef struct {
     int64_t gbs_lo, gbs_hi, gbs_step; /* global batch sizes tried: lo, lo+step, ..., hi (lo == hi: fixed) */
     int64_t mbs_max;                  /* largest micro-batch per data-parallel replica tried [16] */
@@ -21,6 +27,8 @@ typedef struct {
     int n_schedules;
     int top_k;                        /* plans kept [5] */
     int per_layer;                    /* refine each candidate's stages with the per-layer strategy DP [1] */
+    int balance;                      /* also cost Galvatron-BMW's bi-objective (memory/time balanced) partition [1] */
+    int objective;                    /* PS_SEARCH_THROUGHPUT or PS_SEARCH_MEMORY [throughput] */
     int quanta;                       /* memory levels of the per-layer DP [256] */
     int rank, nranks;                 /* this rank's share of the candidates: index % nranks == rank [0, 1] */
 } ps_search_opts;
@@ -35,11 +43,19 @@ typedef struct {
 } ps_search_cand;
 
 typedef struct {
-    ps_search_cand *top;  /* best first: highest samples/s; ties by lower peak memory, then by index */
+    ps_search_cand *top;  /* best first in ps_search_cand_order for the objective */
     int n_top;
+    /* baselines (PS_BASE_*): ps_search_run fills PS_BASE_EVEN, the best plan whose stages split the layers evenly;
+     * the caller adds the rule-based ones with ps_search_baseline. why: the reason a missing one is missing. */
+    ps_search_cand base[PS_BASE_COUNT];
+    int have_base[PS_BASE_COUNT];
+    char base_why[PS_BASE_COUNT][160];
     int64_t candidates;   /* (batch, pp, schedule, micro-batches) combinations on this rank */
     int64_t evaluated;    /* plans costed with the full model (schedule simulation) */
     int64_t feasible;     /* of those, plans that fit in memory */
+    int64_t pruned;       /* plans and candidates skipped because an upper bound on their samples/s could not reach
+                             the top k: evaluated and pruned depend on the order the work was done in (threads,
+                             ranks); the results do not */
     double dp_cells;      /* dynamic-programming cells visited (stage tables, partition fronts, layer DPs) */
     char binding[320];    /* when nothing fits: the constraint that bound (memory, divisibility, batch) */
 } ps_search_result;
@@ -49,8 +65,22 @@ ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cl
                         ps_search_result *out) PS_NODISCARD;
 void ps_search_result_free(ps_search_result *r);
 
-/* The total order of results: a before b when it is faster, then lighter, then earlier in the enumeration. */
-int ps_search_cand_cmp(const ps_search_cand *a, const ps_search_cand *b);
+/* The total order of results. Throughput: a before b when it is faster, then lighter (peak memory per GPU), then
+ * earlier in the enumeration (index). Memory: lighter, then faster, then earlier. <0, 0 (same index), >0. */
+int ps_search_cand_order(const ps_search_cand *a, const ps_search_cand *b, int objective);
+int ps_search_cand_cmp(const ps_search_cand *a, const ps_search_cand *b); /* the throughput order */
+/* Highest per-GPU peak memory over the stages, bytes. */
+double ps_prediction_peak(const ps_prediction *p);
+
+/* ---- baselines (search/baselines.c) ---- */
+const char *ps_baseline_name(int kind); /* "megatron", "dp-only", "zero3-only", "even-split" */
+const char *ps_baseline_desc(int kind);
+/* The best plan of a rule-based baseline (PS_BASE_MEGATRON, PS_BASE_DP, PS_BASE_ZERO3) over the batch range and
+ * micro-batch sizes of o, in the objective's order, costed with ps_cost_plan. *found = 0 and `why` says what stopped
+ * it when nothing fits. (PS_BASE_EVEN comes from ps_search_run.) */
+ps_status ps_search_baseline(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
+                             const ps_search_opts *o, int kind, ps_search_cand *out, int *found, char *why,
+                             size_t why_cap) PS_NODISCARD;
 
 #ifdef __cplusplus
 }

@@ -26,18 +26,35 @@ void ps_search_opts_default(ps_search_opts *o)
     o->mbs_max = 16;
     o->top_k = 5;
     o->per_layer = 1;
+    o->balance = 1;
     o->quanta = 256;
     o->nranks = 1;
 }
 
+double ps_prediction_peak(const ps_prediction *p)
+{
+    double m = 0;
+    for (int i = 0; i < p->n_stages; i++) m = fmax(m, p->stages[i].mem_peak);
+    return m;
+}
+
+int ps_search_cand_order(const ps_search_cand *a, const ps_search_cand *b, int objective)
+{
+    double ta = a->pred.samples_per_s, tb = b->pred.samples_per_s;
+    double ma = ps_prediction_peak(&a->pred), mb = ps_prediction_peak(&b->pred);
+    if (objective == PS_SEARCH_MEMORY) {
+        if (ma != mb) return ma < mb ? -1 : 1;
+        if (ta != tb) return ta > tb ? -1 : 1;
+    } else {
+        if (ta != tb) return ta > tb ? -1 : 1;
+        if (ma != mb) return ma < mb ? -1 : 1;
+    }
+    return (a->index > b->index) - (a->index < b->index);
+}
+
 int ps_search_cand_cmp(const ps_search_cand *a, const ps_search_cand *b)
 {
-    if (a->pred.samples_per_s != b->pred.samples_per_s) return a->pred.samples_per_s > b->pred.samples_per_s ? -1 : 1;
-    double ma = 0, mb = 0;
-    for (int i = 0; i < a->pred.n_stages; i++) ma = fmax(ma, a->pred.stages[i].mem_peak);
-    for (int i = 0; i < b->pred.n_stages; i++) mb = fmax(mb, b->pred.stages[i].mem_peak);
-    if (ma != mb) return ma < mb ? -1 : 1;
-    return (a->index > b->index) - (a->index < b->index);
+    return ps_search_cand_order(a, b, PS_SEARCH_THROUGHPUT);
 }
 
 void ps_search_result_free(ps_search_result *r)
@@ -49,6 +66,12 @@ void ps_search_result_free(ps_search_result *r)
     free(r->top);
     r->top = NULL;
     r->n_top = 0;
+    for (int k = 0; k < PS_BASE_COUNT; k++)
+        if (r->have_base[k]) {
+            ps_plan_free(&r->base[k].plan);
+            ps_prediction_free(&r->base[k].pred);
+            r->have_base[k] = 0;
+        }
 }
 
 /* ---- the candidate list ---- */
@@ -116,6 +139,13 @@ static bool layer_allows(const ps_layer *l, const ps_strategy *s)
     return true;
 }
 
+/* Candidate indices: the outer candidate's position times PS_IDX_STRIDE plus the variant below (chunked schedules use
+ * the strategy's position 0..255), so every costed plan has its own place in the total order. */
+#define PS_IDX_STRIDE 1024
+enum { PS_IDX_TIME = 256, PS_IDX_EVEN = 258, PS_IDX_BALANCED = 260, PS_IDX_MEMORY = 262, PS_IDX_LIGHT = 264 };
+/* where evaluate() offers a plan: the top k, the best even-split plan (the "even split" baseline), or both */
+enum { EV_TOP = 1, EV_EVEN = 2 };
+
 /* ---- per-candidate work ---- */
 typedef struct {
     ps_ldp_ws *ldp;
@@ -124,9 +154,14 @@ typedef struct {
     /* per stage-group tables: [K][L][S] */
     double *t, *st, *act, *tmp;
     size_t cap_t, cap_st, cap_act, cap_tmp;
-    double *C;       /* [K][L+1][L+1] */
-    int *Carg;       /* strategy per stage table entry */
-    size_t cap_C, cap_Carg;
+    double *fb;      /* [G][L][S] fwd + bwd_b + bwd_w per micro-batch (t without the spread DP sync) */
+    double *lmin;    /* [G][L] fastest fb of any strategy of the layer: the lower bounds below */
+    size_t cap_fb, cap_lmin;
+    double *C, *Cm;  /* [K][L+1][L+1] fastest time / lowest memory of a fitting single strategy per stage */
+    int *Carg, *Cmarg; /* the strategy reaching it */
+    size_t cap_C, cap_Carg, cap_Cm, cap_Cmarg;
+    int64_t *parts;  /* partitions of one candidate */
+    size_t cap_parts;
     double *ltime;   /* layer DP inputs [L*S] */
     int64_t *lmem;
     int *choice;
@@ -134,7 +169,9 @@ typedef struct {
     /* results of this thread */
     ps_search_cand *top;
     int n_top;
-    int64_t evaluated, feasible;
+    ps_search_cand even; /* best plan with an even split (a baseline) */
+    int have_even;
+    int64_t evaluated, feasible, pruned;
     double cells;
     double min_over;       /* smallest (peak - capacity) of the plans that did not fit */
     char min_over_msg[320];
@@ -144,10 +181,10 @@ typedef struct {
 } worker;
 
 /* Keep the top k of this worker, ordered by ps_search_cand_cmp. Takes ownership of *c. */
-static void offer(worker *w, int k, ps_search_cand *c)
+static void offer(worker *w, int k, int objective, ps_search_cand *c)
 {
     int pos = w->n_top;
-    while (pos > 0 && ps_search_cand_cmp(c, &w->top[pos - 1]) < 0) pos--;
+    while (pos > 0 && ps_search_cand_order(c, &w->top[pos - 1], objective) < 0) pos--;
     if (pos >= k) {
         ps_plan_free(&c->plan);
         ps_prediction_free(&c->pred);
@@ -163,9 +200,26 @@ static void offer(worker *w, int k, ps_search_cand *c)
     w->n_top++;
 }
 
-/* Cost a plan with the full model and offer it. The plan is consumed. */
+static ps_status cand_clone(const ps_search_cand *a, int64_t n_layers, ps_search_cand *b)
+{
+    *b = *a;
+    b->plan.cuts = ps_calloc((size_t)(a->plan.pp * a->plan.vpp) + 1, sizeof *b->plan.cuts);
+    b->plan.layer = ps_calloc((size_t)n_layers, sizeof *b->plan.layer);
+    b->pred.stages = ps_calloc((size_t)a->pred.n_stages, sizeof *b->pred.stages);
+    if (!b->plan.cuts || !b->plan.layer || !b->pred.stages) {
+        ps_plan_free(&b->plan);
+        ps_prediction_free(&b->pred);
+        return PS_FAIL(PS_ERR_SYSTEM, "out of memory copying a plan");
+    }
+    memcpy(b->plan.cuts, a->plan.cuts, ((size_t)(a->plan.pp * a->plan.vpp) + 1) * sizeof *b->plan.cuts);
+    memcpy(b->plan.layer, a->plan.layer, (size_t)n_layers * sizeof *b->plan.layer);
+    memcpy(b->pred.stages, a->pred.stages, (size_t)a->pred.n_stages * sizeof *b->pred.stages);
+    return PS_OK;
+}
+
+/* Cost a plan with the full model and offer it where `where` says (EV_TOP, EV_EVEN). The plan is consumed. */
 static ps_status evaluate(worker *w, const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
-                          const ps_search_opts *o, ps_plan *plan, int64_t index)
+                          const ps_search_opts *o, ps_plan *plan, int64_t index, int where)
 {
     ps_search_cand cand = {.plan = *plan, .index = index};
     memset(plan, 0, sizeof *plan);
@@ -194,7 +248,31 @@ static ps_status evaluate(worker *w, const ps_cost_params *cp, const ps_model *m
         return PS_OK;
     }
     w->feasible++;
-    offer(w, o->top_k, &cand);
+    if ((where & EV_EVEN) && (!w->have_even || ps_search_cand_order(&cand, &w->even, o->objective) < 0)) {
+        ps_search_cand copy;
+        if (where & EV_TOP) {
+            ps_status cst = cand_clone(&cand, m->n_layers, &copy);
+            if (cst != PS_OK) {
+                ps_plan_free(&cand.plan);
+                ps_prediction_free(&cand.pred);
+                return cst;
+            }
+        } else {
+            copy = cand;
+        }
+        if (w->have_even) {
+            ps_plan_free(&w->even.plan);
+            ps_prediction_free(&w->even.pred);
+        }
+        w->even = copy;
+        w->have_even = 1;
+        if (!(where & EV_TOP)) return PS_OK;
+    } else if (!(where & EV_TOP)) {
+        ps_plan_free(&cand.plan);
+        ps_prediction_free(&cand.pred);
+        return PS_OK;
+    }
+    offer(w, o->top_k, o->objective, &cand);
     return PS_OK;
 }
 
@@ -205,6 +283,232 @@ static bool uniform_placement(const ps_cluster *c, int64_t width)
     if (c->n_groups != 1) return false;
     int64_t g = c->groups[0].gpus_per_node;
     return g > 0 && (width % g == 0 || g % width == 0);
+}
+
+/* Upper-bound pruning (throughput objective only). A plan's iteration time is at least its busiest device's compute,
+ * m x sum of its layers' fwd + bwd per micro-batch (ps_cost_plan: makespan >= busy time, then the optimizer tail),
+ * so gbs / that bound caps its samples/s. A plan capped below this worker's k-th best cannot enter the top k (nor,
+ * for even splits, beat the even-split baseline): skipping it changes no result, only the work done. The factor
+ * covers rounding from summing in another order. */
+static bool prunable(const worker *w, const ps_search_opts *o, int64_t gbs, double t_lb, int where)
+{
+    if (o->objective != PS_SEARCH_THROUGHPUT || !(t_lb > 0)) return false;
+    double ub = (double)gbs / (t_lb * (1 - 1e-9));
+    if ((where & EV_TOP) && (w->n_top < o->top_k || ub >= w->top[o->top_k - 1].pred.samples_per_s)) return false;
+    if ((where & EV_EVEN) && (!w->have_even || ub >= w->even.pred.samples_per_s)) return false;
+    return true;
+}
+
+/* What the per-partition steps need of search_outer's tables. */
+typedef struct {
+    const strat *S;
+    int nS, n_layouts;
+    const int *layout_tp;
+    const double *inflight, *cap_mem;
+    bool uni;
+    size_t LS;
+    int64_t width, global_mb, micro;
+    int K;
+    size_t N;
+} stage_ctx;
+
+/* Megatron's even split over K stages (ps_plan_uniform's rule). False when the model has too few layers. */
+static bool even_cuts(const ps_model *m, int K, int64_t *cuts)
+{
+    ps_plan u;
+    ps_strategy s1 = {.tp = 1, .dp = 1};
+    if (ps_plan_uniform(m, 1, 1, K, 1, "1f1b", &s1, &u) != PS_OK) {
+        ps_error_clear();
+        return false;
+    }
+    memcpy(cuts, u.cuts, ((size_t)K + 1) * sizeof *cuts);
+    ps_plan_free(&u);
+    return true;
+}
+
+static bool partition_fits(const double *C, int K, size_t N, const int64_t *cuts)
+{
+    for (int k = 0; k < K; k++)
+        if (!isfinite(C[((size_t)k * N + (size_t)cuts[k]) * N + (size_t)cuts[k + 1]])) return false;
+    return true;
+}
+
+/* The plan of a partition with each stage's strategy from a stage table's argmin. */
+static ps_status plan_from_cuts(const stage_ctx *x, const ps_model *m, const outer *oc, const int64_t *cuts,
+                                const int *arg, ps_plan *plan)
+{
+    PS_TRY(ps_plan_alloc(m, oc->gbs, 1, x->K, 1, oc->sched, &x->S[0].s, plan));
+    for (int k = 0; k < x->K; k++) {
+        plan->cuts[k + 1] = cuts[k + 1];
+        int s = arg[((size_t)k * x->N + (size_t)cuts[k]) * x->N + (size_t)cuts[k + 1]];
+        for (int64_t l = cuts[k]; l < cuts[k + 1]; l++) plan->layer[l] = x->S[s].s;
+    }
+    plan->mbs = x->global_mb / plan->layer[0].dp;
+    return PS_OK;
+}
+
+/* Galvatron-BMW Sec. IV-A: one strategy per layer of each stage, fastest under the stage's memory budget, with
+ * resharding between layouts. *changed tells whether any layer differs from `plan`. */
+static ps_status refine(worker *w, const stage_ctx *x, const ps_cost_params *cp, const ps_model *m,
+                        const ps_cluster *c, const ps_search_opts *o, const ps_plan *plan, ps_plan *ref,
+                        bool *changed)
+{
+    int K = x->K, nS = x->nS, n_layouts = x->n_layouts;
+    size_t LS = x->LS;
+    int64_t L = m->n_layers;
+    *changed = false;
+    PS_TRY(ps_plan_alloc(m, plan->gbs, plan->mbs, K, 1, plan->schedule, &x->S[0].s, ref));
+    memcpy(ref->cuts, plan->cuts, ((size_t)K + 1) * sizeof *ref->cuts);
+    memcpy(ref->layer, plan->layer, (size_t)L * sizeof *ref->layer);
+    PS_TRY(ps_grow((void **)&w->ltime, &w->cap_ltime, LS, sizeof(double)));
+    PS_TRY(ps_grow((void **)&w->lmem, &w->cap_lmem, LS, sizeof(int64_t)));
+    PS_TRY(ps_grow((void **)&w->choice, &w->cap_choice, (size_t)L, sizeof(int)));
+    for (int k = 0; k < K; k++) {
+        int g = x->uni ? 0 : k;
+        int64_t a = plan->cuts[k], b = plan->cuts[k + 1], n = b - a;
+        double f = x->inflight[k], tmax = 0;
+        for (int64_t l = a; l < b; l++)
+            for (int s = 0; s < nS; s++) tmax = fmax(tmax, w->tmp[(size_t)g * LS + (size_t)l * nS + (size_t)s]);
+        double budget = x->cap_mem[g] - cp->reserve_bytes - tmax, q = x->cap_mem[g] / o->quanta;
+        if (budget <= 0) continue;
+        /* Strategies dominated inside their layout (another is no slower and no heavier on every layer of the
+         * stage; on a full tie the lower index stays) never improve the optimum: resharding depends only on the
+         * layout. Galvatron-BMW's Takeaways prune by rule; this prunes by the numbers. Rows of identical layers are
+         * checked once. Memory is rounded up to whole quanta and the budget down: the DP can only under-use. */
+        int keep[256], nk = 0;
+        for (int s = 0; s < nS; s++) {
+            bool dominated = false;
+            for (int u = 0; u < nS && !dominated; u++) {
+                if (u == s || x->S[u].layout != x->S[s].layout) continue;
+                bool no_worse = true, better = false;
+                for (int64_t l = a; l < b && no_worse; l++) {
+                    if (l > a && ps_layer_equal(&m->layers[l], &m->layers[l - 1])) continue;
+                    size_t es = (size_t)g * LS + (size_t)l * nS + (size_t)s, eu = (size_t)g * LS + (size_t)l * nS + (size_t)u;
+                    double ts = w->t[es], tu = w->t[eu];
+                    double ms = ceil((w->st[es] + f * w->act[es]) / q), mu = ceil((w->st[eu] + f * w->act[eu]) / q);
+                    if (tu > ts || mu > ms) no_worse = false;
+                    else if (tu < ts || mu < ms) better = true;
+                }
+                dominated = no_worse && (better || u < s);
+            }
+            if (!dominated) keep[nk++] = s;
+        }
+        for (int64_t l = 0; l < n; l++)
+            for (int i = 0; i < nk; i++) {
+                size_t e = (size_t)g * LS + (size_t)(a + l) * nS + (size_t)keep[i];
+                w->ltime[(size_t)l * nk + (size_t)i] = w->t[e];
+                w->lmem[(size_t)l * nk + (size_t)i] = (int64_t)ceil((w->st[e] + f * w->act[e]) / q);
+            }
+        /* Resharding between layouts: the boundary activation is gathered over the larger TP group, forward and
+         * backward. */
+        double resh[PS_SEARCH_MAX_LAYOUTS * PS_SEARCH_MAX_LAYOUTS];
+        const ps_layer *bl = &m->layers[a];
+        for (int u = 0; u < n_layouts; u++)
+            for (int v = 0; v < n_layouts; v++) {
+                if (u == v) {
+                    resh[u * n_layouts + v] = 0;
+                    continue;
+                }
+                int t = x->layout_tp[u] > x->layout_tp[v] ? x->layout_tp[u] : x->layout_tp[v];
+                ps_group grp = {(int64_t)g * x->width, t, 1};
+                double bytes = ps_layer_boundary_bytes(bl, m->dtype) * (double)(x->global_mb / (x->width / t));
+                resh[u * n_layouts + v] = 2 * ps_coll_allgather(cp, c, &grp, bytes);
+            }
+        int lay[256];
+        for (int i = 0; i < nk; i++) lay[i] = x->S[keep[i]].layout;
+        ps_ldp_problem lp = {(int)n, nk, w->ltime, w->lmem, n_layouts, lay, resh};
+        double best;
+        PS_TRY(ps_ldp_solve(w->ldp, &lp, (int64_t)floor(budget / q), &best, w->choice));
+        w->cells += (double)n * (double)(o->quanta + 1) * (double)nk;
+        if (!isfinite(best)) continue;
+        for (int64_t l = 0; l < n; l++) w->choice[l] = keep[w->choice[l]];
+        if (!isfinite(best)) continue;
+        for (int64_t l = 0; l < n; l++) {
+            const ps_strategy *ns = &x->S[w->choice[l]].s;
+            if (!ps_strategy_equal(ns, &ref->layer[a + l])) *changed = true;
+            ref->layer[a + l] = *ns;
+        }
+    }
+    ref->mbs = x->global_mb / ref->layer[0].dp;
+    return PS_OK;
+}
+
+/* Cost a partition: its stage-wise plan, and its per-layer refinement when that changes anything. */
+static ps_status cost_partition(worker *w, const stage_ctx *x, const ps_cost_params *cp, const ps_model *m,
+                                const ps_cluster *c, const ps_search_opts *o, const outer *oc, const int64_t *cuts,
+                                int64_t index, int where)
+{
+    double busiest = 0;
+    for (int k = 0; k < x->K; k++) {
+        double sum = 0;
+        const double *lm = w->lmin + (size_t)(x->uni ? 0 : k) * (size_t)m->n_layers;
+        for (int64_t l = cuts[k]; l < cuts[k + 1]; l++) sum += lm[l];
+        busiest = fmax(busiest, sum);
+    }
+    if (prunable(w, o, oc->gbs, (double)x->micro * busiest, where)) {
+        w->pruned++;
+        return PS_OK;
+    }
+    ps_plan plan;
+    PS_TRY(plan_from_cuts(x, m, oc, cuts, w->Carg, &plan));
+    if (o->per_layer) {
+        ps_plan ref;
+        bool changed = false;
+        ps_status st = refine(w, x, cp, m, c, o, &plan, &ref, &changed);
+        if (st != PS_OK) {
+            ps_plan_free(&plan);
+            ps_plan_free(&ref);
+            return st;
+        }
+        if (changed) {
+            st = evaluate(w, cp, m, c, o, &ref, index + 1, where);
+            if (st != PS_OK) {
+                ps_plan_free(&plan);
+                return st;
+            }
+        } else {
+            ps_plan_free(&ref);
+        }
+    }
+    return evaluate(w, cp, m, c, o, &plan, index, where);
+}
+
+/* An upper bound on the samples/s of any plan of an outer candidate (see prunable): gbs over m x the fastest compute
+ * of every layer spread evenly over the pp devices. Used to order the work so that strong candidates come first and
+ * raise the pruning thresholds early; 0 when the candidate has no strategy at all. */
+static ps_status outer_bound(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
+                             const ps_search_opts *o, const outer *oc, double *ub)
+{
+    *ub = 0;
+    int64_t L = m->n_layers, width = c->n_gpus / oc->pp, global_mb = oc->gbs / oc->micro;
+    int max_tp = o->max_tp > 0 ? o->max_tp : (int)(c->groups[0].gpus_per_node > 0 ? c->groups[0].gpus_per_node : 1);
+    strat S[256];
+    int layout_tp[PS_SEARCH_MAX_LAYOUTS], n_layouts = 0;
+    int nS = build_strategies(width, max_tp, global_mb, o->mbs_max, S, 256, &n_layouts, layout_tp);
+    if (nS == 0) return PS_OK;
+    int G = uniform_placement(c, width) ? 1 : oc->pp;
+    double tot = 0, prev = INFINITY;
+    for (int64_t l = 0; l < L; l++) {
+        if (l > 0 && ps_layer_equal(&m->layers[l], &m->layers[l - 1])) {
+            tot += prev;
+            continue;
+        }
+        double best = INFINITY;
+        for (int g = 0; g < G; g++)
+            for (int s = 0; s < nS; s++) {
+                if (!layer_allows(&m->layers[l], &S[s].s)) continue;
+                ps_layer_cost lc;
+                PS_TRY(ps_cost_layer(cp, c, &m->layers[l], m->dtype, global_mb / S[s].s.dp, &S[s].s,
+                                     (int64_t)g * width, &lc));
+                best = fmin(best, lc.fwd + lc.bwd_b + lc.bwd_w);
+            }
+        if (!isfinite(best)) return PS_OK; /* a layer no strategy allows: no plan */
+        tot += best;
+        prev = best;
+    }
+    double t_lb = (double)oc->micro * tot / (double)oc->pp;
+    *ub = t_lb > 0 ? (double)oc->gbs / (t_lb * (1 - 1e-9)) : INFINITY;
+    return PS_OK;
 }
 
 static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
@@ -226,26 +530,9 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
         return PS_OK;
     }
     PS_TRY(bst);
-    /* Chunked schedules: Megatron's even split, one strategy for all layers. */
-    if (oc->vpp > 1) {
-        for (int s = 0; s < nS; s++) {
-            bool ok = true;
-            for (int64_t l = 0; l < L && ok; l++) ok = layer_allows(&m->layers[l], &S[s].s);
-            if (!ok) continue;
-            ps_plan plan;
-            int64_t mbs = global_mb / S[s].s.dp;
-            if (ps_plan_uniform(m, oc->gbs, mbs, oc->pp, oc->vpp, oc->sched, &S[s].s, &plan) != PS_OK) {
-                ps_error_clear();
-                return PS_OK; /* too few layers for pp x vpp stages: not a candidate */
-            }
-            PS_TRY(evaluate(w, cp, m, c, o, &plan, index));
-        }
-        return PS_OK;
-    }
-
     /* In-flight micro-batches per stage, from the schedule itself (unit times, unit activations). */
     double inflight[4096];
-    {
+    if (oc->vpp == 1) {
         double *ones = ps_calloc((size_t)K * 3, sizeof *ones);
         if (!ones) return PS_ERR_SYSTEM;
         for (int i = 0; i < 3 * K; i++) ones[i] = 1;
@@ -266,6 +553,8 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
     PS_TRY(ps_grow((void **)&w->st, &w->cap_st, (size_t)G * LS, sizeof(double)));
     PS_TRY(ps_grow((void **)&w->act, &w->cap_act, (size_t)G * LS, sizeof(double)));
     PS_TRY(ps_grow((void **)&w->tmp, &w->cap_tmp, (size_t)G * LS, sizeof(double)));
+    PS_TRY(ps_grow((void **)&w->fb, &w->cap_fb, (size_t)G * LS, sizeof(double)));
+    PS_TRY(ps_grow((void **)&w->lmin, &w->cap_lmin, (size_t)G * (size_t)L, sizeof(double)));
     double cap_mem[4096];
     for (int g = 0; g < G; g++) {
         int64_t first = (int64_t)g * width;
@@ -280,10 +569,14 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
                 memcpy(w->st + row, w->st + prev, (size_t)nS * sizeof(double));
                 memcpy(w->act + row, w->act + prev, (size_t)nS * sizeof(double));
                 memcpy(w->tmp + row, w->tmp + prev, (size_t)nS * sizeof(double));
+                memcpy(w->fb + row, w->fb + prev, (size_t)nS * sizeof(double));
+                w->lmin[(size_t)g * (size_t)L + (size_t)l] = w->lmin[(size_t)g * (size_t)L + (size_t)l - 1];
                 continue;
             }
+            double lmin = INFINITY;
             for (int s = 0; s < nS; s++) {
                 if (!layer_allows(&m->layers[l], &S[s].s)) {
+                    w->fb[row + (size_t)s] = INFINITY;
                     w->t[row + (size_t)s] = INFINITY;
                     w->st[row + (size_t)s] = w->act[row + (size_t)s] = w->tmp[row + (size_t)s] = 0;
                     continue;
@@ -296,15 +589,72 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
                 w->st[row + (size_t)s] = lc.mem_params + lc.mem_grads + lc.mem_optim;
                 w->act[row + (size_t)s] = lc.mem_act;
                 w->tmp[row + (size_t)s] = lc.mem_temp;
+                w->fb[row + (size_t)s] = lc.fwd + lc.bwd_b + lc.bwd_w;
+                lmin = fmin(lmin, w->fb[row + (size_t)s]);
             }
+            w->lmin[(size_t)g * (size_t)L + (size_t)l] = lmin;
         }
     }
 
-    /* 2. stage table: best single strategy for [i, j) on stage k, with memory checked */
+    /* Chunked schedules: Megatron's even split, one strategy for all layers. */
+    if (oc->vpp > 1) {
+        double maxcap = 0;
+        for (int g = 0; g < G; g++) maxcap = fmax(maxcap, cap_mem[g]);
+        for (int s = 0; s < nS; s++) {
+            bool ok = true;
+            double fbs = 0, stat = 0;
+            for (int64_t l = 0; l < L && ok; l++) {
+                ok = layer_allows(&m->layers[l], &S[s].s);
+                double f1 = INFINITY, s1 = INFINITY;
+                for (int g = 0; g < G; g++) {
+                    size_t e = (size_t)g * LS + (size_t)l * (size_t)nS + (size_t)s;
+                    f1 = fmin(f1, w->fb[e]);
+                    s1 = fmin(s1, w->st[e]);
+                }
+                fbs += f1;
+                stat += s1;
+            }
+            if (!ok) continue;
+            /* The busiest device holds at least the average static memory and compute (bounds as in prunable). */
+            if (stat / (double)K * (1 - 1e-9) + cp->reserve_bytes > maxcap ||
+                prunable(w, o, oc->gbs, (double)oc->micro * fbs / (double)K, EV_TOP | EV_EVEN)) {
+                w->pruned++;
+                continue;
+            }
+            ps_plan plan;
+            int64_t mbs = global_mb / S[s].s.dp;
+            if (ps_plan_uniform(m, oc->gbs, mbs, oc->pp, oc->vpp, oc->sched, &S[s].s, &plan) != PS_OK) {
+                ps_error_clear();
+                return PS_OK; /* too few layers for pp x vpp stages: not a candidate */
+            }
+            /* chunked schedules keep the even split: every one is also an "even split" plan */
+            PS_TRY(evaluate(w, cp, m, c, o, &plan, index * PS_IDX_STRIDE + s, EV_TOP | EV_EVEN));
+        }
+        return PS_OK;
+    }
+
+    /* The whole candidate: its busiest stage holds at least 1/K of the fastest compute of every layer. */
+    {
+        double tot = 0;
+        for (int64_t l = 0; l < L; l++) {
+            double f1 = INFINITY;
+            for (int g = 0; g < G; g++) f1 = fmin(f1, w->lmin[(size_t)g * (size_t)L + (size_t)l]);
+            tot += f1;
+        }
+        if (prunable(w, o, oc->gbs, (double)oc->micro * tot / (double)K, EV_TOP | EV_EVEN)) {
+            w->pruned++;
+            return PS_OK;
+        }
+    }
+
+    /* 2. stage tables for [i, j) on stage k, over the strategies whose memory (static + in-flight activations +
+     * transient) fits the stage's budget: C the fastest (time per micro-batch), Cm the lightest (bytes) */
     size_t N = (size_t)L + 1;
     PS_TRY(ps_grow((void **)&w->C, &w->cap_C, (size_t)K * N * N, sizeof(double)));
     PS_TRY(ps_grow((void **)&w->Carg, &w->cap_Carg, (size_t)K * N * N, sizeof(int)));
-    for (size_t x = 0; x < (size_t)K * N * N; x++) w->C[x] = INFINITY;
+    PS_TRY(ps_grow((void **)&w->Cm, &w->cap_Cm, (size_t)K * N * N, sizeof(double)));
+    PS_TRY(ps_grow((void **)&w->Cmarg, &w->cap_Cmarg, (size_t)K * N * N, sizeof(int)));
+    for (size_t x = 0; x < (size_t)K * N * N; x++) w->C[x] = w->Cm[x] = INFINITY;
     for (int k = 0; k < K; k++) {
         int g = uni ? 0 : k;
         double f = inflight[k], budget = cap_mem[g] - cp->reserve_bytes;
@@ -323,25 +673,51 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
                     blocks += !is_end_layer(m->layers[j - 1].kind);
                     w->cells += 1;
                     if (!isfinite(tt)) break;
-                    if (sm + f * am + tm > budget) break; /* memory only grows with j */
-                    if (blocks == 0) continue;            /* an embedding or a head is never a stage alone */
+                    double mem = sm + f * am + tm;
+                    if (mem > budget) break; /* memory only grows with j */
+                    if (blocks == 0) continue; /* an embedding or a head is never a stage alone */
                     size_t ce = ((size_t)k * N + (size_t)i) * N + (size_t)j;
                     if (tt < w->C[ce]) {
                         w->C[ce] = tt;
                         w->Carg[ce] = s;
+                    }
+                    if (mem < w->Cm[ce]) {
+                        w->Cm[ce] = mem;
+                        w->Cmarg[ce] = s;
                     }
                 }
             }
         }
     }
 
-    /* 3. partition DP */
-    ps_pdp_problem pp = {K, (int)L, w->C, (double)(oc->micro - 1)};
-    double pbest;
-    int64_t cuts[4097];
-    PS_TRY(ps_pdp_solve(w->pdp, &pp, &pbest, cuts));
-    w->cells += (double)K * (double)N * (double)N;
-    if (!isfinite(pbest)) {
+    /* 3. partitions worth costing (ps_cost_plan decides among them):
+     *    throughput: the exact partition DP (AMP Eq. 5), Megatron's even split (also the "even split" baseline),
+     *                and the end of Galvatron-BMW's bi-objective walk from the memory-balanced partition;
+     *    memory:     the exact min-max partition of peak memory (CAPTURE). */
+    PS_TRY(ps_grow((void **)&w->parts, &w->cap_parts, 4 * ((size_t)K + 1), sizeof(int64_t)));
+    int64_t *pt = w->parts, *pe = pt + K + 1, *pb = pe + K + 1, *pm = pb + K + 1;
+    ps_pdp_problem tp_prob = {K, (int)L, w->C, (double)(oc->micro - 1)};
+    ps_pdp_problem mp_prob = {K, (int)L, w->Cm, 0};
+    double tbest = INFINITY, mbest = INFINITY;
+    bool have_e = false, have_b = false;
+    if (o->objective == PS_SEARCH_MEMORY) {
+        PS_TRY(ps_pdp_minmax(w->pdp, &mp_prob, &mbest, pm));
+        w->cells += (double)K * (double)N * (double)N / 2;
+    } else {
+        PS_TRY(ps_pdp_solve(w->pdp, &tp_prob, &tbest, pt));
+        w->cells += (double)K * (double)N * (double)N;
+        have_e = even_cuts(m, K, pe) && partition_fits(w->C, K, N, pe);
+        if (o->balance && isfinite(tbest)) {
+            PS_TRY(ps_pdp_minmax(w->pdp, &mp_prob, &mbest, pb));
+            w->cells += (double)K * (double)N * (double)N / 2;
+            if (isfinite(mbest)) {
+                ps_pdp_balance_walk(&tp_prob, pb);
+                have_b = memcmp(pb, pt, ((size_t)K + 1) * sizeof *pb) != 0 &&
+                         !(have_e && memcmp(pb, pe, ((size_t)K + 1) * sizeof *pb) == 0);
+            }
+        }
+    }
+    if (!isfinite(tbest) && !isfinite(mbest) && !have_e) {
         /* Nothing fits: cost the lightest uniform plan so the binding constraint can be reported. */
         int light = -1;
         for (int s = nS - 1; s >= 0 && light < 0; s--) {
@@ -352,83 +728,41 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
         if (light < 0) return PS_OK; /* no strategy suits every layer: divisibility, not memory, binds */
         ps_plan plan;
         if (ps_plan_uniform(m, oc->gbs, global_mb / S[light].s.dp, K, 1, oc->sched, &S[light].s, &plan) == PS_OK) {
-            PS_TRY(evaluate(w, cp, m, c, o, &plan, index));
+            PS_TRY(evaluate(w, cp, m, c, o, &plan, index * PS_IDX_STRIDE + PS_IDX_LIGHT, EV_TOP));
         } else {
             ps_error_clear();
         }
         return PS_OK;
     }
-    ps_plan plan;
-    PS_TRY(ps_plan_alloc(m, oc->gbs, 1, K, 1, oc->sched, &S[0].s, &plan));
-    for (int k = 0; k < K; k++) {
-        plan.cuts[k + 1] = cuts[k + 1];
-        int s = w->Carg[((size_t)k * N + (size_t)cuts[k]) * N + (size_t)cuts[k + 1]];
-        for (int64_t l = cuts[k]; l < cuts[k + 1]; l++) plan.layer[l] = S[s].s;
-    }
-    plan.mbs = global_mb / plan.layer[0].dp;
-
-    /* 4. per-layer refinement of each stage under its memory budget */
-    if (o->per_layer) {
-        ps_plan ref;
-        PS_TRY(ps_plan_alloc(m, oc->gbs, plan.mbs, K, 1, oc->sched, &S[0].s, &ref));
-        memcpy(ref.cuts, plan.cuts, ((size_t)K + 1) * sizeof *ref.cuts);
-        memcpy(ref.layer, plan.layer, (size_t)L * sizeof *ref.layer);
-        PS_TRY(ps_grow((void **)&w->ltime, &w->cap_ltime, LS, sizeof(double)));
-        PS_TRY(ps_grow((void **)&w->lmem, &w->cap_lmem, LS, sizeof(int64_t)));
-        PS_TRY(ps_grow((void **)&w->choice, &w->cap_choice, (size_t)L, sizeof(int)));
-        bool changed = false;
-        for (int k = 0; k < K; k++) {
-            int g = uni ? 0 : k;
-            int64_t a = cuts[k], b = cuts[k + 1], n = b - a;
-            double f = inflight[k], tmax = 0;
-            for (int64_t l = a; l < b; l++)
-                for (int s = 0; s < nS; s++) tmax = fmax(tmax, w->tmp[(size_t)g * LS + (size_t)l * nS + (size_t)s]);
-            double budget = cap_mem[g] - cp->reserve_bytes - tmax, q = cap_mem[g] / o->quanta;
-            if (budget <= 0) continue;
-            /* Round every layer's memory up to whole quanta and the budget down: the DP can only under-use. */
-            for (int64_t l = 0; l < n; l++)
-                for (int s = 0; s < nS; s++) {
-                    size_t e = (size_t)g * LS + (size_t)(a + l) * nS + (size_t)s;
-                    w->ltime[(size_t)l * nS + (size_t)s] = w->t[e];
-                    w->lmem[(size_t)l * nS + (size_t)s] = (int64_t)ceil((w->st[e] + f * w->act[e]) / q);
-                }
-            /* Resharding between layouts: the boundary activation is gathered over the larger TP group, forward
-             * and backward. */
-            double resh[PS_SEARCH_MAX_LAYOUTS * PS_SEARCH_MAX_LAYOUTS];
-            const ps_layer *bl = &m->layers[a];
-            for (int x = 0; x < n_layouts; x++)
-                for (int y = 0; y < n_layouts; y++) {
-                    if (x == y) {
-                        resh[x * n_layouts + y] = 0;
-                        continue;
-                    }
-                    int t = layout_tp[x] > layout_tp[y] ? layout_tp[x] : layout_tp[y];
-                    ps_group grp = {(int64_t)g * width, t, 1};
-                    double bytes = ps_layer_boundary_bytes(bl, m->dtype) * (double)(global_mb / (width / t));
-                    resh[x * n_layouts + y] = 2 * ps_coll_allgather(cp, c, &grp, bytes);
-                }
-            int lay[256];
-            for (int s = 0; s < nS; s++) lay[s] = S[s].layout;
-            ps_ldp_problem lp = {(int)n, nS, w->ltime, w->lmem, n_layouts, lay, resh};
-            double best;
-            PS_TRY(ps_ldp_solve(w->ldp, &lp, (int64_t)floor(budget / q), &best, w->choice));
-            w->cells += (double)n * (double)(o->quanta + 1) * (double)nS;
-            if (!isfinite(best)) continue;
-            for (int64_t l = 0; l < n; l++) {
-                const ps_strategy *ns = &S[w->choice[l]].s;
-                if (!ps_strategy_equal(ns, &ref.layer[a + l])) changed = true;
-                ref.layer[a + l] = *ns;
-            }
+    stage_ctx sc = {S, nS, n_layouts, layout_tp, inflight, cap_mem, uni, LS, width, global_mb, oc->micro, K, N};
+    if (o->objective == PS_SEARCH_MEMORY) {
+        if (isfinite(mbest)) {
+            ps_plan plan;
+            PS_TRY(plan_from_cuts(&sc, m, oc, pm, w->Cmarg, &plan));
+            PS_TRY(evaluate(w, cp, m, c, o, &plan, index * PS_IDX_STRIDE + PS_IDX_MEMORY, EV_TOP));
         }
-        ref.mbs = global_mb / ref.layer[0].dp;
-        if (changed) {
-            PS_TRY(evaluate(w, cp, m, c, o, &ref, index));
-        } else {
-            ps_plan_free(&ref);
-        }
+        return PS_OK;
     }
-    PS_TRY(evaluate(w, cp, m, c, o, &plan, index));
+    /* The DP's partition is often the even one (identical layers): cost it once, for both lists. */
+    bool same_te = have_e && isfinite(tbest) && memcmp(pe, pt, ((size_t)K + 1) * sizeof *pe) == 0;
+    if (isfinite(tbest))
+        PS_TRY(cost_partition(w, &sc, cp, m, c, o, oc, pt, index * PS_IDX_STRIDE + PS_IDX_TIME,
+                              EV_TOP | (same_te ? EV_EVEN : 0)));
+    if (have_e && !same_te)
+        PS_TRY(cost_partition(w, &sc, cp, m, c, o, oc, pe, index * PS_IDX_STRIDE + PS_IDX_EVEN, EV_TOP | EV_EVEN));
+    if (have_b) PS_TRY(cost_partition(w, &sc, cp, m, c, o, oc, pb, index * PS_IDX_STRIDE + PS_IDX_BALANCED, EV_TOP));
     return PS_OK;
+}
+
+/* qsort has no context argument in C11: the bounds being sorted by, set just before the (single-threaded) sort. */
+static const double *g_sort_ub;
+static const outer *g_sort_cands;
+static int cmp_by_bound(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    if (g_sort_cands[x].gbs != g_sort_cands[y].gbs) return g_sort_cands[x].gbs > g_sort_cands[y].gbs ? -1 : 1;
+    (void)g_sort_ub;
+    return (x > y) - (x < y);
 }
 
 static int64_t *divisors(int64_t n, int *count)
@@ -449,6 +783,8 @@ ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cl
     PS_CHECK_INPUT(o->gbs_lo >= 1 && o->gbs_hi >= o->gbs_lo && (o->gbs_step >= 1 || o->gbs_lo == o->gbs_hi),
                    "global batch range %lld:%lld:%lld is empty", (long long)o->gbs_lo, (long long)o->gbs_hi,
                    (long long)o->gbs_step);
+    PS_CHECK_INPUT(o->objective == PS_SEARCH_THROUGHPUT || o->objective == PS_SEARCH_MEMORY,
+                   "unknown search objective %d", o->objective);
     PS_CHECK_INPUT(o->top_k >= 1 && o->top_k <= 1000, "top k must be in [1, 1000] (got %d)", o->top_k);
     PS_CHECK_INPUT(o->quanta >= 16 && o->quanta <= 65536, "memory quanta must be in [16, 65536] (got %d)", o->quanta);
     PS_CHECK_INPUT(c->n_gpus >= 1, "cluster %s has no GPUs to plan for", c->name);
@@ -523,15 +859,39 @@ ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cl
             ps_sched_create(&ws[t].sched) != PS_OK)
             st = PS_FAIL(PS_ERR_SYSTEM, "out of memory creating search workspaces");
     }
-    int64_t mine = 0;
-    for (size_t i = 0; i < n; i++) mine += (int64_t)(i % (size_t)(o->nranks > 0 ? o->nranks : 1)) == o->rank;
-    out->candidates = mine;
+    /* This rank's share, strongest bound first (ties: enumeration order), so the pruning thresholds rise early.
+     * The order changes how much is pruned, never the result: the top k is merged in the total order. */
+    size_t nr = (size_t)(o->nranks > 0 ? o->nranks : 1), nmine = 0;
+    size_t *order = ps_calloc(n + 1, sizeof *order);
+    double *ub = ps_calloc(n + 1, sizeof *ub);
+    if (!order || !ub) st = PS_FAIL(PS_ERR_SYSTEM, "out of memory ordering %zu candidates", n);
+    for (size_t i = 0; i < n && st == PS_OK; i++)
+        if (i % nr == (size_t)o->rank) order[nmine++] = i;
+    out->candidates = (int64_t)nmine;
+    if (st == PS_OK) {
+        ps_status bst = PS_OK;
+#pragma omp parallel for schedule(dynamic, 16)
+        for (size_t x = 0; x < nmine; x++) {
+            ps_status b1 = outer_bound(cp, m, c, o, &cands[order[x]], &ub[order[x]]);
+            if (b1 != PS_OK) {
+#pragma omp critical(ps_search_bound_err)
+                if (bst == PS_OK) bst = b1;
+            }
+        }
+        if (bst != PS_OK) st = bst;
+    }
+    if (st == PS_OK && o->objective == PS_SEARCH_THROUGHPUT) {
+        g_sort_ub = ub;
+        g_sort_cands = cands;
+        qsort(order, nmine, sizeof *order, cmp_by_bound);
+    }
     if (st == PS_OK) {
         /* Candidates differ widely in cost (pp 1 vs pp 32): dynamic scheduling. Each thread keeps its own top k and
          * workspaces; the merge below orders by the total order, so results do not depend on the thread count. */
 #pragma omp parallel for schedule(dynamic, 1)
-        for (size_t i = 0; i < n; i++) {
-            if ((int64_t)(i % (size_t)(o->nranks > 0 ? o->nranks : 1)) != o->rank) continue;
+        for (size_t x = 0; x < nmine; x++) {
+            size_t i = order[x];
+            if (ub[i] <= 0) continue; /* no strategy fits the candidate's shape */
             int t = 0;
 #ifdef _OPENMP
             t = omp_get_thread_num();
@@ -546,6 +906,8 @@ ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cl
             }
         }
     }
+    free(order);
+    free(ub);
     /* merge */
     out->top = ps_calloc((size_t)o->top_k + 1, sizeof *out->top);
     double min_over = INFINITY;
@@ -557,6 +919,7 @@ ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cl
         worker *w = &ws[t];
         out->evaluated += w->evaluated;
         out->feasible += w->feasible;
+        out->pruned += w->pruned;
         out->dp_cells += w->cells;
         if (w->min_over < min_over) {
             min_over = w->min_over;
@@ -568,15 +931,33 @@ ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cl
             ps_strlcpy(err_msg, w->err_msg, sizeof err_msg);
         }
         for (int i = 0; i < w->n_top; i++)
-            if (out->top) offer(&merged, o->top_k, &w->top[i]);
+            if (out->top) offer(&merged, o->top_k, o->objective, &w->top[i]);
         w->n_top = 0;
+        if (w->have_even) {
+            if (!out->have_base[PS_BASE_EVEN] || ps_search_cand_order(&w->even, &out->base[PS_BASE_EVEN], o->objective) < 0) {
+                if (out->have_base[PS_BASE_EVEN]) {
+                    ps_plan_free(&out->base[PS_BASE_EVEN].plan);
+                    ps_prediction_free(&out->base[PS_BASE_EVEN].pred);
+                }
+                out->base[PS_BASE_EVEN] = w->even;
+                out->have_base[PS_BASE_EVEN] = 1;
+            } else {
+                ps_plan_free(&w->even.plan);
+                ps_prediction_free(&w->even.pred);
+            }
+        }
         free(w->top);
         free(w->t);
         free(w->st);
         free(w->act);
         free(w->tmp);
+        free(w->fb);
+        free(w->lmin);
         free(w->C);
         free(w->Carg);
+        free(w->Cm);
+        free(w->Cmarg);
+        free(w->parts);
         free(w->ltime);
         free(w->lmem);
         free(w->choice);

@@ -36,7 +36,10 @@ check "HTML: 2 tables, 4 timelines" \
 if command -v xmllint >/dev/null; then
   check "HTML is well-formed" xmllint --noout "$out/index.html"
 fi
-check "gain column says n/a without a baseline" grep -q '| n/a |' "$out/plans.md"
+check "gain over the Megatron heuristic in every row" test "$(grep -c -E '\| [+-][0-9.]+% \|$' "$out/plans.md")" -eq 4
+# The search covers the heuristic's plans, so its best plan is never slower than the heuristic's.
+check "searched plans at least as fast as the Megatron heuristic's" \
+  test "$(awk -F, 'NR > 1 && ($26 == "" || $26 < 0.9999)' "$out/plans.csv" | wc -l)" -eq 0
 check "plain progress line per cell" test "$(grep -c '^# sweep: [1-4]/4 ' "$scratch/e1")" -eq 4
 check "summary on stdout" grep -q '4 cells (4 searched now' "$scratch/o1"
 

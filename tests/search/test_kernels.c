@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -148,6 +149,122 @@ static void test_partition_dp_brute(void **state)
     ps_pdp_destroy(ws);
 }
 
+static double minmax_eval(const ps_pdp_problem *p, const int64_t *cuts)
+{
+    size_t N = (size_t)p->n_layers + 1;
+    double m = -INFINITY;
+    for (int k = 0; k < p->n_stages; k++) m = fmax(m, p->cost[((size_t)k * N + (size_t)cuts[k]) * N + (size_t)cuts[k + 1]]);
+    return m;
+}
+
+/* Brute force for the min-max DP: the optimum and the lexicographically first cuts reaching it. */
+static double g_mm_best;
+static int64_t g_mm_cuts[9];
+static void minmax_brute(const ps_pdp_problem *p, int64_t *cuts, int k)
+{
+    if (k == p->n_stages) {
+        if (cuts[k - 1] >= p->n_layers) return;
+        cuts[k] = p->n_layers;
+        double v = minmax_eval(p, cuts);
+        if (v < g_mm_best) { /* strict: enumeration is lexicographic, so the first optimum is kept */
+            g_mm_best = v;
+            memcpy(g_mm_cuts, cuts, sizeof g_mm_cuts);
+        }
+        return;
+    }
+    for (int64_t c = cuts[k - 1] + 1; c <= p->n_layers - (p->n_stages - k); c++) {
+        cuts[k] = c;
+        minmax_brute(p, cuts, k + 1);
+    }
+}
+
+static void test_minmax_dp_brute(void **state)
+{
+    (void)state;
+    ps_pdp_ws *ws;
+    assert_int_equal(ps_pdp_create(&ws), PS_OK);
+    for (int trial = 0; trial < 400; trial++) {
+        int L = 1 + (int)(rnd() % 8), K = 1 + (int)(rnd() % 5);
+        size_t N = (size_t)L + 1;
+        double *cost = calloc((size_t)K * N * N, sizeof *cost);
+        /* small integer costs: many ties, so the tie rule is exercised */
+        for (int k = 0; k < K; k++)
+            for (size_t i = 0; i < N; i++)
+                for (size_t j = 0; j < N; j++)
+                    cost[((size_t)k * N + i) * N + j] =
+                        j <= i || rnd() % 7 == 0 ? INFINITY : (double)(j - i) + (double)(rnd() % 3);
+        ps_pdp_problem p = {K, L, cost, 0};
+        double best;
+        int64_t cuts[9];
+        assert_int_equal(ps_pdp_minmax(ws, &p, &best, cuts), PS_OK);
+        g_mm_best = INFINITY;
+        int64_t bc[9] = {0};
+        if (K <= L) minmax_brute(&p, bc, 1);
+        if (!(best == g_mm_best || (isinf(best) && isinf(g_mm_best))))
+            fail_msg("trial %d: min-max DP %.17g, brute force %.17g (K %d, L %d)", trial, best, g_mm_best, K, L);
+        if (isfinite(best))
+            for (int k = 0; k <= K; k++)
+                if (cuts[k] != g_mm_cuts[k])
+                    fail_msg("trial %d: cut %d is %lld, brute force's first optimum has %lld", trial, k,
+                             (long long)cuts[k], (long long)g_mm_cuts[k]);
+        free(cost);
+    }
+    ps_pdp_destroy(ws);
+}
+
+/* The walk: from a feasible start it ends feasible, never raises the slowest stage, and no single boundary move
+ * out of the slowest stage improves the end (the stopping rule the paper states). */
+static void test_balance_walk(void **state)
+{
+    (void)state;
+    for (int trial = 0; trial < 400; trial++) {
+        int L = 2 + (int)(rnd() % 7), K = 1 + (int)(rnd() % 4);
+        if (K > L) K = L;
+        size_t N = (size_t)L + 1;
+        double *cost = calloc((size_t)K * N * N, sizeof *cost);
+        for (int k = 0; k < K; k++)
+            for (size_t i = 0; i < N; i++)
+                for (size_t j = 0; j < N; j++)
+                    cost[((size_t)k * N + i) * N + j] =
+                        j <= i || (j - i > 2 && rnd() % 5 == 0) ? INFINITY : (double)(j - i) * (0.5 + urand());
+        ps_pdp_problem p = {K, L, cost, 0};
+        /* start: an even-ish feasible partition, or skip the trial */
+        int64_t cuts[9];
+        for (int k = 0; k <= K; k++) cuts[k] = (int64_t)k * L / K;
+        double before = minmax_eval(&p, cuts);
+        if (!isfinite(before)) {
+            free(cost);
+            continue;
+        }
+        ps_pdp_balance_walk(&p, cuts);
+        double after = minmax_eval(&p, cuts);
+        assert_true(isfinite(after));
+        assert_true(after <= before);
+        assert_int_equal(cuts[0], 0);
+        assert_int_equal(cuts[K], L);
+        for (int k = 0; k < K; k++) assert_true(cuts[k + 1] > cuts[k]);
+        /* local optimality at the slowest stage */
+        int ks = 0;
+        for (int k = 1; k < K; k++)
+            if (cost[((size_t)k * N + (size_t)cuts[k]) * N + (size_t)cuts[k + 1]] >
+                cost[((size_t)ks * N + (size_t)cuts[ks]) * N + (size_t)cuts[ks + 1]])
+                ks = k;
+        for (int dir = -1; dir <= 1; dir += 2) {
+            int64_t c2[9];
+            memcpy(c2, cuts, sizeof c2);
+            if (dir < 0 && (ks == 0 || cuts[ks + 1] - cuts[ks] < 2)) continue;
+            if (dir > 0 && (ks == K - 1 || cuts[ks + 1] - cuts[ks] < 2)) continue;
+            if (dir < 0) c2[ks]++;
+            else c2[ks + 1]--;
+            int lo = dir < 0 ? ks - 1 : ks;
+            double pair = fmax(cost[((size_t)lo * N + (size_t)c2[lo]) * N + (size_t)c2[lo + 1]],
+                               cost[((size_t)(lo + 1) * N + (size_t)c2[lo + 1]) * N + (size_t)c2[lo + 2]]);
+            assert_false(pair < after);
+        }
+        free(cost);
+    }
+}
+
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -174,6 +291,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layer_dp_brute),
         cmocka_unit_test(test_partition_dp_brute),
+        cmocka_unit_test(test_minmax_dp_brute),
+        cmocka_unit_test(test_balance_walk),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,117 @@
+/* Speed of the search (issue: "Speed, measured in a benchmark"), printing one JSON document: for each case and
+ * OpenMP thread count, the wall time of ps_search_run on one rank, the plans costed, the candidates pruned by bounds,
+ * the dynamic-programming cells visited and their rate, plus this machine's memory bandwidth measured in the same run
+ * (a STREAM-like triad), since the kernels are memory-bound and shared machines differ.
+ *   bench_search [--quick]      --quick: case (a) only (CI-sized)
+ * Cases: (a) gpt3-65b on dgx-a100-80g:4 with a batch sweep 64..512 step 64; (b) gpt3-175b on dgx-a100-80g:128 at
+ * gbs 1536; (c) llama3-405b on dgx-h100:512 at gbs 2048 (Llama 3 report: 16M tokens at seq 8192 -> 2048 seqs).
+ * Lines that are not data go to stderr starting with '#'. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ps_search.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Triad a = b + s*c over arrays far larger than caches, best of 5, in GB/s (STREAM counts 3 x 8 bytes per element). */
+static double triad_gbs(int threads)
+{
+    size_t n = (size_t)1 << 25; /* 3 x 256 MiB */
+    double *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
+    if (!a || !b || !c) {
+        free(a), free(b), free(c);
+        return 0;
+    }
+#pragma omp parallel for num_threads(threads)
+    for (size_t i = 0; i < n; i++) a[i] = 0, b[i] = 1, c[i] = 2;
+    double best = INFINITY;
+    for (int r = 0; r < 5; r++) {
+        double t0 = now_s();
+#pragma omp parallel for num_threads(threads)
+        for (size_t i = 0; i < n; i++) a[i] = b[i] + 3.0 * c[i];
+        double t = now_s() - t0;
+        if (t < best) best = t;
+    }
+    volatile double sink = a[n / 2];
+    (void)sink;
+    free(a), free(b), free(c);
+    return 3.0 * 8.0 * (double)n / best / 1e9;
+}
+
+typedef struct {
+    const char *name, *model, *cluster;
+    int64_t gbs_lo, gbs_hi, gbs_step;
+    double target_s; /* the issue's target on one rank of a 2-core machine; 0 = none */
+} bench_case;
+
+static const bench_case k_cases[] = {
+    {"a", "gpt3-65b", "dgx-a100-80g:4", 64, 512, 64, 1.0},
+    {"b", "gpt3-175b", "dgx-a100-80g:128", 1536, 1536, 1, 0},
+    {"c", "llama3-405b", "dgx-h100:512", 2048, 2048, 1, 60.0},
+};
+
+int main(int argc, char **argv)
+{
+    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    ps_cost_params cp;
+    ps_cost_params_default(&cp);
+    printf("{\n  \"benchmark\": \"search\",\n  \"triad_GBps\": {\"1\": %.2f, \"2\": %.2f},\n  \"runs\": [", triad_gbs(1),
+           triad_gbs(2));
+    int first = 1, rc = 0;
+    for (size_t k = 0; k < sizeof k_cases / sizeof k_cases[0] && !(quick && k > 0); k++) {
+        const bench_case *bc = &k_cases[k];
+        ps_cluster c;
+        ps_model m;
+        if (ps_cluster_load(bc->cluster, MPI_COMM_NULL, &c) != PS_OK) {
+            fprintf(stderr, "# %s\n", ps_error_message());
+            return 2;
+        }
+        ps_model_opts mo;
+        ps_model_opts_init(&mo);
+        mo.vocab_pad = 128 * c.groups[0].gpus_per_node; /* as the CLI pads */
+        if (ps_model_load(bc->model, &mo, &m) != PS_OK) {
+            fprintf(stderr, "# %s\n", ps_error_message());
+            return 2;
+        }
+        for (int threads = 1; threads <= 2; threads++) {
+            omp_set_num_threads(threads);
+            ps_search_opts o;
+            ps_search_opts_default(&o);
+            o.gbs_lo = bc->gbs_lo;
+            o.gbs_hi = bc->gbs_hi;
+            o.gbs_step = bc->gbs_step;
+            ps_search_result r;
+            double t0 = now_s();
+            if (ps_search_run(&cp, &m, &c, &o, &r) != PS_OK) {
+                fprintf(stderr, "# %s\n", ps_error_message());
+                return 3;
+            }
+            double wall = now_s() - t0;
+            printf("%s\n    {\"case\": \"%s\", \"model\": \"%s\", \"cluster\": \"%s\", \"gpus\": %lld, \"gbs\": [%lld, %lld, "
+                   "%lld], \"threads\": %d, \"wall_s\": %.4f, \"target_s\": %g, \"candidates\": %lld, "
+                   "\"plans_costed\": %lld, \"pruned\": %lld, \"dp_cells\": %.6g, \"dp_cells_per_s\": %.6g, "
+                   "\"best_samples_per_s\": %.6g}",
+                   first ? "" : ",", bc->name, bc->model, bc->cluster, (long long)c.n_gpus, (long long)bc->gbs_lo,
+                   (long long)bc->gbs_hi, (long long)bc->gbs_step, threads, wall, bc->target_s,
+                   (long long)r.candidates, (long long)r.evaluated, (long long)r.pruned, r.dp_cells,
+                   r.dp_cells / wall, r.n_top ? r.top[0].pred.samples_per_s : 0.0);
+            fflush(stdout);
+            first = 0;
+            if (!r.n_top) rc = 1;
+            ps_search_result_free(&r);
+        }
+        ps_model_free(&m);
+        ps_cluster_free(&c);
+    }
+    printf("\n  ]\n}\n");
+    return rc;
+}

@@ -1,0 +1,160 @@
+/* What a chosen plan becomes outside psearch: launch arguments for Megatron-LM, a DeepSpeed config, and the pipeline
+ * timeline as SVG. Where a framework cannot express part of the plan (per-layer strategies, uneven splits, ZeRO-2/3
+ * in Megatron-LM, zero-bubble and V schedules), the output says so in a comment instead of silently changing it. */
+#include <math.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ps_schedules.h"
+
+static bool is_block(ps_layer_kind k)
+{
+    return k != PS_LAYER_EMBED && k != PS_LAYER_PATCH_EMBED && k != PS_LAYER_LM_HEAD && k != PS_LAYER_CLS_HEAD;
+}
+
+/* Transformer blocks per pipeline stage (what frameworks count as "layers"). */
+static void blocks_per_stage(const ps_model *m, const ps_plan *p, int64_t *out)
+{
+    int S = p->pp * p->vpp;
+    for (int s = 0; s < S; s++) {
+        out[s] = 0;
+        for (int64_t l = p->cuts[s]; l < p->cuts[s + 1]; l++) out[s] += is_block(m->layers[l].kind);
+    }
+}
+
+/* The first block layer: its shape is what Megatron-LM's model flags describe. */
+static const ps_layer *first_block(const ps_model *m)
+{
+    for (int64_t l = 0; l < m->n_layers; l++)
+        if (is_block(m->layers[l].kind)) return &m->layers[l];
+    return &m->layers[0];
+}
+
+static void megatron(FILE *f, const ps_model *m, const ps_plan *p)
+{
+    int S = p->pp * p->vpp;
+    int64_t blocks[4096 * 2], total = 0;
+    blocks_per_stage(m, p, blocks);
+    for (int s = 0; s < S; s++) total += blocks[s];
+    const ps_strategy *s0 = &p->layer[0];
+    const ps_layer *b = first_block(m);
+    bool uni = ps_plan_is_uniform(p, m->n_layers);
+    fprintf(f, "# Megatron-LM arguments for the psearch plan of %s (psearch %s)\n", m->name, PS_VERSION);
+    if (!uni)
+        fprintf(f, "# NOTE: the plan sets tp/zero/recompute per layer; Megatron-LM takes one setting for all layers.\n"
+                   "#       The arguments below use the first layer's strategy (tp %d, recompute %s).\n",
+                s0->tp, ps_recompute_name(s0->ckpt));
+    fprintf(f, "--num-layers %lld --hidden-size %lld --num-attention-heads %lld", (long long)total, (long long)b->hidden,
+            (long long)b->heads);
+    if (b->kv_heads && b->kv_heads != b->heads)
+        fprintf(f, " --group-query-attention --num-query-groups %lld", (long long)b->kv_heads);
+    if (b->ffn_hidden) fprintf(f, " --ffn-hidden-size %lld", (long long)b->ffn_hidden);
+    fprintf(f, " --seq-length %lld\n", (long long)m->seq);
+    fprintf(f, "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d\n", s0->tp, p->pp);
+    if (p->vpp > 1) fprintf(f, "--num-layers-per-virtual-pipeline-stage %lld\n", (long long)(total / S));
+    if (s0->sp && s0->tp > 1) fprintf(f, "--sequence-parallel\n");
+    fprintf(f, "--micro-batch-size %lld --global-batch-size %lld\n", (long long)p->mbs, (long long)p->gbs);
+    if (s0->ckpt == PS_RECOMP_SELECTIVE) fprintf(f, "--recompute-granularity selective\n");
+    if (s0->ckpt == PS_RECOMP_FULL)
+        fprintf(f, "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1\n");
+    if (s0->zero == 1) fprintf(f, "--use-distributed-optimizer\n");
+    if (s0->zero >= 2)
+        fprintf(f, "# NOTE: ZeRO stage %d has no Megatron-LM flag; --use-distributed-optimizer shards only the optimizer "
+                   "states (ZeRO-1)\n--use-distributed-optimizer\n", s0->zero);
+    if (m->dtype == PS_DTYPE_BF16) fprintf(f, "--bf16\n");
+    if (m->dtype == PS_DTYPE_FP16) fprintf(f, "--fp16\n");
+    bool even = true;
+    for (int s = 1; s < S; s++) even = even && blocks[s] == blocks[0];
+    if (!even) {
+        fprintf(f, "# NOTE: uneven pipeline split (blocks per stage:");
+        for (int s = 0; s < S; s++) fprintf(f, " %lld", (long long)blocks[s]);
+        fprintf(f, "); Megatron-LM's --num-layers splits evenly: give the first/last stage their counts with\n"
+                   "#       --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers where they differ\n");
+    }
+    if (strcmp(p->schedule, "1f1b") != 0 && strcmp(p->schedule, "interleaved") != 0)
+        fprintf(f, "# NOTE: schedule %s is not one of Megatron-LM's own (1F1B, interleaved 1F1B); it needs an "
+                   "implementation of %s\n", p->schedule, p->schedule);
+}
+
+static json_t *deepspeed(const ps_model *m, const ps_plan *p)
+{
+    const ps_strategy *s0 = &p->layer[0];
+    int64_t dp = s0->dp, micro = ps_plan_micro_batches(p);
+    json_t *j = json_object();
+    json_object_set_new(j, "train_batch_size", json_integer(p->gbs));
+    json_object_set_new(j, "train_micro_batch_size_per_gpu", json_integer(p->mbs));
+    json_object_set_new(j, "gradient_accumulation_steps", json_integer(micro));
+    json_object_set_new(j, "zero_optimization", json_pack("{s:i}", "stage", s0->zero));
+    if (m->dtype == PS_DTYPE_BF16) json_object_set_new(j, "bf16", json_pack("{s:b}", "enabled", 1));
+    if (m->dtype == PS_DTYPE_FP16) json_object_set_new(j, "fp16", json_pack("{s:b}", "enabled", 1));
+    if (s0->ckpt != PS_RECOMP_NONE)
+        json_object_set_new(j, "activation_checkpointing",
+                            json_pack("{s:b, s:b}", "partition_activations", s0->sp && s0->tp > 1,
+                                      "contiguous_memory_optimization", 0));
+    /* DeepSpeed reads the pipeline and TP layout from the model code (PipelineModule, Megatron-DeepSpeed flags), not
+     * from this file: psearch puts it beside the config, under a key DeepSpeed ignores. */
+    int S = p->pp * p->vpp;
+    int64_t blocks[4096 * 2];
+    blocks_per_stage(m, p, blocks);
+    json_t *parts = json_array();
+    for (int s = 0; s <= S; s++) json_array_append_new(parts, json_integer(p->cuts[s]));
+    json_t *ps = json_object();
+    bool even = true;
+    for (int s = 1; s < S; s++) even = even && blocks[s] == blocks[0];
+    json_object_set_new(ps, "PipelineModule", json_pack("{s:i, s:s, s:o}", "num_stages", p->pp, "partition_method",
+                                                        even ? "uniform" : "custom: layer_boundaries",
+                                                        "layer_boundaries", parts));
+    json_object_set_new(ps, "tensor_model_parallel_size", json_integer(s0->tp));
+    json_object_set_new(ps, "data_parallel_size", json_integer(dp));
+    json_object_set_new(ps, "schedule", json_string(p->schedule));
+    json_object_set_new(ps, "uniform_strategy", json_boolean(ps_plan_is_uniform(p, m->n_layers)));
+    json_object_set_new(ps, "note", json_string("DeepSpeed's PipelineModule takes the stage boundaries through "
+                                                "partition_method='type:...' or a custom partition; DeepSpeed runs "
+                                                "1F1B: other schedules need their own implementation"));
+    json_object_set_new(j, "_psearch", ps);
+    return j;
+}
+
+ps_status ps_plan_export(ps_out *out, const char *kind, const ps_model *m, const ps_plan *p)
+{
+    if (strcmp(kind, "megatron") == 0) {
+        megatron(out->f, m, p);
+        return PS_OK;
+    }
+    if (strcmp(kind, "deepspeed") == 0) return ps_out_json(out, deepspeed(m, p));
+    return PS_FAIL(PS_ERR_INPUT, "unknown --export '%s' (known: megatron, deepspeed)", kind);
+}
+
+ps_status ps_plan_svg(const ps_plan *p, const ps_prediction *r, char **svg, size_t *len)
+{
+    ps_sched *s = NULL;
+    ps_status st = PS_OK;
+    double *buf = NULL;
+    *svg = NULL;
+    PS_TRY(ps_sched_create(&s));
+    PS_TRY_GOTO(st, ps_sched_build(s, p->schedule, p->pp, (int)ps_plan_micro_batches(p), p->vpp), done);
+    int S = ps_sched_stages(s);
+    if (S != r->n_stages) {
+        st = PS_FAIL(PS_ERR_SYSTEM, "schedule %s has %d stages, the prediction %d", p->schedule, S, r->n_stages);
+        goto done;
+    }
+    buf = ps_calloc((size_t)S * 4, sizeof *buf);
+    if (!buf) {
+        st = PS_ERR_SYSTEM;
+        goto done;
+    }
+    for (int k = 0; k < S; k++) {
+        buf[k] = r->stages[k].fwd;
+        buf[S + k] = r->stages[k].bwd_b;
+        buf[2 * S + k] = r->stages[k].bwd_w;
+        buf[3 * S + k] = r->stages[k].p2p;
+    }
+    ps_sched_costs costs = {.f = buf, .b = buf + S, .w = buf + 2 * S, .p2p = S > 1 ? buf + 3 * S : NULL};
+    ps_sched_result res;
+    PS_TRY_GOTO(st, ps_sched_simulate(s, &costs, &res), done);
+    PS_TRY_GOTO(st, ps_sched_svg(s, &res, svg, len), done);
+done:
+    free(buf);
+    ps_sched_destroy(s);
+    return st;
+}

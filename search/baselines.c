@@ -1,0 +1,150 @@
+/* Baselines: the plans people pick without a search, costed with the same model as the search, so every table shows
+ * what the search gained. The even-split baseline comes out of the search itself (ps_search_result.even); this file
+ * computes the three that follow a rule:
+ *  - Megatron heuristic: TP inside a node, the smallest TP x PP that fits, an even layer split, 1F1B, sequence
+ *    parallelism with TP (Megatron-LM's recommended setting), no ZeRO; recompute none, selective or full and the
+ *    micro-batch size are then picked for speed, as a user tuning those two flags would (Narayanan et al., SC'21,
+ *    Sec. 3.3 takeaways: TP up to the node size, then PP);
+ *  - data parallel only (PyTorch DDP): every GPU holds the whole model;
+ *  - ZeRO-3 only (FSDP / DeepSpeed stage 3): parameters, gradients and optimizer states sharded over all GPUs.
+ * Pure: no MPI, no I/O. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ps_search.h"
+
+static const char *const k_names[PS_BASE_COUNT] = {"megatron", "dp-only", "zero3-only", "even-split"};
+static const char *const k_desc[PS_BASE_COUNT] = {
+    "Megatron heuristic: TP inside a node, smallest TP x PP that fits, even split, 1F1B",
+    "data parallel only (DDP)",
+    "ZeRO-3 only (FSDP)",
+    "psearch restricted to even layer splits",
+};
+
+const char *ps_baseline_name(int kind) { return kind >= 0 && kind < PS_BASE_COUNT ? k_names[kind] : "?"; }
+const char *ps_baseline_desc(int kind) { return kind >= 0 && kind < PS_BASE_COUNT ? k_desc[kind] : "?"; }
+
+typedef struct {
+    ps_search_cand best;
+    int found;
+    double min_over;     /* smallest shortfall of memory among plans that did not fit, bytes */
+    double min_need, cap; /* that plan's peak and capacity */
+    int64_t tried;
+} base_acc;
+
+/* Cost one uniform plan; keep it when it fits and beats the current best. Divisibility failures are not errors. */
+static ps_status try_plan(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c, int objective,
+                          int64_t gbs, int64_t mbs, int pp, const ps_strategy *s, int64_t index, base_acc *acc)
+{
+    ps_search_cand cand = {.index = index};
+    if (ps_plan_uniform(m, gbs, mbs, pp, 1, "1f1b", s, &cand.plan) != PS_OK) {
+        ps_error_clear();
+        return PS_OK;
+    }
+    ps_status st = ps_plan_check(&cand.plan, m, c);
+    if (st == PS_ERR_INPUT) {
+        ps_error_clear();
+        ps_plan_free(&cand.plan);
+        return PS_OK;
+    }
+    if (st == PS_OK) st = ps_cost_plan(cp, m, c, &cand.plan, &cand.pred);
+    if (st != PS_OK) {
+        ps_plan_free(&cand.plan);
+        return st;
+    }
+    acc->tried++;
+    if (!cand.pred.fits) {
+        for (int k = 0; k < cand.pred.n_stages; k++) {
+            const ps_stage_pred *sp = &cand.pred.stages[k];
+            double over = sp->mem_peak - sp->mem_capacity;
+            if (over > 0 && over < acc->min_over) {
+                acc->min_over = over;
+                acc->min_need = sp->mem_peak;
+                acc->cap = sp->mem_capacity;
+            }
+        }
+        ps_plan_free(&cand.plan);
+        ps_prediction_free(&cand.pred);
+        return PS_OK;
+    }
+    if (acc->found && ps_search_cand_order(&cand, &acc->best, objective) >= 0) {
+        ps_plan_free(&cand.plan);
+        ps_prediction_free(&cand.pred);
+        return PS_OK;
+    }
+    if (acc->found) {
+        ps_plan_free(&acc->best.plan);
+        ps_prediction_free(&acc->best.pred);
+    }
+    acc->best = cand;
+    acc->found = 1;
+    return PS_OK;
+}
+
+/* Every recompute mode and micro-batch size of one (tp, pp, zero) layout, over the batch range. */
+static ps_status try_layout(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c, const ps_search_opts *o,
+                            int tp, int pp, int zero, bool sp, int64_t *index, base_acc *acc)
+{
+    int64_t dp = c->n_gpus / ((int64_t)tp * pp);
+    if (dp < 1 || dp > INT32_MAX) return PS_OK;
+    for (int64_t gbs = o->gbs_lo; gbs <= o->gbs_hi; gbs += o->gbs_step > 0 ? o->gbs_step : 1) {
+        if (gbs % dp == 0) {
+            int64_t per = gbs / dp;
+            for (int64_t mbs = 1; mbs <= per && mbs <= o->mbs_max; mbs++) {
+                if (per % mbs || per / mbs > PS_PLAN_MAX_MICRO_BATCHES) continue;
+                for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++) {
+                    ps_strategy s = {.tp = tp, .dp = (int)dp, .zero = dp > 1 ? zero : 0, .ckpt = (ps_recompute)rc,
+                                     .sp = sp && tp > 1};
+                    PS_TRY(try_plan(cp, m, c, o->objective, gbs, mbs, pp, &s, (*index)++, acc));
+                }
+            }
+        }
+        if (o->gbs_lo == o->gbs_hi) break;
+    }
+    return PS_OK;
+}
+
+ps_status ps_search_baseline(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
+                             const ps_search_opts *o, int kind, ps_search_cand *out, int *found, char *why,
+                             size_t why_cap)
+{
+    PS_CHECK_INPUT(kind >= 0 && kind < PS_BASE_EVEN, "baseline %d is not computed by rule", kind);
+    base_acc acc = {.min_over = INFINITY};
+    int64_t index = 0;
+    ps_status st = PS_OK;
+    if (kind == PS_BASE_DP || kind == PS_BASE_ZERO3) {
+        st = try_layout(cp, m, c, o, 1, 1, kind == PS_BASE_ZERO3 ? 3 : 0, false, &index, &acc);
+    } else {
+        int node = (int)(c->groups[0].gpus_per_node > 0 ? c->groups[0].gpus_per_node : 1);
+        int max_tp = o->max_tp > 0 ? o->max_tp : node;
+        /* products tp x pp in increasing order; the first one with a fitting plan wins */
+        for (int64_t prod = 1; prod <= c->n_gpus && !acc.found && st == PS_OK; prod++) {
+            if (c->n_gpus % prod) continue;
+            for (int tp = 1; tp <= max_tp && tp <= node && st == PS_OK; tp++) {
+                if (prod % tp || node % tp) continue;
+                int64_t pp = prod / tp;
+                if (pp > m->n_layers || pp > 4096) continue;
+                st = try_layout(cp, m, c, o, tp, (int)pp, 0, true, &index, &acc);
+            }
+        }
+    }
+    if (st != PS_OK) {
+        if (acc.found) {
+            ps_plan_free(&acc.best.plan);
+            ps_prediction_free(&acc.best.pred);
+        }
+        return st;
+    }
+    *found = acc.found;
+    if (acc.found) {
+        *out = acc.best;
+        why[0] = '\0';
+    } else if (isfinite(acc.min_over)) {
+        snprintf(why, why_cap, "does not fit: its lightest plan needs %.1f GiB per GPU, GPUs have %.1f GiB",
+                 acc.min_need / 1073741824.0, acc.cap / 1073741824.0);
+    } else {
+        snprintf(why, why_cap, "no plan of this kind divides the model, the GPUs and the batch");
+    }
+    return PS_OK;
+}

@@ -1,0 +1,121 @@
+/* The search end to end on small problems: the winner is at least as good as every baseline computed the same way
+ * (the even-split baseline is a subset of the search space, so that one is exact), the memory objective finds a plan
+ * no heavier than the throughput winner or any baseline, and bad options are refused. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "ps_search.h"
+
+typedef struct {
+    const char *model, *cluster;
+    int64_t gbs;
+} scenario;
+
+static const scenario k_cases[] = {
+    {"gpt3-1.3b", "dgx-a100-40g:1", 64},
+    {"gpt3-2.7b", "dgx-a100-80g:2", 128},
+    {"bert-huge-32", "titan-pcie3:1", 32},
+    {"t5-512-4-32", "titan-pcie3:1", 32},
+};
+
+static void load(const scenario *s, ps_model *m, ps_cluster *c)
+{
+    assert_int_equal(ps_cluster_load(s->cluster, MPI_COMM_NULL, c), PS_OK);
+    ps_model_opts mo;
+    ps_model_opts_init(&mo);
+    mo.vocab_pad = 128 * c->groups[0].gpus_per_node;
+    if (!ps_cluster_supports_dtype(c, "bf16")) mo.dtype = PS_DTYPE_FP16; /* what the CLI falls back to */
+    assert_int_equal(ps_model_load(s->model, &mo, m), PS_OK);
+}
+
+static void test_beats_baselines(void **state)
+{
+    (void)state;
+    ps_cost_params cp;
+    ps_cost_params_default(&cp);
+    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
+        ps_model m;
+        ps_cluster c;
+        load(&k_cases[i], &m, &c);
+        ps_search_opts o;
+        ps_search_opts_default(&o);
+        o.gbs_lo = o.gbs_hi = k_cases[i].gbs;
+        ps_search_result r;
+        if (ps_search_run(&cp, &m, &c, &o, &r) != PS_OK) fail_msg("%s on %s: %s", m.name, c.name, ps_error_message());
+        if (r.n_top == 0) fail_msg("%s on %s: nothing fits (%s)", m.name, c.name, r.binding);
+        const ps_search_cand *best = &r.top[0];
+        /* even split: part of what the search offered, so never ahead of the winner in the total order */
+        assert_true(r.have_base[PS_BASE_EVEN]);
+        assert_true(ps_search_cand_order(best, &r.base[PS_BASE_EVEN], PS_SEARCH_THROUGHPUT) <= 0);
+        for (int k = 0; k < PS_BASE_EVEN; k++) {
+            char why[160];
+            assert_int_equal(ps_search_baseline(&cp, &m, &c, &o, k, &r.base[k], &r.have_base[k], why, sizeof why),
+                             PS_OK);
+            if (!r.have_base[k]) {
+                assert_true(why[0] != '\0');
+                continue;
+            }
+            assert_true(r.base[k].pred.fits);
+            if (best->pred.samples_per_s < r.base[k].pred.samples_per_s)
+                fail_msg("%s on %s: baseline %s (%.6g samples/s) beats the search (%.6g)", m.name, c.name,
+                         ps_baseline_name(k), r.base[k].pred.samples_per_s, best->pred.samples_per_s);
+        }
+        /* the memory objective: no heavier than anything the throughput search or the baselines found */
+        ps_search_opts om = o;
+        om.objective = PS_SEARCH_MEMORY;
+        ps_search_result rm;
+        assert_int_equal(ps_search_run(&cp, &m, &c, &om, &rm), PS_OK);
+        assert_true(rm.n_top > 0);
+        double light = ps_prediction_peak(&rm.top[0].pred);
+        for (int t = 0; t < r.n_top; t++) assert_true(light <= ps_prediction_peak(&r.top[t].pred));
+        for (int k = 0; k < PS_BASE_COUNT; k++)
+            if (r.have_base[k] && light > ps_prediction_peak(&r.base[k].pred))
+                fail_msg("%s on %s: memory objective %.4g GiB, baseline %s %.4g GiB", m.name, c.name,
+                         light / 1073741824.0, ps_baseline_name(k), ps_prediction_peak(&r.base[k].pred) / 1073741824.0);
+        for (int t = 1; t < rm.n_top; t++)
+            assert_true(ps_search_cand_order(&rm.top[t - 1], &rm.top[t], PS_SEARCH_MEMORY) < 0);
+        ps_search_result_free(&rm);
+        ps_search_result_free(&r);
+        ps_model_free(&m);
+        ps_cluster_free(&c);
+    }
+}
+
+static void test_bad_options(void **state)
+{
+    (void)state;
+    ps_cost_params cp;
+    ps_cost_params_default(&cp);
+    ps_model m;
+    ps_cluster c;
+    load(&k_cases[0], &m, &c);
+    ps_search_opts o;
+    ps_search_opts_default(&o);
+    o.gbs_lo = o.gbs_hi = 16;
+    o.objective = 7;
+    ps_search_result r;
+    assert_int_equal(ps_search_run(&cp, &m, &c, &o, &r), PS_ERR_INPUT);
+    ps_error_clear();
+    ps_search_cand b;
+    int found;
+    char why[64];
+    assert_int_equal(ps_search_baseline(&cp, &m, &c, &o, PS_BASE_EVEN, &b, &found, why, sizeof why), PS_ERR_INPUT);
+    ps_error_clear();
+    ps_model_free(&m);
+    ps_cluster_free(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_beats_baselines),
+        cmocka_unit_test(test_bad_options),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
