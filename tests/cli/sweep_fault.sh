@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fault injection on psearch sweep (issue #9): the whole job (mpiexec and every rank, as a scheduler's kill would)
-# is killed with SIGKILL at several points -- right after a cell's record lands, and early in a run -- then resumed,
+# is killed with SIGKILL at several points -- early in a run, and right after a cell's record lands -- then resumed,
 # until the sweep completes. No cell may be lost or recorded twice, every table must parse at every kill point, and
 # no temporary file may be left once the sweep is done.
 set -u
@@ -42,8 +42,8 @@ kill_job() { # mpiexec pid: SIGKILL to it and its ranks at once, then reap
 records() { if [[ -f "$out/cells.jsonl" ]]; then grep -c '' "$out/cells.jsonl"; else echo 0; fi; }
 
 out=$scratch/sweep
-# 4 cells of ~0.3-1.5 s each on 2 ranks, so a kill lands while a cell is being searched.
-args=(--models gpt3-13b,gpt3-65b --clusters dgx-a100-80g:4,8 --out "$out")
+# 4 cells of ~0.6-1.1 s each on 2 ranks, so a kill lands while a cell is being searched.
+args=(--models gpt3-65b,gpt3-175b --clusters dgx-a100-80g:8,16 --out "$out")
 
 start() { # extra args
   # shellcheck disable=SC2086 # the launcher is a command line
@@ -66,9 +66,15 @@ check_tables() { # label
   else bad "$1: index.html tables not closed"; fi
 }
 
-# Kill points 1 and 2: as soon as one more record has landed (the next cell is then in progress).
-round=0
-for extra in "" --resume; do
+# Kill point 1: early in a fresh run (start-up, the first tables, the first search).
+start
+sleep 0.3
+kill_job "$job"
+echo "# early kill: $(records) records"
+check_tables "after the early kill"
+# Kill points 2 and 3: as soon as one more record has landed (the next cell is then in progress).
+round=1
+for extra in --resume --resume; do
   round=$((round + 1))
   before=$(records)
   start $extra
@@ -78,14 +84,10 @@ for extra in "" --resume; do
   after=$(records)
   echo "# kill $round: $before -> $after records"
   if [[ $after -gt $before ]]; then ok; else bad "round $round: no record within 12 s"; fi
+  # Otherwise the kill hit a finished sweep and tested nothing: the cells must be made longer.
+  if [[ $after -lt 4 ]]; then ok; else bad "round $round: the sweep finished before the kill"; fi
   check_tables "after kill $round ($after records)"
 done
-# Kill point 3: early in a run (start-up, first tables, first search).
-start --resume
-sleep 0.3
-kill_job "$job"
-echo "# early kill: $(records) records"
-check_tables "after the early kill"
 # Resume to the end.
 start --resume
 wait "$job"
