@@ -16,7 +16,7 @@
 typedef enum { PS_FMT_TABLE = 0, PS_FMT_JSON } ps_format;
 
 typedef struct {
-    const char *cmd;      /* "plan" (default), "model", "cluster", "estimate", "schedule" */
+    const char *cmd;      /* "plan" (default), "model", "cluster", "estimate", "schedule", "sweep" */
     const char *sub;      /* model/cluster: "list" or "show" */
     const char *model;    /* --model or positional of `model show` */
     const char *cluster;  /* --cluster or positional of `cluster show` */
@@ -56,6 +56,11 @@ typedef struct {
     const char *db_out;   /* calibrate / costdb merge: the database written (their --out) */
     const char *db_args[2]; /* costdb show FILE / costdb merge A B */
     int n_db_args;
+    /* sweep */
+    const char *models;    /* --models LIST */
+    const char *clusters;  /* --clusters LIST */
+    const char *sweep_dir; /* --out DIR of `sweep` (o->out stays NULL: the summary goes to stdout) */
+    int resume;
 } ps_cli_opts;
 
 /* Parse argv. On bad usage returns PS_ERR_INPUT with the message set. */
@@ -81,6 +86,7 @@ ps_status ps_cmd_cluster(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
 ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
 ps_status ps_cmd_estimate(const ps_cli_opts *o, ps_out *out);
 ps_status ps_cmd_schedule(const ps_cli_opts *o, ps_out *out);
+ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
 void ps_cmd_version(FILE *f);
 ps_status ps_cmd_calibrate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
 ps_status ps_cmd_costdb(const ps_cli_opts *o, ps_out *out);

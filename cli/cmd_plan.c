@@ -302,13 +302,29 @@ ps_status ps_cli_search(const ps_cli_opts *o, MPI_Comm comm, const ps_cost_param
     so.rank = rank;
     so.nranks = nranks;
     double t0 = MPI_Wtime();
-    PS_TRY(ps_search_run(cp, m, c, &so, &mine));
-    char *txt = rank_json(&mine, m);
-    ps_search_result_free(&mine);
-    if (!txt) return PS_FAIL(PS_ERR_SYSTEM, "out of memory serializing search results");
+    ps_status st = ps_search_run(cp, m, c, &so, &mine);
+    char *txt = NULL;
+    if (st == PS_OK) {
+        txt = rank_json(&mine, m);
+        ps_search_result_free(&mine);
+        if (!txt) st = PS_FAIL(PS_ERR_SYSTEM, "out of memory serializing search results");
+    }
+    /* A rank whose share failed (memory, a cost-model error) must not leave the others waiting in the gather: agree
+     * on the outcome first; the failing rank keeps its own message, main.c prints the lowest one. */
+    if (comm != MPI_COMM_NULL) {
+        ps_status worst = PS_OK;
+        int first = nranks;
+        ps_status ast = ps_mpi_agree(comm, st, &worst, &first);
+        if (ast == PS_OK && worst != PS_OK && st == PS_OK)
+            ast = PS_FAIL(worst, "the search failed on rank %d", first);
+        if (ast != PS_OK) {
+            free(txt);
+            return ast;
+        }
+    }
+    if (st != PS_OK) return st;
     char **texts = NULL;
     int nt = 0;
-    ps_status st = PS_OK;
     if (comm != MPI_COMM_NULL) {
         st = ps_mpi_gather_strings(comm, 0, txt, &texts, &nt);
     } else {

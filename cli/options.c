@@ -36,6 +36,9 @@ enum {
     OPT_MBS_MAX,
     OPT_MAX_TP,
     OPT_SCHEDULES,
+    OPT_MODELS,
+    OPT_CLUSTERS,
+    OPT_RESUME,
     OPT_OBJECTIVE,
     OPT_EXPORT,
     OPT_COSTDB,
@@ -79,6 +82,9 @@ static const struct option g_long[] = {
     {"mbs-max", required_argument, NULL, OPT_MBS_MAX},
     {"max-tp", required_argument, NULL, OPT_MAX_TP},
     {"schedules", required_argument, NULL, OPT_SCHEDULES},
+    {"models", required_argument, NULL, OPT_MODELS},
+    {"clusters", required_argument, NULL, OPT_CLUSTERS},
+    {"resume", no_argument, NULL, OPT_RESUME},
     {"objective", required_argument, NULL, OPT_OBJECTIVE},
     {"export", required_argument, NULL, OPT_EXPORT},
     {"costdb", required_argument, NULL, OPT_COSTDB},
@@ -162,6 +168,28 @@ void ps_cli_usage(FILE *f, const char *cmd)
                    "a cluster of the devices it measured (docs/costdb.md).\n");
         return;
     }
+    if (cmd && strcmp(cmd, "sweep") == 0) {
+        fprintf(f, "usage: psearch sweep --models LIST --clusters LIST --out DIR [--resume] [SEARCH OPTIONS]\n"
+                   "\n"
+                   "Search every (model, cluster) cell with all ranks, one cell after another, and publish plan\n"
+                   "tables in DIR: plans.md, plans.csv and index.html (one table per model, with each plan's\n"
+                   "schedule timeline). Each finished cell is appended to DIR/cells.jsonl as it completes.\n"
+                   "\n"
+                   "  --models LIST    comma-separated models: presets or files (gpt3-1.3b,gpt3-65b)\n"
+                   "  --clusters LIST  comma-separated clusters: PRESET:NODES, cluster.json files or auto. A bare\n"
+                   "                   number continues the preset before it with another node count:\n"
+                   "                   dgx-a100-80g:1,2,4,8 is dgx-a100-80g:1,dgx-a100-80g:2,... (write ./8 for a\n"
+                   "                   file named 8)\n"
+                   "  --out DIR        where the tables and records go (created if missing)\n"
+                   "  --resume         continue the sweep recorded in DIR: finished cells are skipped; refused\n"
+                   "                   when DIR's records were made with other search options or other cells\n"
+                   "  search options as for `psearch --help`: --gbs, --gbs-range, --mbs-max, --max-tp, --schedules,\n"
+                   "  --seq, --vocab-pad, --dtype, --cost-param, --objective (--gbs default: 8 x GPUs of each cluster)\n"
+                   "\n"
+                   "Exit 0 when every cell is recorded (infeasible cells too, with their binding constraint);\n"
+                   "2 on a bad model or cluster (before any cell runs) or a folder holding another sweep.\n");
+        return;
+    }
     if (cmd && strcmp(cmd, "cluster") == 0) {
         fprintf(f, "usage: psearch cluster list [--format table|json]\n"
                    "       psearch cluster show [SPEC] [--format table|json]\n"
@@ -178,6 +206,7 @@ void ps_cli_usage(FILE *f, const char *cmd)
             "       psearch schedule --kind K ...      simulate a pipeline schedule (psearch schedule --help)\n"
             "       psearch calibrate --out FILE.h5    measure this allocation into a cost database (under mpirun)\n"
             "       psearch costdb show|merge ...      summarize or merge cost databases (psearch costdb --help)\n"
+            "       psearch sweep --models L --clusters L --out DIR   plan tables (psearch sweep --help)\n"
             "       psearch --version                  versions of psearch and the libraries it uses\n"
             "\n"
             "Options (defaults in brackets):\n"
@@ -253,7 +282,8 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
                     first = 4;
                 }
             }
-        } else if (strcmp(c, "estimate") == 0 || strcmp(c, "schedule") == 0 || strcmp(c, "calibrate") == 0) {
+        } else if (strcmp(c, "estimate") == 0 || strcmp(c, "schedule") == 0 || strcmp(c, "calibrate") == 0 ||
+                   strcmp(c, "sweep") == 0) {
             o->cmd = c;
             first = 2;
         } else if (strcmp(c, "costdb") == 0) {
@@ -276,7 +306,7 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
             first = 2;
         } else {
             return PS_FAIL(PS_ERR_INPUT, "unknown command '%s' (commands: model, cluster, estimate, schedule, calibrate, "
-                                         "costdb; see psearch --help)", c);
+                                         "costdb, sweep; see psearch --help)", c);
         }
     }
 
@@ -372,6 +402,9 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
         case OPT_MBS_MAX: PS_TRY(parse_pos_int("mbs-max", optarg, &o->mbs_max)); break;
         case OPT_MAX_TP: PS_TRY(parse_pos_int("max-tp", optarg, &o->max_tp)); break;
         case OPT_SCHEDULES: o->schedules = optarg; break;
+        case OPT_MODELS: o->models = optarg; break;
+        case OPT_CLUSTERS: o->clusters = optarg; break;
+        case OPT_RESUME: o->resume = 1; break;
         case OPT_OBJECTIVE:
             if (strcmp(optarg, "throughput") != 0 && strcmp(optarg, "memory") != 0)
                 return PS_FAIL(PS_ERR_INPUT, "unknown --objective '%s' (known: throughput, memory)", optarg);
@@ -416,6 +449,14 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
         o->db_out = o->out;
         o->out = NULL;
     }
+    if (strcmp(o->cmd, "sweep") == 0 && !o->help) {
+        /* --out names the sweep's folder, not a file the command's output is committed to. */
+        o->sweep_dir = o->out;
+        o->out = NULL;
+        if (!o->models || !o->clusters || !o->sweep_dir)
+            return PS_FAIL(PS_ERR_INPUT, "'psearch sweep' needs --models LIST, --clusters LIST and --out DIR "
+                                         "(see psearch sweep --help)");
+    }
     if (!o->model) o->model = PS_DEFAULT_MODEL;
     if (!o->cluster) o->cluster = PS_DEFAULT_CLUSTER;
     return PS_OK;
@@ -424,7 +465,7 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
 int ps_cli_needs_mpi(const ps_cli_opts *o)
 {
     if (o->help || o->version) return 0;
-    if (strcmp(o->cmd, "plan") == 0) return 1;
+    if (strcmp(o->cmd, "plan") == 0 || strcmp(o->cmd, "sweep") == 0) return 1;
     /* calibrate measures the MPI job it runs in */
     if (strcmp(o->cmd, "calibrate") == 0) return 1;
     /* Describing the allocation gathers facts from every rank. */

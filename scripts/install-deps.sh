@@ -12,6 +12,9 @@ pkgs=(
   libopenblas-dev                               # CPU GEMM microbenchmarks
   libjansson-dev                                # JSON with line:column errors
   libcmocka-dev                                 # unit tests
+  slurm-wlm                                     # the 8-node local Slurm cluster of the slurm-labelled tests
+  valgrind                                      # the valgrind-labelled memcheck test
+  libxml2-utils                                 # xmllint: the sweep tests check index.html is well-formed
   "$@"
 )
 

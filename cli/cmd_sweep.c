@@ -1,0 +1,525 @@
+/* `psearch sweep`: every (model, cluster) cell searched by all ranks, one cell after another; each finished cell
+ * appended to DIR/cells.jsonl (mpi/sweep.c) and the plan tables re-rendered from those records (sweep_tables.c), so
+ * a sweep killed at any moment resumes with --resume, losing at most the cell in progress. */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "ps_mpi.h"
+#include "ps_schedules.h"
+#include "ps_sweep.h"
+#include "sweep_tables.h"
+
+/* Cells in one sweep: far more than any nightly table shows, small enough to keep every cell's model in memory. */
+#define SWEEP_MAX_CELLS 4096
+
+static bool all_digits(const char *s)
+{
+    if (!*s) return false;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9') return false;
+    return true;
+}
+
+static void free_list(char **v, int n)
+{
+    if (!v) return;
+    for (int i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
+static ps_status push(char ***v, int *n, const char *s, const char *opt)
+{
+    if (*n >= SWEEP_MAX_CELLS) return PS_FAIL(PS_ERR_INPUT, "option --%s lists more than %d items", opt, SWEEP_MAX_CELLS);
+    for (int i = 0; i < *n; i++)
+        if (strcmp((*v)[i], s) == 0) return PS_FAIL(PS_ERR_INPUT, "option --%s lists '%s' twice", opt, s);
+    char **nv = realloc(*v, (size_t)(*n + 1) * sizeof *nv);
+    if (!nv) return PS_FAIL(PS_ERR_SYSTEM, "out of memory parsing --%s", opt);
+    *v = nv;
+    if (!(nv[*n] = ps_strdup(s))) return PS_ERR_SYSTEM;
+    (*n)++;
+    return PS_OK;
+}
+
+/* Split a comma list into its items; an empty item is a typo ("a,,b"), not something to skip. */
+static ps_status split_list(const char *list, const char *opt, char ***items, int *n)
+{
+    *items = NULL;
+    *n = 0;
+    const char *p = list;
+    int pos = 1;
+    for (;; pos++) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == 0) {
+            free_list(*items, *n);
+            *items = NULL;
+            *n = 0;
+            return PS_FAIL(PS_ERR_INPUT, "option --%s: item %d of '%s' is empty", opt, pos, list);
+        }
+        char tok[1024];
+        if (len >= sizeof tok) {
+            free_list(*items, *n);
+            *items = NULL;
+            *n = 0;
+            return PS_FAIL(PS_ERR_INPUT, "option --%s: item %d is longer than %zu characters", opt, pos,
+                           sizeof tok - 1);
+        }
+        memcpy(tok, p, len);
+        tok[len] = '\0';
+        ps_status st = push(items, n, tok, opt);
+        if (st != PS_OK) {
+            free_list(*items, *n);
+            *items = NULL;
+            *n = 0;
+            return st;
+        }
+        if (!e) return PS_OK;
+        p = e + 1;
+    }
+}
+
+/* --clusters: items are PRESET[:NODES], cluster files (a '/' or a .json ending, as ps_cluster_load tells them
+ * apart) or auto; an item of digits alone is one more node count for the preset item before it, so
+ * "dgx-a100-80g:1,2,4" is the DESIGN.md shorthand for dgx-a100-80g:1,dgx-a100-80g:2,dgx-a100-80g:4. A preset name is
+ * never all digits and a file named by digits is written ./8, so the two readings never collide. */
+static ps_status parse_clusters(const char *list, char ***out, int *n)
+{
+    char **raw = NULL;
+    int nraw = 0;
+    *out = NULL;
+    *n = 0;
+    PS_TRY(split_list(list, "clusters", &raw, &nraw));
+    ps_status st = PS_OK;
+    char base[512] = "";
+    char **v = NULL;
+    int nv = 0;
+    for (int i = 0; i < nraw && st == PS_OK; i++) {
+        const char *t = raw[i];
+        char spec[1100];
+        if (all_digits(t)) {
+            if (!base[0]) {
+                st = PS_FAIL(PS_ERR_INPUT, "option --clusters: '%s' is a node count but no preset comes before it "
+                                           "(write PRESET:%s, or ./%s for a cluster file of that name)", t, t, t);
+                break;
+            }
+            snprintf(spec, sizeof spec, "%s:%s", base, t);
+        } else {
+            ps_strlcpy(spec, t, sizeof spec);
+            size_t len = strlen(t);
+            bool file = strchr(t, '/') || (len >= 5 && strcmp(t + len - 5, ".json") == 0);
+            if (file || strcmp(t, "auto") == 0) {
+                base[0] = '\0'; /* nothing for a later bare number to continue */
+            } else {
+                ps_strlcpy(base, t, sizeof base);
+                char *colon = strrchr(base, ':');
+                if (colon) *colon = '\0';
+            }
+        }
+        st = push(&v, &nv, spec, "clusters");
+    }
+    free_list(raw, nraw);
+    if (st != PS_OK) {
+        free_list(v, nv);
+        return st;
+    }
+    *out = v;
+    *n = nv;
+    return PS_OK;
+}
+
+/* The search options that change what a cell finds, in one canonical line. Records carry it, and --resume refuses
+ * records made with another: a table must not mix plans searched under different settings. */
+static void options_line(const ps_cli_opts *o, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (o->gbs_range) ps_strcatf(buf, cap, "gbs-range=%s", o->gbs_range);
+    else if (o->gbs) ps_strcatf(buf, cap, "gbs=%lld", (long long)o->gbs);
+    else ps_strcatf(buf, cap, "gbs=8xGPUs");
+    ps_strcatf(buf, cap, " mbs-max=%lld", o->mbs_max ? (long long)o->mbs_max : 16LL);
+    if (o->max_tp) ps_strcatf(buf, cap, " max-tp=%lld", (long long)o->max_tp);
+    else ps_strcatf(buf, cap, " max-tp=node");
+    ps_strcatf(buf, cap, " schedules=%s", o->schedules ? o->schedules : "all");
+    if (o->mopts.seq) ps_strcatf(buf, cap, " seq=%lld", (long long)o->mopts.seq);
+    if (o->mopts.vocab_pad) ps_strcatf(buf, cap, " vocab-pad=%lld", (long long)o->mopts.vocab_pad);
+    if (o->mopts.dtype >= 0) ps_strcatf(buf, cap, " dtype=%s", ps_dtype_name((ps_dtype)o->mopts.dtype));
+    if (o->objective && strcmp(o->objective, "throughput") != 0) ps_strcatf(buf, cap, " objective=%s", o->objective);
+    for (int i = 0; i < o->n_cost_params; i++) ps_strcatf(buf, cap, " cost-param=%s", o->cost_params[i]);
+}
+
+/* Agree on one outcome. Returns PS_OK with *stop = 0 when every rank is fine. Otherwise *stop = 1 and this rank's
+ * own status: ranks that were fine return PS_OK, so main's agreement lets the rank that failed say why, once. */
+static ps_status agree(MPI_Comm comm, ps_status local, int *stop)
+{
+    if (comm == MPI_COMM_NULL) {
+        *stop = local != PS_OK;
+        return local;
+    }
+    ps_status worst = PS_OK;
+    int first = 0;
+    ps_status st = ps_mpi_agree(comm, local, &worst, &first);
+    if (st != PS_OK) {
+        *stop = 1;
+        return st;
+    }
+    *stop = worst != PS_OK;
+    return local;
+}
+
+/* Create DIR when missing (its parent must exist: a typo in a path should not grow a tree of folders). */
+static ps_status make_dir(const char *dir)
+{
+    if (mkdir(dir, 0777) == 0) return PS_OK;
+    struct stat sb;
+    if (errno == EEXIST && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return PS_OK;
+    if (errno == EEXIST) return PS_FAIL(PS_ERR_INPUT, "--out %s: exists and is not a folder", dir);
+    return PS_FAIL(PS_ERR_INPUT, "--out %s: cannot create the folder: %s", dir, strerror(errno));
+}
+
+/* A kill during a table's atomic write leaves its temporary (plans.md.tmp.XXXXXX) beside it; the table itself is
+ * whole. Remove such leftovers so a resumed sweep's folder holds only what it publishes. */
+static void remove_stale_temporaries(const char *dir)
+{
+    static const char *const prefixes[] = {"plans.md.tmp.", "plans.csv.tmp.", "index.html.tmp."};
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
+            size_t pl = strlen(prefixes[i]);
+            if (strncmp(e->d_name, prefixes[i], pl) == 0 && strlen(e->d_name) == pl + 6) {
+                char p[4096];
+                snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+                unlink(p);
+            }
+        }
+    }
+    closedir(d);
+}
+
+static const char *jstr(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+/* Rank 0: open the records and check they belong to this sweep; fill done[]. */
+static ps_status open_records(const ps_cli_opts *o, const ps_sweep_grid *g, const char *opts, ps_sweep_log **lg,
+                              unsigned char *done)
+{
+    char path[4096];
+    PS_TRY(make_dir(o->sweep_dir));
+    snprintf(path, sizeof path, "%s/cells.jsonl", o->sweep_dir);
+    size_t torn = 0;
+    PS_TRY(ps_sweep_log_open(path, lg, &torn));
+    int n = ps_sweep_log_count(*lg);
+    if (n > 0 && !o->resume) {
+        ps_sweep_log_close(*lg);
+        *lg = NULL;
+        return PS_FAIL(PS_ERR_INPUT, "--out %s already holds %d finished cell(s) of a sweep (%s): add --resume to "
+                                     "continue it, or choose another folder", o->sweep_dir, n, path);
+    }
+    if (torn) fprintf(stderr, "# sweep: dropped a torn last record of %zu bytes from %s\n", torn, path);
+    for (int i = 0; i < n; i++) {
+        const json_t *r = ps_sweep_log_at(*lg, i);
+        const char *ro = jstr(r, "options");
+        ps_status st = PS_OK;
+        if (strcmp(ro, opts) != 0) {
+            st = PS_FAIL(PS_ERR_INPUT, "--resume: %s record %d (%s) was searched with other options:\n  recorded: "
+                                       "%s\n  now:      %s\nrerun with the recorded options, or use another folder",
+                         path, i + 1, jstr(r, "cell"), ro, opts);
+        } else {
+            int mi = -1, ci = -1;
+            for (int k = 0; k < g->n_models; k++)
+                if (strcmp(g->models[k], jstr(r, "model")) == 0) mi = k;
+            for (int k = 0; k < g->n_clusters; k++)
+                if (strcmp(g->clusters[k], jstr(r, "cluster")) == 0) ci = k;
+            if (mi < 0 || ci < 0)
+                st = PS_FAIL(PS_ERR_INPUT, "--resume: %s holds cell '%s', which --models/--clusters do not list; "
+                                           "a resumed sweep must cover every recorded cell (list it, or use another "
+                                           "folder)", path, jstr(r, "cell"));
+            else if (done[mi * g->n_clusters + ci])
+                st = PS_FAIL(PS_ERR_INPUT, "%s: cell '%s' is recorded twice (line %d)", path, jstr(r, "cell"), i + 1);
+            else
+                done[mi * g->n_clusters + ci] = 1;
+        }
+        if (st != PS_OK) {
+            ps_sweep_log_close(*lg);
+            *lg = NULL;
+            return st;
+        }
+    }
+    remove_stale_temporaries(o->sweep_dir);
+    return PS_OK;
+}
+
+/* ---- one cell's record ---- */
+
+static json_t *timeline_json(const ps_plan *p, const ps_prediction *q)
+{
+    json_t *f = json_array(), *b = json_array(), *w = json_array(), *x = json_array();
+    for (int s = 0; s < q->n_stages; s++) {
+        json_array_append_new(f, json_real(q->stages[s].fwd));
+        json_array_append_new(b, json_real(q->stages[s].bwd_b));
+        json_array_append_new(w, json_real(q->stages[s].bwd_w));
+        if (s + 1 < q->n_stages) json_array_append_new(x, json_real(q->stages[s].p2p));
+    }
+    return json_pack("{s:s, s:i, s:I, s:i, s:o, s:o, s:o, s:o}", "kind", p->schedule, "d", p->pp, "n",
+                     (json_int_t)ps_plan_micro_batches(p), "v", p->vpp, "f", f, "b", b, "w", w, "p2p", x);
+}
+
+/* Samples/s of the Megatron heuristic's best plan on the cell (search/baselines.c, costed on rank 0 by
+ * ps_cli_search with the same cost model), or NAN when no such plan fits: the gain column then says n/a. */
+static double megatron_baseline(const ps_search_result *r)
+{
+    return r->have_base[PS_BASE_MEGATRON] ? r->base[PS_BASE_MEGATRON].pred.samples_per_s : NAN;
+}
+
+static json_t *cell_record(const char *key, const char *model, const char *cluster, const char *opts,
+                           const ps_model *m, const ps_cluster *c, const ps_search_result *r, int nranks,
+                           double secs)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "cell", json_string(key));
+    json_object_set_new(j, "model", json_string(model));
+    json_object_set_new(j, "cluster", json_string(cluster));
+    json_object_set_new(j, "options", json_string(opts));
+    json_object_set_new(j, "model_name", json_string(m->name));
+    json_object_set_new(j, "cluster_name", json_string(c->name));
+    json_object_set_new(j, "gpus", json_integer(c->n_gpus));
+    json_object_set_new(j, "status", json_string(r->n_top ? "ok" : "infeasible"));
+    if (!r->n_top) {
+        json_object_set_new(j, "binding", json_string(r->binding));
+    } else {
+        const ps_plan *p = &r->top[0].plan;
+        const ps_prediction *q = &r->top[0].pred;
+        const ps_strategy *s0 = &p->layer[0];
+        json_object_set_new(j, "plan",
+                            json_pack("{s:i, s:i, s:i, s:i, s:i, s:s, s:b, s:b, s:s, s:I, s:I, s:I}", "pp", p->pp,
+                                      "vpp", p->vpp, "tp", s0->tp, "dp", s0->dp, "zero", s0->zero, "ckpt",
+                                      ps_recompute_name(s0->ckpt), "sp", s0->sp, "uniform",
+                                      ps_plan_is_uniform(p, m->n_layers), "schedule", p->schedule, "gbs",
+                                      (json_int_t)p->gbs, "mbs", (json_int_t)p->mbs, "micro_batches",
+                                      (json_int_t)ps_plan_micro_batches(p)));
+        double peak = 0, cap = INFINITY;
+        for (int s = 0; s < q->n_stages; s++) {
+            peak = fmax(peak, q->stages[s].mem_peak);
+            cap = fmin(cap, q->stages[s].mem_capacity);
+        }
+        json_object_set_new(j, "predicted",
+                            json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "iter_time_s", q->iter_time_s,
+                                      "samples_per_s", q->samples_per_s, "tokens_per_s", q->tokens_per_s,
+                                      "tflops_per_gpu", q->tflops_per_gpu, "mfu", q->mfu, "bubble_frac",
+                                      q->bubble_frac, "peak_mem_gib", peak / 1073741824.0, "mem_capacity_gib",
+                                      cap / 1073741824.0));
+        double base = megatron_baseline(r);
+        json_object_set_new(j, "megatron_samples_per_s", isfinite(base) ? json_real(base) : json_null());
+        if (!isfinite(base)) json_object_set_new(j, "megatron_why", json_string(r->base_why[PS_BASE_MEGATRON]));
+        json_object_set_new(j, "timeline", timeline_json(p, q));
+    }
+    json_object_set_new(j, "search", json_pack("{s:f, s:i, s:I, s:I, s:I}", "wall_s", secs, "ranks", nranks,
+                                               "candidates", (json_int_t)r->candidates, "evaluated",
+                                               (json_int_t)r->evaluated, "feasible", (json_int_t)r->feasible));
+    char when[32];
+    time_t now = time(NULL);
+    struct tm tmv;
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tmv));
+    json_object_set_new(j, "finished", json_string(when));
+    json_object_set_new(j, "psearch", json_string(PS_VERSION));
+    return j;
+}
+
+/* ---- the command ---- */
+
+typedef struct {
+    ps_sweep_grid g;
+    ps_cluster *clusters; /* [n_clusters] */
+    ps_model *models;     /* [n_models * n_clusters]: the vocabulary padding depends on the cluster */
+    int n_loaded_clusters, n_loaded_models;
+} sweep_inputs;
+
+static void inputs_free(sweep_inputs *in)
+{
+    for (int i = 0; i < in->n_loaded_models; i++) ps_model_free(&in->models[i]);
+    for (int i = 0; i < in->n_loaded_clusters; i++) ps_cluster_free(&in->clusters[i]);
+    free(in->models);
+    free(in->clusters);
+    free_list(in->g.models, in->g.n_models);
+    free_list(in->g.clusters, in->g.n_clusters);
+}
+
+/* Search options the search itself would reject only when the first cell starts, checked before the folder is
+ * touched (the same rules as ps_cli_search's; a shared validator in cli/cmd_plan.c would be the one place for them). */
+static ps_status check_search_options(const ps_cli_opts *o)
+{
+    if (o->schedules) {
+        char buf[512];
+        ps_strlcpy(buf, o->schedules, sizeof buf);
+        char *save = NULL;
+        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            if (ps_sched_kind_find(t) < 0) {
+                char known[256] = "";
+                for (int i = 0; i < ps_sched_kind_count(); i++)
+                    ps_strcatf(known, sizeof known, "%s%s", i ? ", " : "", ps_sched_kind_name(i));
+                return PS_FAIL(PS_ERR_INPUT, "option --schedules: unknown pipeline schedule '%s' (known: %s)", t, known);
+            }
+    }
+    if (o->gbs_range) {
+        long long lo, hi, step;
+        char tail;
+        if (sscanf(o->gbs_range, "%lld:%lld:%lld%c", &lo, &hi, &step, &tail) != 3 || lo < 1 || hi < lo || step < 1)
+            return PS_FAIL(PS_ERR_INPUT, "option --gbs-range needs LO:HI:STEP, positive integers with LO <= HI (got "
+                                         "'%s')", o->gbs_range);
+    }
+    return PS_OK;
+}
+
+/* Parse both lists and load every cluster and every (model, cluster) model, on this rank, before any cell runs: a
+ * bad name in the last cell fails the sweep now, not hours into it. */
+static ps_status load_inputs(const ps_cli_opts *o, MPI_Comm comm, sweep_inputs *in)
+{
+    PS_TRY(check_search_options(o));
+    PS_TRY(split_list(o->models, "models", &in->g.models, &in->g.n_models));
+    PS_TRY(parse_clusters(o->clusters, &in->g.clusters, &in->g.n_clusters));
+    if ((int64_t)in->g.n_models * in->g.n_clusters > SWEEP_MAX_CELLS)
+        return PS_FAIL(PS_ERR_INPUT, "the sweep has %d x %d cells; at most %d are allowed", in->g.n_models,
+                       in->g.n_clusters, SWEEP_MAX_CELLS);
+    in->clusters = ps_calloc((size_t)in->g.n_clusters, sizeof *in->clusters);
+    in->models = ps_calloc((size_t)in->g.n_models * (size_t)in->g.n_clusters, sizeof *in->models);
+    if (!in->clusters || !in->models) return PS_ERR_SYSTEM;
+    for (int k = 0; k < in->g.n_clusters; k++) {
+        PS_TRY(ps_cluster_load(in->g.clusters[k], comm, &in->clusters[k]));
+        in->n_loaded_clusters++;
+        if (in->clusters[k].n_gpus < 1)
+            return PS_FAIL(PS_ERR_INPUT, "cluster %s has no GPUs to plan for", in->g.clusters[k]);
+    }
+    for (int i = 0; i < in->g.n_models; i++)
+        for (int k = 0; k < in->g.n_clusters; k++) {
+            /* The padding rule of ps_cli_load_inputs (the plan command): 128 x GPUs per node unless --vocab-pad. */
+            ps_model_opts mo = o->mopts;
+            const ps_cluster *c = &in->clusters[k];
+            if (!mo.vocab_pad) mo.vocab_pad = 128 * (c->groups[0].gpus_per_node > 0 ? c->groups[0].gpus_per_node : 1);
+            PS_TRY(ps_model_load(in->g.models[i], &mo, &in->models[i * in->g.n_clusters + k]));
+            in->n_loaded_models = i * in->g.n_clusters + k + 1;
+        }
+    return PS_OK;
+}
+
+static void cell_line(const json_t *rec, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s: ", jstr(rec, "cell"));
+    const json_t *q = json_object_get(rec, "predicted"), *p = json_object_get(rec, "plan");
+    if (q && p)
+        ps_strcatf(buf, cap, "%.4g samples/s, MFU %.1f%%, pp %lld tp %lld dp %lld %s",
+                   json_real_value(json_object_get(q, "samples_per_s")),
+                   100 * json_real_value(json_object_get(q, "mfu")),
+                   (long long)json_integer_value(json_object_get(p, "pp")),
+                   (long long)json_integer_value(json_object_get(p, "tp")),
+                   (long long)json_integer_value(json_object_get(p, "dp")), jstr(p, "schedule"));
+    else
+        ps_strcatf(buf, cap, "infeasible (%s)", jstr(rec, "binding"));
+    ps_strcatf(buf, cap, " [%.2f s]", json_real_value(json_object_get(json_object_get(rec, "search"), "wall_s")));
+}
+
+ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
+{
+    int rank = 0, nranks = 1, stop = 0;
+    if (comm != MPI_COMM_NULL) {
+        PS_MPI(MPI_Comm_rank(comm, &rank));
+        PS_MPI(MPI_Comm_size(comm, &nranks));
+    }
+    double t0 = MPI_Wtime();
+    ps_cost_params cp;
+    ps_cost_params_default(&cp);
+    sweep_inputs in;
+    memset(&in, 0, sizeof in);
+    ps_sweep_log *lg = NULL;
+    unsigned char *done = NULL;
+    char opts[1024];
+    options_line(o, opts, sizeof opts);
+    in.g.options = opts;
+
+    ps_status st = PS_OK;
+    for (int i = 0; i < o->n_cost_params && st == PS_OK; i++) st = ps_cost_params_set(&cp, o->cost_params[i]);
+    if (st == PS_OK) st = load_inputs(o, comm, &in);
+    int n_cells = in.g.n_models * in.g.n_clusters;
+    if (st == PS_OK && !(done = ps_calloc((size_t)n_cells + 1, 1))) st = PS_ERR_SYSTEM;
+    st = agree(comm, st, &stop);
+    if (stop) goto end;
+
+    /* Rank 0 owns the folder: records, tables, progress. */
+    if (rank == 0) {
+        st = open_records(o, &in.g, opts, &lg, done);
+        if (st == PS_OK) st = ps_sweep_render(o->sweep_dir, &in.g, lg);
+    }
+    st = agree(comm, st, &stop);
+    if (stop) goto end;
+    PS_TRY_GOTO(st, ps_sweep_share_done(comm, 0, done, n_cells), end);
+
+    int already = 0, searched = 0;
+    for (int i = 0; i < n_cells; i++) already += done[i];
+    ps_sweep_progress prog;
+    ps_sweep_progress_start(&prog, rank == 0, n_cells, already);
+    for (int mi = 0; mi < in.g.n_models; mi++)
+        for (int ci = 0; ci < in.g.n_clusters; ci++) {
+            int cell = mi * in.g.n_clusters + ci;
+            if (done[cell]) continue;
+            const ps_model *m = &in.models[cell];
+            const ps_cluster *c = &in.clusters[ci];
+            ps_search_result all;
+            double secs = 0;
+            /* ps_cli_search takes the search options from o; the model and cluster are passed loaded. */
+            st = ps_cli_search(o, comm, &cp, m, c, &all, &secs);
+            if (st == PS_OK && rank == 0) {
+                char key[2100], line[512];
+                ps_sweep_cell_key(in.g.models[mi], in.g.clusters[ci], key, sizeof key);
+                json_t *rec = cell_record(key, in.g.models[mi], in.g.clusters[ci], opts, m, c, &all, nranks, secs);
+                if (!rec) st = PS_FAIL(PS_ERR_SYSTEM, "out of memory building the record of %s", key);
+                if (st == PS_OK) st = ps_sweep_log_append(lg, rec);
+                if (st == PS_OK) st = ps_sweep_render(o->sweep_dir, &in.g, lg);
+                if (st == PS_OK) {
+                    cell_line(rec, line, sizeof line);
+                    ps_sweep_progress_cell(&prog, line);
+                }
+                json_decref(rec);
+            }
+            if (st == PS_OK) searched++;
+            ps_search_result_free(&all);
+            st = agree(comm, st, &stop);
+            if (stop) {
+                ps_sweep_progress_end(&prog);
+                goto end;
+            }
+        }
+    ps_sweep_progress_end(&prog);
+
+    if (rank == 0) {
+        int inf_total = 0;
+        for (int i = 0; i < ps_sweep_log_count(lg); i++)
+            inf_total += strcmp(jstr(ps_sweep_log_at(lg, i), "status"), "infeasible") == 0;
+        double wall = MPI_Wtime() - t0;
+        if (o->format == PS_FMT_JSON) {
+            st = ps_out_json(out, json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:s, s:[s,s,s], s:s}", "out",
+                                            o->sweep_dir, "cells", n_cells, "searched", searched, "from_records",
+                                            already, "infeasible", inf_total, "ranks", nranks, "wall_s", wall,
+                                            "options", opts, "tables", "plans.md", "plans.csv", "index.html",
+                                            "records", "cells.jsonl"));
+        } else {
+            fprintf(out->f, "# psearch sweep: %d cells (%d searched now, %d from earlier records, %d infeasible); "
+                            "%d rank(s), %.2f s\n", n_cells, searched, already, inf_total, nranks, wall);
+            fprintf(out->f, "# tables: %s/plans.md %s/plans.csv %s/index.html; records: %s/cells.jsonl\n",
+                    o->sweep_dir, o->sweep_dir, o->sweep_dir, o->sweep_dir);
+        }
+    }
+end:
+    ps_sweep_log_close(lg);
+    free(done);
+    inputs_free(&in);
+    return st;
+}

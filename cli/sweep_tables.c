@@ -1,0 +1,389 @@
+/* Plan tables of a sweep, rendered from its records (see sweep_tables.h). The HTML page is also well-formed XML
+ * (XHTML-style empty elements, no named entities beyond XML's own), so a strict XML parser checks it in tests, and
+ * each plan's schedule timeline is drawn again from the per-stage times its record keeps (schedules/ svg). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ps_schedules.h"
+#include "sweep_tables.h"
+
+void ps_sweep_cell_key(const char *model, const char *cluster, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s on %s", model, cluster);
+}
+
+static const char *jstr(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+static double jnum(const json_t *o, const char *k) { return json_number_value(json_object_get(o, k)); }
+static long long jint(const json_t *o, const char *k) { return (long long)json_integer_value(json_object_get(o, k)); }
+
+/* The record of grid cell (mi, ci), NULL when it is not done yet. */
+static const json_t *cell_rec(const ps_sweep_grid *g, const ps_sweep_log *lg, int mi, int ci)
+{
+    char key[2100];
+    ps_sweep_cell_key(g->models[mi], g->clusters[ci], key, sizeof key);
+    int i = ps_sweep_log_find(lg, key);
+    return i < 0 ? NULL : ps_sweep_log_at(lg, i);
+}
+
+static int count_done(const ps_sweep_grid *g, const ps_sweep_log *lg)
+{
+    int n = 0;
+    for (int mi = 0; mi < g->n_models; mi++)
+        for (int ci = 0; ci < g->n_clusters; ci++) n += cell_rec(g, lg, mi, ci) != NULL;
+    return n;
+}
+
+/* Gain of the searched plan over the Megatron heuristic's plan, as text; "n/a" when the record has no baseline
+ * (the search does not report one yet). */
+static void gain_text(const json_t *rec, char *buf, size_t cap)
+{
+    const json_t *b = json_object_get(rec, "megatron_samples_per_s");
+    double ours = jnum(json_object_get(rec, "predicted"), "samples_per_s");
+    if (json_is_number(b) && json_number_value(b) > 0)
+        snprintf(buf, cap, "%+.1f%%", 100 * (ours / json_number_value(b) - 1));
+    else
+        snprintf(buf, cap, "n/a");
+}
+
+/* The plan columns shared by every table, as text. */
+typedef struct {
+    char pp[16], tp[16], dp[16], zero[8], ckpt[16], sp[8], schedule[48], mbs[24], micro[24], gbs[24];
+    char sps[32], mfu[16], peak[48], gain[24];
+} row_text;
+
+static void row_of(const json_t *rec, row_text *t)
+{
+    const json_t *p = json_object_get(rec, "plan"), *q = json_object_get(rec, "predicted");
+    /* Per-layer plans show their first layer's strategy, starred (the tables' note says so). */
+    const char *star = json_is_false(json_object_get(p, "uniform")) ? "*" : "";
+    snprintf(t->pp, sizeof t->pp, "%lld", jint(p, "pp"));
+    snprintf(t->tp, sizeof t->tp, "%lld%s", jint(p, "tp"), star);
+    snprintf(t->dp, sizeof t->dp, "%lld%s", jint(p, "dp"), star);
+    snprintf(t->zero, sizeof t->zero, "%lld%s", jint(p, "zero"), star);
+    snprintf(t->ckpt, sizeof t->ckpt, "%s%s", jstr(p, "ckpt"), star);
+    snprintf(t->sp, sizeof t->sp, "%s%s", json_is_true(json_object_get(p, "sp")) ? "yes" : "no", star);
+    if (jint(p, "vpp") > 1)
+        snprintf(t->schedule, sizeof t->schedule, "%s (v=%lld)", jstr(p, "schedule"), jint(p, "vpp"));
+    else
+        snprintf(t->schedule, sizeof t->schedule, "%s", jstr(p, "schedule"));
+    snprintf(t->mbs, sizeof t->mbs, "%lld", jint(p, "mbs"));
+    snprintf(t->micro, sizeof t->micro, "%lld", jint(p, "micro_batches"));
+    snprintf(t->gbs, sizeof t->gbs, "%lld", jint(p, "gbs"));
+    snprintf(t->sps, sizeof t->sps, "%.4g", jnum(q, "samples_per_s"));
+    snprintf(t->mfu, sizeof t->mfu, "%.1f%%", 100 * jnum(q, "mfu"));
+    snprintf(t->peak, sizeof t->peak, "%.1f of %.0f GiB", jnum(q, "peak_mem_gib"), jnum(q, "mem_capacity_gib"));
+    gain_text(rec, t->gain, sizeof t->gain);
+}
+
+static const char *const k_cols[] = {"cluster", "GPUs", "pp", "tp", "dp", "zero", "ckpt", "sp", "schedule", "mbs",
+                                     "micro-batches", "gbs", "samples/s", "MFU", "peak memory per GPU",
+                                     "gain over Megatron heuristic"};
+enum { N_COLS = sizeof k_cols / sizeof k_cols[0] };
+
+static void header_note(FILE *f, const ps_sweep_grid *g, const ps_sweep_log *lg, const char *sep)
+{
+    fprintf(f, "%d of %d cells done; psearch %s; search options: %s.%s", count_done(g, lg),
+            g->n_models * g->n_clusters, PS_VERSION, g->options, sep);
+    fprintf(f, "Predictions of psearch's cost model for the best plan of each cell: samples/s per iteration, MFU as "
+               "model FLOPs over the dense peak of the model's dtype, peak memory of the fullest GPU. "
+               "* marks per-layer plans (their first layer's strategy is shown). The gain over the Megatron "
+               "heuristic compares samples/s with the best plan of Megatron-LM's rules on the same cell (n/a when "
+               "none fits).%s", sep);
+}
+
+/* ---- Markdown ---- */
+
+static void md_cell(FILE *f, const char *s)
+{
+    fputs("| ", f);
+    for (; *s; s++) {
+        if (*s == '|') fputc('\\', f);
+        fputc(*s == '\n' ? ' ' : *s, f);
+    }
+    fputc(' ', f);
+}
+
+static void render_md(FILE *f, const ps_sweep_grid *g, const ps_sweep_log *lg)
+{
+    fprintf(f, "# psearch plan tables\n\n");
+    header_note(f, g, lg, "\n\n");
+    for (int mi = 0; mi < g->n_models; mi++) {
+        fprintf(f, "## %s\n\n", g->models[mi]);
+        for (int c = 0; c < N_COLS; c++) md_cell(f, k_cols[c]);
+        fprintf(f, "|\n");
+        for (int c = 0; c < N_COLS; c++) fprintf(f, "|%s", c < 2 || c > 8 ? "---:" : "---");
+        fprintf(f, "|\n");
+        int pending = 0;
+        for (int ci = 0; ci < g->n_clusters; ci++) {
+            const json_t *r = cell_rec(g, lg, mi, ci);
+            if (!r) {
+                pending++;
+                continue;
+            }
+            char gpus[24];
+            snprintf(gpus, sizeof gpus, "%lld", jint(r, "gpus"));
+            md_cell(f, g->clusters[ci]);
+            md_cell(f, gpus);
+            if (strcmp(jstr(r, "status"), "ok") == 0) {
+                row_text t;
+                row_of(r, &t);
+                const char *v[] = {t.pp, t.tp, t.dp, t.zero, t.ckpt, t.sp, t.schedule, t.mbs, t.micro,
+                                   t.gbs, t.sps, t.mfu, t.peak, t.gain};
+                for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) md_cell(f, v[k]);
+            } else {
+                char why[400];
+                snprintf(why, sizeof why, "infeasible: %s", jstr(r, "binding"));
+                md_cell(f, why);
+                for (int c = 3; c < N_COLS; c++) md_cell(f, "");
+            }
+            fprintf(f, "|\n");
+        }
+        if (pending) {
+            fprintf(f, "\nNot searched yet:");
+            for (int ci = 0; ci < g->n_clusters; ci++)
+                if (!cell_rec(g, lg, mi, ci)) fprintf(f, " %s", g->clusters[ci]);
+            fprintf(f, "\n");
+        }
+        fprintf(f, "\n");
+    }
+}
+
+/* ---- CSV (RFC 4180: a field with a comma, quote or line break is quoted, quotes doubled) ---- */
+
+static void csv_field(FILE *f, const char *s, int last)
+{
+    if (strpbrk(s, ",\"\r\n")) {
+        fputc('"', f);
+        for (; *s; s++) {
+            if (*s == '"') fputc('"', f);
+            fputc(*s, f);
+        }
+        fputc('"', f);
+    } else {
+        fputs(s, f);
+    }
+    fputs(last ? "\r\n" : ",", f);
+}
+
+static void render_csv(FILE *f, const ps_sweep_grid *g, const ps_sweep_log *lg)
+{
+    static const char *const cols[] = {"model", "model_name", "cluster", "gpus", "status", "pp", "vpp", "tp", "dp",
+                                       "zero", "ckpt", "sp", "uniform", "schedule", "gbs", "mbs", "micro_batches",
+                                       "iter_time_s", "samples_per_s", "tokens_per_s", "tflops_per_gpu", "mfu",
+                                       "bubble_frac", "peak_mem_gib", "megatron_samples_per_s",
+                                       "gain_over_megatron", "binding"};
+    enum { N = sizeof cols / sizeof cols[0] };
+    for (int c = 0; c < N; c++) csv_field(f, cols[c], c == N - 1);
+    for (int mi = 0; mi < g->n_models; mi++)
+        for (int ci = 0; ci < g->n_clusters; ci++) {
+            const json_t *r = cell_rec(g, lg, mi, ci);
+            if (!r) continue;
+            char v[N][400];
+            memset(v, 0, sizeof v);
+            const json_t *p = json_object_get(r, "plan"), *q = json_object_get(r, "predicted");
+            snprintf(v[0], sizeof v[0], "%s", g->models[mi]);
+            snprintf(v[1], sizeof v[1], "%s", jstr(r, "model_name"));
+            snprintf(v[2], sizeof v[2], "%s", g->clusters[ci]);
+            snprintf(v[3], sizeof v[3], "%lld", jint(r, "gpus"));
+            snprintf(v[4], sizeof v[4], "%s", jstr(r, "status"));
+            if (p && q) {
+                snprintf(v[5], sizeof v[5], "%lld", jint(p, "pp"));
+                snprintf(v[6], sizeof v[6], "%lld", jint(p, "vpp"));
+                snprintf(v[7], sizeof v[7], "%lld", jint(p, "tp"));
+                snprintf(v[8], sizeof v[8], "%lld", jint(p, "dp"));
+                snprintf(v[9], sizeof v[9], "%lld", jint(p, "zero"));
+                snprintf(v[10], sizeof v[10], "%s", jstr(p, "ckpt"));
+                snprintf(v[11], sizeof v[11], "%d", json_is_true(json_object_get(p, "sp")));
+                snprintf(v[12], sizeof v[12], "%d", json_is_true(json_object_get(p, "uniform")));
+                snprintf(v[13], sizeof v[13], "%s", jstr(p, "schedule"));
+                snprintf(v[14], sizeof v[14], "%lld", jint(p, "gbs"));
+                snprintf(v[15], sizeof v[15], "%lld", jint(p, "mbs"));
+                snprintf(v[16], sizeof v[16], "%lld", jint(p, "micro_batches"));
+                const char *qk[] = {"iter_time_s", "samples_per_s", "tokens_per_s", "tflops_per_gpu", "mfu",
+                                    "bubble_frac", "peak_mem_gib"};
+                for (int k = 0; k < 7; k++) snprintf(v[17 + k], sizeof v[17 + k], "%.6g", jnum(q, qk[k]));
+                const json_t *b = json_object_get(r, "megatron_samples_per_s");
+                if (json_is_number(b) && json_number_value(b) > 0) {
+                    snprintf(v[24], sizeof v[24], "%.6g", json_number_value(b));
+                    snprintf(v[25], sizeof v[25], "%.6g", jnum(q, "samples_per_s") / json_number_value(b));
+                }
+            } else {
+                snprintf(v[26], sizeof v[26], "%s", jstr(r, "binding"));
+            }
+            for (int c = 0; c < N; c++) csv_field(f, v[c], c == N - 1);
+        }
+}
+
+/* ---- HTML ---- */
+
+static void html_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+static void html_td(FILE *f, const char *s, const char *cls)
+{
+    fprintf(f, cls ? "<td class=\"%s\">" : "<td>", cls);
+    html_text(f, s);
+    fputs("</td>", f);
+}
+
+/* Simulate the plan's schedule from the stage times in its record and draw it. */
+static ps_status timeline_svg(const json_t *tl, char **svg)
+{
+    *svg = NULL;
+    const json_t *f = json_object_get(tl, "f"), *b = json_object_get(tl, "b"), *w = json_object_get(tl, "w"),
+                 *x = json_object_get(tl, "p2p");
+    long long d = jint(tl, "d"), n = jint(tl, "n"), v = jint(tl, "v");
+    size_t S = json_array_size(f);
+    if (d < 1 || n < 1 || v < 1 || d > 1 << 20 || n > 1 << 24 || v > 64 || S != (size_t)(d * v) ||
+        json_array_size(b) != S || json_array_size(w) != S || (S > 1 && json_array_size(x) != S - 1))
+        return PS_FAIL(PS_ERR_INPUT, "a sweep record's timeline is malformed (d %lld, n %lld, v %lld, %zu stages)", d,
+                       n, v, S);
+    double *buf = ps_calloc(4 * S, sizeof *buf);
+    if (!buf) return PS_ERR_SYSTEM;
+    double *ff = buf, *bb = ff + S, *ww = bb + S, *xx = ww + S;
+    for (size_t s = 0; s < S; s++) {
+        ff[s] = json_number_value(json_array_get(f, s));
+        bb[s] = json_number_value(json_array_get(b, s));
+        ww[s] = json_number_value(json_array_get(w, s));
+        if (s + 1 < S) xx[s] = json_number_value(json_array_get(x, s));
+    }
+    ps_sched *sch = NULL;
+    ps_status st = ps_sched_create(&sch);
+    if (st == PS_OK) st = ps_sched_build(sch, jstr(tl, "kind"), (int)d, (int)n, (int)v);
+    ps_sched_result r;
+    ps_sched_costs costs = {.f = ff, .b = bb, .w = ww, .p2p = S > 1 ? xx : NULL};
+    if (st == PS_OK) st = ps_sched_simulate(sch, &costs, &r);
+    if (st == PS_OK) st = ps_sched_svg(sch, &r, svg, NULL);
+    ps_sched_destroy(sch);
+    free(buf);
+    return st;
+}
+
+static ps_status render_html(FILE *f, const ps_sweep_grid *g, const ps_sweep_log *lg)
+{
+    fputs("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta "
+          "charset=\"utf-8\"/>\n<title>psearch plan tables</title>\n<style>\n"
+          "body{font-family:sans-serif;margin:1.5em;color:#222}\n"
+          "table{border-collapse:collapse;margin-bottom:2em}\n"
+          "th,td{border:1px solid #ccc;padding:3px 7px;vertical-align:top}\n"
+          "th{background:#f0f0f0}\ntd.n{text-align:right}\ntd.bad{color:#a00}\n"
+          "details svg{max-width:900px;height:auto}\n"
+          "</style>\n</head>\n<body>\n<h1>psearch plan tables</h1>\n<p>",
+          f);
+    char note[2048];
+    FILE *nf = fmemopen(note, sizeof note, "w");
+    if (nf) {
+        header_note(nf, g, lg, " ");
+        fclose(nf);
+        note[sizeof note - 1] = '\0';
+        html_text(f, note);
+    }
+    fputs("</p>\n", f);
+    for (int mi = 0; mi < g->n_models; mi++) {
+        fprintf(f, "<h2 id=\"model-%d\">", mi);
+        html_text(f, g->models[mi]);
+        fputs("</h2>\n<table>\n<thead><tr>", f);
+        for (int c = 0; c < N_COLS; c++) {
+            fputs("<th>", f);
+            html_text(f, k_cols[c]);
+            fputs("</th>", f);
+        }
+        fputs("<th>schedule timeline</th></tr></thead>\n<tbody>\n", f);
+        int pending = 0;
+        for (int ci = 0; ci < g->n_clusters; ci++) {
+            const json_t *r = cell_rec(g, lg, mi, ci);
+            if (!r) {
+                pending++;
+                continue;
+            }
+            char gpus[24];
+            snprintf(gpus, sizeof gpus, "%lld", jint(r, "gpus"));
+            fputs("<tr>", f);
+            html_td(f, g->clusters[ci], NULL);
+            html_td(f, gpus, "n");
+            if (strcmp(jstr(r, "status"), "ok") == 0) {
+                row_text t;
+                row_of(r, &t);
+                const char *v[] = {t.pp, t.tp, t.dp, t.zero, t.ckpt, t.sp, t.schedule, t.mbs, t.micro,
+                                   t.gbs, t.sps, t.mfu, t.peak, t.gain};
+                for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) html_td(f, v[k], k >= 7 ? "n" : NULL);
+                char *svg = NULL;
+                PS_TRY(timeline_svg(json_object_get(r, "timeline"), &svg));
+                fputs("<td><details><summary>timeline</summary>\n", f);
+                /* Every timeline names its rows id="device0", ...: prefix them per cell, ids are page-wide. */
+                for (const char *s = svg, *hit; *s; s = hit + 5) {
+                    hit = strstr(s, " id=\"");
+                    if (!hit) {
+                        fputs(s, f);
+                        break;
+                    }
+                    fwrite(s, 1, (size_t)(hit - s), f);
+                    fprintf(f, " id=\"m%dc%d-", mi, ci);
+                }
+                fputs("</details></td>", f);
+                free(svg);
+            } else {
+                fprintf(f, "<td class=\"bad\" colspan=\"%d\">infeasible: ", N_COLS - 2 + 1);
+                html_text(f, jstr(r, "binding"));
+                fputs("</td>", f);
+            }
+            fputs("</tr>\n", f);
+        }
+        fputs("</tbody>\n</table>\n", f);
+        if (pending) {
+            fputs("<p>Not searched yet:", f);
+            for (int ci = 0; ci < g->n_clusters; ci++)
+                if (!cell_rec(g, lg, mi, ci)) {
+                    fputc(' ', f);
+                    html_text(f, g->clusters[ci]);
+                }
+            fputs("</p>\n", f);
+        }
+    }
+    fputs("</body>\n</html>\n", f);
+    return PS_OK;
+}
+
+/* Render into memory, then replace dir/name in one rename. */
+static ps_status write_table(const char *dir, const char *name, const ps_sweep_grid *g, const ps_sweep_log *lg,
+                             int which)
+{
+    ps_out o;
+    PS_TRY(ps_out_open(&o));
+    ps_status st = PS_OK;
+    if (which == 0) render_md(o.f, g, lg);
+    else if (which == 1) render_csv(o.f, g, lg);
+    else st = render_html(o.f, g, lg);
+    if (st != PS_OK) {
+        ps_out_discard(&o);
+        return st;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    PS_TRY(ps_out_commit(&o, path));
+    return PS_OK;
+}
+
+ps_status ps_sweep_render(const char *dir, const ps_sweep_grid *g, const ps_sweep_log *lg)
+{
+    PS_TRY(write_table(dir, "plans.md", g, lg, 0));
+    PS_TRY(write_table(dir, "plans.csv", g, lg, 1));
+    PS_TRY(write_table(dir, "index.html", g, lg, 2));
+    return PS_OK;
+}

@@ -1,0 +1,25 @@
+/* Plan tables of a sweep (cli-internal): Markdown, CSV and a self-contained HTML page rendered from the sweep's
+ * records, so a table always shows exactly what cells.jsonl holds. */
+#ifndef PS_SWEEP_TABLES_H
+#define PS_SWEEP_TABLES_H
+
+#include "ps_common.h"
+#include "ps_sweep.h"
+
+/* The grid a sweep covers, in the order its tables list it: models (one table each) x clusters (rows). */
+typedef struct {
+    char **models;
+    int n_models;
+    char **clusters;
+    int n_clusters;
+    const char *options; /* the search options every cell ran with, as recorded ("gbs=default mbs-max=16 ...") */
+} ps_sweep_grid;
+
+/* The record key of a cell: model and cluster as the user named them. */
+void ps_sweep_cell_key(const char *model, const char *cluster, char *buf, size_t cap);
+
+/* Re-render dir/plans.md, dir/plans.csv and dir/index.html from the records, each written atomically (temporary +
+ * rename), so a kill at any moment leaves either the previous or the new version of each table. */
+ps_status ps_sweep_render(const char *dir, const ps_sweep_grid *g, const ps_sweep_log *lg) PS_NODISCARD;
+
+#endif

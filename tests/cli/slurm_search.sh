@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# The search under Slurm (issue #7): bring up a Slurm cluster of 8 emulated nodes on this host (slurmctld and 8
+# slurmd in a scratch folder, the recipe of notes/platform.md), run `srun -N 8 psearch --model gpt3-65b --cluster
+# dgx-a100-80g:4` over PMIx and check its plan is the one-rank plan; check `--cluster auto` describes the allocation
+# (8 nodes; no GPUs here, so a search on it stops with exit 2 naming that), run a small sweep and the detection test
+# program on it. The daemons are stopped by PID on every exit path (trap), pass or fail.
+# Exit 77 (ctest SKIP_RETURN_CODE) when slurm-wlm is not installed or we are not root (slurmd must be).
+# Usage: slurm_search.sh PSEARCH [TEST_DETECT]
+set -u
+psearch=$1
+detect=${2:-}
+PATH=$PATH:/usr/sbin:/sbin
+for tool in slurmctld slurmd srun sinfo; do
+  command -v $tool >/dev/null 2>&1 ||
+    { echo "# slurm_search: skipped: '$tool' not found (install slurm-wlm: scripts/install-deps.sh does)"; exit 77; }
+done
+[[ $(id -u) -eq 0 ]] || { echo "# slurm_search: skipped: the emulated slurmd nodes need root"; exit 77; }
+
+d=$(mktemp -d /tmp/ps-slurm.XXXXXX)
+pids=()
+teardown() {
+  local rc=$?
+  # By PID, never by name: other Slurm daemons (another test, a real cluster) may run on this host.
+  ((${#pids[@]})) && kill -TERM "${pids[@]}" 2>/dev/null
+  local t=0
+  for p in "${pids[@]}"; do while kill -0 "$p" 2>/dev/null && ((t < 100)); do sleep 0.05; t=$((t + 1)); done; done
+  ((${#pids[@]})) && kill -KILL "${pids[@]}" 2>/dev/null
+  if ((rc != 0 && rc != 77)); then
+    echo "# slurm_search: failed; daemon logs:"
+    tail -n 15 "$d"/log/*.log 2>/dev/null
+  fi
+  rm -rf "$d"
+  exit $rc
+}
+trap teardown EXIT
+trap 'exit 3' INT TERM
+
+# Ports: a block chosen from the PID so two runs on one host (two build trees) do not collide.
+base=$((20000 + ($$ % 2000) * 10))
+mkdir -p "$d/state" "$d/run" "$d/log" "$d/out"
+for k in 1 2 3 4 5 6 7 8; do mkdir -p "$d/spool/node$k" "$d/tmp/node$k"; done
+cat >"$d/slurm.conf" <<EOF
+ClusterName=pstest
+SlurmctldHost=localhost
+SlurmctldPort=$base
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/none
+CredType=cred/none
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+MpiDefault=pmix
+SchedulerType=sched/builtin
+ReturnToService=2
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+StateSaveLocation=$d/state
+SlurmdSpoolDir=$d/spool/%n
+TmpFS=$d/tmp/%n
+SlurmctldPidFile=$d/run/slurmctld.pid
+SlurmdPidFile=$d/run/slurmd-%n.pid
+SlurmctldLogFile=$d/log/slurmctld.log
+SlurmdLogFile=$d/log/slurmd-%n.log
+NodeName=node[1-8] NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 1))-$((base + 8)) CPUs=2 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES OverSubscribe=YES MaxTime=INFINITE State=UP
+EOF
+export SLURM_CONF=$d/slurm.conf
+
+# -D: stay in the foreground, so $! is the daemon's own PID; -c (controller): no state from an earlier run.
+slurmctld -D -c -f "$SLURM_CONF" >"$d/log/slurmctld.out" 2>&1 &
+pids+=($!)
+for k in 1 2 3 4 5 6 7 8; do
+  slurmd -D -N "node$k" -f "$SLURM_CONF" >"$d/log/slurmd-node$k.out" 2>&1 &
+  pids+=($!)
+done
+t=0
+while :; do
+  idle=$(timeout 5 sinfo -h -N -o '%T' 2>/dev/null | grep -c '^idle')
+  [[ $idle -eq 8 ]] && break
+  ((t++ > 150)) && { echo "FAIL: only $idle of 8 nodes idle after 30 s"; exit 1; }
+  sleep 0.2
+done
+echo "# slurm_search: 8 nodes idle after $(awk "BEGIN{print $t*0.2}") s"
+
+# All emulated nodes share one hostname: Open MPI's shared-memory transport would collide across them.
+export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMP_NUM_THREADS=1
+# --immediate: fail instead of queueing forever if the nodes are not there.
+run_srun() { timeout 240 srun -N 8 -n 8 --mpi=pmix --immediate=30 "$@" </dev/null; }
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+args=(--model gpt3-65b --cluster dgx-a100-80g:4 --format json)
+t0=$(date +%s.%N)
+run_srun "$psearch" "${args[@]}" --out "$d/out/slurm.json" 2>"$d/err"
+rc=$?
+echo "# slurm_search: srun -N 8 psearch ${args[*]}: exit $rc in $(awk "BEGIN{printf \"%.1f\", $(date +%s.%N)-$t0}") s"
+if [[ $rc -eq 0 ]]; then ok; else bad "srun psearch exited $rc: $(tail -5 "$d/err")"; fi
+"$psearch" "${args[@]}" --out "$d/out/one.json" </dev/null 2>"$d/err1" || bad "one-rank psearch failed: $(tail -3 "$d/err1")"
+if grep -q '"ranks": 8' "$d/out/slurm.json" 2>/dev/null; then ok; else bad "the search did not run on 8 ranks"; fi
+# The plans (stages, strategies, schedule, batch), the top k and baselines, and their predicted numbers, which are
+# computed from the plans; only the search's own counters may differ: wall time, rank count, and the work pruning
+# saved, which depends on the order the ranks met the candidates in (as in search_determinism.sh).
+strip() { grep -v -E '"(wall_s|ranks|evaluated|feasible|pruned|dp_cells)"' "$1"; }
+if diff <(strip "$d/out/one.json") <(strip "$d/out/slurm.json") >"$d/diff" 2>&1; then ok
+else bad "8-rank and one-rank plans differ:"; head -20 "$d/diff"; fi
+grep -q '"pp"' "$d/out/slurm.json" 2>/dev/null || bad "no plan in the srun output"
+
+# --cluster auto describes the allocation: 8 nodes (emulated on one host, told apart by SLURM_NODEID).
+run_srun "$psearch" cluster show auto --format json --out "$d/out/auto.json" 2>"$d/err"
+rc=$?
+if [[ $rc -eq 0 ]] && grep -q '"nodes": 8' "$d/out/auto.json"; then ok
+else bad "cluster show auto under srun -N 8: exit $rc, $(grep -m1 '"nodes"' "$d/out/auto.json" 2>/dev/null) $(tail -3 "$d/err")"; fi
+# Searching for that allocation: with GPUs it plans for them; a CPU-only allocation is refused with exit 2, once.
+run_srun "$psearch" --cluster auto --model gpt3-1.3b --format json --out "$d/out/auto-plan.json" >"$d/out/auto-plan.log" 2>&1
+rc=$?
+if grep -q '"gpus_per_node": 0' "$d/out/auto.json"; then
+  if [[ $rc -eq 2 ]] && grep -q 'has no GPUs' "$d/out/auto-plan.log" && [[ ! -e "$d/out/auto-plan.json" ]]; then ok
+  else bad "--cluster auto on CPU-only nodes: exit $rc, expected 2 and 'has no GPUs': $(tail -3 "$d/out/auto-plan.log")"; fi
+  if [[ $(grep -c 'psearch: error' "$d/out/auto-plan.log") -eq 1 ]]; then ok; else bad "not exactly one error message"; fi
+else
+  if [[ $rc -eq 0 ]] && grep -q '"pp"' "$d/out/auto-plan.json"; then ok; else bad "--cluster auto search: exit $rc"; fi
+fi
+# A sweep across the allocation: every cell searched by the 8 ranks, recorded once.
+run_srun "$psearch" sweep --models gpt3-1.3b --clusters dgx-a100-80g:1,2 --out "$d/out/sweep" >"$d/out/sweep.log" 2>&1
+rc=$?
+if [[ $rc -eq 0 ]] && grep -q '8 rank(s)' "$d/out/sweep.log" && [[ $(grep -c '' "$d/out/sweep/cells.jsonl") -eq 2 ]]; then ok
+else bad "sweep under srun -N 8: exit $rc: $(tail -3 "$d/out/sweep.log")"; fi
+# The detection test program of tests/hw on the same allocation.
+if [[ -n "$detect" ]]; then
+  if run_srun "$detect" --slurm-nodes 8 >"$d/err" 2>&1; then ok; else bad "test_detect under srun: $(tail -5 "$d/err")"; fi
+fi
+
+echo "$pass passed, $fail failed"
+[[ $fail -eq 0 ]]

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# psearch sweep end to end under 2 MPI ranks: the tables and records of a 2 x 2 sweep (the DESIGN.md cluster
+# shorthand PRESET:N,N), --resume after a complete sweep doing no work, a torn last record dropped and its cell
+# searched again, an infeasible cell recorded with its binding constraint, and the refusals (exit 2) that protect a
+# folder: bad names before any cell runs, a folder holding another sweep, other options, fewer cells.
+set -u
+psearch=$1
+launch=$2
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+check() { # description command...
+  local what=$1
+  shift
+  if "$@"; then ok; else bad "$what"; fi
+}
+# shellcheck disable=SC2086 # the launcher is a command line
+sweep() { $launch "$psearch" sweep "$@" </dev/null; }
+
+out=$scratch/t
+args=(--models gpt3-1.3b,gpt3-2.7b --clusters dgx-a100-80g:1,2)
+sweep "${args[@]}" --out "$out" >"$scratch/o1" 2>"$scratch/e1"
+check "first sweep exits 0 (stderr: $(tail -3 "$scratch/e1"))" test $? -eq 0
+check "4 records" test "$(grep -c '' "$out/cells.jsonl")" -eq 4
+check "4 distinct cells" test "$(grep -o '"cell":"[^"]*"' "$out/cells.jsonl" | sort -u | wc -l)" -eq 4
+check "the shorthand expanded to :2" grep -q '"cluster":"dgx-a100-80g:2"' "$out/cells.jsonl"
+check "CSV: header + 4 rows" test "$(grep -c '' "$out/plans.csv")" -eq 5
+check "CSV rows have the header's 27 fields" \
+  test "$(awk -F, '{print NF}' "$out/plans.csv" | sort -u | tr -d '\n')" = 27
+check "Markdown: a table per model" test "$(grep -c '^## ' "$out/plans.md")" -eq 2
+check "Markdown: 4 plan rows" test "$(grep -c '^| dgx-a100-80g:' "$out/plans.md")" -eq 4
+check "HTML: 2 tables, 4 timelines" \
+  test "$(grep -c '<table>' "$out/index.html") $(grep -c '<svg ' "$out/index.html")" = "2 4"
+if command -v xmllint >/dev/null; then
+  check "HTML is well-formed" xmllint --noout "$out/index.html"
+fi
+check "gain over the Megatron heuristic in every row" test "$(grep -c -E '\| [+-][0-9.]+% \|$' "$out/plans.md")" -eq 4
+# The search covers the heuristic's plans, so its best plan is never slower than the heuristic's.
+check "searched plans at least as fast as the Megatron heuristic's" \
+  test "$(awk -F, 'NR > 1 && ($26 == "" || $26 < 0.9999)' "$out/plans.csv" | wc -l)" -eq 0
+check "plain progress line per cell" test "$(grep -c '^# sweep: [1-4]/4 ' "$scratch/e1")" -eq 4
+check "summary on stdout" grep -q '4 cells (4 searched now' "$scratch/o1"
+
+# --resume after a complete sweep: nothing searched, records untouched.
+cp "$out/cells.jsonl" "$scratch/before"
+sweep "${args[@]}" --out "$out" --resume >"$scratch/o2" 2>"$scratch/e2"
+check "resume of a complete sweep exits 0" test $? -eq 0
+check "resume searched nothing" grep -q '(0 searched now, 4 from earlier records' "$scratch/o2"
+check "resume left the records as they were" cmp -s "$out/cells.jsonl" "$scratch/before"
+
+# Refusals, each leaving the records as they were.
+sweep "${args[@]}" --out "$out" >/dev/null 2>"$scratch/e3"
+check "a folder holding a sweep needs --resume (exit 2)" test $? -eq 2
+check "... and says so" grep -q 'add --resume' "$scratch/e3"
+sweep "${args[@]}" --out "$out" --resume --mbs-max 8 >/dev/null 2>"$scratch/e4"
+check "other options refused (exit 2)" test $? -eq 2
+check "... naming both" grep -q 'mbs-max=8' "$scratch/e4"
+sweep --models gpt3-1.3b --clusters dgx-a100-80g:1,2 --out "$out" --resume >/dev/null 2>"$scratch/e5"
+check "fewer cells than recorded refused (exit 2)" test $? -eq 2
+check "records untouched by refusals" cmp -s "$out/cells.jsonl" "$scratch/before"
+
+# A torn last record (a kill inside its write): dropped, its cell searched again, the file whole again.
+head -n 3 "$scratch/before" >"$out/cells.jsonl"
+tail -n 1 "$scratch/before" | head -c 120 >>"$out/cells.jsonl"
+sweep "${args[@]}" --out "$out" --resume >"$scratch/o6" 2>"$scratch/e6"
+check "resume after a torn record exits 0" test $? -eq 0
+check "the torn record is reported" grep -q 'dropped a torn last record' "$scratch/e6"
+check "one cell searched again" grep -q '(1 searched now, 3 from earlier records' "$scratch/o6"
+check "4 whole records again" test "$(grep -c '}$' "$out/cells.jsonl") $(grep -c '' "$out/cells.jsonl")" = "4 4"
+check "4 distinct cells after the torn record" \
+  test "$(grep -o '"cell":"[^"]*"' "$out/cells.jsonl" | sort -u | wc -l)" -eq 4
+
+# Bad names: exit 2 before any cell runs, nothing created.
+sweep --models gpt3-1.3b,no-such-model --clusters dgx-a100-80g:1 --out "$scratch/n1" >/dev/null 2>"$scratch/e7"
+check "unknown model exits 2" test $? -eq 2
+check "... naming it" grep -q "no-such-model" "$scratch/e7"
+check "... creating nothing" test ! -e "$scratch/n1"
+sweep --models gpt3-1.3b --clusters dgx-a100-80g:1,no-such-cluster:2 --out "$scratch/n2" >/dev/null 2>"$scratch/e8"
+check "unknown cluster exits 2" test $? -eq 2
+check "... creating nothing" test ! -e "$scratch/n2"
+sweep --models gpt3-1.3b --clusters 2,dgx-a100-80g:1 --out "$scratch/n3" >/dev/null 2>"$scratch/e9"
+check "a node count with no preset before it exits 2" test $? -eq 2
+check "... and says how to write it" grep -q 'no preset comes before it' "$scratch/e9"
+
+sweep --models gpt3-1.3b --clusters dgx-a100-80g:1 --schedules 1f1b,no-such-kind --out "$scratch/n4" >/dev/null 2>"$scratch/e11"
+check "an unknown schedule exits 2 before any cell" test $? -eq 2
+check "... creating nothing" test ! -e "$scratch/n4"
+
+# An infeasible cell is a result: recorded with its binding constraint and shown as such.
+sweep --models gpt3-175b --clusters dgx-a100-80g:1 --out "$scratch/inf" >/dev/null 2>"$scratch/e10"
+check "a sweep with an infeasible cell exits 0 (stderr: $(tail -2 "$scratch/e10"))" test $? -eq 0
+check "infeasible cell recorded with its binding constraint" \
+  grep -q '"status":"infeasible","binding":"[^"]' "$scratch/inf/cells.jsonl"
+check "infeasible cell shown in the tables" grep -q 'infeasible: ' "$scratch/inf/plans.md"
+
+echo "$pass passed, $fail failed"
+[[ $fail -eq 0 ]]

@@ -1,0 +1,136 @@
+/* Unit tests of the sweep records (mpi/sweep.c): what a resumed sweep finds after appends, a torn last line and a
+ * corrupt line. No MPI_Init: the record file needs none. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ps_sweep.h"
+
+static char g_dir[64];
+static char g_path[128];
+
+static int setup(void **state)
+{
+    (void)state;
+    ps_strlcpy(g_dir, "/tmp/ps-sweep-log.XXXXXX", sizeof g_dir);
+    if (!mkdtemp(g_dir)) return -1;
+    snprintf(g_path, sizeof g_path, "%s/cells.jsonl", g_dir);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    unlink(g_path);
+    rmdir(g_dir);
+    return 0;
+}
+
+static void append_cell(ps_sweep_log *lg, const char *cell, int value)
+{
+    json_t *r = json_pack("{s:s, s:i}", "cell", cell, "value", value);
+    assert_int_equal(ps_sweep_log_append(lg, r), PS_OK);
+    json_decref(r);
+}
+
+static off_t file_size(void)
+{
+    struct stat sb;
+    assert_int_equal(stat(g_path, &sb), 0);
+    return sb.st_size;
+}
+
+static void append_raw(const char *text)
+{
+    FILE *f = fopen(g_path, "a");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_append_and_reopen(void **state)
+{
+    (void)state;
+    ps_sweep_log *lg = NULL;
+    size_t torn = 99;
+    assert_int_equal(ps_sweep_log_open(g_path, &lg, &torn), PS_OK);
+    assert_int_equal(torn, 0);
+    assert_int_equal(ps_sweep_log_count(lg), 0);
+    append_cell(lg, "a on x", 1);
+    append_cell(lg, "b on x", 2);
+    assert_int_equal(ps_sweep_log_find(lg, "b on x"), 1);
+    ps_sweep_log_close(lg);
+
+    assert_int_equal(ps_sweep_log_open(g_path, &lg, &torn), PS_OK);
+    assert_int_equal(ps_sweep_log_count(lg), 2);
+    assert_int_equal(ps_sweep_log_find(lg, "a on x"), 0);
+    assert_int_equal(ps_sweep_log_find(lg, "c on x"), -1);
+    assert_int_equal(json_integer_value(json_object_get(ps_sweep_log_at(lg, 1), "value")), 2);
+    /* a record without a cell is refused, and nothing is written */
+    off_t before = file_size();
+    json_t *r = json_pack("{s:i}", "value", 3);
+    assert_int_equal(ps_sweep_log_append(lg, r), PS_ERR_INPUT);
+    json_decref(r);
+    assert_int_equal(file_size(), before);
+    ps_sweep_log_close(lg);
+}
+
+static void test_torn_last_line(void **state)
+{
+    (void)state;
+    ps_sweep_log *lg = NULL;
+    size_t torn = 0;
+    assert_int_equal(ps_sweep_log_open(g_path, &lg, &torn), PS_OK);
+    append_cell(lg, "a on x", 1);
+    ps_sweep_log_close(lg);
+    off_t whole = file_size();
+    append_raw("{\"cell\":\"b on x\",\"val"); /* a kill inside the write of the second record */
+
+    assert_int_equal(ps_sweep_log_open(g_path, &lg, &torn), PS_OK);
+    assert_int_equal(torn, strlen("{\"cell\":\"b on x\",\"val"));
+    assert_int_equal(ps_sweep_log_count(lg), 1);
+    assert_int_equal(file_size(), whole); /* dropped from the file too */
+    /* the next record starts on a line of its own */
+    append_cell(lg, "b on x", 2);
+    ps_sweep_log_close(lg);
+    assert_int_equal(ps_sweep_log_open(g_path, &lg, &torn), PS_OK);
+    assert_int_equal(torn, 0);
+    assert_int_equal(ps_sweep_log_count(lg), 2);
+    assert_int_equal(ps_sweep_log_find(lg, "b on x"), 1);
+    ps_sweep_log_close(lg);
+}
+
+static void test_corrupt_line(void **state)
+{
+    (void)state;
+    ps_sweep_log *lg = NULL;
+    assert_int_equal(ps_sweep_log_open(g_path, &lg, NULL), PS_OK);
+    append_cell(lg, "a on x", 1);
+    ps_sweep_log_close(lg);
+    append_raw("not json\n");
+    assert_int_equal(ps_sweep_log_open(g_path, &lg, NULL), PS_ERR_INPUT);
+    assert_null(lg);
+    assert_non_null(strstr(ps_error_message(), "cells.jsonl:2"));
+    unlink(g_path);
+    append_raw("{\"value\":1}\n"); /* JSON, but not a record */
+    assert_int_equal(ps_sweep_log_open(g_path, &lg, NULL), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "cells.jsonl:1"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_append_and_reopen, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_torn_last_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_line, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
