@@ -18,15 +18,8 @@ pass=0 fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
-children_of() { # from /proc: no procps needed
-  local s line rest ppid p
-  for s in /proc/[0-9]*/stat; do
-    line=$(cat "$s" 2>/dev/null) || continue
-    rest=${line##*) }
-    read -r _ ppid _ <<<"$rest"
-    if [[ "$ppid" == "$1" ]]; then p=${s#/proc/}; echo "${p%/stat}"; fi
-  done
-}
+# shellcheck source=tests/cli/proc_lib.sh
+source "$(dirname "$0")/proc_lib.sh"
 rank_pid() { # mpiexec-pid rank: the child whose environment says it is that rank
   local p
   for p in $(children_of "$1"); do

@@ -19,15 +19,8 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 # Children of a process, from /proc (no procps needed). Open MPI puts each rank in a process group of its own, so
 # killing mpiexec's group would leave the ranks running: kill them by PID.
-children_of() {
-  local s line rest ppid p
-  for s in /proc/[0-9]*/stat; do
-    line=$(cat "$s" 2>/dev/null) || continue
-    rest=${line##*) }
-    read -r _ ppid _ <<<"$rest"
-    if [[ "$ppid" == "$1" ]]; then p=${s#/proc/}; echo "${p%/stat}"; fi
-  done
-}
+# shellcheck source=tests/cli/proc_lib.sh
+source "$(dirname "$0")/proc_lib.sh"
 kill_job() { # mpiexec pid: SIGKILL to it and its ranks at once, then reap
   local pids
   pids="$1 $(children_of "$1")"
