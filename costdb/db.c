@@ -617,6 +617,41 @@ static const char *check_row(ps_costdb_table t, const void *row)
     return "unknown table";
 }
 
+/* The storage of a table as psearch writes it: chunked, one dimension, no filters, no user fill value, and every
+ * chunk allocated, of its nominal size, inside the file. Anything else -> PS_ERR_INPUT. */
+static ps_status check_layout(hid_t ds, hid_t space, const char *fname, const char *dpath, size_t fsz,
+                              hsize_t rows, hsize_t file_size)
+{
+    ps_status st = PS_OK;
+    hid_t dcpl = H5Dget_create_plist(ds);
+    hsize_t cdim[1] = {0}, nchunks = 0;
+    H5D_fill_value_t fill = H5D_FILL_VALUE_ERROR;
+    const char *why = NULL;
+    if (dcpl < 0 || H5Pget_layout(dcpl) != H5D_CHUNKED || H5Pget_chunk(dcpl, 1, cdim) != 1 || cdim[0] == 0)
+        why = "its storage is not the 1-D chunked layout psearch writes";
+    else if (H5Pget_nfilters(dcpl) != 0)
+        why = "it has filters psearch never writes";
+    else if (H5Pfill_value_defined(dcpl, &fill) < 0 || fill == H5D_FILL_VALUE_USER_DEFINED)
+        why = "it has a fill value psearch never writes";
+    else if (H5Dget_num_chunks(ds, space, &nchunks) < 0 || nchunks != (rows + cdim[0] - 1) / cdim[0])
+        why = "its chunks do not cover its rows";
+    for (hsize_t i = 0; i < nchunks && !why; i++) {
+        hsize_t off[1];
+        unsigned mask = 0;
+        haddr_t addr = 0;
+        hsize_t size = 0;
+        if (H5Dget_chunk_info(ds, space, i, off, &mask, &addr, &size) < 0 || size != cdim[0] * fsz ||
+            addr == HADDR_UNDEF || addr > file_size || size > file_size - addr)
+            why = "a chunk is damaged (size or place)";
+    }
+    if (why) {
+        H5Eclear2(H5E_DEFAULT);
+        st = PS_FAIL(PS_ERR_INPUT, "%s: dataset %s: %s (corrupt file?)", fname, dpath, why);
+    }
+    if (dcpl >= 0) H5Pclose(dcpl);
+    return st;
+}
+
 static ps_status read_table(hid_t file, const char *fname, ps_costdb_table t, hsize_t file_size, void **rows,
                             size_t *n)
 {
@@ -673,6 +708,10 @@ static ps_status read_table(hid_t file, const char *fname, ps_costdb_table t, hs
                      fname, dpath, (unsigned long long)dims[0]);
         goto done;
     }
+    /* HDF5 1.10 trusts a damaged layout: a chunk shorter than its nominal size, or a fill value of another size
+     * than the row type, is copied past the end of its buffer (found by fuzz_costdb). psearch writes unfiltered 1-D
+     * chunks with the default fill, every chunk whole: check exactly that before HDF5 reads a byte of data. */
+    if (dims[0] > 0 && (st = check_layout(ds, sp, fname, dpath, fsz, dims[0], file_size)) != PS_OK) goto done;
     if (dims[0] > 0) {
         buf = ps_calloc((size_t)dims[0], td->elt);
         if (!buf) {

@@ -100,8 +100,14 @@ static double interp(const double *xs, const double *ys, int n, double x)
         else
             hi = mid;
     }
-    double f = (log(x) - log(xs[lo])) / (log(xs[hi]) - log(xs[lo]));
-    return exp(log(ys[lo]) + f * (log(ys[hi]) - log(ys[lo])));
+    double dx = log(xs[hi]) - log(xs[lo]);
+    if (!(dx > 0)) return ys[lo]; /* equal abscissae (sizes that round together): no slope to follow */
+    double f = (log(x) - log(xs[lo])) / dx;
+    double v = exp(log(ys[lo]) + f * (log(ys[hi]) - log(ys[lo])));
+    /* Extreme but valid rows (1e-300 next to 1e300) over/underflow the log-log form: take the slower neighbour,
+     * the conservative side for a rate or a bandwidth (found by fuzz_costdb). */
+    if (!isfinite(v) || !(v > 0)) v = fmin(ys[lo], ys[hi]);
+    return v;
 }
 
 void ps_costdb_model_free(ps_costdb_model *m)
