@@ -21,6 +21,9 @@ pids=()
 teardown() {
   local rc=$?
   # By PID, never by name: other Slurm daemons (another test, a real cluster) may run on this host.
+  # Step tasks outlive slurmd when a step hangs or is cut by its timeout: they all name the scratch folder $d (a
+  # fresh mktemp path no other process uses), so match that, not the program name.
+  pkill -KILL -f -- "$d" 2>/dev/null
   ((${#pids[@]})) && kill -TERM "${pids[@]}" 2>/dev/null
   local t=0
   for p in "${pids[@]}"; do while kill -0 "$p" 2>/dev/null && ((t < 100)); do sleep 0.05; t=$((t + 1)); done; done
@@ -87,7 +90,8 @@ echo "# slurm_search: 8 nodes idle after $(awk "BEGIN{print $t*0.2}") s"
 # All emulated nodes share one hostname: Open MPI's shared-memory transport would collide across them.
 export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMP_NUM_THREADS=1
 # --immediate: fail instead of queueing forever if the nodes are not there.
-run_srun() { timeout 240 srun -N 8 -n 8 --mpi=pmix --immediate=30 "$@" </dev/null; }
+# --kill-on-bad-exit: a task that dies takes the step down with it instead of leaving 7 ranks in a collective.
+run_srun() { timeout 240 srun -N 8 -n 8 --mpi=pmix --immediate=30 --kill-on-bad-exit=1 "$@" </dev/null; }
 pass=0 fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
