@@ -64,13 +64,14 @@ kill_rank_during() {
   [[ -n "$target" && -e "$target" ]] && bad "$label: output $target written although the job failed"
 }
 
-# A search long enough to be killed in the middle (several seconds on 2 ranks).
+# A search long enough to be killed in the middle (about 10 s on 2 ranks; the 4096-GPU cluster keeps it long
+# however fast the search gets on smaller ones).
 mkdir -p "$scratch/out-search"
-kill_rank_during search "$scratch/out-search/plan.json" --model gpt3-175b --cluster dgx-a100-80g:64 \
+kill_rank_during search "$scratch/out-search/plan.json" --model llama3-405b --cluster dgx-h100:512 \
   --out "$scratch/out-search/plan.json"
 
 # A sweep: rank 1 killed while a cell is searched.
-kill_rank_during sweep "" sweep --models gpt3-175b --clusters dgx-a100-80g:64,32 --out "$scratch/out-sweep"
+kill_rank_during sweep "" sweep --models llama3-405b --clusters dgx-h100:512,256 --out "$scratch/out-sweep"
 if [[ -f "$scratch/out-sweep/cells.jsonl" ]]; then
   n=$(grep -c '' "$scratch/out-sweep/cells.jsonl")
   w=$(grep -c '}$' "$scratch/out-sweep/cells.jsonl")
