@@ -473,44 +473,6 @@ static ps_status cost_partition(worker *w, const stage_ctx *x, const ps_cost_par
     return evaluate(w, cp, m, c, o, &plan, index, where);
 }
 
-/* An upper bound on the samples/s of any plan of an outer candidate (see prunable): gbs over m x the fastest compute
- * of every layer spread evenly over the pp devices. Used to order the work so that strong candidates come first and
- * raise the pruning thresholds early; 0 when the candidate has no strategy at all. */
-static ps_status outer_bound(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
-                             const ps_search_opts *o, const outer *oc, double *ub)
-{
-    *ub = 0;
-    int64_t L = m->n_layers, width = c->n_gpus / oc->pp, global_mb = oc->gbs / oc->micro;
-    int max_tp = o->max_tp > 0 ? o->max_tp : (int)(c->groups[0].gpus_per_node > 0 ? c->groups[0].gpus_per_node : 1);
-    strat S[256];
-    int layout_tp[PS_SEARCH_MAX_LAYOUTS], n_layouts = 0;
-    int nS = build_strategies(width, max_tp, global_mb, o->mbs_max, S, 256, &n_layouts, layout_tp);
-    if (nS == 0) return PS_OK;
-    int G = uniform_placement(c, width) ? 1 : oc->pp;
-    double tot = 0, prev = INFINITY;
-    for (int64_t l = 0; l < L; l++) {
-        if (l > 0 && ps_layer_equal(&m->layers[l], &m->layers[l - 1])) {
-            tot += prev;
-            continue;
-        }
-        double best = INFINITY;
-        for (int g = 0; g < G; g++)
-            for (int s = 0; s < nS; s++) {
-                if (!layer_allows(&m->layers[l], &S[s].s)) continue;
-                ps_layer_cost lc;
-                PS_TRY(ps_cost_layer(cp, c, &m->layers[l], m->dtype, global_mb / S[s].s.dp, &S[s].s,
-                                     (int64_t)g * width, &lc));
-                best = fmin(best, lc.fwd + lc.bwd_b + lc.bwd_w);
-            }
-        if (!isfinite(best)) return PS_OK; /* a layer no strategy allows: no plan */
-        tot += best;
-        prev = best;
-    }
-    double t_lb = (double)oc->micro * tot / (double)oc->pp;
-    *ub = t_lb > 0 ? (double)oc->gbs / (t_lb * (1 - 1e-9)) : INFINITY;
-    return PS_OK;
-}
-
 static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
                               const ps_search_opts *o, const outer *oc, int64_t index)
 {
@@ -754,17 +716,6 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
     return PS_OK;
 }
 
-/* qsort has no context argument in C11: the bounds being sorted by, set just before the (single-threaded) sort. */
-static const double *g_sort_ub;
-static const outer *g_sort_cands;
-static int cmp_by_bound(const void *a, const void *b)
-{
-    size_t x = *(const size_t *)a, y = *(const size_t *)b;
-    if (g_sort_cands[x].gbs != g_sort_cands[y].gbs) return g_sort_cands[x].gbs > g_sort_cands[y].gbs ? -1 : 1;
-    (void)g_sort_ub;
-    return (x > y) - (x < y);
-}
-
 static int64_t *divisors(int64_t n, int *count)
 {
     int64_t *d = ps_calloc(4096, sizeof *d);
@@ -812,7 +763,11 @@ ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cl
         return PS_ERR_SYSTEM;
     }
     ps_status st = PS_OK;
-    for (int64_t gbs = o->gbs_lo; gbs <= o->gbs_hi && st == PS_OK; gbs += o->gbs_step > 0 ? o->gbs_step : 1) {
+    /* Largest batch first: it is usually the fastest, so the per-thread pruning thresholds (prunable) rise early.
+     * The order changes how much is pruned, never the result. */
+    int64_t n_gbs = o->gbs_lo == o->gbs_hi ? 1 : (o->gbs_hi - o->gbs_lo) / o->gbs_step + 1;
+    for (int64_t kg = n_gbs - 1; kg >= 0 && st == PS_OK; kg--) {
+        int64_t gbs = o->gbs_lo + kg * (n_gbs > 1 ? o->gbs_step : 0);
         for (int a = 0; a < npp && st == PS_OK; a++) {
             int64_t pp = pps[a];
             for (int s = 0; s < nk && st == PS_OK; s++) {
@@ -834,7 +789,6 @@ ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cl
                 }
             }
         }
-        if (o->gbs_lo == o->gbs_hi) break;
     }
     free(pps);
     if (st != PS_OK) {
@@ -859,39 +813,16 @@ ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cl
             ps_sched_create(&ws[t].sched) != PS_OK)
             st = PS_FAIL(PS_ERR_SYSTEM, "out of memory creating search workspaces");
     }
-    /* This rank's share, strongest bound first (ties: enumeration order), so the pruning thresholds rise early.
-     * The order changes how much is pruned, never the result: the top k is merged in the total order. */
-    size_t nr = (size_t)(o->nranks > 0 ? o->nranks : 1), nmine = 0;
-    size_t *order = ps_calloc(n + 1, sizeof *order);
-    double *ub = ps_calloc(n + 1, sizeof *ub);
-    if (!order || !ub) st = PS_FAIL(PS_ERR_SYSTEM, "out of memory ordering %zu candidates", n);
-    for (size_t i = 0; i < n && st == PS_OK; i++)
-        if (i % nr == (size_t)o->rank) order[nmine++] = i;
-    out->candidates = (int64_t)nmine;
-    if (st == PS_OK) {
-        ps_status bst = PS_OK;
-#pragma omp parallel for schedule(dynamic, 16)
-        for (size_t x = 0; x < nmine; x++) {
-            ps_status b1 = outer_bound(cp, m, c, o, &cands[order[x]], &ub[order[x]]);
-            if (b1 != PS_OK) {
-#pragma omp critical(ps_search_bound_err)
-                if (bst == PS_OK) bst = b1;
-            }
-        }
-        if (bst != PS_OK) st = bst;
-    }
-    if (st == PS_OK && o->objective == PS_SEARCH_THROUGHPUT) {
-        g_sort_ub = ub;
-        g_sort_cands = cands;
-        qsort(order, nmine, sizeof *order, cmp_by_bound);
-    }
+    size_t nr = (size_t)(o->nranks > 0 ? o->nranks : 1);
+    int64_t mine = 0;
+    for (size_t i = 0; i < n; i++) mine += i % nr == (size_t)o->rank;
+    out->candidates = mine;
     if (st == PS_OK) {
         /* Candidates differ widely in cost (pp 1 vs pp 32): dynamic scheduling. Each thread keeps its own top k and
          * workspaces; the merge below orders by the total order, so results do not depend on the thread count. */
 #pragma omp parallel for schedule(dynamic, 1)
-        for (size_t x = 0; x < nmine; x++) {
-            size_t i = order[x];
-            if (ub[i] <= 0) continue; /* no strategy fits the candidate's shape */
+        for (size_t i = 0; i < n; i++) {
+            if (i % nr != (size_t)o->rank) continue;
             int t = 0;
 #ifdef _OPENMP
             t = omp_get_thread_num();
@@ -906,8 +837,6 @@ ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cl
             }
         }
     }
-    free(order);
-    free(ub);
     /* merge */
     out->top = ps_calloc((size_t)o->top_k + 1, sizeof *out->top);
     double min_over = INFINITY;
