@@ -89,6 +89,9 @@ echo "# slurm_search: 8 nodes idle after $(awk "BEGIN{print $t*0.2}") s"
 
 # All emulated nodes share one hostname: Open MPI's shared-memory transport would collide across them.
 export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMP_NUM_THREADS=1
+# srun does not tell Open MPI that 8 ranks share 2 cores (mpirun --oversubscribe does): without yielding, ranks
+# waiting in a collective spin and starve the rank still working, which on a loaded CI machine ran past the timeout.
+export OMPI_MCA_mpi_yield_when_idle=1
 # --immediate: fail instead of queueing forever if the nodes are not there.
 run_srun() { timeout 240 srun -N 8 -n 8 --mpi=pmix --immediate=30 "$@" </dev/null; }
 pass=0 fail=0
