@@ -36,7 +36,9 @@ ps_status ps_plan_from_json(const json_t *root, const char *file, const ps_model
     /* A plan file written by psearch carries its prediction and inputs too; they are read elsewhere or ignored. */
     static const char *const known[] = {"psearch_version", "model", "cluster", "gpus", "gbs", "mbs", "micro_batches",
                                         "pp", "vpp", "schedule", "tp", "dp", "zero", "ckpt", "sp", "stages",
-                                        "predicted", "flops_convention", "cost_params", "note", NULL};
+                                        "predicted", "flops_convention", "cost_params", "note",
+                                        /* the search's result document and a --costdb estimate add these */
+                                        "top", "search", "objective", "baselines", "binding", "costdb", NULL};
     PS_TRY(ps_json_known_keys(root, &loc, known));
     int64_t gbs = 0, mbs = 1, pp = 1, vpp = 1;
     PS_TRY(ps_json_int(root, &loc, "gbs", true, 1, INT32_MAX, &gbs));

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The JSON psearch prints is a plan file psearch reads: the search's best plan (a whole result document: top k,
+# baselines, search counters) and an estimate's output both go back through `estimate --plan` and predict the same
+# samples/s.
+set -u
+psearch=$1
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+pass=0 fail=0
+sps() { grep -m1 '"samples_per_s"' "$1" | tr -dc '0-9.e+-'; }
+check() { # label file-written-by-psearch
+  local label=$1 f=$2 out="$scratch/$1.est.json"
+  # the search pads the vocabulary to 128 x GPUs per node (8 here), estimate does not unless told
+  if ! "$psearch" estimate --model gpt3-1.3b --cluster dgx-a100-80g:1 --vocab-pad 1024 --plan "$f" --format json \
+       --out "$out" </dev/null 2>"$scratch/err"; then
+    fail=$((fail + 1)); echo "FAIL $label: estimate --plan refused it: $(cat "$scratch/err")"; return
+  fi
+  if [[ -n "$(sps "$f")" && "$(sps "$f")" == "$(sps "$out")" ]]; then pass=$((pass + 1))
+  else fail=$((fail + 1)); echo "FAIL $label: samples/s $(sps "$f") written, $(sps "$out") re-estimated"; fi
+}
+"$psearch" --model gpt3-1.3b --cluster dgx-a100-80g:1 --gbs 64 --format json --out "$scratch/search.json" </dev/null ||
+  { echo "FAIL: the search itself failed"; exit 1; }
+check search "$scratch/search.json"
+check estimate "$scratch/search.est.json" # an estimate's own output, read back
+echo "$pass passed, $fail failed"
+[[ $fail -eq 0 && $pass -eq 2 ]]
