@@ -16,11 +16,10 @@ fi
 build=${PS_FUZZ_BUILD_DIR:-build-fuzz}
 timeout=${PS_FUZZ_TIMEOUT:-2}
 # The default run: every reader of outside input (plan.json goes through the whole cost model).
-default_targets=(fuzz_model_json fuzz_hf_config fuzz_layer_list fuzz_model_load fuzz_cluster_json fuzz_cli_options
+all_targets=(fuzz_model_json fuzz_hf_config fuzz_layer_list fuzz_model_load fuzz_cluster_json fuzz_cli_options
                  fuzz_plan_json fuzz_costdb)
-all_targets=("${default_targets[@]}")
 targets=("$@")
-((${#targets[@]})) || targets=("${default_targets[@]}")
+((${#targets[@]})) || targets=("${all_targets[@]}")
 for t in "${targets[@]}"; do
   [[ " ${all_targets[*]} " == *" $t "* ]] || { echo "fuzz: unknown target '$t' (targets: ${all_targets[*]})" >&2; exit 2; }
 done

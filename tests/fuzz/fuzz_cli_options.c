@@ -36,9 +36,26 @@ static void release(args *a)
     for (int i = 0; i < a->argc; i++) free(a->words[i]);
 }
 
-static bool same_str(const char *x, const char *y) { return (!x && !y) || (x && y && strcmp(x, y) == 0); }
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) { return 0; }
+/* Everything a parse decides, as one string, so the second parse is compared field by field; the strings point
+ * into the words, so this is taken before they are freed. */
+static void fingerprint(const ps_cli_opts *o, char *buf, size_t cap)
+{
+#define S(x) ((x) ? (x) : "(null)")
+    snprintf(buf, cap,
+             "%s|%s|%s|%s|%lld,%lld,%d|%d|%s|%s|%d%d%d|%s|%lld,%lld,%lld,%lld,%lld,%lld|%d|%s|%d|%s|%d|%s|%d|%lld,%lld|"
+             "%s|%s|%s|%s|%lld,%lld|%s|%s|%s|%d|%s|%d,%d|%s|%d|%s|%s|%s|%s|%d",
+             S(o->cmd), S(o->sub), S(o->model), S(o->cluster), (long long)o->mopts.seq,
+             (long long)o->mopts.vocab_pad, o->mopts.dtype, (int)o->format, S(o->out), S(o->data_dir), o->verbose,
+             o->help, o->version, S(o->plan), (long long)o->tp, (long long)o->pp, (long long)o->dp,
+             (long long)o->mbs, (long long)o->gbs, (long long)o->vpp, o->zero, S(o->recompute), o->seq_parallel,
+             S(o->schedule), o->n_cost_params, S(o->gbs_range), o->top, (long long)o->mbs_max,
+             (long long)o->max_tp, S(o->schedules), S(o->objective), S(o->export_kind), S(o->sched_kind),
+             (long long)o->stages, (long long)o->micro, S(o->fbw), S(o->times), S(o->svg), o->passes, S(o->costdb),
+             o->quick, o->reps, S(o->db_out), o->n_db_args, o->n_db_args > 0 ? S(o->db_args[0]) : "",
+             S(o->models), S(o->clusters), S(o->sweep_dir), o->resume);
+    for (int i = 0; i < o->n_cost_params; i++) ps_strcatf(buf, cap, "|%s", S(o->cost_params[i]));
+#undef S
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -52,7 +69,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (st1 == PS_OK) {
         /* the default command, or the first word as given */
         FUZZ_CHECK(o1.cmd && (!strcmp(o1.cmd, "plan") || (a1.argc > 1 && !strcmp(o1.cmd, a1.words[1]))));
-        FUZZ_CHECK(!o1.sub || !strcmp(o1.sub, "list") || !strcmp(o1.sub, "show"));
+        /* subcommands: list|show of model and cluster, show|merge of costdb, none elsewhere */
+        if (!strcmp(o1.cmd, "model") || !strcmp(o1.cmd, "cluster"))
+            FUZZ_CHECK(!o1.sub || !strcmp(o1.sub, "list") || !strcmp(o1.sub, "show"));
+        else if (!strcmp(o1.cmd, "costdb"))
+            FUZZ_CHECK(!o1.sub || !strcmp(o1.sub, "show") || !strcmp(o1.sub, "merge"));
+        else
+            FUZZ_CHECK(!o1.sub);
         FUZZ_CHECK(o1.model && o1.cluster);
         FUZZ_CHECK(o1.format == PS_FMT_TABLE || o1.format == PS_FMT_JSON);
         FUZZ_CHECK(o1.mopts.seq >= 0 && o1.mopts.vocab_pad >= 0 && o1.mopts.dtype >= -1 &&
@@ -65,29 +88,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(!strstr(msg1, "psearch\n"));
     }
     ps_cli_usage(fuzz_sink(), o1.cmd);
-    /* The results point into the words; keep them as strings before the words go. */
-    char cmd1[64], sub1[64], model1[256], cluster1[256];
-    ps_strlcpy(cmd1, o1.cmd ? o1.cmd : "", sizeof cmd1);
-    ps_strlcpy(sub1, o1.sub ? o1.sub : "", sizeof sub1);
-    ps_strlcpy(model1, o1.model ? o1.model : "", sizeof model1);
-    ps_strlcpy(cluster1, o1.cluster ? o1.cluster : "", sizeof cluster1);
+    char fp1[4096], fp2[4096];
+    fingerprint(&o1, fp1, sizeof fp1);
     release(&a1);
 
     split(data, size, &a2);
     ps_status st2 = ps_cli_parse(a2.argc, a2.argv, &o2);
     FUZZ_CHECK(st2 == st1);
     if (st2 == PS_OK) {
-        char buf[256];
-        FUZZ_CHECK(same_str(cmd1, o2.cmd));
-        ps_strlcpy(buf, o2.sub ? o2.sub : "", sizeof buf);
-        FUZZ_CHECK(same_str(sub1, buf));
-        ps_strlcpy(buf, o2.model, sizeof buf);
-        FUZZ_CHECK(same_str(model1, buf));
-        ps_strlcpy(buf, o2.cluster, sizeof buf);
-        FUZZ_CHECK(same_str(cluster1, buf));
-        FUZZ_CHECK(o2.mopts.seq == o1.mopts.seq && o2.mopts.vocab_pad == o1.mopts.vocab_pad &&
-                   o2.mopts.dtype == o1.mopts.dtype && o2.format == o1.format && o2.verbose == o1.verbose &&
-                   o2.help == o1.help && o2.version == o1.version);
+        fingerprint(&o2, fp2, sizeof fp2);
+        FUZZ_CHECK(strcmp(fp1, fp2) == 0);
     } else {
         FUZZ_CHECK(strcmp(msg1, ps_error_message()) == 0);
     }

@@ -3,7 +3,6 @@
 #include "fuzz_common.h"
 #include "models_internal.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) { return 0; }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
