@@ -123,12 +123,15 @@ static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *data)
     return 0;
 }
 
+/* Copies the reason into buf (160 bytes) and returns it. Every HDF5 API call starts by clearing the error stack, so
+ * this must run right after the call that failed, before any close. */
 static const char *h5_detail(char *buf)
 {
     buf[0] = '\0';
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, walk_cb, buf);
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_cb, buf);
     H5Eclear2(H5E_DEFAULT);
-    return buf[0] ? buf : "no detail from HDF5";
+    if (!buf[0]) ps_strlcpy(buf, "no detail from HDF5", 160);
+    return buf;
 }
 
 static void h5_quiet(void)
@@ -174,14 +177,14 @@ static ps_status put_str_attr(hid_t obj, const char *name, const char *value, co
     char d[160];
     hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR), a = -1;
     herr_t rc = -1;
-    if (t >= 0 && sp >= 0 && H5Tset_size(t, strlen(value) + 1) >= 0 && H5Tset_strpad(t, H5T_STR_NULLTERM) >= 0) {
-        a = H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
-        if (a >= 0) rc = H5Awrite(a, t, value);
-    }
+    if (t >= 0 && sp >= 0 && H5Tset_size(t, strlen(value) + 1) >= 0 && H5Tset_strpad(t, H5T_STR_NULLTERM) >= 0 &&
+        (a = H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT)) >= 0)
+        rc = H5Awrite(a, t, value);
+    if (rc < 0) h5_detail(d);
     if (a >= 0) H5Aclose(a);
     if (sp >= 0) H5Sclose(sp);
     if (t >= 0) H5Tclose(t);
-    if (rc < 0) return PS_FAIL(PS_ERR_SYSTEM, "%s: cannot write attribute '%s': %s", where, name, h5_detail(d));
+    if (rc < 0) return PS_FAIL(PS_ERR_SYSTEM, "%s: cannot write attribute '%s': %s", where, name, d);
     return PS_OK;
 }
 
@@ -192,9 +195,10 @@ static ps_status put_int_attr(hid_t obj, const char *name, int32_t value, const 
     herr_t rc = -1;
     if (sp >= 0) a = H5Acreate2(obj, name, H5T_STD_I32LE, sp, H5P_DEFAULT, H5P_DEFAULT);
     if (a >= 0) rc = H5Awrite(a, H5T_NATIVE_INT32, &value);
+    if (rc < 0) h5_detail(d);
     if (a >= 0) H5Aclose(a);
     if (sp >= 0) H5Sclose(sp);
-    if (rc < 0) return PS_FAIL(PS_ERR_SYSTEM, "%s: cannot write attribute '%s': %s", where, name, h5_detail(d));
+    if (rc < 0) return PS_FAIL(PS_ERR_SYSTEM, "%s: cannot write attribute '%s': %s", where, name, d);
     return PS_OK;
 }
 
@@ -278,7 +282,7 @@ static ps_status write_prov(hid_t f, const ps_costdb_prov *p, const char *where)
 
 ps_status ps_costdb_create(const char *path, MPI_Comm comm, const ps_costdb_prov *prov, ps_costdb_writer **out)
 {
-    char d[160];
+    char d[160] = "";
     ps_status st = PS_OK;
     *out = NULL;
     h5_quiet();
@@ -292,23 +296,20 @@ ps_status ps_costdb_create(const char *path, MPI_Comm comm, const ps_costdb_prov
     /* Every rank must open the same name: the lowest rank's pid names it. */
     if (comm != MPI_COMM_NULL && MPI_Bcast(w->tmp, (int)sizeof w->tmp, MPI_CHAR, 0, comm) != MPI_SUCCESS)
         goto fail_mpi;
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    if (fapl < 0) goto fail_h5;
-    if (comm != MPI_COMM_NULL && H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) < 0) {
-        H5Pclose(fapl);
-        goto fail_h5;
-    }
     /* The 1.8+ file format checksums its metadata (superblock v2+, object headers v2): a reader then detects a
      * damaged header before parsing it, which HDF5 1.10 does not survive for the old format (fuzz_costdb). */
-    if (H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST) < 0) {
-        H5Pclose(fapl);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0 || (comm != MPI_COMM_NULL && H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) < 0) ||
+        H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST) < 0) {
+        h5_detail(d);
+        if (fapl >= 0) H5Pclose(fapl);
         goto fail_h5;
     }
     w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    if (w->file < 0) h5_detail(d);
     H5Pclose(fapl);
     if (w->file < 0) {
-        st = PS_FAIL(PS_ERR_INPUT, "%s: cannot create the cost database (temporary %s): %s", path, w->tmp,
-                               h5_detail(d));
+        st = PS_FAIL(PS_ERR_INPUT, "%s: cannot create the cost database (temporary %s): %s", path, w->tmp, d);
         free(w);
         return st;
     }
@@ -335,7 +336,7 @@ fail_mpi:
     free(w);
     return PS_FAIL(PS_ERR_SYSTEM, "%s: MPI failed while creating the cost database", path);
 fail_h5:
-    st = PS_FAIL(PS_ERR_SYSTEM, "%s: HDF5 failed while creating the cost database: %s", path, h5_detail(d));
+    st = PS_FAIL(PS_ERR_SYSTEM, "%s: HDF5 failed while creating the cost database: %s", path, d[0] ? d : h5_detail(d));
     ps_costdb_abort(w);
     return st;
 }
@@ -402,19 +403,27 @@ done:
     return st;
 }
 
-static void writer_close(ps_costdb_writer *w, herr_t *rc)
+/* Closes the file; false on failure, with HDF5's reason of the first failed close in d (160 bytes). */
+static bool writer_close(ps_costdb_writer *w, char *d)
 {
-    *rc = 0;
-    if (w->dxpl >= 0 && H5Pclose(w->dxpl) < 0) *rc = -1;
-    if (w->file >= 0 && H5Fclose(w->file) < 0) *rc = -1;
+    bool ok = true;
+    if (w->dxpl >= 0 && H5Pclose(w->dxpl) < 0) {
+        h5_detail(d);
+        ok = false;
+    }
+    if (w->file >= 0 && H5Fclose(w->file) < 0 && ok) {
+        h5_detail(d);
+        ok = false;
+    }
     w->dxpl = w->file = -1;
+    return ok;
 }
 
 void ps_costdb_abort(ps_costdb_writer *w)
 {
     if (!w) return;
-    herr_t rc;
-    writer_close(w, &rc);
+    char d[160];
+    writer_close(w, d);
     if (w->comm != MPI_COMM_NULL) MPI_Barrier(w->comm);
     if (w->rank == 0) unlink(w->tmp);
     free(w);
@@ -423,10 +432,8 @@ void ps_costdb_abort(ps_costdb_writer *w)
 ps_status ps_costdb_commit(ps_costdb_writer *w)
 {
     char d[160];
-    herr_t rc;
-    writer_close(w, &rc);
     ps_status st = PS_OK;
-    if (rc < 0) st = PS_FAIL(PS_ERR_SYSTEM, "%s: closing the cost database failed: %s", w->path, h5_detail(d));
+    if (!writer_close(w, d)) st = PS_FAIL(PS_ERR_SYSTEM, "%s: closing the cost database failed: %s", w->path, d);
     if (w->comm != MPI_COMM_NULL) {
         /* Every rank's data is in the file once all have closed it; only then may it take the final name. */
         ps_status worst = PS_OK;
