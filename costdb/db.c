@@ -880,26 +880,6 @@ ps_status ps_costdb_read(const char *path, ps_costdb *db)
     return PS_OK;
 }
 
-ps_status ps_costdb_read_image(const void *buf, size_t len, const char *name, ps_costdb *db)
-{
-    char d[160];
-    memset(db, 0, sizeof *db);
-    h5_quiet();
-    PS_TRY(check_head(buf, len, name));
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    if (fapl < 0 || H5Pset_fapl_core(fapl, 65536, 0) < 0 || H5Pset_file_image(fapl, (void *)buf, len) < 0) {
-        if (fapl >= 0) H5Pclose(fapl);
-        return PS_FAIL(PS_ERR_SYSTEM, "%s: cannot set up an in-memory HDF5 file: %s", name, h5_detail(d));
-    }
-    hid_t f = H5Fopen(name, H5F_ACC_RDONLY, fapl);
-    H5Pclose(fapl);
-    if (f < 0)
-        return PS_FAIL(PS_ERR_INPUT, "%s: the HDF5 file cannot be opened (truncated or corrupt): %s", name,
-                       h5_detail(d));
-    PS_TRY(read_fid(f, name, db));
-    return PS_OK;
-}
-
 /* ---- merge ---------------------------------------------------------------------------------------------------------- */
 
 static ps_status cat(void **out, const void *a, size_t na, const void *b, size_t nb, size_t elt)

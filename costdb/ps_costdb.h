@@ -85,8 +85,6 @@ void ps_costdb_prov_init(ps_costdb_prov *p, const char *backend, const char *mod
 
 /* ---- reading: anything but a valid file -> PS_ERR_INPUT naming the file and what is wrong ---- */
 ps_status ps_costdb_read(const char *path, ps_costdb *db);
-/* The same from bytes in memory (fuzzing); `name` stands for the file in messages. */
-ps_status ps_costdb_read_image(const void *buf, size_t len, const char *name, ps_costdb *db);
 void ps_costdb_free(ps_costdb *db);
 /* a's rows then b's, b's ranks and nodes renumbered after a's; PS_ERR_INPUT when the schemas differ. */
 ps_status ps_costdb_merge(const ps_costdb *a, const ps_costdb *b, ps_costdb *out);
