@@ -91,12 +91,29 @@ void ps_cmd_version(FILE *f);
 ps_status ps_cmd_calibrate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
 ps_status ps_cmd_costdb(const ps_cli_opts *o, ps_out *out);
 
-/* Load --model and --cluster (the model's vocabulary padded for TP up to a node unless --vocab-pad says otherwise). */
-ps_status ps_cli_load_inputs(const ps_cli_opts *o, MPI_Comm comm, ps_model *m, ps_cluster *c);
-/* Search m on c with the search options of o (--gbs, --gbs-range, --top, --mbs-max, --max-tp, --schedules) on every
- * rank of comm (MPI_COMM_NULL: this process alone). On rank 0, *all holds the merged, re-costed top k in the search's
- * total order (n_top 0: nothing fits, all->binding says why); on other ranks it is empty. Collective over comm. */
 #include "ps_search.h"
+/* cli/inputs.c: inputs read the same way by every planning command.
+ * The cluster SPEC (PRESET:NODES, cluster.json, auto, or costdb: the machine --costdb measured); need_gpus refuses
+ * one without GPUs (planning) rather than describing it (cluster show). */
+ps_status ps_cli_load_cluster(const ps_cli_opts *o, const char *spec, MPI_Comm comm, bool need_gpus, ps_cluster *c);
+/* The model SPEC for cluster c: the vocabulary padded to 128 x GPUs per node when pad_for_node and --vocab-pad is not
+ * given (the search may put TP across a node), and, without --dtype, fp16 (or fp32) where c lacks the model's dtype,
+ * said once on stderr by rank 0 of comm. */
+ps_status ps_cli_load_model(const ps_cli_opts *o, const char *spec, const ps_cluster *c, bool pad_for_node,
+                            MPI_Comm comm, ps_model *m);
+/* --model and --cluster for the search: the two above. */
+ps_status ps_cli_load_inputs(const ps_cli_opts *o, MPI_Comm comm, ps_model *m, ps_cluster *c);
+/* The search options of o for cluster c (--gbs [8 x GPUs], --gbs-range, --top, --mbs-max, --max-tp, --schedules
+ * checked against the schedule kinds, --objective). so.schedules points into the struct: do not copy it apart. */
+typedef struct {
+    ps_search_opts so;
+    const char *kinds[32];
+    char kbuf[512];
+} ps_cli_search_opts;
+ps_status ps_cli_search_setup(const ps_cli_opts *o, const ps_cluster *c, ps_cli_search_opts *s);
+/* Search m on c with the search options of o on every rank of comm (MPI_COMM_NULL: this process alone). On rank 0,
+ * *all holds the merged, re-costed top k in the search's total order (n_top 0: nothing fits, all->binding says why)
+ * and the baselines; on other ranks it is empty. Collective over comm. */
 ps_status ps_cli_search(const ps_cli_opts *o, MPI_Comm comm, const ps_cost_params *cp, const ps_model *m,
                         const ps_cluster *c, ps_search_result *all, double *seconds);
 

@@ -48,10 +48,7 @@ ps_status ps_cmd_cluster(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
         return st;
     }
     ps_cluster c;
-    if (strcmp(o->cluster, "costdb") == 0)
-        PS_TRY(ps_cli_costdb_cluster(o, &c));
-    else
-        PS_TRY(ps_cluster_load(o->cluster, comm, &c));
+    PS_TRY(ps_cli_load_cluster(o, o->cluster, comm, false, &c));
     ps_status st = PS_OK;
     if (o->format == PS_FMT_JSON)
         st = ps_out_json(out, ps_cluster_to_json(&c));

@@ -149,16 +149,18 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, ps_out *out)
     ps_prediction r;
     memset(&plan, 0, sizeof plan);
     memset(&r, 0, sizeof r);
-    PS_TRY(ps_model_load(o->model, &o->mopts, &m));
     ps_costdb_model *db = NULL;
-    ps_status st = strcmp(o->cluster, "costdb") == 0 ? ps_cli_costdb_cluster(o, &c)
-                                                     : ps_cluster_load(o->cluster, MPI_COMM_NULL, &c);
-    if (st == PS_OK) {
-        st = ps_cli_costdb_attach(o, &c, &cp, &db);
-        if (st != PS_OK) ps_cluster_free(&c);
+    PS_TRY(ps_cli_load_cluster(o, o->cluster, MPI_COMM_NULL, false, &c));
+    /* the plan given is the plan costed: no padding unless --vocab-pad asks */
+    ps_status st = ps_cli_load_model(o, o->model, &c, false, MPI_COMM_NULL, &m);
+    if (st != PS_OK) {
+        ps_cluster_free(&c);
+        return ps_error_trace(st, __FILE__, __LINE__);
     }
+    st = ps_cli_costdb_attach(o, &c, &cp, &db);
     if (st != PS_OK) {
         ps_model_free(&m);
+        ps_cluster_free(&c);
         return ps_error_trace(st, __FILE__, __LINE__);
     }
     if (o->plan) {

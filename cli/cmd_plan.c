@@ -12,22 +12,6 @@
 #include "ps_plan_json.h"
 #include "ps_search.h"
 
-static ps_status parse_range(const char *s, int64_t *lo, int64_t *hi, int64_t *step)
-{
-    char buf[96];
-    ps_strlcpy(buf, s, sizeof buf);
-    char *a = buf, *b = strchr(a, ':'), *c = b ? strchr(b + 1, ':') : NULL;
-    if (!b || !c) return PS_FAIL(PS_ERR_INPUT, "option --gbs-range needs LO:HI:STEP (got '%s')", s);
-    *b++ = '\0';
-    *c++ = '\0';
-    if (!ps_parse_i64(a, lo) || !ps_parse_i64(b, hi) || !ps_parse_i64(c, step) || *lo < 1 || *hi < *lo || *step < 1)
-        return PS_FAIL(PS_ERR_INPUT, "option --gbs-range: LO:HI:STEP must be positive integers with LO <= HI (got "
-                                     "'%s')", s);
-    if ((*hi - *lo) / *step > 4096)
-        return PS_FAIL(PS_ERR_INPUT, "option --gbs-range '%s' lists more than 4096 batch sizes", s);
-    return PS_OK;
-}
-
 /* This rank's results as one JSON text: its counters, the binding constraint, and its best plans. */
 static char *rank_json(const ps_search_result *r, const ps_model *m)
 {
@@ -229,47 +213,6 @@ static ps_status print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_p
     return PS_OK;
 }
 
-ps_status ps_cli_load_inputs(const ps_cli_opts *o, MPI_Comm comm, ps_model *m, ps_cluster *c)
-{
-    if (strcmp(o->cluster, "costdb") == 0)
-        PS_TRY(ps_cli_costdb_cluster(o, c));
-    else
-        PS_TRY(ps_cluster_load(o->cluster, comm, c));
-    if (c->n_gpus < 1) {
-        ps_cluster_free(c);
-        return PS_FAIL(PS_ERR_INPUT, "cluster %s has no GPUs to plan for (describe one with --cluster PRESET:NODES "
-                                     "or a cluster.json)", o->cluster);
-    }
-    /* Megatron pads the vocabulary to 128 x TP; the search may choose TP up to a node, so pad for that unless the
-     * user said otherwise. */
-    ps_model_opts mo = o->mopts;
-    if (!mo.vocab_pad) mo.vocab_pad = 128 * (c->groups[0].gpus_per_node > 0 ? c->groups[0].gpus_per_node : 1);
-    ps_status st = ps_model_load(o->model, &mo, m);
-    if (st != PS_OK) {
-        ps_cluster_free(c);
-        return ps_error_trace(st, __FILE__, __LINE__);
-    }
-    /* Presets train in bf16; GPUs before Ampere (V100, T4, TITAN RTX) have no bf16 tensor cores and train in fp16 with
-     * loss scaling instead (as AMP and Galvatron-BMW ran on them). Only when the user did not choose a dtype. */
-    const char *fallback = ps_cluster_supports_dtype(c, "fp16") ? "fp16" : "fp32";
-    if (mo.dtype < 0 && !ps_cluster_supports_dtype(c, ps_dtype_name(m->dtype)) &&
-        ps_cluster_supports_dtype(c, fallback)) {
-        int rank = 0;
-        if (comm != MPI_COMM_NULL) MPI_Comm_rank(comm, &rank);
-        if (rank == 0)
-            fprintf(stderr, "psearch: note: %s has devices without %s tensor cores; planning %s in %s (--dtype "
-                            "chooses)\n", c->name, ps_dtype_name(m->dtype), m->name, fallback);
-        ps_model_free(m);
-        mo.dtype = strcmp(fallback, "fp16") == 0 ? PS_DTYPE_FP16 : PS_DTYPE_FP32;
-        st = ps_model_load(o->model, &mo, m);
-        if (st != PS_OK) {
-            ps_cluster_free(c);
-            return ps_error_trace(st, __FILE__, __LINE__);
-        }
-    }
-    return PS_OK;
-}
-
 ps_status ps_cli_search(const ps_cli_opts *o, MPI_Comm comm, const ps_cost_params *cp, const ps_model *m,
                         const ps_cluster *c, ps_search_result *all, double *seconds)
 {
@@ -280,25 +223,9 @@ ps_status ps_cli_search(const ps_cli_opts *o, MPI_Comm comm, const ps_cost_param
         PS_MPI(MPI_Comm_size(comm, &nranks));
     }
     ps_search_result mine;
-    ps_search_opts so;
-    ps_search_opts_default(&so);
-    so.gbs_lo = so.gbs_hi = o->gbs ? o->gbs : 8 * c->n_gpus;
-    so.gbs_step = 1;
-    if (o->gbs_range) PS_TRY(parse_range(o->gbs_range, &so.gbs_lo, &so.gbs_hi, &so.gbs_step));
-    if (o->top) so.top_k = o->top;
-    if (o->mbs_max) so.mbs_max = o->mbs_max;
-    if (o->max_tp) so.max_tp = (int)o->max_tp;
-    const char *kinds[32];
-    char kbuf[512];
-    if (o->schedules) {
-        ps_strlcpy(kbuf, o->schedules, sizeof kbuf);
-        char *save = NULL;
-        int nk = 0;
-        for (char *t = strtok_r(kbuf, ",", &save); t && nk < 32; t = strtok_r(NULL, ",", &save)) kinds[nk++] = t;
-        so.schedules = kinds;
-        so.n_schedules = nk;
-    }
-    if (o->objective && strcmp(o->objective, "memory") == 0) so.objective = PS_SEARCH_MEMORY;
+    ps_cli_search_opts setup;
+    PS_TRY(ps_cli_search_setup(o, c, &setup));
+    ps_search_opts so = setup.so; /* its schedule list still points into setup, which outlives the search */
     so.rank = rank;
     so.nranks = nranks;
     double t0 = MPI_Wtime();

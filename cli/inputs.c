@@ -1,0 +1,108 @@
+/* The inputs every planning command reads the same way: the cluster (preset, cluster.json, auto, or the machine a
+ * cost database measured), the model (padded and with its dtype chosen for that cluster), and the search options.
+ * One place, so the search, the sweep and estimate cannot drift apart. */
+#include <string.h>
+
+#include "cli.h"
+#include "ps_schedules.h"
+
+ps_status ps_cli_load_cluster(const ps_cli_opts *o, const char *spec, MPI_Comm comm, bool need_gpus, ps_cluster *c)
+{
+    if (strcmp(spec, "costdb") == 0)
+        PS_TRY(ps_cli_costdb_cluster(o, c));
+    else
+        PS_TRY(ps_cluster_load(spec, comm, c));
+    if (need_gpus && c->n_gpus < 1) {
+        ps_cluster_free(c);
+        return PS_FAIL(PS_ERR_INPUT, "cluster %s has no GPUs to plan for (describe one with --cluster PRESET:NODES "
+                                     "or a cluster.json)", spec);
+    }
+    return PS_OK;
+}
+
+ps_status ps_cli_load_model(const ps_cli_opts *o, const char *spec, const ps_cluster *c, bool pad_for_node,
+                            MPI_Comm comm, ps_model *m)
+{
+    ps_model_opts mo = o->mopts;
+    /* Megatron pads the vocabulary to 128 x TP; the search may choose TP up to a node, so pad for that unless the
+     * user said otherwise. */
+    if (pad_for_node && !mo.vocab_pad)
+        mo.vocab_pad = 128 * (c->groups[0].gpus_per_node > 0 ? c->groups[0].gpus_per_node : 1);
+    PS_TRY(ps_model_load(spec, &mo, m));
+    /* Presets train in bf16; GPUs before Ampere (V100, T4, TITAN RTX) have no bf16 tensor cores and train in fp16 with
+     * loss scaling instead (as AMP and Galvatron-BMW ran on them); a CPU cost database has fp32 only. Only when the
+     * user did not choose a dtype. */
+    const char *fallback = ps_cluster_supports_dtype(c, "fp16") ? "fp16" : "fp32";
+    if (mo.dtype >= 0 || ps_cluster_supports_dtype(c, ps_dtype_name(m->dtype)) ||
+        !ps_cluster_supports_dtype(c, fallback))
+        return PS_OK;
+    int rank = 0;
+    if (comm != MPI_COMM_NULL) MPI_Comm_rank(comm, &rank);
+    if (rank == 0)
+        fprintf(stderr, "psearch: note: %s has devices without %s tensor cores; planning %s in %s (--dtype chooses)\n",
+                c->name, ps_dtype_name(m->dtype), m->name, fallback);
+    /* the dtype is the model's one field that depends on it (per-layer bytes take the dtype as an argument) */
+    m->dtype = strcmp(fallback, "fp16") == 0 ? PS_DTYPE_FP16 : PS_DTYPE_FP32;
+    return PS_OK;
+}
+
+ps_status ps_cli_load_inputs(const ps_cli_opts *o, MPI_Comm comm, ps_model *m, ps_cluster *c)
+{
+    PS_TRY(ps_cli_load_cluster(o, o->cluster, comm, true, c));
+    ps_status st = ps_cli_load_model(o, o->model, c, true, comm, m);
+    if (st != PS_OK) {
+        ps_cluster_free(c);
+        return ps_error_trace(st, __FILE__, __LINE__);
+    }
+    return PS_OK;
+}
+
+static ps_status parse_range(const char *s, int64_t *lo, int64_t *hi, int64_t *step)
+{
+    char buf[96];
+    ps_strlcpy(buf, s, sizeof buf);
+    char *a = buf, *b = strchr(a, ':'), *c = b ? strchr(b + 1, ':') : NULL;
+    if (!b || !c) return PS_FAIL(PS_ERR_INPUT, "option --gbs-range needs LO:HI:STEP (got '%s')", s);
+    *b++ = '\0';
+    *c++ = '\0';
+    if (!ps_parse_i64(a, lo) || !ps_parse_i64(b, hi) || !ps_parse_i64(c, step) || *lo < 1 || *hi < *lo || *step < 1)
+        return PS_FAIL(PS_ERR_INPUT, "option --gbs-range: LO:HI:STEP must be positive integers with LO <= HI (got "
+                                     "'%s')", s);
+    if ((*hi - *lo) / *step > 4096)
+        return PS_FAIL(PS_ERR_INPUT, "option --gbs-range '%s' lists more than 4096 batch sizes", s);
+    return PS_OK;
+}
+
+ps_status ps_cli_search_setup(const ps_cli_opts *o, const ps_cluster *c, ps_cli_search_opts *s)
+{
+    ps_search_opts *so = &s->so;
+    ps_search_opts_default(so);
+    so->gbs_lo = so->gbs_hi = o->gbs ? o->gbs : 8 * c->n_gpus;
+    so->gbs_step = 1;
+    if (o->gbs_range) PS_TRY(parse_range(o->gbs_range, &so->gbs_lo, &so->gbs_hi, &so->gbs_step));
+    if (o->top) so->top_k = o->top;
+    if (o->mbs_max) so->mbs_max = o->mbs_max;
+    if (o->max_tp) so->max_tp = (int)o->max_tp;
+    if (o->objective && strcmp(o->objective, "memory") == 0) so->objective = PS_SEARCH_MEMORY;
+    if (!o->schedules) return PS_OK;
+    if (strlen(o->schedules) >= sizeof s->kbuf)
+        return PS_FAIL(PS_ERR_INPUT, "option --schedules '%.40s...' is too long", o->schedules);
+    ps_strlcpy(s->kbuf, o->schedules, sizeof s->kbuf);
+    char *save = NULL;
+    int nk = 0;
+    for (char *t = strtok_r(s->kbuf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (ps_sched_kind_find(t) < 0) {
+            char known[256] = "";
+            for (int i = 0; i < ps_sched_kind_count(); i++)
+                ps_strcatf(known, sizeof known, "%s%s", i ? ", " : "", ps_sched_kind_name(i));
+            return PS_FAIL(PS_ERR_INPUT, "option --schedules: unknown pipeline schedule '%s' (known: %s)", t, known);
+        }
+        if (nk == (int)(sizeof s->kinds / sizeof s->kinds[0]))
+            return PS_FAIL(PS_ERR_INPUT, "option --schedules lists more than %d schedules", nk);
+        s->kinds[nk++] = t;
+    }
+    if (nk == 0) return PS_FAIL(PS_ERR_INPUT, "option --schedules '%s' names no schedule", o->schedules);
+    so->schedules = s->kinds;
+    so->n_schedules = nk;
+    return PS_OK;
+}
