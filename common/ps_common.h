@@ -70,7 +70,8 @@ void ps_error_clear(void);
 void *ps_calloc(size_t n, size_t size);
 char *ps_strdup(const char *s);
 /* Make *buf hold at least `need` elements of `elt` bytes, growing geometrically so a reused workspace stops
- * allocating after a few calls. *cap counts elements. PS_ERR_SYSTEM (and *buf unchanged) on failure. */
+ * allocating after a few calls (contents kept, as realloc; new elements uninitialised). *cap counts elements.
+ * PS_ERR_SYSTEM (and *buf, *cap unchanged) on failure, also when need x elt overflows. */
 ps_status ps_grow(void **buf, size_t *cap, size_t need, size_t elt);
 
 /* ---- checked 64-bit arithmetic (sizes, counts, bytes) ---- */

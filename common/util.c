@@ -32,7 +32,9 @@ ps_status ps_grow(void **buf, size_t *cap, size_t need, size_t elt)
 {
     if (need <= *cap) return PS_OK;
     size_t n = *cap ? *cap : 64;
-    while (n < need) n *= 2;
+    /* doubling past SIZE_MAX / 2 would wrap to 0 and never reach `need`: take `need` itself there */
+    while (n < need) n = n > SIZE_MAX / 2 ? need : n * 2;
+    if (elt && n > SIZE_MAX / elt) n = need; /* the doubled size overflows in bytes: no headroom then */
     if (elt && n > SIZE_MAX / elt) return PS_FAIL(PS_ERR_SYSTEM, "allocation of %zu x %zu bytes overflows", n, elt);
     void *p = realloc(*buf, n * elt);
     if (!p) return PS_FAIL(PS_ERR_SYSTEM, "out of memory (%zu bytes of workspace)", n * elt);
