@@ -19,72 +19,14 @@ ps_status ps_sched_create(ps_sched **out)
     return PS_OK;
 }
 
-static void free_dev(ps_sched *s)
-{
-    free(s->dev_off);
-    free(s->cursor);
-    free(s->queue);
-    free(s->queued);
-    free(s->busy);
-    free(s->idle);
-    free(s->peak);
-    free(s->scratch);
-    s->scratch = NULL;
-    s->dev_off = NULL;
-    s->cursor = s->queue = NULL;
-    s->queued = NULL;
-    s->busy = s->idle = s->peak = NULL;
-    s->dev_cap = 0;
-}
-
-static void free_stage(ps_sched *s)
-{
-    free(s->dev_stage);
-    free(s->stage_dev);
-    free(s->stc);
-    s->stc = NULL;
-    s->dev_stage = s->stage_dev = NULL;
-    s->stage_cap = 0;
-}
-
-static void free_sm(ps_sched *s)
-{
-    free(s->end_f);
-    free(s->end_b);
-    free(s->end_w);
-    s->end_f = s->end_b = s->end_w = NULL;
-    s->sm_cap = 0;
-}
-
-static void free_res(ps_sched *s)
-{
-    free(s->start);
-    free(s->end);
-    free(s->endp);
-    s->endp = NULL;
-    s->start = s->end = NULL;
-    s->res_pass_cap = 0;
-}
-
 void ps_sched_destroy(ps_sched *s)
 {
     if (!s) return;
-    free_dev(s);
-    free_stage(s);
-    free_sm(s);
-    free_res(s);
-    free(s->pass);
-    free(s->prog);
-    free(s->tmp);
+    void *bufs[] = {s->dev_off, s->cursor, s->queue, s->queued, s->busy, s->idle, s->peak, s->scratch,
+                    s->dev_stage, s->stage_dev, s->stc, s->end_f, s->end_b, s->end_w, s->pass, s->prog, s->tmp,
+                    s->start, s->end, s->endp};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(s);
-}
-
-/* Capacities grow geometrically so that a search sweeping n upwards reallocates O(log n) times, not every call. */
-static size_t grown(size_t cap, size_t need)
-{
-    size_t c = cap ? cap : 64;
-    while (c < need) c = c > SIZE_MAX / 2 ? need : c * 2;
-    return c;
 }
 
 /* End times are first written device region by device region into endp, each region shifted by PS_SCHED_PAD
@@ -93,75 +35,47 @@ static size_t grown(size_t cap, size_t need)
  * few L1 sets and evict each other. The padding spreads them over the sets; a sequential pass copies them out. */
 #define PS_SCHED_PAD 8
 
-#define OOM() PS_FAIL(PS_ERR_SYSTEM, "out of memory in the schedule workspace")
+/* A buffer of the workspace and the bytes one of its elements takes. */
+typedef struct {
+    void **buf;
+    size_t elt;
+} sized_buf;
 
+/* Grow buffers that share one capacity `*cap` (elements) to hold `need` each. ps_grow grows geometrically, so a
+ * search sweeping n upwards reallocates O(log n) times, not every call; every buffer gets the same new capacity.
+ * On failure *cap stays: every buffer still holds at least that much. */
+static ps_status grow_all(const sized_buf *b, size_t nb, size_t *cap, size_t need)
+{
+    if (need <= *cap) return PS_OK;
+    size_t c = *cap;
+    for (size_t i = 0; i < nb; i++) {
+        c = *cap;
+        PS_TRY(ps_grow(b[i].buf, &c, need, b[i].elt));
+    }
+    *cap = c;
+    return PS_OK;
+}
+
+/* Contents are not kept meaningful across a growth: every user writes what it reads (generators, verification,
+ * simulation). */
 static ps_status reserve(ps_sched *s, int d, int stages, int64_t sm, int64_t passes)
 {
-    if ((size_t)d + 1 > s->dev_cap) {
-        free_dev(s);
-        size_t c = grown(0, (size_t)d + 1);
-        s->dev_off = ps_calloc(c, sizeof *s->dev_off);
-        s->cursor = ps_calloc(c, sizeof *s->cursor);
-        s->queue = ps_calloc(c, sizeof *s->queue);
-        s->queued = ps_calloc(c, sizeof *s->queued);
-        s->busy = ps_calloc(c, sizeof *s->busy);
-        s->idle = ps_calloc(c, sizeof *s->idle);
-        s->peak = ps_calloc(c, sizeof *s->peak);
-        s->scratch = ps_calloc(8 * c, sizeof *s->scratch);
-        if (!s->dev_off || !s->cursor || !s->queue || !s->queued || !s->busy || !s->idle || !s->peak || !s->scratch) {
-            free_dev(s);
-            return OOM();
-        }
-        s->dev_cap = c;
-    }
-    if ((size_t)stages > s->stage_cap) {
-        free_stage(s);
-        size_t c = grown(0, (size_t)stages);
-        s->dev_stage = ps_calloc(c, sizeof *s->dev_stage);
-        s->stage_dev = ps_calloc(c, sizeof *s->stage_dev);
-        s->stc = ps_calloc(11 * c, sizeof *s->stc);
-        if (!s->dev_stage || !s->stage_dev || !s->stc) {
-            free_stage(s);
-            return OOM();
-        }
-        s->stage_cap = c;
-    }
-    if ((size_t)sm > s->sm_cap) {
-        free_sm(s);
-        size_t c = grown(s->sm_cap, (size_t)sm);
-        s->end_f = ps_calloc(c, sizeof(double));
-        s->end_b = ps_calloc(c, sizeof(double));
-        s->end_w = ps_calloc(c, sizeof(double));
-        if (!s->end_f || !s->end_b || !s->end_w) {
-            free_sm(s);
-            return OOM();
-        }
-        s->sm_cap = c;
-    }
-    if ((size_t)passes > s->pass_cap) {
-        free(s->pass);
-        free(s->prog);
-        free(s->tmp);
-        size_t c = grown(s->pass_cap, (size_t)passes);
-        s->pass = ps_calloc(c, sizeof *s->pass);
-        s->prog = ps_calloc(c, sizeof *s->prog);
-        s->tmp = ps_calloc(c, sizeof *s->tmp);
-        s->pass_cap = s->pass && s->prog && s->tmp ? c : 0;
-        if (!s->pass_cap) return OOM();
-    }
-    if ((size_t)passes + PS_SCHED_PAD * ((size_t)d + 1) > s->res_pass_cap) {
-        free_res(s);
-        size_t c = grown(0, (size_t)passes + PS_SCHED_PAD * ((size_t)d + 1));
-        s->start = ps_calloc(c, sizeof(double));
-        s->end = ps_calloc(c, sizeof(double));
-        s->endp = ps_calloc(c, sizeof(double));
-        if (!s->start || !s->end || !s->endp) {
-            free_res(s);
-            return OOM();
-        }
-        s->res_pass_cap = c;
-    }
+#define SIZED(field, n) {(void **)&s->field, (n) * sizeof *s->field}
+#define COUNT(a) (sizeof(a) / sizeof(a)[0])
+    const sized_buf dev[] = {SIZED(dev_off, 1), SIZED(cursor, 1), SIZED(queue, 1), SIZED(queued, 1),
+                             SIZED(busy, 1),    SIZED(idle, 1),   SIZED(peak, 1),  SIZED(scratch, 8)};
+    const sized_buf stage[] = {SIZED(dev_stage, 1), SIZED(stage_dev, 1), SIZED(stc, 11)};
+    const sized_buf smb[] = {SIZED(end_f, 1), SIZED(end_b, 1), SIZED(end_w, 1)};
+    const sized_buf pass[] = {SIZED(pass, 1), SIZED(prog, 1), SIZED(tmp, 1)};
+    const sized_buf res[] = {SIZED(start, 1), SIZED(end, 1), SIZED(endp, 1)};
+    PS_TRY(grow_all(dev, COUNT(dev), &s->dev_cap, (size_t)d + 1));
+    PS_TRY(grow_all(stage, COUNT(stage), &s->stage_cap, (size_t)stages));
+    PS_TRY(grow_all(smb, COUNT(smb), &s->sm_cap, (size_t)sm));
+    PS_TRY(grow_all(pass, COUNT(pass), &s->pass_cap, (size_t)passes));
+    PS_TRY(grow_all(res, COUNT(res), &s->res_pass_cap, (size_t)passes + PS_SCHED_PAD * ((size_t)d + 1)));
     return PS_OK;
+#undef COUNT
+#undef SIZED
 }
 
 /* Check the sizes, make room, and lay the stages out on the devices. Leaves the workspace empty on failure. */
