@@ -28,7 +28,7 @@ ps_status ps_cli_costdb_attach(const ps_cli_opts *o, const ps_cluster *c, ps_cos
     ps_status st = ps_costdb_model_build(&db, &m);
     ps_costdb_free(&db);
     PS_TRY(st);
-    st = ps_costdb_attach(m, c, cp, NULL, 0);
+    st = ps_costdb_attach(m, c, cp);
     /* What the user set by name overrides what the file measured. */
     for (int i = 0; i < o->n_cost_params && st == PS_OK; i++) st = ps_cost_params_set(cp, o->cost_params[i]);
     if (st != PS_OK) {
@@ -42,15 +42,10 @@ ps_status ps_cli_costdb_attach(const ps_cli_opts *o, const ps_cluster *c, ps_cos
 
 void ps_cli_costdb_note(FILE *f, const ps_cost_params *cp, const ps_cluster *c)
 {
+    (void)c; /* the note was made when ps_cli_costdb_attach attached the tables to this cluster */
     if (!cp->db) return;
-    char note[512];
-    ps_cost_params tmp = *cp;
-    if (ps_costdb_attach(cp->db, c, &tmp, note, sizeof note) != PS_OK) {
-        ps_error_clear();
-        return;
-    }
-    fprintf(f, "# cost database %s: %s (overlap slowdown %.3g)\n", ps_costdb_model_path(cp->db), note,
-            cp->overlap_slowdown);
+    fprintf(f, "# cost database %s: %s (overlap slowdown %.3g)\n", ps_costdb_model_path(cp->db),
+            ps_costdb_model_note(cp->db), cp->overlap_slowdown);
 }
 
 /* ---- summary ------------------------------------------------------------------------------------------------------ */

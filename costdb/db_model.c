@@ -23,7 +23,8 @@ typedef struct {
 typedef struct {
     char op[16];
     int gs, inter, n;
-    double *bytes, *busbw, *time;
+    double *bytes, *busbw;
+    double t0; /* time at the smallest size: the latency floor below it [s] */
 } coll_curve;
 
 typedef struct {
@@ -39,6 +40,7 @@ struct ps_costdb_model {
     char path[512];
     dev_kind *kind;
     int n_kind;
+    char note[512]; /* which node groups of the cluster last attached use the tables (ps_costdb_attach) */
 };
 
 static int cmp_d(const void *a, const void *b)
@@ -52,6 +54,12 @@ static double median(double *v, int n)
     if (n <= 0) return -1;
     qsort(v, (size_t)n, sizeof *v, cmp_d);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
 }
 
 typedef struct {
@@ -122,7 +130,6 @@ void ps_costdb_model_free(ps_costdb_model *m)
         for (int i = 0; i < d->n_coll; i++) {
             free(d->coll[i].bytes);
             free(d->coll[i].busbw);
-            free(d->coll[i].time);
         }
         free(d->gemm);
         free(d->coll);
@@ -131,26 +138,88 @@ void ps_costdb_model_free(ps_costdb_model *m)
     free(m);
 }
 
-/* The device kind of a rank, or -1. */
-static int kind_of_rank(const ps_costdb *db, const ps_costdb_model *m, int32_t rank)
+/* rank -> device kind, sorted by rank (then by /devices row, so that the first row of a rank decides). */
+typedef struct {
+    int32_t rank;
+    int kind;
+    size_t row;
+} rank_kind;
+
+static int cmp_rank_kind(const void *a, const void *b)
 {
-    for (size_t i = 0; i < db->n_dev; i++)
-        if (db->dev[i].rank == rank) return ps_costdb_model_device(m, db->dev[i].name);
-    return -1;
+    const rank_kind *p = a, *q = b;
+    if (p->rank != q->rank) return (p->rank > q->rank) - (p->rank < q->rank);
+    return (p->row > q->row) - (p->row < q->row);
 }
 
-static ps_status build_kind(const ps_costdb *db, ps_costdb_model *m, int k, pt *pts, double *scratch)
+static int cmp_rank(const void *a, const void *b)
+{
+    int32_t x = ((const rank_kind *)a)->rank, y = ((const rank_kind *)b)->rank;
+    return (x > y) - (x < y);
+}
+
+/* The device kind of a rank, or -1; idx holds one entry per rank, sorted. */
+static int kind_of_rank(const rank_kind *idx, size_t n, int32_t rank)
+{
+    rank_kind key = {rank, -1, 0};
+    const rank_kind *hit = bsearch(&key, idx, n, sizeof *idx, cmp_rank);
+    return hit ? hit->kind : -1;
+}
+
+/* The device kind of every row of every measured table, looked up once: the curves below then scan plain arrays
+ * (a 2048-rank file has ~10^6 rows; a scan of /devices per row made reading it quadratic). */
+typedef struct {
+    int *gemm, *bw, *coll, *ovl;
+} row_kinds;
+
+static void row_kinds_free(row_kinds *rk)
+{
+    free(rk->gemm);
+    free(rk->bw);
+    free(rk->coll);
+    free(rk->ovl);
+}
+
+static ps_status row_kinds_build(const ps_costdb *db, const ps_costdb_model *m, row_kinds *rk)
+{
+    memset(rk, 0, sizeof *rk);
+    rank_kind *idx = ps_calloc(db->n_dev + 1, sizeof *idx);
+    rk->gemm = ps_calloc(db->n_gemm + 1, sizeof *rk->gemm);
+    rk->bw = ps_calloc(db->n_bw + 1, sizeof *rk->bw);
+    rk->coll = ps_calloc(db->n_coll + 1, sizeof *rk->coll);
+    rk->ovl = ps_calloc(db->n_ovl + 1, sizeof *rk->ovl);
+    if (!idx || !rk->gemm || !rk->bw || !rk->coll || !rk->ovl) {
+        free(idx);
+        row_kinds_free(rk);
+        return PS_ERR_SYSTEM;
+    }
+    for (size_t i = 0; i < db->n_dev; i++)
+        idx[i] = (rank_kind){db->dev[i].rank, ps_costdb_model_device(m, db->dev[i].name), i};
+    qsort(idx, db->n_dev, sizeof *idx, cmp_rank_kind);
+    size_t n = 0; /* one entry per rank: its first row */
+    for (size_t i = 0; i < db->n_dev; i++)
+        if (n == 0 || idx[n - 1].rank != idx[i].rank) idx[n++] = idx[i];
+    for (size_t i = 0; i < db->n_gemm; i++) rk->gemm[i] = kind_of_rank(idx, n, db->gemm[i].rank);
+    for (size_t i = 0; i < db->n_bw; i++) rk->bw[i] = kind_of_rank(idx, n, db->bw[i].rank);
+    for (size_t i = 0; i < db->n_coll; i++) rk->coll[i] = kind_of_rank(idx, n, db->coll[i].root_rank);
+    for (size_t i = 0; i < db->n_ovl; i++) rk->ovl[i] = kind_of_rank(idx, n, db->ovl[i].rank);
+    free(idx);
+    return PS_OK;
+}
+
+static ps_status build_kind(const ps_costdb *db, const row_kinds *rk, ps_costdb_model *m, int k, pt *pts,
+                            double *scratch)
 {
     dev_kind *d = &m->kind[k];
     /* GEMM curves: one per dtype of this kind */
     for (size_t i = 0; i < db->n_gemm; i++) {
-        if (kind_of_rank(db, m, db->gemm[i].rank) != k) continue;
+        if (rk->gemm[i] != k) continue;
         int c = 0;
         while (c < d->n_gemm && strcmp(d->gemm[c].dtype, db->gemm[i].dtype) != 0) c++;
         if (c < d->n_gemm) continue; /* already built */
         int n = 0;
         for (size_t j = i; j < db->n_gemm; j++)
-            if (strcmp(db->gemm[j].dtype, db->gemm[i].dtype) == 0 && kind_of_rank(db, m, db->gemm[j].rank) == k)
+            if (rk->gemm[j] == k && strcmp(db->gemm[j].dtype, db->gemm[i].dtype) == 0)
                 pts[n++] = (pt){db->gemm[j].flops, db->gemm[j].flops / db->gemm[j].time_s};
         n = fold_points(pts, n, false, scratch);
         gemm_curve *gc = &d->gemm[d->n_gemm];
@@ -172,7 +241,7 @@ static ps_status build_kind(const ps_costdb *db, ps_costdb_model *m, int k, pt *
     /* collective curves: one per (op, group size, inside/across) */
     for (size_t i = 0; i < db->n_coll; i++) {
         const ps_bench_coll *r = &db->coll[i];
-        if (kind_of_rank(db, m, r->root_rank) != k) continue;
+        if (rk->coll[i] != k) continue;
         int c = 0;
         while (c < d->n_coll && !(strcmp(d->coll[c].op, r->op) == 0 && d->coll[c].gs == r->group_size &&
                                   d->coll[c].inter == r->inter_node))
@@ -181,8 +250,8 @@ static ps_status build_kind(const ps_costdb *db, ps_costdb_model *m, int k, pt *
         int n = 0;
         for (size_t j = i; j < db->n_coll; j++) {
             const ps_bench_coll *q = &db->coll[j];
-            if (strcmp(q->op, r->op) == 0 && q->group_size == r->group_size && q->inter_node == r->inter_node &&
-                kind_of_rank(db, m, q->root_rank) == k)
+            if (rk->coll[j] == k && q->group_size == r->group_size && q->inter_node == r->inter_node &&
+                strcmp(q->op, r->op) == 0)
                 pts[n++] = (pt){q->bytes, q->busbw_Bps};
         }
         /* concurrent groups of one shape: the slowest decides, as every group must finish before the step does */
@@ -193,29 +262,26 @@ static ps_status build_kind(const ps_costdb *db, ps_costdb_model *m, int k, pt *
         cc->inter = r->inter_node;
         cc->bytes = ps_calloc((size_t)n, sizeof(double));
         cc->busbw = ps_calloc((size_t)n, sizeof(double));
-        cc->time = ps_calloc((size_t)n, sizeof(double));
-        if (!cc->bytes || !cc->busbw || !cc->time) {
+        if (!cc->bytes || !cc->busbw) {
             free(cc->bytes);
             free(cc->busbw);
-            free(cc->time);
             return PS_ERR_SYSTEM;
         }
-        double f = ps_bench_busbw_factor(r->op, r->group_size);
         for (int q = 0; q < n; q++) {
             cc->bytes[q] = pts[q].x;
             cc->busbw[q] = pts[q].y;
-            cc->time[q] = pts[q].x * f / pts[q].y;
         }
+        cc->t0 = pts[0].x * ps_bench_busbw_factor(r->op, r->group_size) / pts[0].y;
         cc->n = n;
         d->n_coll++;
     }
     int n = 0;
     for (size_t i = 0; i < db->n_bw; i++)
-        if (kind_of_rank(db, m, db->bw[i].rank) == k) scratch[n++] = db->bw[i].Bps;
+        if (rk->bw[i] == k) scratch[n++] = db->bw[i].Bps;
     d->mem_Bps = median(scratch, n);
     n = 0;
     for (size_t i = 0; i < db->n_ovl; i++)
-        if (kind_of_rank(db, m, db->ovl[i].rank) == k) scratch[n++] = db->ovl[i].slowdown;
+        if (rk->ovl[i] == k) scratch[n++] = db->ovl[i].slowdown;
     d->overlap = median(scratch, n);
     return PS_OK;
 }
@@ -242,6 +308,8 @@ ps_status ps_costdb_model_build(const ps_costdb *db, ps_costdb_model **out)
         ps_strlcpy(m->kind[m->n_kind].name, db->dev[i].name, sizeof m->kind[0].name);
         m->n_kind++;
     }
+    row_kinds rk;
+    if ((st = row_kinds_build(db, m, &rk)) != PS_OK) goto done;
     for (int k = 0; k < m->n_kind && st == PS_OK; k++) {
         dev_kind *d = &m->kind[k];
         /* at most one curve per row: enough room whatever the rows hold */
@@ -251,8 +319,9 @@ ps_status ps_costdb_model_build(const ps_costdb *db, ps_costdb_model **out)
             st = PS_ERR_SYSTEM;
             break;
         }
-        st = build_kind(db, m, k, pts, scratch);
+        st = build_kind(db, &rk, m, k, pts, scratch);
     }
+    row_kinds_free(&rk);
 done:
     free(pts);
     free(scratch);
@@ -306,7 +375,7 @@ double ps_costdb_model_coll_time(const ps_costdb_model *m, int dev, const char *
         }
     }
     if (!best) return -1;
-    if (bytes <= best->bytes[0]) return best->time[0]; /* latency floor */
+    if (bytes <= best->bytes[0]) return best->t0; /* latency floor */
     double bw = interp(best->bytes, best->busbw, best->n, bytes);
     return bytes * ps_bench_busbw_factor(op, (int)(n > 1 << 24 ? 1 << 24 : n)) / bw;
 }
@@ -323,18 +392,17 @@ double ps_costdb_model_overlap(const ps_costdb_model *m, int dev)
 
 /* ---- using it for a cluster ------------------------------------------------------------------------------------ */
 
-ps_status ps_costdb_attach(const ps_costdb_model *m, const ps_cluster *c, ps_cost_params *p, char *note, size_t cap)
+ps_status ps_costdb_attach(ps_costdb_model *m, const ps_cluster *c, ps_cost_params *p)
 {
-    if (note && cap) note[0] = '\0';
     int used = 0;
     double slow = -1;
-    char have[256] = "";
+    char have[256] = "", groups[384] = "";
     for (int g = 0; g < c->n_groups; g++) {
         int k = ps_costdb_model_device(m, c->groups[g].gpu.name);
         ps_strcatf(have, sizeof have, "%s'%s'", g ? ", " : "", c->groups[g].gpu.name);
         if (k < 0) continue;
         used++;
-        if (note) ps_strcatf(note, cap, "%s%s", used > 1 ? ", " : "", c->groups[g].name);
+        ps_strcatf(groups, sizeof groups, "%s%s", used > 1 ? ", " : "", c->groups[g].name);
         /* one slowdown for the whole plan: the worst measured among the kinds it uses */
         double o = m->kind[k].overlap;
         if (o > slow) slow = o;
@@ -346,22 +414,17 @@ ps_status ps_costdb_attach(const ps_costdb_model *m, const ps_cluster *c, ps_cos
                                      "plan for the calibrated machine with --cluster costdb, or calibrate on this "
                                      "cluster (docs/costdb.md)", m->path, known, c->name, have);
     }
-    if (note) {
-        char head[96];
-        snprintf(head, sizeof head, "measured tables for node group(s): ");
-        size_t hl = strlen(head), nl = strlen(note);
-        if (hl + nl + 1 <= cap) {
-            memmove(note + hl, note, nl + 1);
-            memcpy(note, head, hl);
-        }
-        if (used < c->n_groups) ps_strcatf(note, cap, "; the analytic model for the others");
-    }
+    snprintf(m->note, sizeof m->note, "measured tables for node group(s): %s%s", groups,
+             used < c->n_groups ? "; the analytic model for the others" : "");
     p->db = m;
-    /* The overlap form's slowdown is bounded like the --cost-param of the same name ([1, 3]): a measurement below 1
-     * is noise (overlap cannot make both faster), above 3 a broken run. */
+    /* The overlap form's slowdown is bounded like the --cost-param of the same name ([1, 3], costdb/params.c, which
+     * has no accessor for its bounds): a measurement below 1 is noise (overlap cannot make both faster), above 3 a
+     * broken run. */
     if (slow > 0) p->overlap_slowdown = slow < 1 ? 1 : slow > 3 ? 3 : slow;
     return PS_OK;
 }
+
+const char *ps_costdb_model_note(const ps_costdb_model *m) { return m->note; }
 
 ps_status ps_costdb_cluster(const ps_costdb *db, ps_cluster *out)
 {
@@ -382,6 +445,11 @@ ps_status ps_costdb_cluster(const ps_costdb *db, ps_cluster *out)
     ps_strcatf(out->source, sizeof out->source, "the devices measured by psearch calibrate in %s (%s)", db->path,
                db->prov.created);
     ps_status st = PS_OK;
+    /* the kind of each row of /devices, once */
+    int *dkind = ps_calloc(db->n_dev + 1, sizeof *dkind);
+    int32_t *nodeids = ps_calloc(db->n_dev + 1, sizeof *nodeids);
+    if (!dkind || !nodeids) st = PS_ERR_SYSTEM;
+    for (size_t i = 0; i < db->n_dev && st == PS_OK; i++) dkind[i] = ps_costdb_model_device(m, db->dev[i].name);
     for (int k = 0; k < nk && st == PS_OK; k++) {
         ps_node_group *g = &out->groups[k];
         /* nodes of this kind and ranks on each, from the rows of /devices sorted by node */
@@ -389,14 +457,9 @@ ps_status ps_costdb_cluster(const ps_costdb *db, ps_cluster *out)
         int64_t per = -1, nrow = 0;
         double mem = INFINITY, peak32 = 0, peak16 = 0, peakbf = 0;
         const ps_bench_device *any = NULL;
-        double *nodeids = ps_calloc(db->n_dev, sizeof *nodeids);
-        if (!nodeids) {
-            st = PS_ERR_SYSTEM;
-            break;
-        }
         for (size_t i = 0; i < db->n_dev; i++) {
             const ps_bench_device *d = &db->dev[i];
-            if (ps_costdb_model_device(m, d->name) != k) continue;
+            if (dkind[i] != k) continue;
             nodeids[nrow++] = d->node;
             any = d;
             if (d->mem_bytes < mem) mem = d->mem_bytes;
@@ -404,7 +467,7 @@ ps_status ps_costdb_cluster(const ps_costdb *db, ps_cluster *out)
             peak16 = fmax(peak16, d->peak_fp16_flops);
             peakbf = fmax(peakbf, d->peak_bf16_flops);
         }
-        qsort(nodeids, (size_t)nrow, sizeof *nodeids, cmp_d);
+        qsort(nodeids, (size_t)nrow, sizeof *nodeids, cmp_i32);
         for (int64_t i = 0; i < nrow && st == PS_OK;) {
             int64_t j = i;
             while (j < nrow && nodeids[j] == nodeids[i]) j++;
@@ -416,7 +479,6 @@ ps_status ps_costdb_cluster(const ps_costdb *db, ps_cluster *out)
             nodes++;
             i = j;
         }
-        free(nodeids);
         if (st != PS_OK) break;
         if (!any || !(peak32 > 0) || !(mem > 0) || !(m->kind[k].mem_Bps > 0)) {
             st = PS_FAIL(PS_ERR_INPUT, "%s: device '%s' lacks a measured fp32 GEMM rate, memory size or memory "
@@ -458,6 +520,8 @@ ps_status ps_costdb_cluster(const ps_costdb *db, ps_cluster *out)
         g->inter = (ps_link){.kind = "measured", .bw_Bps = bw[1] * (double)per, .latency_s = lat[1]};
         g->cores_per_node = 0; /* unknown: ranks may share cores (oversubscribed) */
     }
+    free(dkind);
+    free(nodeids);
     ps_costdb_model_free(m);
     /* ps_cluster_finish asks every GPU for an fp16 peak (the catalog's GPUs all have one). A CPU has no fp16
      * measurement: it passes the check with its fp32 rate and gets 0 back, so planning it in fp16 is refused by the

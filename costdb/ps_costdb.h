@@ -111,9 +111,10 @@ const char *ps_costdb_model_path(const ps_costdb_model *m);
 
 /* Use the model for cluster c: refuses (PS_ERR_INPUT) a cluster none of whose node groups has a device the file
  * measured; otherwise sets p->db and the measured overlap slowdown. Groups of other devices keep the analytic
- * model. *note gets a line saying which groups use the file. */
-ps_status ps_costdb_attach(const ps_costdb_model *m, const ps_cluster *c, ps_cost_params *p, char *note,
-                           size_t cap);
+ * model. The model keeps a line saying which groups use the file: ps_costdb_model_note. */
+ps_status ps_costdb_attach(ps_costdb_model *m, const ps_cluster *c, ps_cost_params *p);
+/* "measured tables for node group(s): ..." from the last successful ps_costdb_attach; "" before one. */
+const char *ps_costdb_model_note(const ps_costdb_model *m);
 /* The calibrated allocation as a cluster (`--cluster costdb`): one node group per device kind, its ranks as the
  * devices, measured peak, memory, bandwidth and links. */
 ps_status ps_costdb_cluster(const ps_costdb *db, ps_cluster *out);

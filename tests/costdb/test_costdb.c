@@ -183,13 +183,16 @@ static void test_cost_model(void **state)
     ps_cost_params_default(&an);
     ps_cost_params_default(&with);
     assert_null(an.db);
-    char note[256];
     /* another device kind is refused, naming the file and the kinds */
-    assert_int_equal(ps_costdb_attach(m, &dgx, &with, note, sizeof note), PS_ERR_INPUT);
+    assert_int_equal(ps_costdb_attach(m, &dgx, &with), PS_ERR_INPUT);
     assert_non_null(strstr(ps_error_message(), "another device kind"));
     assert_null(with.db);
-    assert_int_equal(ps_costdb_attach(m, &cal, &with, note, sizeof note), PS_OK);
+    assert_string_equal(ps_costdb_model_note(m), "");
+    assert_int_equal(ps_costdb_attach(m, &cal, &with), PS_OK);
     assert_ptr_equal(with.db, m);
+    char want[160];
+    snprintf(want, sizeof want, "measured tables for node group(s): %s", cal.groups[0].name);
+    assert_string_equal(ps_costdb_model_note(m), want);
     assert_true(fabs(with.overlap_slowdown - 1.2) < 1e-12);
 
     /* the tables decide: a 2-rank all-reduce of 64 KiB takes the measured time, the analytic one does not */

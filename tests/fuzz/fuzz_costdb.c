@@ -48,8 +48,8 @@ static void use(const ps_costdb *db)
         fuzz_cluster_check(&c);
         ps_cost_params p;
         ps_cost_params_default(&p);
-        char note[256];
-        FUZZ_CHECK(ps_costdb_attach(m, &c, &p, note, sizeof note) == PS_OK);
+        FUZZ_CHECK(ps_costdb_attach(m, &c, &p) == PS_OK);
+        FUZZ_CHECK(strncmp(ps_costdb_model_note(m), "measured tables for node group(s): ", 35) == 0);
         FUZZ_CHECK(p.overlap_slowdown >= 1 && p.overlap_slowdown <= 3);
         int64_t tp = c.groups[0].gpus_per_node >= 2 ? 2 : 1;
         if (c.n_gpus >= tp) {
