@@ -96,10 +96,9 @@ ps_status ps_plan_check(const ps_plan *p, const ps_model *m, const ps_cluster *c
                    (long long)p->gbs, (long long)p->mbs);
     int ki = ps_sched_kind_find(p->schedule);
     if (ki < 0) {
-        char known[512] = "";
-        for (int i = 0; i < ps_sched_kind_count(); i++)
-            ps_strcatf(known, sizeof known, "%s%s", i ? ", " : "", ps_sched_kind_name(i));
-        return PS_FAIL(PS_ERR_INPUT, "unknown pipeline schedule '%s' (known: %s)", p->schedule, known);
+        char known[512];
+        return PS_FAIL(PS_ERR_INPUT, "unknown pipeline schedule '%s' (known: %s)", p->schedule,
+                       ps_sched_kind_list(known, sizeof known));
     }
     int64_t stages = (int64_t)p->pp * p->vpp, n = m->n_layers;
     PS_CHECK_INPUT(p->cuts[0] == 0 && p->cuts[stages] == n,

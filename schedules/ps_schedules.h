@@ -10,6 +10,7 @@
 #define PS_SCHEDULES_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ps_common.h"
@@ -58,6 +59,13 @@ const char *ps_sched_kind_name(int i);
 const char *ps_sched_kind_description(int i);
 /* Index of a kind by name (case-sensitive), -1 when there is none. */
 int ps_sched_kind_find(const char *name);
+/* Chunks per device kind i runs when none are asked for (what ps_sched_build takes for v = 0: 2 for the
+ * interleaved and V kinds, 1 for the others); 0 when i is out of range. */
+int ps_sched_kind_default_chunks(int i);
+/* The kind names, ", "-separated, into buf (truncated to cap), for messages that list what is known; returns buf. */
+const char *ps_sched_kind_list(char *buf, size_t cap);
+/* Name of a pass op: "F", "B", "W", "BW"; "?" for a value that is no ps_sched_op. */
+const char *ps_sched_op_name(int op);
 
 /* Generate and verify the order of `kind` for d devices, n micro-batches and v chunks per device (v = 0: the
  * kind's default). PS_ERR_INPUT names the rule broken: d < 1, n < 1, n not accepted by the kind, v out of the kind's

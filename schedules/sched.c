@@ -111,12 +111,6 @@ static ps_status setup(ps_sched *s, int d, int n, int v, ps_sched_placement plac
     return PS_OK;
 }
 
-static const char *op_name(int op)
-{
-    static const char *const names[] = {"F", "B", "W", "BW"};
-    return op >= 0 && op <= PS_SCHED_BW ? names[op] : "?";
-}
-
 static ps_status order_run(ps_sched *s);
 
 /* Every (stage, micro-batch) has one F and one backward (a BW, or a B and a W), each on the device its chunk
@@ -151,7 +145,7 @@ static ps_status verify(ps_sched *s)
             }
             PS_CHECK_INPUT(!dup, "device %d pass %lld: %s of micro-batch %d, chunk %d is scheduled twice "
                            "(a BW counts as both its B and its W)",
-                           dev, (long long)pos, op_name(p->op), (int)p->mb, (int)p->chunk);
+                           dev, (long long)pos, ps_sched_op_name(p->op), (int)p->mb, (int)p->chunk);
         }
     }
     for (size_t idx = 0; idx < sm; idx++) {
@@ -168,10 +162,9 @@ ps_status ps_sched_build(ps_sched *s, const char *kind, int d, int n, int v)
 {
     int k = kind ? ps_sched_kind_find(kind) : -1;
     if (k < 0) {
-        char names[256] = "";
-        for (int i = 0; i < ps_sched_nkinds_; i++)
-            ps_strcatf(names, sizeof names, "%s%s", i ? ", " : "", ps_sched_kinds_[i].name);
-        return PS_FAIL(PS_ERR_INPUT, "unknown schedule kind '%s' (kinds: %s)", kind ? kind : "(null)", names);
+        char names[256];
+        return PS_FAIL(PS_ERR_INPUT, "unknown schedule kind '%s' (kinds: %s)", kind ? kind : "(null)",
+                       ps_sched_kind_list(names, sizeof names));
     }
     const ps_sched_kind_def *K = &ps_sched_kinds_[k];
     if (v == 0) v = K->default_chunks;
@@ -316,7 +309,7 @@ static ps_status order_run(ps_sched *s)
             const ps_sched_pass *p = &s->pass[s->dev_off[dev] + s->cursor[dev]];
             return PS_FAIL(PS_ERR_INPUT, "the order deadlocks: device %d waits forever at pass %d (%s of "
                            "micro-batch %d, chunk %d): an input it needs is ordered after a pass that waits on it",
-                           dev, s->cursor[dev], op_name(p->op), (int)p->mb, (int)p->chunk);
+                           dev, s->cursor[dev], ps_sched_op_name(p->op), (int)p->mb, (int)p->chunk);
         }
     }
     return PS_OK;
@@ -435,6 +428,23 @@ int ps_sched_kind_find(const char *name)
     for (int i = 0; name && i < ps_sched_nkinds_; i++)
         if (strcmp(ps_sched_kinds_[i].name, name) == 0) return i;
     return -1;
+}
+int ps_sched_kind_default_chunks(int i)
+{
+    return i >= 0 && i < ps_sched_nkinds_ ? ps_sched_kinds_[i].default_chunks : 0;
+}
+const char *ps_sched_kind_list(char *buf, size_t cap)
+{
+    if (cap == 0) return buf;
+    buf[0] = '\0';
+    for (int i = 0; i < ps_sched_nkinds_; i++) ps_strcatf(buf, cap, "%s%s", i ? ", " : "", ps_sched_kinds_[i].name);
+    return buf;
+}
+
+const char *ps_sched_op_name(int op)
+{
+    static const char *const names[] = {"F", "B", "W", "BW"};
+    return op >= 0 && op <= PS_SCHED_BW ? names[op] : "?";
 }
 
 const char *ps_sched_kind(const ps_sched *s) { return s->kind ? s->kind->name : "custom"; }

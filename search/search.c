@@ -771,8 +771,7 @@ ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cl
         for (int a = 0; a < npp && st == PS_OK; a++) {
             int64_t pp = pps[a];
             for (int s = 0; s < nk && st == PS_OK; s++) {
-                bool chunked = strcmp(kinds[s], "interleaved") == 0 || strncmp(kinds[s], "v-", 2) == 0;
-                int vpp = chunked ? 2 : 1;
+                int vpp = ps_sched_kind_default_chunks(ps_sched_kind_find(kinds[s])); /* chunked kinds: 2 */
                 if (pp * vpp > blocks || (pp == 1 && strcmp(kinds[s], "1f1b") != 0)) continue; /* pp 1: one schedule */
                 for (int64_t micro = 1; micro <= gbs; micro++) {
                     if (gbs % micro) continue;

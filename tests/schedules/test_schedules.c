@@ -118,6 +118,32 @@ static void test_kinds_table(void **state)
     assert_int_equal(ps_sched_kind_find("nope"), -1);
     assert_null(ps_sched_kind_name(-1));
     assert_null(ps_sched_kind_name(ps_sched_kind_count()));
+    /* the default chunks are what a build with v = 0 runs: 2 for the chunked kinds, 1 for the others */
+    ps_sched *s;
+    assert_int_equal(ps_sched_create(&s), PS_OK);
+    for (int i = 0; i < ps_sched_kind_count(); i++) {
+        const char *kind = ps_sched_kind_name(i);
+        bool chunked = strcmp(kind, "interleaved") == 0 || strncmp(kind, "v-", 2) == 0;
+        assert_int_equal(ps_sched_kind_default_chunks(i), chunked ? 2 : 1);
+        assert_int_equal(ps_sched_build(s, kind, 4, 8, 0), PS_OK);
+        assert_int_equal(ps_sched_chunks(s), ps_sched_kind_default_chunks(i));
+    }
+    ps_sched_destroy(s);
+    assert_int_equal(ps_sched_kind_default_chunks(-1), 0);
+    assert_int_equal(ps_sched_kind_default_chunks(ps_sched_kind_count()), 0);
+    /* the list names every kind in table order, and truncates to the buffer */
+    char list[256], want[256] = "";
+    for (int i = 0; i < ps_sched_kind_count(); i++)
+        snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s", i ? ", " : "", ps_sched_kind_name(i));
+    assert_string_equal(ps_sched_kind_list(list, sizeof list), want);
+    assert_string_equal(ps_sched_kind_list(list, 4), "gpi");
+    assert_ptr_equal(ps_sched_kind_list(list, 0), list);
+    assert_string_equal(ps_sched_op_name(PS_SCHED_F), "F");
+    assert_string_equal(ps_sched_op_name(PS_SCHED_B), "B");
+    assert_string_equal(ps_sched_op_name(PS_SCHED_W), "W");
+    assert_string_equal(ps_sched_op_name(PS_SCHED_BW), "BW");
+    assert_string_equal(ps_sched_op_name(4), "?");
+    assert_string_equal(ps_sched_op_name(-1), "?");
 }
 
 /* Every kind, d = 1..16, n in {d, 2d, 4d, 4d+1, 64}: builds (or refuses n with PS_ERR_INPUT when the kind needs
@@ -297,7 +323,7 @@ static void test_bad_input(void **state)
     expect_input(ps_sched_build(s, "1f1b", 4, 8, 2), "v in 1..1");
     expect_input(ps_sched_build(s, "v-half", 4, 8, 1), "v in 2..2");
     expect_input(ps_sched_build(s, "v-zb", 4, 8, 3), "v in 2..2");
-    expect_input(ps_sched_build(s, "zb-h3", 4, 8, 0), "unknown schedule kind 'zb-h3'");
+    expect_input(ps_sched_build(s, "zb-h3", 4, 8, 0), "unknown schedule kind 'zb-h3' (kinds: gpipe, 1f1b,");
     expect_input(ps_sched_build(s, NULL, 4, 8, 0), "unknown schedule kind");
     /* a failed build leaves nothing to simulate */
     double f[4] = {1, 1, 1, 1}, b[4] = {1, 1, 1, 1};
