@@ -113,8 +113,12 @@ static void test_kinds_table(void **state)
         assert_int_equal(ps_sched_kind_find(ps_sched_kind_name(i)), i);
         assert_non_null(ps_sched_kind_description(i));
     }
-    assert_int_equal(ps_sched_kind_find("1f1b"), ps_sched_kind_find("1f1b"));
-    assert_true(ps_sched_kind_find("zb-h1") >= 0);
+    /* the table order is the search's enumeration order (a tie-breaker between equal plans): keep it */
+    static const char *const order[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "v-min", "v-half", "v-zb"};
+    assert_int_equal(ps_sched_kind_count(), (int)(sizeof order / sizeof order[0]));
+    for (int i = 0; i < ps_sched_kind_count(); i++) assert_int_equal(ps_sched_kind_find(order[i]), i);
+    assert_int_equal(ps_sched_kind_find("1F1B"), -1); /* case-sensitive */
+    assert_int_equal(ps_sched_kind_find(NULL), -1);
     assert_int_equal(ps_sched_kind_find("nope"), -1);
     assert_null(ps_sched_kind_name(-1));
     assert_null(ps_sched_kind_name(ps_sched_kind_count()));
