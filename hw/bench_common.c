@@ -185,14 +185,14 @@ ps_status ps_bench_device_init(MPI_Comm comm, ps_bench_results *r)
 
     ps_strlcpy(r->backend, "cpu", sizeof r->backend);
 #if PS_HAVE_CUDA && PS_HAVE_CUBLAS
-    char gname[64];
+    char gname[256]; /* cudaDeviceProp.name's size: the key is made from the whole name, as hw/detect.c does */
     double gmem = 0;
     if (ps_bench_cuda_probe(lrank, gname, sizeof gname, &gmem) > 0) {
         ps_strlcpy(r->backend, "cuda", sizeof r->backend);
         ps_strlcpy(d->kind, "gpu", sizeof d->kind);
         ps_strlcpy(d->model, gname, sizeof d->model);
-        const char *key = ps_gpu_match_device(gname);
-        ps_strlcpy(d->name, key ? key : gname, sizeof d->name);
+        /* the key `--cluster auto` gives the same GPU (hw/detect.c), or the database would not match it */
+        ps_gpu_key_from_device_name(gname, d->name, sizeof d->name);
         d->mem_bytes = gmem;
     }
 #endif

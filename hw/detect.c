@@ -280,18 +280,7 @@ static void gpu_from_props(int dev, ps_gpu *g)
     if (key && ps_gpu_lookup(key, g) == PS_OK) return;
     ps_error_clear();
     /* Not in the catalog: a name from the device name, and peaks estimated from the SM count and clocks. */
-    char name[32];
-    size_t k = 0;
-    for (const char *s = p.name; *s && k + 1 < sizeof name; s++) {
-        char ch = *s;
-        if (ch >= 'A' && ch <= 'Z') ch = (char)(ch + 32);
-        bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
-        if (alnum) name[k++] = ch;
-        else if (k > 0 && name[k - 1] != '-') name[k++] = '-';
-    }
-    while (k > 0 && name[k - 1] == '-') k--;
-    name[k] = '\0';
-    ps_strlcpy(g->name, k ? name : "cuda-gpu", sizeof g->name);
+    ps_gpu_key_from_device_name(p.name, g->name, sizeof g->name);
     ps_strlcpy(g->marketing, p.name, sizeof g->marketing);
     int clk_khz = 0, mem_khz = 0;
     if (cudaDeviceGetAttribute(&clk_khz, cudaDevAttrClockRate, dev) != cudaSuccess) clk_khz = 0;
@@ -316,6 +305,27 @@ static void gpu_from_props(int dev, ps_gpu *g)
              p.minor, p.multiProcessorCount, clk_khz / 1000);
 }
 #endif
+
+void ps_gpu_key_from_device_name(const char *device_name, char *out, size_t cap)
+{
+    if (cap == 0) return;
+    const char *key = ps_gpu_match_device(device_name);
+    if (key) {
+        ps_strlcpy(out, key, cap);
+        return;
+    }
+    size_t k = 0;
+    for (const char *s = device_name ? device_name : ""; *s && k + 1 < cap; s++) {
+        char ch = *s;
+        if (ch >= 'A' && ch <= 'Z') ch = (char)(ch + 32);
+        bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
+        if (alnum) out[k++] = ch;
+        else if (k > 0 && out[k - 1] != '-') out[k++] = '-';
+    }
+    while (k > 0 && out[k - 1] == '-') k--;
+    out[k] = '\0';
+    if (k == 0) ps_strlcpy(out, "cuda-gpu", cap);
+}
 
 static void probe_gpus(rank_gpus *r)
 {

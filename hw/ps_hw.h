@@ -72,6 +72,11 @@ double ps_gpu_peak_flops(const ps_gpu *g, const char *dtype);
 /* The catalog key of a device name as the CUDA runtime reports it ("NVIDIA A100-SXM4-80GB" -> "a100-80g"); NULL when
  * the exact board variant is not in the catalog (PCIe variants are not mapped to SXM entries). */
 const char *ps_gpu_match_device(const char *device_name);
+/* The device key of a GPU the CUDA runtime names `device_name`: its catalog key when ps_gpu_match_device knows the
+ * board, else the name in lower case with every run of other characters as one '-' ("NVIDIA RTX 6000 Ada Generation"
+ * -> "nvidia-rtx-6000-ada-generation"), cut to cap - 1 characters; "cuda-gpu" when nothing is left. `--cluster auto`
+ * and `psearch calibrate` both name GPUs this way, so a cost database matches the allocation it measured. */
+void ps_gpu_key_from_device_name(const char *device_name, char *out, size_t cap);
 
 /* ---- links ---- */
 /* Default one-way latency in seconds of a link kind ("nvlink3", "pcie4", "ib-hdr", "ethernet", ...), used when a

@@ -227,6 +227,27 @@ static void test_cost_model(void **state)
     ps_costdb_free(&db);
 }
 
+/* A GPU's device key is the one `--cluster auto` gives it (hw/detect.c), so a database matches the allocation it
+ * measured: the catalog key for a known board, the name made lower-case-and-hyphens otherwise. */
+static void test_device_key(void **state)
+{
+    (void)state;
+    char k[32];
+    ps_gpu_key_from_device_name("NVIDIA A100-SXM4-80GB", k, sizeof k);
+    assert_string_equal(k, "a100-80g");
+    ps_gpu_key_from_device_name("NVIDIA RTX 6000 Ada Generation", k, sizeof k);
+    assert_string_equal(k, "nvidia-rtx-6000-ada-generation");
+    ps_gpu_key_from_device_name("  Some (Future) GPU, 96GB -- rev.2  ", k, sizeof k);
+    assert_string_equal(k, "some-future-gpu-96gb-rev-2");
+    /* cut to the key size, never ending in '-' */
+    ps_gpu_key_from_device_name("Abcdefghij Klmnopqrst Uvwxyz0123", k, sizeof k);
+    assert_string_equal(k, "abcdefghij-klmnopqrst-uvwxyz012");
+    ps_gpu_key_from_device_name("Abcdefghij Klmnopqrst Uvwxyz01 34", k, sizeof k);
+    assert_string_equal(k, "abcdefghij-klmnopqrst-uvwxyz01");
+    ps_gpu_key_from_device_name("---", k, sizeof k);
+    assert_string_equal(k, "cuda-gpu");
+}
+
 /* Rewrite a copy of a good file: a newer schema_version, or one group deleted. */
 static int make_bad(const char *dir, const char *good)
 {
@@ -297,6 +318,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_interpolation),
         cmocka_unit_test(test_cost_model),
         cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_device_key),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[600];
