@@ -126,24 +126,25 @@ static void gen_zbh2(ps_sched *s)
  * always fill in the empty grids left by F and B"), and those left over close the order (App. C cool-down). The
  * per-device order is the grid order; the simulation then squeezes it (Sec. 2). Peak memory follows Eq. 1-2:
  * about (delta0 + delta1)/6 of the whole model's activations, i.e. 1/3 (V-Min), 1/2 (V-Half), 1 (V-ZB) of 1F1B. */
-typedef struct {
+struct ps_sched_v_offsets {
     int d0, d1;          /* delta0, delta1 */
     int ff, fb, bb;      /* delta(F_d^0, F_d^1), delta(F_1^1, B_1^1), delta(B_d^1, B_d^0) */
-} v_offsets;
-
-static v_offsets v_offsets_of(const char *name, int d)
-{
-    if (name[2] == 'm') /* v-min: Table 8, delta(F_1^1, B_1^1) = 3 when d = 0 mod 3 */
-        return (v_offsets){1, 1, 1, d % 3 == 0 ? 3 : 1, 1};
-    if (name[2] == 'h') /* v-half: Table 9 */
-        return d % 2 == 0 ? (v_offsets){2, 1, 2, 4, 1} : (v_offsets){2, 1, 2, 1, 1};
-    return (v_offsets){4, 2, 1, 1, 1}; /* v-zb: Sec. 3.2, delta0 = 4, delta1 = 2 */
-}
+    int fb_every, fb_at; /* delta(F_1^1, B_1^1) is fb_at instead when d is a multiple of fb_every (0: never) */
+};
+/* Table 8: delta(F_1^1, B_1^1) = 3 when d = 0 mod 3 */
+static const struct ps_sched_v_offsets k_vmin = {.d0 = 1, .d1 = 1, .ff = 1, .fb = 1, .bb = 1,
+                                                 .fb_every = 3, .fb_at = 3};
+/* Table 9: delta(F_1^1, B_1^1) = 4 when d is even */
+static const struct ps_sched_v_offsets k_vhalf = {.d0 = 2, .d1 = 1, .ff = 2, .fb = 1, .bb = 1,
+                                                  .fb_every = 2, .fb_at = 4};
+/* Sec. 3.2: delta0 = 4, delta1 = 2 */
+static const struct ps_sched_v_offsets k_vzb = {.d0 = 4, .d1 = 2, .ff = 1, .fb = 1, .bb = 1};
 
 static void gen_v(ps_sched *s, int dev)
 {
     const int d = s->d, n = s->n;
-    const v_offsets o = v_offsets_of(s->kind->name, d);
+    struct ps_sched_v_offsets o = *s->kind->v;
+    if (o.fb_every > 0 && d % o.fb_every == 0) o.fb = o.fb_at;
     /* grid cell of each pass of micro-batch 0 on this device; stream order F^0, F^1, B^1, B^0 breaks ties */
     const int64_t tf1_first = (int64_t)(d - 1) * o.d0 + o.ff + (int64_t)(d - 1) * o.d1; /* F^1 on device 0 */
     const int64_t tb1_last = tf1_first + o.fb + (int64_t)(d - 1) * o.d0;                  /* B^1 on device d-1 */
@@ -283,42 +284,42 @@ const ps_sched_kind_def ps_sched_kinds_[] = {
     {.name = "gpipe",
      .description = "GPipe: all forwards, then all backwards",
      .default_chunks = 1, .min_chunks = 1, .max_chunks = 1,
-     .place = PS_SCHED_PLACE_LOOP, .n_rule = PS_SCHED_N_ANY, .split_backward = false,
+     .place = PS_SCHED_PLACE_LOOP, .n_rule = PS_SCHED_N_ANY,
      .gen_device = gen_gpipe},
     {.name = "1f1b",
      .description = "1F1B / PipeDream-flush: d-1-i warm-up forwards, then one forward one backward",
      .default_chunks = 1, .min_chunks = 1, .max_chunks = 1,
-     .place = PS_SCHED_PLACE_LOOP, .n_rule = PS_SCHED_N_ANY, .split_backward = false,
+     .place = PS_SCHED_PLACE_LOOP, .n_rule = PS_SCHED_N_ANY,
      .gen_device = gen_1f1b},
     {.name = "interleaved",
      .description = "interleaved 1F1B (Megatron-LM) with v >= 2 chunks per device; n a multiple of d",
      .default_chunks = 2, .min_chunks = 2, .max_chunks = 1024,
-     .place = PS_SCHED_PLACE_LOOP, .n_rule = PS_SCHED_N_MULTIPLE_OF_D, .split_backward = false,
+     .place = PS_SCHED_PLACE_LOOP, .n_rule = PS_SCHED_N_MULTIPLE_OF_D,
      .gen_device = gen_interleaved},
     {.name = "zb-h1",
      .description = "ZB-H1 zero bubble: backward split into B and W, W delayed i steps on device i",
      .default_chunks = 1, .min_chunks = 1, .max_chunks = 1,
-     .place = PS_SCHED_PLACE_LOOP, .n_rule = PS_SCHED_N_ANY, .split_backward = true,
+     .place = PS_SCHED_PLACE_LOOP, .n_rule = PS_SCHED_N_ANY,
      .gen_device = gen_zbh1},
     {.name = "zb-h2",
      .description = "ZB-H2 zero bubble: 2(d-1-i)+1 warm-up forwards, W postponed in the tail (2d-1 in flight)",
      .default_chunks = 1, .min_chunks = 1, .max_chunks = 1,
-     .place = PS_SCHED_PLACE_LOOP, .n_rule = PS_SCHED_N_ANY, .split_backward = true,
+     .place = PS_SCHED_PLACE_LOOP, .n_rule = PS_SCHED_N_ANY,
      .gen_all = gen_zbh2},
     {.name = "v-min",
      .description = "V-Min: V-shape building block, offsets 1/1, about 1/3 of 1F1B's activation memory",
      .default_chunks = 2, .min_chunks = 2, .max_chunks = 2,
-     .place = PS_SCHED_PLACE_V, .n_rule = PS_SCHED_N_ANY, .split_backward = true,
+     .place = PS_SCHED_PLACE_V, .n_rule = PS_SCHED_N_ANY, .v = &k_vmin,
      .gen_device = gen_v},
     {.name = "v-half",
      .description = "V-Half: V-shape building block, offsets 2/1, about 1/2 of 1F1B's activation memory",
      .default_chunks = 2, .min_chunks = 2, .max_chunks = 2,
-     .place = PS_SCHED_PLACE_V, .n_rule = PS_SCHED_N_ANY, .split_backward = true,
+     .place = PS_SCHED_PLACE_V, .n_rule = PS_SCHED_N_ANY, .v = &k_vhalf,
      .gen_device = gen_v},
     {.name = "v-zb",
      .description = "V-ZB: V-shape building block, offsets 4/2, warm-up/cool-down reordered; 1F1B's memory, d-1 idle",
      .default_chunks = 2, .min_chunks = 2, .max_chunks = 2,
-     .place = PS_SCHED_PLACE_V, .n_rule = PS_SCHED_N_ANY, .split_backward = true,
+     .place = PS_SCHED_PLACE_V, .n_rule = PS_SCHED_N_ANY, .v = &k_vzb,
      .gen_all = gen_vzb},
 };
 const int ps_sched_nkinds_ = (int)(sizeof ps_sched_kinds_ / sizeof ps_sched_kinds_[0]);

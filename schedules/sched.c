@@ -101,7 +101,6 @@ static ps_status setup(ps_sched *s, int d, int n, int v, ps_sched_placement plac
     s->n = n;
     s->v = v;
     s->stages = (int)stages;
-    s->place = place;
     for (int i = 0; i < d; i++)
         for (int c = 0; c < v; c++) {
             int st = place == PS_SCHED_PLACE_V ? (c == 0 ? i : 2 * d - 1 - i) : c * d + i;

@@ -12,13 +12,15 @@ typedef struct {
     uint32_t st_op;
 } ps_sched_step_;
 
+struct ps_sched_v_offsets; /* gen.c */
+
 typedef struct ps_sched_kind_def {
     const char *name;
     const char *description;
     int default_chunks, min_chunks, max_chunks;
     ps_sched_placement place;
     ps_sched_n_rule n_rule;
-    bool split_backward; /* emits B and W (zero bubble) rather than BW */
+    const struct ps_sched_v_offsets *v; /* V-shape kinds: the building block's offsets; NULL for the others */
     /* Append the passes of device dev with ps_sched_emit_; the workspace already holds room for all of them. */
     void (*gen_device)(ps_sched *s, int dev);
     /* Instead of gen_device, for kinds whose order comes from a joint list schedule of all devices (ZB-H2): fill
@@ -30,7 +32,6 @@ typedef struct ps_sched_kind_def {
 struct ps_sched {
     const ps_sched_kind_def *kind; /* NULL for an order installed with set_order */
     int d, n, v, stages;
-    ps_sched_placement place;
 
     ps_sched_pass *pass; /* flat, device by device */
     ps_sched_pass *tmp;  /* [pass_cap] generator scratch (V-ZB keeps the building-block order here) */
