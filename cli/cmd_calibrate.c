@@ -8,16 +8,7 @@
 #include "ps_mpi.h"
 
 /* Every rank learns the worst outcome; the lowest failing rank's message is the one main() prints. */
-static ps_status agree(MPI_Comm comm, ps_status st)
-{
-    ps_status worst = PS_OK;
-    int first = 0;
-    ps_status ast = ps_mpi_agree(comm, st, &worst, &first);
-    if (ast != PS_OK) return ast;
-    if (st != PS_OK) return st;
-    if (worst != PS_OK) return PS_FAIL(worst, "calibration failed on rank %d", first);
-    return PS_OK;
-}
+static ps_status agree(MPI_Comm comm, ps_status st) { return ps_mpi_agree_status(comm, st, "calibration"); }
 
 /* Distinct entries of fixed-size strings from every rank, comma-separated, on every rank. */
 static ps_status distinct(MPI_Comm comm, const char *mine, size_t width, char *out, size_t cap)

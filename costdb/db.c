@@ -436,11 +436,9 @@ ps_status ps_costdb_commit(ps_costdb_writer *w)
     if (!writer_close(w, d)) st = PS_FAIL(PS_ERR_SYSTEM, "%s: closing the cost database failed: %s", w->path, d);
     if (w->comm != MPI_COMM_NULL) {
         /* Every rank's data is in the file once all have closed it; only then may it take the final name. */
-        ps_status worst = PS_OK;
-        int first = 0;
-        ps_status ast = ps_mpi_agree(w->comm, st, &worst, &first);
-        if (ast != PS_OK && st == PS_OK) st = ast;
-        if (worst != PS_OK && st == PS_OK) st = PS_FAIL(worst, "%s: rank %d failed to close the file", w->path, first);
+        char what[600];
+        snprintf(what, sizeof what, "%s: closing the file", w->path);
+        st = ps_mpi_agree_status(w->comm, st, what);
     }
     int ok = st == PS_OK;
     if (w->rank == 0 && ok) {

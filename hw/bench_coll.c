@@ -159,17 +159,7 @@ ps_status ps_bench_coll_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_resu
                 if (st == PS_OK && rc != MPI_SUCCESS) st = ps_mpi_status(rc, "MPI_Comm_free", __FILE__, __LINE__);
             }
             /* a rank that failed above must not leave the others waiting in the next split */
-            ps_status worst = PS_OK;
-            int first = 0;
-            ps_status ast = ps_mpi_agree(comm, st, &worst, &first);
-            if (ast != PS_OK) {
-                st = ast;
-                goto done;
-            }
-            if (worst != PS_OK) {
-                if (st == PS_OK) st = PS_FAIL(worst, "collective benchmark failed on rank %d", first);
-                goto done;
-            }
+            if ((st = ps_mpi_agree_status(comm, st, "collective benchmark")) != PS_OK) goto done;
             if (gs == limit) break;
         }
     }

@@ -52,20 +52,6 @@ typedef struct {
     char error[192];
 } node_facts;
 
-/* MPI failures become PS_ERR_SYSTEM with MPI's own error string (mpi/ps_mpi.h). */
-#define MPI_CHECK(call) PS_MPI_GOTO(st, call, done)
-
-/* A local failure (out of memory) must not leave the other ranks waiting in the next collective: every rank learns
- * whether any rank failed, and all stop together. */
-static ps_status agree(MPI_Comm comm, ps_status local)
-{
-    int ok = local == PS_OK, all = 0;
-    int rc = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
-    if (rc != MPI_SUCCESS) return ps_mpi_status(rc, "MPI_Allreduce", __FILE__, __LINE__);
-    if (local != PS_OK) return local;
-    if (!all) return PS_FAIL(PS_ERR_SYSTEM, "cluster auto: another rank failed (out of memory) while gathering facts");
-    return PS_OK;
-}
 
 /* ---- local facts ------------------------------------------------------------------------------------------------- */
 
@@ -434,20 +420,20 @@ static ps_status split_nodes(MPI_Comm comm, int rank, MPI_Comm *node, bool *by_s
     MPI_Comm shared = MPI_COMM_NULL;
     *node = MPI_COMM_NULL;
     *by_slurm = false;
-    MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared));
+    PS_MPI_GOTO(st, MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared), done);
     int lrank = 0;
-    MPI_CHECK(MPI_Comm_rank(shared, &lrank));
+    PS_MPI_GOTO(st, MPI_Comm_rank(shared, &lrank), done);
     long long leader = lrank == 0, shared_nodes = 0;
-    MPI_CHECK(MPI_Allreduce(&leader, &shared_nodes, 1, MPI_LONG_LONG, MPI_SUM, comm));
+    PS_MPI_GOTO(st, MPI_Allreduce(&leader, &shared_nodes, 1, MPI_LONG_LONG, MPI_SUM, comm), done);
 
     int64_t nodeid = env_i64("SLURM_NODEID", -1);
     int64_t job_nodes = env_i64("SLURM_JOB_NUM_NODES", env_i64("SLURM_NNODES", 0));
     bool bad_id = nodeid < 0 || nodeid > INT_MAX;
     /* One MAX reduction gives: any rank without an id, the smallest id (negated), the largest id, the node count. */
     long long v[4] = {bad_id, bad_id ? 0 : -nodeid, bad_id ? 0 : nodeid, job_nodes}, m[4] = {0, 0, 0, 0};
-    MPI_CHECK(MPI_Allreduce(v, m, 4, MPI_LONG_LONG, MPI_MAX, comm));
+    PS_MPI_GOTO(st, MPI_Allreduce(v, m, 4, MPI_LONG_LONG, MPI_MAX, comm), done);
     if (m[0] == 0 && -m[1] != m[2] && m[3] > shared_nodes) {
-        MPI_CHECK(MPI_Comm_split(comm, (int)nodeid, rank, node));
+        PS_MPI_GOTO(st, MPI_Comm_split(comm, (int)nodeid, rank, node), done);
         *by_slurm = true;
     } else {
         *node = shared;
@@ -531,6 +517,7 @@ static ps_status build(const node_facts *all, int n, int ranks, bool by_slurm, p
 
 ps_status ps_cluster_detect(MPI_Comm comm, ps_cluster *out)
 {
+    static const char k_gathering[] = "cluster auto: gathering the node facts";
     memset(out, 0, sizeof *out);
     int inited = 0, finalized = 0;
     if (MPI_Initialized(&inited) != MPI_SUCCESS || MPI_Finalized(&finalized) != MPI_SUCCESS || !inited || finalized)
@@ -547,38 +534,42 @@ ps_status ps_cluster_detect(MPI_Comm comm, ps_cluster *out)
     int size = 0, rank = 0, lrank = 0, lsize = 0, n_nodes = 0;
     bool by_slurm = false;
 
-    MPI_CHECK(MPI_Comm_size(comm, &size));
-    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    PS_MPI_GOTO(st, MPI_Comm_size(comm, &size), done);
+    PS_MPI_GOTO(st, MPI_Comm_rank(comm, &rank), done);
     PS_TRY_GOTO(st, split_nodes(comm, rank, &node, &by_slurm), done);
-    MPI_CHECK(MPI_Comm_rank(node, &lrank));
-    MPI_CHECK(MPI_Comm_size(node, &lsize));
-    MPI_CHECK(MPI_Comm_split(comm, lrank == 0 ? 0 : MPI_UNDEFINED, rank, &leaders));
+    PS_MPI_GOTO(st, MPI_Comm_rank(node, &lrank), done);
+    PS_MPI_GOTO(st, MPI_Comm_size(node, &lsize), done);
+    PS_MPI_GOTO(st, MPI_Comm_split(comm, lrank == 0 ? 0 : MPI_UNDEFINED, rank, &leaders), done);
 
     /* Every rank probes its own GPUs (it may see only its own under --gpus-per-task); its leader merges them. */
     probe_gpus(&mine);
     if (lrank == 0) rg = ps_calloc((size_t)lsize, sizeof *rg);
-    PS_TRY_GOTO(st, agree(comm, (lrank == 0 && !rg) ? PS_ERR_SYSTEM : PS_OK), done);
-    MPI_CHECK(MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, rg, (int)sizeof mine, MPI_BYTE, 0, node));
+    /* A local failure (out of memory) must not leave the other ranks waiting in the next collective: every rank
+     * learns whether any rank failed, and all stop together. */
+    PS_TRY_GOTO(st, ps_mpi_agree_status(comm, (lrank == 0 && !rg) ? PS_ERR_SYSTEM : PS_OK, k_gathering), done);
+    PS_MPI_GOTO(st, MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, rg, (int)sizeof mine, MPI_BYTE, 0, node), done);
 
     if (lrank == 0) {
         char host[MPI_MAX_PROCESSOR_NAME];
         int len = 0;
-        MPI_CHECK(MPI_Get_processor_name(host, &len));
+        PS_MPI_GOTO(st, MPI_Get_processor_name(host, &len), done);
         ps_strlcpy(mynode.host, host, sizeof mynode.host);
         node_facts_fill(&mynode, rg, lsize);
-        MPI_CHECK(MPI_Comm_size(leaders, &n_nodes));
+        PS_MPI_GOTO(st, MPI_Comm_size(leaders, &n_nodes), done);
     }
-    MPI_CHECK(MPI_Bcast(&n_nodes, 1, MPI_INT, 0, node));
+    PS_MPI_GOTO(st, MPI_Bcast(&n_nodes, 1, MPI_INT, 0, node), done);
     /* Every rank holds the same n_nodes, so they all take this exit together. */
     if (n_nodes < 1 || (size_t)n_nodes > (size_t)INT_MAX / sizeof *all) {
         st = PS_FAIL(PS_ERR_SYSTEM, "cluster auto: %d nodes is more than one message can describe", n_nodes);
         goto done;
     }
     all = ps_calloc((size_t)n_nodes, sizeof *all);
-    PS_TRY_GOTO(st, agree(comm, all ? PS_OK : PS_ERR_SYSTEM), done);
+    PS_TRY_GOTO(st, ps_mpi_agree_status(comm, all ? PS_OK : PS_ERR_SYSTEM, k_gathering), done);
     if (lrank == 0)
-        MPI_CHECK(MPI_Allgather(&mynode, (int)sizeof mynode, MPI_BYTE, all, (int)sizeof mynode, MPI_BYTE, leaders));
-    MPI_CHECK(MPI_Bcast(all, n_nodes * (int)sizeof *all, MPI_BYTE, 0, node));
+        PS_MPI_GOTO(st,
+                    MPI_Allgather(&mynode, (int)sizeof mynode, MPI_BYTE, all, (int)sizeof mynode, MPI_BYTE, leaders),
+                    done);
+    PS_MPI_GOTO(st, MPI_Bcast(all, n_nodes * (int)sizeof *all, MPI_BYTE, 0, node), done);
     for (int i = 0; i < n_nodes; i++) {
         if (all[i].failed) {
             st = PS_FAIL(PS_ERR_SYSTEM, "cluster auto: %s", all[i].error);

@@ -31,6 +31,17 @@ ps_status ps_mpi_agree(MPI_Comm comm, ps_status local, ps_status *worst, int *fi
     return PS_OK;
 }
 
+ps_status ps_mpi_agree_status(MPI_Comm comm, ps_status local, const char *what)
+{
+    ps_status worst = PS_OK;
+    int first = 0;
+    ps_status ast = ps_mpi_agree(comm, local, &worst, &first);
+    if (local != PS_OK) return local;
+    if (ast != PS_OK) return ast;
+    if (worst != PS_OK) return PS_FAIL(worst, "%s failed on rank %d", what, first);
+    return PS_OK;
+}
+
 void ps_mpi_strings_free(char **all, int n)
 {
     if (!all) return;

@@ -28,6 +28,10 @@ ps_status ps_mpi_status(int rc, const char *what, const char *file, int line);
 /* Every rank passes its local status; all get the worst one (PS_OK < ... < PS_ERR_SYSTEM) and the lowest rank whose
  * status is not PS_OK (nranks if none), so exactly one rank reports the error. */
 ps_status ps_mpi_agree(MPI_Comm comm, ps_status local, ps_status *worst, int *first_failing);
+/* ps_mpi_agree for a step that every rank must leave together: returns `local` where it failed (that rank's message
+ * stands), an MPI failure of the agreement itself, or, on the ranks that succeeded while another failed, the worst
+ * status with "<what> failed on rank N" naming the lowest failing rank; PS_OK when every rank succeeded. */
+ps_status ps_mpi_agree_status(MPI_Comm comm, ps_status local, const char *what);
 
 /* Gather one NUL-terminated string from every rank at `root` (results of a rank's share of a search, as JSON).
  * On root, *all gets nranks heap strings in rank order (free with ps_mpi_strings_free); elsewhere NULL. */
