@@ -204,6 +204,35 @@ static ps_status put_int_attr(hid_t obj, const char *name, int32_t value, const 
 
 /* ---- provenance --------------------------------------------------------------------------------------------------- */
 
+void ps_costdb_versions_get(ps_costdb_versions *v)
+{
+    memset(v, 0, sizeof *v);
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    if (MPI_Get_library_version(lib, &len) == MPI_SUCCESS) {
+        lib[strcspn(lib, "\n")] = '\0';
+        ps_strlcpy(v->mpi, lib, sizeof v->mpi);
+    }
+    unsigned maj = 0, min = 0, rel = 0;
+    H5get_libversion(&maj, &min, &rel);
+    snprintf(v->hdf5, sizeof v->hdf5, "%u.%u.%u", maj, min, rel);
+#if PS_HAVE_CUDA
+    int rt = 0, drv = 0;
+    if (cudaRuntimeGetVersion(&rt) != cudaSuccess) rt = 0;
+    if (cudaDriverGetVersion(&drv) != cudaSuccess) drv = 0;
+    if (drv)
+        snprintf(v->cuda, sizeof v->cuda, "runtime %d.%d, driver %d.%d", rt / 1000, (rt % 1000) / 10, drv / 1000,
+                 (drv % 1000) / 10);
+    else
+        snprintf(v->cuda, sizeof v->cuda, "runtime %d.%d, driver none (no GPU)", rt / 1000, (rt % 1000) / 10);
+#endif
+#if PS_HAVE_NCCL
+    int nv = 0;
+    if (ncclGetVersion(&nv) == ncclSuccess)
+        snprintf(v->nccl, sizeof v->nccl, "%d.%d.%d", nv / 10000, (nv / 100) % 100, nv % 100);
+#endif
+}
+
 void ps_costdb_prov_init(ps_costdb_prov *p, const char *backend, const char *mode)
 {
     memset(p, 0, sizeof *p);
@@ -212,27 +241,12 @@ void ps_costdb_prov_init(ps_costdb_prov *p, const char *backend, const char *mod
     time_t now = time(NULL);
     struct tm tm;
     if (gmtime_r(&now, &tm)) strftime(p->created, sizeof p->created, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len = 0;
-    if (MPI_Get_library_version(lib, &len) == MPI_SUCCESS) {
-        lib[strcspn(lib, "\n")] = '\0';
-        ps_strlcpy(p->mpi_version, lib, sizeof p->mpi_version);
-    }
-    unsigned maj = 0, min = 0, rel = 0;
-    H5get_libversion(&maj, &min, &rel);
-    snprintf(p->hdf5_version, sizeof p->hdf5_version, "%u.%u.%u", maj, min, rel);
-#if PS_HAVE_CUDA
-    int rt = 0, drv = 0;
-    cudaRuntimeGetVersion(&rt);
-    if (cudaDriverGetVersion(&drv) != cudaSuccess) drv = 0;
-    snprintf(p->cuda_version, sizeof p->cuda_version, "runtime %d.%d, driver %s", rt / 1000, (rt % 1000) / 10,
-             drv ? "present" : "none (no GPU)");
-    if (drv) snprintf(p->cuda_version, sizeof p->cuda_version, "runtime %d.%d, driver %d.%d", rt / 1000,
-                      (rt % 1000) / 10, drv / 1000, (drv % 1000) / 10);
-#endif
-#if PS_HAVE_NCCL
-    snprintf(p->nccl_version, sizeof p->nccl_version, "%d.%d.%d", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
-#endif
+    ps_costdb_versions v;
+    ps_costdb_versions_get(&v);
+    ps_strlcpy(p->mpi_version, v.mpi, sizeof p->mpi_version);
+    ps_strlcpy(p->hdf5_version, v.hdf5, sizeof p->hdf5_version);
+    ps_strlcpy(p->cuda_version, v.cuda, sizeof p->cuda_version);
+    ps_strlcpy(p->nccl_version, v.nccl, sizeof p->nccl_version);
     ps_strlcpy(p->backend, backend, sizeof p->backend);
     ps_strlcpy(p->mode, mode, sizeof p->mode);
 }

@@ -82,6 +82,15 @@ const char *ps_costdb_temp_path(const ps_costdb_writer *w);
 ps_status ps_costdb_write(const char *path, const ps_costdb *db);
 /* The provenance of this process: versions, date, host (n_nodes, n_ranks, hosts, devices left to the caller). */
 void ps_costdb_prov_init(ps_costdb_prov *p, const char *backend, const char *mode);
+/* The libraries this process runs with, as the provenance and `psearch --version` state them. Callable before
+ * MPI_Init (MPI_Get_library_version is). */
+typedef struct {
+    char mpi[256];  /* MPI_Get_library_version, first line */
+    char hdf5[32];  /* H5get_libversion: "1.10.8" */
+    char cuda[64];  /* "runtime 12.4, driver 12.4", or "..., driver none (no GPU)"; "" when built without CUDA */
+    char nccl[32];  /* ncclGetVersion: "2.21.5"; "" when built without NCCL */
+} ps_costdb_versions;
+void ps_costdb_versions_get(ps_costdb_versions *v);
 
 /* ---- reading: anything but a valid file -> PS_ERR_INPUT naming the file and what is wrong ---- */
 ps_status ps_costdb_read(const char *path, ps_costdb *db);
