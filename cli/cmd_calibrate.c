@@ -33,9 +33,7 @@ static ps_status distinct(MPI_Comm comm, const char *mine, size_t width, char *o
     for (int i = 0; i < n; i++) {
         char *s = all + (size_t)i * width;
         s[width - 1] = '\0';
-        bool seen = false;
-        for (int j = 0; j < i && !seen; j++) seen = strcmp(s, all + (size_t)j * width) == 0;
-        if (!seen) ps_strcatf(out, cap, "%s%s", out[0] ? "," : "", s);
+        ps_costdb_list_add(out, cap, s);
     }
     free(all);
     return PS_OK;

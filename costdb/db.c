@@ -922,18 +922,22 @@ static ps_status cat(void **out, const void *a, size_t na, const void *b, size_t
     return PS_OK;
 }
 
-static void join_list(char *dst, size_t cap, const char *add)
+static bool list_has(const char *list, const char *entry, size_t n)
 {
-    /* comma-separated distinct entries */
-    char buf[1024];
-    ps_strlcpy(buf, add, sizeof buf);
-    char *save = NULL;
-    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        char probe[300];
-        snprintf(probe, sizeof probe, ",%s,", t);
-        char have[1100];
-        snprintf(have, sizeof have, ",%s,", dst);
-        if (!strstr(have, probe)) ps_strcatf(dst, cap, "%s%s", dst[0] ? "," : "", t);
+    for (const char *t = list; *t;) {
+        size_t m = strcspn(t, ",");
+        if (m == n && memcmp(t, entry, n) == 0) return true;
+        t += m + (t[m] == ',');
+    }
+    return false;
+}
+
+void ps_costdb_list_add(char *dst, size_t cap, const char *add)
+{
+    for (const char *t = add; *t;) {
+        size_t n = strcspn(t, ",");
+        if (n > 0 && !list_has(dst, t, n)) ps_strcatf(dst, cap, "%s%.*s", dst[0] ? "," : "", (int)n, t);
+        t += n + (t[n] == ',');
     }
 }
 
@@ -947,8 +951,8 @@ ps_status ps_costdb_merge(const ps_costdb *a, const ps_costdb *b, ps_costdb *out
     ps_strlcpy(out->prov.mode, strcmp(a->prov.mode, b->prov.mode) == 0 ? a->prov.mode : "mixed", sizeof out->prov.mode);
     if (strcmp(a->prov.backend, b->prov.backend) != 0)
         snprintf(out->prov.backend, sizeof out->prov.backend, "mixed");
-    join_list(out->prov.hosts, sizeof out->prov.hosts, b->prov.hosts);
-    join_list(out->prov.devices, sizeof out->prov.devices, b->prov.devices);
+    ps_costdb_list_add(out->prov.hosts, sizeof out->prov.hosts, b->prov.hosts);
+    ps_costdb_list_add(out->prov.devices, sizeof out->prov.devices, b->prov.devices);
     out->prov.merged_from[0] = '\0';
     ps_strcatf(out->prov.merged_from, sizeof out->prov.merged_from, "%s,%s", a->path, b->path);
     if (out->prov.cuda_version[0] == '\0') ps_strlcpy(out->prov.cuda_version, b->prov.cuda_version, sizeof out->prov.cuda_version);

@@ -82,6 +82,8 @@ const char *ps_costdb_temp_path(const ps_costdb_writer *w);
 ps_status ps_costdb_write(const char *path, const ps_costdb *db);
 /* The provenance of this process: versions, date, host (n_nodes, n_ranks, hosts, devices left to the caller). */
 void ps_costdb_prov_init(ps_costdb_prov *p, const char *backend, const char *mode);
+/* Appends to the comma-separated list dst (hosts, devices) each comma-separated entry of `add` it lacks. */
+void ps_costdb_list_add(char *dst, size_t cap, const char *add);
 /* The libraries this process runs with, as the provenance and `psearch --version` state them. Callable before
  * MPI_Init (MPI_Get_library_version is). */
 typedef struct {

@@ -248,6 +248,19 @@ static void test_device_key(void **state)
     assert_string_equal(k, "cuda-gpu");
 }
 
+/* Provenance lists: distinct entries, in order of first appearance, whatever was already there. */
+static void test_list_add(void **state)
+{
+    (void)state;
+    char l[64] = "";
+    ps_costdb_list_add(l, sizeof l, "h0");
+    ps_costdb_list_add(l, sizeof l, "h1,h0,,h2");
+    ps_costdb_list_add(l, sizeof l, "h2");
+    ps_costdb_list_add(l, sizeof l, "h");
+    ps_costdb_list_add(l, sizeof l, "h00");
+    assert_string_equal(l, "h0,h1,h2,h,h00");
+}
+
 /* Rewrite a copy of a good file: a newer schema_version, or one group deleted. */
 static int make_bad(const char *dir, const char *good)
 {
@@ -319,6 +332,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cost_model),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_device_key),
+        cmocka_unit_test(test_list_add),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[600];
