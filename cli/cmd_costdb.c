@@ -56,12 +56,6 @@ typedef struct {
     const ps_bench_gemm *at;
 } gemm_peak;
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* All-reduce bus bandwidth at the largest size of each (group size, inside/across), slowest group. */
 typedef struct {
     int gs, inter;
@@ -108,12 +102,10 @@ static int summarize(const ps_costdb *db, gemm_peak *pk, int *npk, ar_head *ar, 
     double *v = ps_calloc(nb + 1, sizeof *v);
     if (!v) return -1;
     for (size_t i = 0; i < db->n_bw; i++) v[i] = db->bw[i].Bps;
-    qsort(v, db->n_bw, sizeof *v, cmp_double);
-    *bw_med = db->n_bw ? v[db->n_bw / 2] : 0;
-    *bw_min = db->n_bw ? v[0] : 0;
+    *bw_med = ps_bench_median(v, db->n_bw);
+    *bw_min = db->n_bw ? v[0] : 0; /* sorted by the median */
     for (size_t i = 0; i < db->n_ovl; i++) v[i] = db->ovl[i].slowdown;
-    qsort(v, db->n_ovl, sizeof *v, cmp_double);
-    *ovl_med = db->n_ovl ? v[db->n_ovl / 2] : 0;
+    *ovl_med = ps_bench_median(v, db->n_ovl);
     free(v);
     return 0;
 }

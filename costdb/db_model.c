@@ -43,18 +43,8 @@ struct ps_costdb_model {
     char note[512]; /* which node groups of the cluster last attached use the tables (ps_costdb_attach) */
 };
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    if (n <= 0) return -1;
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+/* The median of n values (sorted in place); -1, the model's "not measured", when there are none. */
+static double median(double *v, int n) { return n > 0 ? ps_bench_median(v, (size_t)n) : -1; }
 
 static int cmp_i32(const void *a, const void *b)
 {

@@ -51,12 +51,18 @@ static double pct(const double *t, int n, double q)
     return t[i];
 }
 
+double ps_bench_median(double *v, size_t n)
+{
+    if (n == 0) return 0;
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 ps_bench_stat ps_bench_stats(double *t, int n)
 {
     ps_bench_stat s = {0, 0, 0, 0};
     if (n <= 0) return s;
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    s.median = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    s.median = ps_bench_median(t, (size_t)n); /* sorts t, which the percentiles below need */
     s.p10 = pct(t, n, 0.10);
     s.p90 = pct(t, n, 0.90);
     s.spread = s.median > 0 ? (s.p90 - s.p10) / s.median : 0;

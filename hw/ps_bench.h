@@ -131,6 +131,9 @@ typedef struct {
     double median, p10, p90, spread;
 } ps_bench_stat;
 ps_bench_stat ps_bench_stats(double *t, int n);
+/* The median of n values, sorted in place: the middle one, or the mean of the middle two when n is even; 0 when
+ * n is 0. The one median of calibration, the cost database's tables and `costdb show`. */
+double ps_bench_median(double *v, size_t n);
 
 /* This rank's device and place (node, local rank, host) in comm; picks the backend: a GPU when CUDA sees one, else
  * the CPU. Collective over comm. */

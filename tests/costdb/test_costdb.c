@@ -248,6 +248,19 @@ static void test_device_key(void **state)
     assert_string_equal(k, "cuda-gpu");
 }
 
+/* One median for the benchmarks, the tables and `costdb show`: the mean of the middle two of an even count. */
+static void test_median(void **state)
+{
+    (void)state;
+    double odd[3] = {3, 1, 2}, even[4] = {4, 1, 3, 2};
+    assert_true(ps_bench_median(odd, 3) == 2);
+    assert_true(ps_bench_median(even, 4) == 2.5);
+    assert_true(even[0] == 1 && even[3] == 4); /* sorted in place */
+    assert_true(ps_bench_median(even, 0) == 0);
+    ps_bench_stat st = ps_bench_stats(even, 4);
+    assert_true(st.median == 2.5);
+}
+
 /* Provenance lists: distinct entries, in order of first appearance, whatever was already there. */
 static void test_list_add(void **state)
 {
@@ -333,6 +346,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_device_key),
         cmocka_unit_test(test_list_add),
+        cmocka_unit_test(test_median),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[600];
