@@ -37,18 +37,15 @@ typedef struct {
     int nranks, rank, node, lrank, nlocal, nnodes, max_local, min_local;
 } layout;
 
+/* Where this rank sits, from what ps_bench_device_init found (node, local rank, ranks on its node), and one MAX
+ * reduction for the node count and the largest and smallest node. */
 static ps_status get_layout(MPI_Comm comm, const ps_bench_results *r, layout *L)
 {
     PS_MPI(MPI_Comm_size(comm, &L->nranks));
     PS_MPI(MPI_Comm_rank(comm, &L->rank));
     L->node = r->dev.node;
     L->lrank = r->dev.local_rank;
-    MPI_Comm node = MPI_COMM_NULL;
-    PS_MPI(MPI_Comm_split(comm, L->node, L->rank, &node));
-    int rc = MPI_Comm_size(node, &L->nlocal);
-    MPI_Comm_free(&node);
-    PS_TRY(ps_mpi_status(rc, "MPI_Comm_size", __FILE__, __LINE__));
-    /* one MAX reduction: node count, the largest and (negated) the smallest node */
+    L->nlocal = r->node_ranks;
     int v[3] = {L->node, L->nlocal, -L->nlocal}, m[3];
     PS_MPI(MPI_Allreduce(v, m, 3, MPI_INT, MPI_MAX, comm));
     L->nnodes = m[0] + 1;
@@ -72,6 +69,58 @@ static int colour(const layout *L, int gs, int inter)
     return L->lrank * L->nnodes + idx;
 }
 
+/* Buffers and timings shared by every group of a run. */
+typedef struct {
+    const ps_bench_opts *o;
+    ps_bench_results *r;
+    const layout *L;
+    float *sbuf, *rbuf;
+    double *t, *tmax;
+    size_t max_bytes, step;
+} coll_run;
+
+/* Every op and size on this rank's group g (n ranks, this rank me); the group's rank 0 keeps the rows. `groups`
+ * groups of the shape run at once. */
+static ps_status measure_group(const coll_run *c, MPI_Comm g, int n, int me, int inter, int groups)
+{
+    const ps_bench_opts *o = c->o;
+    for (int op = 0; op < N_OPS; op++) {
+        for (size_t bytes = 1024; bytes <= c->max_bytes; bytes *= c->step) {
+            size_t count = bytes / sizeof(float) / (size_t)n * (size_t)n;
+            if (count == 0) continue;
+            for (int i = -o->warmup; i < o->reps; i++) {
+                PS_MPI(MPI_Barrier(g));
+                double t0 = MPI_Wtime();
+                PS_MPI(run_op(op, g, n, me, c->sbuf, c->rbuf, count));
+                if (i >= 0) c->t[i] = MPI_Wtime() - t0;
+            }
+            /* the collective ends when its slowest member is done */
+            PS_MPI(MPI_Allreduce(c->t, c->tmax, o->reps, MPI_DOUBLE, MPI_MAX, g));
+            if (me != 0) continue;
+            ps_bench_stat s = ps_bench_stats(c->tmax, o->reps);
+            ps_bench_coll row;
+            memset(&row, 0, sizeof row);
+            ps_strlcpy(row.op, k_ops[op], sizeof row.op);
+            row.group_size = n;
+            row.inter_node = inter;
+            row.root_rank = c->L->rank;
+            row.n_groups = groups;
+            row.bytes = (double)count * sizeof(float);
+            row.time_s = s.median;
+            row.algbw_Bps = s.median > 0 ? row.bytes / s.median : 0;
+            row.busbw_Bps = row.algbw_Bps * ps_bench_busbw_factor(k_ops[op], n);
+            row.spread = s.spread;
+            row.reps = o->reps;
+            char what[96];
+            snprintf(what, sizeof what, "%s %d ranks %s, %.0f bytes", k_ops[op], n,
+                     inter ? "across nodes" : "in a node", row.bytes);
+            ps_bench_check_spread(o, c->r, what, &s);
+            PS_TRY(ps_bench_push((void **)&c->r->coll, &c->r->n_coll, &c->r->cap_coll, sizeof row, &row));
+        }
+    }
+    return PS_OK;
+}
+
 ps_status ps_bench_coll_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r)
 {
     layout L;
@@ -80,29 +129,31 @@ ps_status ps_bench_coll_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_resu
         if (o->log) fprintf(o->log, "# collectives: 1 rank, nothing to measure (run under mpirun/srun)\n");
         return PS_OK;
     }
+    coll_run c = {.o = o, .r = r, .L = &L, .step = o->quick ? 4 : 2};
     /* Largest size: 1 GiB, or less where two buffers per rank would take more than a third of the node's memory. */
-    size_t max_bytes = o->quick ? (size_t)1 << 20 : (size_t)1 << 30;
+    c.max_bytes = o->quick ? (size_t)1 << 20 : (size_t)1 << 30;
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     if (pages > 0 && psz > 0) {
         double cap = (double)pages * (double)psz / (6.0 * L.max_local);
-        while (max_bytes > 4096 && (double)max_bytes > cap) max_bytes /= 2;
+        while (c.max_bytes > 4096 && (double)c.max_bytes > cap) c.max_bytes /= 2;
     }
-    size_t step = o->quick ? 4 : 2;
-    size_t max_count = max_bytes / sizeof(float);
-    float *sbuf = ps_calloc(max_count, sizeof *sbuf), *rbuf = ps_calloc(max_count, sizeof *rbuf);
-    double *t = ps_calloc((size_t)o->reps, sizeof *t), *tmax = ps_calloc((size_t)o->reps, sizeof *tmax);
-    int ok = sbuf && rbuf && t && tmax, all = 0;
+    size_t max_count = c.max_bytes / sizeof(float);
+    c.sbuf = ps_calloc(max_count, sizeof *c.sbuf);
+    c.rbuf = ps_calloc(max_count, sizeof *c.rbuf);
+    c.t = ps_calloc((size_t)o->reps, sizeof *c.t);
+    c.tmax = ps_calloc((size_t)o->reps, sizeof *c.tmax);
+    int ok = c.sbuf && c.rbuf && c.t && c.tmax, all = 0;
     ps_status st = PS_OK;
     MPI_Comm g = MPI_COMM_NULL;
     PS_MPI_GOTO(st, MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm), done);
     if (!all) {
-        st = PS_FAIL(PS_ERR_SYSTEM, "collective benchmark: out of memory for 2 x %zu bytes on some rank", max_bytes);
+        st = PS_FAIL(PS_ERR_SYSTEM, "collective benchmark: out of memory for 2 x %zu bytes on some rank", c.max_bytes);
         goto done;
     }
-    for (size_t i = 0; i < max_count; i++) sbuf[i] = 1.0f;
+    for (size_t i = 0; i < max_count; i++) c.sbuf[i] = 1.0f;
     if (o->log)
         fprintf(o->log, "# collectives: %d rank(s) on %d node(s), sizes 1 KiB .. %zu KiB x%zu, %d reps + %d warm-up\n",
-                L.nranks, L.nnodes, max_bytes >> 10, step, o->reps, o->warmup);
+                L.nranks, L.nnodes, c.max_bytes >> 10, c.step, o->reps, o->warmup);
 
     for (int inter = 0; inter <= 1; inter++) {
         int limit = inter ? L.nnodes : L.max_local;
@@ -111,48 +162,12 @@ ps_status ps_bench_coll_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_resu
             PS_MPI_GOTO(st, MPI_Comm_split(comm, col, L.rank, &g), done);
             int n = 0, me = 0, groups = 0, root = col != MPI_UNDEFINED;
             if (g != MPI_COMM_NULL) {
-                PS_MPI_GOTO(st, MPI_Comm_size(g, &n), done);
-                PS_MPI_GOTO(st, MPI_Comm_rank(g, &me), done);
+                PS_MPI_GOTO(st, MPI_Comm_size(g, &n), next);
+                PS_MPI_GOTO(st, MPI_Comm_rank(g, &me), next);
                 root = me == 0;
             }
-            PS_MPI_GOTO(st, MPI_Allreduce(&root, &groups, 1, MPI_INT, MPI_SUM, comm), done);
-            if (g != MPI_COMM_NULL && n == gs) {
-                for (int op = 0; op < N_OPS; op++) {
-                    for (size_t bytes = 1024; bytes <= max_bytes; bytes *= step) {
-                        size_t count = bytes / sizeof(float) / (size_t)n * (size_t)n;
-                        if (count == 0) continue;
-                        for (int i = -o->warmup; i < o->reps; i++) {
-                            PS_MPI_GOTO(st, MPI_Barrier(g), next);
-                            double t0 = MPI_Wtime();
-                            PS_MPI_GOTO(st, run_op(op, g, n, me, sbuf, rbuf, count), next);
-                            if (i >= 0) t[i] = MPI_Wtime() - t0;
-                        }
-                        /* the collective ends when its slowest member is done */
-                        PS_MPI_GOTO(st, MPI_Allreduce(t, tmax, o->reps, MPI_DOUBLE, MPI_MAX, g), next);
-                        if (me != 0) continue;
-                        ps_bench_stat s = ps_bench_stats(tmax, o->reps);
-                        ps_bench_coll row;
-                        memset(&row, 0, sizeof row);
-                        ps_strlcpy(row.op, k_ops[op], sizeof row.op);
-                        row.group_size = n;
-                        row.inter_node = inter;
-                        row.root_rank = L.rank;
-                        row.n_groups = groups;
-                        row.bytes = (double)count * sizeof(float);
-                        row.time_s = s.median;
-                        row.algbw_Bps = s.median > 0 ? row.bytes / s.median : 0;
-                        row.busbw_Bps = row.algbw_Bps * ps_bench_busbw_factor(k_ops[op], n);
-                        row.spread = s.spread;
-                        row.reps = o->reps;
-                        char what[96];
-                        snprintf(what, sizeof what, "%s %d ranks %s, %.0f bytes", k_ops[op], n,
-                                 inter ? "across nodes" : "in a node", row.bytes);
-                        ps_bench_check_spread(o, r, what, &s);
-                        PS_TRY_GOTO(st, ps_bench_push((void **)&r->coll, &r->n_coll, &r->cap_coll, sizeof row, &row),
-                                    next);
-                    }
-                }
-            }
+            PS_MPI_GOTO(st, MPI_Allreduce(&root, &groups, 1, MPI_INT, MPI_SUM, comm), next);
+            if (g != MPI_COMM_NULL && n == gs) st = measure_group(&c, g, n, me, inter, groups);
         next:
             if (g != MPI_COMM_NULL) {
                 int rc = MPI_Comm_free(&g);
@@ -165,10 +180,10 @@ ps_status ps_bench_coll_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_resu
     }
 done:
     if (g != MPI_COMM_NULL) MPI_Comm_free(&g);
-    free(sbuf);
-    free(rbuf);
-    free(t);
-    free(tmax);
+    free(c.sbuf);
+    free(c.rbuf);
+    free(c.t);
+    free(c.tmax);
     return st;
 }
 

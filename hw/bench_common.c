@@ -89,6 +89,64 @@ void ps_bench_check_spread(const ps_bench_opts *o, ps_bench_results *r, const ch
                 what, 100 * s->spread, 100 * o->spread_warn);
 }
 
+ps_status ps_bench_add_gemm(const ps_bench_opts *o, ps_bench_results *r, const char *dtype, const char *op, int tp,
+                            int64_t m, int64_t n, int64_t k, int64_t batch, const ps_bench_stat *s)
+{
+    ps_bench_gemm row;
+    memset(&row, 0, sizeof row);
+    row.rank = r->dev.rank;
+    ps_strlcpy(row.dtype, dtype, sizeof row.dtype);
+    ps_strlcpy(row.op, op, sizeof row.op);
+    row.tp = tp;
+    row.m = m;
+    row.n = n;
+    row.k = k;
+    row.batch = batch;
+    row.flops = 2.0 * (double)m * (double)n * (double)k * (double)batch;
+    row.time_s = s->median;
+    row.flops_per_s = s->median > 0 ? row.flops / s->median : 0;
+    row.spread = s->spread;
+    row.reps = o->reps;
+    char what[96];
+    snprintf(what, sizeof what, "gemm %s %s tp %d %lldx%lldx%lld x%lld", dtype, op, tp, (long long)m, (long long)n,
+             (long long)k, (long long)batch);
+    ps_bench_check_spread(o, r, what, s);
+    double *peak = strcmp(dtype, "fp32") == 0   ? &r->dev.peak_fp32_flops
+                   : strcmp(dtype, "fp16") == 0 ? &r->dev.peak_fp16_flops
+                   : strcmp(dtype, "bf16") == 0 ? &r->dev.peak_bf16_flops
+                                                : NULL;
+    if (peak && row.flops_per_s > *peak) *peak = row.flops_per_s;
+    return ps_bench_push((void **)&r->gemm, &r->n_gemm, &r->cap_gemm, sizeof row, &row);
+}
+
+ps_status ps_bench_add_bw(const ps_bench_opts *o, ps_bench_results *r, const char *method, int threads, double bytes,
+                          const ps_bench_stat *s)
+{
+    ps_bench_bw row;
+    memset(&row, 0, sizeof row);
+    row.rank = r->dev.rank;
+    ps_strlcpy(row.method, method, sizeof row.method);
+    row.threads = threads;
+    row.bytes = bytes;
+    row.time_s = s->median;
+    row.Bps = s->median > 0 ? bytes / s->median : 0;
+    row.spread = s->spread;
+    row.reps = o->reps;
+    ps_bench_check_spread(o, r, method, s);
+    r->dev.mem_Bps = row.Bps;
+    return ps_bench_push((void **)&r->bw, &r->n_bw, &r->cap_bw, sizeof row, &row);
+}
+
+ps_status ps_bench_gemm_need_of(void *ctx, const char *op, int tp, int64_t m, int64_t n, int64_t k, int64_t batch)
+{
+    ps_bench_gemm_need *g = ctx;
+    size_t bt = (size_t)batch;
+    if ((size_t)(m * k) * bt > g->a) g->a = (size_t)(m * k) * bt;
+    if ((size_t)(k * n) * bt > g->b) g->b = (size_t)(k * n) * bt;
+    if ((size_t)(m * n) * bt > g->c) g->c = (size_t)(m * n) * bt;
+    return PS_OK;
+}
+
 double ps_bench_busbw_factor(const char *op, int n)
 {
     if (n < 1) return 0;
@@ -184,6 +242,7 @@ ps_status ps_bench_device_init(MPI_Comm comm, ps_bench_results *r)
     d->rank = rank;
     d->node = nodeid;
     d->local_rank = lrank;
+    r->node_ranks = lsize;
     char host[MPI_MAX_PROCESSOR_NAME];
     int len = 0;
     PS_MPI_GOTO(st, MPI_Get_processor_name(host, &len), done);

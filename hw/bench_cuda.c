@@ -55,7 +55,7 @@ typedef struct {
     void *a, *b, *c;
     const char *dtype;
     cudaDataType_t t;
-    float *times;
+    double *times; /* o->reps timings of the point being measured */
 } cu_ctx;
 
 static ps_status cu_measure(void *ctx, const char *op, int tp, int64_t m, int64_t n, int64_t k, int64_t batch)
@@ -63,8 +63,6 @@ static ps_status cu_measure(void *ctx, const char *op, int tp, int64_t m, int64_
     cu_ctx *g = ctx;
     ps_status st = PS_OK;
     const float one = 1.0f, zero = 0.0f;
-    double *t = ps_calloc((size_t)g->o->reps, sizeof *t);
-    if (!t) return PS_ERR_SYSTEM;
     /* Row-major (m x k).(k x n) is column-major (n x k).(k x m): swap the operands. */
     for (int i = -g->o->warmup; i < g->o->reps; i++) {
         CUDA_OK(cudaEventRecord(g->e0, 0), "cudaEventRecord");
@@ -77,49 +75,14 @@ static ps_status cu_measure(void *ctx, const char *op, int tp, int64_t m, int64_
         CUDA_OK(cudaEventSynchronize(g->e1), "cudaEventSynchronize");
         float ms = 0;
         CUDA_OK(cudaEventElapsedTime(&ms, g->e0, g->e1), "cudaEventElapsedTime");
-        if (i >= 0) t[i] = ms * 1e-3;
+        if (i >= 0) g->times[i] = ms * 1e-3;
     }
     {
-        ps_bench_stat s = ps_bench_stats(t, g->o->reps);
-        ps_bench_gemm row;
-        memset(&row, 0, sizeof row);
-        row.rank = g->r->dev.rank;
-        ps_strlcpy(row.dtype, g->dtype, sizeof row.dtype);
-        ps_strlcpy(row.op, op, sizeof row.op);
-        row.tp = tp;
-        row.m = m;
-        row.n = n;
-        row.k = k;
-        row.batch = batch;
-        row.flops = 2.0 * (double)m * (double)n * (double)k * (double)batch;
-        row.time_s = s.median;
-        row.flops_per_s = s.median > 0 ? row.flops / s.median : 0;
-        row.spread = s.spread;
-        row.reps = g->o->reps;
-        ps_bench_check_spread(g->o, g->r, "gpu gemm", &s);
-        double *peak = strcmp(g->dtype, "fp32") == 0   ? &g->r->dev.peak_fp32_flops
-                       : strcmp(g->dtype, "fp16") == 0 ? &g->r->dev.peak_fp16_flops
-                                                       : &g->r->dev.peak_bf16_flops;
-        if (row.flops_per_s > *peak) *peak = row.flops_per_s;
-        st = ps_bench_push((void **)&g->r->gemm, &g->r->n_gemm, &g->r->cap_gemm, sizeof row, &row);
+        ps_bench_stat s = ps_bench_stats(g->times, g->o->reps);
+        st = ps_bench_add_gemm(g->o, g->r, g->dtype, op, tp, m, n, k, batch, &s);
     }
 done:
-    free(t);
     return st;
-}
-
-typedef struct {
-    size_t a, b, c;
-} cu_need;
-
-static ps_status cu_need_of(void *ctx, const char *op, int tp, int64_t m, int64_t n, int64_t k, int64_t batch)
-{
-    cu_need *g = ctx;
-    size_t bt = (size_t)batch;
-    if ((size_t)(m * k) * bt > g->a) g->a = (size_t)(m * k) * bt;
-    if ((size_t)(k * n) * bt > g->b) g->b = (size_t)(k * n) * bt;
-    if ((size_t)(m * n) * bt > g->c) g->c = (size_t)(m * n) * bt;
-    return PS_OK;
 }
 
 ps_status ps_bench_cuda_gemm(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r)
@@ -132,11 +95,13 @@ ps_status ps_bench_cuda_gemm(MPI_Comm comm, const ps_bench_opts *o, ps_bench_res
         sh = (ps_bench_shapes){.hidden = 8192, .heads = 64, .head_dim = 128, .seq = 2048,
                                .tokens = {2048, 4096, 8192, 16384}, .n_tokens = 4, .tps = {1, 2, 4, 8}, .n_tps = 4,
                                .grid = {128, 256, 512, 1024, 2048, 4096, 8192}, .n_grid = 7};
-    cu_need need = {0, 0, 0};
-    PS_TRY(ps_bench_for_shapes(&sh, cu_need_of, &need));
+    ps_bench_gemm_need need = {0, 0, 0};
+    PS_TRY(ps_bench_for_shapes(&sh, ps_bench_gemm_need_of, &need));
     ps_status st = PS_OK;
     cu_ctx g = {.o = o, .r = r};
     bool handle = false, events = false;
+    g.times = ps_calloc((size_t)o->reps, sizeof *g.times);
+    if (!g.times) return PS_ERR_SYSTEM;
     CUBLAS_OK(cublasCreate(&g.h), "cublasCreate");
     handle = true;
     CUDA_OK(cudaEventCreate(&g.e0), "cudaEventCreate");
@@ -166,6 +131,7 @@ done:
         cudaEventDestroy(g.e1);
     }
     if (handle) cublasDestroy(g.h);
+    free(g.times);
     return st;
 }
 
@@ -193,18 +159,7 @@ ps_status ps_bench_cuda_mem(MPI_Comm comm, const ps_bench_opts *o, ps_bench_resu
     }
     {
         ps_bench_stat s = ps_bench_stats(t, o->reps);
-        ps_bench_bw row;
-        memset(&row, 0, sizeof row);
-        row.rank = r->dev.rank;
-        ps_strlcpy(row.method, "d2d_copy", sizeof row.method);
-        row.bytes = 2.0 * (double)bytes; /* read + write */
-        row.time_s = s.median;
-        row.Bps = s.median > 0 ? row.bytes / s.median : 0;
-        row.spread = s.spread;
-        row.reps = o->reps;
-        ps_bench_check_spread(o, r, "gpu copy", &s);
-        r->dev.mem_Bps = row.Bps;
-        st = ps_bench_push((void **)&r->bw, &r->n_bw, &r->cap_bw, sizeof row, &row);
+        st = ps_bench_add_bw(o, r, "d2d_copy", 0, 2.0 * (double)bytes /* read + write */, &s);
     }
 done:
     if (e0) cudaEventDestroy(e0);

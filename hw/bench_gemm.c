@@ -21,21 +21,6 @@ typedef struct {
     double min_sample_s;
 } gemm_ctx;
 
-/* Largest batch * (mk + kn + mn) over the shapes: one allocation per buffer serves every shape. */
-typedef struct {
-    size_t a, b, c;
-} gemm_need;
-
-static ps_status need_of(void *ctx, const char *op, int tp, int64_t m, int64_t n, int64_t k, int64_t batch)
-{
-    gemm_need *g = ctx;
-    size_t bt = (size_t)batch;
-    if ((size_t)(m * k) * bt > g->a) g->a = (size_t)(m * k) * bt;
-    if ((size_t)(k * n) * bt > g->b) g->b = (size_t)(k * n) * bt;
-    if ((size_t)(m * n) * bt > g->c) g->c = (size_t)(m * n) * bt;
-    return PS_OK;
-}
-
 static void call(const gemm_ctx *g, int64_t m, int64_t n, int64_t k, int64_t batch)
 {
     /* Batched GEMMs (attention) are `batch` independent products on consecutive slices, as cuBLAS strided-batched
@@ -73,28 +58,7 @@ static ps_status measure(void *ctx, const char *op, int tp, int64_t m, int64_t n
         g->times[i] = (MPI_Wtime() - t0) / inner;
     }
     ps_bench_stat s = ps_bench_stats(g->times, o->reps);
-    ps_bench_gemm row;
-    memset(&row, 0, sizeof row);
-    row.rank = g->r->dev.rank;
-    ps_strlcpy(row.dtype, g->dtype, sizeof row.dtype);
-    ps_strlcpy(row.op, op, sizeof row.op);
-    row.tp = tp;
-    row.m = m;
-    row.n = n;
-    row.k = k;
-    row.batch = batch;
-    row.flops = 2.0 * (double)m * (double)n * (double)k * (double)batch;
-    row.time_s = s.median;
-    row.flops_per_s = s.median > 0 ? row.flops / s.median : 0;
-    row.spread = s.spread;
-    row.reps = o->reps;
-    char what[96];
-    snprintf(what, sizeof what, "gemm %s %s tp %d %lldx%lldx%lld x%lld", g->dtype, op, tp, (long long)m, (long long)n,
-             (long long)k, (long long)batch);
-    ps_bench_check_spread(o, g->r, what, &s);
-    if (strcmp(g->dtype, "fp32") == 0 && row.flops_per_s > g->r->dev.peak_fp32_flops)
-        g->r->dev.peak_fp32_flops = row.flops_per_s;
-    return ps_bench_push((void **)&g->r->gemm, &g->r->n_gemm, &g->r->cap_gemm, sizeof row, &row);
+    return ps_bench_add_gemm(o, g->r, g->dtype, op, tp, m, n, k, batch, &s);
 }
 
 static void fill(void *p, size_t n, size_t elt)
@@ -112,7 +76,6 @@ static void fill(void *p, size_t n, size_t elt)
 ps_status ps_bench_cpu_gemm(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r)
 {
     ps_bench_shapes sh;
-    memset(&sh, 0, sizeof sh);
     if (o->quick) {
         sh = (ps_bench_shapes){.hidden = 512, .heads = 8, .head_dim = 64, .seq = 256, .tokens = {256, 512},
                                .n_tokens = 2, .tps = {1, 2}, .n_tps = 2, .grid = {64, 128, 256, 512}, .n_grid = 4};
@@ -121,8 +84,8 @@ ps_status ps_bench_cpu_gemm(MPI_Comm comm, const ps_bench_opts *o, ps_bench_resu
                                .n_tokens = 3, .tps = {1, 2, 4, 8}, .n_tps = 4,
                                .grid = {64, 128, 256, 512, 1024, 2048}, .n_grid = 6};
     }
-    gemm_need need = {0, 0, 0};
-    PS_TRY(ps_bench_for_shapes(&sh, need_of, &need));
+    ps_bench_gemm_need need = {0, 0, 0};
+    PS_TRY(ps_bench_for_shapes(&sh, ps_bench_gemm_need_of, &need));
     static const char *const dtypes[] = {"fp32", "fp64"};
     gemm_ctx g = {.o = o, .r = r, .min_sample_s = o->quick ? 2e-4 : 1e-3};
     g.times = ps_calloc((size_t)o->reps, sizeof *g.times);

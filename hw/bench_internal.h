@@ -24,6 +24,18 @@ int ps_bench_cuda_probe(int local_rank, char *name, size_t cap, double *mem_byte
 
 const ps_bench_backend *ps_bench_backend_of(const ps_bench_results *r);
 
+/* Record one row, failing with PS_ERR_SYSTEM when out of memory. */
+ps_status ps_bench_push(void **rows, size_t *n, size_t *cap, size_t elt, const void *row);
+/* Note a point's spread against o->spread_warn (a '#' warning line on o->log). */
+void ps_bench_check_spread(const ps_bench_opts *o, ps_bench_results *r, const char *what, const ps_bench_stat *s);
+/* One GEMM point of either backend: its row from the timings' statistics, the spread check, the device's peak for
+ * the dtype (fp32, fp16, bf16; none for fp64), and the row recorded. */
+ps_status ps_bench_add_gemm(const ps_bench_opts *o, ps_bench_results *r, const char *dtype, const char *op, int tp,
+                            int64_t m, int64_t n, int64_t k, int64_t batch, const ps_bench_stat *s);
+/* One memory-bandwidth point of either backend: `bytes` moved per repetition; sets the device's mem_Bps. */
+ps_status ps_bench_add_bw(const ps_bench_opts *o, ps_bench_results *r, const char *method, int threads, double bytes,
+                          const ps_bench_stat *s);
+
 /* The transformer-layer GEMM shapes (op, tp, m, n, k, batch) measured at hidden size h, heads, head_dim, sequence s
  * and token counts T; `emit` gets each. Shared by the CPU and CUDA backends so both measure the same kinds. */
 typedef struct {
@@ -38,5 +50,11 @@ typedef struct {
 typedef ps_status (*ps_bench_shape_fn)(void *ctx, const char *op, int tp, int64_t m, int64_t n, int64_t k,
                                        int64_t batch);
 ps_status ps_bench_for_shapes(const ps_bench_shapes *s, ps_bench_shape_fn fn, void *ctx);
+/* Elements of the largest A, B and C (batch included) over the shapes: one buffer of each serves every shape. Pass a
+ * zeroed ps_bench_gemm_need as ctx of ps_bench_for_shapes. */
+typedef struct {
+    size_t a, b, c;
+} ps_bench_gemm_need;
+ps_status ps_bench_gemm_need_of(void *ctx, const char *op, int tp, int64_t m, int64_t n, int64_t k, int64_t batch);
 
 #endif

@@ -46,19 +46,7 @@ ps_status ps_bench_cpu_mem(MPI_Comm comm, const ps_bench_opts *o, ps_bench_resul
         goto done;
     }
     ps_bench_stat sa = ps_bench_stats(t, o->reps);
-    ps_bench_bw row;
-    memset(&row, 0, sizeof row);
-    row.rank = r->dev.rank;
-    ps_strlcpy(row.method, "triad", sizeof row.method);
-    row.threads = omp_get_max_threads();
-    row.bytes = 3.0 * 8.0 * (double)n;
-    row.time_s = sa.median;
-    row.Bps = sa.median > 0 ? row.bytes / sa.median : 0;
-    row.spread = sa.spread;
-    row.reps = o->reps;
-    ps_bench_check_spread(o, r, "triad", &sa);
-    r->dev.mem_Bps = row.Bps;
-    st = ps_bench_push((void **)&r->bw, &r->n_bw, &r->cap_bw, sizeof row, &row);
+    st = ps_bench_add_bw(o, r, "triad", omp_get_max_threads(), 3.0 * 8.0 * (double)n, &sa);
 done:
     free(a);
     free(b);

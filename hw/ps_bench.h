@@ -122,6 +122,7 @@ typedef struct {
     size_t n_ovl, cap_ovl;
     int noisy;               /* points above spread_warn */
     char backend[8];         /* "cpu" or "cuda" */
+    int node_ranks;          /* ranks on this rank's node (ps_bench_device_init) */
 } ps_bench_results;
 
 void ps_bench_results_free(ps_bench_results *r);
@@ -150,11 +151,6 @@ ps_status ps_bench_overlap_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_r
 /* nccl-tests bus-bandwidth factor of a collective over n ranks: allreduce 2(n-1)/n, allgather, reducescatter and
  * alltoall (n-1)/n, sendrecv 1; 0 for an unknown name. */
 double ps_bench_busbw_factor(const char *op, int n);
-
-/* Internal to hw/ (bench_*.c): record one row, failing with PS_ERR_SYSTEM when out of memory. */
-ps_status ps_bench_push(void **rows, size_t *n, size_t *cap, size_t elt, const void *row);
-/* Note a point's spread against o->spread_warn (a '#' warning line on o->log). */
-void ps_bench_check_spread(const ps_bench_opts *o, ps_bench_results *r, const char *what, const ps_bench_stat *s);
 
 #ifdef __cplusplus
 }
