@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -66,6 +67,34 @@ static ps_status parse_records(ps_sweep_log *lg, const char *buf, size_t len)
     return PS_OK;
 }
 
+/* The whole file, read through the descriptor we append to (the same file whatever happens to the path) and with no
+ * size cap: a long sweep's records are data, not an input description (ps_read_file refuses those past 64 MiB). */
+static ps_status read_fd(const ps_sweep_log *lg, char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    struct stat sb;
+    if (fstat(lg->fd, &sb) != 0) return PS_FAIL(PS_ERR_SYSTEM, "%s: fstat failed: %s", lg->path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) return PS_FAIL(PS_ERR_INPUT, "%s: the sweep records are not a regular file", lg->path);
+    if ((uintmax_t)sb.st_size >= SIZE_MAX) return PS_FAIL(PS_ERR_SYSTEM, "%s: too large to read", lg->path);
+    size_t n = (size_t)sb.st_size;
+    char *buf = ps_calloc(n + 1, 1);
+    if (!buf) return PS_FAIL(PS_ERR_SYSTEM, "out of memory reading %s (%zu bytes)", lg->path, n);
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(lg->fd, buf + got, n - got, (off_t)got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            free(buf);
+            return PS_FAIL(PS_ERR_SYSTEM, "%s: read failed: %s", lg->path, r < 0 ? strerror(errno) : "file shrank");
+        }
+        got += (size_t)r;
+    }
+    *out = buf;
+    *len = n;
+    return PS_OK;
+}
+
 ps_status ps_sweep_log_open(const char *path, ps_sweep_log **out, size_t *torn_bytes)
 {
     *out = NULL;
@@ -91,7 +120,7 @@ ps_status ps_sweep_log_open(const char *path, ps_sweep_log **out, size_t *torn_b
     }
     if (!existed) PS_TRY_GOTO(st, fsync_dir_of(path), fail);
     size_t len = 0;
-    PS_TRY_GOTO(st, ps_read_file(path, &buf, &len), fail);
+    PS_TRY_GOTO(st, read_fd(lg, &buf, &len), fail);
     size_t whole = len;
     while (whole > 0 && buf[whole - 1] != '\n') whole--;
     if (whole < len) {

@@ -125,12 +125,41 @@ static void test_corrupt_line(void **state)
     assert_non_null(strstr(ps_error_message(), "cells.jsonl:1"));
 }
 
+/* A long sweep's records may pass 64 MiB (the cap on input descriptions): they are read all the same. One record
+ * padded with whitespace past the cap keeps the test light on parsing. */
+static void test_records_past_64_mib(void **state)
+{
+    (void)state;
+    FILE *f = fopen(g_path, "w");
+    assert_non_null(f);
+    fputs("{\"cell\":\"a on x\",", f);
+    static char pad[1 << 20];
+    memset(pad, ' ', sizeof pad);
+    for (int i = 0; i < 65; i++) assert_int_equal(fwrite(pad, 1, sizeof pad, f), sizeof pad);
+    fputs("\"value\":1}\n", f);
+    assert_int_equal(fclose(f), 0);
+    assert_true(file_size() > (off_t)64 * 1024 * 1024);
+
+    ps_sweep_log *lg = NULL;
+    size_t torn = 99;
+    assert_int_equal(ps_sweep_log_open(g_path, &lg, &torn), PS_OK);
+    assert_int_equal(torn, 0);
+    assert_int_equal(ps_sweep_log_count(lg), 1);
+    assert_int_equal(json_integer_value(json_object_get(ps_sweep_log_at(lg, 0), "value")), 1);
+    append_cell(lg, "b on x", 2);
+    ps_sweep_log_close(lg);
+    assert_int_equal(ps_sweep_log_open(g_path, &lg, &torn), PS_OK);
+    assert_int_equal(ps_sweep_log_count(lg), 2);
+    ps_sweep_log_close(lg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_append_and_reopen, setup, teardown),
         cmocka_unit_test_setup_teardown(test_torn_last_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_records_past_64_mib, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
