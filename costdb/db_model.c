@@ -7,6 +7,9 @@
  *   smallest size's time (latency floor); the nearest measured group size (in log2) stands for the one asked, busbw
  *   being nearly independent of group size (that is what the nccl-tests factor normalises).
  * - memory bandwidth and overlap slowdown: medians over the kind's ranks.
+ * A GPU kind takes no collective nor overlap row: psearch measures those with MPI on host memory and CPU GEMMs (no
+ * NCCL backend yet), which says nothing of NVLink, InfiniBand or GPU kernels; files written before calibrate stopped
+ * writing such rows for GPU ranks still have them. The analytic links and overlap slowdown stay for GPUs.
  * Pure computation: no I/O, no MPI. */
 #include <math.h>
 #include <stdlib.h>
@@ -29,6 +32,7 @@ typedef struct {
 
 typedef struct {
     char name[32];
+    bool gpu; /* a /devices row of this key has kind "gpu": its collective and overlap rows are not used */
     gemm_curve *gemm;
     int n_gemm;
     coll_curve *coll;
@@ -229,7 +233,7 @@ static ps_status build_kind(const ps_costdb *db, const row_kinds *rk, ps_costdb_
         d->n_gemm++;
     }
     /* collective curves: one per (op, group size, inside/across) */
-    for (size_t i = 0; i < db->n_coll; i++) {
+    for (size_t i = 0; i < db->n_coll && !d->gpu; i++) {
         const ps_bench_coll *r = &db->coll[i];
         if (rk->coll[i] != k) continue;
         int c = 0;
@@ -270,7 +274,7 @@ static ps_status build_kind(const ps_costdb *db, const row_kinds *rk, ps_costdb_
         if (rk->bw[i] == k) scratch[n++] = db->bw[i].Bps;
     d->mem_Bps = median(scratch, n);
     n = 0;
-    for (size_t i = 0; i < db->n_ovl; i++)
+    for (size_t i = 0; i < db->n_ovl && !d->gpu; i++)
         if (rk->ovl[i] == k) scratch[n++] = db->ovl[i].slowdown;
     d->overlap = median(scratch, n);
     return PS_OK;
@@ -294,9 +298,12 @@ ps_status ps_costdb_model_build(const ps_costdb *db, ps_costdb_model **out)
         goto done;
     }
     for (size_t i = 0; i < db->n_dev; i++) {
-        if (ps_costdb_model_device(m, db->dev[i].name) >= 0) continue;
-        ps_strlcpy(m->kind[m->n_kind].name, db->dev[i].name, sizeof m->kind[0].name);
-        m->n_kind++;
+        int k = ps_costdb_model_device(m, db->dev[i].name);
+        if (k < 0) {
+            k = m->n_kind++;
+            ps_strlcpy(m->kind[k].name, db->dev[i].name, sizeof m->kind[0].name);
+        }
+        if (strcmp(db->dev[i].kind, "gpu") == 0) m->kind[k].gpu = true;
     }
     row_kinds rk;
     if ((st = row_kinds_build(db, m, &rk)) != PS_OK) goto done;
@@ -404,8 +411,9 @@ ps_status ps_costdb_attach(ps_costdb_model *m, const ps_cluster *c, ps_cost_para
                                      "plan for the calibrated machine with --cluster costdb, or calibrate on this "
                                      "cluster (docs/costdb.md)", m->path, known, c->name, have);
     }
-    snprintf(m->note, sizeof m->note, "measured tables for node group(s): %s%s", groups,
-             used < c->n_groups ? "; the analytic model for the others" : "");
+    snprintf(m->note, sizeof m->note, "measured tables for node group(s): %s%s%s", groups,
+             used < c->n_groups ? "; the analytic model for the others" : "",
+             slow > 0 ? "" : "; overlap slowdown not measured");
     p->db = m;
     /* The overlap form's slowdown is bounded like the --cost-param of the same name ([1, 3], costdb/params.c, which
      * has no accessor for its bounds): a measurement below 1 is noise (overlap cannot make both faster), above 3 a
@@ -435,6 +443,7 @@ ps_status ps_costdb_cluster(const ps_costdb *db, ps_cluster *out)
     ps_strcatf(out->source, sizeof out->source, "the devices measured by psearch calibrate in %s (%s)", db->path,
                db->prov.created);
     ps_status st = PS_OK;
+    bool links_assumed = false;
     /* the kind of each row of /devices, once */
     int *dkind = ps_calloc(db->n_dev + 1, sizeof *dkind);
     int32_t *nodeids = ps_calloc(db->n_dev + 1, sizeof *nodeids);
@@ -488,7 +497,13 @@ ps_status ps_costdb_cluster(const ps_costdb *db, ps_cluster *out)
         g->gpu.bf16_flops = peakbf;
         snprintf(g->gpu.source, sizeof g->gpu.source, "measured: %.100s", base);
         /* Links from the largest and smallest ring send/recv: only the analytic fallback reads them (the tables
-         * answer collectives themselves). Without such a measurement, the memory bandwidth stands in. */
+         * answer collectives themselves). Inside and across nodes stand for each other when one is missing. With
+         * neither (one rank per node, or GPU ranks, whose collectives are not measured yet), a psearch choice
+         * stands in: the measured memory bandwidth [bytes/s], the most any copy between two ranks can move, and
+         * 1e-6 s latency, a shared-memory message between ranks of a node (MPI ping-pong: ~1 us). Both are
+         * optimistic for GPUs (HBM is several times NVLink): the cluster's source says so, and docs/costdb.md
+         * suggests describing GPU links with a preset or cluster.json. */
+        const double k_fallback_latency_s = 1e-6;
         double bw[2] = {0, 0}, lat[2] = {0, 0};
         for (int inter = 0; inter <= 1; inter++) {
             double t = ps_costdb_model_coll_time(m, k, "sendrecv", 2, inter, 1e12);
@@ -498,9 +513,10 @@ ps_status ps_costdb_cluster(const ps_costdb *db, ps_cluster *out)
                 lat[inter] = t0;
             }
         }
+        if (!(bw[0] > 0) && !(bw[1] > 0)) links_assumed = true;
         if (!(bw[0] > 0)) {
             bw[0] = bw[1] > 0 ? bw[1] : g->gpu.hbm_Bps;
-            lat[0] = bw[1] > 0 ? lat[1] : 1e-6;
+            lat[0] = bw[1] > 0 ? lat[1] : k_fallback_latency_s;
         }
         if (!(bw[1] > 0)) {
             bw[1] = bw[0];
@@ -513,6 +529,8 @@ ps_status ps_costdb_cluster(const ps_costdb *db, ps_cluster *out)
     free(dkind);
     free(nodeids);
     ps_costdb_model_free(m);
+    if (links_assumed)
+        ps_strcatf(out->source, sizeof out->source, "; links not measured: memory bandwidth and 1 us stand in");
     /* ps_cluster_finish asks every GPU for an fp16 peak (the catalog's GPUs all have one). A CPU has no fp16
      * measurement: it passes the check with its fp32 rate and gets 0 back, so planning it in fp16 is refused by the
      * cost model ("no fp16 tensor peak") instead of being priced with fp32 numbers. */

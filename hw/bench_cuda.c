@@ -2,7 +2,8 @@
  * device): cublasGemmEx GEMMs in fp32, fp16 and bf16 (fp32 accumulate) over the same kinds of shapes as the CPU
  * backend at full size (hidden 8192, 64 heads, sequence 2048; quick: hidden 4096, 32 heads, sequence 1024), timed with
  * CUDA events; memory bandwidth as a device-to-device copy of 1 GiB (quick 256 MiB), 2 x size bytes moved.
- * Collectives on GPUs still run through MPI on host memory here (NCCL is not wired in yet: docs/costdb.md). */
+ * Collectives and overlap of GPUs are not measured (no NCCL backend yet: hw/bench_coll.c writes no rows for them, and
+ * the cost model keeps its analytic links and overlap slowdown; docs/costdb.md). */
 #include "bench_internal.h"
 
 #if PS_HAVE_CUDA && PS_HAVE_CUBLAS

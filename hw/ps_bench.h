@@ -1,7 +1,8 @@
 /* Calibration microbenchmarks (`psearch calibrate`): GEMMs of the shapes transformer layers issue, memory bandwidth,
  * collectives the nccl-tests way, and the slowdown of computation and communication that overlap. Each result is a
  * plain row struct: costdb/ stores these rows in its HDF5 tables (docs/costdb.md), so the layout here is the schema.
- * Backends: CPU (OpenBLAS + OpenMP + MPI) always; CUDA (cuBLAS, device copies) when built with it and a GPU is seen. */
+ * Backends: CPU (OpenBLAS + OpenMP + MPI) always; CUDA (cuBLAS, device copies) when built with it and a GPU is seen;
+ * collectives and overlap have no GPU backend yet (NCCL), so they measure CPU allocations only. */
 #ifndef PS_BENCH_H
 #define PS_BENCH_H
 
@@ -143,9 +144,10 @@ ps_status ps_bench_device_init(MPI_Comm comm, ps_bench_results *r);
 ps_status ps_bench_gemm_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
 /* Memory bandwidth of this rank's device, all ranks at once. */
 ps_status ps_bench_mem_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
-/* Collectives over groups of 2..ranks inside nodes and across nodes; the lowest rank of each group keeps the row. */
+/* MPI collectives on host memory over groups of 2..ranks inside nodes and across nodes; the lowest rank of each group
+ * keeps the row. CPU ranks only: no rows (and a warning on o->log) when any rank has a GPU, until NCCL lands. */
 ps_status ps_bench_coll_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
-/* GEMM and non-blocking all-reduce alone and together. Needs >= 2 ranks (no rows otherwise). */
+/* CPU sgemm and MPI_Iallreduce alone and together. Needs >= 2 ranks, all on the CPU backend (no rows otherwise). */
 ps_status ps_bench_overlap_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
 
 /* nccl-tests bus-bandwidth factor of a collective over n ranks: allreduce 2(n-1)/n, allgather, reducescatter and

@@ -274,6 +274,44 @@ static void test_list_add(void **state)
     assert_string_equal(l, "h0,h1,h2,h,h00");
 }
 
+/* A GPU kind's collective and overlap rows are host-MPI numbers (no NCCL backend yet): the model ignores them, so a
+ * GPU database changes GEMMs and memory bandwidth but keeps the analytic links and the sourced overlap slowdown. */
+static void test_gpu_collectives_ignored(void **state)
+{
+    (void)state;
+    ps_costdb db;
+    make_db(&db);
+    for (size_t i = 0; i < db.n_dev; i++) {
+        ps_strlcpy(db.dev[i].kind, "gpu", sizeof db.dev[i].kind);
+        ps_strlcpy(db.dev[i].name, "a100-80g", sizeof db.dev[i].name);
+    }
+    for (size_t i = 0; i < db.n_gemm; i++) ps_strlcpy(db.gemm[i].dtype, "bf16", sizeof db.gemm[i].dtype);
+    ps_costdb_model *m = NULL;
+    assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
+    int k = ps_costdb_model_device(m, "a100-80g");
+    assert_int_equal(k, 0);
+    assert_true(fabs(ps_costdb_model_gemm_rate(m, k, "bf16", 1e8) - 1e10) < 1e-6 * 1e10);
+    assert_true(fabs(ps_costdb_model_mem_Bps(m, k) - 2e10) < 1);
+    assert_true(ps_costdb_model_coll_time(m, k, "allreduce", 2, false, 65536) < 0);
+    assert_true(ps_costdb_model_overlap(m, k) < 0);
+
+    ps_cluster dgx;
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", MPI_COMM_NULL, &dgx), PS_OK);
+    ps_cost_params an, with;
+    ps_cost_params_default(&an);
+    ps_cost_params_default(&with);
+    assert_int_equal(ps_costdb_attach(m, &dgx, &with), PS_OK);
+    assert_ptr_equal(with.db, m);
+    assert_true(with.overlap_slowdown == an.overlap_slowdown);
+    assert_non_null(strstr(ps_costdb_model_note(m), "overlap slowdown not measured"));
+    ps_group g = {0, 8, 1};
+    assert_true(ps_coll_allreduce(&with, &dgx, &g, 1 << 26) == ps_coll_allreduce(&an, &dgx, &g, 1 << 26));
+    assert_true(ps_p2p(&with, &dgx, 0, 1, 1 << 20) == ps_p2p(&an, &dgx, 0, 1, 1 << 20));
+    ps_cluster_free(&dgx);
+    ps_costdb_model_free(m);
+    ps_costdb_free(&db);
+}
+
 /* Rewrite a copy of a good file: a newer schema_version, or one group deleted. */
 static int make_bad(const char *dir, const char *good)
 {
@@ -347,6 +385,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_device_key),
         cmocka_unit_test(test_list_add),
         cmocka_unit_test(test_median),
+        cmocka_unit_test(test_gpu_collectives_ignored),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[600];
