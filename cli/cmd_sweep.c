@@ -1,7 +1,6 @@
 /* `psearch sweep`: every (model, cluster) cell searched by all ranks, one cell after another; each finished cell
  * appended to DIR/cells.jsonl (mpi/sweep.c) and the plan tables re-rendered from those records (sweep_tables.c), so
  * a sweep killed at any moment resumes with --resume, losing at most the cell in progress. */
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -27,13 +26,6 @@ static bool all_digits(const char *s)
     return true;
 }
 
-static void free_list(char **v, int n)
-{
-    if (!v) return;
-    for (int i = 0; i < n; i++) free(v[i]);
-    free(v);
-}
-
 static ps_status push(char ***v, int *n, const char *s, const char *opt)
 {
     if (*n >= SWEEP_MAX_CELLS) return PS_FAIL(PS_ERR_INPUT, "option --%s lists more than %d items", opt, SWEEP_MAX_CELLS);
@@ -52,37 +44,30 @@ static ps_status split_list(const char *list, const char *opt, char ***items, in
 {
     *items = NULL;
     *n = 0;
-    const char *p = list;
-    int pos = 1;
-    for (;; pos++) {
+    ps_status st = PS_OK;
+    for (const char *p = list;;) {
         const char *e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == 0) {
-            free_list(*items, *n);
-            *items = NULL;
-            *n = 0;
-            return PS_FAIL(PS_ERR_INPUT, "option --%s: item %d of '%s' is empty", opt, pos, list);
-        }
         char tok[1024];
+        if (len == 0) {
+            st = PS_FAIL(PS_ERR_INPUT, "option --%s: item %d of '%s' is empty", opt, *n + 1, list);
+            break;
+        }
         if (len >= sizeof tok) {
-            free_list(*items, *n);
-            *items = NULL;
-            *n = 0;
-            return PS_FAIL(PS_ERR_INPUT, "option --%s: item %d is longer than %zu characters", opt, pos,
-                           sizeof tok - 1);
+            st = PS_FAIL(PS_ERR_INPUT, "option --%s: item %d is longer than %zu characters", opt, *n + 1,
+                         sizeof tok - 1);
+            break;
         }
         memcpy(tok, p, len);
         tok[len] = '\0';
-        ps_status st = push(items, n, tok, opt);
-        if (st != PS_OK) {
-            free_list(*items, *n);
-            *items = NULL;
-            *n = 0;
-            return st;
-        }
+        if ((st = push(items, n, tok, opt)) != PS_OK) break;
         if (!e) return PS_OK;
         p = e + 1;
     }
+    ps_mpi_strings_free(*items, *n);
+    *items = NULL;
+    *n = 0;
+    return st;
 }
 
 /* --clusters: items are PRESET[:NODES], cluster files (a '/' or a .json ending, as ps_cluster_load tells them
@@ -124,9 +109,9 @@ static ps_status parse_clusters(const char *list, char ***out, int *n)
         }
         st = push(&v, &nv, spec, "clusters");
     }
-    free_list(raw, nraw);
+    ps_mpi_strings_free(raw, nraw);
     if (st != PS_OK) {
-        free_list(v, nv);
+        ps_mpi_strings_free(v, nv);
         return st;
     }
     *out = v;
@@ -182,27 +167,6 @@ static ps_status make_dir(const char *dir)
     return PS_FAIL(PS_ERR_INPUT, "--out %s: cannot create the folder: %s", dir, strerror(errno));
 }
 
-/* A kill during a table's atomic write leaves its temporary (plans.md.tmp.XXXXXX) beside it; the table itself is
- * whole. Remove such leftovers so a resumed sweep's folder holds only what it publishes. */
-static void remove_stale_temporaries(const char *dir)
-{
-    static const char *const prefixes[] = {"plans.md.tmp.", "plans.csv.tmp.", "index.html.tmp."};
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
-            size_t pl = strlen(prefixes[i]);
-            if (strncmp(e->d_name, prefixes[i], pl) == 0 && strlen(e->d_name) == pl + 6) {
-                char p[4096];
-                snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-                unlink(p);
-            }
-        }
-    }
-    closedir(d);
-}
-
 static const char *jstr(const json_t *o, const char *k)
 {
     const char *s = json_string_value(json_object_get(o, k));
@@ -255,7 +219,7 @@ static ps_status open_records(const ps_cli_opts *o, const ps_sweep_grid *g, cons
             return st;
         }
     }
-    remove_stale_temporaries(o->sweep_dir);
+    ps_sweep_remove_temporaries(o->sweep_dir);
     return PS_OK;
 }
 
@@ -350,8 +314,8 @@ static void inputs_free(sweep_inputs *in)
     for (int i = 0; i < in->n_loaded_clusters; i++) ps_cluster_free(&in->clusters[i]);
     free(in->models);
     free(in->clusters);
-    free_list(in->g.models, in->g.n_models);
-    free_list(in->g.clusters, in->g.n_clusters);
+    ps_mpi_strings_free(in->g.models, in->g.n_models);
+    ps_mpi_strings_free(in->g.clusters, in->g.n_clusters);
 }
 
 /* Search options the search itself would reject only when the first cell starts, checked before the folder is

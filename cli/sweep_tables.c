@@ -360,15 +360,21 @@ static ps_status render_html(FILE *f, const ps_sweep_grid *g, const ps_sweep_log
     return PS_OK;
 }
 
+typedef enum { TABLE_MD, TABLE_CSV, TABLE_HTML } table_kind;
+static const struct {
+    const char *name;
+    table_kind kind;
+} k_tables[] = {{"plans.md", TABLE_MD}, {"plans.csv", TABLE_CSV}, {"index.html", TABLE_HTML}};
+
 /* Render into memory, then replace dir/name in one rename. */
 static ps_status write_table(const char *dir, const char *name, const ps_sweep_grid *g, const ps_sweep_log *lg,
-                             int which)
+                             table_kind which)
 {
     ps_out o;
     PS_TRY(ps_out_open(&o));
     ps_status st = PS_OK;
-    if (which == 0) render_md(o.f, g, lg);
-    else if (which == 1) render_csv(o.f, g, lg);
+    if (which == TABLE_MD) render_md(o.f, g, lg);
+    else if (which == TABLE_CSV) render_csv(o.f, g, lg);
     else st = render_html(o.f, g, lg);
     if (st != PS_OK) {
         ps_out_discard(&o);
@@ -382,8 +388,12 @@ static ps_status write_table(const char *dir, const char *name, const ps_sweep_g
 
 ps_status ps_sweep_render(const char *dir, const ps_sweep_grid *g, const ps_sweep_log *lg)
 {
-    PS_TRY(write_table(dir, "plans.md", g, lg, 0));
-    PS_TRY(write_table(dir, "plans.csv", g, lg, 1));
-    PS_TRY(write_table(dir, "index.html", g, lg, 2));
+    for (size_t i = 0; i < sizeof k_tables / sizeof k_tables[0]; i++)
+        PS_TRY(write_table(dir, k_tables[i].name, g, lg, k_tables[i].kind));
     return PS_OK;
+}
+
+void ps_sweep_remove_temporaries(const char *dir)
+{
+    for (size_t i = 0; i < sizeof k_tables / sizeof k_tables[0]; i++) ps_remove_stale_temporaries(dir, k_tables[i].name);
 }

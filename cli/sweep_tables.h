@@ -21,5 +21,8 @@ void ps_sweep_cell_key(const char *model, const char *cluster, char *buf, size_t
 /* Re-render dir/plans.md, dir/plans.csv and dir/index.html from the records, each written atomically (temporary +
  * rename), so a kill at any moment leaves either the previous or the new version of each table. */
 ps_status ps_sweep_render(const char *dir, const ps_sweep_grid *g, const ps_sweep_log *lg) PS_NODISCARD;
+/* Remove the temporaries a kill during a render left beside the tables (the tables themselves are whole), so a
+ * resumed sweep's folder holds only what it publishes. */
+void ps_sweep_remove_temporaries(const char *dir);
 
 #endif

@@ -1,5 +1,6 @@
 /* File I/O with the guarantees of DESIGN.md: outputs appear whole or not at all; inputs are named in errors;
  * installed data is found relative to the executable so an installed psearch needs no environment. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -10,18 +11,41 @@
 
 #include "ps_common.h"
 
-static ps_status write_all(int fd, const char *data, size_t len, const char *what)
+/* The suffix of ps_write_file_atomic's temporaries: mkstemp replaces the six X. */
+#define TMP_SUFFIX ".tmp.XXXXXX"
+
+ps_status ps_write_all(int fd, const void *data, size_t len, const char *what)
 {
+    const char *p = data;
     while (len > 0) {
-        ssize_t n = write(fd, data, len);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return PS_FAIL(PS_ERR_SYSTEM, "%s: write failed: %s", what, strerror(errno));
-        }
-        data += n;
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0)
+            return PS_FAIL(PS_ERR_SYSTEM, "%s: write failed: %s", what, n < 0 ? strerror(errno) : "no progress");
+        p += n;
         len -= (size_t)n;
     }
     return PS_OK;
+}
+
+int ps_remove_stale_temporaries(const char *dir, const char *name)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    const size_t sl = strlen(TMP_SUFFIX), xl = 6; /* ".tmp." then mkstemp's six characters */
+    size_t nl = name ? strlen(name) : 0;
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t el = strlen(e->d_name);
+        if (el < sl + 1 || memcmp(e->d_name + el - sl, TMP_SUFFIX, sl - xl) != 0) continue;
+        if (name && (el != nl + sl || memcmp(e->d_name, name, nl) != 0)) continue;
+        char p[PATH_MAX];
+        int n = snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (n > 0 && (size_t)n < sizeof p && unlink(p) == 0) removed++;
+    }
+    closedir(d);
+    return removed;
 }
 
 ps_status ps_write_file_atomic(const char *path, const char *data, size_t len)
@@ -33,12 +57,12 @@ ps_status ps_write_file_atomic(const char *path, const char *data, size_t len)
     }
     /* The temporary lives in the target's directory so rename() is atomic (same file system). */
     char tmp[PATH_MAX];
-    int n = snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
+    int n = snprintf(tmp, sizeof tmp, "%s" TMP_SUFFIX, path);
     if (n < 0 || (size_t)n >= sizeof tmp) return PS_FAIL(PS_ERR_INPUT, "%s: output path too long", path);
     int fd = mkstemp(tmp);
     if (fd < 0)
         return PS_FAIL(PS_ERR_INPUT, "%s: cannot create output file: %s", path, strerror(errno));
-    ps_status st = write_all(fd, data, len, path);
+    ps_status st = ps_write_all(fd, data, len, path);
     if (st == PS_OK && fsync(fd) != 0) st = PS_FAIL(PS_ERR_SYSTEM, "%s: fsync failed: %s", path, strerror(errno));
     /* mkstemp creates 0600; outputs are ordinary files, readable like any other the user writes. */
     if (st == PS_OK) {

@@ -194,20 +194,29 @@ ps_status ps_json_known_keys(const json_t *obj, const ps_jloc *loc, const char *
     return PS_OK;
 }
 
-ps_status ps_json_write(const json_t *root, const char *path)
+char *ps_json_dumps_line(const json_t *root, size_t flags, size_t *len)
 {
-    char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
-    if (!s) return PS_FAIL(PS_ERR_SYSTEM, "out of memory serializing JSON");
+    char *s = json_dumps(root, flags);
+    if (!s) return NULL;
     size_t n = strlen(s);
-    /* json_dumps leaves no trailing newline; one document per line-oriented tool expects one. */
+    /* json_dumps leaves no trailing newline; line-oriented tools (and one-record-per-line files) expect one. */
     char *t = realloc(s, n + 2);
     if (!t) {
         free(s);
-        return PS_FAIL(PS_ERR_SYSTEM, "out of memory serializing JSON");
+        return NULL;
     }
     t[n] = '\n';
     t[n + 1] = '\0';
-    ps_status st = ps_write_file_atomic(path, t, n + 1);
+    *len = n + 1;
+    return t;
+}
+
+ps_status ps_json_write(const json_t *root, const char *path)
+{
+    size_t n = 0;
+    char *t = ps_json_dumps_line(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10), &n);
+    if (!t) return PS_FAIL(PS_ERR_SYSTEM, "out of memory serializing JSON");
+    ps_status st = ps_write_file_atomic(path, t, n);
     free(t);
     return st;
 }

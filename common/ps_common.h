@@ -100,6 +100,11 @@ int ps_edit_distance(const char *a, const char *b);
 ps_status ps_write_file_atomic(const char *path, const char *data, size_t len);
 /* Read a whole file into a NUL-terminated heap buffer. Missing/unreadable file -> PS_ERR_INPUT naming it. */
 ps_status ps_read_file(const char *path, char **out, size_t *len);
+/* write() all len bytes to fd, retrying short writes and EINTR; PS_ERR_SYSTEM naming `what` on failure. */
+ps_status ps_write_all(int fd, const void *data, size_t len, const char *what) PS_NODISCARD;
+/* Remove the temporaries a kill during ps_write_file_atomic(dir/name) left beside it (dir/name.tmp.XXXXXX); with
+ * name NULL, every such temporary in dir (a folder psearch alone writes). Best effort; returns how many went. */
+int ps_remove_stale_temporaries(const char *dir, const char *name);
 
 /* ---- installed data (model and cluster presets) ----
  * Search order: PSEARCH_DATA_DIR, <dir of the executable>/../share/psearch, the source tree's presets/.

@@ -45,6 +45,9 @@ const char *ps_json_type_name(const json_t *v);
 
 /* Serialize `root` and write it atomically to path ("-" = stdout), with a trailing newline. */
 ps_status ps_json_write(const json_t *root, const char *path);
+/* `root` serialized with jansson's `flags` plus a trailing newline, as a heap string of *len bytes (newline
+ * included); NULL when out of memory. With JSON_COMPACT the text is one line (jansson escapes control characters). */
+char *ps_json_dumps_line(const json_t *root, size_t flags, size_t *len);
 
 #ifdef __cplusplus
 }

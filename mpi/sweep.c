@@ -159,27 +159,13 @@ int ps_sweep_log_find(const ps_sweep_log *lg, const char *key)
 ps_status ps_sweep_log_append(ps_sweep_log *lg, json_t *rec)
 {
     PS_CHECK_INPUT(json_is_string(json_object_get(rec, "cell")), "a sweep record needs a \"cell\" string");
-    char *s = json_dumps(rec, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
-    if (!s) return PS_FAIL(PS_ERR_SYSTEM, "out of memory serializing a sweep record");
-    size_t n = strlen(s);
-    /* jansson escapes control characters, so the record is one line; the newline ends it. */
-    char *line = realloc(s, n + 2);
-    if (!line) {
-        free(s);
-        return PS_FAIL(PS_ERR_SYSTEM, "out of memory serializing a sweep record");
-    }
-    line[n] = '\n';
-    line[n + 1] = '\0';
-    ps_status st = PS_OK;
-    for (size_t off = 0; off < n + 1;) {
-        ssize_t w = write(lg->fd, line + off, n + 1 - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            st = PS_FAIL(PS_ERR_SYSTEM, "%s: appending a record failed: %s", lg->path, w < 0 ? strerror(errno) : "no progress");
-            break;
-        }
-        off += (size_t)w;
-    }
+    size_t n = 0;
+    /* Compact: one line, which the newline ends. */
+    char *line = ps_json_dumps_line(rec, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10), &n);
+    if (!line) return PS_FAIL(PS_ERR_SYSTEM, "out of memory serializing a sweep record");
+    char what[PATH_MAX + 32];
+    snprintf(what, sizeof what, "%s: appending a record", lg->path);
+    ps_status st = ps_write_all(lg->fd, line, n, what);
     free(line);
     if (st == PS_OK && fsync(lg->fd) != 0) st = PS_FAIL(PS_ERR_SYSTEM, "%s: fsync failed: %s", lg->path, strerror(errno));
     if (st != PS_OK) return st;

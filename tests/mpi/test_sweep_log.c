@@ -1,5 +1,6 @@
-/* Unit tests of the sweep records (mpi/sweep.c): what a resumed sweep finds after appends, a torn last line and a
- * corrupt line. No MPI_Init: the record file needs none. */
+/* Unit tests of the sweep records (mpi/sweep.c): what a resumed sweep finds after appends, a torn last line, a
+ * corrupt line and records past 64 MiB; and the stale temporaries a resume removes. No MPI_Init: the record file
+ * needs none. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -153,6 +154,42 @@ static void test_records_past_64_mib(void **state)
     ps_sweep_log_close(lg);
 }
 
+static void touch(const char *name)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/%s", g_dir, name);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fclose(f);
+}
+
+static bool exists(const char *name)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/%s", g_dir, name);
+    return access(p, F_OK) == 0;
+}
+
+/* What a kill during a table's atomic write leaves behind goes on resume; nothing else does. */
+static void test_stale_temporaries(void **state)
+{
+    (void)state;
+    const char *names[] = {"plans.md", "plans.md.tmp.Ab12Z9", "plans.md.tmp.short", "plans.mdx.tmp.Ab12Z9",
+                           "other.tmp.Qq0000", "cells.jsonl"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) touch(names[i]);
+    assert_int_equal(ps_remove_stale_temporaries(g_dir, "plans.md"), 1);
+    assert_false(exists("plans.md.tmp.Ab12Z9"));
+    assert_true(exists("plans.md") && exists("plans.mdx.tmp.Ab12Z9") && exists("other.tmp.Qq0000"));
+    assert_int_equal(ps_remove_stale_temporaries(g_dir, NULL), 2); /* any temporary, never a finished file */
+    assert_true(exists("plans.md") && exists("plans.md.tmp.short") && exists("cells.jsonl"));
+    assert_int_equal(ps_remove_stale_temporaries("/nonexistent-ps-dir", NULL), 0);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char p[256];
+        snprintf(p, sizeof p, "%s/%s", g_dir, names[i]);
+        unlink(p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -160,6 +197,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_torn_last_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_records_past_64_mib, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stale_temporaries, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
