@@ -111,7 +111,7 @@ typedef struct {
     char kbuf[512];
 } ps_cli_search_opts;
 ps_status ps_cli_search_setup(const ps_cli_opts *o, const ps_cluster *c, ps_cli_search_opts *s);
-/* Search m on c with the search options of o on every rank of comm (MPI_COMM_NULL: this process alone). On rank 0,
+/* Search m on c with the search options of o on every rank of comm (MPI is running: plan and sweep need it). On rank 0,
  * *all holds the merged, re-costed top k in the search's total order (n_top 0: nothing fits, all->binding says why)
  * and the baselines; on other ranks it is empty. Collective over comm. */
 ps_status ps_cli_search(const ps_cli_opts *o, MPI_Comm comm, const ps_cost_params *cp, const ps_model *m,

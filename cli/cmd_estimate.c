@@ -185,10 +185,7 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, ps_out *out)
         ps_cli_costdb_note(out->f, &cp, &c);
     }
     if (!r.fits) {
-        int worst = 0;
-        for (int i = 1; i < r.n_stages; i++)
-            if (r.stages[i].mem_peak - r.stages[i].mem_capacity > r.stages[worst].mem_peak - r.stages[worst].mem_capacity)
-                worst = i;
+        int worst = ps_prediction_worst_stage(&r);
         const ps_stage_pred *sp = &r.stages[worst];
         st = PS_FAIL(PS_ERR_INFEASIBLE,
                      "the plan does not fit: stage %d needs %.1f GiB per GPU (static %.1f, activations %.1f x %d "

@@ -18,6 +18,8 @@ static char *rank_json(const ps_search_result *r, const ps_model *m)
     json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:f, s:s}", "candidates", (json_int_t)r->candidates, "evaluated",
                           (json_int_t)r->evaluated, "feasible", (json_int_t)r->feasible, "pruned",
                           (json_int_t)r->pruned, "dp_cells", r->dp_cells, "binding", r->binding);
+    /* JSON has no infinity: no shortfall seen is no field */
+    if (isfinite(r->min_over)) json_object_set_new(j, "min_over", json_real(r->min_over));
     json_t *a = json_array();
     for (int i = 0; i < r->n_top; i++) {
         json_t *e = json_object();
@@ -46,9 +48,25 @@ static ps_status recost(const ps_cost_params *cp, const ps_model *m, const ps_cl
 }
 
 static ps_status collect(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
-                         char **texts, int n, int top_k, int objective, ps_search_result *all)
+                         char **texts, int n, const ps_search_opts *so, ps_search_result *all)
 {
+    int top_k = so->top_k, objective = so->objective;
     memset(all, 0, sizeof *all);
+    all->min_over = INFINITY;
+    /* A rank whose share failed sent its error instead of results: the lowest such rank's message is the answer. */
+    for (int r = 0; r < n; r++) {
+        json_t *j = NULL;
+        PS_TRY(ps_json_load_buffer(texts[r], strlen(texts[r]), "search results", &j));
+        json_t *err = json_object_get(j, "error");
+        if (err) {
+            ps_status est = (ps_status)json_integer_value(err);
+            ps_status st = PS_FAIL(est > PS_OK && est <= PS_ERR_SYSTEM ? est : PS_ERR_SYSTEM, "rank %d: %s", r,
+                                   json_string_value(json_object_get(j, "message")));
+            json_decref(j);
+            return st;
+        }
+        json_decref(j);
+    }
     all->top = ps_calloc((size_t)n * (size_t)top_k + 1, sizeof *all->top);
     if (!all->top) return PS_ERR_SYSTEM;
     ps_status st = PS_OK;
@@ -61,8 +79,12 @@ static ps_status collect(const ps_cost_params *cp, const ps_model *m, const ps_c
         all->feasible += json_integer_value(json_object_get(j, "feasible"));
         all->pruned += json_integer_value(json_object_get(j, "pruned"));
         all->dp_cells += json_number_value(json_object_get(j, "dp_cells"));
-        const char *b = json_string_value(json_object_get(j, "binding"));
-        if (b && b[0] && !all->binding[0]) ps_strlcpy(all->binding, b, sizeof all->binding);
+        /* the binding of the plan closest to fitting, whichever rank tried it: the same for any rank count */
+        json_t *mo = json_object_get(j, "min_over");
+        if (mo && json_number_value(mo) < all->min_over) {
+            all->min_over = json_number_value(mo);
+            ps_strlcpy(all->binding, json_string_value(json_object_get(j, "binding")), sizeof all->binding);
+        }
         size_t i;
         json_t *e;
         json_array_foreach(json_object_get(j, "plans"), i, e)
@@ -93,6 +115,7 @@ static ps_status collect(const ps_cost_params *cp, const ps_model *m, const ps_c
         json_decref(j);
     }
     if (st != PS_OK) return st;
+    ps_search_explain(all, so, c); /* nothing fits and no shortfall was seen: say why, from the merged counts */
     /* the search's total order, then keep k */
     for (int i = 1; i < all->n_top; i++)
         for (int k = i; k > 0 && ps_search_cand_order(&all->top[k], &all->top[k - 1], objective) < 0; k--) {
@@ -218,56 +241,40 @@ ps_status ps_cli_search(const ps_cli_opts *o, MPI_Comm comm, const ps_cost_param
 {
     memset(all, 0, sizeof *all);
     int rank = 0, nranks = 1;
-    if (comm != MPI_COMM_NULL) {
-        PS_MPI(MPI_Comm_rank(comm, &rank));
-        PS_MPI(MPI_Comm_size(comm, &nranks));
-    }
+    PS_MPI(MPI_Comm_rank(comm, &rank));
+    PS_MPI(MPI_Comm_size(comm, &nranks));
     ps_search_result mine;
     ps_cli_search_opts setup;
-    PS_TRY(ps_cli_search_setup(o, c, &setup));
+    double t0 = MPI_Wtime();
+    ps_status st = ps_cli_search_setup(o, c, &setup);
     ps_search_opts so = setup.so; /* its schedule list still points into setup, which outlives the search */
     so.rank = rank;
     so.nranks = nranks;
-    double t0 = MPI_Wtime();
-    ps_status st = ps_search_run(cp, m, c, &so, &mine);
+    if (st == PS_OK) st = ps_search_run(cp, m, c, &so, &mine);
     char *txt = NULL;
     if (st == PS_OK) {
         txt = rank_json(&mine, m);
         ps_search_result_free(&mine);
         if (!txt) st = PS_FAIL(PS_ERR_SYSTEM, "out of memory serializing search results");
     }
-    /* A rank whose share failed (memory, a cost-model error) must not leave the others waiting in the gather: agree
-     * on the outcome first; the failing rank keeps its own message, main.c prints the lowest one. */
-    if (comm != MPI_COMM_NULL) {
-        ps_status worst = PS_OK;
-        int first = nranks;
-        ps_status ast = ps_mpi_agree(comm, st, &worst, &first);
-        if (ast == PS_OK && worst != PS_OK && st == PS_OK)
-            ast = PS_FAIL(worst, "the search failed on rank %d", first);
-        if (ast != PS_OK) {
-            free(txt);
-            return ast;
-        }
+    /* A rank whose share failed (memory, a cost-model error) still takes part in the gather, sending its error, so
+     * no rank waits for it and rank 0 reports the real cause (collect). */
+    static const char oom[] = "{\"error\": 3, \"message\": \"out of memory reporting an error\"}";
+    if (st != PS_OK) {
+        json_t *e = json_pack("{s:i, s:s}", "error", (int)st, "message", ps_error_message());
+        txt = e ? json_dumps(e, JSON_COMPACT) : NULL;
+        json_decref(e);
+        ps_error_clear();
+        st = PS_OK;
     }
-    if (st != PS_OK) return st;
+    const char *send = txt ? txt : oom;
     char **texts = NULL;
     int nt = 0;
-    if (comm != MPI_COMM_NULL) {
-        st = ps_mpi_gather_strings(comm, 0, txt, &texts, &nt);
-    } else {
-        texts = ps_calloc(1, sizeof *texts);
-        if (texts) {
-            texts[0] = txt;
-            txt = NULL;
-            nt = 1;
-        } else {
-            st = PS_ERR_SYSTEM;
-        }
-    }
+    st = ps_mpi_gather_strings(comm, 0, send, &texts, &nt);
     free(txt);
     if (st != PS_OK) return st;
     if (rank == 0) {
-        st = collect(cp, m, c, texts, nt, so.top_k, so.objective, all);
+        st = collect(cp, m, c, texts, nt, &so, all);
         ps_mpi_strings_free(texts, nt);
         /* The rule-based baselines are a few hundred plans: rank 0 costs them while the others wait. */
         for (int k = 0; k < PS_BASE_EVEN && st == PS_OK; k++)
@@ -287,10 +294,8 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     ps_cost_params_default(&cp);
     for (int i = 0; i < o->n_cost_params; i++) PS_TRY(ps_cost_params_set(&cp, o->cost_params[i]));
     int rank = 0, nranks = 1;
-    if (comm != MPI_COMM_NULL) {
-        PS_MPI(MPI_Comm_rank(comm, &rank));
-        PS_MPI(MPI_Comm_size(comm, &nranks));
-    }
+    PS_MPI(MPI_Comm_rank(comm, &rank));
+    PS_MPI(MPI_Comm_size(comm, &nranks));
     ps_model m;
     ps_cluster c;
     PS_TRY(ps_cli_load_inputs(o, comm, &m, &c));

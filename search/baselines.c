@@ -1,5 +1,5 @@
 /* Baselines: the plans people pick without a search, costed with the same model as the search, so every table shows
- * what the search gained. The even-split baseline comes out of the search itself (ps_search_result.even); this file
+ * what the search gained. The even-split baseline comes out of the search itself (ps_search_result.base[PS_BASE_EVEN]); this file
  * computes the three that follow a rule:
  *  - Megatron heuristic: TP inside a node, the smallest TP x PP that fits, an even layer split, 1F1B, sequence
  *    parallelism with TP (Megatron-LM's recommended setting), no ZeRO; recompute none, selective or full and the
@@ -55,14 +55,11 @@ static ps_status try_plan(const ps_cost_params *cp, const ps_model *m, const ps_
     }
     acc->tried++;
     if (!cand.pred.fits) {
-        for (int k = 0; k < cand.pred.n_stages; k++) {
-            const ps_stage_pred *sp = &cand.pred.stages[k];
-            double over = sp->mem_peak - sp->mem_capacity;
-            if (over > 0 && over < acc->min_over) {
-                acc->min_over = over;
-                acc->min_need = sp->mem_peak;
-                acc->cap = sp->mem_capacity;
-            }
+        const ps_stage_pred *sp = &cand.pred.stages[ps_prediction_worst_stage(&cand.pred)];
+        if (sp->mem_peak - sp->mem_capacity < acc->min_over) {
+            acc->min_over = sp->mem_peak - sp->mem_capacity;
+            acc->min_need = sp->mem_peak;
+            acc->cap = sp->mem_capacity;
         }
         ps_plan_free(&cand.plan);
         ps_prediction_free(&cand.pred);
@@ -117,7 +114,7 @@ ps_status ps_search_baseline(const ps_cost_params *cp, const ps_model *m, const 
         st = try_layout(cp, m, c, o, 1, 1, kind == PS_BASE_ZERO3 ? 3 : 0, false, &index, &acc);
     } else {
         int node = (int)(c->groups[0].gpus_per_node > 0 ? c->groups[0].gpus_per_node : 1);
-        int max_tp = o->max_tp > 0 ? o->max_tp : node;
+        int max_tp = ps_search_max_tp(o, c);
         /* products tp x pp in increasing order; the first one with a fitting plan wins */
         for (int64_t prod = 1; prod <= c->n_gpus && !acc.found && st == PS_OK; prod++) {
             if (c->n_gpus % prod) continue;

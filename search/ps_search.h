@@ -58,6 +58,8 @@ typedef struct {
                              ranks); the results do not */
     double dp_cells;      /* dynamic-programming cells visited (stage tables, partition fronts, layer DPs) */
     char binding[320];    /* when nothing fits: the constraint that bound (memory, divisibility, batch) */
+    double min_over;      /* bytes the plan closest to fitting lacks on its worst stage (INFINITY: none tried);
+                             merging results keeps the binding of the smallest, so it does not depend on ranks */
 } ps_search_result;
 
 /* Search. PS_OK with n_top == 0 when nothing is feasible (binding says why): the caller turns that into exit 1. */
@@ -68,7 +70,12 @@ void ps_search_result_free(ps_search_result *r);
 /* The total order of results. Throughput: a before b when it is faster, then lighter (peak memory per GPU), then
  * earlier in the enumeration (index). Memory: lighter, then faster, then earlier. <0, 0 (same index), >0. */
 int ps_search_cand_order(const ps_search_cand *a, const ps_search_cand *b, int objective);
-int ps_search_cand_cmp(const ps_search_cand *a, const ps_search_cand *b); /* the throughput order */
+/* The stage furthest over (or least under) its GPUs' memory. */
+int ps_prediction_worst_stage(const ps_prediction *p);
+/* The largest TP degree the search tries: --max-tp, or the GPUs of a node. */
+int ps_search_max_tp(const ps_search_opts *o, const ps_cluster *c);
+/* When nothing fits and no memory shortfall was seen, say what else bound (no divisible combination, no TP split). */
+void ps_search_explain(ps_search_result *r, const ps_search_opts *o, const ps_cluster *c);
 /* Highest per-GPU peak memory over the stages, bytes. */
 double ps_prediction_peak(const ps_prediction *p);
 

@@ -38,6 +38,35 @@ double ps_prediction_peak(const ps_prediction *p)
     return m;
 }
 
+int ps_prediction_worst_stage(const ps_prediction *p)
+{
+    int w = 0;
+    for (int i = 1; i < p->n_stages; i++)
+        if (p->stages[i].mem_peak - p->stages[i].mem_capacity > p->stages[w].mem_peak - p->stages[w].mem_capacity)
+            w = i;
+    return w;
+}
+
+int ps_search_max_tp(const ps_search_opts *o, const ps_cluster *c)
+{
+    if (o->max_tp > 0) return o->max_tp;
+    return (int)(c->groups[0].gpus_per_node > 0 ? c->groups[0].gpus_per_node : 1);
+}
+
+void ps_search_explain(ps_search_result *r, const ps_search_opts *o, const ps_cluster *c)
+{
+    if (r->n_top > 0 || r->binding[0]) return;
+    if (r->candidates == 0)
+        snprintf(r->binding, sizeof r->binding,
+                 "no (batch, pipeline, micro-batch) combination divides the %lld GPUs and batch %lld..%lld",
+                 (long long)c->n_gpus, (long long)o->gbs_lo, (long long)o->gbs_hi);
+    else
+        snprintf(r->binding, sizeof r->binding,
+                 "no tp x dp split of the stages divides the batch into micro-batches of at most %lld samples, "
+                 "or TP degrees up to %d do not divide the heads",
+                 (long long)o->mbs_max, ps_search_max_tp(o, c));
+}
+
 int ps_search_cand_order(const ps_search_cand *a, const ps_search_cand *b, int objective)
 {
     double ta = a->pred.samples_per_s, tb = b->pred.samples_per_s;
@@ -50,11 +79,6 @@ int ps_search_cand_order(const ps_search_cand *a, const ps_search_cand *b, int o
         if (ma != mb) return ma < mb ? -1 : 1;
     }
     return (a->index > b->index) - (a->index < b->index);
-}
-
-int ps_search_cand_cmp(const ps_search_cand *a, const ps_search_cand *b)
-{
-    return ps_search_cand_order(a, b, PS_SEARCH_THROUGHPUT);
 }
 
 void ps_search_result_free(ps_search_result *r)
@@ -180,7 +204,7 @@ typedef struct {
     char err_msg[512];
 } worker;
 
-/* Keep the top k of this worker, ordered by ps_search_cand_cmp. Takes ownership of *c. */
+/* Keep the top k of this worker, ordered by ps_search_cand_order. Takes ownership of *c. */
 static void offer(worker *w, int k, int objective, ps_search_cand *c)
 {
     int pos = w->n_top;
@@ -230,18 +254,18 @@ static ps_status evaluate(worker *w, const ps_cost_params *cp, const ps_model *m
     }
     w->evaluated++;
     if (!cand.pred.fits) {
-        for (int s = 0; s < cand.pred.n_stages; s++) {
-            const ps_stage_pred *sp = &cand.pred.stages[s];
-            double over = sp->mem_peak - sp->mem_capacity;
-            if (over > 0 && over < w->min_over) {
-                w->min_over = over;
-                snprintf(w->min_over_msg, sizeof w->min_over_msg,
-                         "the lightest plan tried (pp %d, tp %d x dp %d, ZeRO %d, recompute %s) needs %.1f GiB on "
-                         "stage %d; its GPUs have %.1f GiB",
-                         cand.plan.pp, cand.plan.layer[0].tp, cand.plan.layer[0].dp, cand.plan.layer[0].zero,
-                         ps_recompute_name(cand.plan.layer[0].ckpt), sp->mem_peak / 1073741824.0, s,
-                         sp->mem_capacity / 1073741824.0);
-            }
+        /* a plan is as far from fitting as its worst stage; the search reports the plan closest to fitting */
+        int ws_ = ps_prediction_worst_stage(&cand.pred);
+        const ps_stage_pred *sp = &cand.pred.stages[ws_];
+        double over = sp->mem_peak - sp->mem_capacity;
+        if (over < w->min_over) {
+            w->min_over = over;
+            snprintf(w->min_over_msg, sizeof w->min_over_msg,
+                     "the lightest plan tried (pp %d, tp %d x dp %d, ZeRO %d, recompute %s) needs %.1f GiB on "
+                     "stage %d; its GPUs have %.1f GiB",
+                     cand.plan.pp, cand.plan.layer[0].tp, cand.plan.layer[0].dp, cand.plan.layer[0].zero,
+                     ps_recompute_name(cand.plan.layer[0].ckpt), sp->mem_peak / 1073741824.0, ws_,
+                     sp->mem_capacity / 1073741824.0);
         }
         ps_plan_free(&cand.plan);
         ps_prediction_free(&cand.pred);
@@ -477,7 +501,7 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
                               const ps_search_opts *o, const outer *oc, int64_t index)
 {
     int64_t L = m->n_layers, width = c->n_gpus / oc->pp, global_mb = oc->gbs / oc->micro;
-    int max_tp = o->max_tp > 0 ? o->max_tp : (int)(c->groups[0].gpus_per_node > 0 ? c->groups[0].gpus_per_node : 1);
+    int max_tp = ps_search_max_tp(o, c);
     strat S[256];
     int layout_tp[PS_SEARCH_MAX_LAYOUTS], n_layouts = 0;
     int nS = build_strategies(width, max_tp, global_mb, o->mbs_max, S, 256, &n_layouts, layout_tp);
@@ -902,16 +926,7 @@ ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cl
         ps_search_result_free(out);
         return st;
     }
-    if (out->n_top == 0 && !out->binding[0]) {
-        if (out->candidates == 0)
-            snprintf(out->binding, sizeof out->binding,
-                     "no (batch, pipeline, micro-batch) combination divides the %lld GPUs and batch %lld..%lld",
-                     (long long)c->n_gpus, (long long)o->gbs_lo, (long long)o->gbs_hi);
-        else
-            snprintf(out->binding, sizeof out->binding,
-                     "no tp x dp split of the stages divides the batch into micro-batches of at most %lld samples, "
-                     "or TP degrees up to %d do not divide the heads",
-                     (long long)o->mbs_max, o->max_tp);
-    }
+    out->min_over = min_over;
+    ps_search_explain(out, o, c);
     return PS_OK;
 }

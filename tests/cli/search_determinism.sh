@@ -1,27 +1,40 @@
 #!/usr/bin/env bash
-# The search answers the same whatever the number of OpenMP threads and MPI ranks: the JSON of the best plans must be
-# identical apart from the wall time, the rank count and the work counters (bounds prune more or less depending on
-# the order the work was done in; they never change a result).
+# The search answers the same whatever the number of OpenMP threads and MPI ranks: the JSON (plans, baselines, the
+# binding constraint when nothing fits) must be identical apart from the wall time, the rank count and the work
+# counters (bounds prune more or less depending on the order the work was done in; they never change a result).
+# Cases: a plain search, a batch sweep under the memory objective, and one where nothing fits. Runs: 1 thread,
+# 2 threads, 2 ranks, 3 ranks (the launcher's "-n 2" becomes "-n 3").
 set -u
 psearch=$1
 launch=$2
-args=(--model gpt3-1.3b --cluster dgx-a100-80g:2 --gbs 128 --top 3 --format json)
+launch3=${launch/ 2 / 3 }
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 strip() { grep -v -E '"(wall_s|ranks|evaluated|feasible|pruned|dp_cells)"' "$1"; }
-OMP_NUM_THREADS=1 "$psearch" "${args[@]}" --out "$scratch/t1" </dev/null || exit 1
-OMP_NUM_THREADS=2 "$psearch" "${args[@]}" --out "$scratch/t2" </dev/null || exit 1
-# shellcheck disable=SC2086 # the launcher is a command line
-OMP_NUM_THREADS=1 $launch "$psearch" "${args[@]}" --out "$scratch/r2" </dev/null || exit 1
 pass=0 fail=0
-for f in t2 r2; do
-  if diff <(strip "$scratch/t1") <(strip "$scratch/$f") >"$scratch/diff"; then
-    pass=$((pass + 1))
-  else
-    fail=$((fail + 1))
-    echo "FAIL: 1 thread vs $f differ:"; head -20 "$scratch/diff"
-  fi
-done
-grep -q '"samples_per_s"' "$scratch/t1" || { echo "FAIL: no plan in the output"; fail=$((fail + 1)); }
+run_case() { # name expected-exit args...
+  local name=$1 want=$2 rc
+  shift 2
+  local args=("$@" --format json)
+  # shellcheck disable=SC2086 # the launchers are command lines
+  for r in "t1:OMP_NUM_THREADS=1" "t2:OMP_NUM_THREADS=2" "r2:OMP_NUM_THREADS=1 $launch" "r3:OMP_NUM_THREADS=1 $launch3"; do
+    env ${r#*:} "$psearch" "${args[@]}" --out "$scratch/$name.${r%%:*}" </dev/null 2>"$scratch/err"
+    rc=$?
+    if [[ $rc -ne $want ]]; then fail=$((fail + 1)); echo "FAIL $name ${r%%:*}: exit $rc, expected $want"; cat "$scratch/err"; fi
+  done
+  for f in t2 r2 r3; do
+    if diff <(strip "$scratch/$name.t1") <(strip "$scratch/$name.$f") >"$scratch/diff"; then
+      pass=$((pass + 1))
+    else
+      fail=$((fail + 1))
+      echo "FAIL $name: 1 thread vs $f differ:"; head -20 "$scratch/diff"
+    fi
+  done
+}
+run_case plain 0 --model gpt3-1.3b --cluster dgx-a100-80g:2 --gbs 128 --top 3
+grep -q '"samples_per_s"' "$scratch/plain.t1" || { echo "FAIL: no plan in the output"; fail=$((fail + 1)); }
+run_case memory 0 --model gpt3-1.3b --cluster dgx-a100-80g:1 --gbs-range 32:64:32 --objective memory --top 3
+run_case infeasible 1 --model gpt3-175b --cluster dgx-a100-80g:1 --gbs 64
+grep -q '"binding": "the lightest plan tried' "$scratch/infeasible.t1" || { echo "FAIL: no binding"; fail=$((fail + 1)); }
 echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+[[ $fail -eq 0 && $pass -eq 9 ]]
