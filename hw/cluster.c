@@ -376,7 +376,9 @@ ps_status ps_cluster_finish(ps_cluster *c, const char *where)
         return PS_FAIL(PS_ERR_INPUT, "%s: the cluster has no node groups", where);
     int64_t n_nodes = 0, n_gpus = 0;
     for (int i = 0; i < c->n_groups; i++) {
-        const ps_node_group *g = &c->groups[i];
+        ps_node_group *g = &c->groups[i];
+        g->first_gpu = n_gpus;
+        g->first_node = n_nodes;
         if (g->nodes < 1)
             return PS_FAIL(PS_ERR_INPUT, "%s: node_groups[%d].nodes must be >= 1 (got %lld)", where, i,
                            (long long)g->nodes);
@@ -618,26 +620,27 @@ ps_status ps_cluster_load(const char *spec, MPI_Comm comm, ps_cluster *out)
 
 /* ---- placement --------------------------------------------------------------------------------------------------- */
 
-/* Walk the groups to the one holding global GPU `gpu`. Groups are few (distinct node shapes), so a linear walk is
- * cheaper than keeping prefix sums in a struct that callers fill by hand. */
+/* The group, node and GPU within the node of global GPU `gpu`, from the groups' first GPU and node (derived by
+ * ps_cluster_finish; an unfinished cluster has n_gpus 0 and places nothing). Costing a ring asks this for every
+ * edge, so one group, the common case, takes no search, and several take a binary search for the last group
+ * starting at or before `gpu` (a group without GPUs starts where the next one does, so it is never that one). */
 static bool locate(const ps_cluster *c, int64_t gpu, int *group, int64_t *node, int64_t *local)
 {
-    if (!c || !c->groups || gpu < 0) return false;
-    int64_t rest = gpu, node_base = 0;
-    for (int i = 0; i < c->n_groups; i++) {
-        const ps_node_group *g = &c->groups[i];
-        int64_t n = 0;
-        if (g->gpus_per_node > 0 && !ps_mul_i64(g->nodes, g->gpus_per_node, &n)) return false;
-        if (rest < n) {
-            *group = i;
-            *node = node_base + rest / g->gpus_per_node;
-            *local = rest % g->gpus_per_node;
-            return true;
-        }
-        rest -= n;
-        node_base += g->nodes;
+    if (!c || !c->groups || gpu < 0 || gpu >= c->n_gpus) return false;
+    int lo = 0, hi = c->n_groups - 1;
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (c->groups[mid].first_gpu <= gpu)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
-    return false;
+    const ps_node_group *g = &c->groups[lo];
+    int64_t rest = gpu - g->first_gpu;
+    *group = lo;
+    *node = g->first_node + rest / g->gpus_per_node;
+    *local = rest % g->gpus_per_node;
+    return true;
 }
 
 int64_t ps_cluster_node_of(const ps_cluster *c, int64_t gpu)

@@ -49,6 +49,8 @@ typedef struct {
     ps_link inter;           /* the node's network: bandwidth per node per direction (all NICs together) */
     int64_t cores_per_node;  /* CPU cores, 0 = unknown */
     int64_t numa_per_node;   /* NUMA domains, 0 = unknown */
+    /* derived by ps_cluster_finish: global index of the group's first GPU and first node */
+    int64_t first_gpu, first_node;
 } ps_node_group;
 
 typedef struct {
@@ -100,7 +102,8 @@ ps_status ps_cluster_finish(ps_cluster *c, const char *where);
 ps_status ps_cluster_list(char ***names, int *count);
 void ps_cluster_list_free(char **names, int count);
 
-/* Placement queries over global GPU indices 0..n_gpus-1 (node-major: group by group, node by node, GPU by GPU). */
+/* Placement queries over global GPU indices 0..n_gpus-1 (node-major: group by group, node by node, GPU by GPU), on
+ * a cluster ps_cluster_finish has derived; O(1) on one node group, O(log groups) otherwise. */
 int64_t ps_cluster_node_of(const ps_cluster *c, int64_t gpu);
 const ps_node_group *ps_cluster_group_of(const ps_cluster *c, int64_t gpu);
 /* The link data moving between two GPUs crosses: island, intra-node, or the network (the slower of the two nodes'

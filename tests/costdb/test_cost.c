@@ -64,6 +64,52 @@ static void test_ring_allreduce(void **state)
     ps_cluster_free(&big);
 }
 
+/* Placement on a cluster built in code, a CPU-only group between GPU groups included (no GPU may land in it): every
+ * GPU's group and node against a walk over the groups, and the links between groups. */
+static void test_placement(void **state)
+{
+    (void)state;
+    ps_node_group g[4];
+    memset(g, 0, sizeof g);
+    const char *gpus[4] = {"a100-80g", "a100-80g", "v100-16g", "t4"};
+    const int64_t nodes[4] = {2, 3, 1, 2}, per[4] = {8, 0, 4, 2};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(ps_gpu_lookup(gpus[i], &g[i].gpu), PS_OK);
+        g[i].nodes = nodes[i];
+        g[i].gpus_per_node = per[i];
+        g[i].intra = (ps_link){.kind = "nvlink3", .bw_Bps = 300e9, .latency_s = 2e-6};
+        g[i].inter = (ps_link){.kind = "ib-hdr", .bw_Bps = (double)(i + 1) * 25e9, .latency_s = (double)(i + 1) * 1e-6};
+    }
+    ps_cluster c;
+    memset(&c, 0, sizeof c);
+    c.groups = g;
+    c.n_groups = 4;
+    assert_int_equal(ps_cluster_node_of(&c, 0), -1); /* not finished: nothing is placed */
+    assert_int_equal(ps_cluster_finish(&c, "test"), PS_OK);
+    assert_int_equal(c.n_gpus, 24);
+    assert_int_equal(c.n_nodes, 8);
+    int64_t gpu = 0, node = 0;
+    for (int i = 0; i < 4; i++)
+        for (int64_t k = 0; k < nodes[i]; k++, node++)
+            for (int64_t l = 0; l < per[i]; l++, gpu++) {
+                assert_ptr_equal(ps_cluster_group_of(&c, gpu), &g[i]);
+                assert_int_equal(ps_cluster_node_of(&c, gpu), node);
+            }
+    assert_int_equal(gpu, 24);
+    assert_int_equal(ps_cluster_node_of(&c, 24), -1);
+    assert_int_equal(ps_cluster_node_of(&c, -1), -1);
+    assert_null(ps_cluster_group_of(&c, 24));
+    /* GPU 16 is the V100 node (node 5, after the three CPU-only nodes); 20 and 22 the two T4 nodes (6, 7) */
+    assert_int_equal(ps_cluster_node_of(&c, 16), 5);
+    assert_int_equal(ps_cluster_node_of(&c, 22), 7);
+    ps_link l = ps_cluster_link(&c, 0, 16); /* across nodes: the slower NIC (group 0's), the slower stack (2's) */
+    assert_true(l.bw_Bps == 25e9 && l.latency_s == 3e-6);
+    l = ps_cluster_link(&c, 20, 21); /* inside a T4 node */
+    assert_true(l.bw_Bps == 300e9);
+    l = ps_cluster_link(&c, 21, 22);
+    assert_true(l.bw_Bps == 100e9 && l.latency_s == 4e-6);
+}
+
 static void test_zero_memory(void **state)
 {
     (void)state;
@@ -275,7 +321,7 @@ static void test_params(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ring_allreduce), cmocka_unit_test(test_zero_memory),
+        cmocka_unit_test(test_ring_allreduce), cmocka_unit_test(test_placement), cmocka_unit_test(test_zero_memory),
         cmocka_unit_test(test_monotone),       cmocka_unit_test(test_plan_rules),
         cmocka_unit_test(test_plan_prediction), cmocka_unit_test(test_params),
     };
