@@ -142,10 +142,6 @@ static void options_line(const ps_cli_opts *o, char *buf, size_t cap)
  * own status: ranks that were fine return PS_OK, so main's agreement lets the rank that failed say why, once. */
 static ps_status agree(MPI_Comm comm, ps_status local, int *stop)
 {
-    if (comm == MPI_COMM_NULL) {
-        *stop = local != PS_OK;
-        return local;
-    }
     ps_status worst = PS_OK;
     int first = 0;
     ps_status st = ps_mpi_agree(comm, local, &worst, &first);
@@ -393,11 +389,10 @@ static void cell_line(const json_t *rec, char *buf, size_t cap)
 
 ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
 {
+    /* psearch runs sweep under MPI always (ps_cli_needs_mpi), so comm is a communicator, never MPI_COMM_NULL. */
     int rank = 0, nranks = 1, stop = 0;
-    if (comm != MPI_COMM_NULL) {
-        PS_MPI(MPI_Comm_rank(comm, &rank));
-        PS_MPI(MPI_Comm_size(comm, &nranks));
-    }
+    PS_MPI(MPI_Comm_rank(comm, &rank));
+    PS_MPI(MPI_Comm_size(comm, &nranks));
     double t0 = MPI_Wtime();
     ps_cost_params cp;
     ps_cost_params_default(&cp);

@@ -12,7 +12,7 @@ typedef struct {
     int n_models;
     char **clusters;
     int n_clusters;
-    const char *options; /* the search options every cell ran with, as recorded ("gbs=default mbs-max=16 ...") */
+    const char *options; /* the search options every cell ran with, as recorded in each cell's record */
 } ps_sweep_grid;
 
 /* The record key of a cell: model and cluster as the user named them. */

@@ -32,7 +32,7 @@ int ps_sweep_log_find(const ps_sweep_log *lg, const char *key);
  * string "cell"; the log keeps a reference. */
 ps_status ps_sweep_log_append(ps_sweep_log *lg, json_t *rec) PS_NODISCARD;
 
-/* Root's done[n] flags to every rank of comm (MPI_COMM_NULL: nothing to share), so all ranks skip the same cells. */
+/* Root's done[n] flags to every rank of comm, so all ranks skip the same cells. Collective. */
 ps_status ps_sweep_share_done(MPI_Comm comm, int root, unsigned char *done, int n) PS_NODISCARD;
 
 /* Progress on stderr: a bar redrawn in place with cells done / total and ETA when stderr is a terminal, one plain
@@ -41,7 +41,7 @@ typedef struct {
     int total;       /* cells in the sweep */
     int done;        /* cells finished, earlier runs included */
     int run_done;    /* cells finished by this run (the ETA averages over these) */
-    double t0;       /* start of this run (monotonic clock, s) */
+    double t0;       /* start of this run (MPI_Wtime, s) */
     int tty;
     int enabled;
 } ps_sweep_progress;

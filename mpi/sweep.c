@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ps_json.h"
@@ -175,17 +174,9 @@ ps_status ps_sweep_log_append(ps_sweep_log *lg, json_t *rec)
 
 ps_status ps_sweep_share_done(MPI_Comm comm, int root, unsigned char *done, int n)
 {
-    if (comm == MPI_COMM_NULL || n == 0) return PS_OK;
+    if (n == 0) return PS_OK;
     PS_MPI(MPI_Bcast(done, n, MPI_UNSIGNED_CHAR, root, comm));
     return PS_OK;
-}
-
-/* A monotonic clock of our own rather than MPI_Wtime: progress needs no MPI and works before MPI_Init. */
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 void ps_sweep_progress_start(ps_sweep_progress *p, int enabled, int total, int already_done)
@@ -194,7 +185,7 @@ void ps_sweep_progress_start(ps_sweep_progress *p, int enabled, int total, int a
     p->enabled = enabled;
     p->total = total;
     p->done = already_done;
-    p->t0 = now_s();
+    p->t0 = MPI_Wtime();
     p->tty = enabled && isatty(STDERR_FILENO);
     if (p->enabled && already_done > 0)
         fprintf(stderr, "# sweep: %d of %d cells already recorded, skipped\n", already_done, total);
@@ -213,7 +204,7 @@ void ps_sweep_progress_cell(ps_sweep_progress *p, const char *what)
     p->done++;
     p->run_done++;
     if (!p->enabled) return;
-    double el = now_s() - p->t0;
+    double el = MPI_Wtime() - p->t0;
     /* Cells differ in cost by orders of magnitude; the mean of this run's cells is the estimate we have. */
     double eta = el / p->run_done * (p->total - p->done);
     char e[32];
