@@ -34,7 +34,8 @@ void ps_ldp_destroy(ps_ldp_ws *ws);
 
 /* Minimise sum time + sum reshard over strategy choices with sum mem <= budget (quanta). On success *best is the
  * optimum and choice[l] the strategy of layer l; when nothing fits, *best = INFINITY and PS_OK (not an error: the
- * caller tries other plans). Ties: the lexicographically smallest choice vector (strategies in index order). */
+ * caller tries other plans). Ties (deterministic, not lexicographic): the least total memory, then the smallest
+ * strategy index at the last layer; earlier layers take the first optimum met in strategy-index order. */
 ps_status ps_ldp_solve(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, double *best, int *choice)
     PS_NODISCARD;
 
@@ -54,7 +55,8 @@ void ps_pdp_destroy(ps_pdp_ws *ws);
 
 /* Minimise weight_max * max_k c_k + sum_k c_k over cuts 0 = cuts[0] < cuts[1] < ... < cuts[K] = L (every stage
  * non-empty). *best = INFINITY when no partition fits. Exact: keeps, for every (stage, end layer), the Pareto
- * front of (max, sum) pairs. Ties: the smallest cuts vector in lexicographic order. */
+ * front of (max, sum) pairs. Ties (deterministic, not lexicographic): the first optimum in the front's order (max, then
+ * sum, then where the last stage starts). */
 ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int64_t *cuts) PS_NODISCARD;
 
 /* Minimise max_k c_k over the cuts (weight_max ignored): CAPTURE's objective when c is a stage's peak memory, and the

@@ -4,6 +4,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,20 +100,61 @@ static double pdp_eval(const ps_pdp_problem *p, const int64_t *cuts)
     return p->weight_max * mx + sum;
 }
 
-static double g_best_bf;
-static void pdp_brute(const ps_pdp_problem *p, int64_t *cuts, int k)
+/* Brute force for the partition DPs: every cut vector in lexicographic order, keeping the first one with the smallest
+ * value of `eval` (so the best value, and the first optimum for the tie rule). */
+typedef double (*cuts_eval)(const ps_pdp_problem *p, const int64_t *cuts);
+typedef struct {
+    cuts_eval eval;
+    double best;
+    int64_t cuts[9];
+} brute;
+
+static void enum_cuts(const ps_pdp_problem *p, int64_t *cuts, int k, brute *b)
 {
     if (k == p->n_stages) {
-        if (cuts[k - 1] >= p->n_layers) return;
         cuts[k] = p->n_layers;
-        double v = pdp_eval(p, cuts);
-        if (v < g_best_bf) g_best_bf = v;
+        double v = b->eval(p, cuts);
+        if (v < b->best) { /* strict: the first optimum in lexicographic order stays */
+            b->best = v;
+            memcpy(b->cuts, cuts, sizeof b->cuts);
+        }
         return;
     }
     for (int64_t c = cuts[k - 1] + 1; c <= p->n_layers - (p->n_stages - k); c++) {
         cuts[k] = c;
-        pdp_brute(p, cuts, k + 1);
+        enum_cuts(p, cuts, k + 1, b);
     }
+}
+
+static brute brute_force(const ps_pdp_problem *p, cuts_eval eval)
+{
+    brute b = {eval, INFINITY, {0}};
+    int64_t cuts[9] = {0};
+    if (p->n_stages <= p->n_layers) enum_cuts(p, cuts, 1, &b);
+    return b;
+}
+
+/* A random stage-cost table for K stages over L layers: some ranges forbidden (INFINITY), the rest growing with the
+ * range; `integers` keeps values small integers, so ties are frequent. */
+static double *random_table(int K, int L, bool integers)
+{
+    size_t N = (size_t)L + 1;
+    double *cost = calloc((size_t)K * N * N, sizeof *cost);
+    for (int k = 0; k < K; k++)
+        for (size_t i = 0; i < N; i++)
+            for (size_t j = 0; j < N; j++)
+                cost[((size_t)k * N + i) * N + j] =
+                    j <= i || rnd() % 7 == 0 ? INFINITY
+                    : integers              ? (double)(j - i) + (double)(rnd() % 3)
+                                            : (double)(j - i) * (0.5 + urand()) + (double)(rnd() % 3);
+    return cost;
+}
+
+static void check_cuts(const int64_t *cuts, int K, int L)
+{
+    assert_int_equal(cuts[0], 0);
+    assert_int_equal(cuts[K], L);
+    for (int k = 0; k < K; k++) assert_true(cuts[k + 1] > cuts[k]);
 }
 
 static void test_partition_dp_brute(void **state)
@@ -122,26 +164,16 @@ static void test_partition_dp_brute(void **state)
     assert_int_equal(ps_pdp_create(&ws), PS_OK);
     for (int trial = 0; trial < 400; trial++) {
         int L = 1 + (int)(rnd() % 8), K = 1 + (int)(rnd() % 4);
-        size_t N = (size_t)L + 1;
-        double *cost = calloc((size_t)K * N * N, sizeof *cost);
-        for (int k = 0; k < K; k++)
-            for (size_t i = 0; i < N; i++)
-                for (size_t j = 0; j < N; j++)
-                    cost[((size_t)k * N + i) * N + j] =
-                        j <= i || rnd() % 7 == 0 ? INFINITY : (double)(j - i) * (0.5 + urand()) + (double)(rnd() % 3);
+        double *cost = random_table(K, L, false);
         ps_pdp_problem p = {K, L, cost, (double)(rnd() % 16)};
         double best;
         int64_t cuts[9];
         assert_int_equal(ps_pdp_solve(ws, &p, &best, cuts), PS_OK);
-        g_best_bf = INFINITY;
-        int64_t bc[9] = {0};
-        if (K <= L) pdp_brute(&p, bc, 1);
-        if (!(best == g_best_bf || (isinf(best) && isinf(g_best_bf))))
-            fail_msg("trial %d: DP %.17g, brute force %.17g (K %d, L %d)", trial, best, g_best_bf, K, L);
+        brute b = brute_force(&p, pdp_eval);
+        if (!(best == b.best || (isinf(best) && isinf(b.best))))
+            fail_msg("trial %d: DP %.17g, brute force %.17g (K %d, L %d)", trial, best, b.best, K, L);
         if (isfinite(best)) {
-            assert_int_equal(cuts[0], 0);
-            assert_int_equal(cuts[K], L);
-            for (int k = 0; k < K; k++) assert_true(cuts[k + 1] > cuts[k]);
+            check_cuts(cuts, K, L);
             assert_true(pdp_eval(&p, cuts) == best);
         }
         free(cost);
@@ -157,27 +189,6 @@ static double minmax_eval(const ps_pdp_problem *p, const int64_t *cuts)
     return m;
 }
 
-/* Brute force for the min-max DP: the optimum and the lexicographically first cuts reaching it. */
-static double g_mm_best;
-static int64_t g_mm_cuts[9];
-static void minmax_brute(const ps_pdp_problem *p, int64_t *cuts, int k)
-{
-    if (k == p->n_stages) {
-        if (cuts[k - 1] >= p->n_layers) return;
-        cuts[k] = p->n_layers;
-        double v = minmax_eval(p, cuts);
-        if (v < g_mm_best) { /* strict: enumeration is lexicographic, so the first optimum is kept */
-            g_mm_best = v;
-            memcpy(g_mm_cuts, cuts, sizeof g_mm_cuts);
-        }
-        return;
-    }
-    for (int64_t c = cuts[k - 1] + 1; c <= p->n_layers - (p->n_stages - k); c++) {
-        cuts[k] = c;
-        minmax_brute(p, cuts, k + 1);
-    }
-}
-
 static void test_minmax_dp_brute(void **state)
 {
     (void)state;
@@ -185,28 +196,19 @@ static void test_minmax_dp_brute(void **state)
     assert_int_equal(ps_pdp_create(&ws), PS_OK);
     for (int trial = 0; trial < 400; trial++) {
         int L = 1 + (int)(rnd() % 8), K = 1 + (int)(rnd() % 5);
-        size_t N = (size_t)L + 1;
-        double *cost = calloc((size_t)K * N * N, sizeof *cost);
-        /* small integer costs: many ties, so the tie rule is exercised */
-        for (int k = 0; k < K; k++)
-            for (size_t i = 0; i < N; i++)
-                for (size_t j = 0; j < N; j++)
-                    cost[((size_t)k * N + i) * N + j] =
-                        j <= i || rnd() % 7 == 0 ? INFINITY : (double)(j - i) + (double)(rnd() % 3);
+        double *cost = random_table(K, L, true); /* many ties: the tie rule is exercised */
         ps_pdp_problem p = {K, L, cost, 0};
         double best;
         int64_t cuts[9];
         assert_int_equal(ps_pdp_minmax(ws, &p, &best, cuts), PS_OK);
-        g_mm_best = INFINITY;
-        int64_t bc[9] = {0};
-        if (K <= L) minmax_brute(&p, bc, 1);
-        if (!(best == g_mm_best || (isinf(best) && isinf(g_mm_best))))
-            fail_msg("trial %d: min-max DP %.17g, brute force %.17g (K %d, L %d)", trial, best, g_mm_best, K, L);
+        brute b = brute_force(&p, minmax_eval);
+        if (!(best == b.best || (isinf(best) && isinf(b.best))))
+            fail_msg("trial %d: min-max DP %.17g, brute force %.17g (K %d, L %d)", trial, best, b.best, K, L);
         if (isfinite(best))
             for (int k = 0; k <= K; k++)
-                if (cuts[k] != g_mm_cuts[k])
+                if (cuts[k] != b.cuts[k])
                     fail_msg("trial %d: cut %d is %lld, brute force's first optimum has %lld", trial, k,
-                             (long long)cuts[k], (long long)g_mm_cuts[k]);
+                             (long long)cuts[k], (long long)b.cuts[k]);
         free(cost);
     }
     ps_pdp_destroy(ws);
@@ -240,9 +242,7 @@ static void test_balance_walk(void **state)
         double after = minmax_eval(&p, cuts);
         assert_true(isfinite(after));
         assert_true(after <= before);
-        assert_int_equal(cuts[0], 0);
-        assert_int_equal(cuts[K], L);
-        for (int k = 0; k < K; k++) assert_true(cuts[k + 1] > cuts[k]);
+        check_cuts(cuts, K, L);
         /* local optimality at the slowest stage */
         int ks = 0;
         for (int k = 1; k < K; k++)
