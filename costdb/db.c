@@ -297,65 +297,87 @@ static ps_status write_prov(hid_t f, const ps_costdb_prov *p, const char *where)
     return PS_OK;
 }
 
+/* A parallel create leaves each step on every rank together, or a rank that failed alone would wait in a collective
+ * (a barrier, a close) that the others never enter: the failing rank keeps its message, the others name it. */
+static ps_status create_agree(MPI_Comm comm, const char *path, ps_status st)
+{
+    if (comm == MPI_COMM_NULL) return st;
+    char what[600];
+    snprintf(what, sizeof what, "%s: creating the cost database", path);
+    return ps_mpi_agree_status(comm, st, what);
+}
+
+/* The file's root attributes, groups and transfer property list, once the file exists. */
+static ps_status create_layout(ps_costdb_writer *w, const ps_costdb_prov *prov)
+{
+    char d[160];
+    w->dxpl = H5Pcreate(H5P_DATASET_XFER);
+    /* Collective transfers: the MPI-IO layer aggregates every rank's rows into few large writes. */
+    if (w->dxpl < 0 || (w->comm != MPI_COMM_NULL && H5Pset_dxpl_mpio(w->dxpl, H5FD_MPIO_COLLECTIVE) < 0))
+        return PS_FAIL(PS_ERR_SYSTEM, "%s: HDF5 failed while creating the cost database: %s", w->path, h5_detail(d));
+    PS_TRY(write_prov(w->file, prov, w->path));
+    for (int t = 0; t < PS_COSTDB_N_TABLES; t++) {
+        hid_t g = H5Gcreate2(w->file, k_tables[t].group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        if (g < 0)
+            return PS_FAIL(PS_ERR_SYSTEM, "%s: cannot create group %s: %s", w->path, k_tables[t].group, h5_detail(d));
+        H5Gclose(g);
+    }
+    return PS_OK;
+}
+
 ps_status ps_costdb_create(const char *path, MPI_Comm comm, const ps_costdb_prov *prov, ps_costdb_writer **out)
 {
-    char d[160] = "";
-    ps_status st = PS_OK;
+    char d[160];
     *out = NULL;
     h5_quiet();
     ps_costdb_writer *w = ps_calloc(1, sizeof *w);
-    if (!w) return PS_ERR_SYSTEM;
+    ps_status st = create_agree(comm, path, w ? PS_OK : PS_ERR_SYSTEM);
+    if (st != PS_OK) {
+        free(w);
+        return st;
+    }
     w->file = w->dxpl = -1;
     w->comm = comm;
     ps_strlcpy(w->path, path, sizeof w->path);
-    if (comm != MPI_COMM_NULL && MPI_Comm_rank(comm, &w->rank) != MPI_SUCCESS) goto fail_mpi;
     temp_name(path, w->tmp, sizeof w->tmp);
-    /* Every rank must open the same name: the lowest rank's pid names it. */
-    if (comm != MPI_COMM_NULL && MPI_Bcast(w->tmp, (int)sizeof w->tmp, MPI_CHAR, 0, comm) != MPI_SUCCESS)
-        goto fail_mpi;
+    if (comm != MPI_COMM_NULL) {
+        /* Every rank must open the same name: the lowest rank's pid names it. */
+        int rc = MPI_Comm_rank(comm, &w->rank);
+        if (rc == MPI_SUCCESS) rc = MPI_Bcast(w->tmp, (int)sizeof w->tmp, MPI_CHAR, 0, comm);
+        if (rc != MPI_SUCCESS) {
+            free(w);
+            return ps_mpi_status(rc, "MPI_Bcast of the temporary name", __FILE__, __LINE__);
+        }
+    }
     /* The 1.8+ file format checksums its metadata (superblock v2+, object headers v2): a reader then detects a
      * damaged header before parsing it, which HDF5 1.10 does not survive for the old format (fuzz_costdb). */
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     if (fapl < 0 || (comm != MPI_COMM_NULL && H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) < 0) ||
-        H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST) < 0) {
-        h5_detail(d);
-        if (fapl >= 0) H5Pclose(fapl);
-        goto fail_h5;
+        H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST) < 0)
+        st = PS_FAIL(PS_ERR_SYSTEM, "%s: HDF5 failed while creating the cost database: %s", path, h5_detail(d));
+    /* H5Fcreate is collective: every rank has its property list first. */
+    if ((st = create_agree(comm, path, st)) == PS_OK) {
+        w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+        if (w->file < 0)
+            st = PS_FAIL(PS_ERR_INPUT, "%s: cannot create the cost database (temporary %s): %s", path, w->tmp,
+                         h5_detail(d));
+        /* MPI_File_open under H5Fcreate fails on all ranks or none, so no rank is left holding a file here */
+        st = create_agree(comm, path, st);
     }
-    w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-    if (w->file < 0) h5_detail(d);
-    H5Pclose(fapl);
-    if (w->file < 0) {
-        st = PS_FAIL(PS_ERR_INPUT, "%s: cannot create the cost database (temporary %s): %s", path, w->tmp, d);
+    if (fapl >= 0) H5Pclose(fapl);
+    if (st != PS_OK) {
+        if (w->file >= 0) H5Fclose(w->file);
         free(w);
         return st;
     }
-    w->dxpl = H5Pcreate(H5P_DATASET_XFER);
-    if (w->dxpl < 0) goto fail_h5;
-    /* Collective transfers: the MPI-IO layer aggregates every rank's rows into few large writes. */
-    if (comm != MPI_COMM_NULL && H5Pset_dxpl_mpio(w->dxpl, H5FD_MPIO_COLLECTIVE) < 0) goto fail_h5;
-    st = write_prov(w->file, prov, path);
-    for (int t = 0; t < PS_COSTDB_N_TABLES && st == PS_OK; t++) {
-        hid_t g = H5Gcreate2(w->file, k_tables[t].group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-        if (g < 0) {
-            st = PS_FAIL(PS_ERR_SYSTEM, "%s: cannot create group %s: %s", path, k_tables[t].group, h5_detail(d));
-            break;
-        }
-        H5Gclose(g);
-    }
-    if (st != PS_OK) {
+    /* The root attributes and groups are collective metadata writes: every rank then closes and removes the
+     * temporary together when one failed. */
+    if ((st = create_agree(comm, path, create_layout(w, prov))) != PS_OK) {
         ps_costdb_abort(w);
         return st;
     }
     *out = w;
     return PS_OK;
-fail_mpi:
-    free(w);
-    return PS_FAIL(PS_ERR_SYSTEM, "%s: MPI failed while creating the cost database", path);
-fail_h5:
-    st = PS_FAIL(PS_ERR_SYSTEM, "%s: HDF5 failed while creating the cost database: %s", path, d[0] ? d : h5_detail(d));
-    ps_costdb_abort(w);
-    return st;
 }
 
 ps_status ps_costdb_write_rows(ps_costdb_writer *w, ps_costdb_table t, const void *rows, size_t n)

@@ -288,7 +288,9 @@ ps_status ps_bench_overlap_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_r
     ps_bench_check_spread(o, r, "overlap: gemm + all-reduce together", &sb);
     st = ps_bench_push((void **)&r->ovl, &r->n_ovl, &r->cap_ovl, sizeof row, &row);
 done:
-    if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);
+    /* MPI_Request_free on a pending non-blocking collective is erroneous (MPI-3.1 sec. 5.12): the all-reduce the
+     * other ranks started with this one is completed, and its outcome no longer matters. */
+    if (req != MPI_REQUEST_NULL) MPI_Wait(&req, MPI_STATUS_IGNORE);
     free(a);
     free(b);
     free(c);
