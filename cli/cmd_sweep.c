@@ -251,6 +251,7 @@ static json_t *cell_record(const char *key, const char *model, const char *clust
     json_object_set_new(j, "cluster", json_string(cluster));
     json_object_set_new(j, "options", json_string(opts));
     json_object_set_new(j, "model_name", json_string(m->name));
+    json_object_set_new(j, "dtype", json_string(ps_dtype_name(m->dtype))); /* fp16 where the cluster lacks bf16 */
     json_object_set_new(j, "cluster_name", json_string(c->name));
     json_object_set_new(j, "gpus", json_integer(c->n_gpus));
     json_object_set_new(j, "status", json_string(r->n_top ? "ok" : "infeasible"));
@@ -354,18 +355,14 @@ static ps_status load_inputs(const ps_cli_opts *o, MPI_Comm comm, sweep_inputs *
     in->models = ps_calloc((size_t)in->g.n_models * (size_t)in->g.n_clusters, sizeof *in->models);
     if (!in->clusters || !in->models) return PS_ERR_SYSTEM;
     for (int k = 0; k < in->g.n_clusters; k++) {
-        PS_TRY(ps_cluster_load(in->g.clusters[k], comm, &in->clusters[k]));
+        PS_TRY(ps_cli_load_cluster(o, in->g.clusters[k], comm, true, &in->clusters[k]));
         in->n_loaded_clusters++;
-        if (in->clusters[k].n_gpus < 1)
-            return PS_FAIL(PS_ERR_INPUT, "cluster %s has no GPUs to plan for", in->g.clusters[k]);
     }
+    /* As the plan command loads them: padded for TP up to a node, in fp16 where the cluster has no bf16. */
     for (int i = 0; i < in->g.n_models; i++)
         for (int k = 0; k < in->g.n_clusters; k++) {
-            /* The padding rule of ps_cli_load_inputs (the plan command): 128 x GPUs per node unless --vocab-pad. */
-            ps_model_opts mo = o->mopts;
-            const ps_cluster *c = &in->clusters[k];
-            if (!mo.vocab_pad) mo.vocab_pad = 128 * (c->groups[0].gpus_per_node > 0 ? c->groups[0].gpus_per_node : 1);
-            PS_TRY(ps_model_load(in->g.models[i], &mo, &in->models[i * in->g.n_clusters + k]));
+            PS_TRY(ps_cli_load_model(o, in->g.models[i], &in->clusters[k], true, comm,
+                                     &in->models[i * in->g.n_clusters + k]));
             in->n_loaded_models = i * in->g.n_clusters + k + 1;
         }
     return PS_OK;

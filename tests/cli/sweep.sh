@@ -88,6 +88,13 @@ sweep --models gpt3-1.3b --clusters dgx-a100-80g:1 --schedules 1f1b,no-such-kind
 check "an unknown schedule exits 2 before any cell" test $? -eq 2
 check "... creating nothing" test ! -e "$scratch/n4"
 
+# A cluster without bf16 tensor cores (V100) is planned in fp16, as the plan command plans it, and says so once.
+sweep --models gpt3-1.3b --clusters p3-8xlarge:2 --out "$scratch/fp16" >/dev/null 2>"$scratch/e12"
+check "a cluster without bf16 exits 0 (stderr: $(tail -2 "$scratch/e12"))" test $? -eq 0
+check "... its cell recorded as planned in fp16" grep -q '"dtype":"fp16"' "$scratch/fp16/cells.jsonl"
+check "... and a plan found" grep -q '"status":"ok"' "$scratch/fp16/cells.jsonl"
+check "... the fallback said once" test "$(grep -c 'without bf16 tensor cores' "$scratch/e12")" -eq 1
+
 # An infeasible cell is a result: recorded with its binding constraint and shown as such.
 sweep --models gpt3-175b --clusters dgx-a100-80g:1 --out "$scratch/inf" >/dev/null 2>"$scratch/e10"
 check "a sweep with an infeasible cell exits 0 (stderr: $(tail -2 "$scratch/e10"))" test $? -eq 0
