@@ -49,7 +49,29 @@ static void megatron(FILE *f, const ps_model *m, const ps_plan *p)
     if (b->kv_heads && b->kv_heads != b->heads)
         fprintf(f, " --group-query-attention --num-query-groups %lld", (long long)b->kv_heads);
     if (b->ffn_hidden) fprintf(f, " --ffn-hidden-size %lld", (long long)b->ffn_hidden);
-    fprintf(f, " --seq-length %lld\n", (long long)m->seq);
+    fprintf(f, " --seq-length %lld", (long long)m->seq);
+    /* the model's shape as Megatron-LM spells it: its defaults are GPT-2's (learned positions, LayerNorm, GeLU,
+     * biases, tied embeddings), so every difference is a flag */
+    const ps_layer *emb = NULL, *head = NULL;
+    for (int64_t l = 0; l < m->n_layers; l++) {
+        if (m->layers[l].kind == PS_LAYER_EMBED && !emb) emb = &m->layers[l];
+        if (m->layers[l].kind == PS_LAYER_LM_HEAD) head = &m->layers[l];
+    }
+    int64_t positions = emb && emb->positions ? emb->positions : m->seq;
+    fprintf(f, " --max-position-embeddings %lld\n", (long long)(positions > m->seq ? positions : m->seq));
+    if (emb && emb->positions == 0) fprintf(f, "--position-embedding-type rope\n");
+    if (b->heads && b->head_dim && b->heads * b->head_dim != b->hidden)
+        fprintf(f, "--kv-channels %lld\n", (long long)b->head_dim);
+    if (b->norm == PS_NORM_RMSNORM) fprintf(f, "--normalization RMSNorm\n");
+    if (b->act == PS_ACT_SWIGLU) fprintf(f, "--swiglu\n");
+    if (b->act == PS_ACT_RELU || b->act == PS_ACT_GEGLU)
+        fprintf(f, "# NOTE: the MLP activation (%s) has no Megatron-LM flag; Megatron-LM trains GeLU or SwiGLU\n",
+                b->act == PS_ACT_RELU ? "ReLU" : "GeGLU");
+    if (!b->bias) fprintf(f, "--disable-bias-linear\n");
+    if (head && !head->tied) fprintf(f, "--untie-embeddings-and-output-weights\n");
+    if (emb)
+        fprintf(f, "# vocabulary as planned: %lld entries (padded); Megatron-LM pads to --make-vocab-size-divisible-by "
+                   "x TP\n", (long long)emb->vocab);
     fprintf(f, "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d\n", s0->tp, p->pp);
     if (p->vpp > 1) fprintf(f, "--num-layers-per-virtual-pipeline-stage %lld\n", (long long)(total / S));
     if (s0->sp && s0->tp > 1) fprintf(f, "--sequence-parallel\n");
@@ -63,13 +85,21 @@ static void megatron(FILE *f, const ps_model *m, const ps_plan *p)
                    "states (ZeRO-1)\n--use-distributed-optimizer\n", s0->zero);
     if (m->dtype == PS_DTYPE_BF16) fprintf(f, "--bf16\n");
     if (m->dtype == PS_DTYPE_FP16) fprintf(f, "--fp16\n");
+    if (m->dtype == PS_DTYPE_FP8) fprintf(f, "--bf16 --fp8-format hybrid\n"); /* FP8 GEMMs inside bf16 training */
     bool even = true;
     for (int s = 1; s < S; s++) even = even && blocks[s] == blocks[0];
     if (!even) {
         fprintf(f, "# NOTE: uneven pipeline split (blocks per stage:");
         for (int s = 0; s < S; s++) fprintf(f, " %lld", (long long)blocks[s]);
-        fprintf(f, "); Megatron-LM's --num-layers splits evenly: give the first/last stage their counts with\n"
-                   "#       --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers where they differ\n");
+        /* Megatron-LM can set the first and last stage apart; the stages between must be even */
+        bool middle_even = true;
+        for (int s = 2; s < S - 1; s++) middle_even = middle_even && blocks[s] == blocks[1];
+        if (middle_even && p->vpp == 1)
+            fprintf(f, "); give the first and last stage their counts with --decoder-first-pipeline-num-layers %lld "
+                       "--decoder-last-pipeline-num-layers %lld\n", (long long)blocks[0], (long long)blocks[S - 1]);
+        else
+            fprintf(f, "); Megatron-LM splits the stages between the first and the last evenly: this split needs a "
+                       "custom pipeline layout\n");
     }
     if (strcmp(p->schedule, "1f1b") != 0 && strcmp(p->schedule, "interleaved") != 0)
         fprintf(f, "# NOTE: schedule %s is not one of Megatron-LM's own (1F1B, interleaved 1F1B); it needs an "
@@ -108,9 +138,15 @@ static json_t *deepspeed(const ps_model *m, const ps_plan *p)
     json_object_set_new(ps, "data_parallel_size", json_integer(dp));
     json_object_set_new(ps, "schedule", json_string(p->schedule));
     json_object_set_new(ps, "uniform_strategy", json_boolean(ps_plan_is_uniform(p, m->n_layers)));
-    json_object_set_new(ps, "note", json_string("DeepSpeed's PipelineModule takes the stage boundaries through "
-                                                "partition_method='type:...' or a custom partition; DeepSpeed runs "
-                                                "1F1B: other schedules need their own implementation"));
+    char note[512];
+    snprintf(note, sizeof note,
+             "layer_boundaries are psearch layer indices (embedding and head included); DeepSpeed's PipelineModule "
+             "takes them through a custom partition; DeepSpeed runs 1F1B: other schedules need their own "
+             "implementation%s",
+             s0->zero >= 2 && p->pp > 1 ? "; DeepSpeed's pipeline engine refuses ZeRO-2/3 with pipeline parallelism "
+                                          "(stage 1 is the most it combines with pp > 1)"
+                                        : "");
+    json_object_set_new(ps, "note", json_string(note));
     json_object_set_new(j, "_psearch", ps);
     return j;
 }
