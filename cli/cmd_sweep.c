@@ -301,6 +301,7 @@ static json_t *cell_record(const char *key, const char *model, const char *clust
 typedef struct {
     ps_sweep_grid g;
     ps_cluster *clusters; /* [n_clusters] */
+    ps_cli_search_opts *setup; /* [n_clusters]: the search options resolved for each cluster (checked before any cell) */
     ps_model *models;     /* [n_models * n_clusters]: the vocabulary padding depends on the cluster */
     int n_loaded_clusters, n_loaded_models;
 } sweep_inputs;
@@ -311,52 +312,29 @@ static void inputs_free(sweep_inputs *in)
     for (int i = 0; i < in->n_loaded_clusters; i++) ps_cluster_free(&in->clusters[i]);
     free(in->models);
     free(in->clusters);
+    free(in->setup);
     ps_mpi_strings_free(in->g.models, in->g.n_models);
     ps_mpi_strings_free(in->g.clusters, in->g.n_clusters);
-}
-
-/* Search options the search itself would reject only when the first cell starts, checked before the folder is
- * touched (the same rules as ps_cli_search's; a shared validator in cli/cmd_plan.c would be the one place for them). */
-static ps_status check_search_options(const ps_cli_opts *o)
-{
-    if (o->schedules) {
-        char buf[512];
-        ps_strlcpy(buf, o->schedules, sizeof buf);
-        char *save = NULL;
-        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
-            if (ps_sched_kind_find(t) < 0) {
-                char known[256] = "";
-                for (int i = 0; i < ps_sched_kind_count(); i++)
-                    ps_strcatf(known, sizeof known, "%s%s", i ? ", " : "", ps_sched_kind_name(i));
-                return PS_FAIL(PS_ERR_INPUT, "option --schedules: unknown pipeline schedule '%s' (known: %s)", t, known);
-            }
-    }
-    if (o->gbs_range) {
-        long long lo, hi, step;
-        char tail;
-        if (sscanf(o->gbs_range, "%lld:%lld:%lld%c", &lo, &hi, &step, &tail) != 3 || lo < 1 || hi < lo || step < 1)
-            return PS_FAIL(PS_ERR_INPUT, "option --gbs-range needs LO:HI:STEP, positive integers with LO <= HI (got "
-                                         "'%s')", o->gbs_range);
-    }
-    return PS_OK;
 }
 
 /* Parse both lists and load every cluster and every (model, cluster) model, on this rank, before any cell runs: a
  * bad name in the last cell fails the sweep now, not hours into it. */
 static ps_status load_inputs(const ps_cli_opts *o, MPI_Comm comm, sweep_inputs *in)
 {
-    PS_TRY(check_search_options(o));
     PS_TRY(split_list(o->models, "models", &in->g.models, &in->g.n_models));
     PS_TRY(parse_clusters(o->clusters, &in->g.clusters, &in->g.n_clusters));
     if ((int64_t)in->g.n_models * in->g.n_clusters > SWEEP_MAX_CELLS)
         return PS_FAIL(PS_ERR_INPUT, "the sweep has %d x %d cells; at most %d are allowed", in->g.n_models,
                        in->g.n_clusters, SWEEP_MAX_CELLS);
     in->clusters = ps_calloc((size_t)in->g.n_clusters, sizeof *in->clusters);
+    in->setup = ps_calloc((size_t)in->g.n_clusters, sizeof *in->setup);
     in->models = ps_calloc((size_t)in->g.n_models * (size_t)in->g.n_clusters, sizeof *in->models);
-    if (!in->clusters || !in->models) return PS_ERR_SYSTEM;
+    if (!in->clusters || !in->setup || !in->models) return PS_ERR_SYSTEM;
     for (int k = 0; k < in->g.n_clusters; k++) {
         PS_TRY(ps_cli_load_cluster(o, in->g.clusters[k], comm, true, &in->clusters[k]));
         in->n_loaded_clusters++;
+        /* The checks ps_cli_search makes when a cell starts (--gbs-range, --schedules), made now. */
+        PS_TRY(ps_cli_search_setup(o, &in->clusters[k], &in->setup[k]));
     }
     /* As the plan command loads them: padded for TP up to a node, in fp16 where the cluster has no bf16. */
     for (int i = 0; i < in->g.n_models; i++)

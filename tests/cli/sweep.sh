@@ -95,6 +95,12 @@ check "... its cell recorded as planned in fp16" grep -q '"dtype":"fp16"' "$scra
 check "... and a plan found" grep -q '"status":"ok"' "$scratch/fp16/cells.jsonl"
 check "... the fallback said once" test "$(grep -c 'without bf16 tensor cores' "$scratch/e12")" -eq 1
 
+# The search options are checked as the search checks them, before the folder is made.
+sweep --models gpt3-1.3b --clusters dgx-a100-80g:1 --gbs-range 8:100000:1 --out "$scratch/n5" >/dev/null 2>"$scratch/e13"
+check "a --gbs-range of more than 4096 sizes exits 2" test $? -eq 2
+check "... saying why" grep -q 'more than 4096 batch sizes' "$scratch/e13"
+check "... creating nothing" test ! -e "$scratch/n5"
+
 # An infeasible cell is a result: recorded with its binding constraint and shown as such.
 sweep --models gpt3-175b --clusters dgx-a100-80g:1 --out "$scratch/inf" >/dev/null 2>"$scratch/e10"
 check "a sweep with an infeasible cell exits 0 (stderr: $(tail -2 "$scratch/e10"))" test $? -eq 0
