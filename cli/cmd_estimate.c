@@ -109,7 +109,6 @@ void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const 
 {
     const ps_strategy *s = &plan->layer[0];
     bool uni = ps_plan_is_uniform(plan, m->n_layers);
-    fprintf(f, "# psearch %s estimate: %s on %s (%lld GPUs)\n", PS_VERSION, m->name, c->name, (long long)c->n_gpus);
     fprintf(f, "plan        tp %d x dp %d x pp %d%s, mbs %lld, gbs %lld (%lld micro-batches), schedule %s, vpp %d\n",
             s->tp, s->dp, plan->pp, uni ? "" : " (per-layer strategies vary)", (long long)plan->mbs,
             (long long)plan->gbs, (long long)ps_plan_micro_batches(plan), plan->schedule, plan->vpp);
@@ -181,6 +180,8 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, ps_out *out)
     if (o->format == PS_FMT_JSON) {
         PS_TRY_GOTO(st, ps_out_json(out, ps_prediction_json(&m, &c, &plan, &r, &cp)), done);
     } else {
+        fprintf(out->f, "# psearch %s estimate: %s on %s (%lld GPUs)\n", PS_VERSION, m.name, c.name,
+                (long long)c.n_gpus);
         ps_prediction_table(out->f, &m, &c, &plan, &r);
         ps_cli_costdb_note(out->f, &cp, &c);
     }
