@@ -11,8 +11,6 @@
 /* The devices a layer runs on: the slowest GPU of the stage sets the pace (stragglers, heterogeneous clusters). */
 typedef struct {
     double peak;  /* FLOP/s of the training dtype */
-    double hbm;   /* bytes/s */
-    double mem;   /* smallest memory */
     double stream; /* bytes/s a streaming kernel reaches: hbm x hbm_eff, or the measured bandwidth */
     int dbdev;    /* the device kind of p->db every GPU of the stage is, or -1 (analytic) */
     const char *dtype;
@@ -28,36 +26,51 @@ double ps_cost_stream_Bps(const ps_cost_params *p, const ps_gpu *g)
     return g->hbm_Bps * p->hbm_eff;
 }
 
+double ps_cost_peak_flops(const ps_gpu *g, ps_dtype dtype)
+{
+    switch (dtype) {
+    case PS_DTYPE_FP32: return ps_gpu_peak(g, PS_GPU_FP32);
+    case PS_DTYPE_FP16: return ps_gpu_peak(g, PS_GPU_FP16);
+    case PS_DTYPE_BF16: return ps_gpu_peak(g, PS_GPU_BF16);
+    case PS_DTYPE_FP8: return ps_gpu_peak(g, PS_GPU_FP8);
+    }
+    return 0;
+}
+
+/* The stage's GPUs [first, first + n) group by group: they share figures within a node group. The stream bandwidth
+ * is the measured one only when the database measured the one device kind of the whole stage; a stage mixing kinds
+ * streams at its slowest nominal bandwidth (unlike ps_cost_stream_Bps, which answers for one device). */
 static ps_status stage_speed(const ps_cost_params *p, const ps_cluster *c, ps_dtype dtype, int64_t first, int64_t n,
                              dev_speed *out)
 {
     out->peak = INFINITY;
-    out->hbm = INFINITY;
-    out->mem = INFINITY;
     out->stream = INFINITY;
     out->dbdev = -1;
     const char *dn = ps_dtype_name(dtype);
     out->dtype = dn;
+    double hbm = INFINITY;
     int kind = -2; /* -2: none seen yet; -1: some GPU the database did not measure, or two kinds */
-    const ps_node_group *last = NULL;
-    for (int64_t g = first; g < first + n; g++) {
-        const ps_node_group *ng = ps_cluster_group_of(c, g);
-        if (p->db && ng && ng != last) {
+    const int64_t end = first + n;
+    for (int gi = n > 0 ? ps_cluster_group_index(c, first) : -1;
+         gi >= 0 && gi < c->n_groups && c->groups[gi].first_gpu < end; gi++) {
+        const ps_node_group *ng = &c->groups[gi];
+        if (ng->gpus_per_node == 0) continue; /* CPU-only nodes between GPU groups hold none of the stage */
+        if (p->db) {
             int k = ps_costdb_model_device(p->db, ng->gpu.name);
             kind = (kind == -2 || kind == k) ? k : -1;
-            last = ng;
         }
-        if (!ng) return PS_FAIL(PS_ERR_INPUT, "GPU %lld is outside cluster %s (%lld GPUs)", (long long)g, c->name,
-                                (long long)c->n_gpus);
-        double pk = ps_gpu_peak_flops(&ng->gpu, dn);
+        double pk = ps_cost_peak_flops(&ng->gpu, dtype);
         if (!(pk > 0))
             return PS_FAIL(PS_ERR_INPUT, "GPU %s of cluster %s has no %s tensor peak; choose another --dtype",
                            ng->gpu.name, c->name, dn);
         if (pk < out->peak) out->peak = pk;
-        if (ng->gpu.hbm_Bps < out->hbm) out->hbm = ng->gpu.hbm_Bps;
-        if (ng->gpu.mem_bytes < out->mem) out->mem = ng->gpu.mem_bytes;
+        if (ng->gpu.hbm_Bps < hbm) hbm = ng->gpu.hbm_Bps;
     }
-    out->stream = out->hbm * p->hbm_eff;
+    if (n > 0 && (first < 0 || end > c->n_gpus))
+        return PS_FAIL(PS_ERR_INPUT, "GPU %lld is outside cluster %s (%lld GPUs)",
+                       (long long)(first < 0 || first >= c->n_gpus ? first : c->n_gpus), c->name,
+                       (long long)c->n_gpus);
+    out->stream = hbm * p->hbm_eff;
     if (p->db && kind >= 0) {
         out->dbdev = kind;
         double b = ps_costdb_model_mem_Bps(p->db, kind);

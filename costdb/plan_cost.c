@@ -230,10 +230,11 @@ ps_status ps_cost_plan(const ps_cost_params *p, const ps_model *m, const ps_clus
         dstatic[dev] += sp->mem_static;
         if (sp->mem_temp > dtemp[dev]) dtemp[dev] = sp->mem_temp;
         dbwd[dev] += sp->bwd_b + sp->bwd_w;
-        /* the stage's capacity: its smallest GPU */
-        for (int64_t g = sp->first_gpu; g < sp->first_gpu + width; g++) {
-            const ps_node_group *ng = ps_cluster_group_of(c, g);
-            if (ng->gpu.mem_bytes < dcap[dev]) dcap[dev] = ng->gpu.mem_bytes;
+        /* the stage's capacity: its smallest GPU, node group by node group (CPU-only groups hold none of it) */
+        for (int gi = ps_cluster_group_index(c, sp->first_gpu);
+             gi >= 0 && gi < c->n_groups && c->groups[gi].first_gpu < sp->first_gpu + width; gi++) {
+            const ps_node_group *ng = &c->groups[gi];
+            if (ng->gpus_per_node > 0 && ng->gpu.mem_bytes < dcap[dev]) dcap[dev] = ng->gpu.mem_bytes;
         }
         if (s + 1 < S) {
             /* Megatron scatters the boundary activation over the TP group: each GPU sends 1/tp of it, all GPUs of
@@ -284,8 +285,10 @@ ps_status ps_cost_plan(const ps_cost_params *p, const ps_model *m, const ps_clus
 
     double model_flops = ps_model_train_flops(m) * (double)plan->gbs;
     double peak_sum = 0;
-    for (int64_t g = 0; g < c->n_gpus; g++)
-        peak_sum += ps_gpu_peak_flops(&ps_cluster_group_of(c, g)->gpu, ps_dtype_name(m->dtype));
+    for (int gi = 0; gi < c->n_groups; gi++) {
+        const ps_node_group *ng = &c->groups[gi];
+        peak_sum += (double)(ng->nodes * ng->gpus_per_node) * ps_cost_peak_flops(&ng->gpu, m->dtype);
+    }
     out->samples_per_s = (double)plan->gbs / out->iter_time_s;
     out->tokens_per_s = out->samples_per_s * (double)m->seq;
     out->tflops_per_gpu = model_flops / out->iter_time_s / (double)c->n_gpus / 1e12;

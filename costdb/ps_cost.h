@@ -105,6 +105,9 @@ double ps_p2p(const ps_cost_params *p, const ps_cluster *c, int64_t a, int64_t b
  * bandwidth times hbm_eff. */
 double ps_cost_stream_Bps(const ps_cost_params *p, const ps_gpu *g);
 
+/* Dense tensor peak [FLOP/s] of a device in a training dtype; 0 when it has none. */
+double ps_cost_peak_flops(const ps_gpu *g, ps_dtype dtype);
+
 /* Galvatron-BMW Sec. V: computation and communication that overlap both run overlap_slowdown times slower while
  * they overlap; the longer one finishes alone. Returns the time of the two together. */
 double ps_cost_overlapped(const ps_cost_params *p, double comp, double comm);

@@ -657,6 +657,13 @@ const ps_node_group *ps_cluster_group_of(const ps_cluster *c, int64_t gpu)
     return locate(c, gpu, &grp, &node, &local) ? &c->groups[grp] : NULL;
 }
 
+int ps_cluster_group_index(const ps_cluster *c, int64_t gpu)
+{
+    int grp;
+    int64_t node, local;
+    return locate(c, gpu, &grp, &node, &local) ? grp : -1;
+}
+
 ps_link ps_cluster_link(const ps_cluster *c, int64_t a, int64_t b)
 {
     ps_link l;

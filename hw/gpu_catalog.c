@@ -161,15 +161,30 @@ ps_status ps_gpu_lookup(const char *name, ps_gpu *out)
     return PS_FAIL(PS_ERR_INPUT, "unknown GPU kind '%s'; known GPUs: %s", name, known);
 }
 
+double ps_gpu_peak(const ps_gpu *g, ps_gpu_precision prec)
+{
+    if (!g) return 0;
+    switch (prec) {
+    case PS_GPU_FP32: return g->fp32_flops;
+    case PS_GPU_TF32: return g->tf32_flops;
+    case PS_GPU_FP16: return g->fp16_flops;
+    case PS_GPU_BF16: return g->bf16_flops;
+    case PS_GPU_FP8: return g->fp8_flops;
+    }
+    return 0;
+}
+
 double ps_gpu_peak_flops(const ps_gpu *g, const char *dtype)
 {
+    static const struct {
+        const char *name;
+        ps_gpu_precision prec;
+    } names[] = {{"fp32", PS_GPU_FP32},    {"float32", PS_GPU_FP32}, {"tf32", PS_GPU_TF32}, {"fp16", PS_GPU_FP16},
+                 {"float16", PS_GPU_FP16}, {"half", PS_GPU_FP16},    {"bf16", PS_GPU_BF16}, {"bfloat16", PS_GPU_BF16},
+                 {"fp8", PS_GPU_FP8}};
     if (!g || !dtype) return 0;
-    if (strcasecmp(dtype, "fp32") == 0 || strcasecmp(dtype, "float32") == 0) return g->fp32_flops;
-    if (strcasecmp(dtype, "tf32") == 0) return g->tf32_flops;
-    if (strcasecmp(dtype, "fp16") == 0 || strcasecmp(dtype, "float16") == 0 || strcasecmp(dtype, "half") == 0)
-        return g->fp16_flops;
-    if (strcasecmp(dtype, "bf16") == 0 || strcasecmp(dtype, "bfloat16") == 0) return g->bf16_flops;
-    if (strcasecmp(dtype, "fp8") == 0) return g->fp8_flops;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcasecmp(dtype, names[i].name) == 0) return ps_gpu_peak(g, names[i].prec);
     return 0;
 }
 

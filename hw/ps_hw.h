@@ -69,7 +69,13 @@ typedef struct {
 ps_status ps_gpu_lookup(const char *name, ps_gpu *out);
 int ps_gpu_catalog_count(void);
 const ps_gpu *ps_gpu_catalog_at(int i);
-/* Peak dense tensor FLOP/s for a dtype name ("fp32", "tf32", "fp16", "bf16", "fp8"); 0 if unsupported. */
+/* The precisions the catalog gives a peak for (hw/ has no model dtypes: costdb/ maps a ps_dtype to one). */
+typedef enum { PS_GPU_FP32 = 0, PS_GPU_TF32, PS_GPU_FP16, PS_GPU_BF16, PS_GPU_FP8 } ps_gpu_precision;
+/* Peak dense tensor FLOP/s for a precision; 0 if unsupported (or g NULL, or no such precision). A switch: for the
+ * cost model's loops. */
+double ps_gpu_peak(const ps_gpu *g, ps_gpu_precision prec);
+/* The same by dtype name ("fp32", "tf32", "fp16", "bf16", "fp8", any case; "float32", "float16", "half",
+ * "bfloat16"); 0 if unsupported or unknown. */
 double ps_gpu_peak_flops(const ps_gpu *g, const char *dtype);
 /* The catalog key of a device name as the CUDA runtime reports it ("NVIDIA A100-SXM4-80GB" -> "a100-80g"); NULL when
  * the exact board variant is not in the catalog (PCIe variants are not mapped to SXM entries). */
@@ -106,6 +112,9 @@ void ps_cluster_list_free(char **names, int count);
  * a cluster ps_cluster_finish has derived; O(1) on one node group, O(log groups) otherwise. */
 int64_t ps_cluster_node_of(const ps_cluster *c, int64_t gpu);
 const ps_node_group *ps_cluster_group_of(const ps_cluster *c, int64_t gpu);
+/* Index into c->groups of the group holding GPU `gpu`, -1 when none does: the groups of GPUs [a, b) are those from
+ * ps_cluster_group_index(c, a) on whose first_gpu is below b (CPU-only groups among them hold none of the GPUs). */
+int ps_cluster_group_index(const ps_cluster *c, int64_t gpu);
 /* The link data moving between two GPUs crosses: island, intra-node, or the network (the slower of the two nodes'
  * NICs). a == b returns a link of infinite bandwidth and zero latency. */
 ps_link ps_cluster_link(const ps_cluster *c, int64_t a, int64_t b);

@@ -110,6 +110,38 @@ static void test_placement(void **state)
     assert_true(l.bw_Bps == 100e9 && l.latency_s == 4e-6);
 }
 
+/* Peaks by precision agree with the lookup by name for every catalog GPU and training dtype; a layer on GPUs
+ * without a peak for the dtype, or partly outside the cluster, is refused naming why. */
+static void test_peaks(void **state)
+{
+    (void)state;
+    const ps_dtype dts[] = {PS_DTYPE_FP32, PS_DTYPE_FP16, PS_DTYPE_BF16, PS_DTYPE_FP8};
+    for (int i = 0; i < ps_gpu_catalog_count(); i++) {
+        const ps_gpu *g = ps_gpu_catalog_at(i);
+        for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++)
+            assert_true(ps_cost_peak_flops(g, dts[k]) == ps_gpu_peak_flops(g, ps_dtype_name(dts[k])));
+        assert_true(ps_gpu_peak(g, PS_GPU_TF32) == g->tf32_flops);
+        assert_true(ps_gpu_peak(g, PS_GPU_TF32) == ps_gpu_peak_flops(g, "TF32"));
+        assert_true(ps_gpu_peak(g, (ps_gpu_precision)99) == 0);
+    }
+    assert_true(ps_gpu_peak(NULL, PS_GPU_FP16) == 0);
+    ps_cost_params p;
+    ps_cost_params_default(&p);
+    ps_cluster c = load_cluster("p3-8xlarge:1"); /* 4 V100: no bf16 */
+    ps_model m = load_model("gpt3-1.3b");
+    ps_layer_cost lc;
+    ps_strategy s = {.tp = 2, .dp = 2};
+    assert_int_equal(ps_cost_layer(&p, &c, &m.layers[1], PS_DTYPE_FP16, 1, &s, 0, &lc), PS_OK);
+    assert_int_equal(ps_cost_layer(&p, &c, &m.layers[1], PS_DTYPE_BF16, 1, &s, 0, &lc), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "has no bf16 tensor peak"));
+    assert_int_equal(ps_cost_layer(&p, &c, &m.layers[1], PS_DTYPE_FP16, 1, &s, 2, &lc), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "GPU 4 is outside cluster p3-8xlarge:1 (4 GPUs)"));
+    assert_int_equal(ps_cost_layer(&p, &c, &m.layers[1], PS_DTYPE_FP16, 1, &s, -1, &lc), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "GPU -1 is outside cluster"));
+    ps_model_free(&m);
+    ps_cluster_free(&c);
+}
+
 static void test_zero_memory(void **state)
 {
     (void)state;
@@ -321,7 +353,8 @@ static void test_params(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ring_allreduce), cmocka_unit_test(test_placement), cmocka_unit_test(test_zero_memory),
+        cmocka_unit_test(test_ring_allreduce), cmocka_unit_test(test_placement),
+        cmocka_unit_test(test_peaks),          cmocka_unit_test(test_zero_memory),
         cmocka_unit_test(test_monotone),       cmocka_unit_test(test_plan_rules),
         cmocka_unit_test(test_plan_prediction), cmocka_unit_test(test_params),
     };
