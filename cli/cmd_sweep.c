@@ -71,7 +71,7 @@ static ps_status split_list(const char *list, const char *opt, char ***items, in
 }
 
 /* --clusters: items are PRESET[:NODES], cluster files (a '/' or a .json ending, as ps_cluster_load tells them
- * apart) or auto; an item of digits alone is one more node count for the preset item before it, so
+ * apart), auto or costdb (the machine --costdb measured); an item of digits alone is one more node count for the preset item before it, so
  * "dgx-a100-80g:1,2,4" is the DESIGN.md shorthand for dgx-a100-80g:1,dgx-a100-80g:2,dgx-a100-80g:4. A preset name is
  * never all digits and a file named by digits is written ./8, so the two readings never collide. */
 static ps_status parse_clusters(const char *list, char ***out, int *n)
@@ -99,7 +99,7 @@ static ps_status parse_clusters(const char *list, char ***out, int *n)
             ps_strlcpy(spec, t, sizeof spec);
             size_t len = strlen(t);
             bool file = strchr(t, '/') || (len >= 5 && strcmp(t + len - 5, ".json") == 0);
-            if (file || strcmp(t, "auto") == 0) {
+            if (file || strcmp(t, "auto") == 0 || strcmp(t, "costdb") == 0) {
                 base[0] = '\0'; /* nothing for a later bare number to continue */
             } else {
                 ps_strlcpy(base, t, sizeof base);
@@ -136,6 +136,7 @@ static void options_line(const ps_cli_opts *o, char *buf, size_t cap)
     if (o->mopts.dtype >= 0) ps_strcatf(buf, cap, " dtype=%s", ps_dtype_name((ps_dtype)o->mopts.dtype));
     if (o->objective && strcmp(o->objective, "throughput") != 0) ps_strcatf(buf, cap, " objective=%s", o->objective);
     for (int i = 0; i < o->n_cost_params; i++) ps_strcatf(buf, cap, " cost-param=%s", o->cost_params[i]);
+    if (o->costdb) ps_strcatf(buf, cap, " costdb=%s", o->costdb);
 }
 
 /* Agree on one outcome. Returns PS_OK with *stop = 0 when every rank is fine. Otherwise *stop = 1 and this rank's
@@ -298,27 +299,37 @@ static json_t *cell_record(const char *key, const char *model, const char *clust
 
 /* ---- the command ---- */
 
+/* One column of the grid: a cluster and what every cell on it shares. */
+typedef struct {
+    ps_cluster c;
+    ps_cli_search_opts setup; /* the search options resolved for it, checked before any cell runs */
+    ps_cost_params cp;        /* --cost-param values, and --costdb's tables attached to this cluster */
+    ps_costdb_model *db;
+} sweep_cluster;
+
 typedef struct {
     ps_sweep_grid g;
-    ps_cluster *clusters; /* [n_clusters] */
-    ps_cli_search_opts *setup; /* [n_clusters]: the search options resolved for each cluster (checked before any cell) */
-    ps_model *models;     /* [n_models * n_clusters]: the vocabulary padding depends on the cluster */
+    sweep_cluster *cols;  /* [n_clusters] */
+    ps_model *models;     /* [n_models * n_clusters]: the vocabulary padding and dtype depend on the cluster */
     int n_loaded_clusters, n_loaded_models;
 } sweep_inputs;
 
 static void inputs_free(sweep_inputs *in)
 {
     for (int i = 0; i < in->n_loaded_models; i++) ps_model_free(&in->models[i]);
-    for (int i = 0; i < in->n_loaded_clusters; i++) ps_cluster_free(&in->clusters[i]);
+    for (int i = 0; i < in->n_loaded_clusters; i++) {
+        ps_cluster_free(&in->cols[i].c);
+        ps_costdb_model_free(in->cols[i].db);
+    }
     free(in->models);
-    free(in->clusters);
-    free(in->setup);
+    free(in->cols);
     ps_mpi_strings_free(in->g.models, in->g.n_models);
     ps_mpi_strings_free(in->g.clusters, in->g.n_clusters);
 }
 
-/* Parse both lists and load every cluster and every (model, cluster) model, on this rank, before any cell runs: a
- * bad name in the last cell fails the sweep now, not hours into it. */
+/* Parse both lists and load every cluster (with its search options and cost database) and every (model, cluster)
+ * model, on this rank, before any cell runs: a bad name or option in the last cell fails the sweep now, not hours
+ * into it, and before the folder is made. */
 static ps_status load_inputs(const ps_cli_opts *o, MPI_Comm comm, sweep_inputs *in)
 {
     PS_TRY(split_list(o->models, "models", &in->g.models, &in->g.n_models));
@@ -326,20 +337,24 @@ static ps_status load_inputs(const ps_cli_opts *o, MPI_Comm comm, sweep_inputs *
     if ((int64_t)in->g.n_models * in->g.n_clusters > SWEEP_MAX_CELLS)
         return PS_FAIL(PS_ERR_INPUT, "the sweep has %d x %d cells; at most %d are allowed", in->g.n_models,
                        in->g.n_clusters, SWEEP_MAX_CELLS);
-    in->clusters = ps_calloc((size_t)in->g.n_clusters, sizeof *in->clusters);
-    in->setup = ps_calloc((size_t)in->g.n_clusters, sizeof *in->setup);
+    in->cols = ps_calloc((size_t)in->g.n_clusters, sizeof *in->cols);
     in->models = ps_calloc((size_t)in->g.n_models * (size_t)in->g.n_clusters, sizeof *in->models);
-    if (!in->clusters || !in->setup || !in->models) return PS_ERR_SYSTEM;
+    if (!in->cols || !in->models) return PS_ERR_SYSTEM;
     for (int k = 0; k < in->g.n_clusters; k++) {
-        PS_TRY(ps_cli_load_cluster(o, in->g.clusters[k], comm, true, &in->clusters[k]));
+        sweep_cluster *col = &in->cols[k];
+        PS_TRY(ps_cli_load_cluster(o, in->g.clusters[k], comm, true, &col->c));
         in->n_loaded_clusters++;
         /* The checks ps_cli_search makes when a cell starts (--gbs-range, --schedules), made now. */
-        PS_TRY(ps_cli_search_setup(o, &in->clusters[k], &in->setup[k]));
+        PS_TRY(ps_cli_search_setup(o, &col->c, &col->setup));
+        /* As the plan command costs: --cost-param values, then --costdb's tables (refused for other devices). */
+        ps_cost_params_default(&col->cp);
+        for (int i = 0; i < o->n_cost_params; i++) PS_TRY(ps_cost_params_set(&col->cp, o->cost_params[i]));
+        PS_TRY(ps_cli_costdb_attach(o, &col->c, &col->cp, &col->db));
     }
     /* As the plan command loads them: padded for TP up to a node, in fp16 where the cluster has no bf16. */
     for (int i = 0; i < in->g.n_models; i++)
         for (int k = 0; k < in->g.n_clusters; k++) {
-            PS_TRY(ps_cli_load_model(o, in->g.models[i], &in->clusters[k], true, comm,
+            PS_TRY(ps_cli_load_model(o, in->g.models[i], &in->cols[k].c, true, comm,
                                      &in->models[i * in->g.n_clusters + k]));
             in->n_loaded_models = i * in->g.n_clusters + k + 1;
         }
@@ -366,11 +381,14 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
 {
     /* psearch runs sweep under MPI always (ps_cli_needs_mpi), so comm is a communicator, never MPI_COMM_NULL. */
     int rank = 0, nranks = 1, stop = 0;
+    /* Options of the one-plan command that a sweep has nowhere to put (every rank sees the same: each refuses). */
+    if (o->export_kind || o->svg)
+        return PS_FAIL(PS_ERR_INPUT, "psearch sweep: --%s is for one plan (psearch --model M --cluster C %s); a "
+                                     "sweep publishes every cell's plan in --out DIR (tables, records, timelines)",
+                       o->export_kind ? "export" : "svg", o->export_kind ? "--export KIND" : "--svg FILE");
     PS_MPI(MPI_Comm_rank(comm, &rank));
     PS_MPI(MPI_Comm_size(comm, &nranks));
     double t0 = MPI_Wtime();
-    ps_cost_params cp;
-    ps_cost_params_default(&cp);
     sweep_inputs in;
     memset(&in, 0, sizeof in);
     ps_sweep_log *lg = NULL;
@@ -380,7 +398,6 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     in.g.options = opts;
 
     ps_status st = PS_OK;
-    for (int i = 0; i < o->n_cost_params && st == PS_OK; i++) st = ps_cost_params_set(&cp, o->cost_params[i]);
     if (st == PS_OK) st = load_inputs(o, comm, &in);
     int n_cells = in.g.n_models * in.g.n_clusters;
     if (st == PS_OK && !(done = ps_calloc((size_t)n_cells + 1, 1))) st = PS_ERR_SYSTEM;
@@ -405,11 +422,11 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
             int cell = mi * in.g.n_clusters + ci;
             if (done[cell]) continue;
             const ps_model *m = &in.models[cell];
-            const ps_cluster *c = &in.clusters[ci];
+            const ps_cluster *c = &in.cols[ci].c;
             ps_search_result all;
             double secs = 0;
             /* ps_cli_search takes the search options from o; the model and cluster are passed loaded. */
-            st = ps_cli_search(o, comm, &cp, m, c, &all, &secs);
+            st = ps_cli_search(o, comm, &in.cols[ci].cp, m, c, &all, &secs);
             if (st == PS_OK && rank == 0) {
                 char key[2100], line[512];
                 ps_sweep_cell_key(in.g.models[mi], in.g.clusters[ci], key, sizeof key);

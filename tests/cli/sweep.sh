@@ -101,6 +101,30 @@ check "a --gbs-range of more than 4096 sizes exits 2" test $? -eq 2
 check "... saying why" grep -q 'more than 4096 batch sizes' "$scratch/e13"
 check "... creating nothing" test ! -e "$scratch/n5"
 
+# --costdb: the measured tables cost every cell as they cost the plan command's search, and the options name the
+# file; a cluster of other devices is refused before the folder is made.
+$launch "$psearch" calibrate --quick --out "$scratch/t.h5" </dev/null >/dev/null 2>"$scratch/e14"
+check "calibrate --quick for the --costdb cases (stderr: $(tail -2 "$scratch/e14"))" test $? -eq 0
+sweep --models amp-gpt2 --clusters costdb --costdb "$scratch/t.h5" --out "$scratch/db" >/dev/null 2>"$scratch/e15"
+check "a sweep on the calibrated machine exits 0 (stderr: $(tail -2 "$scratch/e15"))" test $? -eq 0
+check "... its options name the cost database" grep -q "costdb=$scratch/t.h5" "$scratch/db/cells.jsonl"
+want=$("$psearch" --model amp-gpt2 --cluster costdb --costdb "$scratch/t.h5" --format json </dev/null 2>/dev/null |
+  grep -m1 -o '"samples_per_s": [0-9.eE+-]*' | grep -o '[0-9.eE+-]*$')
+got=$(grep -m1 -o '"samples_per_s":[0-9.eE+-]*' "$scratch/db/cells.jsonl" | cut -d: -f2)
+check "... and its plan predicted as the plan command predicts it ($got vs $want samples/s)" \
+  awk -v a="$got" -v b="$want" 'BEGIN { exit !(b > 0 && (a - b) / b < 1e-6 && (b - a) / b < 1e-6) }'
+sweep --models amp-gpt2 --clusters dgx-a100-80g:1 --costdb "$scratch/t.h5" --out "$scratch/n6" >/dev/null 2>"$scratch/e16"
+check "--costdb of other devices than a cluster's exits 2" test $? -eq 2
+check "... saying so" grep -q 'another device kind' "$scratch/e16"
+check "... creating nothing" test ! -e "$scratch/n6"
+for opt in "--export megatron" "--svg $scratch/x.svg"; do
+  # shellcheck disable=SC2086 # the option and its value
+  sweep --models amp-gpt2 --clusters dgx-a100-80g:1 $opt --out "$scratch/n7" >/dev/null 2>"$scratch/e17"
+  check "${opt%% *}, an option for one plan, exits 2" test $? -eq 2
+  check "... saying so" grep -q -e "${opt%% *} is for one plan" "$scratch/e17"
+  check "... creating nothing" test ! -e "$scratch/n7" -a ! -e "$scratch/x.svg"
+done
+
 # An infeasible cell is a result: recorded with its binding constraint and shown as such.
 sweep --models gpt3-175b --clusters dgx-a100-80g:1 --out "$scratch/inf" >/dev/null 2>"$scratch/e10"
 check "a sweep with an infeasible cell exits 0 (stderr: $(tail -2 "$scratch/e10"))" test $? -eq 0
