@@ -223,8 +223,7 @@ static ps_status print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_p
         for (int i = 0; i < r->n_top; i++) {
             const ps_plan *p = &r->top[i].plan;
             const ps_prediction *q = &r->top[i].pred;
-            double peak = 0;
-            for (int s = 0; s < q->n_stages; s++) peak = fmax(peak, q->stages[s].mem_peak);
+            double peak = ps_prediction_peak(q);
             bool uni = ps_plan_is_uniform(p, m->n_layers);
             fprintf(out->f, "%4d %12.4g %7.1f%% %5.1f%% %4d %4d %4d %5d %5lld %5lld %-12s %9s %5.1fG%s\n", i + 1,
                     q->samples_per_s, 100 * q->mfu, 100 * q->bubble_frac, p->pp, p->layer[0].tp, p->layer[0].dp,

@@ -118,6 +118,8 @@ static int64_t count_blocks(const ps_model *m)
 }
 
 /* ---- strategies of one stage width ---- */
+/* Strategies of one stage width: tp x sp x ZeRO x recompute, far below this for any node size. */
+#define PS_SEARCH_MAX_STRATS 256
 /* At most this many (tp, sp) layouts, i.e. 32 TP degrees per stage; wider TP choices are cut, not overrun. */
 #define PS_SEARCH_MAX_LAYOUTS 64
 typedef struct {
@@ -186,6 +188,12 @@ typedef struct {
     size_t cap_C, cap_Carg, cap_Cm, cap_Cmarg;
     int64_t *parts;  /* partitions of one candidate */
     size_t cap_parts;
+    double *ones;    /* unit pass times for the in-flight count */
+    size_t cap_ones;
+    int even_K;      /* the even split last computed (0: none), whether it exists, and its cuts */
+    bool even_ok;
+    int64_t *even_cuts;
+    size_t cap_even_cuts;
     double *ltime;   /* layer DP inputs [L*S] */
     int64_t *lmem;
     int *choice;
@@ -247,7 +255,7 @@ static ps_status evaluate(worker *w, const ps_cost_params *cp, const ps_model *m
 {
     ps_search_cand cand = {.plan = *plan, .index = index};
     memset(plan, 0, sizeof *plan);
-    ps_status st = ps_cost_plan(cp, m, c, &cand.plan, &cand.pred);
+    ps_status st = ps_cost_plan_ws(cp, m, c, &cand.plan, w->sched, &cand.pred); /* built by search_outer */
     if (st != PS_OK) {
         ps_plan_free(&cand.plan);
         return st;
@@ -336,18 +344,26 @@ typedef struct {
     size_t N;
 } stage_ctx;
 
-/* Megatron's even split over K stages (ps_plan_uniform's rule). False when the model has too few layers. */
-static bool even_cuts(const ps_model *m, int K, int64_t *cuts)
+/* Megatron's even split over K stages (ps_plan_uniform's rule). False when the model has too few layers. It depends on
+ * K alone, so each worker keeps the last one instead of building a plan per candidate. */
+static ps_status even_cuts(worker *w, const ps_model *m, int K, int64_t *cuts, bool *ok)
 {
-    ps_plan u;
-    ps_strategy s1 = {.tp = 1, .dp = 1};
-    if (ps_plan_uniform(m, 1, 1, K, 1, "1f1b", &s1, &u) != PS_OK) {
-        ps_error_clear();
-        return false;
+    if (w->even_K != K) {
+        ps_plan u;
+        ps_strategy s1 = {.tp = 1, .dp = 1};
+        PS_TRY(ps_grow((void **)&w->even_cuts, &w->cap_even_cuts, (size_t)K + 1, sizeof(int64_t)));
+        w->even_ok = ps_plan_uniform(m, 1, 1, K, 1, "1f1b", &s1, &u) == PS_OK;
+        if (w->even_ok) {
+            memcpy(w->even_cuts, u.cuts, ((size_t)K + 1) * sizeof *cuts);
+            ps_plan_free(&u);
+        } else {
+            ps_error_clear();
+        }
+        w->even_K = K;
     }
-    memcpy(cuts, u.cuts, ((size_t)K + 1) * sizeof *cuts);
-    ps_plan_free(&u);
-    return true;
+    *ok = w->even_ok;
+    if (*ok) memcpy(cuts, w->even_cuts, ((size_t)K + 1) * sizeof *cuts);
+    return PS_OK;
 }
 
 static bool partition_fits(const double *C, int K, size_t N, const int64_t *cuts)
@@ -399,7 +415,7 @@ static ps_status refine(worker *w, const stage_ctx *x, const ps_cost_params *cp,
          * stage; on a full tie the lower index stays) never improve the optimum: resharding depends only on the
          * layout. Galvatron-BMW's Takeaways prune by rule; this prunes by the numbers. Rows of identical layers are
          * checked once. Memory is rounded up to whole quanta and the budget down: the DP can only under-use. */
-        int keep[256], nk = 0;
+        int keep[PS_SEARCH_MAX_STRATS], nk = 0;
         for (int s = 0; s < nS; s++) {
             bool dominated = false;
             for (int u = 0; u < nS && !dominated; u++) {
@@ -438,7 +454,7 @@ static ps_status refine(worker *w, const stage_ctx *x, const ps_cost_params *cp,
                 double bytes = ps_layer_boundary_bytes(bl, m->dtype) * (double)(x->global_mb / (x->width / t));
                 resh[u * n_layouts + v] = 2 * ps_coll_allgather(cp, c, &grp, bytes);
             }
-        int lay[256];
+        int lay[PS_SEARCH_MAX_STRATS];
         for (int i = 0; i < nk; i++) lay[i] = x->S[keep[i]].layout;
         ps_ldp_problem lp = {(int)n, nk, w->ltime, w->lmem, n_layouts, lay, resh};
         double best;
@@ -446,7 +462,6 @@ static ps_status refine(worker *w, const stage_ctx *x, const ps_cost_params *cp,
         w->cells += (double)n * (double)(o->quanta + 1) * (double)nk;
         if (!isfinite(best)) continue;
         for (int64_t l = 0; l < n; l++) w->choice[l] = keep[w->choice[l]];
-        if (!isfinite(best)) continue;
         for (int64_t l = 0; l < n; l++) {
             const ps_strategy *ns = &x->S[w->choice[l]].s;
             if (!ps_strategy_equal(ns, &ref->layer[a + l])) *changed = true;
@@ -502,9 +517,10 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
 {
     int64_t L = m->n_layers, width = c->n_gpus / oc->pp, global_mb = oc->gbs / oc->micro;
     int max_tp = ps_search_max_tp(o, c);
-    strat S[256];
+    strat S[PS_SEARCH_MAX_STRATS];
     int layout_tp[PS_SEARCH_MAX_LAYOUTS], n_layouts = 0;
-    int nS = build_strategies(width, max_tp, global_mb, o->mbs_max, S, 256, &n_layouts, layout_tp);
+    int nS = build_strategies(width, max_tp, global_mb, o->mbs_max, S, PS_SEARCH_MAX_STRATS, &n_layouts,
+                              layout_tp);
     if (nS == 0) return PS_OK;
 
     int K = oc->pp;
@@ -519,16 +535,12 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
     /* In-flight micro-batches per stage, from the schedule itself (unit times, unit activations). */
     double inflight[4096];
     if (oc->vpp == 1) {
-        double *ones = ps_calloc((size_t)K * 3, sizeof *ones);
-        if (!ones) return PS_ERR_SYSTEM;
-        for (int i = 0; i < 3 * K; i++) ones[i] = 1;
-        ps_sched_costs uc = {.f = ones, .b = ones + K, .w = ones + 2 * K};
+        PS_TRY(ps_grow((void **)&w->ones, &w->cap_ones, (size_t)K * 3, sizeof(double)));
+        for (int i = 0; i < 3 * K; i++) w->ones[i] = 1;
+        ps_sched_costs uc = {.f = w->ones, .b = w->ones + K, .w = w->ones + 2 * K};
         ps_sched_result ur;
-        ps_status sst = ps_sched_simulate(w->sched, &uc, &ur);
-        if (sst == PS_OK)
-            for (int k = 0; k < K; k++) inflight[k] = ur.peak_act[ps_sched_device_of(w->sched, k)];
-        free(ones);
-        PS_TRY(sst);
+        PS_TRY(ps_sched_simulate(w->sched, &uc, &ur));
+        for (int k = 0; k < K; k++) inflight[k] = ur.peak_act[ps_sched_device_of(w->sched, k)];
     }
 
     /* 1. layer tables per stage group (one group when the placement is uniform), distinct layers costed once */
@@ -692,7 +704,8 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
     } else {
         PS_TRY(ps_pdp_solve(w->pdp, &tp_prob, &tbest, pt));
         w->cells += (double)K * (double)N * (double)N;
-        have_e = even_cuts(m, K, pe) && partition_fits(w->C, K, N, pe);
+        PS_TRY(even_cuts(w, m, K, pe, &have_e));
+        have_e = have_e && partition_fits(w->C, K, N, pe);
         if (o->balance && isfinite(tbest)) {
             PS_TRY(ps_pdp_minmax(w->pdp, &mp_prob, &mbest, pb));
             w->cells += (double)K * (double)N * (double)N / 2;
@@ -910,6 +923,8 @@ ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cl
         free(w->Cm);
         free(w->Cmarg);
         free(w->parts);
+        free(w->ones);
+        free(w->even_cuts);
         free(w->ltime);
         free(w->lmem);
         free(w->choice);
