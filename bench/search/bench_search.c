@@ -1,7 +1,8 @@
 /* Speed of the search (issue: "Speed, measured in a benchmark"), printing one JSON document: for each case and
- * OpenMP thread count, the wall time of ps_search_run on one rank, the plans costed, the candidates pruned by bounds,
- * the dynamic-programming cells visited and their rate, plus this machine's memory bandwidth measured in the same run
- * (a STREAM-like triad), since the kernels are memory-bound and shared machines differ.
+ * OpenMP thread count, the wall time of ps_search_run on one rank against the issue's target, the plans costed, the
+ * candidates pruned by bounds, the nominal dynamic-programming cells (the sizes of the tables the DPs span, not
+ * counted cell by cell) and their rate, whether 1 and 2 threads found the same best plan, plus this machine's memory
+ * bandwidth measured in the same run (a STREAM-like triad), to tell a slow machine from a slow search.
  *   bench_search [--quick]      --quick: case (a) only (CI-sized)
  * Cases: (a) gpt3-65b on dgx-a100-80g:4 with a batch sweep 64..512 step 64; (b) gpt3-175b on dgx-a100-80g:128 at
  * gbs 1536; (c) llama3-405b on dgx-h100:512 at gbs 2048 (Llama 3 report: 16M tokens at seq 8192 -> 2048 seqs).
@@ -82,6 +83,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "# %s\n", ps_error_message());
             return 2;
         }
+        double best1 = 0;
         for (int threads = 1; threads <= 2; threads++) {
             omp_set_num_threads(threads);
             ps_search_opts o;
@@ -96,14 +98,18 @@ int main(int argc, char **argv)
                 return 3;
             }
             double wall = now_s() - t0;
+            double best = r.n_top ? r.top[0].pred.samples_per_s : 0.0;
+            if (threads == 1) best1 = best;
             printf("%s\n    {\"case\": \"%s\", \"model\": \"%s\", \"cluster\": \"%s\", \"gpus\": %lld, \"gbs\": [%lld, %lld, "
-                   "%lld], \"threads\": %d, \"wall_s\": %.4f, \"target_s\": %g, \"candidates\": %lld, "
-                   "\"plans_costed\": %lld, \"pruned\": %lld, \"dp_cells\": %.6g, \"dp_cells_per_s\": %.6g, "
-                   "\"best_samples_per_s\": %.6g}",
+                   "%lld], \"threads\": %d, \"wall_s\": %.4f, \"target_s\": %g, \"meets_target\": %s, "
+                   "\"candidates\": %lld, \"plans_costed\": %lld, \"pruned\": %lld, \"dp_cells_nominal\": %.6g, "
+                   "\"dp_cells_nominal_per_s\": %.6g, \"best_samples_per_s\": %.6g, \"same_best_as_1_thread\": %s}",
                    first ? "" : ",", bc->name, bc->model, bc->cluster, (long long)c.n_gpus, (long long)bc->gbs_lo,
                    (long long)bc->gbs_hi, (long long)bc->gbs_step, threads, wall, bc->target_s,
-                   (long long)r.candidates, (long long)r.evaluated, (long long)r.pruned, r.dp_cells,
-                   r.dp_cells / wall, r.n_top ? r.top[0].pred.samples_per_s : 0.0);
+                   bc->target_s > 0 ? (wall <= bc->target_s ? "true" : "false") : "null", (long long)r.candidates,
+                   (long long)r.evaluated, (long long)r.pruned, r.dp_cells, r.dp_cells / wall, best,
+                   best == best1 ? "true" : "false");
+            if (best != best1) rc = 1; /* the search must not depend on the thread count */
             fflush(stdout);
             first = 0;
             if (!r.n_top) rc = 1;
