@@ -119,24 +119,35 @@ static ps_status parse_clusters(const char *list, char ***out, int *n)
     return PS_OK;
 }
 
-/* The search options that change what a cell finds, in one canonical line. Records carry it, and --resume refuses
- * records made with another: a table must not mix plans searched under different settings. */
-static void options_line(const ps_cli_opts *o, char *buf, size_t cap)
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* The search options a cell on cluster c ran with, resolved as the search resolves them (the batch sizes, the largest
+ * TP degree, the schedule kinds sorted), plus the model and cost options given, in one canonical line. Records carry
+ * it, and --resume refuses records made with another: a table must not mix plans searched under different settings,
+ * while spelling the same settings differently (--gbs 64 for the default on 8 GPUs, --schedules b,a) changes nothing. */
+static char *options_line(const ps_cli_opts *o, const ps_cluster *c, const ps_search_opts *so)
 {
-    buf[0] = '\0';
-    if (o->gbs_range) ps_strcatf(buf, cap, "gbs-range=%s", o->gbs_range);
-    else if (o->gbs) ps_strcatf(buf, cap, "gbs=%lld", (long long)o->gbs);
-    else ps_strcatf(buf, cap, "gbs=8xGPUs");
-    ps_strcatf(buf, cap, " mbs-max=%lld", o->mbs_max ? (long long)o->mbs_max : 16LL);
-    if (o->max_tp) ps_strcatf(buf, cap, " max-tp=%lld", (long long)o->max_tp);
-    else ps_strcatf(buf, cap, " max-tp=node");
-    ps_strcatf(buf, cap, " schedules=%s", o->schedules ? o->schedules : "all");
-    if (o->mopts.seq) ps_strcatf(buf, cap, " seq=%lld", (long long)o->mopts.seq);
-    if (o->mopts.vocab_pad) ps_strcatf(buf, cap, " vocab-pad=%lld", (long long)o->mopts.vocab_pad);
-    if (o->mopts.dtype >= 0) ps_strcatf(buf, cap, " dtype=%s", ps_dtype_name((ps_dtype)o->mopts.dtype));
-    if (o->objective && strcmp(o->objective, "throughput") != 0) ps_strcatf(buf, cap, " objective=%s", o->objective);
-    for (int i = 0; i < o->n_cost_params; i++) ps_strcatf(buf, cap, " cost-param=%s", o->cost_params[i]);
-    if (o->costdb) ps_strcatf(buf, cap, " costdb=%s", o->costdb);
+    char buf[8192] = "";
+    if (so->gbs_lo == so->gbs_hi) ps_strcatf(buf, sizeof buf, "gbs=%lld", (long long)so->gbs_lo);
+    else ps_strcatf(buf, sizeof buf, "gbs-range=%lld:%lld:%lld", (long long)so->gbs_lo, (long long)so->gbs_hi,
+                    (long long)so->gbs_step);
+    ps_strcatf(buf, sizeof buf, " mbs-max=%lld max-tp=%d schedules=", (long long)so->mbs_max, ps_search_max_tp(so, c));
+    const char *kinds[64];
+    int nk = 0;
+    if (so->schedules)
+        for (int i = 0; i < so->n_schedules && nk < 64; i++) kinds[nk++] = so->schedules[i];
+    else
+        for (int i = 0; i < ps_sched_kind_count() && nk < 64; i++) kinds[nk++] = ps_sched_kind_name(i);
+    qsort(kinds, (size_t)nk, sizeof kinds[0], cmp_str);
+    for (int i = 0; i < nk; i++)
+        if (i == 0 || strcmp(kinds[i], kinds[i - 1]) != 0) ps_strcatf(buf, sizeof buf, "%s%s", i ? "," : "", kinds[i]);
+    ps_strcatf(buf, sizeof buf, " objective=%s", so->objective == PS_SEARCH_MEMORY ? "memory" : "throughput");
+    if (o->mopts.seq) ps_strcatf(buf, sizeof buf, " seq=%lld", (long long)o->mopts.seq);
+    if (o->mopts.vocab_pad) ps_strcatf(buf, sizeof buf, " vocab-pad=%lld", (long long)o->mopts.vocab_pad);
+    if (o->mopts.dtype >= 0) ps_strcatf(buf, sizeof buf, " dtype=%s", ps_dtype_name((ps_dtype)o->mopts.dtype));
+    for (int i = 0; i < o->n_cost_params; i++) ps_strcatf(buf, sizeof buf, " cost-param=%s", o->cost_params[i]);
+    if (o->costdb) ps_strcatf(buf, sizeof buf, " costdb=%s", o->costdb);
+    return ps_strdup(buf);
 }
 
 /* Agree on one outcome. Returns PS_OK with *stop = 0 when every rank is fine. Otherwise *stop = 1 and this rank's
@@ -171,8 +182,7 @@ static const char *jstr(const json_t *o, const char *k)
 }
 
 /* Rank 0: open the records and check they belong to this sweep; fill done[]. */
-static ps_status open_records(const ps_cli_opts *o, const ps_sweep_grid *g, const char *opts, ps_sweep_log **lg,
-                              unsigned char *done)
+static ps_status open_records(const ps_cli_opts *o, const ps_sweep_grid *g, ps_sweep_log **lg, unsigned char *done)
 {
     char path[4096];
     PS_TRY(make_dir(o->sweep_dir));
@@ -189,27 +199,28 @@ static ps_status open_records(const ps_cli_opts *o, const ps_sweep_grid *g, cons
     if (torn) fprintf(stderr, "# sweep: dropped a torn last record of %zu bytes from %s\n", torn, path);
     for (int i = 0; i < n; i++) {
         const json_t *r = ps_sweep_log_at(*lg, i);
-        const char *ro = jstr(r, "options");
         ps_status st = PS_OK;
-        if (strcmp(ro, opts) != 0) {
+        int mi = -1, ci = -1;
+        for (int k = 0; k < g->n_models; k++)
+            if (strcmp(g->models[k], jstr(r, "model")) == 0) mi = k;
+        for (int k = 0; k < g->n_clusters; k++)
+            if (strcmp(g->clusters[k], jstr(r, "cluster")) == 0) ci = k;
+        if (mi < 0 || ci < 0)
+            st = PS_FAIL(PS_ERR_INPUT, "--resume: %s holds cell '%s', which --models/--clusters do not list; a "
+                                       "resumed sweep must cover every recorded cell (list it, or use another folder)",
+                         path, jstr(r, "cell"));
+        else if (strcmp(jstr(r, "options"), g->options[ci]) != 0)
             st = PS_FAIL(PS_ERR_INPUT, "--resume: %s record %d (%s) was searched with other options:\n  recorded: "
                                        "%s\n  now:      %s\nrerun with the recorded options, or use another folder",
-                         path, i + 1, jstr(r, "cell"), ro, opts);
-        } else {
-            int mi = -1, ci = -1;
-            for (int k = 0; k < g->n_models; k++)
-                if (strcmp(g->models[k], jstr(r, "model")) == 0) mi = k;
-            for (int k = 0; k < g->n_clusters; k++)
-                if (strcmp(g->clusters[k], jstr(r, "cluster")) == 0) ci = k;
-            if (mi < 0 || ci < 0)
-                st = PS_FAIL(PS_ERR_INPUT, "--resume: %s holds cell '%s', which --models/--clusters do not list; "
-                                           "a resumed sweep must cover every recorded cell (list it, or use another "
-                                           "folder)", path, jstr(r, "cell"));
-            else if (done[mi * g->n_clusters + ci])
-                st = PS_FAIL(PS_ERR_INPUT, "%s: cell '%s' is recorded twice (line %d)", path, jstr(r, "cell"), i + 1);
-            else
-                done[mi * g->n_clusters + ci] = 1;
-        }
+                         path, i + 1, jstr(r, "cell"), jstr(r, "options"), g->options[ci]);
+        else if (strcmp(jstr(r, "psearch"), PS_VERSION) != 0)
+            st = PS_FAIL(PS_ERR_INPUT, "--resume: %s record %d (%s) was searched by psearch %s, this is psearch %s: "
+                                       "its cost model may differ; finish the sweep with that version, or use "
+                                       "another folder", path, i + 1, jstr(r, "cell"), jstr(r, "psearch"), PS_VERSION);
+        else if (done[mi * g->n_clusters + ci])
+            st = PS_FAIL(PS_ERR_INPUT, "%s: cell '%s' is recorded twice (line %d)", path, jstr(r, "cell"), i + 1);
+        else
+            done[mi * g->n_clusters + ci] = 1;
         if (st != PS_OK) {
             ps_sweep_log_close(*lg);
             *lg = NULL;
@@ -324,6 +335,7 @@ static void inputs_free(sweep_inputs *in)
     free(in->models);
     free(in->cols);
     ps_mpi_strings_free(in->g.models, in->g.n_models);
+    ps_mpi_strings_free(in->g.options, in->g.n_clusters);
     ps_mpi_strings_free(in->g.clusters, in->g.n_clusters);
 }
 
@@ -338,8 +350,9 @@ static ps_status load_inputs(const ps_cli_opts *o, MPI_Comm comm, sweep_inputs *
         return PS_FAIL(PS_ERR_INPUT, "the sweep has %d x %d cells; at most %d are allowed", in->g.n_models,
                        in->g.n_clusters, SWEEP_MAX_CELLS);
     in->cols = ps_calloc((size_t)in->g.n_clusters, sizeof *in->cols);
+    in->g.options = ps_calloc((size_t)in->g.n_clusters, sizeof *in->g.options);
     in->models = ps_calloc((size_t)in->g.n_models * (size_t)in->g.n_clusters, sizeof *in->models);
-    if (!in->cols || !in->models) return PS_ERR_SYSTEM;
+    if (!in->cols || !in->g.options || !in->models) return PS_ERR_SYSTEM;
     for (int k = 0; k < in->g.n_clusters; k++) {
         sweep_cluster *col = &in->cols[k];
         PS_TRY(ps_cli_load_cluster(o, in->g.clusters[k], comm, true, &col->c));
@@ -350,6 +363,7 @@ static ps_status load_inputs(const ps_cli_opts *o, MPI_Comm comm, sweep_inputs *
         ps_cost_params_default(&col->cp);
         for (int i = 0; i < o->n_cost_params; i++) PS_TRY(ps_cost_params_set(&col->cp, o->cost_params[i]));
         PS_TRY(ps_cli_costdb_attach(o, &col->c, &col->cp, &col->db));
+        if (!(in->g.options[k] = options_line(o, &col->c, &col->setup.so))) return PS_ERR_SYSTEM;
     }
     /* As the plan command loads them: padded for TP up to a node, in fp16 where the cluster has no bf16. */
     for (int i = 0; i < in->g.n_models; i++)
@@ -393,9 +407,6 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     memset(&in, 0, sizeof in);
     ps_sweep_log *lg = NULL;
     unsigned char *done = NULL;
-    char opts[1024];
-    options_line(o, opts, sizeof opts);
-    in.g.options = opts;
 
     ps_status st = PS_OK;
     if (st == PS_OK) st = load_inputs(o, comm, &in);
@@ -406,7 +417,7 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
 
     /* Rank 0 owns the folder: records, tables, progress. */
     if (rank == 0) {
-        st = open_records(o, &in.g, opts, &lg, done);
+        st = open_records(o, &in.g, &lg, done);
         if (st == PS_OK) st = ps_sweep_render(o->sweep_dir, &in.g, lg);
     }
     st = agree(comm, st, &stop);
@@ -430,7 +441,8 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
             if (st == PS_OK && rank == 0) {
                 char key[2100], line[512];
                 ps_sweep_cell_key(in.g.models[mi], in.g.clusters[ci], key, sizeof key);
-                json_t *rec = cell_record(key, in.g.models[mi], in.g.clusters[ci], opts, m, c, &all, nranks, secs);
+                json_t *rec = cell_record(key, in.g.models[mi], in.g.clusters[ci], in.g.options[ci], m, c, &all,
+                                          nranks, secs);
                 if (!rec) st = PS_FAIL(PS_ERR_SYSTEM, "out of memory building the record of %s", key);
                 if (st == PS_OK) st = ps_sweep_log_append(lg, rec);
                 if (st == PS_OK) st = ps_sweep_render(o->sweep_dir, &in.g, lg);
@@ -456,7 +468,10 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
             inf_total += strcmp(jstr(ps_sweep_log_at(lg, i), "status"), "infeasible") == 0;
         double wall = MPI_Wtime() - t0;
         if (o->format == PS_FMT_JSON) {
-            st = ps_out_json(out, json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:s, s:[s,s,s], s:s}", "out",
+            json_t *opts = json_object(); /* cluster -> the options its cells ran with */
+            for (int k = 0; k < in.g.n_clusters; k++)
+                json_object_set_new(opts, in.g.clusters[k], json_string(in.g.options[k]));
+            st = ps_out_json(out, json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:o, s:[s,s,s], s:s}", "out",
                                             o->sweep_dir, "cells", n_cells, "searched", searched, "from_records",
                                             already, "infeasible", inf_total, "ranks", nranks, "wall_s", wall,
                                             "options", opts, "tables", "plans.md", "plans.csv", "index.html",

@@ -86,15 +86,71 @@ static const char *const k_cols[] = {"cluster", "GPUs", "pp", "tp", "dp", "zero"
                                      "gain over Megatron heuristic"};
 enum { N_COLS = sizeof k_cols / sizeof k_cols[0] };
 
-static void header_note(FILE *f, const ps_sweep_grid *g, const ps_sweep_log *lg, const char *sep)
+/* Text goes into a table through its format's escaping: Markdown and CSV take it as is, HTML escapes it. */
+typedef void (*put_fn)(FILE *f, const char *s);
+
+static void put_plain(FILE *f, const char *s) { fputs(s, f); }
+
+/* Token i (space-separated) of s, as a pointer and length; false past the last. */
+static bool token(const char *s, int i, const char **t, size_t *len)
 {
-    fprintf(f, "%d of %d cells done; psearch %s; search options: %s.%s", count_done(g, lg),
-            g->n_models * g->n_clusters, PS_VERSION, g->options, sep);
-    fprintf(f, "Predictions of psearch's cost model for the best plan of each cell: samples/s per iteration, MFU as "
-               "model FLOPs over the dense peak of the model's dtype, peak memory of the fullest GPU. "
-               "* marks per-layer plans (their first layer's strategy is shown). The gain over the Megatron "
-               "heuristic compares samples/s with the best plan of Megatron-LM's rules on the same cell (n/a when "
-               "none fits).%s", sep);
+    for (int k = 0;; k++) {
+        while (*s == ' ') s++;
+        if (!*s) return false;
+        size_t n = strcspn(s, " ");
+        if (k == i) {
+            *t = s;
+            *len = n;
+            return true;
+        }
+        s += n;
+    }
+}
+
+/* The options every cluster's cells ran with, then the names of those that differ between clusters (--gbs defaults
+ * to 8 x a cluster's GPUs, --max-tp to a node's GPUs): cells.jsonl has each cell's own line. */
+static void options_note(FILE *f, const ps_sweep_grid *g, put_fn put)
+{
+    char tok[4200], varying[256] = "";
+    const char *t;
+    size_t len;
+    int shown = 0;
+    for (int i = 0; token(g->options[0], i, &t, &len); i++) {
+        bool same = true;
+        for (int k = 1; k < g->n_clusters && same; k++) {
+            const char *u;
+            size_t ulen;
+            same = token(g->options[k], i, &u, &ulen) && ulen == len && memcmp(t, u, len) == 0;
+        }
+        if (same) {
+            snprintf(tok, sizeof tok, "%s%.*s", shown++ ? " " : "", (int)len, t);
+            put(f, tok);
+        } else {
+            size_t key = strcspn(t, "=");
+            ps_strcatf(varying, sizeof varying, "%s%.*s", varying[0] ? ", " : "", (int)(key < len ? key : len), t);
+        }
+    }
+    if (varying[0]) {
+        snprintf(tok, sizeof tok, "; per cluster (each cell's record has its line): %s", varying);
+        put(f, tok);
+    }
+}
+
+static void header_note(FILE *f, const ps_sweep_grid *g, const ps_sweep_log *lg, const char *sep, put_fn put)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%d of %d cells done; psearch %s; search options: ", count_done(g, lg),
+             g->n_models * g->n_clusters, PS_VERSION);
+    put(f, buf);
+    options_note(f, g, put);
+    put(f, ".");
+    fputs(sep, f);
+    put(f, "Predictions of psearch's cost model for the best plan of each cell: samples/s per iteration, MFU as "
+           "model FLOPs over the dense peak of the model's dtype, peak memory of the fullest GPU. "
+           "* marks per-layer plans (their first layer's strategy is shown). The gain over the Megatron "
+           "heuristic compares samples/s with the best plan of Megatron-LM's rules on the same cell (n/a when "
+           "none fits).");
+    fputs(sep, f);
 }
 
 /* ---- Markdown ---- */
@@ -112,7 +168,7 @@ static void md_cell(FILE *f, const char *s)
 static void render_md(FILE *f, const ps_sweep_grid *g, const ps_sweep_log *lg)
 {
     fprintf(f, "# psearch plan tables\n\n");
-    header_note(f, g, lg, "\n\n");
+    header_note(f, g, lg, "\n\n", put_plain);
     for (int mi = 0; mi < g->n_models; mi++) {
         fprintf(f, "## %s\n\n", g->models[mi]);
         for (int c = 0; c < N_COLS; c++) md_cell(f, k_cols[c]);
@@ -286,14 +342,7 @@ static ps_status render_html(FILE *f, const ps_sweep_grid *g, const ps_sweep_log
           "details svg{max-width:900px;height:auto}\n"
           "</style>\n</head>\n<body>\n<h1>psearch plan tables</h1>\n<p>",
           f);
-    char note[2048];
-    FILE *nf = fmemopen(note, sizeof note, "w");
-    if (nf) {
-        header_note(nf, g, lg, " ");
-        fclose(nf);
-        note[sizeof note - 1] = '\0';
-        html_text(f, note);
-    }
+    header_note(f, g, lg, " ", html_text);
     fputs("</p>\n", f);
     for (int mi = 0; mi < g->n_models; mi++) {
         fprintf(f, "<h2 id=\"model-%d\">", mi);

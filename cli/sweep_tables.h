@@ -12,7 +12,7 @@ typedef struct {
     int n_models;
     char **clusters;
     int n_clusters;
-    const char *options; /* the search options every cell ran with, as recorded in each cell's record */
+    char **options;      /* [n_clusters]: the search options the cells of each cluster ran with, as recorded */
 } ps_sweep_grid;
 
 /* The record key of a cell: model and cluster as the user named them. */

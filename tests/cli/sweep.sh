@@ -59,7 +59,17 @@ check "other options refused (exit 2)" test $? -eq 2
 check "... naming both" grep -q 'mbs-max=8' "$scratch/e4"
 sweep --models gpt3-1.3b --clusters dgx-a100-80g:1,2 --out "$out" --resume >/dev/null 2>"$scratch/e5"
 check "fewer cells than recorded refused (exit 2)" test $? -eq 2
+# Records are compared on the options as the search resolves them: the defaults spelled out are the same sweep.
+sweep "${args[@]}" --out "$out" --resume --mbs-max 16 --max-tp 8 >"$scratch/o5" 2>"$scratch/e5"
+check "the default options spelled out resume the sweep (stderr: $(tail -2 "$scratch/e5"))" \
+  grep -q '(0 searched now, 4 from earlier records' "$scratch/o5"
 check "records untouched by refusals" cmp -s "$out/cells.jsonl" "$scratch/before"
+# Records of another psearch version: its cost model may differ, so a table would mix two.
+mkdir "$scratch/old"
+sed 's/"psearch":"[^"]*"/"psearch":"0.0.0-older"/' "$scratch/before" >"$scratch/old/cells.jsonl"
+sweep "${args[@]}" --out "$scratch/old" --resume >/dev/null 2>"$scratch/e5"
+check "records of another psearch version refused (exit 2)" test $? -eq 2
+check "... naming it" grep -q 'searched by psearch 0.0.0-older' "$scratch/e5"
 
 # A torn last record (a kill inside its write): dropped, its cell searched again, the file whole again.
 head -n 3 "$scratch/before" >"$out/cells.jsonl"
