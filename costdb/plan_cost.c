@@ -172,6 +172,12 @@ void ps_prediction_free(ps_prediction *r)
 ps_status ps_cost_plan(const ps_cost_params *p, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
                        ps_prediction *out)
 {
+    return ps_cost_plan_ws(p, m, c, plan, NULL, out);
+}
+
+ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
+                          ps_sched *ws, ps_prediction *out)
+{
     memset(out, 0, sizeof *out);
     PS_TRY(ps_plan_check(plan, m, c));
     int64_t n_mb = ps_plan_micro_batches(plan), global_mb = plan->gbs / n_mb;
@@ -180,10 +186,18 @@ ps_status ps_cost_plan(const ps_cost_params *p, const ps_model *m, const ps_clus
     if (n_mb > INT32_MAX) return PS_FAIL(PS_ERR_INPUT, "%lld micro-batches is too many", (long long)n_mb);
 
     ps_status st = PS_OK;
-    ps_sched *sch = NULL;
+    ps_sched *own = NULL, *sch = ws;
     double *buf = NULL;
-    PS_TRY(ps_sched_create(&sch));
-    PS_TRY_GOTO(st, ps_sched_build(sch, plan->schedule, d, (int)n_mb, plan->vpp), done);
+    if (!sch) {
+        PS_TRY(ps_sched_create(&own));
+        sch = own;
+    }
+    /* A search builds (kind, d, n, v) once for all the plans of a candidate (its rules decide whether there is a
+     * candidate at all): the order is then the same, and so are its verification and dependency record. */
+    bool built = ps_sched_devices(sch) == d && ps_sched_micro_batches(sch) == (int)n_mb &&
+                 ps_sched_chunks(sch) == plan->vpp && strcmp(ps_sched_kind(sch), plan->schedule) == 0;
+    if (!built)
+        PS_TRY_GOTO(st, ps_sched_build(sch, plan->schedule, d, (int)n_mb, plan->vpp), done);
     /* per stage: f, b, w, act, p2p; per device: static, temp, sync, bwd, exposed sync, recompute, capacity, TP */
     buf = ps_calloc((size_t)S * 5 + (size_t)d * 8, sizeof *buf);
     out->stages = ps_calloc((size_t)S, sizeof *out->stages);
@@ -305,7 +319,7 @@ ps_status ps_cost_plan(const ps_cost_params *p, const ps_model *m, const ps_clus
 
 done:
     free(buf);
-    ps_sched_destroy(sch);
+    ps_sched_destroy(own);
     if (st != PS_OK) ps_prediction_free(out);
     return st;
 }

@@ -166,6 +166,13 @@ typedef struct {
 
 ps_status ps_cost_plan(const ps_cost_params *p, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
                        ps_prediction *out);
+/* ps_cost_plan with the caller's schedule workspace (schedules/ps_schedules.h; NULL: a private one, as
+ * ps_cost_plan). When ws already holds the plan's schedule kind built for pp devices, its micro-batches and vpp
+ * chunks, the build and its verification are skipped; otherwise the schedule is built into ws. Either way ws then
+ * holds that order and this plan's simulation results. */
+struct ps_sched;
+ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
+                          struct ps_sched *ws, ps_prediction *out);
 void ps_prediction_free(ps_prediction *r);
 
 #ifdef __cplusplus

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "ps_cost.h"
+#include "ps_schedules.h"
 
 static ps_cluster load_cluster(const char *spec)
 {
@@ -327,6 +328,75 @@ static void test_plan_prediction(void **state)
     ps_cluster_free(&c);
 }
 
+/* Field by field (struct padding is not part of a prediction), exactly. */
+static void assert_same_prediction(const ps_prediction *a, const ps_prediction *b)
+{
+#define SAME(f) assert_true(a->f == b->f)
+    SAME(iter_time_s), SAME(samples_per_s), SAME(tokens_per_s), SAME(tflops_per_gpu), SAME(hw_tflops_per_gpu);
+    SAME(mfu), SAME(bubble_frac), SAME(compute_s), SAME(comm_exposed_s), SAME(bubble_s), SAME(recompute_s);
+    SAME(fits), SAME(n_stages);
+    for (int i = 0; i < a->n_stages; i++) {
+        SAME(stages[i].fwd), SAME(stages[i].bwd_b), SAME(stages[i].bwd_w), SAME(stages[i].p2p);
+        SAME(stages[i].dp_sync_exposed), SAME(stages[i].mem_static), SAME(stages[i].mem_act_per_mb);
+        SAME(stages[i].mem_temp), SAME(stages[i].mem_peak), SAME(stages[i].mem_capacity), SAME(stages[i].in_flight);
+        SAME(stages[i].first_gpu), SAME(stages[i].n_gpus);
+    }
+#undef SAME
+}
+
+/* A caller's schedule workspace gives the prediction of a private one, whether it already holds the plan's
+ * schedule (the search's case: the build is skipped), another one, or nothing. */
+static void test_plan_workspace(void **state)
+{
+    (void)state;
+    ps_cost_params p;
+    ps_cost_params_default(&p);
+    ps_cluster c = load_cluster("dgx-a100-80g:1");
+    ps_model m = load_model("gpt3-1.3b");
+    ps_sched *ws;
+    assert_int_equal(ps_sched_create(&ws), PS_OK);
+    const struct { const char *kind; int pp, vpp; } cases[] = {
+        {"1f1b", 4, 1}, {"zb-h2", 4, 1}, {"interleaved", 2, 2}, {"v-zb", 4, 2}, {"v-min", 2, 2}, {"1f1b", 1, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ps_strategy s = {.tp = 1, .dp = 8 / cases[i].pp};
+        ps_plan plan;
+        assert_int_equal(ps_plan_uniform(&m, 64, 2, cases[i].pp, cases[i].vpp, cases[i].kind, &s, &plan), PS_OK);
+        ps_prediction ref, got;
+        assert_int_equal(ps_cost_plan(&p, &m, &c, &plan, &ref), PS_OK);
+        /* ws holds the previous case's schedule (or nothing): built here */
+        assert_int_equal(ps_cost_plan_ws(&p, &m, &c, &plan, ws, &got), PS_OK);
+        assert_same_prediction(&ref, &got);
+        ps_prediction_free(&got);
+        assert_string_equal(ps_sched_kind(ws), cases[i].kind);
+        assert_int_equal(ps_sched_micro_batches(ws), (int)ps_plan_micro_batches(&plan));
+        /* ws now holds this schedule: reused */
+        assert_int_equal(ps_cost_plan_ws(&p, &m, &c, &plan, ws, &got), PS_OK);
+        assert_same_prediction(&ref, &got);
+        ps_prediction_free(&got);
+        /* the same kind and devices with other micro-batches: rebuilt */
+        ps_plan_free(&plan);
+        assert_int_equal(ps_plan_uniform(&m, 128, 2, cases[i].pp, cases[i].vpp, cases[i].kind, &s, &plan), PS_OK);
+        ps_prediction_free(&ref);
+        assert_int_equal(ps_cost_plan(&p, &m, &c, &plan, &ref), PS_OK);
+        assert_int_equal(ps_cost_plan_ws(&p, &m, &c, &plan, ws, &got), PS_OK);
+        assert_same_prediction(&ref, &got);
+        ps_prediction_free(&got);
+        ps_prediction_free(&ref);
+        ps_plan_free(&plan);
+    }
+    /* a plan the schedule refuses (interleaved: micro-batches not a multiple of pp) fails with ws as without */
+    ps_strategy s = {.tp = 1, .dp = 2};
+    ps_plan plan;
+    assert_int_equal(ps_plan_uniform(&m, 12, 2, 4, 2, "interleaved", &s, &plan), PS_OK);
+    ps_prediction r;
+    assert_int_equal(ps_cost_plan_ws(&p, &m, &c, &plan, ws, &r), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "multiple of the devices d (n=3, d=4)"));
+    ps_plan_free(&plan);
+    ps_sched_destroy(ws);
+    ps_model_free(&m);
+    ps_cluster_free(&c);
+}
+
 static void test_params(void **state)
 {
     (void)state;
@@ -356,7 +426,8 @@ int main(void)
         cmocka_unit_test(test_ring_allreduce), cmocka_unit_test(test_placement),
         cmocka_unit_test(test_peaks),          cmocka_unit_test(test_zero_memory),
         cmocka_unit_test(test_monotone),       cmocka_unit_test(test_plan_rules),
-        cmocka_unit_test(test_plan_prediction), cmocka_unit_test(test_params),
+        cmocka_unit_test(test_plan_prediction), cmocka_unit_test(test_plan_workspace),
+        cmocka_unit_test(test_params),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
