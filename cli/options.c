@@ -122,6 +122,10 @@ void ps_cli_usage(FILE *f, const char *cmd)
                    "  --schedule K     pipeline schedule (see docs/schedules.md) [1f1b]\n"
                    "  --plan FILE      read the plan from a plan.json (what --format json prints) instead\n"
                    "  --cost-param NAME=VALUE   override a cost-model constant (repeatable; docs/costmodel.md)\n"
+                   "  --costdb FILE    use the measured tables of a cost database (psearch calibrate)\n"
+                   "\n"
+                   "Model options: --seq N, --vocab-pad N [no padding], --dtype T [the model's own; fp16 on GPUs\n"
+                   "without bf16]. Output: --format table|json, --out FILE.\n"
                    "\n"
                    "Exit 1 when the plan does not fit in memory (the memory breakdown is still printed);\n"
                    "exit 2 when it breaks a rule (degrees vs GPUs, divisibility of heads, vocabulary, batch).\n");
