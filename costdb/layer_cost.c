@@ -250,8 +250,8 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
         ps_group g = {first, s->dp, s->tp};
         double wbytes = P * elt, gbytes = P * p->grad_reduce_bytes;
         if (s->zero >= 3) {
-            zero_f = ps_coll_allgather(p, c, &g, wbytes);
-            zero_b = ps_coll_allgather(p, c, &g, wbytes) + ps_coll_reducescatter(p, c, &g, gbytes);
+            zero_f = ps_coll_allgather(p, c, &g, wbytes); /* the backward gathers the same weights again */
+            zero_b = zero_f + ps_coll_reducescatter(p, c, &g, gbytes);
         } else if (s->zero >= 1) {
             out->dp_sync = ps_coll_reducescatter(p, c, &g, gbytes) + ps_coll_allgather(p, c, &g, wbytes);
         } else {

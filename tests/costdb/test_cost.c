@@ -166,7 +166,11 @@ static void test_zero_memory(void **state)
     s.zero = 3;
     assert_int_equal(ps_cost_layer(&p, &c, l, PS_DTYPE_BF16, 1, &s, 0, &lc), PS_OK);
     assert_rel(lc.mem_params + lc.mem_grads + lc.mem_optim, 16 * P / 8, 1e-12);
-    assert_true(lc.zero_comm > 0);
+    /* weights gathered for the forward and again for the backward, gradients reduce-scattered, every micro-batch */
+    ps_group g8 = {0, 8, 1};
+    assert_rel(lc.zero_comm,
+               2 * ps_coll_allgather(&p, &c, &g8, 2 * P) + ps_coll_reducescatter(&p, &c, &g8, P * p.grad_reduce_bytes),
+               1e-12);
     assert_true(lc.dp_sync == 0); /* ZeRO-3 reduces every micro-batch instead */
     /* fp32 training: 4 + 4 + 8 */
     s.zero = 0;
