@@ -2,6 +2,7 @@
  * Ring algorithms follow the bus-bandwidth convention of nccl-tests: all-reduce moves 2(n-1)/n of the payload over
  * the slowest ring edge, all-gather and reduce-scatter (n-1)/n. The slowest edge decides (AMP Eq. 3). */
 #include <math.h>
+#include <string.h>
 
 #include "ps_cost.h"
 #include "ps_costdb.h"
@@ -32,6 +33,9 @@ static double db_coll(const ps_cost_params *p, const ps_cluster *c, const ps_gro
 
 static double link_eff(const ps_cost_params *p, const char *kind)
 {
+    /* --cluster costdb describes its links by the bandwidth a send/recv reached (costdb/db_model.c): already what
+     * the link achieves, so derating it again would count the protocol overhead twice */
+    if (kind[0] == 'm' && strcmp(kind, "measured") == 0) return 1.0;
     if (kind[0] == 'n' && kind[1] == 'v') return p->link_eff_nvlink; /* nvlink*, nvswitch */
     if (kind[0] == 'p' && kind[1] == 'c') return p->link_eff_pcie;
     if ((kind[0] == 'i' && kind[1] == 'b') || (kind[0] == 'r' && kind[1] == 'o')) return p->link_eff_ib;
@@ -39,10 +43,10 @@ static double link_eff(const ps_cost_params *p, const char *kind)
     return p->link_eff_pcie; /* an unnamed link: assume the commonest inside-node path */
 }
 
-/* Members of the group on the node of GPU `gpu`: they share that node's network in a collective. */
-/* Members of the group on the node of member i. GPU indices grow with i and nodes with GPU indices, so a node's
- * members are one run of consecutive i: walk out from i both ways. O(run), so a ring costs O(n) in all, not O(n^2)
- * (a 4096-GPU data-parallel ring is costed thousands of times per search). */
+/* Members of the group on the node of member i: they share that node's network in a collective. GPU indices grow
+ * with i and nodes with GPU indices, so a node's members are one run of consecutive i: walk out from i both ways.
+ * O(run), so a ring costs O(n) in all, not O(n^2) (a 4096-GPU data-parallel ring is costed thousands of times per
+ * search). */
 static int64_t members_on_node(const ps_cluster *c, const ps_group *g, int64_t i, int64_t node)
 {
     int64_t lo = i, hi = i + 1;

@@ -143,6 +143,34 @@ static void test_peaks(void **state)
     ps_cluster_free(&c);
 }
 
+/* Links of kind "measured" (--cluster costdb) carry the bandwidth a transfer reached: not derated again. */
+static void test_measured_links(void **state)
+{
+    (void)state;
+    ps_cost_params p;
+    ps_cost_params_default(&p);
+    ps_node_group g;
+    memset(&g, 0, sizeof g);
+    assert_int_equal(ps_gpu_lookup("a100-80g", &g.gpu), PS_OK);
+    g.nodes = 2;
+    g.gpus_per_node = 4;
+    g.intra = (ps_link){.kind = "measured", .bw_Bps = 100e9, .latency_s = 1e-6};
+    g.inter = (ps_link){.kind = "measured", .bw_Bps = 40e9, .latency_s = 5e-6};
+    ps_cluster c;
+    memset(&c, 0, sizeof c);
+    c.groups = &g;
+    c.n_groups = 1;
+    assert_int_equal(ps_cluster_finish(&c, "measured"), PS_OK);
+    double M = 1e9;
+    ps_group in = {0, 4, 1};
+    assert_rel(ps_coll_allgather(&p, &c, &in, M), 3.0 / 4 * M / 100e9 + 3 * 1e-6, 1e-12);
+    assert_rel(ps_p2p(&p, &c, 0, 1, M), 1e-6 + M / 100e9, 1e-12);
+    /* across the two nodes, one GPU of each: a quarter of the node's measured network */
+    assert_rel(ps_p2p(&p, &c, 0, 4, M), 5e-6 + M / 40e9, 1e-12);
+    ps_group across = {0, 2, 4};
+    assert_rel(ps_coll_allgather(&p, &c, &across, M), 0.5 * M / (40e9 / 4) + 5e-6, 1e-12);
+}
+
 static void test_zero_memory(void **state)
 {
     (void)state;
@@ -428,7 +456,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_allreduce), cmocka_unit_test(test_placement),
-        cmocka_unit_test(test_peaks),          cmocka_unit_test(test_zero_memory),
+        cmocka_unit_test(test_peaks),          cmocka_unit_test(test_measured_links),
+        cmocka_unit_test(test_zero_memory),
         cmocka_unit_test(test_monotone),       cmocka_unit_test(test_plan_rules),
         cmocka_unit_test(test_plan_prediction), cmocka_unit_test(test_plan_workspace),
         cmocka_unit_test(test_params),
