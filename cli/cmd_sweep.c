@@ -246,16 +246,18 @@ static json_t *timeline_json(const ps_plan *p, const ps_prediction *q)
                      (json_int_t)ps_plan_micro_batches(p), "v", p->vpp, "f", f, "b", b, "w", w, "p2p", x);
 }
 
-/* Samples/s of the Megatron heuristic's best plan on the cell (search/baselines.c, costed on rank 0 by
- * ps_cli_search with the same cost model), or NAN when no such plan fits: the gain column then says n/a. */
-static double megatron_baseline(const ps_search_result *r)
+/* How much better the cell's plan is than the Megatron heuristic's best plan on the cell (search/baselines.c, costed
+ * on rank 0 by ps_cli_search with the same cost model) under the objective: the samples/s ratio, or the peak memory
+ * ratio under --objective memory. The rule of cmd_plan.c's gain(), which is static there. */
+static double gain_over(const ps_search_cand *best, const ps_search_cand *base, bool memory)
 {
-    return r->have_base[PS_BASE_MEGATRON] ? r->base[PS_BASE_MEGATRON].pred.samples_per_s : NAN;
+    if (memory) return ps_prediction_peak(&base->pred) / ps_prediction_peak(&best->pred);
+    return best->pred.samples_per_s / base->pred.samples_per_s;
 }
 
 static json_t *cell_record(const char *key, const char *model, const char *cluster, const char *opts,
-                           const ps_model *m, const ps_cluster *c, const ps_search_result *r, int nranks,
-                           double secs)
+                           const ps_model *m, const ps_cluster *c, const ps_search_result *r, bool memory,
+                           int nranks, double secs)
 {
     json_t *j = json_object();
     json_object_set_new(j, "cell", json_string(key));
@@ -280,20 +282,25 @@ static json_t *cell_record(const char *key, const char *model, const char *clust
                                       ps_plan_is_uniform(p, m->n_layers), "schedule", p->schedule, "gbs",
                                       (json_int_t)p->gbs, "mbs", (json_int_t)p->mbs, "micro_batches",
                                       (json_int_t)ps_plan_micro_batches(p)));
-        double peak = 0, cap = INFINITY;
-        for (int s = 0; s < q->n_stages; s++) {
-            peak = fmax(peak, q->stages[s].mem_peak);
-            cap = fmin(cap, q->stages[s].mem_capacity);
-        }
+        /* The fullest GPU's peak, and the capacity of the GPU with the least room left (the same GPU unless the
+         * cluster mixes memory sizes). */
+        double peak = ps_prediction_peak(q), cap = q->stages[ps_prediction_worst_stage(q)].mem_capacity;
         json_object_set_new(j, "predicted",
                             json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "iter_time_s", q->iter_time_s,
                                       "samples_per_s", q->samples_per_s, "tokens_per_s", q->tokens_per_s,
                                       "tflops_per_gpu", q->tflops_per_gpu, "mfu", q->mfu, "bubble_frac",
                                       q->bubble_frac, "peak_mem_gib", peak / 1073741824.0, "mem_capacity_gib",
                                       cap / 1073741824.0));
-        double base = megatron_baseline(r);
-        json_object_set_new(j, "megatron_samples_per_s", isfinite(base) ? json_real(base) : json_null());
-        if (!isfinite(base)) json_object_set_new(j, "megatron_why", json_string(r->base_why[PS_BASE_MEGATRON]));
+        if (r->have_base[PS_BASE_MEGATRON]) {
+            const ps_search_cand *b = &r->base[PS_BASE_MEGATRON];
+            json_object_set_new(j, "megatron_samples_per_s", json_real(b->pred.samples_per_s));
+            json_object_set_new(j, "megatron_peak_mem_gib", json_real(ps_prediction_peak(&b->pred) / 1073741824.0));
+            json_object_set_new(j, "gain_over_megatron", json_real(gain_over(&r->top[0], b, memory)));
+        } else {
+            json_object_set_new(j, "megatron_samples_per_s", json_null());
+            json_object_set_new(j, "gain_over_megatron", json_null());
+            json_object_set_new(j, "megatron_why", json_string(r->base_why[PS_BASE_MEGATRON]));
+        }
         json_object_set_new(j, "timeline", timeline_json(p, q));
     }
     json_object_set_new(j, "search", json_pack("{s:f, s:i, s:I, s:I, s:I}", "wall_s", secs, "ranks", nranks,
@@ -442,7 +449,7 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
                 char key[2100], line[512];
                 ps_sweep_cell_key(in.g.models[mi], in.g.clusters[ci], key, sizeof key);
                 json_t *rec = cell_record(key, in.g.models[mi], in.g.clusters[ci], in.g.options[ci], m, c, &all,
-                                          nranks, secs);
+                                          in.cols[ci].setup.so.objective == PS_SEARCH_MEMORY, nranks, secs);
                 if (!rec) st = PS_FAIL(PS_ERR_SYSTEM, "out of memory building the record of %s", key);
                 if (st == PS_OK) st = ps_sweep_log_append(lg, rec);
                 if (st == PS_OK) st = ps_sweep_render(o->sweep_dir, &in.g, lg);

@@ -39,14 +39,13 @@ static int count_done(const ps_sweep_grid *g, const ps_sweep_log *lg)
     return n;
 }
 
-/* Gain of the searched plan over the Megatron heuristic's plan, as text; "n/a" when the record has no baseline
- * (the search does not report one yet). */
+/* The record's gain over the Megatron heuristic (the samples/s ratio, or the peak memory ratio under --objective
+ * memory: cmd_sweep.c computes it as the plan command does) as a percentage; "n/a" when no heuristic plan fits. */
 static void gain_text(const json_t *rec, char *buf, size_t cap)
 {
-    const json_t *b = json_object_get(rec, "megatron_samples_per_s");
-    double ours = jnum(json_object_get(rec, "predicted"), "samples_per_s");
-    if (json_is_number(b) && json_number_value(b) > 0)
-        snprintf(buf, cap, "%+.1f%%", 100 * (ours / json_number_value(b) - 1));
+    const json_t *g = json_object_get(rec, "gain_over_megatron");
+    if (json_is_number(g))
+        snprintf(buf, cap, "%+.1f%%", 100 * (json_number_value(g) - 1));
     else
         snprintf(buf, cap, "n/a");
 }
@@ -148,8 +147,9 @@ static void header_note(FILE *f, const ps_sweep_grid *g, const ps_sweep_log *lg,
     put(f, "Predictions of psearch's cost model for the best plan of each cell: samples/s per iteration, MFU as "
            "model FLOPs over the dense peak of the model's dtype, peak memory of the fullest GPU. "
            "* marks per-layer plans (their first layer's strategy is shown). The gain over the Megatron "
-           "heuristic compares samples/s with the best plan of Megatron-LM's rules on the same cell (n/a when "
-           "none fits).");
+           "heuristic compares with the best plan of Megatron-LM's rules on the same cell: psearch's samples/s over "
+           "the heuristic's, or under --objective memory the heuristic's peak memory over psearch's (n/a when no "
+           "heuristic plan fits).");
     fputs(sep, f);
 }
 
@@ -264,11 +264,9 @@ static void render_csv(FILE *f, const ps_sweep_grid *g, const ps_sweep_log *lg)
                 const char *qk[] = {"iter_time_s", "samples_per_s", "tokens_per_s", "tflops_per_gpu", "mfu",
                                     "bubble_frac", "peak_mem_gib"};
                 for (int k = 0; k < 7; k++) snprintf(v[17 + k], sizeof v[17 + k], "%.6g", jnum(q, qk[k]));
-                const json_t *b = json_object_get(r, "megatron_samples_per_s");
-                if (json_is_number(b) && json_number_value(b) > 0) {
-                    snprintf(v[24], sizeof v[24], "%.6g", json_number_value(b));
-                    snprintf(v[25], sizeof v[25], "%.6g", jnum(q, "samples_per_s") / json_number_value(b));
-                }
+                const json_t *b = json_object_get(r, "megatron_samples_per_s"), *gn = json_object_get(r, "gain_over_megatron");
+                if (json_is_number(b)) snprintf(v[24], sizeof v[24], "%.6g", json_number_value(b));
+                if (json_is_number(gn)) snprintf(v[25], sizeof v[25], "%.6g", json_number_value(gn));
             } else {
                 snprintf(v[26], sizeof v[26], "%s", jstr(r, "binding"));
             }

@@ -98,6 +98,20 @@ sweep --models gpt3-1.3b --clusters dgx-a100-80g:1 --schedules 1f1b,no-such-kind
 check "an unknown schedule exits 2 before any cell" test $? -eq 2
 check "... creating nothing" test ! -e "$scratch/n4"
 
+# --objective memory: the gain over the Megatron heuristic is its peak memory over the plan's (as the plan command's
+# baselines table says), never below 1 since the search covers the heuristic's plans, and not a samples/s ratio.
+sweep --models gpt3-1.3b --clusters dgx-a100-80g:1 --objective memory --out "$scratch/mem" >/dev/null 2>"$scratch/e18"
+check "a sweep for the memory objective exits 0 (stderr: $(tail -2 "$scratch/e18"))" test $? -eq 0
+check "... recorded with objective=memory" grep -q '"options":"[^"]*objective=memory' "$scratch/mem/cells.jsonl"
+num() { grep -m1 -o "\"$1\":[0-9.eE+-]*" "$scratch/mem/cells.jsonl" | cut -d: -f2; }
+peak=$(num peak_mem_gib) mpeak=$(num megatron_peak_mem_gib) gain=$(num gain_over_megatron)
+sps=$(num samples_per_s) msps=$(num megatron_samples_per_s)
+check "... gain $gain = heuristic peak $mpeak GiB / plan peak $peak GiB, at least 1" \
+  awk -v g="$gain" -v a="$mpeak" -v b="$peak" 'BEGIN { r = a / b; exit !(b > 0 && g >= 0.9999 && (g - r) / r < 1e-6 && (r - g) / r < 1e-6) }'
+check "... not the samples/s ratio ($sps / $msps)" \
+  awk -v g="$gain" -v a="$sps" -v b="$msps" 'BEGIN { r = a / b; exit !(b > 0 && ((g - r) / r > 1e-3 || (r - g) / r > 1e-3)) }'
+check "... the CSV's gain is the record's" test "$(cut -d, -f26 "$scratch/mem/plans.csv" | tail -1)" = "$(awk -v g="$gain" 'BEGIN { printf "%.6g", g }')"
+
 # A cluster without bf16 tensor cores (V100) is planned in fp16, as the plan command plans it, and says so once.
 sweep --models gpt3-1.3b --clusters p3-8xlarge:2 --out "$scratch/fp16" >/dev/null 2>"$scratch/e12"
 check "a cluster without bf16 exits 0 (stderr: $(tail -2 "$scratch/e12"))" test $? -eq 0
