@@ -109,13 +109,13 @@ const char *ps_costdb_model_device_name(const ps_costdb_model *m, int dev);
 /* Index of the device kind whose key is `gpu_name`, or -1. */
 int ps_costdb_model_device(const ps_costdb_model *m, const char *gpu_name);
 /* Achieved GEMM rate [FLOP/s] at `flops` per call, log-log interpolated over the device's table for the dtype
- * ("fp32", "bf16", ...); negative when the file has no GEMM of that dtype for the device. */
+ * ("fp32", "bf16", ...); -1 when the file has no GEMM of that dtype for the device. */
 double ps_costdb_model_gemm_rate(const ps_costdb_model *m, int dev, const char *dtype, double flops);
 /* Time [s] of a collective ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv") of `bytes` over n
- * devices, inside one node or across nodes; negative when the file has no such measurement. */
+ * devices, inside one node or across nodes; -1 when the file has no such measurement (a GPU kind never has one). */
 double ps_costdb_model_coll_time(const ps_costdb_model *m, int dev, const char *op, int64_t n, bool inter,
                                  double bytes);
-/* Measured memory bandwidth [bytes/s], overlap slowdown [1]; negative when absent. */
+/* Measured memory bandwidth [bytes/s], overlap slowdown [1]; -1 when absent (a GPU kind's overlap always is). */
 double ps_costdb_model_mem_Bps(const ps_costdb_model *m, int dev);
 double ps_costdb_model_overlap(const ps_costdb_model *m, int dev);
 const char *ps_costdb_model_path(const ps_costdb_model *m);

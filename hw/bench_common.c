@@ -55,7 +55,8 @@ double ps_bench_median(double *v, size_t n)
 {
     if (n == 0) return 0;
     qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    /* halves first: the same value as 0.5 (a + b), without overflowing for two values near DBL_MAX */
+    return n % 2 ? v[n / 2] : 0.5 * v[n / 2 - 1] + 0.5 * v[n / 2];
 }
 
 ps_bench_stat ps_bench_stats(double *t, int n)

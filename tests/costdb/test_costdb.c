@@ -104,10 +104,26 @@ static void test_round_trip(void **state)
     assert_int_equal(b.n_gemm, 6);
     assert_int_equal(b.n_coll, 3);
     assert_int_equal(b.n_meas, 0);
+    assert_int_equal(b.n_bw, 2);
+    assert_int_equal(b.n_ovl, 2);
     assert_memory_equal(a.dev, b.dev, 2 * sizeof *a.dev);
     assert_memory_equal(a.gemm, b.gemm, 6 * sizeof *a.gemm);
+    assert_memory_equal(a.bw, b.bw, 2 * sizeof *a.bw);
     assert_memory_equal(a.coll, b.coll, 3 * sizeof *a.coll);
     assert_memory_equal(a.ovl, b.ovl, 2 * sizeof *a.ovl);
+    /* the provenance, every attribute */
+    assert_int_equal(b.prov.n_nodes, a.prov.n_nodes);
+    assert_int_equal(b.prov.n_ranks, a.prov.n_ranks);
+    const struct {
+        const char *a, *b;
+    } strs[] = {{a.prov.psearch_version, b.prov.psearch_version}, {a.prov.created, b.prov.created},
+                {a.prov.hosts, b.prov.hosts},       {a.prov.devices, b.prov.devices},
+                {a.prov.mpi_version, b.prov.mpi_version}, {a.prov.hdf5_version, b.prov.hdf5_version},
+                {a.prov.cuda_version, b.prov.cuda_version}, {a.prov.nccl_version, b.prov.nccl_version},
+                {a.prov.backend, b.prov.backend},   {a.prov.mode, b.prov.mode},
+                {a.prov.merged_from, b.prov.merged_from}};
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) assert_string_equal(strs[i].a, strs[i].b);
+    assert_true(a.prov.created[0] && a.prov.hdf5_version[0] && strcmp(a.prov.backend, "cpu") == 0);
     /* no temporary left beside it */
     char tmp[600];
     snprintf(tmp, sizeof tmp, "%s/.rt.h5.tmp-%ld", g_dir, (long)getpid());
@@ -116,13 +132,40 @@ static void test_round_trip(void **state)
     ps_costdb_free(&b);
 }
 
+/* The database of make_db and its interpolation tables, for the tests that use both. */
+typedef struct {
+    ps_costdb db;
+    ps_costdb_model *m;
+} db_fixture;
+
+static int setup_db(void **state)
+{
+    db_fixture *f = calloc(1, sizeof *f);
+    if (!f) return -1;
+    make_db(&f->db);
+    if (ps_costdb_model_build(&f->db, &f->m) != PS_OK) {
+        ps_costdb_free(&f->db);
+        free(f);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown_db(void **state)
+{
+    db_fixture *f = *state;
+    ps_costdb_model_free(f->m);
+    ps_costdb_free(&f->db);
+    free(f);
+    return 0;
+}
+
 static void test_interpolation(void **state)
 {
-    (void)state;
-    ps_costdb db;
-    make_db(&db);
-    ps_costdb_model *m = NULL;
-    assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
+    db_fixture *fx = *state;
+    const ps_costdb db = fx->db;
+    const ps_costdb_model *m = fx->m;
     int k = ps_costdb_model_device(m, "cpu:test");
     assert_int_equal(k, 0);
     assert_int_equal(ps_costdb_model_device(m, "a100-80g"), -1);
@@ -161,17 +204,13 @@ static void test_interpolation(void **state)
     assert_true(ps_costdb_model_coll_time(m, k, "alltoall", 2, false, 1024) < 0);
     assert_true(fabs(ps_costdb_model_mem_Bps(m, k) - 2e10) < 1);
     assert_true(fabs(ps_costdb_model_overlap(m, k) - 1.2) < 1e-12);
-    ps_costdb_model_free(m);
-    ps_costdb_free(&db);
 }
 
 static void test_cost_model(void **state)
 {
-    (void)state;
-    ps_costdb db;
-    make_db(&db);
-    ps_costdb_model *m = NULL;
-    assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
+    db_fixture *fx = *state;
+    const ps_costdb db = fx->db;
+    ps_costdb_model *m = fx->m;
     ps_cluster cal, dgx;
     assert_int_equal(ps_costdb_cluster(&db, &cal), PS_OK);
     assert_int_equal(cal.n_gpus, 2);
@@ -213,6 +252,21 @@ static void test_cost_model(void **state)
     assert_int_equal(ps_cost_layer(&with, &cal, &mdl.layers[1], PS_DTYPE_FP32, 1, &s, 0, &cw), PS_OK);
     assert_true(cw.fwd > 0 && isfinite(cw.fwd));
     assert_true(fabs(cw.fwd - ca.fwd) > 1e-6 * ca.fwd);
+    /* one GEMM priced by the table: an LM head cut down so that its (T x V x h) GEMM falls between table points;
+     * its weight-gradient time (no ZeRO) is that GEMM alone: F / rate(F) (compute-bound: its operands stream in
+     * 4 (Th + hV + TV) / 2e10 = 26 us) */
+    ps_layer head = mdl.layers[mdl.n_layers - 1];
+    assert_int_equal(head.kind, PS_LAYER_LM_HEAD);
+    head.seq = 64;
+    head.hidden = 64;
+    head.vocab = 1000;
+    double F = 2.0 * 64 * 1000 * 64, rate = ps_costdb_model_gemm_rate(m, 0, "fp32", F);
+    assert_true(rate > 1e9 && rate < 1e10); /* interpolated, not an end of the table */
+    ps_layer_cost hw, ha;
+    assert_int_equal(ps_cost_layer(&with, &cal, &head, PS_DTYPE_FP32, 1, &s, 0, &hw), PS_OK);
+    assert_int_equal(ps_cost_layer(&an, &cal, &head, PS_DTYPE_FP32, 1, &s, 0, &ha), PS_OK);
+    assert_true(fabs(hw.bwd_w - F / rate) < 1e-12 * (F / rate));
+    assert_true(fabs(ha.bwd_w - F / rate) > 1e-6 * (F / rate));
     /* the analytic path on the dgx cluster is what it was: a db that measured other devices changes nothing */
     ps_cost_params other = an;
     other.db = m;
@@ -223,8 +277,6 @@ static void test_cost_model(void **state)
     ps_model_free(&mdl);
     ps_cluster_free(&cal);
     ps_cluster_free(&dgx);
-    ps_costdb_model_free(m);
-    ps_costdb_free(&db);
 }
 
 /* A GPU's device key is the one `--cluster auto` gives it (hw/detect.c), so a database matches the allocation it
@@ -257,6 +309,8 @@ static void test_median(void **state)
     assert_true(ps_bench_median(even, 4) == 2.5);
     assert_true(even[0] == 1 && even[3] == 4); /* sorted in place */
     assert_true(ps_bench_median(even, 0) == 0);
+    double huge[2] = {1.5e308, 1.7e308};
+    assert_true(ps_bench_median(huge, 2) == 1.6e308);
     ps_bench_stat st = ps_bench_stats(even, 4);
     assert_true(st.median == 2.5);
 }
@@ -379,8 +433,8 @@ int main(int argc, char **argv)
     if (!mkdtemp(g_dir)) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_interpolation),
-        cmocka_unit_test(test_cost_model),
+        cmocka_unit_test_setup_teardown(test_interpolation, setup_db, teardown_db),
+        cmocka_unit_test_setup_teardown(test_cost_model, setup_db, teardown_db),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_device_key),
         cmocka_unit_test(test_list_add),

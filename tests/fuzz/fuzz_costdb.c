@@ -9,6 +9,7 @@
 #include "ps_costdb.h"
 
 static ps_model g_model;
+static char g_path[600]; /* the scratch file each input is written to */
 
 /* HDF5 1.10 leaks its own bookkeeping when it fails to open an object of a corrupt file (H5Dopen2 on a damaged
  * object header, found by this target): every such stack runs through libhdf5, ours never allocate there. */
@@ -25,6 +26,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         fprintf(stderr, "fuzz_costdb: cannot load the fixed model: %s\n", ps_error_message());
         abort();
     }
+    fuzz_scratch_dir();
+    fuzz_path(g_path, sizeof g_path, "costdb.h5");
     return 0;
 }
 
@@ -33,24 +36,36 @@ static void use(const ps_costdb *db)
     ps_costdb_model *m = NULL;
     if (ps_costdb_model_build(db, &m) != PS_OK) return;
     FUZZ_CHECK(ps_costdb_model_n_devices(m) >= 1);
+    /* every lookup is -1 (not measured) or a finite number in range */
     for (int k = 0; k < ps_costdb_model_n_devices(m); k++) {
         double r = ps_costdb_model_gemm_rate(m, k, "fp32", 1e9);
-        FUZZ_CHECK(!isnan(r) && (r < 0 || (isfinite(r) && r > 0)));
+        FUZZ_CHECK(r == -1 || (isfinite(r) && r > 0));
         static const char *const ops[] = {"allreduce", "allgather", "reducescatter", "alltoall", "sendrecv"};
         for (int i = 0; i < 5; i++)
             for (int inter = 0; inter <= 1; inter++) {
                 double t = ps_costdb_model_coll_time(m, k, ops[i], 3, inter, 1e6);
-                FUZZ_CHECK(!isnan(t) && (t < 0 || (isfinite(t) && t >= 0)));
+                FUZZ_CHECK(t == -1 || (isfinite(t) && t >= 0));
             }
+        double b = ps_costdb_model_mem_Bps(m, k), o = ps_costdb_model_overlap(m, k);
+        FUZZ_CHECK(b == -1 || (isfinite(b) && b > 0));
+        FUZZ_CHECK(o == -1 || isfinite(o));
     }
     ps_cluster c;
     if (ps_costdb_cluster(db, &c) == PS_OK) {
         fuzz_cluster_check(&c);
         ps_cost_params p;
         ps_cost_params_default(&p);
+        double dflt = p.overlap_slowdown;
         FUZZ_CHECK(ps_costdb_attach(m, &c, &p) == PS_OK);
         FUZZ_CHECK(strncmp(ps_costdb_model_note(m), "measured tables for node group(s): ", 35) == 0);
-        FUZZ_CHECK(p.overlap_slowdown >= 1 && p.overlap_slowdown <= 3);
+        /* the plan's slowdown is the worst measured over the cluster's kinds, clamped to [1, 3], else the default */
+        double worst = -1;
+        for (int g = 0; g < c.n_groups; g++) {
+            int k = ps_costdb_model_device(m, c.groups[g].gpu.name);
+            FUZZ_CHECK(k >= 0); /* --cluster costdb describes only measured kinds */
+            worst = fmax(worst, ps_costdb_model_overlap(m, k));
+        }
+        FUZZ_CHECK(p.overlap_slowdown == (worst > 0 ? fmin(fmax(worst, 1), 3) : dflt));
         int64_t tp = c.groups[0].gpus_per_node >= 2 ? 2 : 1;
         if (c.n_gpus >= tp) {
             ps_strategy s = {.tp = (int)tp, .dp = 1};
@@ -65,15 +80,10 @@ static void use(const ps_costdb *db)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static char path[600];
-    if (!path[0]) {
-        fuzz_scratch_dir();
-        fuzz_path(path, sizeof path, "costdb.h5");
-    }
-    fuzz_write_file(path, data, size);
+    fuzz_write_file(g_path, data, size);
     ps_costdb db;
-    ps_status st = ps_costdb_read(path, &db);
-    unlink(path);
+    ps_status st = ps_costdb_read(g_path, &db);
+    unlink(g_path);
     if (st == PS_OK) {
         use(&db);
         ps_costdb_free(&db);
