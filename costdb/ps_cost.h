@@ -1,7 +1,7 @@
 /* The cost model: time and memory of one layer under one strategy on concrete devices, of collectives and p2p
  * transfers over the real placement, and of a whole plan (pipeline schedule included). Shared by the search,
  * `psearch estimate` and `psearch exec`. Pure computation: no MPI, no I/O. Numbers come from the GPU catalog and
- * documented constants (ps_cost_params); the measured cost database replaces them when it lands (calibration issue). */
+ * documented constants (ps_cost_params); a cost database (ps_costdb.h, --costdb) replaces them for its devices. */
 #ifndef PS_COST_H
 #define PS_COST_H
 

@@ -17,8 +17,9 @@ void ps_bench_opts_default(ps_bench_opts *o, bool quick)
     o->quick = quick;
     o->reps = quick ? 5 : 10;
     o->warmup = quick ? 1 : 2;
-    /* nccl-tests and STREAM report a point as unreliable when repetitions differ by more than ~20%: beyond that a
-     * median from 5-10 samples moves with the next run. */
+    /* A psearch choice, not a number from nccl-tests or STREAM (neither flags noisy points; STREAM prints min, avg
+     * and max times): beyond a 20% spread between p10 and p90, the median of 5-10 samples visibly moves with the
+     * next run. */
     o->spread_warn = 0.20;
 }
 

@@ -1,7 +1,7 @@
 /* CPU GEMM benchmark (OpenBLAS cblas_sgemm / cblas_dgemm): a log-spaced grid and the GEMMs of a decoder block at
  * several TP degrees and token counts, fp32 and fp64, each timed as a median of repetitions. On a CPU the block is
  * scaled down so `--quick` runs in seconds: hidden 1024, 16 heads, sequence 512 (quick: hidden 512, 8 heads,
- * sequence 256), i.e. 1/8 (1/16) of GPT-3 13B's hidden size; docs/costdb.md states the scale. */
+ * sequence 256), i.e. about 1/5 (1/10) of GPT-3 13B's hidden size of 5140; docs/costdb.md states the scale. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +87,9 @@ ps_status ps_bench_cpu_gemm(MPI_Comm comm, const ps_bench_opts *o, ps_bench_resu
     ps_bench_gemm_need need = {0, 0, 0};
     PS_TRY(ps_bench_for_shapes(&sh, ps_bench_gemm_need_of, &need));
     static const char *const dtypes[] = {"fp32", "fp64"};
+    /* Shortest sample [s]: small GEMMs repeat until a sample lasts this long, so the timer's resolution (MPI_Wtime
+     * reads a clock of ~1 us or better) and the loop's overhead stay under ~1% (quick: 0.2 ms) and ~0.1% (1 ms) of
+     * it. A psearch choice: longer samples only lengthen the grid's many small points. */
     gemm_ctx g = {.o = o, .r = r, .min_sample_s = o->quick ? 2e-4 : 1e-3};
     g.times = ps_calloc((size_t)o->reps, sizeof *g.times);
     g.a = ps_calloc(need.a, sizeof(double));
