@@ -15,18 +15,17 @@ static double db_coll(const ps_cost_params *p, const ps_cluster *c, const ps_gro
     int kind = -1;
     bool inter = false;
     int64_t node0 = ps_cluster_node_of(c, g->first);
-    const ps_node_group *last = NULL;
+    int last = -1;
     for (int64_t i = 0; i < g->n; i++) {
-        int64_t gpu = g->first + i * g->stride;
-        const ps_node_group *ng = ps_cluster_group_of(c, gpu);
-        if (!ng) return -1;
-        if (ng != last) {
-            int k = ps_costdb_model_device(p->db, ng->gpu.name);
+        ps_gpu_place pl;
+        if (!ps_cluster_place(c, g->first + i * g->stride, &pl)) return -1;
+        if (pl.group != last) {
+            int k = ps_costdb_model_device(p->db, c->groups[pl.group].gpu.name);
             if (k < 0 || (kind >= 0 && k != kind)) return -1;
             kind = k;
-            last = ng;
+            last = pl.group;
         }
-        if (ps_cluster_node_of(c, gpu) != node0) inter = true;
+        if (pl.node != node0) inter = true;
     }
     return ps_costdb_model_coll_time(p->db, kind, op, g->n, inter, bytes);
 }
@@ -60,21 +59,31 @@ void ps_coll_ring_link(const ps_cost_params *p, const ps_cluster *c, const ps_gr
     *bw = INFINITY;
     *lat = 0;
     if (g->n <= 1) return;
+    /* each edge's far end is the next edge's near end: one placement per member */
+    ps_gpu_place pa, pb;
+    bool oka = ps_cluster_place(c, g->first, &pa);
     for (int64_t i = 0; i < g->n; i++) {
-        int64_t a = g->first + i * g->stride, b = g->first + ((i + 1) % g->n) * g->stride;
-        ps_link l = ps_cluster_link(c, a, b);
-        double e = l.bw_Bps * link_eff(p, l.kind);
-        int64_t na = ps_cluster_node_of(c, a);
-        if (na != ps_cluster_node_of(c, b)) {
-            /* Every GPU of the node runs the same kind of collective at the same time in a uniform plan (the other
-             * DP or TP groups), so the node's NICs are shared: this group gets its members' share of the node. */
-            const ps_node_group *ng = ps_cluster_group_of(c, a);
-            double share =
-                (double)members_on_node(c, g, i, na) / (double)(ng->gpus_per_node > 0 ? ng->gpus_per_node : 1);
-            e *= share > 1 ? 1 : share;
+        bool okb = ps_cluster_place(c, g->first + ((i + 1) % g->n) * g->stride, &pb);
+        if (!oka || !okb) { /* no such GPU: a link nothing can cross (ps_cluster_link's "invalid") */
+            *bw = 0;
+            *lat = INFINITY;
+        } else {
+            ps_link l = ps_cluster_link_placed(c, &pa, &pb);
+            double e = l.bw_Bps * link_eff(p, l.kind);
+            if (pa.node != pb.node) {
+                /* Every GPU of the node runs the same kind of collective at the same time in a uniform plan (the
+                 * other DP or TP groups), so the node's NICs are shared: this group gets its members' share of the
+                 * node. */
+                const ps_node_group *ng = &c->groups[pa.group];
+                double share = (double)members_on_node(c, g, i, pa.node) /
+                               (double)(ng->gpus_per_node > 0 ? ng->gpus_per_node : 1);
+                e *= share > 1 ? 1 : share;
+            }
+            if (e < *bw) *bw = e;
+            if (l.latency_s > *lat) *lat = l.latency_s;
         }
-        if (e < *bw) *bw = e;
-        if (l.latency_s > *lat) *lat = l.latency_s;
+        pa = pb;
+        oka = okb;
     }
 }
 

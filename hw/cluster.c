@@ -620,11 +620,11 @@ ps_status ps_cluster_load(const char *spec, MPI_Comm comm, ps_cluster *out)
 
 /* ---- placement --------------------------------------------------------------------------------------------------- */
 
-/* The group, node and GPU within the node of global GPU `gpu`, from the groups' first GPU and node (derived by
+/* The group, node and GPU within the node of a global GPU, from the groups' first GPU and node (derived by
  * ps_cluster_finish; an unfinished cluster has n_gpus 0 and places nothing). Costing a ring asks this for every
  * edge, so one group, the common case, takes no search, and several take a binary search for the last group
  * starting at or before `gpu` (a group without GPUs starts where the next one does, so it is never that one). */
-static bool locate(const ps_cluster *c, int64_t gpu, int *group, int64_t *node, int64_t *local)
+bool ps_cluster_place(const ps_cluster *c, int64_t gpu, ps_gpu_place *out)
 {
     if (!c || !c->groups || gpu < 0 || gpu >= c->n_gpus) return false;
     int lo = 0, hi = c->n_groups - 1;
@@ -637,60 +637,63 @@ static bool locate(const ps_cluster *c, int64_t gpu, int *group, int64_t *node, 
     }
     const ps_node_group *g = &c->groups[lo];
     int64_t rest = gpu - g->first_gpu;
-    *group = lo;
-    *node = g->first_node + rest / g->gpus_per_node;
-    *local = rest % g->gpus_per_node;
+    out->group = lo;
+    out->node = g->first_node + rest / g->gpus_per_node;
+    out->local = rest % g->gpus_per_node;
     return true;
 }
 
 int64_t ps_cluster_node_of(const ps_cluster *c, int64_t gpu)
 {
-    int grp;
-    int64_t node, local;
-    return locate(c, gpu, &grp, &node, &local) ? node : -1;
+    ps_gpu_place pl;
+    return ps_cluster_place(c, gpu, &pl) ? pl.node : -1;
 }
 
 const ps_node_group *ps_cluster_group_of(const ps_cluster *c, int64_t gpu)
 {
-    int grp;
-    int64_t node, local;
-    return locate(c, gpu, &grp, &node, &local) ? &c->groups[grp] : NULL;
+    ps_gpu_place pl;
+    return ps_cluster_place(c, gpu, &pl) ? &c->groups[pl.group] : NULL;
 }
 
 int ps_cluster_group_index(const ps_cluster *c, int64_t gpu)
 {
-    int grp;
-    int64_t node, local;
-    return locate(c, gpu, &grp, &node, &local) ? grp : -1;
+    ps_gpu_place pl;
+    return ps_cluster_place(c, gpu, &pl) ? pl.group : -1;
+}
+
+ps_link ps_cluster_link_placed(const ps_cluster *c, const ps_gpu_place *a, const ps_gpu_place *b)
+{
+    ps_link l;
+    if (a->node == b->node) {
+        if (a->local == b->local) {
+            memset(&l, 0, sizeof l);
+            ps_strlcpy(l.kind, "self", sizeof l.kind);
+            l.bw_Bps = INFINITY;
+            return l;
+        }
+        const ps_node_group *g = &c->groups[a->group];
+        if (g->island_size > 1 && a->local / g->island_size == b->local / g->island_size) return g->island;
+        return g->intra;
+    }
+    /* Across nodes the transfer is limited by the slower NIC and waits for the slower stack. */
+    const ps_link *ia = &c->groups[a->group].inter, *ib = &c->groups[b->group].inter;
+    l = ia->bw_Bps <= ib->bw_Bps ? *ia : *ib;
+    l.latency_s = fmax(ia->latency_s, ib->latency_s);
+    return l;
 }
 
 ps_link ps_cluster_link(const ps_cluster *c, int64_t a, int64_t b)
 {
-    ps_link l;
-    memset(&l, 0, sizeof l);
-    int ga, gb;
-    int64_t na, nb, la, lb;
-    if (!locate(c, a, &ga, &na, &la) || !locate(c, b, &gb, &nb, &lb)) {
+    ps_gpu_place pa, pb;
+    if (!ps_cluster_place(c, a, &pa) || !ps_cluster_place(c, b, &pb)) {
         /* No such GPU: a link nothing can cross, so a caller's bug shows up as an infinite time, not a fast one. */
+        ps_link l;
+        memset(&l, 0, sizeof l);
         ps_strlcpy(l.kind, "invalid", sizeof l.kind);
         l.latency_s = INFINITY;
         return l;
     }
-    if (a == b) {
-        ps_strlcpy(l.kind, "self", sizeof l.kind);
-        l.bw_Bps = INFINITY;
-        return l;
-    }
-    if (na == nb) {
-        const ps_node_group *g = &c->groups[ga];
-        if (g->island_size > 1 && la / g->island_size == lb / g->island_size) return g->island;
-        return g->intra;
-    }
-    /* Across nodes the transfer is limited by the slower NIC and waits for the slower stack. */
-    const ps_link *ia = &c->groups[ga].inter, *ib = &c->groups[gb].inter;
-    l = ia->bw_Bps <= ib->bw_Bps ? *ia : *ib;
-    l.latency_s = fmax(ia->latency_s, ib->latency_s);
-    return l;
+    return ps_cluster_link_placed(c, &pa, &pb);
 }
 
 bool ps_cluster_supports_dtype(const ps_cluster *c, const char *dtype)

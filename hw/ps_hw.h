@@ -118,6 +118,16 @@ int ps_cluster_group_index(const ps_cluster *c, int64_t gpu);
 /* The link data moving between two GPUs crosses: island, intra-node, or the network (the slower of the two nodes'
  * NICs). a == b returns a link of infinite bandwidth and zero latency. */
 ps_link ps_cluster_link(const ps_cluster *c, int64_t a, int64_t b);
+/* Where a GPU sits: its node group (index into c->groups), its node, its GPU within the node. One lookup that
+ * feeds the link, node and group of a GPU (costing a ring asks for all three on every edge). */
+typedef struct {
+    int group;
+    int64_t node, local;
+} ps_gpu_place;
+/* False (and *out untouched) when `gpu` is outside the cluster. */
+bool ps_cluster_place(const ps_cluster *c, int64_t gpu, ps_gpu_place *out);
+/* ps_cluster_link between two placed GPUs. */
+ps_link ps_cluster_link_placed(const ps_cluster *c, const ps_gpu_place *a, const ps_gpu_place *b);
 
 #ifdef __cplusplus
 }

@@ -57,6 +57,10 @@ static void test_ring_allreduce(void **state)
     double small = 1024, bw, lat;
     ps_coll_ring_link(&p, &big, &all, &bw, &lat);
     assert_rel(ps_coll_allreduce(&p, &big, &all, small), 2 * small / bw + 2 * 9 * lat, 1e-12);
+    /* a ring reaching past the cluster's GPUs has a link nothing crosses */
+    ps_group past = {12, 8, 1};
+    ps_coll_ring_link(&p, &c, &past, &bw, &lat);
+    assert_true(bw == 0 && isinf(lat));
     /* a single GPU communicates nothing; p2p inside a node is alpha + bytes/B */
     ps_group one = {3, 1, 1};
     assert_true(ps_coll_allreduce(&p, &c, &one, M) == 0);
@@ -97,6 +101,24 @@ static void test_placement(void **state)
                 assert_int_equal(ps_cluster_node_of(&c, gpu), node);
             }
     assert_int_equal(gpu, 24);
+    /* one placement feeds node, group and link: the same answers as the separate queries, for every pair */
+    for (int64_t a = 0; a < 24; a++) {
+        ps_gpu_place pa, pb;
+        assert_true(ps_cluster_place(&c, a, &pa));
+        assert_int_equal(pa.node, ps_cluster_node_of(&c, a));
+        assert_int_equal(pa.group, ps_cluster_group_index(&c, a));
+        assert_int_equal(pa.local, (a - g[pa.group].first_gpu) % g[pa.group].gpus_per_node);
+        for (int64_t b = 0; b < 24; b++) {
+            assert_true(ps_cluster_place(&c, b, &pb));
+            ps_link x = ps_cluster_link(&c, a, b), y = ps_cluster_link_placed(&c, &pa, &pb);
+            assert_string_equal(x.kind, y.kind);
+            assert_true(x.bw_Bps == y.bw_Bps && x.latency_s == y.latency_s);
+        }
+    }
+    ps_gpu_place out = {.group = 7, .node = 7, .local = 7};
+    assert_false(ps_cluster_place(&c, 24, &out));
+    assert_false(ps_cluster_place(&c, -1, &out));
+    assert_true(out.group == 7 && out.node == 7 && out.local == 7);
     assert_int_equal(ps_cluster_node_of(&c, 24), -1);
     assert_int_equal(ps_cluster_node_of(&c, -1), -1);
     assert_null(ps_cluster_group_of(&c, 24));
