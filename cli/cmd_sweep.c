@@ -181,8 +181,8 @@ static const char *jstr(const json_t *o, const char *k)
     return s ? s : "";
 }
 
-/* Rank 0: open the records and check they belong to this sweep; fill done[]. */
-static ps_status open_records(const ps_cli_opts *o, const ps_sweep_grid *g, ps_sweep_log **lg, unsigned char *done)
+/* Rank 0: open the records and check they belong to this sweep; fill done[] and the grid's record index. */
+static ps_status open_records(const ps_cli_opts *o, ps_sweep_grid *g, ps_sweep_log **lg, unsigned char *done)
 {
     char path[4096];
     PS_TRY(make_dir(o->sweep_dir));
@@ -219,8 +219,11 @@ static ps_status open_records(const ps_cli_opts *o, const ps_sweep_grid *g, ps_s
                                        "another folder", path, i + 1, jstr(r, "cell"), jstr(r, "psearch"), PS_VERSION);
         else if (done[mi * g->n_clusters + ci])
             st = PS_FAIL(PS_ERR_INPUT, "%s: cell '%s' is recorded twice (line %d)", path, jstr(r, "cell"), i + 1);
-        else
+        else {
             done[mi * g->n_clusters + ci] = 1;
+            g->rec[mi * g->n_clusters + ci] = r;
+            g->n_done++;
+        }
         if (st != PS_OK) {
             ps_sweep_log_close(*lg);
             *lg = NULL;
@@ -342,6 +345,7 @@ static void inputs_free(sweep_inputs *in)
     free(in->models);
     free(in->cols);
     ps_mpi_strings_free(in->g.models, in->g.n_models);
+    free(in->g.rec);
     ps_mpi_strings_free(in->g.options, in->g.n_clusters);
     ps_mpi_strings_free(in->g.clusters, in->g.n_clusters);
 }
@@ -359,7 +363,8 @@ static ps_status load_inputs(const ps_cli_opts *o, MPI_Comm comm, sweep_inputs *
     in->cols = ps_calloc((size_t)in->g.n_clusters, sizeof *in->cols);
     in->g.options = ps_calloc((size_t)in->g.n_clusters, sizeof *in->g.options);
     in->models = ps_calloc((size_t)in->g.n_models * (size_t)in->g.n_clusters, sizeof *in->models);
-    if (!in->cols || !in->g.options || !in->models) return PS_ERR_SYSTEM;
+    in->g.rec = ps_calloc((size_t)in->g.n_models * (size_t)in->g.n_clusters + 1, sizeof *in->g.rec);
+    if (!in->cols || !in->g.options || !in->models || !in->g.rec) return PS_ERR_SYSTEM;
     for (int k = 0; k < in->g.n_clusters; k++) {
         sweep_cluster *col = &in->cols[k];
         PS_TRY(ps_cli_load_cluster(o, in->g.clusters[k], comm, true, &col->c));
@@ -425,7 +430,7 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     /* Rank 0 owns the folder: records, tables, progress. */
     if (rank == 0) {
         st = open_records(o, &in.g, &lg, done);
-        if (st == PS_OK) st = ps_sweep_render(o->sweep_dir, &in.g, lg);
+        if (st == PS_OK) st = ps_sweep_render(o->sweep_dir, &in.g);
     }
     st = agree(comm, st, &stop);
     if (stop) goto end;
@@ -452,7 +457,11 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
                                           in.cols[ci].setup.so.objective == PS_SEARCH_MEMORY, nranks, secs);
                 if (!rec) st = PS_FAIL(PS_ERR_SYSTEM, "out of memory building the record of %s", key);
                 if (st == PS_OK) st = ps_sweep_log_append(lg, rec);
-                if (st == PS_OK) st = ps_sweep_render(o->sweep_dir, &in.g, lg);
+                if (st == PS_OK) {
+                    in.g.rec[cell] = rec; /* the log keeps a reference */
+                    in.g.n_done++;
+                }
+                if (st == PS_OK) st = ps_sweep_render(o->sweep_dir, &in.g);
                 if (st == PS_OK) {
                     cell_line(rec, line, sizeof line);
                     ps_sweep_progress_cell(&prog, line);
@@ -471,8 +480,7 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
 
     if (rank == 0) {
         int inf_total = 0;
-        for (int i = 0; i < ps_sweep_log_count(lg); i++)
-            inf_total += strcmp(jstr(ps_sweep_log_at(lg, i), "status"), "infeasible") == 0;
+        for (int i = 0; i < n_cells; i++) inf_total += in.g.rec[i] && strcmp(jstr(in.g.rec[i], "status"), "infeasible") == 0;
         double wall = MPI_Wtime() - t0;
         if (o->format == PS_FMT_JSON) {
             json_t *opts = json_object(); /* cluster -> the options its cells ran with */

@@ -23,21 +23,7 @@ static double jnum(const json_t *o, const char *k) { return json_number_value(js
 static long long jint(const json_t *o, const char *k) { return (long long)json_integer_value(json_object_get(o, k)); }
 
 /* The record of grid cell (mi, ci), NULL when it is not done yet. */
-static const json_t *cell_rec(const ps_sweep_grid *g, const ps_sweep_log *lg, int mi, int ci)
-{
-    char key[2100];
-    ps_sweep_cell_key(g->models[mi], g->clusters[ci], key, sizeof key);
-    int i = ps_sweep_log_find(lg, key);
-    return i < 0 ? NULL : ps_sweep_log_at(lg, i);
-}
-
-static int count_done(const ps_sweep_grid *g, const ps_sweep_log *lg)
-{
-    int n = 0;
-    for (int mi = 0; mi < g->n_models; mi++)
-        for (int ci = 0; ci < g->n_clusters; ci++) n += cell_rec(g, lg, mi, ci) != NULL;
-    return n;
-}
+static const json_t *cell_rec(const ps_sweep_grid *g, int mi, int ci) { return g->rec[mi * g->n_clusters + ci]; }
 
 /* The record's gain over the Megatron heuristic (the samples/s ratio, or the peak memory ratio under --objective
  * memory: cmd_sweep.c computes it as the plan command does) as a percentage; "n/a" when no heuristic plan fits. */
@@ -135,10 +121,10 @@ static void options_note(FILE *f, const ps_sweep_grid *g, put_fn put)
     }
 }
 
-static void header_note(FILE *f, const ps_sweep_grid *g, const ps_sweep_log *lg, const char *sep, put_fn put)
+static void header_note(FILE *f, const ps_sweep_grid *g, const char *sep, put_fn put)
 {
     char buf[256];
-    snprintf(buf, sizeof buf, "%d of %d cells done; psearch %s; search options: ", count_done(g, lg),
+    snprintf(buf, sizeof buf, "%d of %d cells done; psearch %s; search options: ", g->n_done,
              g->n_models * g->n_clusters, PS_VERSION);
     put(f, buf);
     options_note(f, g, put);
@@ -165,10 +151,10 @@ static void md_cell(FILE *f, const char *s)
     fputc(' ', f);
 }
 
-static void render_md(FILE *f, const ps_sweep_grid *g, const ps_sweep_log *lg)
+static void render_md(FILE *f, const ps_sweep_grid *g)
 {
     fprintf(f, "# psearch plan tables\n\n");
-    header_note(f, g, lg, "\n\n", put_plain);
+    header_note(f, g, "\n\n", put_plain);
     for (int mi = 0; mi < g->n_models; mi++) {
         fprintf(f, "## %s\n\n", g->models[mi]);
         for (int c = 0; c < N_COLS; c++) md_cell(f, k_cols[c]);
@@ -177,7 +163,7 @@ static void render_md(FILE *f, const ps_sweep_grid *g, const ps_sweep_log *lg)
         fprintf(f, "|\n");
         int pending = 0;
         for (int ci = 0; ci < g->n_clusters; ci++) {
-            const json_t *r = cell_rec(g, lg, mi, ci);
+            const json_t *r = cell_rec(g, mi, ci);
             if (!r) {
                 pending++;
                 continue;
@@ -203,7 +189,7 @@ static void render_md(FILE *f, const ps_sweep_grid *g, const ps_sweep_log *lg)
         if (pending) {
             fprintf(f, "\nNot searched yet:");
             for (int ci = 0; ci < g->n_clusters; ci++)
-                if (!cell_rec(g, lg, mi, ci)) fprintf(f, " %s", g->clusters[ci]);
+                if (!cell_rec(g, mi, ci)) fprintf(f, " %s", g->clusters[ci]);
             fprintf(f, "\n");
         }
         fprintf(f, "\n");
@@ -227,7 +213,7 @@ static void csv_field(FILE *f, const char *s, int last)
     fputs(last ? "\r\n" : ",", f);
 }
 
-static void render_csv(FILE *f, const ps_sweep_grid *g, const ps_sweep_log *lg)
+static void render_csv(FILE *f, const ps_sweep_grid *g)
 {
     static const char *const cols[] = {"model", "model_name", "cluster", "gpus", "status", "pp", "vpp", "tp", "dp",
                                        "zero", "ckpt", "sp", "uniform", "schedule", "gbs", "mbs", "micro_batches",
@@ -238,7 +224,7 @@ static void render_csv(FILE *f, const ps_sweep_grid *g, const ps_sweep_log *lg)
     for (int c = 0; c < N; c++) csv_field(f, cols[c], c == N - 1);
     for (int mi = 0; mi < g->n_models; mi++)
         for (int ci = 0; ci < g->n_clusters; ci++) {
-            const json_t *r = cell_rec(g, lg, mi, ci);
+            const json_t *r = cell_rec(g, mi, ci);
             if (!r) continue;
             char v[N][400];
             memset(v, 0, sizeof v);
@@ -329,7 +315,7 @@ static ps_status timeline_svg(const json_t *tl, char **svg)
     return st;
 }
 
-static ps_status render_html(FILE *f, const ps_sweep_grid *g, const ps_sweep_log *lg)
+static ps_status render_html(FILE *f, const ps_sweep_grid *g)
 {
     fputs("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta "
           "charset=\"utf-8\"/>\n<title>psearch plan tables</title>\n<style>\n"
@@ -340,7 +326,7 @@ static ps_status render_html(FILE *f, const ps_sweep_grid *g, const ps_sweep_log
           "details svg{max-width:900px;height:auto}\n"
           "</style>\n</head>\n<body>\n<h1>psearch plan tables</h1>\n<p>",
           f);
-    header_note(f, g, lg, " ", html_text);
+    header_note(f, g, " ", html_text);
     fputs("</p>\n", f);
     for (int mi = 0; mi < g->n_models; mi++) {
         fprintf(f, "<h2 id=\"model-%d\">", mi);
@@ -354,7 +340,7 @@ static ps_status render_html(FILE *f, const ps_sweep_grid *g, const ps_sweep_log
         fputs("<th>schedule timeline</th></tr></thead>\n<tbody>\n", f);
         int pending = 0;
         for (int ci = 0; ci < g->n_clusters; ci++) {
-            const json_t *r = cell_rec(g, lg, mi, ci);
+            const json_t *r = cell_rec(g, mi, ci);
             if (!r) {
                 pending++;
                 continue;
@@ -396,7 +382,7 @@ static ps_status render_html(FILE *f, const ps_sweep_grid *g, const ps_sweep_log
         if (pending) {
             fputs("<p>Not searched yet:", f);
             for (int ci = 0; ci < g->n_clusters; ci++)
-                if (!cell_rec(g, lg, mi, ci)) {
+                if (!cell_rec(g, mi, ci)) {
                     fputc(' ', f);
                     html_text(f, g->clusters[ci]);
                 }
@@ -414,15 +400,15 @@ static const struct {
 } k_tables[] = {{"plans.md", TABLE_MD}, {"plans.csv", TABLE_CSV}, {"index.html", TABLE_HTML}};
 
 /* Render into memory, then replace dir/name in one rename. */
-static ps_status write_table(const char *dir, const char *name, const ps_sweep_grid *g, const ps_sweep_log *lg,
+static ps_status write_table(const char *dir, const char *name, const ps_sweep_grid *g,
                              table_kind which)
 {
     ps_out o;
     PS_TRY(ps_out_open(&o));
     ps_status st = PS_OK;
-    if (which == TABLE_MD) render_md(o.f, g, lg);
-    else if (which == TABLE_CSV) render_csv(o.f, g, lg);
-    else st = render_html(o.f, g, lg);
+    if (which == TABLE_MD) render_md(o.f, g);
+    else if (which == TABLE_CSV) render_csv(o.f, g);
+    else st = render_html(o.f, g);
     if (st != PS_OK) {
         ps_out_discard(&o);
         return st;
@@ -433,10 +419,10 @@ static ps_status write_table(const char *dir, const char *name, const ps_sweep_g
     return PS_OK;
 }
 
-ps_status ps_sweep_render(const char *dir, const ps_sweep_grid *g, const ps_sweep_log *lg)
+ps_status ps_sweep_render(const char *dir, const ps_sweep_grid *g)
 {
     for (size_t i = 0; i < sizeof k_tables / sizeof k_tables[0]; i++)
-        PS_TRY(write_table(dir, k_tables[i].name, g, lg, k_tables[i].kind));
+        PS_TRY(write_table(dir, k_tables[i].name, g, k_tables[i].kind));
     return PS_OK;
 }
 

@@ -4,7 +4,7 @@
 #define PS_SWEEP_TABLES_H
 
 #include "ps_common.h"
-#include "ps_sweep.h"
+#include <jansson.h>
 
 /* The grid a sweep covers, in the order its tables list it: models (one table each) x clusters (rows). */
 typedef struct {
@@ -13,6 +13,9 @@ typedef struct {
     char **clusters;
     int n_clusters;
     char **options;      /* [n_clusters]: the search options the cells of each cluster ran with, as recorded */
+    const json_t **rec;  /* [n_models * n_clusters], cell mi * n_clusters + ci: its record (borrowed from the sweep's
+                            log, which keeps every record it read or appended), NULL while the cell is not done */
+    int n_done;          /* cells with a record */
 } ps_sweep_grid;
 
 /* The record key of a cell: model and cluster as the user named them. */
@@ -20,7 +23,7 @@ void ps_sweep_cell_key(const char *model, const char *cluster, char *buf, size_t
 
 /* Re-render dir/plans.md, dir/plans.csv and dir/index.html from the records, each written atomically (temporary +
  * rename), so a kill at any moment leaves either the previous or the new version of each table. */
-ps_status ps_sweep_render(const char *dir, const ps_sweep_grid *g, const ps_sweep_log *lg) PS_NODISCARD;
+ps_status ps_sweep_render(const char *dir, const ps_sweep_grid *g) PS_NODISCARD;
 /* Remove the temporaries a kill during a render left beside the tables (the tables themselves are whole), so a
  * resumed sweep's folder holds only what it publishes. */
 void ps_sweep_remove_temporaries(const char *dir);

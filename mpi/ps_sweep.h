@@ -25,8 +25,6 @@ void ps_sweep_log_close(ps_sweep_log *lg);
 int ps_sweep_log_count(const ps_sweep_log *lg);
 /* Record i (0 .. count-1) in file order; borrowed, valid until the log is closed. */
 const json_t *ps_sweep_log_at(const ps_sweep_log *lg, int i);
-/* Index of the first record of cell `key`, -1 when there is none. */
-int ps_sweep_log_find(const ps_sweep_log *lg, const char *key);
 /* Append one record as one line: a single write() of the whole line (looped only if the kernel writes less), then
  * fsync, so after a crash the file holds whole records plus at most one torn last line. The record must have a
  * string "cell"; the log keeps a reference. */

@@ -144,17 +144,6 @@ int ps_sweep_log_count(const ps_sweep_log *lg) { return (int)json_array_size(lg-
 
 const json_t *ps_sweep_log_at(const ps_sweep_log *lg, int i) { return json_array_get(lg->recs, (size_t)i); }
 
-int ps_sweep_log_find(const ps_sweep_log *lg, const char *key)
-{
-    size_t i;
-    json_t *r;
-    json_array_foreach(lg->recs, i, r)
-    {
-        if (strcmp(json_string_value(json_object_get(r, "cell")), key) == 0) return (int)i;
-    }
-    return -1;
-}
-
 ps_status ps_sweep_log_append(ps_sweep_log *lg, json_t *rec)
 {
     PS_CHECK_INPUT(json_is_string(json_object_get(rec, "cell")), "a sweep record needs a \"cell\" string");
