@@ -113,10 +113,11 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
         ps_model_free(&m);
         return st;
     }
-    ps_strategy s = {.tp = tp_max, .dp = (int)json_integer_value(json_object_get(plan, "dp")),
+    /* tp_max only pads the vocabulary: layer 0's tp is the plan's, per-layer tp follows below */
+    ps_strategy s = {.tp = (int)json_integer_value(json_object_get(plan, "tp")),
+                     .dp = (int)json_integer_value(json_object_get(plan, "dp")),
                      .zero = (int)json_integer_value(json_object_get(plan, "zero")),
                      .sp = json_is_true(json_object_get(plan, "seq_parallel"))};
-    s.tp = (int)json_integer_value(json_object_get(plan, "tp"));
     const char *rc = json_string_value(json_object_get(plan, "recompute"));
     if (rc) PS_TRY_GOTO(st, ps_recompute_parse(rc, &s.ckpt), done);
     int pp = (int)json_integer_value(json_object_get(plan, "pp"));
