@@ -31,42 +31,48 @@ static int cmp_double(const void *a, const void *b)
 typedef struct {
     char name[32];
     double *err;
-    int n, cap;
+    size_t n, cap;
 } group;
 
-static void add_err(group *g, double e)
+static ps_status add_err(group *g, double e)
 {
-    if (g->n == g->cap) {
-        g->cap = g->cap ? 2 * g->cap : 64;
-        g->err = realloc(g->err, (size_t)g->cap * sizeof *g->err);
-    }
+    PS_TRY(ps_grow((void **)&g->err, &g->cap, g->n + 1, sizeof *g->err));
     g->err[g->n++] = e;
+    return PS_OK;
 }
 
 static json_t *summary(group *g)
 {
     json_t *j = json_object();
-    json_object_set_new(j, "cases", json_integer(g->n));
+    json_object_set_new(j, "cases", json_integer((json_int_t)g->n));
     if (g->n) {
-        qsort(g->err, (size_t)g->n, sizeof *g->err, cmp_double);
+        qsort(g->err, g->n, sizeof *g->err, cmp_double);
         double med = g->n % 2 ? g->err[g->n / 2] : 0.5 * (g->err[g->n / 2 - 1] + g->err[g->n / 2]);
         json_object_set_new(j, "median_abs_err_pct", json_real(med));
         json_object_set_new(j, "max_abs_err_pct", json_real(g->err[g->n - 1]));
         int within10 = 0;
-        for (int i = 0; i < g->n; i++) within10 += g->err[i] <= 10;
+        for (size_t i = 0; i < g->n; i++) within10 += g->err[i] <= 10;
         json_object_set_new(j, "within_10pct", json_integer(within10));
     }
     return j;
 }
 
-static group *group_for(group *gs, int *ng, const char *name)
+/* The groups so far (papers, confidence levels, metrics), growing as cases name new ones. */
+typedef struct {
+    group *g;
+    size_t n, cap;
+} group_list;
+
+/* Add e to the group called `name`, making the group on first use. */
+static ps_status add_to(group_list *gl, const char *name, double e)
 {
-    for (int i = 0; i < *ng; i++)
-        if (strcmp(gs[i].name, name) == 0) return &gs[i];
-    group *g = &gs[(*ng)++];
+    for (size_t i = 0; i < gl->n; i++)
+        if (strcmp(gl->g[i].name, name) == 0) return add_err(&gl->g[i], e);
+    PS_TRY(ps_grow((void **)&gl->g, &gl->cap, gl->n + 1, sizeof *gl->g));
+    group *g = &gl->g[gl->n++];
     memset(g, 0, sizeof *g);
     snprintf(g->name, sizeof g->name, "%s", name);
-    return g;
+    return add_err(g, e);
 }
 
 /* The schedule names of the papers that psearch knows under another name. */
@@ -143,14 +149,25 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
     {
         int64_t a = json_integer_value(json_array_get(row, 0)), b = json_integer_value(json_array_get(row, 1));
         int t = (int)json_integer_value(json_array_get(row, 2));
+        if (t < 1 || width % t != 0) {
+            st = PS_FAIL(PS_ERR_INPUT, "layer_tp[%zu]: tp %d does not divide the stage width %d", k, t, width);
+            goto done;
+        }
         for (int64_t i = a; i < b && i < m.n_layers; i++) {
             p.layer[i].tp = t;
             p.layer[i].dp = width / t;
         }
     }
     /* The micro-batch is per replica of layer 0; with per-layer dp the plan's mbs follows layer 0. */
-    if (json_array_size(ltp) > 0) p.mbs = json_integer_value(json_object_get(plan, "gbs")) /
-                                          json_integer_value(json_object_get(plan, "micro_batches")) / p.layer[0].dp;
+    if (json_array_size(ltp) > 0) {
+        int64_t micro = json_integer_value(json_object_get(plan, "micro_batches"));
+        if (micro < 1 || p.layer[0].dp < 1) {
+            st = PS_FAIL(PS_ERR_INPUT, "a plan with layer_tp needs micro_batches >= 1 (got %lld) and a layer 0 dp "
+                                       ">= 1 (got %d)", (long long)micro, p.layer[0].dp);
+            goto done;
+        }
+        p.mbs = json_integer_value(json_object_get(plan, "gbs")) / micro / p.layer[0].dp;
+    }
     PS_TRY_GOTO(st, ps_cost_plan(cp, &m, &cl, &p, &r), done);
     if (strcmp(*metric, "iter_time_s") == 0)
         *pred = r.iter_time_s;
@@ -186,10 +203,10 @@ int main(int argc, char **argv)
     ps_cost_params cp;
     ps_cost_params_default(&cp);
     json_t *out = json_object(), *rows = json_array(), *skipped = json_array();
-    group groups[16];
-    int ng = 0;
+    group_list groups = {0};
     group all;
     memset(&all, 0, sizeof all);
+    int rc = 0;
     size_t i;
     json_t *c;
     json_array_foreach(json_object_get(root, "cases"), i, c)
@@ -201,6 +218,9 @@ int main(int argc, char **argv)
         char why[128] = "";
         ps_error_clear();
         ps_status st = predict_case(c, &cp, &pred, &metric, why, sizeof why);
+        if (st == PS_OK && !id) st = PS_FAIL(PS_ERR_INPUT, "case lacks an id");
+        if (st == PS_OK && !(pub > 0))
+            st = PS_FAIL(PS_ERR_INPUT, "published value must be a number > 0 (got %g)", pub);
         if (st != PS_OK) {
             json_array_append_new(skipped, json_pack("{s:s, s:s}", "id", id ? id : "?", "reason", ps_error_message()));
             continue;
@@ -211,25 +231,26 @@ int main(int argc, char **argv)
                                 json_string_value(json_object_get(c, "confidence")) ?: "");
         if (why[0]) json_object_set_new(row, "note", json_string(why));
         json_array_append_new(rows, row);
-        char gname[32];
+        char gname[32], cname[32], mname[32];
         snprintf(gname, sizeof gname, "%.*s", (int)strcspn(id, "-"), id);
-        add_err(group_for(groups, &ng, gname), fabs(err));
-        char cname[32];
         snprintf(cname, sizeof cname, "confidence-%s", json_string_value(json_object_get(c, "confidence")) ?: "?");
-        add_err(group_for(groups, &ng, cname), fabs(err));
-        char mname[32];
         snprintf(mname, sizeof mname, "metric-%s", metric);
-        add_err(group_for(groups, &ng, mname), fabs(err));
-        add_err(&all, fabs(err));
+        if (add_to(&groups, gname, fabs(err)) != PS_OK || add_to(&groups, cname, fabs(err)) != PS_OK ||
+            add_to(&groups, mname, fabs(err)) != PS_OK || add_err(&all, fabs(err)) != PS_OK) {
+            fprintf(stderr, "bench_fidelity: %s\n", ps_error_message());
+            rc = 3;
+            break;
+        }
     }
     json_object_set_new(out, "bench", json_string("fidelity"));
     json_object_set_new(out, "cases_file", json_string(path));
     json_object_set_new(out, "overall", summary(&all));
     json_t *by = json_object();
-    for (int g = 0; g < ng; g++) {
-        json_object_set_new(by, groups[g].name, summary(&groups[g]));
-        free(groups[g].err);
+    for (size_t g = 0; g < groups.n; g++) {
+        json_object_set_new(by, groups.g[g].name, summary(&groups.g[g]));
+        free(groups.g[g].err);
     }
+    free(groups.g);
     json_object_set_new(out, "by_group", by);
     json_object_set_new(out, "skipped", skipped);
     json_object_set_new(out, "cases", rows);
@@ -239,5 +260,5 @@ int main(int argc, char **argv)
     free(s);
     json_decref(out);
     json_decref(root);
-    return 0;
+    return rc;
 }
