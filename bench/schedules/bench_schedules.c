@@ -136,7 +136,6 @@ static int table1(ps_sched *s)
             else
                 printf("null, \"paper_bubble_vs_1f1b\": null}");
         }
-        (void)b1;
     }
     printf("\n]");
     return 0;
