@@ -45,7 +45,11 @@ static int run_uniform_p2p(ps_sched *s, const char *kind, int d, int n, double f
     if (ps_sched_build(s, kind, d, n, 0) != PS_OK) return fail();
     static double cf[MAXST], cb[MAXST], cw[MAXST], ca[MAXST], cp[MAXST];
     int v = ps_sched_chunks(s), S = ps_sched_stages(s);
-    for (int i = 0; i < S && i < MAXST; i++) cf[i] = f / v, cb[i] = b / v, cw[i] = w / v, ca[i] = 2.0 / v, cp[i] = p2p;
+    if (S > MAXST) { /* the simulation reads S costs of each kind */
+        fprintf(stderr, "# %s with d = %d: %d stages, more than the %d this benchmark holds\n", kind, d, S, MAXST);
+        return 2;
+    }
+    for (int i = 0; i < S; i++) cf[i] = f / v, cb[i] = b / v, cw[i] = w / v, ca[i] = 2.0 / v, cp[i] = p2p;
     ps_sched_costs c = {.f = cf, .b = cb, .w = cw, .act = ca, .p2p = p2p > 0 ? cp : NULL};
     if (ps_sched_simulate(s, &c, r) != PS_OK) return fail();
     *peak = 0;
