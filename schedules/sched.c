@@ -320,8 +320,8 @@ static ps_status order_run(ps_sched *s)
  * device (a sequential stream) and derives from the end times what depends on a device's own order alone: start =
  * end - duration, busy time, and the activation peak (F adds its stage's activation, W or BW releases it). Keeping
  * the scattered stores to one (padded, see PS_SCHED_PAD) array in the first pass and the per-device sums out of
- * it took a 1F1B d = 64, n = 1024 simulation from about 1.2 ms to 0.45 ms (bench `speed`): it is bound by cache
- * misses on the scattered stores. */
+ * it is what makes it fast: the simulation is bound by cache misses on the scattered stores (bench_schedules
+ * `speed` measures it; docs/schedules.md quotes the figures). */
 static void run(ps_sched *s, const ps_sched_costs *c)
 {
     const int d = s->d, S = s->stages, v = s->v;
