@@ -171,14 +171,8 @@ static ps_status make_dir(const char *dir)
     if (mkdir(dir, 0777) == 0) return PS_OK;
     struct stat sb;
     if (errno == EEXIST && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return PS_OK;
-    if (errno == EEXIST) return PS_FAIL(PS_ERR_INPUT, "--out %s: exists and is not a folder", dir);
-    return PS_FAIL(PS_ERR_INPUT, "--out %s: cannot create the folder: %s", dir, strerror(errno));
-}
-
-static const char *jstr(const json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s ? s : "";
+    if (errno == EEXIST) return PS_FAIL(PS_ERR_INPUT, "--out: %s exists and is not a folder", dir);
+    return PS_FAIL(PS_ERR_INPUT, "--out: cannot create the folder %s: %s", dir, strerror(errno));
 }
 
 /* Rank 0: open the records and check they belong to this sweep; fill done[] and the grid's record index. */
@@ -186,6 +180,8 @@ static ps_status open_records(const ps_cli_opts *o, ps_sweep_grid *g, ps_sweep_l
 {
     char path[4096];
     PS_TRY(make_dir(o->sweep_dir));
+    snprintf(path, sizeof path, "%s/%s", o->sweep_dir, PS_SWEEP_TIMELINES);
+    PS_TRY(make_dir(path));
     snprintf(path, sizeof path, "%s/cells.jsonl", o->sweep_dir);
     size_t torn = 0;
     PS_TRY(ps_sweep_log_open(path, lg, &torn));
@@ -197,32 +193,42 @@ static ps_status open_records(const ps_cli_opts *o, ps_sweep_grid *g, ps_sweep_l
                                      "continue it, or choose another folder", o->sweep_dir, n, path);
     }
     if (torn) fprintf(stderr, "# sweep: dropped a torn last record of %zu bytes from %s\n", torn, path);
+    int missing = 0;
     for (int i = 0; i < n; i++) {
         const json_t *r = ps_sweep_log_at(*lg, i);
         ps_status st = PS_OK;
         int mi = -1, ci = -1;
         for (int k = 0; k < g->n_models; k++)
-            if (strcmp(g->models[k], jstr(r, "model")) == 0) mi = k;
+            if (strcmp(g->models[k], ps_sweep_str(r, "model")) == 0) mi = k;
         for (int k = 0; k < g->n_clusters; k++)
-            if (strcmp(g->clusters[k], jstr(r, "cluster")) == 0) ci = k;
+            if (strcmp(g->clusters[k], ps_sweep_str(r, "cluster")) == 0) ci = k;
         if (mi < 0 || ci < 0)
             st = PS_FAIL(PS_ERR_INPUT, "--resume: %s holds cell '%s', which --models/--clusters do not list; a "
                                        "resumed sweep must cover every recorded cell (list it, or use another folder)",
-                         path, jstr(r, "cell"));
-        else if (strcmp(jstr(r, "options"), g->options[ci]) != 0)
+                         path, ps_sweep_str(r, "cell"));
+        else if (strcmp(ps_sweep_str(r, "options"), g->options[ci]) != 0)
             st = PS_FAIL(PS_ERR_INPUT, "--resume: %s record %d (%s) was searched with other options:\n  recorded: "
                                        "%s\n  now:      %s\nrerun with the recorded options, or use another folder",
-                         path, i + 1, jstr(r, "cell"), jstr(r, "options"), g->options[ci]);
-        else if (strcmp(jstr(r, "psearch"), PS_VERSION) != 0)
+                         path, i + 1, ps_sweep_str(r, "cell"), ps_sweep_str(r, "options"), g->options[ci]);
+        else if (strcmp(ps_sweep_str(r, "psearch"), PS_VERSION) != 0)
             st = PS_FAIL(PS_ERR_INPUT, "--resume: %s record %d (%s) was searched by psearch %s, this is psearch %s: "
                                        "its cost model may differ; finish the sweep with that version, or use "
-                                       "another folder", path, i + 1, jstr(r, "cell"), jstr(r, "psearch"), PS_VERSION);
+                                       "another folder", path, i + 1, ps_sweep_str(r, "cell"), ps_sweep_str(r, "psearch"), PS_VERSION);
         else if (done[mi * g->n_clusters + ci])
-            st = PS_FAIL(PS_ERR_INPUT, "%s: cell '%s' is recorded twice (line %d)", path, jstr(r, "cell"), i + 1);
+            st = PS_FAIL(PS_ERR_INPUT, "%s: cell '%s' is recorded twice (line %d)", path, ps_sweep_str(r, "cell"), i + 1);
         else {
             done[mi * g->n_clusters + ci] = 1;
             g->rec[mi * g->n_clusters + ci] = r;
             g->n_done++;
+            /* Written before its record, so missing only when removed since: the page says so (the record keeps the
+             * plan's numbers, not the stage times a timeline is drawn from). */
+            const char *rel = ps_sweep_str(r, "timeline_svg");
+            char tl[4200];
+            snprintf(tl, sizeof tl, "%s/%s", o->sweep_dir, rel);
+            if (strcmp(ps_sweep_str(r, "status"), "ok") == 0 && (!rel[0] || access(tl, R_OK) != 0)) {
+                g->timeline_missing[mi * g->n_clusters + ci] = 1;
+                missing++;
+            }
         }
         if (st != PS_OK) {
             ps_sweep_log_close(*lg);
@@ -230,24 +236,28 @@ static ps_status open_records(const ps_cli_opts *o, ps_sweep_grid *g, ps_sweep_l
             return st;
         }
     }
+    if (missing)
+        fprintf(stderr, "# sweep: %d recorded cell(s) lost their timeline in %s/%s; index.html says so\n", missing,
+                o->sweep_dir, PS_SWEEP_TIMELINES);
     ps_sweep_remove_temporaries(o->sweep_dir);
     return PS_OK;
 }
 
-/* ---- one cell's record ---- */
-
-static json_t *timeline_json(const ps_plan *p, const ps_prediction *q)
+/* Rank 0: draw the timeline of the cell's best plan once, into DIR/timelines atomically, before its record names it
+ * (rel: its path under DIR). */
+static ps_status write_timeline(const char *dir, const char *key, const ps_search_cand *best, char *rel, size_t cap)
 {
-    json_t *f = json_array(), *b = json_array(), *w = json_array(), *x = json_array();
-    for (int s = 0; s < q->n_stages; s++) {
-        json_array_append_new(f, json_real(q->stages[s].fwd));
-        json_array_append_new(b, json_real(q->stages[s].bwd_b));
-        json_array_append_new(w, json_real(q->stages[s].bwd_w));
-        if (s + 1 < q->n_stages) json_array_append_new(x, json_real(q->stages[s].p2p));
-    }
-    return json_pack("{s:s, s:i, s:I, s:i, s:o, s:o, s:o, s:o}", "kind", p->schedule, "d", p->pp, "n",
-                     (json_int_t)ps_plan_micro_batches(p), "v", p->vpp, "f", f, "b", b, "w", w, "p2p", x);
+    ps_sweep_timeline_name(key, rel, cap);
+    char *svg = NULL, path[4200];
+    size_t len = 0;
+    PS_TRY(ps_plan_svg(&best->plan, &best->pred, &svg, &len));
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    ps_status st = ps_write_file_atomic(path, svg, len);
+    free(svg);
+    return st;
 }
+
+/* ---- one cell's record ---- */
 
 /* How much better the cell's plan is than the Megatron heuristic's best plan on the cell (search/baselines.c, costed
  * on rank 0 by ps_cli_search with the same cost model) under the objective: the samples/s ratio, or the peak memory
@@ -260,7 +270,7 @@ static double gain_over(const ps_search_cand *best, const ps_search_cand *base, 
 
 static json_t *cell_record(const char *key, const char *model, const char *cluster, const char *opts,
                            const ps_model *m, const ps_cluster *c, const ps_search_result *r, bool memory,
-                           int nranks, double secs)
+                           const char *timeline, int nranks, double secs)
 {
     json_t *j = json_object();
     json_object_set_new(j, "cell", json_string(key));
@@ -304,7 +314,7 @@ static json_t *cell_record(const char *key, const char *model, const char *clust
             json_object_set_new(j, "gain_over_megatron", json_null());
             json_object_set_new(j, "megatron_why", json_string(r->base_why[PS_BASE_MEGATRON]));
         }
-        json_object_set_new(j, "timeline", timeline_json(p, q));
+        json_object_set_new(j, "timeline_svg", json_string(timeline));
     }
     json_object_set_new(j, "search", json_pack("{s:f, s:i, s:I, s:I, s:I}", "wall_s", secs, "ranks", nranks,
                                                "candidates", (json_int_t)r->candidates, "evaluated",
@@ -346,6 +356,7 @@ static void inputs_free(sweep_inputs *in)
     free(in->cols);
     ps_mpi_strings_free(in->g.models, in->g.n_models);
     free(in->g.rec);
+    free(in->g.timeline_missing);
     ps_mpi_strings_free(in->g.options, in->g.n_clusters);
     ps_mpi_strings_free(in->g.clusters, in->g.n_clusters);
 }
@@ -364,7 +375,8 @@ static ps_status load_inputs(const ps_cli_opts *o, MPI_Comm comm, sweep_inputs *
     in->g.options = ps_calloc((size_t)in->g.n_clusters, sizeof *in->g.options);
     in->models = ps_calloc((size_t)in->g.n_models * (size_t)in->g.n_clusters, sizeof *in->models);
     in->g.rec = ps_calloc((size_t)in->g.n_models * (size_t)in->g.n_clusters + 1, sizeof *in->g.rec);
-    if (!in->cols || !in->g.options || !in->models || !in->g.rec) return PS_ERR_SYSTEM;
+    in->g.timeline_missing = ps_calloc((size_t)in->g.n_models * (size_t)in->g.n_clusters + 1, 1);
+    if (!in->cols || !in->g.options || !in->models || !in->g.rec || !in->g.timeline_missing) return PS_ERR_SYSTEM;
     for (int k = 0; k < in->g.n_clusters; k++) {
         sweep_cluster *col = &in->cols[k];
         PS_TRY(ps_cli_load_cluster(o, in->g.clusters[k], comm, true, &col->c));
@@ -389,7 +401,7 @@ static ps_status load_inputs(const ps_cli_opts *o, MPI_Comm comm, sweep_inputs *
 
 static void cell_line(const json_t *rec, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "%s: ", jstr(rec, "cell"));
+    snprintf(buf, cap, "%s: ", ps_sweep_str(rec, "cell"));
     const json_t *q = json_object_get(rec, "predicted"), *p = json_object_get(rec, "plan");
     if (q && p)
         ps_strcatf(buf, cap, "%.4g samples/s, MFU %.1f%%, pp %lld tp %lld dp %lld %s",
@@ -397,9 +409,9 @@ static void cell_line(const json_t *rec, char *buf, size_t cap)
                    100 * json_real_value(json_object_get(q, "mfu")),
                    (long long)json_integer_value(json_object_get(p, "pp")),
                    (long long)json_integer_value(json_object_get(p, "tp")),
-                   (long long)json_integer_value(json_object_get(p, "dp")), jstr(p, "schedule"));
+                   (long long)json_integer_value(json_object_get(p, "dp")), ps_sweep_str(p, "schedule"));
     else
-        ps_strcatf(buf, cap, "infeasible (%s)", jstr(rec, "binding"));
+        ps_strcatf(buf, cap, "infeasible (%s)", ps_sweep_str(rec, "binding"));
     ps_strcatf(buf, cap, " [%.2f s]", json_real_value(json_object_get(json_object_get(rec, "search"), "wall_s")));
 }
 
@@ -451,11 +463,14 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
             /* ps_cli_search takes the search options from o; the model and cluster are passed loaded. */
             st = ps_cli_search(o, comm, &in.cols[ci].cp, m, c, &all, &secs);
             if (st == PS_OK && rank == 0) {
-                char key[2100], line[512];
+                char key[2100], line[512], timeline[256] = "";
                 ps_sweep_cell_key(in.g.models[mi], in.g.clusters[ci], key, sizeof key);
-                json_t *rec = cell_record(key, in.g.models[mi], in.g.clusters[ci], in.g.options[ci], m, c, &all,
-                                          in.cols[ci].setup.so.objective == PS_SEARCH_MEMORY, nranks, secs);
-                if (!rec) st = PS_FAIL(PS_ERR_SYSTEM, "out of memory building the record of %s", key);
+                if (all.n_top) st = write_timeline(o->sweep_dir, key, &all.top[0], timeline, sizeof timeline);
+                json_t *rec = st != PS_OK ? NULL
+                                          : cell_record(key, in.g.models[mi], in.g.clusters[ci], in.g.options[ci], m,
+                                                        c, &all, in.cols[ci].setup.so.objective == PS_SEARCH_MEMORY,
+                                                        timeline, nranks, secs);
+                if (st == PS_OK && !rec) st = PS_FAIL(PS_ERR_SYSTEM, "out of memory building the record of %s", key);
                 if (st == PS_OK) st = ps_sweep_log_append(lg, rec);
                 if (st == PS_OK) {
                     in.g.rec[cell] = rec; /* the log keeps a reference */
@@ -480,7 +495,7 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
 
     if (rank == 0) {
         int inf_total = 0;
-        for (int i = 0; i < n_cells; i++) inf_total += in.g.rec[i] && strcmp(jstr(in.g.rec[i], "status"), "infeasible") == 0;
+        for (int i = 0; i < n_cells; i++) inf_total += in.g.rec[i] && strcmp(ps_sweep_str(in.g.rec[i], "status"), "infeasible") == 0;
         double wall = MPI_Wtime() - t0;
         if (o->format == PS_FMT_JSON) {
             json_t *opts = json_object(); /* cluster -> the options its cells ran with */

@@ -1,12 +1,12 @@
 /* Plan tables of a sweep, rendered from its records (see sweep_tables.h). The HTML page is also well-formed XML
- * (XHTML-style empty elements, no named entities beyond XML's own), so a strict XML parser checks it in tests, and
- * each plan's schedule timeline is drawn again from the per-stage times its record keeps (schedules/ svg). */
-#include <math.h>
+ * (XHTML-style empty elements, no named entities beyond XML's own), so a strict XML parser checks it in tests; it
+ * links each plan's schedule timeline, drawn once when the cell finished (DIR/timelines), rather than drawing and
+ * inlining every timeline on every render. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
-#include "ps_schedules.h"
 #include "sweep_tables.h"
 
 void ps_sweep_cell_key(const char *model, const char *cluster, char *buf, size_t cap)
@@ -14,11 +14,29 @@ void ps_sweep_cell_key(const char *model, const char *cluster, char *buf, size_t
     snprintf(buf, cap, "%s on %s", model, cluster);
 }
 
-static const char *jstr(const json_t *o, const char *k)
+void ps_sweep_timeline_name(const char *key, char *buf, size_t cap)
 {
-    const char *s = json_string_value(json_object_get(o, k));
+    /* The key made safe for a file name and a URL (letters, digits, '.', '-'; '_' for the rest) and cut short, then a
+     * hash of the whole key so that keys differing only where they were changed or cut get their own files. */
+    char safe[97];
+    size_t n = 0;
+    for (const char *c = key; *c && n < sizeof safe - 1; c++) {
+        bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' ||
+                  *c == '-';
+        safe[n++] = ok ? *c : '_';
+    }
+    safe[n] = '\0';
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const unsigned char *c = (const unsigned char *)key; *c; c++) h = (h ^ *c) * 16777619u;
+    snprintf(buf, cap, "%s/%s-%08x.svg", PS_SWEEP_TIMELINES, safe, (unsigned)h);
+}
+
+const char *ps_sweep_str(const json_t *rec, const char *key)
+{
+    const char *s = json_string_value(json_object_get(rec, key));
     return s ? s : "";
 }
+
 static double jnum(const json_t *o, const char *k) { return json_number_value(json_object_get(o, k)); }
 static long long jint(const json_t *o, const char *k) { return (long long)json_integer_value(json_object_get(o, k)); }
 
@@ -51,12 +69,12 @@ static void row_of(const json_t *rec, row_text *t)
     snprintf(t->tp, sizeof t->tp, "%lld%s", jint(p, "tp"), star);
     snprintf(t->dp, sizeof t->dp, "%lld%s", jint(p, "dp"), star);
     snprintf(t->zero, sizeof t->zero, "%lld%s", jint(p, "zero"), star);
-    snprintf(t->ckpt, sizeof t->ckpt, "%s%s", jstr(p, "ckpt"), star);
+    snprintf(t->ckpt, sizeof t->ckpt, "%s%s", ps_sweep_str(p, "ckpt"), star);
     snprintf(t->sp, sizeof t->sp, "%s%s", json_is_true(json_object_get(p, "sp")) ? "yes" : "no", star);
     if (jint(p, "vpp") > 1)
-        snprintf(t->schedule, sizeof t->schedule, "%s (v=%lld)", jstr(p, "schedule"), jint(p, "vpp"));
+        snprintf(t->schedule, sizeof t->schedule, "%s (v=%lld)", ps_sweep_str(p, "schedule"), jint(p, "vpp"));
     else
-        snprintf(t->schedule, sizeof t->schedule, "%s", jstr(p, "schedule"));
+        snprintf(t->schedule, sizeof t->schedule, "%s", ps_sweep_str(p, "schedule"));
     snprintf(t->mbs, sizeof t->mbs, "%lld", jint(p, "mbs"));
     snprintf(t->micro, sizeof t->micro, "%lld", jint(p, "micro_batches"));
     snprintf(t->gbs, sizeof t->gbs, "%lld", jint(p, "gbs"));
@@ -172,7 +190,7 @@ static void render_md(FILE *f, const ps_sweep_grid *g)
             snprintf(gpus, sizeof gpus, "%lld", jint(r, "gpus"));
             md_cell(f, g->clusters[ci]);
             md_cell(f, gpus);
-            if (strcmp(jstr(r, "status"), "ok") == 0) {
+            if (strcmp(ps_sweep_str(r, "status"), "ok") == 0) {
                 row_text t;
                 row_of(r, &t);
                 const char *v[] = {t.pp, t.tp, t.dp, t.zero, t.ckpt, t.sp, t.schedule, t.mbs, t.micro,
@@ -180,7 +198,7 @@ static void render_md(FILE *f, const ps_sweep_grid *g)
                 for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) md_cell(f, v[k]);
             } else {
                 char why[400];
-                snprintf(why, sizeof why, "infeasible: %s", jstr(r, "binding"));
+                snprintf(why, sizeof why, "infeasible: %s", ps_sweep_str(r, "binding"));
                 md_cell(f, why);
                 for (int c = 3; c < N_COLS; c++) md_cell(f, "");
             }
@@ -230,20 +248,20 @@ static void render_csv(FILE *f, const ps_sweep_grid *g)
             memset(v, 0, sizeof v);
             const json_t *p = json_object_get(r, "plan"), *q = json_object_get(r, "predicted");
             snprintf(v[0], sizeof v[0], "%s", g->models[mi]);
-            snprintf(v[1], sizeof v[1], "%s", jstr(r, "model_name"));
+            snprintf(v[1], sizeof v[1], "%s", ps_sweep_str(r, "model_name"));
             snprintf(v[2], sizeof v[2], "%s", g->clusters[ci]);
             snprintf(v[3], sizeof v[3], "%lld", jint(r, "gpus"));
-            snprintf(v[4], sizeof v[4], "%s", jstr(r, "status"));
+            snprintf(v[4], sizeof v[4], "%s", ps_sweep_str(r, "status"));
             if (p && q) {
                 snprintf(v[5], sizeof v[5], "%lld", jint(p, "pp"));
                 snprintf(v[6], sizeof v[6], "%lld", jint(p, "vpp"));
                 snprintf(v[7], sizeof v[7], "%lld", jint(p, "tp"));
                 snprintf(v[8], sizeof v[8], "%lld", jint(p, "dp"));
                 snprintf(v[9], sizeof v[9], "%lld", jint(p, "zero"));
-                snprintf(v[10], sizeof v[10], "%s", jstr(p, "ckpt"));
+                snprintf(v[10], sizeof v[10], "%s", ps_sweep_str(p, "ckpt"));
                 snprintf(v[11], sizeof v[11], "%d", json_is_true(json_object_get(p, "sp")));
                 snprintf(v[12], sizeof v[12], "%d", json_is_true(json_object_get(p, "uniform")));
-                snprintf(v[13], sizeof v[13], "%s", jstr(p, "schedule"));
+                snprintf(v[13], sizeof v[13], "%s", ps_sweep_str(p, "schedule"));
                 snprintf(v[14], sizeof v[14], "%lld", jint(p, "gbs"));
                 snprintf(v[15], sizeof v[15], "%lld", jint(p, "mbs"));
                 snprintf(v[16], sizeof v[16], "%lld", jint(p, "micro_batches"));
@@ -254,7 +272,7 @@ static void render_csv(FILE *f, const ps_sweep_grid *g)
                 if (json_is_number(b)) snprintf(v[24], sizeof v[24], "%.6g", json_number_value(b));
                 if (json_is_number(gn)) snprintf(v[25], sizeof v[25], "%.6g", json_number_value(gn));
             } else {
-                snprintf(v[26], sizeof v[26], "%s", jstr(r, "binding"));
+                snprintf(v[26], sizeof v[26], "%s", ps_sweep_str(r, "binding"));
             }
             for (int c = 0; c < N; c++) csv_field(f, v[c], c == N - 1);
         }
@@ -282,40 +300,7 @@ static void html_td(FILE *f, const char *s, const char *cls)
     fputs("</td>", f);
 }
 
-/* Simulate the plan's schedule from the stage times in its record and draw it. */
-static ps_status timeline_svg(const json_t *tl, char **svg)
-{
-    *svg = NULL;
-    const json_t *f = json_object_get(tl, "f"), *b = json_object_get(tl, "b"), *w = json_object_get(tl, "w"),
-                 *x = json_object_get(tl, "p2p");
-    long long d = jint(tl, "d"), n = jint(tl, "n"), v = jint(tl, "v");
-    size_t S = json_array_size(f);
-    if (d < 1 || n < 1 || v < 1 || d > 1 << 20 || n > 1 << 24 || v > 64 || S != (size_t)(d * v) ||
-        json_array_size(b) != S || json_array_size(w) != S || (S > 1 && json_array_size(x) != S - 1))
-        return PS_FAIL(PS_ERR_INPUT, "a sweep record's timeline is malformed (d %lld, n %lld, v %lld, %zu stages)", d,
-                       n, v, S);
-    double *buf = ps_calloc(4 * S, sizeof *buf);
-    if (!buf) return PS_ERR_SYSTEM;
-    double *ff = buf, *bb = ff + S, *ww = bb + S, *xx = ww + S;
-    for (size_t s = 0; s < S; s++) {
-        ff[s] = json_number_value(json_array_get(f, s));
-        bb[s] = json_number_value(json_array_get(b, s));
-        ww[s] = json_number_value(json_array_get(w, s));
-        if (s + 1 < S) xx[s] = json_number_value(json_array_get(x, s));
-    }
-    ps_sched *sch = NULL;
-    ps_status st = ps_sched_create(&sch);
-    if (st == PS_OK) st = ps_sched_build(sch, jstr(tl, "kind"), (int)d, (int)n, (int)v);
-    ps_sched_result r;
-    ps_sched_costs costs = {.f = ff, .b = bb, .w = ww, .p2p = S > 1 ? xx : NULL};
-    if (st == PS_OK) st = ps_sched_simulate(sch, &costs, &r);
-    if (st == PS_OK) st = ps_sched_svg(sch, &r, svg, NULL);
-    ps_sched_destroy(sch);
-    free(buf);
-    return st;
-}
-
-static ps_status render_html(FILE *f, const ps_sweep_grid *g)
+static void render_html(FILE *f, const ps_sweep_grid *g)
 {
     fputs("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta "
           "charset=\"utf-8\"/>\n<title>psearch plan tables</title>\n<style>\n"
@@ -323,7 +308,7 @@ static ps_status render_html(FILE *f, const ps_sweep_grid *g)
           "table{border-collapse:collapse;margin-bottom:2em}\n"
           "th,td{border:1px solid #ccc;padding:3px 7px;vertical-align:top}\n"
           "th{background:#f0f0f0}\ntd.n{text-align:right}\ntd.bad{color:#a00}\n"
-          "details svg{max-width:900px;height:auto}\n"
+          "details img{max-width:900px;height:auto}\n"
           "</style>\n</head>\n<body>\n<h1>psearch plan tables</h1>\n<p>",
           f);
     header_note(f, g, " ", html_text);
@@ -350,30 +335,28 @@ static ps_status render_html(FILE *f, const ps_sweep_grid *g)
             fputs("<tr>", f);
             html_td(f, g->clusters[ci], NULL);
             html_td(f, gpus, "n");
-            if (strcmp(jstr(r, "status"), "ok") == 0) {
+            if (strcmp(ps_sweep_str(r, "status"), "ok") == 0) {
                 row_text t;
                 row_of(r, &t);
                 const char *v[] = {t.pp, t.tp, t.dp, t.zero, t.ckpt, t.sp, t.schedule, t.mbs, t.micro,
                                    t.gbs, t.sps, t.mfu, t.peak, t.gain};
                 for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) html_td(f, v[k], k >= 7 ? "n" : NULL);
-                char *svg = NULL;
-                PS_TRY(timeline_svg(json_object_get(r, "timeline"), &svg));
-                fputs("<td><details><summary>timeline</summary>\n", f);
-                /* Every timeline names its rows id="device0", ...: prefix them per cell, ids are page-wide. */
-                for (const char *s = svg, *hit; *s; s = hit + 5) {
-                    hit = strstr(s, " id=\"");
-                    if (!hit) {
-                        fputs(s, f);
-                        break;
-                    }
-                    fwrite(s, 1, (size_t)(hit - s), f);
-                    fprintf(f, " id=\"m%dc%d-", mi, ci);
+                int cell = mi * g->n_clusters + ci;
+                const char *tl = ps_sweep_str(r, "timeline_svg");
+                if (g->timeline_missing[cell]) {
+                    fputs("<td class=\"bad\">timeline file missing: ", f);
+                    html_text(f, tl);
+                    fputs("</td>", f);
+                } else {
+                    fputs("<td><details><summary>timeline</summary><a href=\"", f);
+                    html_text(f, tl);
+                    fputs("\"><img src=\"", f);
+                    html_text(f, tl);
+                    fputs("\" alt=\"schedule timeline\" loading=\"lazy\"/></a></details></td>", f);
                 }
-                fputs("</details></td>", f);
-                free(svg);
             } else {
                 fprintf(f, "<td class=\"bad\" colspan=\"%d\">infeasible: ", N_COLS - 2 + 1);
-                html_text(f, jstr(r, "binding"));
+                html_text(f, ps_sweep_str(r, "binding"));
                 fputs("</td>", f);
             }
             fputs("</tr>\n", f);
@@ -390,7 +373,6 @@ static ps_status render_html(FILE *f, const ps_sweep_grid *g)
         }
     }
     fputs("</body>\n</html>\n", f);
-    return PS_OK;
 }
 
 typedef enum { TABLE_MD, TABLE_CSV, TABLE_HTML } table_kind;
@@ -405,14 +387,9 @@ static ps_status write_table(const char *dir, const char *name, const ps_sweep_g
 {
     ps_out o;
     PS_TRY(ps_out_open(&o));
-    ps_status st = PS_OK;
     if (which == TABLE_MD) render_md(o.f, g);
     else if (which == TABLE_CSV) render_csv(o.f, g);
-    else st = render_html(o.f, g);
-    if (st != PS_OK) {
-        ps_out_discard(&o);
-        return st;
-    }
+    else render_html(o.f, g);
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     PS_TRY(ps_out_commit(&o, path));
@@ -429,4 +406,7 @@ ps_status ps_sweep_render(const char *dir, const ps_sweep_grid *g)
 void ps_sweep_remove_temporaries(const char *dir)
 {
     for (size_t i = 0; i < sizeof k_tables / sizeof k_tables[0]; i++) ps_remove_stale_temporaries(dir, k_tables[i].name);
+    char sub[4096];
+    snprintf(sub, sizeof sub, "%s/%s", dir, PS_SWEEP_TIMELINES);
+    ps_remove_stale_temporaries(sub, NULL); /* the sweep's own folder: any temporary there is a timeline's */
 }

@@ -59,7 +59,7 @@ kill_rank_during() {
   if [[ $rc -ne 0 ]]; then ok; else bad "$label: exit 0 after losing a rank"; fi
   if grep -q -E 'rank 1 .*(signal 9|Killed)|signal 9' "$scratch/$label.log"; then ok
   else bad "$label: no message naming the killed rank: $(tail -5 "$scratch/$label.log")"; fi
-  if [[ $(ls -A "$scratch/out-$label" 2>/dev/null | grep -c -v -x -E 'cells.jsonl|plans.md|plans.csv|index.html') -eq 0 ]]; then ok
+  if [[ $(ls -A "$scratch/out-$label" 2>/dev/null | grep -c -v -x -E 'cells.jsonl|plans.md|plans.csv|index.html|timelines') -eq 0 ]]; then ok
   else bad "$label: left behind: $(ls -A "$scratch/out-$label")"; fi
   [[ -n "$target" && -e "$target" ]] && bad "$label: output $target written although the job failed"
 }

@@ -31,10 +31,18 @@ check "CSV rows have the header's 27 fields" \
   test "$(awk -F, '{print NF}' "$out/plans.csv" | sort -u | tr -d '\n')" = 27
 check "Markdown: a table per model" test "$(grep -c '^## ' "$out/plans.md")" -eq 2
 check "Markdown: 4 plan rows" test "$(grep -c '^| dgx-a100-80g:' "$out/plans.md")" -eq 4
-check "HTML: 2 tables, 4 timelines" \
-  test "$(grep -c '<table>' "$out/index.html") $(grep -c '<svg ' "$out/index.html")" = "2 4"
+check "HTML: 2 tables, 4 timelines linked" \
+  test "$(grep -c '<table>' "$out/index.html") $(grep -o '<img src="[^"]*"' "$out/index.html" | wc -l)" = "2 4"
+check "HTML inlines no timeline" test "$(grep -c '<svg' "$out/index.html")" -eq 0
+check "4 timeline files, one per cell" test "$(ls "$out/timelines" | grep -c '\.svg$')" -eq 4
+links_resolve() { # every timeline the page links is a file of the folder
+  local f
+  for f in $(grep -o '<img src="[^"]*"' "$1/index.html" | cut -d'"' -f2); do [[ -s "$1/$f" ]] || return 1; done
+}
+check "every linked timeline exists" links_resolve "$out"
 if command -v xmllint >/dev/null; then
   check "HTML is well-formed" xmllint --noout "$out/index.html"
+  check "timelines are well-formed SVG" xmllint --noout "$out"/timelines/*.svg
 fi
 check "gain over the Megatron heuristic in every row" test "$(grep -c -E '\| [+-][0-9.]+% \|$' "$out/plans.md")" -eq 4
 # The search covers the heuristic's plans, so its best plan is never slower than the heuristic's.
@@ -49,6 +57,17 @@ sweep "${args[@]}" --out "$out" --resume >"$scratch/o2" 2>"$scratch/e2"
 check "resume of a complete sweep exits 0" test $? -eq 0
 check "resume searched nothing" grep -q '(0 searched now, 4 from earlier records' "$scratch/o2"
 check "resume left the records as they were" cmp -s "$out/cells.jsonl" "$scratch/before"
+
+# A timeline removed since its cell was recorded: the resume says so and so does the page; nothing searched again.
+mkdir "$scratch/lost" && cp -r "$out"/. "$scratch/lost/"
+lost=$(grep -o '<img src="[^"]*"' "$out/index.html" | head -1 | cut -d'"' -f2)
+rm "$scratch/lost/$lost"
+sweep "${args[@]}" --out "$scratch/lost" --resume >"$scratch/o2" 2>"$scratch/e2"
+check "resume with a lost timeline exits 0" test $? -eq 0
+check "... searches nothing" grep -q '(0 searched now, 4 from earlier records' "$scratch/o2"
+check "... says so" grep -q '1 recorded cell(s) lost their timeline' "$scratch/e2"
+check "... and the page says which" grep -q "timeline file missing: $lost" "$scratch/lost/index.html"
+check "... still linking the 3 others" test "$(grep -c '<img src=' "$scratch/lost/index.html")" -eq 3
 
 # Refusals, each leaving the records as they were.
 sweep "${args[@]}" --out "$out" >/dev/null 2>"$scratch/e3"

@@ -94,9 +94,11 @@ if [[ $n -eq 4 && $uniq -eq 4 ]]; then ok; else bad "after the kills: $n records
 if [[ $(grep -c '}$' "$out/cells.jsonl") -eq 4 ]]; then ok; else bad "a record is not whole"; fi
 check_tables "complete"
 if [[ $(grep -c '' "$out/plans.csv") -eq 5 ]]; then ok; else bad "plans.csv does not have 4 rows"; fi
-if [[ $(grep -c '<svg ' "$out/index.html") -eq 4 ]]; then ok; else bad "index.html does not have 4 timelines"; fi
-left=$(ls -A "$out" | grep -v -x -E 'cells.jsonl|plans.md|plans.csv|index.html')
+planned=$(grep -c '"status":"ok"' "$out/cells.jsonl")
+if [[ $(grep -c '<img src=' "$out/index.html") -eq $planned ]]; then ok; else bad "index.html does not link $planned timelines"; fi
+left=$(ls -A "$out" | grep -v -x -E 'cells.jsonl|plans.md|plans.csv|index.html|timelines'; ls -A "$out/timelines" | grep -v '\.svg$')
 if [[ -z "$left" ]]; then ok; else bad "left in the folder: $left"; fi
+if [[ $(ls "$out/timelines" | grep -c '\.svg$') -eq $planned ]]; then ok; else bad "not one timeline per planned cell"; fi
 
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]
