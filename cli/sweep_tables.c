@@ -54,40 +54,55 @@ static void gain_text(const json_t *rec, char *buf, size_t cap)
         snprintf(buf, cap, "n/a");
 }
 
-/* The plan columns shared by every table, as text. */
+/* The columns of the Markdown and HTML tables (numeric ones are right-aligned). */
+static const struct {
+    const char *name;
+    bool numeric;
+} k_cols[] = {{"cluster", false}, {"GPUs", true}, {"pp", false}, {"tp", false}, {"dp", false}, {"zero", false},
+              {"ckpt", false}, {"sp", false}, {"schedule", false}, {"mbs", true}, {"micro-batches", true},
+              {"gbs", true}, {"samples/s", true}, {"MFU", true}, {"peak memory per GPU", true},
+              {"gain over Megatron heuristic", true}};
+enum { N_COLS = sizeof k_cols / sizeof k_cols[0], INFEASIBLE_COLS = 3 };
+
+/* One row of the Markdown and HTML tables as text, in k_cols order. An infeasible cell has the cluster, its GPUs and
+ * one text after them ("infeasible: " and the binding constraint): n is INFEASIBLE_COLS then, N_COLS otherwise. */
 typedef struct {
-    char pp[16], tp[16], dp[16], zero[8], ckpt[16], sp[8], schedule[48], mbs[24], micro[24], gbs[24];
-    char sps[32], mfu[16], peak[48], gain[24];
+    char text[N_COLS][400];
+    int n;
 } row_text;
 
-static void row_of(const json_t *rec, row_text *t)
+static void row_of(const ps_sweep_grid *g, int ci, const json_t *rec, row_text *t)
 {
+    char(*v)[400] = t->text;
+    snprintf(v[0], sizeof v[0], "%s", g->clusters[ci]);
+    snprintf(v[1], sizeof v[1], "%lld", jint(rec, "gpus"));
+    if (strcmp(ps_sweep_str(rec, "status"), "ok") != 0) {
+        snprintf(v[2], sizeof v[2], "infeasible: %s", ps_sweep_str(rec, "binding"));
+        t->n = INFEASIBLE_COLS;
+        return;
+    }
     const json_t *p = json_object_get(rec, "plan"), *q = json_object_get(rec, "predicted");
     /* Per-layer plans show their first layer's strategy, starred (the tables' note says so). */
     const char *star = json_is_false(json_object_get(p, "uniform")) ? "*" : "";
-    snprintf(t->pp, sizeof t->pp, "%lld", jint(p, "pp"));
-    snprintf(t->tp, sizeof t->tp, "%lld%s", jint(p, "tp"), star);
-    snprintf(t->dp, sizeof t->dp, "%lld%s", jint(p, "dp"), star);
-    snprintf(t->zero, sizeof t->zero, "%lld%s", jint(p, "zero"), star);
-    snprintf(t->ckpt, sizeof t->ckpt, "%s%s", ps_sweep_str(p, "ckpt"), star);
-    snprintf(t->sp, sizeof t->sp, "%s%s", json_is_true(json_object_get(p, "sp")) ? "yes" : "no", star);
+    snprintf(v[2], sizeof v[2], "%lld", jint(p, "pp"));
+    snprintf(v[3], sizeof v[3], "%lld%s", jint(p, "tp"), star);
+    snprintf(v[4], sizeof v[4], "%lld%s", jint(p, "dp"), star);
+    snprintf(v[5], sizeof v[5], "%lld%s", jint(p, "zero"), star);
+    snprintf(v[6], sizeof v[6], "%s%s", ps_sweep_str(p, "ckpt"), star);
+    snprintf(v[7], sizeof v[7], "%s%s", json_is_true(json_object_get(p, "sp")) ? "yes" : "no", star);
     if (jint(p, "vpp") > 1)
-        snprintf(t->schedule, sizeof t->schedule, "%s (v=%lld)", ps_sweep_str(p, "schedule"), jint(p, "vpp"));
+        snprintf(v[8], sizeof v[8], "%s (v=%lld)", ps_sweep_str(p, "schedule"), jint(p, "vpp"));
     else
-        snprintf(t->schedule, sizeof t->schedule, "%s", ps_sweep_str(p, "schedule"));
-    snprintf(t->mbs, sizeof t->mbs, "%lld", jint(p, "mbs"));
-    snprintf(t->micro, sizeof t->micro, "%lld", jint(p, "micro_batches"));
-    snprintf(t->gbs, sizeof t->gbs, "%lld", jint(p, "gbs"));
-    snprintf(t->sps, sizeof t->sps, "%.4g", jnum(q, "samples_per_s"));
-    snprintf(t->mfu, sizeof t->mfu, "%.1f%%", 100 * jnum(q, "mfu"));
-    snprintf(t->peak, sizeof t->peak, "%.1f of %.0f GiB", jnum(q, "peak_mem_gib"), jnum(q, "mem_capacity_gib"));
-    gain_text(rec, t->gain, sizeof t->gain);
+        snprintf(v[8], sizeof v[8], "%s", ps_sweep_str(p, "schedule"));
+    snprintf(v[9], sizeof v[9], "%lld", jint(p, "mbs"));
+    snprintf(v[10], sizeof v[10], "%lld", jint(p, "micro_batches"));
+    snprintf(v[11], sizeof v[11], "%lld", jint(p, "gbs"));
+    snprintf(v[12], sizeof v[12], "%.4g", jnum(q, "samples_per_s"));
+    snprintf(v[13], sizeof v[13], "%.1f%%", 100 * jnum(q, "mfu"));
+    snprintf(v[14], sizeof v[14], "%.1f of %.0f GiB", jnum(q, "peak_mem_gib"), jnum(q, "mem_capacity_gib"));
+    gain_text(rec, v[15], sizeof v[15]);
+    t->n = N_COLS;
 }
-
-static const char *const k_cols[] = {"cluster", "GPUs", "pp", "tp", "dp", "zero", "ckpt", "sp", "schedule", "mbs",
-                                     "micro-batches", "gbs", "samples/s", "MFU", "peak memory per GPU",
-                                     "gain over Megatron heuristic"};
-enum { N_COLS = sizeof k_cols / sizeof k_cols[0] };
 
 /* Text goes into a table through its format's escaping: Markdown and CSV take it as is, HTML escapes it. */
 typedef void (*put_fn)(FILE *f, const char *s);
@@ -157,6 +172,22 @@ static void header_note(FILE *f, const ps_sweep_grid *g, const char *sep, put_fn
     fputs(sep, f);
 }
 
+/* "Not searched yet:" and the model's clusters without a record, between open and close; nothing when all have one. */
+static void not_searched(FILE *f, const ps_sweep_grid *g, int mi, put_fn put, const char *open, const char *close)
+{
+    int pending = 0;
+    for (int ci = 0; ci < g->n_clusters; ci++)
+        if (!cell_rec(g, mi, ci)) {
+            if (!pending++) {
+                fputs(open, f);
+                put(f, "Not searched yet:");
+            }
+            put(f, " ");
+            put(f, g->clusters[ci]);
+        }
+    if (pending) fputs(close, f);
+}
+
 /* ---- Markdown ---- */
 
 static void md_cell(FILE *f, const char *s)
@@ -175,41 +206,19 @@ static void render_md(FILE *f, const ps_sweep_grid *g)
     header_note(f, g, "\n\n", put_plain);
     for (int mi = 0; mi < g->n_models; mi++) {
         fprintf(f, "## %s\n\n", g->models[mi]);
-        for (int c = 0; c < N_COLS; c++) md_cell(f, k_cols[c]);
+        for (int c = 0; c < N_COLS; c++) md_cell(f, k_cols[c].name);
         fprintf(f, "|\n");
-        for (int c = 0; c < N_COLS; c++) fprintf(f, "|%s", c < 2 || c > 8 ? "---:" : "---");
+        for (int c = 0; c < N_COLS; c++) fprintf(f, "|%s", k_cols[c].numeric ? "---:" : "---");
         fprintf(f, "|\n");
-        int pending = 0;
         for (int ci = 0; ci < g->n_clusters; ci++) {
             const json_t *r = cell_rec(g, mi, ci);
-            if (!r) {
-                pending++;
-                continue;
-            }
-            char gpus[24];
-            snprintf(gpus, sizeof gpus, "%lld", jint(r, "gpus"));
-            md_cell(f, g->clusters[ci]);
-            md_cell(f, gpus);
-            if (strcmp(ps_sweep_str(r, "status"), "ok") == 0) {
-                row_text t;
-                row_of(r, &t);
-                const char *v[] = {t.pp, t.tp, t.dp, t.zero, t.ckpt, t.sp, t.schedule, t.mbs, t.micro,
-                                   t.gbs, t.sps, t.mfu, t.peak, t.gain};
-                for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) md_cell(f, v[k]);
-            } else {
-                char why[400];
-                snprintf(why, sizeof why, "infeasible: %s", ps_sweep_str(r, "binding"));
-                md_cell(f, why);
-                for (int c = 3; c < N_COLS; c++) md_cell(f, "");
-            }
+            if (!r) continue;
+            row_text t;
+            row_of(g, ci, r, &t);
+            for (int c = 0; c < N_COLS; c++) md_cell(f, c < t.n ? t.text[c] : "");
             fprintf(f, "|\n");
         }
-        if (pending) {
-            fprintf(f, "\nNot searched yet:");
-            for (int ci = 0; ci < g->n_clusters; ci++)
-                if (!cell_rec(g, mi, ci)) fprintf(f, " %s", g->clusters[ci]);
-            fprintf(f, "\n");
-        }
+        not_searched(f, g, mi, put_plain, "\n", "\n");
         fprintf(f, "\n");
     }
 }
@@ -231,50 +240,67 @@ static void csv_field(FILE *f, const char *s, int last)
     fputs(last ? "\r\n" : ",", f);
 }
 
+/* The CSV columns: a field of the record (section NULL), of its "plan" or of its "predicted" object, written as its
+ * JSON type says: strings as they are, integers exactly, reals to 6 digits, booleans 1 or 0, null or absent empty. */
+static const struct {
+    const char *name, *section, *key;
+} k_csv[] = {{"model", NULL, "model"},
+             {"model_name", NULL, "model_name"},
+             {"dtype", NULL, "dtype"},
+             {"cluster", NULL, "cluster"},
+             {"gpus", NULL, "gpus"},
+             {"status", NULL, "status"},
+             {"pp", "plan", "pp"},
+             {"vpp", "plan", "vpp"},
+             {"tp", "plan", "tp"},
+             {"dp", "plan", "dp"},
+             {"zero", "plan", "zero"},
+             {"ckpt", "plan", "ckpt"},
+             {"sp", "plan", "sp"},
+             {"uniform", "plan", "uniform"},
+             {"schedule", "plan", "schedule"},
+             {"gbs", "plan", "gbs"},
+             {"mbs", "plan", "mbs"},
+             {"micro_batches", "plan", "micro_batches"},
+             {"iter_time_s", "predicted", "iter_time_s"},
+             {"samples_per_s", "predicted", "samples_per_s"},
+             {"tokens_per_s", "predicted", "tokens_per_s"},
+             {"tflops_per_gpu", "predicted", "tflops_per_gpu"},
+             {"mfu", "predicted", "mfu"},
+             {"bubble_frac", "predicted", "bubble_frac"},
+             {"peak_mem_gib", "predicted", "peak_mem_gib"},
+             {"mem_capacity_gib", "predicted", "mem_capacity_gib"},
+             {"megatron_samples_per_s", NULL, "megatron_samples_per_s"},
+             {"megatron_peak_mem_gib", NULL, "megatron_peak_mem_gib"},
+             {"gain_over_megatron", NULL, "gain_over_megatron"},
+             {"timeline_svg", NULL, "timeline_svg"},
+             {"binding", NULL, "binding"}};
+enum { N_CSV = sizeof k_csv / sizeof k_csv[0] };
+
+static void csv_value(FILE *f, const json_t *v, int last)
+{
+    char buf[64] = "";
+    if (json_is_string(v)) {
+        csv_field(f, json_string_value(v), last);
+        return;
+    }
+    if (json_is_integer(v)) snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
+    else if (json_is_real(v)) snprintf(buf, sizeof buf, "%.6g", json_real_value(v));
+    else if (json_is_boolean(v)) snprintf(buf, sizeof buf, "%d", json_is_true(v));
+    csv_field(f, buf, last);
+}
+
 static void render_csv(FILE *f, const ps_sweep_grid *g)
 {
-    static const char *const cols[] = {"model", "model_name", "cluster", "gpus", "status", "pp", "vpp", "tp", "dp",
-                                       "zero", "ckpt", "sp", "uniform", "schedule", "gbs", "mbs", "micro_batches",
-                                       "iter_time_s", "samples_per_s", "tokens_per_s", "tflops_per_gpu", "mfu",
-                                       "bubble_frac", "peak_mem_gib", "megatron_samples_per_s",
-                                       "gain_over_megatron", "binding"};
-    enum { N = sizeof cols / sizeof cols[0] };
-    for (int c = 0; c < N; c++) csv_field(f, cols[c], c == N - 1);
+    for (int c = 0; c < N_CSV; c++) csv_field(f, k_csv[c].name, c == N_CSV - 1);
     for (int mi = 0; mi < g->n_models; mi++)
         for (int ci = 0; ci < g->n_clusters; ci++) {
             const json_t *r = cell_rec(g, mi, ci);
             if (!r) continue;
-            char v[N][400];
-            memset(v, 0, sizeof v);
-            const json_t *p = json_object_get(r, "plan"), *q = json_object_get(r, "predicted");
-            snprintf(v[0], sizeof v[0], "%s", g->models[mi]);
-            snprintf(v[1], sizeof v[1], "%s", ps_sweep_str(r, "model_name"));
-            snprintf(v[2], sizeof v[2], "%s", g->clusters[ci]);
-            snprintf(v[3], sizeof v[3], "%lld", jint(r, "gpus"));
-            snprintf(v[4], sizeof v[4], "%s", ps_sweep_str(r, "status"));
-            if (p && q) {
-                snprintf(v[5], sizeof v[5], "%lld", jint(p, "pp"));
-                snprintf(v[6], sizeof v[6], "%lld", jint(p, "vpp"));
-                snprintf(v[7], sizeof v[7], "%lld", jint(p, "tp"));
-                snprintf(v[8], sizeof v[8], "%lld", jint(p, "dp"));
-                snprintf(v[9], sizeof v[9], "%lld", jint(p, "zero"));
-                snprintf(v[10], sizeof v[10], "%s", ps_sweep_str(p, "ckpt"));
-                snprintf(v[11], sizeof v[11], "%d", json_is_true(json_object_get(p, "sp")));
-                snprintf(v[12], sizeof v[12], "%d", json_is_true(json_object_get(p, "uniform")));
-                snprintf(v[13], sizeof v[13], "%s", ps_sweep_str(p, "schedule"));
-                snprintf(v[14], sizeof v[14], "%lld", jint(p, "gbs"));
-                snprintf(v[15], sizeof v[15], "%lld", jint(p, "mbs"));
-                snprintf(v[16], sizeof v[16], "%lld", jint(p, "micro_batches"));
-                const char *qk[] = {"iter_time_s", "samples_per_s", "tokens_per_s", "tflops_per_gpu", "mfu",
-                                    "bubble_frac", "peak_mem_gib"};
-                for (int k = 0; k < 7; k++) snprintf(v[17 + k], sizeof v[17 + k], "%.6g", jnum(q, qk[k]));
-                const json_t *b = json_object_get(r, "megatron_samples_per_s"), *gn = json_object_get(r, "gain_over_megatron");
-                if (json_is_number(b)) snprintf(v[24], sizeof v[24], "%.6g", json_number_value(b));
-                if (json_is_number(gn)) snprintf(v[25], sizeof v[25], "%.6g", json_number_value(gn));
-            } else {
-                snprintf(v[26], sizeof v[26], "%s", ps_sweep_str(r, "binding"));
+            for (int c = 0; c < N_CSV; c++) {
+                const json_t *in = k_csv[c].section ? json_object_get(r, k_csv[c].section) : r;
+                csv_value(f, json_object_get(in, k_csv[c].key), c == N_CSV - 1);
             }
-            for (int c = 0; c < N; c++) csv_field(f, v[c], c == N - 1);
         }
 }
 
@@ -300,6 +326,22 @@ static void html_td(FILE *f, const char *s, const char *cls)
     fputs("</td>", f);
 }
 
+/* The plan's timeline (a file under DIR, drawn when the cell finished), linked, or why it is not there. */
+static void timeline_td(FILE *f, const char *path, bool missing)
+{
+    if (missing) {
+        fputs("<td class=\"bad\">timeline file missing: ", f);
+        html_text(f, path);
+        fputs("</td>", f);
+        return;
+    }
+    fputs("<td><details><summary>timeline</summary><a href=\"", f);
+    html_text(f, path);
+    fputs("\"><img src=\"", f);
+    html_text(f, path);
+    fputs("\" alt=\"schedule timeline\" loading=\"lazy\"/></a></details></td>", f);
+}
+
 static void render_html(FILE *f, const ps_sweep_grid *g)
 {
     fputs("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta "
@@ -319,58 +361,30 @@ static void render_html(FILE *f, const ps_sweep_grid *g)
         fputs("</h2>\n<table>\n<thead><tr>", f);
         for (int c = 0; c < N_COLS; c++) {
             fputs("<th>", f);
-            html_text(f, k_cols[c]);
+            html_text(f, k_cols[c].name);
             fputs("</th>", f);
         }
         fputs("<th>schedule timeline</th></tr></thead>\n<tbody>\n", f);
-        int pending = 0;
         for (int ci = 0; ci < g->n_clusters; ci++) {
             const json_t *r = cell_rec(g, mi, ci);
-            if (!r) {
-                pending++;
-                continue;
-            }
-            char gpus[24];
-            snprintf(gpus, sizeof gpus, "%lld", jint(r, "gpus"));
+            if (!r) continue;
+            row_text t;
+            row_of(g, ci, r, &t);
             fputs("<tr>", f);
-            html_td(f, g->clusters[ci], NULL);
-            html_td(f, gpus, "n");
-            if (strcmp(ps_sweep_str(r, "status"), "ok") == 0) {
-                row_text t;
-                row_of(r, &t);
-                const char *v[] = {t.pp, t.tp, t.dp, t.zero, t.ckpt, t.sp, t.schedule, t.mbs, t.micro,
-                                   t.gbs, t.sps, t.mfu, t.peak, t.gain};
-                for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) html_td(f, v[k], k >= 7 ? "n" : NULL);
-                int cell = mi * g->n_clusters + ci;
-                const char *tl = ps_sweep_str(r, "timeline_svg");
-                if (g->timeline_missing[cell]) {
-                    fputs("<td class=\"bad\">timeline file missing: ", f);
-                    html_text(f, tl);
+            for (int c = 0; c < t.n; c++)
+                if (t.n == INFEASIBLE_COLS && c == t.n - 1) {
+                    /* the constraint spans the plan's columns and the timeline's */
+                    fprintf(f, "<td class=\"bad\" colspan=\"%d\">", N_COLS - c + 1);
+                    html_text(f, t.text[c]);
                     fputs("</td>", f);
                 } else {
-                    fputs("<td><details><summary>timeline</summary><a href=\"", f);
-                    html_text(f, tl);
-                    fputs("\"><img src=\"", f);
-                    html_text(f, tl);
-                    fputs("\" alt=\"schedule timeline\" loading=\"lazy\"/></a></details></td>", f);
+                    html_td(f, t.text[c], k_cols[c].numeric ? "n" : NULL);
                 }
-            } else {
-                fprintf(f, "<td class=\"bad\" colspan=\"%d\">infeasible: ", N_COLS - 2 + 1);
-                html_text(f, ps_sweep_str(r, "binding"));
-                fputs("</td>", f);
-            }
+            if (t.n == N_COLS) timeline_td(f, ps_sweep_str(r, "timeline_svg"), g->timeline_missing[mi * g->n_clusters + ci]);
             fputs("</tr>\n", f);
         }
         fputs("</tbody>\n</table>\n", f);
-        if (pending) {
-            fputs("<p>Not searched yet:", f);
-            for (int ci = 0; ci < g->n_clusters; ci++)
-                if (!cell_rec(g, mi, ci)) {
-                    fputc(' ', f);
-                    html_text(f, g->clusters[ci]);
-                }
-            fputs("</p>\n", f);
-        }
+        not_searched(f, g, mi, html_text, "<p>", "</p>\n");
     }
     fputs("</body>\n</html>\n", f);
 }

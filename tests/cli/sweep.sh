@@ -27,8 +27,14 @@ check "4 records" test "$(grep -c '' "$out/cells.jsonl")" -eq 4
 check "4 distinct cells" test "$(grep -o '"cell":"[^"]*"' "$out/cells.jsonl" | sort -u | wc -l)" -eq 4
 check "the shorthand expanded to :2" grep -q '"cluster":"dgx-a100-80g:2"' "$out/cells.jsonl"
 check "CSV: header + 4 rows" test "$(grep -c '' "$out/plans.csv")" -eq 5
-check "CSV rows have the header's 27 fields" \
-  test "$(awk -F, '{print NF}' "$out/plans.csv" | sort -u | tr -d '\n')" = 27
+header=model,model_name,dtype,cluster,gpus,status,pp,vpp,tp,dp,zero,ckpt,sp,uniform,schedule,gbs,mbs,micro_batches
+header+=,iter_time_s,samples_per_s,tokens_per_s,tflops_per_gpu,mfu,bubble_frac,peak_mem_gib,mem_capacity_gib
+header+=,megatron_samples_per_s,megatron_peak_mem_gib,gain_over_megatron,timeline_svg,binding
+check "CSV header" test "$(head -1 "$out/plans.csv" | tr -d '\r')" = "$header"
+check "CSV rows have the header's 31 fields" \
+  test "$(tr -d '\r' <"$out/plans.csv" | awk -F, '{print NF}' | sort -u | tr -d '\n')" = 31
+# csvcol NAME FILE: that column of every row (no quoted commas in these rows)
+csvcol() { tr -d '\r' <"$2" | awk -F, -v c="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == c) k = i; next } { print $k }'; }
 check "Markdown: a table per model" test "$(grep -c '^## ' "$out/plans.md")" -eq 2
 check "Markdown: 4 plan rows" test "$(grep -c '^| dgx-a100-80g:' "$out/plans.md")" -eq 4
 check "HTML: 2 tables, 4 timelines linked" \
@@ -47,7 +53,9 @@ fi
 check "gain over the Megatron heuristic in every row" test "$(grep -c -E '\| [+-][0-9.]+% \|$' "$out/plans.md")" -eq 4
 # The search covers the heuristic's plans, so its best plan is never slower than the heuristic's.
 check "searched plans at least as fast as the Megatron heuristic's" \
-  test "$(awk -F, 'NR > 1 && ($26 == "" || $26 < 0.9999)' "$out/plans.csv" | wc -l)" -eq 0
+  test "$(csvcol gain_over_megatron "$out/plans.csv" | awk '$1 == "" || $1 < 0.9999' | wc -l)" -eq 0
+check "CSV timeline paths are the files the page links" \
+  test "$(csvcol timeline_svg "$out/plans.csv" | sort)" = "$(grep -o '<img src="[^"]*"' "$out/index.html" | cut -d'"' -f2 | sort)"
 check "plain progress line per cell" test "$(grep -c '^# sweep: [1-4]/4 ' "$scratch/e1")" -eq 4
 check "summary on stdout" grep -q '4 cells (4 searched now' "$scratch/o1"
 
@@ -129,7 +137,8 @@ check "... gain $gain = heuristic peak $mpeak GiB / plan peak $peak GiB, at leas
   awk -v g="$gain" -v a="$mpeak" -v b="$peak" 'BEGIN { r = a / b; exit !(b > 0 && g >= 0.9999 && (g - r) / r < 1e-6 && (r - g) / r < 1e-6) }'
 check "... not the samples/s ratio ($sps / $msps)" \
   awk -v g="$gain" -v a="$sps" -v b="$msps" 'BEGIN { r = a / b; exit !(b > 0 && ((g - r) / r > 1e-3 || (r - g) / r > 1e-3)) }'
-check "... the CSV's gain is the record's" test "$(cut -d, -f26 "$scratch/mem/plans.csv" | tail -1)" = "$(awk -v g="$gain" 'BEGIN { printf "%.6g", g }')"
+check "... the CSV's gain is the record's" \
+  test "$(csvcol gain_over_megatron "$scratch/mem/plans.csv")" = "$(awk -v g="$gain" 'BEGIN { printf "%.6g", g }')"
 
 # A cluster without bf16 tensor cores (V100) is planned in fp16, as the plan command plans it, and says so once.
 sweep --models gpt3-1.3b --clusters p3-8xlarge:2 --out "$scratch/fp16" >/dev/null 2>"$scratch/e12"
@@ -174,6 +183,9 @@ check "a sweep with an infeasible cell exits 0 (stderr: $(tail -2 "$scratch/e10"
 check "infeasible cell recorded with its binding constraint" \
   grep -q '"status":"infeasible","binding":"[^"]' "$scratch/inf/cells.jsonl"
 check "infeasible cell shown in the tables" grep -q 'infeasible: ' "$scratch/inf/plans.md"
+check "... in a Markdown row as wide as the header" \
+  test "$(grep '^|' "$scratch/inf/plans.md" | awk -F'|' '{print NF}' | sort -u | wc -l)" -eq 1
+check "... and an HTML row spanning the plan's columns" grep -q '<td class="bad" colspan="15">infeasible: ' "$scratch/inf/index.html"
 
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]
