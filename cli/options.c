@@ -248,6 +248,44 @@ void ps_cli_usage(FILE *f, const char *cmd)
             "Under MPI (srun -N 8 psearch ...) rank 0 prints; every rank takes part in the search.\n");
 }
 
+/* The commands an option means something to; options not listed here (--model, --cluster, --format, --out, --seq,
+ * --dtype, ...) apply everywhere. An option given to a command that ignores it is refused, not silently dropped:
+ * `psearch --tp 8` is a search, and a search chooses its own TP. */
+static const struct {
+    int opt;
+    const char *cmds; /* space-separated */
+} k_scope[] = {
+    {OPT_TP, "estimate"},       {OPT_PP, "estimate"},         {OPT_DP, "estimate"},
+    {OPT_MBS, "estimate"},      {OPT_ZERO, "estimate"},       {OPT_RECOMPUTE, "estimate"},
+    {OPT_SEQ_PARALLEL, "estimate"}, {OPT_SCHEDULE, "estimate"}, {OPT_PLAN, "estimate"},
+    {OPT_VPP, "estimate schedule"}, {OPT_GBS, "plan estimate sweep"},
+    {OPT_GBS_RANGE, "plan sweep"}, {OPT_TOP, "plan sweep"},   {OPT_MBS_MAX, "plan sweep"},
+    {OPT_MAX_TP, "plan sweep"}, {OPT_SCHEDULES, "plan sweep"}, {OPT_OBJECTIVE, "plan sweep"},
+    {OPT_EXPORT, "plan"},       {OPT_SVG, "plan schedule"},
+    {OPT_KIND, "schedule"},     {OPT_STAGES, "schedule"},     {OPT_MICRO, "schedule"},
+    {OPT_FBW, "schedule"},      {OPT_TIMES, "schedule"},      {OPT_PASSES, "schedule"},
+    {OPT_QUICK, "calibrate"},   {OPT_REPS, "calibrate"},
+    {OPT_MODELS, "sweep"},      {OPT_CLUSTERS, "sweep"},      {OPT_RESUME, "sweep"},
+    {OPT_COSTDB, "plan estimate sweep cluster"}, {OPT_COST_PARAM, "plan estimate sweep"},
+};
+
+static ps_status check_scope(int opt, const char *cmd)
+{
+    for (size_t i = 0; i < sizeof k_scope / sizeof k_scope[0]; i++) {
+        if (k_scope[i].opt != opt) continue;
+        size_t n = strlen(cmd);
+        for (const char *w = k_scope[i].cmds; (w = strstr(w, cmd)) != NULL; w += n)
+            if ((w == k_scope[i].cmds || w[-1] == ' ') && (w[n] == ' ' || w[n] == '\0')) return PS_OK;
+        const char *name = "?";
+        for (const struct option *l = g_long; l->name; l++)
+            if (l->val == opt) name = l->name;
+        return PS_FAIL(PS_ERR_INPUT, "option --%s does not apply to 'psearch%s%s' (it is an option of: %s)", name,
+                       strcmp(cmd, "plan") ? " " : "", strcmp(cmd, "plan") ? cmd : "",
+                       k_scope[i].cmds);
+    }
+    return PS_OK;
+}
+
 static ps_status parse_pos_int(const char *opt, const char *val, int64_t *out)
 {
     int64_t v;
@@ -329,6 +367,7 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
         if (optarg && optarg[0] == '-' && optarg[1] == '-')
             return PS_FAIL(PS_ERR_INPUT, "option '%s' needs a value (got the option '%s')",
                            optarg == av[optind - 1] ? av[optind - 2] : av[optind - 1], optarg);
+        if (ch >= OPT_SEQ) PS_TRY(check_scope(ch, o->cmd));
         switch (ch) {
         case 'm': o->model = optarg; break;
         case 'c': o->cluster = optarg; break;
