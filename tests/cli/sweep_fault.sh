@@ -1,41 +1,23 @@
 #!/usr/bin/env bash
 # Fault injection on psearch sweep (issue #9): the whole job (mpiexec and every rank, as a scheduler's kill would)
-# is killed with SIGKILL at several points -- early in a run, and right after a cell's record lands -- then resumed,
-# until the sweep completes. No cell may be lost or recorded twice, every table must parse at every kill point, and
-# no temporary file may be left once the sweep is done.
+# is killed with SIGKILL at several points -- once the first tables exist while the first cell is searched, and right
+# after a cell's record lands -- then resumed, until the sweep completes. No cell may be lost or recorded twice,
+# every table must parse at every kill point, and no temporary file may be left once the sweep is done.
 set -u
 psearch=$1
 launch=$2
 scratch=$(mktemp -d)
 job=""
+# shellcheck source=tests/cli/test_lib.sh
+source "$(dirname "$0")/test_lib.sh"
 cleanup() {
-  [[ -n "$job" ]] && kill_job "$job"
+  [[ -n "$job" ]] && kill_and_reap "$job"
   rm -rf "$scratch"
 }
 trap cleanup EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-
-# Children of a process, from /proc (no procps needed). Open MPI puts each rank in a process group of its own, so
-# killing mpiexec's group would leave the ranks running: kill them by PID.
-# shellcheck source=tests/cli/proc_lib.sh
-source "$(dirname "$0")/proc_lib.sh"
-kill_job() { # mpiexec pid: SIGKILL to it and its ranks at once, then reap
-  local pids
-  pids="$1 $(children_of "$1")"
-  # shellcheck disable=SC2086
-  kill -9 $pids 2>/dev/null
-  wait "$1" 2>/dev/null
-  job=""
-  # ranks orphaned by the kill are gone once /proc forgets them
-  local t=0
-  for p in $pids; do while [[ -e /proc/$p && $t -lt 100 ]]; do sleep 0.05; t=$((t + 1)); done; done
-}
-records() { if [[ -f "$out/cells.jsonl" ]]; then grep -c '' "$out/cells.jsonl"; else echo 0; fi; }
 
 out=$scratch/sweep
-# 4 cells of ~0.6-1.1 s each on 2 ranks, so a kill lands while a cell is being searched.
+# 4 cells of ~0.6-1.1 s each on 2 ranks (longer on a loaded machine), so a kill lands while a cell is searched.
 args=(--models gpt3-65b,gpt3-175b --clusters dgx-a100-80g:8,16 --out "$out")
 
 start() { # extra args
@@ -43,42 +25,56 @@ start() { # extra args
   $launch "$psearch" sweep "${args[@]}" "$@" </dev/null >>"$scratch/log" 2>&1 &
   job=$!
 }
+# wait_for CONDITION...: poll (20 ms) until it holds or the job ends; 30 s at most. True when it holds.
+wait_for() {
+  local t=0
+  until "$@"; do
+    kill -0 "$job" 2>/dev/null && [[ $t -lt 1500 ]] || return 1
+    sleep 0.02
+    t=$((t + 1))
+  done
+}
+kill_job() { # the label of this kill point: the job must still run when it is killed, or the kill tested nothing
+  if kill -0 "$job" 2>/dev/null; then ok; else bad "$1: the job ended before the kill; make the cells longer"; fi
+  kill_and_reap "$job"
+  job=""
+}
 
 # Every table parses whatever the moment of the kill: they are replaced by rename, never written in place.
 check_tables() { # label
   local n rows
-  n=$(records)
-  [[ -f "$out/plans.csv" ]] || { [[ $n -eq 0 ]] && { ok; return; }; bad "$1: no plans.csv with $n records"; return; }
+  n=$(sweep_records "$out")
+  if [[ ! -f "$out/plans.csv" ]]; then bad "$1: no plans.csv with $n records"; return; fi
   rows=$(($(grep -c '' "$out/plans.csv") - 1))
   # The tables follow the records; a kill between a record's append and the re-render leaves them one behind.
   if [[ $rows -eq $n || $rows -eq $((n - 1)) ]]; then ok; else bad "$1: plans.csv has $rows rows for $n records"; fi
-  if [[ $(grep -c '}$' "$out/cells.jsonl") -ge $((n - 1)) ]]; then ok; else bad "$1: more than one unfinished record"; fi
+  if [[ $(sweep_torn "$out") -le 1 ]]; then ok; else bad "$1: more than one unfinished record"; fi
   if command -v xmllint >/dev/null; then
     if xmllint --noout "$out/index.html" 2>"$scratch/xml"; then ok; else bad "$1: index.html: $(head -2 "$scratch/xml")"; fi
   elif [[ $(grep -c '<table>' "$out/index.html") -eq $(grep -c '</table>' "$out/index.html") ]]; then ok
   else bad "$1: index.html tables not closed"; fi
 }
 
-# Kill point 1: early in a fresh run (start-up, the first tables, the first search).
+# Kill point 1: the first tables are there (rendered before any cell runs) and the first cell is being searched.
 start
-sleep 0.3
-kill_job "$job"
-echo "# early kill: $(records) records"
-check_tables "after the early kill"
+tables_there() { [[ -f "$out/plans.csv" ]]; }
+if wait_for tables_there; then ok; else bad "no plans.csv within 30 s of the start: $(tail -3 "$scratch/log")"; fi
+kill_job "first kill"
+echo "# first kill: $(sweep_records "$out") records"
+if [[ $(sweep_records "$out") -eq 0 ]]; then ok; else bad "first kill: a cell finished before it"; fi
+check_tables "after the first kill"
 # Kill points 2 and 3: as soon as one more record has landed (the next cell is then in progress).
 round=1
 for extra in --resume --resume; do
   round=$((round + 1))
-  before=$(records)
+  before=$(sweep_records "$out")
   start $extra
-  t=0
-  while [[ $(records) -le $before && $t -lt 600 ]]; do sleep 0.02; t=$((t + 1)); done
-  kill_job "$job"
-  after=$(records)
+  one_more() { [[ $(sweep_records "$out") -gt $before ]]; }
+  wait_for one_more
+  kill_job "kill $round"
+  after=$(sweep_records "$out")
   echo "# kill $round: $before -> $after records"
-  if [[ $after -gt $before ]]; then ok; else bad "round $round: no record within 12 s"; fi
-  # Otherwise the kill hit a finished sweep and tested nothing: the cells must be made longer.
-  if [[ $after -lt 4 ]]; then ok; else bad "round $round: the sweep finished before the kill"; fi
+  if [[ $after -gt $before ]]; then ok; else bad "round $round: no record within 30 s"; fi
   check_tables "after kill $round ($after records)"
 done
 # Resume to the end.
@@ -88,17 +84,16 @@ rc=$?
 job=""
 if [[ $rc -eq 0 ]]; then ok; else bad "final resume exited $rc: $(tail -5 "$scratch/log")"; fi
 
-n=$(records)
-uniq=$(grep -o '"cell":"[^"]*"' "$out/cells.jsonl" | sort -u | wc -l)
+n=$(sweep_records "$out")
+uniq=$(sweep_cells "$out")
 if [[ $n -eq 4 && $uniq -eq 4 ]]; then ok; else bad "after the kills: $n records of $uniq distinct cells, expected 4 of 4"; fi
-if [[ $(grep -c '}$' "$out/cells.jsonl") -eq 4 ]]; then ok; else bad "a record is not whole"; fi
+if [[ $(sweep_torn "$out") -eq 0 ]]; then ok; else bad "a record is not whole"; fi
 check_tables "complete"
 if [[ $(grep -c '' "$out/plans.csv") -eq 5 ]]; then ok; else bad "plans.csv does not have 4 rows"; fi
 planned=$(grep -c '"status":"ok"' "$out/cells.jsonl")
 if [[ $(grep -c '<img src=' "$out/index.html") -eq $planned ]]; then ok; else bad "index.html does not link $planned timelines"; fi
-left=$(ls -A "$out" | grep -v -x -E 'cells.jsonl|plans.md|plans.csv|index.html|timelines'; ls -A "$out/timelines" | grep -v '\.svg$')
+if [[ $(sweep_timelines "$out") -eq $planned ]]; then ok; else bad "not one timeline per planned cell"; fi
+left=$(sweep_leftovers "$out")
 if [[ -z "$left" ]]; then ok; else bad "left in the folder: $left"; fi
-if [[ $(ls "$out/timelines" | grep -c '\.svg$') -eq $planned ]]; then ok; else bad "not one timeline per planned cell"; fi
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish

@@ -13,7 +13,8 @@ trap 'rm -rf "$scratch"' EXIT
 export OMPI_MCA_mca_base_component_disable_dlclose=1 OMP_NUM_THREADS=2
 vg=(valgrind --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite --error-exitcode=99
     --num-callers=40 --suppressions="$supp" --log-file="$scratch/vg.%p.log")
-pass=0 fail=0
+# shellcheck source=tests/cli/test_lib.sh
+source "$(dirname "$0")/test_lib.sh"
 run() { # label psearch-args...
   local label=$1
   shift
@@ -24,16 +25,21 @@ run() { # label psearch-args...
   local errs
   errs=$(grep -h 'ERROR SUMMARY' "$scratch"/vg.*.log | sed 's/^==[0-9]*== //' | sort | uniq -c | tr -s ' ')
   echo "# valgrind $label: exit $rc; $errs"
+  # Every rank ran under valgrind to its end (a log without its summary, or no log at all, checked nothing).
+  local logs summaries
+  logs=$(find "$scratch" -maxdepth 1 -name 'vg.*.log' | wc -l)
+  summaries=$(grep -l 'ERROR SUMMARY' "$scratch"/vg.*.log 2>/dev/null | wc -l)
+  if [[ $logs -lt 2 || $summaries -ne $logs ]]; then bad "$label: $logs valgrind log(s), $summaries with a summary"; fi
   if [[ $rc -eq 0 ]] && ! grep -q 'ERROR SUMMARY: [1-9]' "$scratch"/vg.*.log; then
-    pass=$((pass + 1))
+    ok
   else
-    fail=$((fail + 1))
-    echo "FAIL: $label under valgrind (exit $rc)"
+    bad "$label under valgrind (exit $rc)"
     grep -h -v '^==[0-9]*== *$' "$scratch"/vg.*.log | grep -A30 -E 'Invalid|uninitialised|definitely lost in' | head -80
     tail -5 "$scratch/out"
   fi
 }
 run "search" --model gpt3-1.3b --cluster dgx-a100-80g:1 --gbs 64 --top 3 --format json --out "$scratch/plan.json"
 run "sweep" sweep --models gpt3-1.3b --clusters dgx-a100-80g:1 --gbs 64 --out "$scratch/sweep"
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+check "the sweep under valgrind recorded its cell and drew its timeline" \
+  test "$(sweep_records "$scratch/sweep") $(find "$scratch/sweep/timelines" -name '*.svg' | wc -l)" = "1 1"
+finish
