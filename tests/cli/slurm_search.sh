@@ -3,7 +3,8 @@
 # slurmd in a scratch folder, the recipe of notes/platform.md), run `srun -N 8 psearch --model gpt3-65b --cluster
 # dgx-a100-80g:4` over PMIx and check its plan is the one-rank plan; check `--cluster auto` describes the allocation
 # (8 nodes; no GPUs here, so a search on it stops with exit 2 naming that), run a small sweep and the detection test
-# program on it. The daemons are stopped by PID on every exit path (trap), pass or fail.
+# program on it. The daemons are stopped by PID on every exit path (trap), pass or fail, after this controller has
+# cancelled its jobs (scancel), so no step task outlives the test.
 # Exit 77 (ctest SKIP_RETURN_CODE) when slurm-wlm is not installed or we are not root (slurmd must be).
 # Usage: slurm_search.sh PSEARCH [TEST_DETECT]
 set -u
@@ -18,12 +19,31 @@ done
 
 d=$(mktemp -d /tmp/ps-slurm.XXXXXX)
 pids=()
+# shellcheck source=tests/cli/test_lib.sh
+source "$(dirname "$0")/test_lib.sh"
+# leftover_tasks: PIDs of processes this test's Slurm started (their environment names its slurm.conf, which srun
+# hands to every task and slurmd to every slurmstepd), other than the daemons and this script.
+leftover_tasks() {
+  local s p
+  for s in /proc/[0-9]*; do
+    p=${s#/proc/}
+    [[ $p == "$$" || " ${pids[*]} " == *" $p "* ]] && continue
+    has_env "$p" "SLURM_CONF=$d/slurm.conf" && echo "$p"
+  done
+}
 teardown() {
   local rc=$?
-  # By PID, never by name: other Slurm daemons (another test, a real cluster) may run on this host.
-  # Step tasks outlive slurmd when a step hangs or is cut by its timeout: they all name the scratch folder $d (a
-  # fresh mktemp path no other process uses), so match that, not the program name.
-  pkill -KILL -f -- "$d" 2>/dev/null
+  # Never by name: other Slurm daemons (another test, a real cluster) may run on this host. First this test's own
+  # controller (SLURM_CONF names it) cancels every job it runs, and slurmd kills their step tasks (slurmstepd runs them
+  # outside this script's process tree); whatever still carries this test's slurm.conf in its environment after
+  # that (a slurmd that hung) is killed by PID. Then the daemons, by the PIDs recorded when they started.
+  if [[ -n "${SLURM_CONF:-}" ]]; then
+    timeout 10 scancel --quiet --user="$(id -un)" 2>/dev/null
+    local left t=0
+    while left=$(leftover_tasks) && [[ -n "$left" ]] && ((t < 100)); do sleep 0.1; t=$((t + 1)); done
+    # shellcheck disable=SC2086 # a list of PIDs
+    [[ -n "$left" ]] && kill -KILL $left 2>/dev/null
+  fi
   ((${#pids[@]})) && kill -TERM "${pids[@]}" 2>/dev/null
   local t=0
   for p in "${pids[@]}"; do while kill -0 "$p" 2>/dev/null && ((t < 100)); do sleep 0.05; t=$((t + 1)); done; done
@@ -92,11 +112,15 @@ export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMP_NUM_THREADS=1
 # srun does not tell Open MPI that 8 ranks share 2 cores (mpirun --oversubscribe does): without yielding, ranks
 # waiting in a collective spin and starve the rank still working, which on a loaded CI machine ran past the timeout.
 export OMPI_MCA_mpi_yield_when_idle=1
-# --immediate: fail instead of queueing forever if the nodes are not there.
-run_srun() { timeout 240 srun -N 8 -n 8 --mpi=pmix --immediate=30 "$@" </dev/null; }
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+# --immediate: fail instead of queueing forever if the nodes are not there. Every step ends by the deadline, 30 s
+# before ctest's TIMEOUT (300 s), so the teardown runs however slow the steps are: ctest's own kill would skip it.
+deadline=$((SECONDS + 270))
+run_srun() {
+  local left=$((deadline - SECONDS))
+  ((left > 240)) && left=240
+  ((left > 0)) || { echo "# slurm_search: no time left for srun $*" >&2; return 124; }
+  timeout "$left" srun -N 8 -n 8 --mpi=pmix --immediate=30 "$@" </dev/null
+}
 
 args=(--model gpt3-65b --cluster dgx-a100-80g:4 --format json)
 t0=$(date +%s.%N)
@@ -139,5 +163,10 @@ if [[ -n "$detect" ]]; then
   if run_srun "$detect" --slurm-nodes 8 >"$d/err" 2>&1; then ok; else bad "test_detect under srun: $(tail -5 "$d/err")"; fi
 fi
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+# No psearch task outlives its step once srun has returned (the teardown would have to kill it); 5 s of grace.
+exe=$(readlink -f "$psearch")
+psearch_tasks() { local p; for p in $(leftover_tasks); do [[ $(readlink "/proc/$p/exe") == "$exe" ]] && echo "$p"; done; }
+t=0
+while left=$(psearch_tasks) && [[ -n "$left" ]] && ((t < 50)); do sleep 0.1; t=$((t + 1)); done
+if [[ -z "$left" ]]; then ok; else bad "psearch tasks still running after their srun returned: $left"; fi
+finish
