@@ -43,6 +43,7 @@ typedef struct {
     int64_t max_tp;
     const char *schedules;
     const char *objective; /* --objective throughput|memory */
+    const char *distribute; /* --distribute dynamic|static (mpi/ps_mpi_search.h) */
     const char *export_kind; /* --export megatron|deepspeed */
     /* schedule */
     const char *sched_kind;

@@ -50,8 +50,10 @@ int main(int argc, char **argv)
     MPI_Comm comm = MPI_COMM_NULL;
     if (use_mpi) {
         int provided = 0;
-        /* FUNNELED: OpenMP threads compute, only the master thread communicates. */
-        if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        /* SERIALIZED: the search's OpenMP threads take work units from rank 0 and share pruning floors one at a time
+         * (a critical section), from whichever thread is free. With less, mpi/search.c falls back to a static split
+         * without shared floors. */
+        if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
             fprintf(stderr, "psearch: error: MPI_Init_thread failed\n");
             return PS_ERR_SYSTEM;
         }

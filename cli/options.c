@@ -44,6 +44,7 @@ enum {
     OPT_COSTDB,
     OPT_QUICK,
     OPT_REPS,
+    OPT_DISTRIBUTE,
 };
 
 static const struct option g_long[] = {
@@ -86,6 +87,7 @@ static const struct option g_long[] = {
     {"clusters", required_argument, NULL, OPT_CLUSTERS},
     {"resume", no_argument, NULL, OPT_RESUME},
     {"objective", required_argument, NULL, OPT_OBJECTIVE},
+    {"distribute", required_argument, NULL, OPT_DISTRIBUTE},
     {"export", required_argument, NULL, OPT_EXPORT},
     {"costdb", required_argument, NULL, OPT_COSTDB},
     {"quick", no_argument, NULL, OPT_QUICK},
@@ -188,7 +190,8 @@ void ps_cli_usage(FILE *f, const char *cmd)
                    "  --resume         continue the sweep recorded in DIR: finished cells are skipped; refused\n"
                    "                   when DIR's records were made with other search options or other cells\n"
                    "  search options as for `psearch --help`: --gbs, --gbs-range, --mbs-max, --max-tp, --schedules,\n"
-                   "  --seq, --vocab-pad, --dtype, --cost-param, --objective (--gbs default: 8 x GPUs of each cluster)\n"
+                   "  --seq, --vocab-pad, --dtype, --cost-param, --objective, --distribute (--gbs default: 8 x GPUs\n"
+                   "  of each cluster)\n"
                    "\n"
                    "Exit 0 when every cell is recorded (infeasible cells too, with their binding constraint);\n"
                    "2 on a bad model or cluster (before any cell runs) or a folder holding another sweep.\n");
@@ -231,6 +234,8 @@ void ps_cli_usage(FILE *f, const char *cmd)
             "                       v-half, v-zb]\n"
             "      --objective O    throughput (highest samples/s) or memory (lowest peak memory per GPU)\n"
             "                       [throughput]\n"
+            "      --distribute D   how ranks share the search: dynamic (guided chunks of work units from a counter\n"
+            "                       on rank 0, one-sided MPI) or static (by estimated work) [dynamic]\n"
             "      --cost-param NAME=VALUE  override a cost-model constant (docs/costmodel.md)\n"
             "      --costdb FILE    measured cost database (psearch calibrate); --cluster costdb plans for the\n"
             "                       machine it measured (docs/costdb.md)\n"
@@ -261,6 +266,7 @@ static const struct {
     {OPT_VPP, "estimate schedule"}, {OPT_GBS, "plan estimate sweep"},
     {OPT_GBS_RANGE, "plan sweep"}, {OPT_TOP, "plan sweep"},   {OPT_MBS_MAX, "plan sweep"},
     {OPT_MAX_TP, "plan sweep"}, {OPT_SCHEDULES, "plan sweep"}, {OPT_OBJECTIVE, "plan sweep"},
+    {OPT_DISTRIBUTE, "plan sweep"},
     {OPT_EXPORT, "plan"},       {OPT_SVG, "plan schedule"},
     {OPT_KIND, "schedule"},     {OPT_STAGES, "schedule"},     {OPT_MICRO, "schedule"},
     {OPT_FBW, "schedule"},      {OPT_TIMES, "schedule"},      {OPT_PASSES, "schedule"},
@@ -452,6 +458,11 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
             if (strcmp(optarg, "throughput") != 0 && strcmp(optarg, "memory") != 0)
                 return PS_FAIL(PS_ERR_INPUT, "unknown --objective '%s' (known: throughput, memory)", optarg);
             o->objective = optarg;
+            break;
+        case OPT_DISTRIBUTE:
+            if (strcmp(optarg, "dynamic") != 0 && strcmp(optarg, "static") != 0)
+                return PS_FAIL(PS_ERR_INPUT, "unknown --distribute '%s' (known: dynamic, static)", optarg);
+            o->distribute = optarg;
             break;
         case OPT_EXPORT:
             if (strcmp(optarg, "megatron") != 0 && strcmp(optarg, "deepspeed") != 0)

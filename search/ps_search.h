@@ -1,6 +1,6 @@
 /* The plan search: global batch x pipeline degree x schedule x micro-batch count x partition x strategies, each
- * candidate costed with the cost model (costdb/) and the best ones kept. Pure: no MPI and no I/O here; mpi/ and cli/
- * split the candidate list across ranks (opts.rank / opts.nranks) and reduce the results. */
+ * candidate costed with the cost model (costdb/) and the best ones kept. Pure: no MPI and no I/O here; mpi/ drives a
+ * job's work units from several ranks through a ps_search_source and reduces the results. */
 #ifndef PS_SEARCH_H
 #define PS_SEARCH_H
 
@@ -30,7 +30,6 @@ typedef struct {
     int balance;                      /* also cost Galvatron-BMW's bi-objective (memory/time balanced) partition [1] */
     int objective;                    /* PS_SEARCH_THROUGHPUT or PS_SEARCH_MEMORY [throughput] */
     int quanta;                       /* memory levels of the per-layer DP [256] */
-    int rank, nranks;                 /* this rank's share of the candidates: index % nranks == rank [0, 1] */
 } ps_search_opts;
 
 void ps_search_opts_default(ps_search_opts *o);
@@ -50,7 +49,7 @@ typedef struct {
     ps_search_cand base[PS_BASE_COUNT];
     int have_base[PS_BASE_COUNT];
     char base_why[PS_BASE_COUNT][160];
-    int64_t candidates;   /* (batch, pp, schedule, micro-batches) combinations on this rank */
+    int64_t candidates;   /* (batch, pp, schedule, micro-batches) combinations (work units) this run searched */
     int64_t evaluated;    /* plans costed with the full model (schedule simulation) */
     int64_t feasible;     /* of those, plans that fit in memory */
     int64_t pruned;       /* plans and candidates skipped because an upper bound on their samples/s could not reach
@@ -65,6 +64,34 @@ typedef struct {
 /* Search. PS_OK with n_top == 0 when nothing is feasible (binding says why): the caller turns that into exit 1. */
 ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c, const ps_search_opts *o,
                         ps_search_result *out) PS_NODISCARD;
+
+/* ---- the search as a job of work units, for a driver that shares them out (mpi/) ----
+ * A unit is one (global batch, pipeline degree, schedule, micro-batch count) combination; its position in the
+ * enumeration is the first part of every plan index, so the total order does not depend on who searched it. */
+typedef struct ps_search_job ps_search_job;
+/* Check the options and list the units. cp, m and c must outlive the job; o is copied (its schedule list is not). */
+ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
+                               const ps_search_opts *o, ps_search_job **job) PS_NODISCARD;
+void ps_search_job_free(ps_search_job *job);
+int64_t ps_search_job_units(const ps_search_job *job);
+/* Estimated work of unit u, in DP cells (stage tables, partition DPs, schedule simulations): for static balancing;
+ * only ratios between units mean anything. */
+double ps_search_job_unit_work(const ps_search_job *job, int64_t u);
+
+typedef struct {
+    /* The next unit to search, or -1 when there is none left. Called by one thread at a time (the search serializes
+     * the calls), so it may communicate under MPI_THREAD_SERIALIZED. */
+    int64_t (*next)(void *arg);
+    /* Optional. Called by one thread at a time after each unit of the throughput objective with the floors known on
+     * this rank (*top: a k-th best samples/s, *even: a best even-split samples/s; 0 when none yet); it may raise them
+     * to values known elsewhere. A raised floor must be a samples/s of plans that exist (k of them for *top), so that
+     * pruning below it changes no result. */
+    void (*share)(void *arg, double *top, double *even);
+    void *arg;
+} ps_search_source;
+/* Search the units the source hands out, with OpenMP threads; out holds this share's top k, even-split best,
+ * counters and binding, as ps_search_run's. */
+ps_status ps_search_job_run(ps_search_job *job, const ps_search_source *src, ps_search_result *out) PS_NODISCARD;
 void ps_search_result_free(ps_search_result *r);
 
 /* The total order of results. Throughput: a before b when it is faster, then lighter (peak memory per GPU), then

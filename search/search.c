@@ -28,7 +28,6 @@ void ps_search_opts_default(ps_search_opts *o)
     o->per_layer = 1;
     o->balance = 1;
     o->quanta = 256;
-    o->nranks = 1;
 }
 
 double ps_prediction_peak(const ps_prediction *p)
@@ -105,6 +104,21 @@ typedef struct {
     const char *sched;
 } outer;
 
+/* The job: the units, and the pruning floors shared by its threads and (through the source) ranks. */
+struct ps_search_job {
+    const ps_cost_params *cp;
+    const ps_model *m;
+    const ps_cluster *c;
+    ps_search_opts o;
+    const char *kinds[32];
+    outer *units;
+    int64_t n;
+    double *work;
+    /* Pruning floors every thread reads and raises (omp atomic), and the source exchanges with other ranks: the best
+     * k-th best samples/s and best even-split samples/s known anywhere. 0: none yet (every bound is above 0). */
+    double floor_top, floor_even;
+};
+
 static bool is_end_layer(ps_layer_kind k)
 {
     return k == PS_LAYER_EMBED || k == PS_LAYER_PATCH_EMBED || k == PS_LAYER_LM_HEAD || k == PS_LAYER_CLS_HEAD;
@@ -174,6 +188,7 @@ enum { EV_TOP = 1, EV_EVEN = 2 };
 
 /* ---- per-candidate work ---- */
 typedef struct {
+    const struct ps_search_job *job; /* the floors shared with the other threads and ranks */
     ps_ldp_ws *ldp;
     ps_pdp_ws *pdp;
     ps_sched *sched;
@@ -319,15 +334,33 @@ static bool uniform_placement(const ps_cluster *c, int64_t width)
 
 /* Upper-bound pruning (throughput objective only). A plan's iteration time is at least its busiest device's compute,
  * m x sum of its layers' fwd + bwd per micro-batch (ps_cost_plan: makespan >= busy time, then the optimizer tail),
- * so gbs / that bound caps its samples/s. A plan capped below this worker's k-th best cannot enter the top k (nor,
+ * so gbs / that bound caps its samples/s. A plan capped below a k-th best samples/s found anywhere (this worker's,
+ * another thread's or another rank's: the job's floors) cannot enter the top k, as k plans strictly faster exist (nor,
  * for even splits, beat the even-split baseline): skipping it changes no result, only the work done. The factor
  * covers rounding from summing in another order. */
+static double job_floor(const ps_search_job *j, int which)
+{
+    double v;
+    const double *p = which ? &j->floor_even : &j->floor_top;
+#pragma omp atomic read
+    v = *p;
+    return v;
+}
+
 static bool prunable(const worker *w, const ps_search_opts *o, int64_t gbs, double t_lb, int where)
 {
     if (o->objective != PS_SEARCH_THROUGHPUT || !(t_lb > 0)) return false;
     double ub = (double)gbs / (t_lb * (1 - 1e-9));
-    if ((where & EV_TOP) && (w->n_top < o->top_k || ub >= w->top[o->top_k - 1].pred.samples_per_s)) return false;
-    if ((where & EV_EVEN) && (!w->have_even || ub >= w->even.pred.samples_per_s)) return false;
+    if (where & EV_TOP) {
+        double f = job_floor(w->job, 0);
+        if (w->n_top >= o->top_k) f = fmax(f, w->top[o->top_k - 1].pred.samples_per_s);
+        if (!(ub < f)) return false;
+    }
+    if (where & EV_EVEN) {
+        double f = job_floor(w->job, 1);
+        if (w->have_even) f = fmax(f, w->even.pred.samples_per_s);
+        if (!(ub < f)) return false;
+    }
     return true;
 }
 
@@ -764,10 +797,28 @@ static int64_t *divisors(int64_t n, int *count)
     return d;
 }
 
-ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c, const ps_search_opts *o,
-                        ps_search_result *out)
+
+/* The work estimate of a unit, in DP cells: the stage tables (K x L x S x the average span L/2), the partition DPs
+ * (up to three passes of K x (L+1)^2) and the schedule simulations of the plans costed (up to four, each stepping
+ * through 3 x K x micro-batches x chunks events, weighted as ten cells: an event costs more than a cell). Only ratios
+ * matter: mpi/ balances ranks by it. */
+static double unit_work(const ps_search_job *j, const outer *oc)
 {
-    memset(out, 0, sizeof *out);
+    strat S[PS_SEARCH_MAX_STRATS];
+    int lt[PS_SEARCH_MAX_LAYOUTS], nl = 0;
+    int64_t width = j->c->n_gpus / oc->pp;
+    int nS = build_strategies(width, ps_search_max_tp(&j->o, j->c), oc->gbs / oc->micro, j->o.mbs_max, S,
+                              PS_SEARCH_MAX_STRATS, &nl, lt);
+    if (nS == 0) return 1;
+    double K = oc->pp, L = (double)j->m->n_layers, N = L + 1;
+    if (oc->vpp > 1) return 1 + nS * (L + 4 * 10 * 3 * K * (double)oc->micro * oc->vpp / 4);
+    return 1 + K * L * nS * L / 2 + 3 * K * N * N + 4 * 10 * 3 * K * (double)oc->micro;
+}
+
+ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
+                               const ps_search_opts *o, ps_search_job **out)
+{
+    *out = NULL;
     PS_CHECK_INPUT(o->gbs_lo >= 1 && o->gbs_hi >= o->gbs_lo && (o->gbs_step >= 1 || o->gbs_lo == o->gbs_hi),
                    "global batch range %lld:%lld:%lld is empty", (long long)o->gbs_lo, (long long)o->gbs_hi,
                    (long long)o->gbs_step);
@@ -776,40 +827,43 @@ ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cl
     PS_CHECK_INPUT(o->top_k >= 1 && o->top_k <= 1000, "top k must be in [1, 1000] (got %d)", o->top_k);
     PS_CHECK_INPUT(o->quanta >= 16 && o->quanta <= 65536, "memory quanta must be in [16, 65536] (got %d)", o->quanta);
     PS_CHECK_INPUT(c->n_gpus >= 1, "cluster %s has no GPUs to plan for", c->name);
-    const char *kinds[32];
+    ps_search_job *j = ps_calloc(1, sizeof *j);
+    if (!j) return PS_ERR_SYSTEM;
+    *j = (ps_search_job){.cp = cp, .m = m, .c = c, .o = *o};
     int nk = 0;
     if (o->schedules) {
         for (int i = 0; i < o->n_schedules && nk < 32; i++) {
-            if (ps_sched_kind_find(o->schedules[i]) < 0)
+            if (ps_sched_kind_find(o->schedules[i]) < 0) {
+                free(j);
                 return PS_FAIL(PS_ERR_INPUT, "unknown pipeline schedule '%s'", o->schedules[i]);
-            kinds[nk++] = o->schedules[i];
+            }
+            j->kinds[nk++] = o->schedules[i];
         }
     } else {
-        for (int i = 0; i < ps_sched_kind_count() && nk < 32; i++) kinds[nk++] = ps_sched_kind_name(i);
+        for (int i = 0; i < ps_sched_kind_count() && nk < 32; i++) j->kinds[nk++] = ps_sched_kind_name(i);
     }
 
-    /* Enumerate the outer candidates in a fixed order: their index is the final tie-breaker. */
+    /* Enumerate the units in a fixed order: their index is the final tie-breaker. */
     int npp = 0;
     int64_t *pps = divisors(c->n_gpus, &npp);
-    if (!pps) return PS_ERR_SYSTEM;
+    if (!pps) {
+        free(j);
+        return PS_ERR_SYSTEM;
+    }
     int64_t blocks = count_blocks(m);
     size_t cap = 1024, n = 0;
     outer *cands = ps_calloc(cap, sizeof *cands);
-    if (!cands) {
-        free(pps);
-        return PS_ERR_SYSTEM;
-    }
-    ps_status st = PS_OK;
-    /* Largest batch first: it is usually the fastest, so the per-thread pruning thresholds (prunable) rise early.
-     * The order changes how much is pruned, never the result. */
+    ps_status st = cands ? PS_OK : PS_ERR_SYSTEM;
+    /* Largest batch first: it is usually the fastest, so the pruning floors (prunable) rise early. The order changes
+     * how much is pruned, never the result. */
     int64_t n_gbs = o->gbs_lo == o->gbs_hi ? 1 : (o->gbs_hi - o->gbs_lo) / o->gbs_step + 1;
     for (int64_t kg = n_gbs - 1; kg >= 0 && st == PS_OK; kg--) {
         int64_t gbs = o->gbs_lo + kg * (n_gbs > 1 ? o->gbs_step : 0);
         for (int a = 0; a < npp && st == PS_OK; a++) {
             int64_t pp = pps[a];
             for (int s = 0; s < nk && st == PS_OK; s++) {
-                int vpp = ps_sched_kind_default_chunks(ps_sched_kind_find(kinds[s])); /* chunked kinds: 2 */
-                if (pp * vpp > blocks || (pp == 1 && strcmp(kinds[s], "1f1b") != 0)) continue; /* pp 1: one schedule */
+                int vpp = ps_sched_kind_default_chunks(ps_sched_kind_find(j->kinds[s])); /* chunked kinds: 2 */
+                if (pp * vpp > blocks || (pp == 1 && strcmp(j->kinds[s], "1f1b") != 0)) continue; /* pp 1: one */
                 for (int64_t micro = 1; micro <= gbs; micro++) {
                     if (gbs % micro) continue;
                     if (n == cap) {
@@ -821,27 +875,101 @@ ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cl
                         cands = nc;
                         cap *= 2;
                     }
-                    cands[n++] = (outer){gbs, micro, (int)pp, vpp, kinds[s]};
+                    cands[n++] = (outer){gbs, micro, (int)pp, vpp, j->kinds[s]};
                 }
             }
         }
     }
     free(pps);
+    j->units = cands;
+    j->n = (int64_t)n;
+    if (st == PS_OK && !(j->work = ps_calloc(n + 1, sizeof *j->work))) st = PS_ERR_SYSTEM;
+    for (size_t i = 0; st == PS_OK && i < n; i++) j->work[i] = unit_work(j, &cands[i]);
     if (st != PS_OK) {
-        free(cands);
+        ps_search_job_free(j);
         return st;
     }
+    *out = j;
+    return PS_OK;
+}
 
+void ps_search_job_free(ps_search_job *j)
+{
+    if (!j) return;
+    free(j->units);
+    free(j->work);
+    free(j);
+}
+
+int64_t ps_search_job_units(const ps_search_job *j) { return j->n; }
+
+double ps_search_job_unit_work(const ps_search_job *j, int64_t u) { return u >= 0 && u < j->n ? j->work[u] : 0; }
+
+static void atomic_raise(double *p, double v)
+{
+    /* Only the thread holding the ps_search_source critical section writes; readers use atomic reads. */
+    if (v > *p) {
+#pragma omp atomic write
+        *p = v;
+    }
+}
+
+/* This worker's floors (k-th best and best even-split samples/s; 0 when it has fewer), raised into the job's, and,
+ * through the source, exchanged with other ranks. */
+static void share_floors(ps_search_job *j, const worker *w, const ps_search_source *src)
+{
+    double top = w->n_top >= j->o.top_k ? w->top[j->o.top_k - 1].pred.samples_per_s : 0;
+    double even = w->have_even ? w->even.pred.samples_per_s : 0;
+    /* the source's own critical section: its calls (MPI under SERIALIZED) never overlap */
+#pragma omp critical(ps_search_source)
+    {
+        atomic_raise(&j->floor_top, top);
+        atomic_raise(&j->floor_even, even);
+        if (src && src->share) {
+            double t = j->floor_top, e = j->floor_even;
+            src->share(src->arg, &t, &e);
+            atomic_raise(&j->floor_top, t);
+            atomic_raise(&j->floor_even, e);
+        }
+    }
+}
+
+/* The source of ps_search_run: every unit, in order. */
+static int64_t all_units(void *arg)
+{
+    int64_t *next = arg;
+    return (*next)++;
+}
+
+ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c, const ps_search_opts *o,
+                        ps_search_result *out)
+{
+    memset(out, 0, sizeof *out);
+    ps_search_job *j = NULL;
+    PS_TRY(ps_search_job_create(cp, m, c, o, &j));
+    int64_t next = 0;
+    ps_search_source src = {.next = all_units, .arg = &next};
+    ps_status st = ps_search_job_run(j, &src, out);
+    ps_search_job_free(j);
+    return st;
+}
+
+ps_status ps_search_job_run(ps_search_job *j, const ps_search_source *src, ps_search_result *out)
+{
+    memset(out, 0, sizeof *out);
+    const ps_cost_params *cp = j->cp;
+    const ps_model *m = j->m;
+    const ps_cluster *c = j->c;
+    const ps_search_opts *o = &j->o;
     int nthreads = 1;
 #ifdef _OPENMP
     nthreads = omp_get_max_threads();
 #endif
     worker *ws = ps_calloc((size_t)nthreads, sizeof *ws);
-    if (!ws) {
-        free(cands);
-        return PS_ERR_SYSTEM;
-    }
+    if (!ws) return PS_ERR_SYSTEM;
+    ps_status st = PS_OK;
     for (int t = 0; t < nthreads && st == PS_OK; t++) {
+        ws[t].job = j;
         ws[t].min_over = INFINITY;
         ws[t].err_index = INT64_MAX;
         ws[t].top = ps_calloc((size_t)o->top_k + 1, sizeof *ws[t].top);
@@ -849,30 +977,36 @@ ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cl
             ps_sched_create(&ws[t].sched) != PS_OK)
             st = PS_FAIL(PS_ERR_SYSTEM, "out of memory creating search workspaces");
     }
-    size_t nr = (size_t)(o->nranks > 0 ? o->nranks : 1);
-    int64_t mine = 0;
-    for (size_t i = 0; i < n; i++) mine += i % nr == (size_t)o->rank;
-    out->candidates = mine;
+    int64_t taken = 0;
     if (st == PS_OK) {
-        /* Candidates differ widely in cost (pp 1 vs pp 32): dynamic scheduling. Each thread keeps its own top k and
-         * workspaces; the merge below orders by the total order, so results do not depend on the thread count. */
-#pragma omp parallel for schedule(dynamic, 1)
-        for (size_t i = 0; i < n; i++) {
-            if (i % nr != (size_t)o->rank) continue;
+        /* Units differ widely in cost (pp 1 vs pp 32): every thread takes the next unit from the source when it is
+         * free. Each keeps its own top k and workspaces; the merge below orders by the total order, so results do
+         * not depend on the thread count or on which thread (or rank) ran what. */
+#pragma omp parallel num_threads(nthreads) reduction(+ : taken)
+        {
             int t = 0;
 #ifdef _OPENMP
             t = omp_get_thread_num();
 #endif
             worker *w = &ws[t];
-            if (w->st_err != PS_OK) continue;
-            ps_status s2 = search_outer(w, cp, m, c, o, &cands[i], (int64_t)i);
-            if (s2 != PS_OK && (int64_t)i < w->err_index) {
-                w->st_err = s2;
-                w->err_index = (int64_t)i;
-                ps_strlcpy(w->err_msg, ps_error_message(), sizeof w->err_msg);
+            for (;;) {
+                int64_t i;
+#pragma omp critical(ps_search_source)
+                i = src->next(src->arg);
+                if (i < 0 || i >= j->n) break;
+                taken++;
+                if (w->st_err != PS_OK) continue; /* keep draining: a source shared by ranks must reach its end */
+                ps_status s2 = search_outer(w, cp, m, c, o, &j->units[i], i);
+                if (s2 != PS_OK && i < w->err_index) {
+                    w->st_err = s2;
+                    w->err_index = i;
+                    ps_strlcpy(w->err_msg, ps_error_message(), sizeof w->err_msg);
+                }
+                if (o->objective == PS_SEARCH_THROUGHPUT) share_floors(j, w, src);
             }
         }
     }
+    out->candidates = taken;
     /* merge */
     out->top = ps_calloc((size_t)o->top_k + 1, sizeof *out->top);
     double min_over = INFINITY;
@@ -934,7 +1068,6 @@ ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cl
     }
     out->n_top = merged.n_top;
     free(ws);
-    free(cands);
     if (st == PS_OK && !out->top) st = PS_FAIL(PS_ERR_SYSTEM, "out of memory merging results");
     if (st == PS_OK && err != PS_OK) st = PS_FAIL(err, "%s", err_msg);
     if (st != PS_OK) {

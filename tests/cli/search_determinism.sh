@@ -1,28 +1,43 @@
 #!/usr/bin/env bash
-# The search answers the same whatever the number of OpenMP threads and MPI ranks: the JSON (plans, baselines, the
-# binding constraint when nothing fits) must be identical apart from the wall time, the rank count and the work
-# counters (bounds prune more or less depending on the order the work was done in; they never change a result).
-# Cases: a plain search, a batch sweep under the memory objective, and one where nothing fits. Runs: 1 thread,
-# 2 threads, 2 ranks, 3 ranks (the launcher's "-n 2" becomes "-n 3").
+# The search answers the same whatever the number of OpenMP threads and MPI ranks and however the ranks share the
+# work (issue #7): the JSON (best plan, the top-k list, baselines, the binding constraint when nothing fits) must be
+# byte-identical apart from the wall time, the rank count and the work counters (bounds prune more or less depending
+# on the order the work was done in; they never change a result).
+# Cases: a plain search, a batch sweep under the memory objective, and one where nothing fits. Runs: 1 and 2 threads
+# on one rank; 2, 3, 4 and 8 ranks (oversubscribed) with 1 and 2 threads each, alternating --distribute dynamic and
+# static, so each rank count meets both (the launcher's "-n 2" becomes "-n N").
 set -u
 psearch=$1
 launch=$2
-launch3=${launch/ 2 / 3 }
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 strip() { grep -v -E '"(wall_s|ranks|evaluated|feasible|pruned|dp_cells)"' "$1"; }
 pass=0 fail=0
+# NAME=ENV... [LAUNCHER]:DISTRIBUTION (NAME: t threads, r ranks)
+runs=("t1=OMP_NUM_THREADS=1:" "t2=OMP_NUM_THREADS=2:")
+k=0
+for n in 2 3 4 8; do
+  for t in 1 2; do
+    dist=$([[ $((k % 2)) -eq 0 ]] && echo dynamic || echo static)
+    runs+=("r${n}t${t}=OMP_NUM_THREADS=$t ${launch/ 2 / $n }:$dist")
+    k=$((k + 1))
+  done
+done
 run_case() { # name expected-exit args...
   local name=$1 want=$2 rc
   shift 2
   local args=("$@" --format json)
   # shellcheck disable=SC2086 # the launchers are command lines
-  for r in "t1:OMP_NUM_THREADS=1" "t2:OMP_NUM_THREADS=2" "r2:OMP_NUM_THREADS=1 $launch" "r3:OMP_NUM_THREADS=1 $launch3"; do
-    env ${r#*:} "$psearch" "${args[@]}" --out "$scratch/$name.${r%%:*}" </dev/null 2>"$scratch/err"
+  for r in "${runs[@]}"; do
+    local d=() cmd=${r#*=}
+    cmd=${cmd%:*}
+    [[ $r == *:dynamic || $r == *:static ]] && d=(--distribute "${r##*:}")
+    env $cmd "$psearch" "${args[@]}" "${d[@]}" --out "$scratch/$name.${r%%=*}" </dev/null 2>"$scratch/err"
     rc=$?
-    if [[ $rc -ne $want ]]; then fail=$((fail + 1)); echo "FAIL $name ${r%%:*}: exit $rc, expected $want"; cat "$scratch/err"; fi
+    if [[ $rc -ne $want ]]; then fail=$((fail + 1)); echo "FAIL $name ${r%%=*}: exit $rc, expected $want"; cat "$scratch/err"; fi
   done
-  for f in t2 r2 r3; do
+  for r in "${runs[@]:1}"; do
+    local f=${r%%=*}
     if diff <(strip "$scratch/$name.t1") <(strip "$scratch/$name.$f") >"$scratch/diff"; then
       pass=$((pass + 1))
     else
@@ -37,4 +52,4 @@ run_case memory 0 --model gpt3-1.3b --cluster dgx-a100-80g:1 --gbs-range 32:64:3
 run_case infeasible 1 --model gpt3-175b --cluster dgx-a100-80g:1 --gbs 64
 grep -q '"binding": "the lightest plan tried' "$scratch/infeasible.t1" || { echo "FAIL: no binding"; fail=$((fail + 1)); }
 echo "$pass passed, $fail failed"
-[[ $fail -eq 0 && $pass -eq 9 ]]
+[[ $fail -eq 0 && $pass -eq $((3 * (${#runs[@]} - 1))) ]]

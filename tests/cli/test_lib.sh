@@ -29,7 +29,7 @@ children_of() {
 }
 
 # has_env PID NAME=VALUE: the process's environment holds exactly that entry.
-has_env() { tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | grep -qxF -- "$2"; }
+has_env() { tr '\0' '\n' 2>/dev/null <"/proc/$1/environ" | grep -qxF -- "$2"; }
 
 # rank_pid MPIEXEC-PID RANK: the child of mpiexec that is that MPI rank (Open MPI tells each its rank).
 rank_pid() {
