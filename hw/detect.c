@@ -318,9 +318,8 @@ static void probe_gpus(rank_gpus *r)
 {
     memset(r, 0, sizeof *r);
 #if PS_HAVE_CUDA
-    /* Without the NVIDIA kernel driver there is nothing to find: do not start the CUDA runtime at all. It would only
-     * fail to load libcuda, and under AddressSanitizer one of 8 ranks probing at once crashed (a call through a null
-     * pointer, tests/cli/slurm_search.sh), leaving the others waiting in the next collective. */
+    /* Without the NVIDIA kernel driver there is nothing to find: do not start the CUDA runtime (it would only fail to
+     * load libcuda, after loading its own libraries on every rank). */
     if (access("/proc/driver/nvidia/version", F_OK) != 0 && access("/dev/nvidiactl", F_OK) != 0) {
         snprintf(r->note, sizeof r->note, "no NVIDIA driver (/proc/driver/nvidia/version absent)");
         return;
