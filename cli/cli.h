@@ -93,7 +93,9 @@ ps_status ps_cmd_calibrate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
 ps_status ps_cmd_costdb(const ps_cli_opts *o, ps_out *out);
 
 #include "ps_search.h"
-/* cli/inputs.c: inputs read the same way by every planning command.
+/* cli/inputs.c: inputs read the same way by every planning command. With a communicator the two loaders below are
+ * collective: rank 0 finds and reads the model or cluster file and every rank parses those bytes (one file, one
+ * reading, whatever each node's file system shows); MPI_COMM_NULL reads on this process alone.
  * The cluster SPEC (PRESET:NODES, cluster.json, auto, or costdb: the machine --costdb measured); need_gpus refuses
  * one without GPUs (planning) rather than describing it (cluster show). */
 ps_status ps_cli_load_cluster(const ps_cli_opts *o, const char *spec, MPI_Comm comm, bool need_gpus, ps_cluster *c);

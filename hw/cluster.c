@@ -443,18 +443,50 @@ void ps_cluster_free(ps_cluster *c)
 
 /* ---- loading ----------------------------------------------------------------------------------------------------- */
 
-ps_status ps_cluster_load_json(const char *path, ps_cluster *out)
+ps_status ps_cluster_parse(const ps_cluster_source *src, const char *text, size_t len, ps_cluster *out)
 {
     memset(out, 0, sizeof *out);
-    if (!path || !*path) return PS_FAIL(PS_ERR_INPUT, "no cluster.json path given");
+    if (src->detect) return PS_FAIL(PS_ERR_INPUT, "cluster 'auto' is detected on the allocation, not read from a file");
     json_t *root = NULL;
-    PS_TRY(ps_json_load_file(path, &root));
-    ps_status st = parse_cluster(root, path, NULL, 0, out);
+    PS_TRY(ps_json_load_buffer(text, len, src->path, &root));
+    ps_status st = parse_cluster(root, src->path, src->preset[0] ? src->preset : NULL, src->nodes, out);
     json_decref(root);
     if (st != PS_OK) {
         ps_cluster_free(out);
         return ps_error_trace(st, __FILE__, __LINE__);
     }
+    return PS_OK;
+}
+
+/* ps_cluster_parse of the file src names. */
+static ps_status load_source(const ps_cluster_source *src, ps_cluster *out)
+{
+    char *text = NULL;
+    size_t len = 0;
+    PS_TRY(ps_read_file(src->path, &text, &len));
+    ps_status st = ps_cluster_parse(src, text, len, out);
+    free(text);
+    return st == PS_OK ? PS_OK : ps_error_trace(st, __FILE__, __LINE__);
+}
+
+static ps_status set_path(ps_cluster_source *src, const char *path)
+{
+    size_t n = strlen(path);
+    if (n >= sizeof src->path)
+        return PS_FAIL(PS_ERR_INPUT, "%.80s...: cannot open: the path is longer than %zu characters", path,
+                       sizeof src->path - 1);
+    memcpy(src->path, path, n + 1);
+    return PS_OK;
+}
+
+ps_status ps_cluster_load_json(const char *path, ps_cluster *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!path || !*path) return PS_FAIL(PS_ERR_INPUT, "no cluster.json path given");
+    ps_cluster_source src;
+    memset(&src, 0, sizeof src);
+    PS_TRY(set_path(&src, path));
+    PS_TRY(load_source(&src, out));
     return PS_OK;
 }
 
@@ -556,10 +588,8 @@ static bool preset_name_ok(const char *name)
     return strlen(name) <= 40;
 }
 
-ps_status ps_cluster_preset(const char *name, int64_t nodes, ps_cluster *out)
+static ps_status locate_preset(const char *name, int64_t nodes, ps_cluster_source *src)
 {
-    memset(out, 0, sizeof *out);
-    if (!name) return PS_FAIL(PS_ERR_INPUT, "no cluster preset given");
     if (!preset_name_ok(name)) return unknown_preset(name);
     if (nodes < 1)
         return PS_FAIL(PS_ERR_INPUT, "cluster '%s': the node count must be >= 1 (got %lld)", name, (long long)nodes);
@@ -568,14 +598,20 @@ ps_status ps_cluster_preset(const char *name, int64_t nodes, ps_cluster *out)
     snprintf(path, sizeof path, "%s/%s.json", dir, name);
     struct stat sb;
     if (stat(path, &sb) != 0) return unknown_preset(name);
-    json_t *root = NULL;
-    PS_TRY(ps_json_load_file(path, &root));
-    ps_status st = parse_cluster(root, path, name, nodes, out);
-    json_decref(root);
-    if (st != PS_OK) {
-        ps_cluster_free(out);
-        return ps_error_trace(st, __FILE__, __LINE__);
-    }
+    PS_TRY(set_path(src, path));
+    ps_strlcpy(src->preset, name, sizeof src->preset); /* preset_name_ok: at most 40 characters */
+    src->nodes = nodes;
+    return PS_OK;
+}
+
+ps_status ps_cluster_preset(const char *name, int64_t nodes, ps_cluster *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!name) return PS_FAIL(PS_ERR_INPUT, "no cluster preset given");
+    ps_cluster_source src;
+    memset(&src, 0, sizeof src);
+    PS_TRY(locate_preset(name, nodes, &src));
+    PS_TRY(load_source(&src, out));
     return PS_OK;
 }
 
@@ -585,18 +621,18 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-ps_status ps_cluster_load(const char *spec, MPI_Comm comm, ps_cluster *out)
+ps_status ps_cluster_locate(const char *spec, ps_cluster_source *src)
 {
-    memset(out, 0, sizeof *out);
+    memset(src, 0, sizeof *src);
     if (!spec || !*spec)
         return PS_FAIL(PS_ERR_INPUT, "no cluster given: use a preset such as 'dgx-a100-80g:4', a cluster.json path, "
                                      "or 'auto'");
     if (strcmp(spec, "auto") == 0) {
-        PS_TRY(ps_cluster_detect(comm, out));
+        src->detect = true;
         return PS_OK;
     }
     if (strchr(spec, '/') || ends_with(spec, ".json")) {
-        PS_TRY(ps_cluster_load_json(spec, out));
+        PS_TRY(set_path(src, spec));
         return PS_OK;
     }
     char name[128];
@@ -614,7 +650,20 @@ ps_status ps_cluster_load(const char *spec, MPI_Comm comm, ps_cluster *out)
             return PS_FAIL(PS_ERR_INPUT, "cluster '%s': the node count must be >= 1 (got %lld)", spec,
                            (long long)nodes);
     }
-    PS_TRY(ps_cluster_preset(name, nodes, out));
+    PS_TRY(locate_preset(name, nodes, src));
+    return PS_OK;
+}
+
+ps_status ps_cluster_load(const char *spec, MPI_Comm comm, ps_cluster *out)
+{
+    memset(out, 0, sizeof *out);
+    ps_cluster_source src;
+    PS_TRY(ps_cluster_locate(spec, &src));
+    if (src.detect) {
+        PS_TRY(ps_cluster_detect(comm, out));
+        return PS_OK;
+    }
+    PS_TRY(load_source(&src, out));
     return PS_OK;
 }
 

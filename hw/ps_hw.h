@@ -4,7 +4,9 @@
 #ifndef PS_HW_H
 #define PS_HW_H
 
+#include <limits.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <mpi.h>
@@ -96,6 +98,21 @@ double ps_link_default_latency(const char *kind);
  * (describe the allocation: needs MPI initialized; `comm` is the communicator to describe).
  * Unknown preset -> PS_ERR_INPUT listing the known presets. */
 ps_status ps_cluster_load(const char *spec, MPI_Comm comm, ps_cluster *out);
+/* ps_cluster_load in two halves, so that an MPI program can find and read the file on one rank and have every rank
+ * parse the same bytes (cli/inputs.c): ranks then never describe different clusters from a file edited during the
+ * launch or seen on one node only. */
+typedef struct {
+    char path[PATH_MAX + 96]; /* cluster.json or preset file to read (every message names it); "" for auto */
+    char preset[48];          /* the preset's name ("dgx-a100-80g"), "" for a cluster.json */
+    int64_t nodes;            /* the preset's node count */
+    bool detect;              /* "auto": nothing to read, ps_cluster_detect describes the allocation */
+} ps_cluster_source;
+/* What `spec` names, as ps_cluster_load resolves it (the node count checked, the preset file found), without
+ * reading any file; the same errors for a spec that names nothing. */
+ps_status ps_cluster_locate(const char *spec, ps_cluster_source *src);
+/* The cluster in src's file (not for detect), from its content: `len` bytes at `text` (NUL-terminated, as
+ * ps_read_file gives them). Messages name src->path and the field, exactly as ps_cluster_load's. */
+ps_status ps_cluster_parse(const ps_cluster_source *src, const char *text, size_t len, ps_cluster *out);
 ps_status ps_cluster_load_json(const char *path, ps_cluster *out);
 ps_status ps_cluster_preset(const char *name, int64_t nodes, ps_cluster *out);
 ps_status ps_cluster_detect(MPI_Comm comm, ps_cluster *out);

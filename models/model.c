@@ -221,7 +221,18 @@ static ps_status load_json_root(const json_t *root, const char *path, const ps_m
                    path);
 }
 
-static ps_status load_path(const char *path, const ps_model_opts *opts, ps_model *out)
+static ps_status set_source(ps_model_source *src, const char *path, ps_model_file_kind kind)
+{
+    size_t n = strlen(path);
+    if (n >= sizeof src->path)
+        return PS_FAIL(PS_ERR_INPUT, "%.80s...: cannot open: the path is longer than %zu characters", path,
+                       sizeof src->path - 1);
+    memcpy(src->path, path, n + 1);
+    src->kind = kind;
+    return PS_OK;
+}
+
+static ps_status locate_path(const char *path, ps_model_source *src)
 {
     /* A Hugging Face model folder (what `git clone` of a model repository gives) holds its config.json. */
     struct stat sb;
@@ -230,26 +241,34 @@ static ps_status load_path(const char *path, const ps_model_opts *opts, ps_model
         int w = snprintf(cfg, sizeof cfg, "%s/config.json", path);
         if (w < 0 || (size_t)w >= sizeof cfg || !is_file(cfg))
             return PS_FAIL(PS_ERR_INPUT, "%s: is a folder without a config.json; give a model file", path);
-        PS_TRY(load_path(cfg, opts, out));
-        return PS_OK;
+        return set_source(src, cfg, PS_MODEL_FILE_ANY);
     }
-    char *text = NULL;
-    size_t len = 0;
-    PS_TRY(ps_read_file(path, &text, &len));
+    return set_source(src, path, PS_MODEL_FILE_ANY);
+}
+
+ps_status ps_model_parse(const ps_model_source *src, const char *text, size_t len, const ps_model_opts *opts,
+                         ps_model *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *path = src->path;
+    json_t *root = NULL;
     ps_status st;
-    const char *p = text;
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-    /* .layers files are layer lists; anything else that does not open like a JSON object is sniffed as one too, so
-     * a user's "model.txt" works, while a broken .json still gets the JSON parser's line:column. */
-    if (ends_with(path, ".layers") || (*p != '{' && !ends_with(path, ".json"))) {
-        st = ps_model_from_layer_list(text, path, opts, out);
-    } else {
-        json_t *root = NULL;
+    if (src->kind == PS_MODEL_FILE_PRESET) {
         st = ps_json_load_buffer(text, len, path, &root);
-        if (st == PS_OK) st = load_json_root(root, path, opts, out);
-        json_decref(root);
+        if (st == PS_OK) st = ps_model_from_json(root, path, opts, out);
+    } else {
+        const char *p = text;
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+        /* .layers files are layer lists; anything else that does not open like a JSON object is sniffed as one
+         * too, so a user's "model.txt" works, while a broken .json still gets the JSON parser's line:column. */
+        if (ends_with(path, ".layers") || (*p != '{' && !ends_with(path, ".json"))) {
+            st = ps_model_from_layer_list(text, path, opts, out);
+        } else {
+            st = ps_json_load_buffer(text, len, path, &root);
+            if (st == PS_OK) st = load_json_root(root, path, opts, out);
+        }
     }
-    free(text);
+    json_decref(root);
     return st == PS_OK ? PS_OK : ps_error_trace(st, __FILE__, __LINE__);
 }
 
@@ -322,12 +341,12 @@ static ps_status unknown_preset(const char *spec)
     return st;
 }
 
-ps_status ps_model_load(const char *spec, const ps_model_opts *opts, ps_model *out)
+ps_status ps_model_locate(const char *spec, ps_model_source *src)
 {
-    memset(out, 0, sizeof *out);
+    memset(src, 0, sizeof *src);
     if (!spec || !*spec) return PS_FAIL(PS_ERR_INPUT, "empty model name; give a preset name or a file path");
     if (strchr(spec, '/') || ends_with(spec, ".json") || ends_with(spec, ".layers")) {
-        PS_TRY(load_path(spec, opts, out));
+        PS_TRY(locate_path(spec, src));
         return PS_OK;
     }
     char dir[PATH_MAX];
@@ -336,17 +355,30 @@ ps_status ps_model_load(const char *spec, const ps_model_opts *opts, ps_model *o
         char path[PATH_MAX + 80];
         int w = snprintf(path, sizeof path, "%s/%s.json", dir, spec);
         if (w > 0 && (size_t)w < sizeof path && is_file(path)) {
-            PS_TRY(ps_model_load_json(path, opts, out));
+            PS_TRY(set_source(src, path, PS_MODEL_FILE_PRESET));
             return PS_OK;
         }
     }
     /* A bare file name in the working directory ("mymodel.txt") is a path too. */
     if (is_file(spec)) {
-        PS_TRY(load_path(spec, opts, out));
+        PS_TRY(locate_path(spec, src));
         return PS_OK;
     }
     if (st != PS_OK) return ps_error_trace(st, __FILE__, __LINE__);
     return unknown_preset(spec);
+}
+
+ps_status ps_model_load(const char *spec, const ps_model_opts *opts, ps_model *out)
+{
+    memset(out, 0, sizeof *out);
+    ps_model_source src;
+    PS_TRY(ps_model_locate(spec, &src));
+    char *text = NULL;
+    size_t len = 0;
+    PS_TRY(ps_read_file(src.path, &text, &len));
+    ps_status st = ps_model_parse(&src, text, len, opts, out);
+    free(text);
+    return st == PS_OK ? PS_OK : ps_error_trace(st, __FILE__, __LINE__);
 }
 
 /* ---- catalogue ------------------------------------------------------------------------------------------------- */

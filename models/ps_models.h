@@ -3,7 +3,9 @@
 #ifndef PS_MODELS_H
 #define PS_MODELS_H
 
+#include <limits.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ps_common.h"
@@ -80,8 +82,29 @@ void ps_model_opts_init(ps_model_opts *o);
 
 /* Load by name or path. `spec` is a preset name ("gpt3-65b"), or a path to: a psearch model JSON, a Hugging Face
  * config.json (detected by "model_type"/"architectures"), or a plain layer-list file (*.layers, see docs/models.md).
- * Unknown preset -> PS_ERR_INPUT listing the known presets (and the nearest name). */
+ * Unknown preset -> PS_ERR_INPUT listing the known presets (and the nearest name). ps_model_locate, ps_read_file and
+ * ps_model_parse in one call. */
 ps_status ps_model_load(const char *spec, const ps_model_opts *opts, ps_model *out);
+
+/* ps_model_load in two halves, so that an MPI program can find and read the file on one rank and have every rank
+ * parse the same bytes (cli/inputs.c): ranks then never build different models from a file edited during the
+ * launch or seen on one node only. */
+typedef enum {
+    PS_MODEL_FILE_ANY = 0, /* a user's file: a layer list, a psearch model JSON or a Hugging Face config.json, told
+                              apart by its name and content */
+    PS_MODEL_FILE_PRESET   /* an installed preset: a psearch model JSON */
+} ps_model_file_kind;
+typedef struct {
+    char path[PATH_MAX + 96]; /* the file to read; every message about its content names it */
+    ps_model_file_kind kind;
+} ps_model_source;
+/* Which file `spec` names, as ps_model_load resolves it (preset, path, a Hugging Face model folder's config.json, a
+ * bare file name in the working directory), without reading it; the same errors for a spec that names nothing. */
+ps_status ps_model_locate(const char *spec, ps_model_source *src);
+/* The model in src's file, from its content: `len` bytes at `text` followed by a NUL, as ps_read_file gives them.
+ * Messages name src->path with the line or field, exactly as ps_model_load's. */
+ps_status ps_model_parse(const ps_model_source *src, const char *text, size_t len, const ps_model_opts *opts,
+                         ps_model *out);
 ps_status ps_model_load_hf_config(const char *path, const ps_model_opts *opts, ps_model *out);
 ps_status ps_model_load_layer_list(const char *path, const ps_model_opts *opts, ps_model *out);
 ps_status ps_model_load_json(const char *path, const ps_model_opts *opts, ps_model *out);

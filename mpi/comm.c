@@ -113,3 +113,41 @@ done:
     free(buf);
     return st;
 }
+
+ps_status ps_mpi_bcast_file(MPI_Comm comm, int root, const char *path, char **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    if (comm == MPI_COMM_NULL) {
+        PS_TRY(ps_read_file(path, buf, len));
+        return PS_OK;
+    }
+    int rank = 0;
+    PS_MPI(MPI_Comm_rank(comm, &rank));
+    char *data = NULL;
+    size_t n = 0;
+    ps_status st = rank == root ? ps_read_file(path, &data, &n) : PS_OK;
+    /* Agreed before anything else moves: a root that cannot read the file must not leave the others waiting in a
+     * broadcast it never joins. */
+    PS_TRY_GOTO(st, ps_mpi_agree_status(comm, st, "reading the input file"), done);
+    uint64_t n64 = n;
+    PS_MPI_GOTO(st, MPI_Bcast(&n64, 1, MPI_UINT64_T, root, comm), done);
+    if (rank != root && n64 >= SIZE_MAX)
+        st = PS_FAIL(PS_ERR_SYSTEM, "an input file of %llu bytes does not fit in memory", (unsigned long long)n64);
+    else if (rank != root && !(data = ps_calloc((size_t)n64 + 1, 1)))
+        st = PS_ERR_SYSTEM;
+    /* The same for a rank that cannot take the bytes. */
+    PS_TRY_GOTO(st, ps_mpi_agree_status(comm, st, "receiving the input file"), done);
+    /* MPI counts are ints; inputs are far smaller (ps_read_file refuses 64 MiB), but chunks keep that a non-issue. */
+    const size_t chunk = (size_t)1 << 30;
+    for (size_t off = 0; off < (size_t)n64; off += chunk) {
+        size_t k = (size_t)n64 - off < chunk ? (size_t)n64 - off : chunk;
+        PS_MPI_GOTO(st, MPI_Bcast(data + off, (int)k, MPI_BYTE, root, comm), done);
+    }
+    *buf = data;
+    *len = (size_t)n64;
+    return PS_OK;
+done:
+    free(data);
+    return st;
+}

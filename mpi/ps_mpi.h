@@ -1,5 +1,6 @@
-/* MPI plumbing shared by every part that communicates: MPI return codes as ps_status, and agreeing on one outcome
- * across ranks. Later: splitting the search space, deterministic reductions and top-k, sweep bookkeeping. */
+/* MPI plumbing shared by every part that communicates: MPI return codes as ps_status, agreeing on one outcome
+ * across ranks, and one rank's input file for all. Later: splitting the search space, deterministic reductions and
+ * top-k, sweep bookkeeping. */
 #ifndef PS_MPI_H
 #define PS_MPI_H
 
@@ -37,6 +38,14 @@ ps_status ps_mpi_agree_status(MPI_Comm comm, ps_status local, const char *what);
  * On root, *all gets nranks heap strings in rank order (free with ps_mpi_strings_free); elsewhere NULL. */
 ps_status ps_mpi_gather_strings(MPI_Comm comm, int root, const char *mine, char ***all, int *n);
 void ps_mpi_strings_free(char **all, int n);
+
+/* Read the file `path` on root and give every rank of comm its bytes, so that all ranks parse one input whatever
+ * their own file system shows (an input edited during the launch, a file on one node only). *buf gets a heap copy
+ * of the *len bytes followed by a NUL (free it); path matters on root only. When root cannot read the file no bytes
+ * move and every rank fails alike: root with ps_read_file's error naming the file, the others with the same status
+ * and "reading the input file failed on rank R", so the usual agreement prints root's message once. Collective
+ * over comm; MPI_COMM_NULL (a command run without MPI) just reads the file. */
+ps_status ps_mpi_bcast_file(MPI_Comm comm, int root, const char *path, char **buf, size_t *len);
 
 #ifdef __cplusplus
 }

@@ -732,6 +732,54 @@ static void test_preset_rules(void **state)
     rmdir(dir);
 }
 
+/* ps_cluster_load's two halves: locating touches no file content, parsing touches no file at all (an MPI rank parses
+ * the bytes rank 0 read), and messages name the located path as a load's do. */
+static void test_locate_and_parse(void **state)
+{
+    (void)state;
+    ps_cluster_source src;
+    assert_int_equal(ps_cluster_locate("dgx-a100-80g:4", &src), PS_OK);
+    assert_string_equal(src.preset, "dgx-a100-80g");
+    assert_int_equal(src.nodes, 4);
+    assert_false(src.detect);
+    size_t n = strlen(src.path);
+    assert_true(n > 18 && strcmp(src.path + n - 18, "/dgx-a100-80g.json") == 0);
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(ps_read_file(src.path, &text, &len), PS_OK);
+    ps_cluster a, b;
+    assert_int_equal(ps_cluster_parse(&src, text, len, &a), PS_OK);
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:4", MPI_COMM_NULL, &b), PS_OK);
+    assert_string_equal(a.name, b.name);
+    assert_int_equal(a.n_gpus, 32);
+    assert_int_equal(a.n_gpus, b.n_gpus);
+    assert_memory_equal(&a.groups[0].gpu, &b.groups[0].gpu, sizeof a.groups[0].gpu);
+    ps_cluster_free(&a);
+    ps_cluster_free(&b);
+    free(text);
+
+    assert_int_equal(ps_cluster_locate("auto", &src), PS_OK);
+    assert_true(src.detect);
+    assert_int_equal(ps_cluster_locate("dgx-a100-80g:0", &src), PS_ERR_INPUT);
+    assert_msg_has("node count must be >= 1");
+    assert_int_equal(ps_cluster_locate("dgx-a10:2", &src), PS_ERR_INPUT);
+    assert_msg_has("unknown cluster preset 'dgx-a10'");
+    /* A path is taken as given: whether it can be read is the reader's business (rank 0's, under MPI). */
+    assert_int_equal(ps_cluster_locate("/nonexistent/c.json", &src), PS_OK);
+    assert_string_equal(src.path, "/nonexistent/c.json");
+    assert_string_equal(src.preset, "");
+
+    /* Content for a path that does not exist on this process: parsed, and errors name that path and the field. */
+    static const char bad[] = "{\"name\": \"x\", \"node_groups\": []}";
+    memset(&a, 0x5a, sizeof a);
+    assert_int_equal(ps_cluster_parse(&src, bad, sizeof bad - 1, &a), PS_ERR_INPUT);
+    assert_msg_has("/nonexistent/c.json: field 'node_groups' is empty");
+    assert_null(a.groups);
+    static const char broken[] = "{\n  \"name\": \n}";
+    assert_int_equal(ps_cluster_parse(&src, broken, sizeof broken - 1, &a), PS_ERR_INPUT);
+    assert_msg_has("/nonexistent/c.json:3:");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -743,6 +791,7 @@ int main(void)
         cmocka_unit_test(test_links),             cmocka_unit_test(test_amp_mixed_example),
         cmocka_unit_test(test_json_good),         cmocka_unit_test(test_json_bad),
         cmocka_unit_test(test_finish_checks),     cmocka_unit_test(test_preset_rules),
+        cmocka_unit_test(test_locate_and_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,8 @@
 /* models/: bad input in the model JSON and layer-list formats. Each case must fail with PS_ERR_INPUT and one message
  * naming the file, the field path or line(:column), and the offending value; nothing may leak (run under valgrind or
  * ASan to check) and the output model must come back empty. */
+#include <stdlib.h>
+
 #include "models_test.h"
 
 typedef struct {
@@ -125,6 +127,51 @@ static void test_opts_invalidate(void **state)
     expect_input_error(ps_model_load("gpt3-175b", &o, &m), &m, big);
 }
 
+/* ps_model_load's two halves: locating reads no content, parsing opens no file (an MPI rank parses the bytes rank
+ * 0 read), and messages name the located path, line and field as a load's do. */
+static void test_locate_and_parse(void **state)
+{
+    (void)state;
+    ps_model_source src;
+    assert_int_equal(ps_model_locate("gpt3-1.3b", &src), PS_OK);
+    assert_int_equal(src.kind, PS_MODEL_FILE_PRESET);
+    size_t n = strlen(src.path);
+    assert_true(n > 15 && strcmp(src.path + n - 15, "/gpt3-1.3b.json") == 0);
+    assert_int_equal(ps_model_locate(tdata("hf/Llama-2-7b-hf"), &src), PS_OK);
+    assert_int_equal(src.kind, PS_MODEL_FILE_ANY);
+    n = strlen(src.path);
+    assert_true(n > 12 && strcmp(src.path + n - 12, "/config.json") == 0);
+    assert_int_equal(ps_model_locate("gpt3-66b", &src), PS_ERR_INPUT);
+    if (!strstr(ps_error_message(), "unknown model 'gpt3-66b'")) fail_msg("unknown preset: %s", ps_error_message());
+
+    /* The content of gpt2-small.layers under a name no process has: the same model as loading the file. */
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(ps_read_file(tdata("good/gpt2-small.layers"), &text, &len), PS_OK);
+    src.kind = PS_MODEL_FILE_ANY;
+    snprintf(src.path, sizeof src.path, "/nonexistent/m.layers");
+    ps_model a, b;
+    assert_int_equal(ps_model_parse(&src, text, len, NULL, &a), PS_OK);
+    load_ok(tdata("good/gpt2-small.layers"), NULL, &b);
+    assert_int_equal(a.n_layers, b.n_layers);
+    assert_int_equal(ps_model_params(&a), ps_model_params(&b));
+    ps_model_free(&a);
+    ps_model_free(&b);
+    free(text);
+
+    static const char bad_list[] = "set seq=1024\nembedding hidden=768 vocab=x\n";
+    static const char *const list_msg[] = {"/nonexistent/m.layers:2:", "vocab=x", NULL};
+    expect_input_error(ps_model_parse(&src, bad_list, sizeof bad_list - 1, NULL, &a), &a, list_msg);
+    snprintf(src.path, sizeof src.path, "/nonexistent/m.json");
+    static const char bad_json[] = "{\n  \"layers\": [\n}";
+    static const char *const json_msg[] = {"/nonexistent/m.json:3:", "invalid JSON", NULL};
+    expect_input_error(ps_model_parse(&src, bad_json, sizeof bad_json - 1, NULL, &a), &a, json_msg);
+    /* A preset is a psearch model JSON whatever it holds. */
+    src.kind = PS_MODEL_FILE_PRESET;
+    static const char *const preset_msg[] = {"/nonexistent/m.json:1:", "invalid JSON", NULL};
+    expect_input_error(ps_model_parse(&src, bad_list, sizeof bad_list - 1, NULL, &a), &a, preset_msg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -132,6 +179,7 @@ int main(void)
         cmocka_unit_test(test_missing_files),
         cmocka_unit_test(test_wrong_reader),
         cmocka_unit_test(test_opts_invalidate),
+        cmocka_unit_test(test_locate_and_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
