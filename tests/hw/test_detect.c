@@ -9,19 +9,10 @@
 #include <mpi.h>
 
 #include "ps_hw.h"
+#include "mpi_check.h"
 
 static int g_rank;
 static int g_failures;
-
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            g_failures++;                                                                                              \
-            fprintf(stderr, "[rank %d] %s:%d: check failed: %s: ", g_rank, __FILE__, __LINE__, #cond);                 \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fprintf(stderr, "\n");                                                                                     \
-        }                                                                                                              \
-    } while (0)
 
 /* Everything a rank's description holds, as text, so ranks can compare theirs with rank 0's byte for byte. */
 static void describe(const ps_cluster *c, char *buf, size_t cap)

@@ -9,19 +9,10 @@
 #include <mpi.h>
 
 #include "ps_mpi.h"
+#include "mpi_check.h"
 
 static int g_rank, g_size;
 static int g_failures;
-
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            g_failures++;                                                                                              \
-            fprintf(stderr, "[rank %d] %s:%d: check failed: %s: ", g_rank, __FILE__, __LINE__, #cond);                 \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fprintf(stderr, "\n");                                                                                     \
-        }                                                                                                              \
-    } while (0)
 
 #define MISSING "/nonexistent-psearch-test/input.json"
 
