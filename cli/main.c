@@ -69,8 +69,9 @@ int main(int argc, char **argv)
     if (st == PS_OK) st = run(&o, comm, &out);
 
     if (use_mpi) {
-        /* Every rank read the same inputs, but a file may be missing on one node: agree on the worst status and let
-         * the lowest failing rank tell why, so the user sees one message. */
+        /* A rank may fail alone (a cost database missing on its node, memory, a failed step of a collective
+         * command): agree on the worst status and let the lowest failing rank tell why, so the user sees one
+         * message. (Model and cluster files are read by rank 0 alone and broadcast: cli/inputs.c.) */
         ps_status worst = PS_OK;
         int first = nranks;
         if (ps_mpi_agree(comm, st, &worst, &first) != PS_OK) {
