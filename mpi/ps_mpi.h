@@ -1,6 +1,6 @@
 /* MPI plumbing shared by every part that communicates: MPI return codes as ps_status, agreeing on one outcome
- * across ranks, and one rank's input file for all. Later: splitting the search space, deterministic reductions and
- * top-k, sweep bookkeeping. */
+ * across ranks, and one rank's input file for all. The search across ranks is in ps_mpi_search.h, sweep records in
+ * ps_sweep.h. */
 #ifndef PS_MPI_H
 #define PS_MPI_H
 
