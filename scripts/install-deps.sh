@@ -15,6 +15,7 @@ pkgs=(
   slurm-wlm                                     # the 8-node local Slurm cluster of the slurm-labelled tests
   valgrind                                      # the valgrind-labelled memcheck test
   libxml2-utils                                 # xmllint: the sweep tests check index.html is well-formed
+  procps                                        # pgrep: the costdb test finds the ranks it kills (absent from minimal images)
   "$@"
 )
 
