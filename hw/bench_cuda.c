@@ -1,7 +1,7 @@
 /* GPU backend of the calibration (built with CUDA + cuBLAS; chosen at run time only when the CUDA runtime sees a
- * device): cublasGemmEx GEMMs in fp32, fp16 and bf16 (fp32 accumulate) over the same kinds of shapes as the CPU
- * backend at full size (hidden 8192, 64 heads, sequence 2048; quick: hidden 4096, 32 heads, sequence 1024), timed with
- * CUDA events; memory bandwidth as a device-to-device copy of 1 GiB (quick 256 MiB), 2 x size bytes moved.
+ * device): cublasGemmStridedBatchedEx GEMMs in fp32, fp16 and bf16 (fp32 accumulate) over the same kinds of shapes as
+ * the CPU backend at full size (hidden 8192, 64 heads, sequence 2048; quick: hidden 4096, 32 heads, sequence 1024),
+ * timed with CUDA events; memory bandwidth as a device-to-device copy of 1 GiB (quick 256 MiB), 2 x size bytes moved.
  * Collectives and overlap of GPUs are not measured (no NCCL backend yet: hw/bench_coll.c writes no rows for them, and
  * the cost model keeps its analytic links and overlap slowdown; docs/costdb.md). */
 #include "bench_internal.h"
