@@ -14,11 +14,12 @@ static double db_coll(const ps_cost_params *p, const ps_cluster *c, const ps_gro
     if (!p->db) return -1;
     int kind = -1;
     bool inter = false;
-    int64_t node0 = ps_cluster_node_of(c, g->first);
+    int64_t node0 = -1; /* the first member's node */
     int last = -1;
     for (int64_t i = 0; i < g->n; i++) {
         ps_gpu_place pl;
         if (!ps_cluster_place(c, g->first + i * g->stride, &pl)) return -1;
+        if (i == 0) node0 = pl.node;
         if (pl.group != last) {
             int k = ps_costdb_model_device(p->db, c->groups[pl.group].gpu.name);
             if (k < 0 || (kind >= 0 && k != kind)) return -1;
@@ -61,30 +62,28 @@ void ps_coll_ring_link(const ps_cost_params *p, const ps_cluster *c, const ps_gr
     if (g->n <= 1) return;
     /* each edge's far end is the next edge's near end: one placement per member */
     ps_gpu_place pa, pb;
-    bool oka = ps_cluster_place(c, g->first, &pa);
+    if (!ps_cluster_place(c, g->first, &pa)) goto invalid;
     for (int64_t i = 0; i < g->n; i++) {
-        bool okb = ps_cluster_place(c, g->first + ((i + 1) % g->n) * g->stride, &pb);
-        if (!oka || !okb) { /* no such GPU: a link nothing can cross (ps_cluster_link's "invalid") */
-            *bw = 0;
-            *lat = INFINITY;
-        } else {
-            ps_link l = ps_cluster_link_placed(c, &pa, &pb);
-            double e = l.bw_Bps * link_eff(p, l.kind);
-            if (pa.node != pb.node) {
-                /* Every GPU of the node runs the same kind of collective at the same time in a uniform plan (the
-                 * other DP or TP groups), so the node's NICs are shared: this group gets its members' share of the
-                 * node. */
-                const ps_node_group *ng = &c->groups[pa.group];
-                double share = (double)members_on_node(c, g, i, pa.node) /
-                               (double)(ng->gpus_per_node > 0 ? ng->gpus_per_node : 1);
-                e *= share > 1 ? 1 : share;
-            }
-            if (e < *bw) *bw = e;
-            if (l.latency_s > *lat) *lat = l.latency_s;
+        if (!ps_cluster_place(c, g->first + ((i + 1) % g->n) * g->stride, &pb)) goto invalid;
+        ps_link l = ps_cluster_link_placed(c, &pa, &pb);
+        double e = l.bw_Bps * link_eff(p, l.kind);
+        if (pa.node != pb.node) {
+            /* Every GPU of the node runs the same kind of collective at the same time in a uniform plan (the other
+             * DP or TP groups), so the node's NICs are shared: this group gets its members' share of the node. */
+            const ps_node_group *ng = &c->groups[pa.group];
+            double share =
+                (double)members_on_node(c, g, i, pa.node) / (double)(ng->gpus_per_node > 0 ? ng->gpus_per_node : 1);
+            e *= share > 1 ? 1 : share;
         }
+        if (e < *bw) *bw = e;
+        if (l.latency_s > *lat) *lat = l.latency_s;
         pa = pb;
-        oka = okb;
     }
+    return;
+invalid:
+    /* No such GPU: a link nothing can cross (ps_cluster_link's "invalid"), and no other edge can be slower. */
+    *bw = 0;
+    *lat = INFINITY;
 }
 
 double ps_coll_allreduce(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes)
