@@ -162,14 +162,12 @@ ps_status ps_bench_coll_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_resu
     c.rbuf = ps_calloc(max_count, sizeof *c.rbuf);
     c.t = ps_calloc((size_t)o->reps, sizeof *c.t);
     c.tmax = ps_calloc((size_t)o->reps, sizeof *c.tmax);
-    int ok = c.sbuf && c.rbuf && c.t && c.tmax, all = 0;
     ps_status st = PS_OK;
     MPI_Comm g = MPI_COMM_NULL;
-    PS_MPI_GOTO(st, MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm), done);
-    if (!all) {
-        st = PS_FAIL(PS_ERR_SYSTEM, "collective benchmark: out of memory for 2 x %zu bytes on some rank", c.max_bytes);
-        goto done;
-    }
+    PS_TRY_GOTO(st,
+                ps_mpi_agree_status(comm, c.sbuf && c.rbuf && c.t && c.tmax ? PS_OK : PS_ERR_SYSTEM,
+                                    "collective benchmark: allocation"),
+                done);
     for (size_t i = 0; i < max_count; i++) c.sbuf[i] = 1.0f;
     if (o->log)
         fprintf(o->log, "# collectives: %d rank(s) on %d node(s), sizes 1 KiB .. %zu KiB x%zu, %d reps + %d warm-up\n",
@@ -240,14 +238,12 @@ ps_status ps_bench_overlap_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_r
     float *s = ps_calloc(count, sizeof *s), *d = ps_calloc(count, sizeof *d);
     double *tg = ps_calloc((size_t)o->reps, sizeof(double)), *tc = ps_calloc((size_t)o->reps, sizeof(double));
     double *tb = ps_calloc((size_t)o->reps, sizeof(double));
-    int ok = a && b && c && s && d && tg && tc && tb, all = 0;
     ps_status st = PS_OK;
     MPI_Request req = MPI_REQUEST_NULL;
-    PS_MPI_GOTO(st, MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm), done);
-    if (!all) {
-        st = PS_FAIL(PS_ERR_SYSTEM, "overlap benchmark: out of memory on some rank");
-        goto done;
-    }
+    PS_TRY_GOTO(st,
+                ps_mpi_agree_status(comm, a && b && c && s && d && tg && tc && tb ? PS_OK : PS_ERR_SYSTEM,
+                                    "overlap benchmark: allocation"),
+                done);
     for (size_t i = 0; i < (size_t)n * n; i++) a[i] = b[i] = 0.5f;
     for (size_t i = 0; i < count; i++) s[i] = 1.0f;
     for (int i = -o->warmup; i < o->reps; i++) {

@@ -15,14 +15,11 @@ ps_status ps_bench_cpu_mem(MPI_Comm comm, const ps_bench_opts *o, ps_bench_resul
     size_t n = o->quick ? (size_t)1 << 21 : (size_t)1 << 23;
     double *a = ps_calloc(n, sizeof *a), *b = ps_calloc(n, sizeof *b), *c = ps_calloc(n, sizeof *c);
     double *t = ps_calloc((size_t)o->reps, sizeof *t);
-    int ok = a && b && c && t, all = 0;
     ps_status st = PS_OK;
-    /* Every rank must reach the barriers below: agree on the allocations first. */
-    PS_MPI_GOTO(st, MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm), done);
-    if (!all) {
-        st = PS_FAIL(PS_ERR_SYSTEM, "memory benchmark: out of memory for 3 x %zu doubles on some rank", n);
-        goto done;
-    }
+    /* Every rank must reach the barriers below: agree on the allocations first (a rank short of memory keeps
+     * ps_calloc's message, the others name it). */
+    PS_TRY_GOTO(st, ps_mpi_agree_status(comm, a && b && c && t ? PS_OK : PS_ERR_SYSTEM, "memory benchmark: allocation"),
+                done);
     /* First touch by the threads that stream: pages land on their NUMA node. */
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
