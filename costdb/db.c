@@ -395,7 +395,7 @@ ps_status ps_costdb_write_rows(ps_costdb_writer *w, ps_costdb_table t, const voi
     hid_t mt = mem_type(td), fs = -1, ms = -1, dcpl = -1, ds = -1, g = -1;
     hsize_t dims[1] = {total}, maxd[1] = {H5S_UNLIMITED}, chunk[1] = {total < 1 ? 1 : total > 4096 ? 4096 : total};
     hsize_t start[1] = {off}, cnt[1] = {mine}, one[1] = {1};
-    const char *what = "open the group";
+    const char *what = "build the row type";
     if (mt < 0) goto h5fail;
     what = "open the group";
     g = H5Gopen2(w->file, td->group, H5P_DEFAULT);
