@@ -34,27 +34,19 @@ int ps_dist_find(const char *name)
 }
 
 /* ---- the reduction ---- */
-/* One plan as the total order sees it (ps_search_cand_order): samples/s, peak memory per GPU, enumeration index; and
- * where it lives. index < 0: an empty slot, after every plan. */
+/* One plan as the total order sees it (ps_search_key), and where it lives. k.index < 0: an empty slot, after every
+ * plan. */
 typedef struct {
-    double sps, peak;
-    int64_t index;
+    ps_search_key k;
     int32_t rank, slot;      /* slot: position in that rank's top k, or -1 for its even-split plan */
     int32_t objective, pad;  /* the op has no other way to learn the objective */
 } key;
 
-/* ps_search_cand_order on keys: the same comparisons on the same doubles. */
+/* The search's own order (ps_search_key_order), with empty slots last. */
 static int key_order(const key *a, const key *b)
 {
-    if (a->index < 0 || b->index < 0) return (a->index < 0) - (b->index < 0);
-    if (a->objective == PS_SEARCH_MEMORY) {
-        if (a->peak != b->peak) return a->peak < b->peak ? -1 : 1;
-        if (a->sps != b->sps) return a->sps > b->sps ? -1 : 1;
-    } else {
-        if (a->sps != b->sps) return a->sps > b->sps ? -1 : 1;
-        if (a->peak != b->peak) return a->peak < b->peak ? -1 : 1;
-    }
-    return (a->index > b->index) - (a->index < b->index);
+    if (a->k.index < 0 || b->k.index < 0) return (a->k.index < 0) - (b->k.index < 0);
+    return ps_search_key_order(&a->k, &b->k, a->objective);
 }
 
 /* inout = merge(in, inout): each element is k top keys in order, then one even-split key. Commutative and
@@ -76,7 +68,7 @@ static void merge_op(void *in, void *inout, int *len, MPI_Datatype *dt)
 
 static key key_of(const ps_search_cand *c, int rank, int slot, int objective)
 {
-    return (key){c->pred.samples_per_s, ps_prediction_peak(&c->pred), c->index, rank, slot, objective, 0};
+    return (key){ps_search_cand_key(c), rank, slot, objective, 0};
 }
 
 /* ---- unit sources ---- */
@@ -249,9 +241,9 @@ static char *rank_json(const ps_search_result *r, const ps_model *m, const key *
     if (isfinite(r->min_over)) json_object_set_new(j, "min_over", json_real(r->min_over));
     json_t *a = json_array();
     for (int x = 0; x < k; x++)
-        if (keys[x].index >= 0 && keys[x].rank == rank) json_array_append_new(a, plan_entry(&r->top[keys[x].slot], m));
+        if (keys[x].k.index >= 0 && keys[x].rank == rank) json_array_append_new(a, plan_entry(&r->top[keys[x].slot], m));
     json_object_set_new(j, "plans", a);
-    if (keys[k].index >= 0 && keys[k].rank == rank) json_object_set_new(j, "even", plan_entry(&r->base[PS_BASE_EVEN], m));
+    if (keys[k].k.index >= 0 && keys[k].rank == rank) json_object_set_new(j, "even", plan_entry(&r->base[PS_BASE_EVEN], m));
     char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17));
     json_decref(j);
     return s;
@@ -269,13 +261,13 @@ static ps_status recost(const ps_cost_params *cp, const ps_model *m, const ps_cl
         ps_plan_free(&cd->plan);
         return st;
     }
-    key got = key_of(cd, from, want->slot, want->objective);
-    if (got.index != want->index || got.sps != want->sps || got.peak != want->peak) {
+    ps_search_key got = ps_search_cand_key(cd);
+    if (got.index != want->k.index || got.samples_per_s != want->k.samples_per_s || got.peak != want->k.peak) {
         ps_plan_free(&cd->plan);
         ps_prediction_free(&cd->pred);
         return PS_FAIL(PS_ERR_SYSTEM, "plan %lld from rank %d costs %.17g samples/s on rank 0, %.17g on rank %d: the "
-                                      "ranks do not plan with the same inputs", (long long)want->index, from, got.sps,
-                       want->sps, from);
+                                      "ranks do not plan with the same inputs", (long long)want->k.index, from,
+                       got.samples_per_s, want->k.samples_per_s, from);
     }
     return PS_OK;
 }
@@ -317,18 +309,18 @@ static ps_status assemble(const ps_cost_params *cp, const ps_model *m, const ps_
     /* the winners, in the reduced order; each rank sent its own in that order */
     size_t *next = ps_calloc((size_t)n, sizeof *next);
     if (st == PS_OK && !next) st = PS_ERR_SYSTEM;
-    for (int x = 0; x < k && st == PS_OK && keys[x].index >= 0; x++) {
+    for (int x = 0; x < k && st == PS_OK && keys[x].k.index >= 0; x++) {
         int from = keys[x].rank;
         json_t *e = from >= 0 && from < n ? json_array_get(json_object_get(js[from], "plans"), next[from]++) : NULL;
         if (!e) {
-            st = PS_FAIL(PS_ERR_SYSTEM, "rank %d did not send plan %lld it holds", from, (long long)keys[x].index);
+            st = PS_FAIL(PS_ERR_SYSTEM, "rank %d did not send plan %lld it holds", from, (long long)keys[x].k.index);
             break;
         }
         st = recost(cp, m, c, e, &keys[x], from, &all->top[x]);
         if (st == PS_OK) all->n_top++;
     }
     free(next);
-    if (st == PS_OK && keys[k].index >= 0) {
+    if (st == PS_OK && keys[k].k.index >= 0) {
         json_t *e = keys[k].rank >= 0 && keys[k].rank < n ? json_object_get(js[keys[k].rank], "even") : NULL;
         if (!e) st = PS_FAIL(PS_ERR_SYSTEM, "rank %d did not send its even-split plan", keys[k].rank);
         else st = recost(cp, m, c, e, &keys[k], keys[k].rank, &all->base[PS_BASE_EVEN]);
@@ -429,7 +421,7 @@ ps_status ps_mpi_search(MPI_Comm comm, const ps_cost_params *cp, const ps_model 
         st = PS_FAIL(PS_ERR_SYSTEM, "out of memory for the search reduction on some rank");
         goto done;
     }
-    for (int x = 0; x <= k; x++) keys[x] = (key){.index = -1, .rank = rank, .slot = x, .objective = o->objective};
+    for (int x = 0; x <= k; x++) keys[x] = (key){.k.index = -1, .rank = rank, .slot = x, .objective = o->objective};
     if (local == PS_OK) {
         for (int x = 0; x < mine.n_top; x++) keys[x] = key_of(&mine.top[x], rank, x, o->objective);
         if (mine.have_base[PS_BASE_EVEN]) keys[k] = key_of(&mine.base[PS_BASE_EVEN], rank, -1, o->objective);

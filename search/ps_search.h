@@ -97,6 +97,15 @@ void ps_search_result_free(ps_search_result *r);
 /* The total order of results. Throughput: a before b when it is faster, then lighter (peak memory per GPU), then
  * earlier in the enumeration (index). Memory: lighter, then faster, then earlier. <0, 0 (same index), >0. */
 int ps_search_cand_order(const ps_search_cand *a, const ps_search_cand *b, int objective);
+/* The fields that order compares, as fixed-size data: mpi/ reduces them with an MPI_Op, which sees bytes, not plans,
+ * and orders them with ps_search_key_order, so ranks and the search cannot disagree on the order. */
+typedef struct {
+    double samples_per_s;
+    double peak;          /* ps_prediction_peak */
+    int64_t index;
+} ps_search_key;
+ps_search_key ps_search_cand_key(const ps_search_cand *c);
+int ps_search_key_order(const ps_search_key *a, const ps_search_key *b, int objective);
 /* The stage furthest over (or least under) its GPUs' memory. */
 int ps_prediction_worst_stage(const ps_prediction *p);
 /* The largest TP degree the search tries: --max-tp, or the GPUs of a node. */

@@ -66,10 +66,14 @@ void ps_search_explain(ps_search_result *r, const ps_search_opts *o, const ps_cl
                  (long long)o->mbs_max, ps_search_max_tp(o, c));
 }
 
-int ps_search_cand_order(const ps_search_cand *a, const ps_search_cand *b, int objective)
+ps_search_key ps_search_cand_key(const ps_search_cand *c)
 {
-    double ta = a->pred.samples_per_s, tb = b->pred.samples_per_s;
-    double ma = ps_prediction_peak(&a->pred), mb = ps_prediction_peak(&b->pred);
+    return (ps_search_key){c->pred.samples_per_s, ps_prediction_peak(&c->pred), c->index};
+}
+
+int ps_search_key_order(const ps_search_key *a, const ps_search_key *b, int objective)
+{
+    double ta = a->samples_per_s, tb = b->samples_per_s, ma = a->peak, mb = b->peak;
     if (objective == PS_SEARCH_MEMORY) {
         if (ma != mb) return ma < mb ? -1 : 1;
         if (ta != tb) return ta > tb ? -1 : 1;
@@ -78,6 +82,12 @@ int ps_search_cand_order(const ps_search_cand *a, const ps_search_cand *b, int o
         if (ma != mb) return ma < mb ? -1 : 1;
     }
     return (a->index > b->index) - (a->index < b->index);
+}
+
+int ps_search_cand_order(const ps_search_cand *a, const ps_search_cand *b, int objective)
+{
+    ps_search_key ka = ps_search_cand_key(a), kb = ps_search_cand_key(b);
+    return ps_search_key_order(&ka, &kb, objective);
 }
 
 void ps_search_result_free(ps_search_result *r)
