@@ -284,20 +284,22 @@ static void test_cost_model(void **state)
 static void test_device_key(void **state)
 {
     (void)state;
+    static const struct {
+        const char *device, *key;
+    } cases[] = {
+        {"NVIDIA A100-SXM4-80GB", "a100-80g"},
+        {"NVIDIA RTX 6000 Ada Generation", "nvidia-rtx-6000-ada-generation"},
+        {"  Some (Future) GPU, 96GB -- rev.2  ", "some-future-gpu-96gb-rev-2"},
+        /* cut to the key size, never ending in '-' */
+        {"Abcdefghij Klmnopqrst Uvwxyz0123", "abcdefghij-klmnopqrst-uvwxyz012"},
+        {"Abcdefghij Klmnopqrst Uvwxyz01 34", "abcdefghij-klmnopqrst-uvwxyz01"},
+        {"---", "cuda-gpu"},
+    };
     char k[32];
-    ps_gpu_key_from_device_name("NVIDIA A100-SXM4-80GB", k, sizeof k);
-    assert_string_equal(k, "a100-80g");
-    ps_gpu_key_from_device_name("NVIDIA RTX 6000 Ada Generation", k, sizeof k);
-    assert_string_equal(k, "nvidia-rtx-6000-ada-generation");
-    ps_gpu_key_from_device_name("  Some (Future) GPU, 96GB -- rev.2  ", k, sizeof k);
-    assert_string_equal(k, "some-future-gpu-96gb-rev-2");
-    /* cut to the key size, never ending in '-' */
-    ps_gpu_key_from_device_name("Abcdefghij Klmnopqrst Uvwxyz0123", k, sizeof k);
-    assert_string_equal(k, "abcdefghij-klmnopqrst-uvwxyz012");
-    ps_gpu_key_from_device_name("Abcdefghij Klmnopqrst Uvwxyz01 34", k, sizeof k);
-    assert_string_equal(k, "abcdefghij-klmnopqrst-uvwxyz01");
-    ps_gpu_key_from_device_name("---", k, sizeof k);
-    assert_string_equal(k, "cuda-gpu");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ps_gpu_key_from_device_name(cases[i].device, k, sizeof k);
+        assert_string_equal(k, cases[i].key);
+    }
 }
 
 /* One median for the benchmarks, the tables and `costdb show`: the mean of the middle two of an even count. */
