@@ -93,26 +93,39 @@ static void test_placement(void **state)
     assert_int_equal(ps_cluster_finish(&c, "test"), PS_OK);
     assert_int_equal(c.n_gpus, 24);
     assert_int_equal(c.n_nodes, 8);
+    ps_gpu_place want[24]; /* every GPU's place, from a walk over the groups */
     int64_t gpu = 0, node = 0;
     for (int i = 0; i < 4; i++)
         for (int64_t k = 0; k < nodes[i]; k++, node++)
             for (int64_t l = 0; l < per[i]; l++, gpu++) {
                 assert_ptr_equal(ps_cluster_group_of(&c, gpu), &g[i]);
                 assert_int_equal(ps_cluster_node_of(&c, gpu), node);
+                want[gpu] = (ps_gpu_place){.group = i, .node = node, .local = l};
             }
     assert_int_equal(gpu, 24);
-    /* one placement feeds node, group and link: the same answers as the separate queries, for every pair */
+    /* one placement feeds node, group and link: every GPU's against the walk, and every pair's link against the rule
+     * (itself; the node's link inside a node, none of these groups has islands; else the slower NIC and the slower
+     * stack), through ps_cluster_link and ps_cluster_link_placed alike */
     for (int64_t a = 0; a < 24; a++) {
         ps_gpu_place pa, pb;
         assert_true(ps_cluster_place(&c, a, &pa));
-        assert_int_equal(pa.node, ps_cluster_node_of(&c, a));
-        assert_int_equal(pa.group, ps_cluster_group_index(&c, a));
-        assert_int_equal(pa.local, (a - g[pa.group].first_gpu) % g[pa.group].gpus_per_node);
+        assert_int_equal(pa.group, want[a].group);
+        assert_int_equal(pa.node, want[a].node);
+        assert_int_equal(pa.local, want[a].local);
+        assert_int_equal(ps_cluster_group_index(&c, a), want[a].group);
         for (int64_t b = 0; b < 24; b++) {
             assert_true(ps_cluster_place(&c, b, &pb));
+            const ps_link *ia = &g[want[a].group].inter, *ib = &g[want[b].group].inter;
+            ps_link r = a == b                          ? (ps_link){.kind = "self", .bw_Bps = INFINITY}
+                        : want[a].node == want[b].node ? g[want[a].group].intra
+                                                       : (ps_link){.kind = "ib-hdr",
+                                                                   .bw_Bps = fmin(ia->bw_Bps, ib->bw_Bps),
+                                                                   .latency_s = fmax(ia->latency_s, ib->latency_s)};
             ps_link x = ps_cluster_link(&c, a, b), y = ps_cluster_link_placed(&c, &pa, &pb);
-            assert_string_equal(x.kind, y.kind);
-            assert_true(x.bw_Bps == y.bw_Bps && x.latency_s == y.latency_s);
+            assert_string_equal(x.kind, r.kind);
+            assert_true(x.bw_Bps == r.bw_Bps && x.latency_s == r.latency_s);
+            assert_string_equal(y.kind, r.kind);
+            assert_true(y.bw_Bps == r.bw_Bps && y.latency_s == r.latency_s);
         }
     }
     ps_gpu_place out = {.group = 7, .node = 7, .local = 7};
