@@ -90,19 +90,21 @@ int ps_search_cand_order(const ps_search_cand *a, const ps_search_cand *b, int o
     return ps_search_key_order(&ka, &kb, objective);
 }
 
+static void cand_free(ps_search_cand *c)
+{
+    ps_plan_free(&c->plan);
+    ps_prediction_free(&c->pred);
+}
+
 void ps_search_result_free(ps_search_result *r)
 {
-    for (int i = 0; i < r->n_top; i++) {
-        ps_plan_free(&r->top[i].plan);
-        ps_prediction_free(&r->top[i].pred);
-    }
+    for (int i = 0; i < r->n_top; i++) cand_free(&r->top[i]);
     free(r->top);
     r->top = NULL;
     r->n_top = 0;
     for (int k = 0; k < PS_BASE_COUNT; k++)
         if (r->have_base[k]) {
-            ps_plan_free(&r->base[k].plan);
-            ps_prediction_free(&r->base[k].pred);
+            cand_free(&r->base[k]);
             r->have_base[k] = 0;
         }
 }
@@ -243,13 +245,11 @@ static void offer(worker *w, int k, int objective, ps_search_cand *c)
     int pos = w->n_top;
     while (pos > 0 && ps_search_cand_order(c, &w->top[pos - 1], objective) < 0) pos--;
     if (pos >= k) {
-        ps_plan_free(&c->plan);
-        ps_prediction_free(&c->pred);
+        cand_free(c);
         return;
     }
     if (w->n_top == k) {
-        ps_plan_free(&w->top[k - 1].plan);
-        ps_prediction_free(&w->top[k - 1].pred);
+        cand_free(&w->top[k - 1]);
         w->n_top--;
     }
     memmove(&w->top[pos + 1], &w->top[pos], (size_t)(w->n_top - pos) * sizeof *w->top);
@@ -264,8 +264,7 @@ static ps_status cand_clone(const ps_search_cand *a, int64_t n_layers, ps_search
     b->plan.layer = ps_calloc((size_t)n_layers, sizeof *b->plan.layer);
     b->pred.stages = ps_calloc((size_t)a->pred.n_stages, sizeof *b->pred.stages);
     if (!b->plan.cuts || !b->plan.layer || !b->pred.stages) {
-        ps_plan_free(&b->plan);
-        ps_prediction_free(&b->pred);
+        cand_free(b);
         return PS_FAIL(PS_ERR_SYSTEM, "out of memory copying a plan");
     }
     memcpy(b->plan.cuts, a->plan.cuts, ((size_t)(a->plan.pp * a->plan.vpp) + 1) * sizeof *b->plan.cuts);
@@ -300,8 +299,7 @@ static ps_status evaluate(worker *w, const ps_cost_params *cp, const ps_model *m
                      ps_recompute_name(cand.plan.layer[0].ckpt), sp->mem_peak / 1073741824.0, ws_,
                      sp->mem_capacity / 1073741824.0);
         }
-        ps_plan_free(&cand.plan);
-        ps_prediction_free(&cand.pred);
+        cand_free(&cand);
         return PS_OK;
     }
     w->feasible++;
@@ -310,23 +308,18 @@ static ps_status evaluate(worker *w, const ps_cost_params *cp, const ps_model *m
         if (where & EV_TOP) {
             ps_status cst = cand_clone(&cand, m->n_layers, &copy);
             if (cst != PS_OK) {
-                ps_plan_free(&cand.plan);
-                ps_prediction_free(&cand.pred);
+                cand_free(&cand);
                 return cst;
             }
         } else {
             copy = cand;
         }
-        if (w->have_even) {
-            ps_plan_free(&w->even.plan);
-            ps_prediction_free(&w->even.pred);
-        }
+        if (w->have_even) cand_free(&w->even);
         w->even = copy;
         w->have_even = 1;
         if (!(where & EV_TOP)) return PS_OK;
     } else if (!(where & EV_TOP)) {
-        ps_plan_free(&cand.plan);
-        ps_prediction_free(&cand.pred);
+        cand_free(&cand);
         return PS_OK;
     }
     offer(w, o->top_k, o->objective, &cand);
@@ -944,6 +937,33 @@ static void share_floors(ps_search_job *j, const worker *w, const ps_search_sour
     }
 }
 
+/* A worker's workspaces, and the results still in it (those the merge did not take). */
+static void worker_free(worker *w)
+{
+    for (int i = 0; i < w->n_top; i++) cand_free(&w->top[i]);
+    if (w->have_even) cand_free(&w->even);
+    free(w->top);
+    free(w->t);
+    free(w->st);
+    free(w->act);
+    free(w->tmp);
+    free(w->fb);
+    free(w->lmin);
+    free(w->C);
+    free(w->Carg);
+    free(w->Cm);
+    free(w->Cmarg);
+    free(w->parts);
+    free(w->ones);
+    free(w->even_cuts);
+    free(w->ltime);
+    free(w->lmem);
+    free(w->choice);
+    ps_ldp_destroy(w->ldp);
+    ps_pdp_destroy(w->pdp);
+    ps_sched_destroy(w->sched);
+}
+
 /* The source of ps_search_run: every unit, in order. */
 static int64_t all_units(void *arg)
 {
@@ -1039,42 +1059,18 @@ ps_status ps_search_job_run(ps_search_job *j, const ps_search_source *src, ps_se
             err = w->st_err;
             ps_strlcpy(err_msg, w->err_msg, sizeof err_msg);
         }
-        for (int i = 0; i < w->n_top; i++)
-            if (out->top) offer(&merged, o->top_k, o->objective, &w->top[i]);
-        w->n_top = 0;
-        if (w->have_even) {
-            if (!out->have_base[PS_BASE_EVEN] || ps_search_cand_order(&w->even, &out->base[PS_BASE_EVEN], o->objective) < 0) {
-                if (out->have_base[PS_BASE_EVEN]) {
-                    ps_plan_free(&out->base[PS_BASE_EVEN].plan);
-                    ps_prediction_free(&out->base[PS_BASE_EVEN].pred);
-                }
-                out->base[PS_BASE_EVEN] = w->even;
-                out->have_base[PS_BASE_EVEN] = 1;
-            } else {
-                ps_plan_free(&w->even.plan);
-                ps_prediction_free(&w->even.pred);
-            }
+        if (out->top) {
+            for (int i = 0; i < w->n_top; i++) offer(&merged, o->top_k, o->objective, &w->top[i]);
+            w->n_top = 0;
         }
-        free(w->top);
-        free(w->t);
-        free(w->st);
-        free(w->act);
-        free(w->tmp);
-        free(w->fb);
-        free(w->lmin);
-        free(w->C);
-        free(w->Carg);
-        free(w->Cm);
-        free(w->Cmarg);
-        free(w->parts);
-        free(w->ones);
-        free(w->even_cuts);
-        free(w->ltime);
-        free(w->lmem);
-        free(w->choice);
-        ps_ldp_destroy(w->ldp);
-        ps_pdp_destroy(w->pdp);
-        ps_sched_destroy(w->sched);
+        ps_search_cand *even = &out->base[PS_BASE_EVEN];
+        if (w->have_even && (!out->have_base[PS_BASE_EVEN] || ps_search_cand_order(&w->even, even, o->objective) < 0)) {
+            if (out->have_base[PS_BASE_EVEN]) cand_free(even);
+            *even = w->even;
+            out->have_base[PS_BASE_EVEN] = 1;
+            w->have_even = 0;
+        }
+        worker_free(w); /* and what the merge did not take */
     }
     out->n_top = merged.n_top;
     free(ws);
