@@ -378,12 +378,8 @@ ps_status ps_mpi_search(MPI_Comm comm, const ps_cost_params *cp, const ps_model 
     } else if (!(src.mine = ps_calloc((size_t)src.n + 1, sizeof *src.mine))) {
         st = PS_FAIL(PS_ERR_SYSTEM, "out of memory for %lld work units", (long long)src.n);
     }
-    {
-        int ok = st == PS_OK, all_ok = 0;
-        PS_MPI_GOTO(st, MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm), done);
-        if (!all_ok && st == PS_OK) st = PS_FAIL(PS_ERR_SYSTEM, "the search set-up failed on another rank");
-        if (st != PS_OK) goto done;
-    }
+    st = ps_mpi_agree_status(comm, st, "sharing out the work units");
+    if (st != PS_OK) goto done;
 
     if (use_win) {
         void *base = NULL;
@@ -415,12 +411,9 @@ ps_status ps_mpi_search(MPI_Comm comm, const ps_cost_params *cp, const ps_model 
 
     /* keys: this rank's top k then its even-split plan; a rank that failed (or holds none) sends empty slots */
     keys = ps_calloc((size_t)k + 1, sizeof *keys);
-    int ok = keys != NULL, all_ok = 0;
-    PS_MPI_GOTO(st, MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm), done);
-    if (!all_ok) {
-        st = PS_FAIL(PS_ERR_SYSTEM, "out of memory for the search reduction on some rank");
-        goto done;
-    }
+    st = ps_mpi_agree_status(comm, keys ? PS_OK : PS_FAIL(PS_ERR_SYSTEM, "out of memory for the search reduction"),
+                             "the search reduction");
+    if (st != PS_OK) goto done;
     for (int x = 0; x <= k; x++) keys[x] = (key){.k.index = -1, .rank = rank, .slot = x, .objective = o->objective};
     if (local == PS_OK) {
         for (int x = 0; x < mine.n_top; x++) keys[x] = key_of(&mine.top[x], rank, x, o->objective);
