@@ -81,8 +81,7 @@ static key key_of(const ps_search_cand *c, int rank, int slot, int objective)
  * MPI_Test at a later exchange. Measured with bench/scaling: blocking MPI_Fetch_and_op per unit spent about half
  * of every rank's time in MPI on this 2-core host (rank 0 answers only between its own units). */
 typedef struct {
-    MPI_Win win;
-    int use_win;          /* hand out and share through the window */
+    MPI_Win win;          /* MPI_WIN_NULL where MPI's thread level forbids one: static units, no floor sharing */
     ps_dist dist;
     int64_t n;            /* units in the job */
     int workers;          /* threads over all ranks: the guided chunk divides the units left by 2 x this */
@@ -147,7 +146,7 @@ static int64_t next_unit(void *arg)
 static void share(void *arg, double *top, double *even)
 {
     source *s = arg;
-    if (!s->use_win || s->err != PS_OK) return;
+    if (s->win == MPI_WIN_NULL || s->err != PS_OK) return;
     double t0 = MPI_Wtime();
     if (s->share_req != MPI_REQUEST_NULL) {
         int flag = 0;
@@ -251,7 +250,7 @@ static char *rank_json(const ps_search_result *r, const ps_model *m, const key *
 
 /* Re-cost a plan a rank sent and check rank 0 gets the numbers the reduction ordered by. */
 static ps_status recost(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c, json_t *e, const key *want,
-                        int from, ps_search_cand *cd)
+                        ps_search_cand *cd)
 {
     memset(cd, 0, sizeof *cd);
     cd->index = json_integer_value(json_object_get(e, "index"));
@@ -266,8 +265,8 @@ static ps_status recost(const ps_cost_params *cp, const ps_model *m, const ps_cl
         ps_plan_free(&cd->plan);
         ps_prediction_free(&cd->pred);
         return PS_FAIL(PS_ERR_SYSTEM, "plan %lld from rank %d costs %.17g samples/s on rank 0, %.17g on rank %d: the "
-                                      "ranks do not plan with the same inputs", (long long)want->k.index, from,
-                       got.samples_per_s, want->k.samples_per_s, from);
+                                      "ranks do not plan with the same inputs", (long long)want->k.index, want->rank,
+                       got.samples_per_s, want->k.samples_per_s, want->rank);
     }
     return PS_OK;
 }
@@ -316,14 +315,14 @@ static ps_status assemble(const ps_cost_params *cp, const ps_model *m, const ps_
             st = PS_FAIL(PS_ERR_SYSTEM, "rank %d did not send plan %lld it holds", from, (long long)keys[x].k.index);
             break;
         }
-        st = recost(cp, m, c, e, &keys[x], from, &all->top[x]);
+        st = recost(cp, m, c, e, &keys[x], &all->top[x]);
         if (st == PS_OK) all->n_top++;
     }
     free(next);
     if (st == PS_OK && keys[k].k.index >= 0) {
         json_t *e = keys[k].rank >= 0 && keys[k].rank < n ? json_object_get(js[keys[k].rank], "even") : NULL;
         if (!e) st = PS_FAIL(PS_ERR_SYSTEM, "rank %d did not send its even-split plan", keys[k].rank);
-        else st = recost(cp, m, c, e, &keys[k], keys[k].rank, &all->base[PS_BASE_EVEN]);
+        else st = recost(cp, m, c, e, &keys[k], &all->base[PS_BASE_EVEN]);
         if (st == PS_OK) all->have_base[PS_BASE_EVEN] = 1;
     }
     for (int r = 0; r < n; r++) json_decref(js[r]);
@@ -363,7 +362,7 @@ ps_status ps_mpi_search(MPI_Comm comm, const ps_cost_params *cp, const ps_model 
         return st;
     }
     int k = o->top_k;
-    source src = {.win = MPI_WIN_NULL, .use_win = use_win, .dist = dist, .n = ps_search_job_units(job),
+    source src = {.win = MPI_WIN_NULL, .dist = dist, .n = ps_search_job_units(job),
                   .workers = nranks * nthreads, .pre = MPI_REQUEST_NULL, .share_req = MPI_REQUEST_NULL,
                   .last_share = -1};
     ps_search_result mine;
