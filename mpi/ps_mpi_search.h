@@ -34,7 +34,7 @@ typedef struct {
 /* Search on every rank of comm; collective. On rank 0, *all gets the merged result (top k, the even-split baseline,
  * summed counters, the binding of the plan closest to fitting); elsewhere it is left empty. A rank that fails
  * (memory, the cost model) sends its error instead of results; every rank then returns an error, rank 0 the lowest
- * failing rank's message, the others "search failed on rank N". */
+ * failing rank's message ("rank N: ..."), the others "the search failed (rank 0 reports why)". */
 ps_status ps_mpi_search(MPI_Comm comm, const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
                         const ps_search_opts *o, ps_dist dist, ps_search_result *all,
                         ps_mpi_search_stats *stats) PS_NODISCARD;
