@@ -1,15 +1,12 @@
 /* The default command: search the best plans for a model on a cluster. The ranks share the search (mpi/search.c:
  * work units handed out through an MPI window, pruning floors shared, a deterministic top-k reduction), so the answer
  * is the same for any number of ranks and threads; rank 0 adds the baselines and prints. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
-#include "ps_json.h"
 #include "ps_mpi.h"
 #include "ps_mpi_search.h"
-#include "ps_plan_json.h"
 #include "ps_search.h"
 
 /* "pp 4 x tp 4 x dp 2, ZeRO 2, recompute none, SP, v-zb, mbs 1 x 128" (+ "per-layer" when layers differ). */
