@@ -5,8 +5,9 @@
  * (unit hand-out and floor sharing during the search, then the reduction, which includes waiting for the slowest
  * rank). Run it under mpirun with 1, 2, 4, 8 ranks (bench/scaling/run.sh).
  *   mpirun -n N bench_scaling [--case a|b|c] [--quick]
- * Cases as bench_search: (a) gpt3-65b on dgx-a100-80g:4, batch 64..512 step 64 [default]; (b) gpt3-175b on
- * dgx-a100-80g:128 at gbs 1536; (c) llama3-405b on dgx-h100:512 at gbs 2048. --quick: batch 64..256 for (a).
+ * Cases as bench_search (bench/search_cases.h): (a) gpt3-65b on dgx-a100-80g:4, batch 64..512 step 64 [default];
+ * (b) gpt3-175b on dgx-a100-80g:128 at gbs 1536; (c) llama3-405b on dgx-h100:512 at gbs 2048. --quick: batch 64..256
+ * for (a).
  * Exit 1 when the two distributions chose different plans (the result must not depend on how work is shared). */
 #include <math.h>
 #include <stdio.h>
@@ -17,19 +18,9 @@
 #include <omp.h>
 #endif
 
+#include "../search_cases.h"
 #include "ps_mpi.h"
 #include "ps_mpi_search.h"
-
-typedef struct {
-    const char *name, *model, *cluster;
-    int64_t gbs_lo, gbs_hi, gbs_step;
-} bench_case;
-
-static const bench_case k_cases[] = {
-    {"a", "gpt3-65b", "dgx-a100-80g:4", 64, 512, 64},
-    {"b", "gpt3-175b", "dgx-a100-80g:128", 1536, 1536, 1},
-    {"c", "llama3-405b", "dgx-h100:512", 2048, 2048, 1},
-};
 
 static double max_over_mean(const double *v, int n)
 {
@@ -63,7 +54,7 @@ int main(int argc, char **argv)
 #ifdef _OPENMP
     threads = omp_get_max_threads();
 #endif
-    const bench_case *bc = &k_cases[0];
+    const ps_search_bench_case *bc = &ps_search_bench_cases[0];
     int quick = 0, rc = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
@@ -71,8 +62,8 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
             i++;
             bc = NULL;
-            for (size_t k = 0; k < sizeof k_cases / sizeof k_cases[0]; k++)
-                if (strcmp(argv[i], k_cases[k].name) == 0) bc = &k_cases[k];
+            for (size_t k = 0; k < PS_SEARCH_BENCH_N_CASES; k++)
+                if (strcmp(argv[i], ps_search_bench_cases[k].name) == 0) bc = &ps_search_bench_cases[k];
         } else {
             bc = NULL;
         }
@@ -86,17 +77,8 @@ int main(int argc, char **argv)
     ps_cost_params_default(&cp);
     ps_cluster c;
     ps_model m;
-    if (ps_cluster_load(bc->cluster, MPI_COMM_NULL, &c) != PS_OK) {
+    if (ps_search_bench_load(bc, &m, &c) != PS_OK) {
         fprintf(stderr, "# %s\n", ps_error_message());
-        MPI_Finalize();
-        return 2;
-    }
-    ps_model_opts mo;
-    ps_model_opts_init(&mo);
-    mo.vocab_pad = 128 * c.groups[0].gpus_per_node; /* as the CLI pads */
-    if (ps_model_load(bc->model, &mo, &m) != PS_OK) {
-        fprintf(stderr, "# %s\n", ps_error_message());
-        ps_cluster_free(&c);
         MPI_Finalize();
         return 2;
     }

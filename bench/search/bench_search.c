@@ -4,8 +4,8 @@
  * counted cell by cell) and their rate, whether 1 and 2 threads found the same best plan, plus this machine's memory
  * bandwidth measured in the same run (a STREAM-like triad), to tell a slow machine from a slow search.
  *   bench_search [--quick]      --quick: case (a) only (CI-sized)
- * Cases: (a) gpt3-65b on dgx-a100-80g:4 with a batch sweep 64..512 step 64; (b) gpt3-175b on dgx-a100-80g:128 at
- * gbs 1536; (c) llama3-405b on dgx-h100:512 at gbs 2048 (Llama 3 report: 16M tokens at seq 8192 -> 2048 seqs).
+ * Cases (bench/search_cases.h, shared with bench/scaling): (a) gpt3-65b on dgx-a100-80g:4 with a batch sweep 64..512
+ * step 64; (b) gpt3-175b on dgx-a100-80g:128 at gbs 1536; (c) llama3-405b on dgx-h100:512 at gbs 2048.
  * Lines that are not data go to stderr starting with '#'. */
 #include <math.h>
 #include <omp.h>
@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../search_cases.h"
 #include "ps_search.h"
 
 static double now_s(void)
@@ -48,18 +49,6 @@ static double triad_gbs(int threads)
     return 3.0 * 8.0 * (double)n / best / 1e9;
 }
 
-typedef struct {
-    const char *name, *model, *cluster;
-    int64_t gbs_lo, gbs_hi, gbs_step;
-    double target_s; /* the target on one rank of a 2-core machine; 0 = none */
-} bench_case;
-
-static const bench_case k_cases[] = {
-    {"a", "gpt3-65b", "dgx-a100-80g:4", 64, 512, 64, 1.0},
-    {"b", "gpt3-175b", "dgx-a100-80g:128", 1536, 1536, 1, 0},
-    {"c", "llama3-405b", "dgx-h100:512", 2048, 2048, 1, 60.0},
-};
-
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
@@ -68,18 +57,11 @@ int main(int argc, char **argv)
     printf("{\n  \"benchmark\": \"search\",\n  \"triad_GBps\": {\"1\": %.2f, \"2\": %.2f},\n  \"runs\": [", triad_gbs(1),
            triad_gbs(2));
     int first = 1, rc = 0;
-    for (size_t k = 0; k < sizeof k_cases / sizeof k_cases[0] && !(quick && k > 0); k++) {
-        const bench_case *bc = &k_cases[k];
+    for (size_t k = 0; k < PS_SEARCH_BENCH_N_CASES && !(quick && k > 0); k++) {
+        const ps_search_bench_case *bc = &ps_search_bench_cases[k];
         ps_cluster c;
         ps_model m;
-        if (ps_cluster_load(bc->cluster, MPI_COMM_NULL, &c) != PS_OK) {
-            fprintf(stderr, "# %s\n", ps_error_message());
-            return 2;
-        }
-        ps_model_opts mo;
-        ps_model_opts_init(&mo);
-        mo.vocab_pad = 128 * c.groups[0].gpus_per_node; /* as the CLI pads */
-        if (ps_model_load(bc->model, &mo, &m) != PS_OK) {
+        if (ps_search_bench_load(bc, &m, &c) != PS_OK) {
             fprintf(stderr, "# %s\n", ps_error_message());
             return 2;
         }
