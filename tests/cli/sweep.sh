@@ -16,7 +16,9 @@ sweep() { $launch "$psearch" sweep "$@" </dev/null; }
 out=$scratch/t
 args=(--models gpt3-1.3b,gpt3-2.7b --clusters dgx-a100-80g:1,2)
 sweep "${args[@]}" --out "$out" >"$scratch/o1" 2>"$scratch/e1"
-check "first sweep exits 0 (stderr: $(tail -3 "$scratch/e1"))" test $? -eq 0
+# The status first: a $(...) in the description runs before `test $?` expands and would leave it 0.
+rc=$?
+check "first sweep exits 0 (exit $rc; stderr: $(tail -3 "$scratch/e1"))" test $rc -eq 0
 check "4 records" test "$(grep -c '' "$out/cells.jsonl")" -eq 4
 check "4 distinct cells" test "$(sweep_cells "$out")" -eq 4
 check "the shorthand expanded to :2" grep -q '"cluster":"dgx-a100-80g:2"' "$out/cells.jsonl"
@@ -121,7 +123,8 @@ check "... creating nothing" test ! -e "$scratch/n4"
 # --objective memory: the gain over the Megatron heuristic is its peak memory over the plan's (as the plan command's
 # baselines table says), never below 1 since the search covers the heuristic's plans, and not a samples/s ratio.
 sweep --models gpt3-1.3b --clusters dgx-a100-80g:1 --objective memory --out "$scratch/mem" >/dev/null 2>"$scratch/e18"
-check "a sweep for the memory objective exits 0 (stderr: $(tail -2 "$scratch/e18"))" test $? -eq 0
+rc=$?
+check "a sweep for the memory objective exits 0 (exit $rc; stderr: $(tail -2 "$scratch/e18"))" test $rc -eq 0
 check "... recorded with objective=memory" grep -q '"options":"[^"]*objective=memory' "$scratch/mem/cells.jsonl"
 num() { grep -m1 -o "\"$1\":[0-9.eE+-]*" "$scratch/mem/cells.jsonl" | cut -d: -f2; }
 peak=$(num peak_mem_gib) mpeak=$(num megatron_peak_mem_gib) gain=$(num gain_over_megatron)
@@ -135,7 +138,8 @@ check "... the CSV's gain is the record's" \
 
 # A cluster without bf16 tensor cores (V100) is planned in fp16, as the plan command plans it, and says so once.
 sweep --models gpt3-1.3b --clusters p3-8xlarge:2 --out "$scratch/fp16" >/dev/null 2>"$scratch/e12"
-check "a cluster without bf16 exits 0 (stderr: $(tail -2 "$scratch/e12"))" test $? -eq 0
+rc=$?
+check "a cluster without bf16 exits 0 (exit $rc; stderr: $(tail -2 "$scratch/e12"))" test $rc -eq 0
 check "... its cell recorded as planned in fp16" grep -q '"dtype":"fp16"' "$scratch/fp16/cells.jsonl"
 check "... and a plan found" grep -q '"status":"ok"' "$scratch/fp16/cells.jsonl"
 check "... the fallback said once" test "$(grep -c 'without bf16 tensor cores' "$scratch/e12")" -eq 1
@@ -149,9 +153,11 @@ check "... creating nothing" test ! -e "$scratch/n5"
 # --costdb: the measured tables cost every cell as they cost the plan command's search, and the options name the
 # file; a cluster of other devices is refused before the folder is made.
 $launch "$psearch" calibrate --quick --out "$scratch/t.h5" </dev/null >/dev/null 2>"$scratch/e14"
-check "calibrate --quick for the --costdb cases (stderr: $(tail -2 "$scratch/e14"))" test $? -eq 0
+rc=$?
+check "calibrate --quick for the --costdb cases: exit $rc (stderr: $(tail -2 "$scratch/e14"))" test $rc -eq 0
 sweep --models amp-gpt2 --clusters costdb --costdb "$scratch/t.h5" --out "$scratch/db" >/dev/null 2>"$scratch/e15"
-check "a sweep on the calibrated machine exits 0 (stderr: $(tail -2 "$scratch/e15"))" test $? -eq 0
+rc=$?
+check "a sweep on the calibrated machine exits 0 (exit $rc; stderr: $(tail -2 "$scratch/e15"))" test $rc -eq 0
 check "... its options name the cost database" grep -q "costdb=$scratch/t.h5" "$scratch/db/cells.jsonl"
 want=$("$psearch" --model amp-gpt2 --cluster costdb --costdb "$scratch/t.h5" --format json </dev/null 2>/dev/null |
   grep -m1 -o '"samples_per_s": [0-9.eE+-]*' | grep -o '[0-9.eE+-]*$')
@@ -172,7 +178,8 @@ done
 
 # An infeasible cell is a result: recorded with its binding constraint and shown as such.
 sweep --models gpt3-175b --clusters dgx-a100-80g:1 --out "$scratch/inf" >/dev/null 2>"$scratch/e10"
-check "a sweep with an infeasible cell exits 0 (stderr: $(tail -2 "$scratch/e10"))" test $? -eq 0
+rc=$?
+check "a sweep with an infeasible cell exits 0 (exit $rc; stderr: $(tail -2 "$scratch/e10"))" test $rc -eq 0
 check "infeasible cell recorded with its binding constraint" \
   grep -q '"status":"infeasible","binding":"[^"]' "$scratch/inf/cells.jsonl"
 check "infeasible cell shown in the tables" grep -q 'infeasible: ' "$scratch/inf/plans.md"
