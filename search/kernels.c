@@ -271,8 +271,8 @@ ps_status ps_pdp_minmax(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, in
 #define COST(k, i, j) p->cost[((size_t)(k) * N + (size_t)(i)) * N + (size_t)(j)]
 #define SUF(k, i) ws->suffix[(size_t)(k) * N + (size_t)(i)]
     /* Suffix form (stages k..K-1 hold [i, L)), so that the forward walk below can take the smallest cut at every
-     * stage that still reaches the optimum: the lexicographically smallest optimal cuts, the same tie rule as
-     * ps_pdp_solve. */
+     * stage that still reaches the optimum: the lexicographically smallest optimal cuts (ps_pdp_solve's ties follow
+     * its fronts' order instead). */
     for (size_t i = 0; i < N; i++) SUF(K, i) = i == (size_t)L ? -INFINITY : INFINITY;
     for (int k = K - 1; k >= 0; k--)
         for (int i = 0; i <= L; i++) {

@@ -60,8 +60,8 @@ void ps_pdp_destroy(ps_pdp_ws *ws);
 ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int64_t *cuts) PS_NODISCARD;
 
 /* Minimise max_k c_k over the cuts (weight_max ignored): CAPTURE's objective when c is a stage's peak memory, and the
- * memory-balanced start of Galvatron-BMW's bi-objective walk (Sec. IV-B). Same conventions as ps_pdp_solve: *best =
- * INFINITY when nothing fits; ties: the lexicographically smallest cuts. O(K L^2). */
+ * memory-balanced start of Galvatron-BMW's bi-objective walk (Sec. IV-B). *best = INFINITY when nothing fits, as in
+ * ps_pdp_solve; ties, unlike there: the lexicographically smallest cuts. O(K L^2). */
 ps_status ps_pdp_minmax(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int64_t *cuts) PS_NODISCARD;
 
 /* Galvatron-BMW's bi-objective walk (Sec. IV-B, App. B) from a partition where every stage is finite (typically the
