@@ -50,14 +50,17 @@ cpu_ticks() {
 }
 
 # kill_and_reap PID: SIGKILL to PID and its children at once (a scheduler's kill of the whole job), then reap PID
-# and wait (5 s at most) until /proc forgets the children the kill orphaned.
+# and wait (5 s at most) until /proc forgets the children the kill orphaned. Returns PID's exit status: 137 when the
+# kill ended it, anything else when it had ended on its own before the kill landed.
 kill_and_reap() {
-  local pids p t=0
+  local pids p t=0 rc
   pids="$1 $(children_of "$1")"
   # shellcheck disable=SC2086 # a list of PIDs
   kill -9 $pids 2>/dev/null
   wait "$1" 2>/dev/null
+  rc=$?
   for p in $pids; do while [[ -e /proc/$p && $t -lt 100 ]]; do sleep 0.05; t=$((t + 1)); done; done
+  return $rc
 }
 
 # ---- a sweep's folder (psearch sweep --out DIR) ----
