@@ -801,10 +801,10 @@ static int64_t *divisors(int64_t n, int *count)
 }
 
 
-/* The work estimate of a unit, in DP cells: the stage tables (K x L x S x the average span L/2), the partition DPs
- * (up to three passes of K x (L+1)^2) and the schedule simulations of the plans costed (up to four, each stepping
- * through 3 x K x micro-batches x chunks events, weighted as ten cells: an event costs more than a cell). Only ratios
- * matter: mpi/ balances ranks by it. */
+/* The work estimate of a unit, in DP cells. A schedule simulation steps through 3 x K x micro-batches x chunks events,
+ * weighted as ten cells (an event costs more than a cell). Chunked schedules: per strategy, a pass over the layers and
+ * one plan costed. Others: the stage tables (K x L x S x the average span L/2), the partition DPs (up to three passes
+ * of K x (L+1)^2) and up to four plans costed. Only ratios matter: mpi/ balances ranks by it. */
 static double unit_work(const ps_search_job *j, const outer *oc)
 {
     strat S[PS_SEARCH_MAX_STRATS];
@@ -814,8 +814,9 @@ static double unit_work(const ps_search_job *j, const outer *oc)
                               PS_SEARCH_MAX_STRATS, &nl, lt);
     if (nS == 0) return 1;
     double K = oc->pp, L = (double)j->m->n_layers, N = L + 1;
-    if (oc->vpp > 1) return 1 + nS * (L + 4 * 10 * 3 * K * (double)oc->micro * oc->vpp / 4);
-    return 1 + K * L * nS * L / 2 + 3 * K * N * N + 4 * 10 * 3 * K * (double)oc->micro;
+    double sim = 10 * 3 * K * (double)oc->micro * oc->vpp;
+    if (oc->vpp > 1) return 1 + nS * (L + sim);
+    return 1 + K * L * nS * L / 2 + 3 * K * N * N + 4 * sim;
 }
 
 ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
