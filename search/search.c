@@ -1026,7 +1026,9 @@ ps_status ps_search_job_run(ps_search_job *j, const ps_search_source *src, ps_se
                 i = src->next(src->arg);
                 if (i < 0 || i >= j->n) break;
                 taken++;
-                if (w->st_err != PS_OK) continue; /* keep draining: a source shared by ranks must reach its end */
+                /* the result is an error now: take the units left without searching them, so that the other
+                 * threads (and, through a shared source, ranks) reach the end and the failure sooner */
+                if (w->st_err != PS_OK) continue;
                 ps_status s2 = search_outer(w, cp, m, c, o, &j->units[i], i);
                 if (s2 != PS_OK && i < w->err_index) {
                     w->st_err = s2;
