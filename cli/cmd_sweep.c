@@ -419,11 +419,6 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
 {
     /* psearch runs sweep under MPI always (ps_cli_needs_mpi), so comm is a communicator, never MPI_COMM_NULL. */
     int rank = 0, nranks = 1, stop = 0;
-    /* Options of the one-plan command that a sweep has nowhere to put (every rank sees the same: each refuses). */
-    if (o->export_kind || o->svg)
-        return PS_FAIL(PS_ERR_INPUT, "psearch sweep: --%s is for one plan (psearch --model M --cluster C %s); a "
-                                     "sweep publishes every cell's plan in --out DIR (tables, records, timelines)",
-                       o->export_kind ? "export" : "svg", o->export_kind ? "--export KIND" : "--svg FILE");
     PS_MPI(MPI_Comm_rank(comm, &rank));
     PS_MPI(MPI_Comm_size(comm, &nranks));
     double t0 = MPI_Wtime();
@@ -432,8 +427,7 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     ps_sweep_log *lg = NULL;
     unsigned char *done = NULL;
 
-    ps_status st = PS_OK;
-    if (st == PS_OK) st = load_inputs(o, comm, &in);
+    ps_status st = load_inputs(o, comm, &in);
     int n_cells = in.g.n_models * in.g.n_clusters;
     if (st == PS_OK && !(done = ps_calloc((size_t)n_cells + 1, 1))) st = PS_ERR_SYSTEM;
     st = agree(comm, st, &stop);
