@@ -179,10 +179,9 @@ ps_status ps_cli_search_setup(const ps_cli_opts *o, const ps_cluster *c, ps_cli_
     int nk = 0;
     for (char *t = strtok_r(s->kbuf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (ps_sched_kind_find(t) < 0) {
-            char known[256] = "";
-            for (int i = 0; i < ps_sched_kind_count(); i++)
-                ps_strcatf(known, sizeof known, "%s%s", i ? ", " : "", ps_sched_kind_name(i));
-            return PS_FAIL(PS_ERR_INPUT, "option --schedules: unknown pipeline schedule '%s' (known: %s)", t, known);
+            char known[256];
+            return PS_FAIL(PS_ERR_INPUT, "option --schedules: unknown pipeline schedule '%s' (known: %s)", t,
+                           ps_sched_kind_list(known, sizeof known));
         }
         if (nk == (int)(sizeof s->kinds / sizeof s->kinds[0]))
             return PS_FAIL(PS_ERR_INPUT, "option --schedules lists more than %d schedules", nk);
