@@ -8,6 +8,7 @@
 #include "ps_cost.h"
 #include "ps_json.h"
 #include "ps_plan_json.h"
+#include "ps_schedules.h"
 
 static ps_status plan_from_flags(const ps_cli_opts *o, const ps_model *m, const ps_cluster *c, ps_plan *plan)
 {
@@ -22,8 +23,10 @@ static ps_status plan_from_flags(const ps_cli_opts *o, const ps_model *m, const 
         return PS_FAIL(PS_ERR_INPUT, "the default global batch mbs %lld x dp %lld x 4 x pp %lld overflows; give --gbs",
                        (long long)mbs, (long long)dp, (long long)pp);
     const char *sched = o->schedule ? o->schedule : "1f1b";
-    /* Chunked schedules need a second model chunk per device unless told otherwise. */
-    int64_t vpp = o->vpp ? o->vpp : (strcmp(sched, "interleaved") == 0 || strncmp(sched, "v-", 2) == 0 ? 2 : 1);
+    /* The kind's own chunks per device unless told otherwise (2 for interleaved and V), as the search takes them; an
+     * unknown kind gets 1 here and is refused by name when the plan is costed. */
+    int chunks = ps_sched_kind_default_chunks(ps_sched_kind_find(sched));
+    int64_t vpp = o->vpp ? o->vpp : (chunks > 0 ? chunks : 1);
     ps_strategy s = {.tp = (int)tp, .dp = (int)dp, .zero = o->zero > 0 ? o->zero : 0, .sp = o->seq_parallel != 0};
     if (o->recompute) PS_TRY(ps_recompute_parse(o->recompute, &s.ckpt));
     if (tp > INT32_MAX || dp > INT32_MAX || pp > INT32_MAX || vpp > 1024)
