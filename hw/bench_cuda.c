@@ -136,6 +136,18 @@ done:
     return st;
 }
 
+/* The buffers and events of the copy benchmark; what was made before a failure is left for the caller to free. */
+static ps_status cuda_mem_setup(size_t bytes, void **src, void **dst, cudaEvent_t *e0, cudaEvent_t *e1)
+{
+    ps_status st = PS_OK;
+    CUDA_OK(cudaMalloc(src, bytes), "cudaMalloc");
+    CUDA_OK(cudaMalloc(dst, bytes), "cudaMalloc");
+    CUDA_OK(cudaEventCreate(e0), "cudaEventCreate");
+    CUDA_OK(cudaEventCreate(e1), "cudaEventCreate");
+done:
+    return st;
+}
+
 ps_status ps_bench_cuda_mem(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r)
 {
     size_t bytes = o->quick ? (size_t)256 << 20 : (size_t)1 << 30;
@@ -143,11 +155,10 @@ ps_status ps_bench_cuda_mem(MPI_Comm comm, const ps_bench_opts *o, ps_bench_resu
     void *src = NULL, *dst = NULL;
     cudaEvent_t e0 = NULL, e1 = NULL;
     double *t = ps_calloc((size_t)o->reps, sizeof *t);
-    if (!t) return PS_ERR_SYSTEM;
-    CUDA_OK(cudaMalloc(&src, bytes), "cudaMalloc");
-    CUDA_OK(cudaMalloc(&dst, bytes), "cudaMalloc");
-    CUDA_OK(cudaEventCreate(&e0), "cudaEventCreate");
-    CUDA_OK(cudaEventCreate(&e1), "cudaEventCreate");
+    ps_status local = t ? cuda_mem_setup(bytes, &src, &dst, &e0, &e1) : PS_ERR_SYSTEM;
+    /* Every rank must reach the barriers below, and CPU ranks of a mixed allocation make this same agreement before
+     * theirs (ps_bench_cpu_mem): a rank whose cudaMalloc failed keeps its message, the others name it. */
+    PS_TRY_GOTO(st, ps_mpi_agree_status(comm, local, "memory benchmark: allocation"), done);
     for (int i = -o->warmup; i < o->reps; i++) {
         PS_MPI_GOTO(st, MPI_Barrier(comm), done);
         CUDA_OK(cudaEventRecord(e0, 0), "cudaEventRecord");
