@@ -7,18 +7,13 @@
 #include "cli.h"
 #include "ps_schedules.h"
 
-static bool is_block(ps_layer_kind k)
-{
-    return k != PS_LAYER_EMBED && k != PS_LAYER_PATCH_EMBED && k != PS_LAYER_LM_HEAD && k != PS_LAYER_CLS_HEAD;
-}
-
 /* Transformer blocks per pipeline stage (what frameworks count as "layers"). */
 static void blocks_per_stage(const ps_model *m, const ps_plan *p, int64_t *out)
 {
     int S = p->pp * p->vpp;
     for (int s = 0; s < S; s++) {
         out[s] = 0;
-        for (int64_t l = p->cuts[s]; l < p->cuts[s + 1]; l++) out[s] += is_block(m->layers[l].kind);
+        for (int64_t l = p->cuts[s]; l < p->cuts[s + 1]; l++) out[s] += ps_layer_is_block(m->layers[l].kind);
     }
 }
 
@@ -26,7 +21,7 @@ static void blocks_per_stage(const ps_model *m, const ps_plan *p, int64_t *out)
 static const ps_layer *first_block(const ps_model *m)
 {
     for (int64_t l = 0; l < m->n_layers; l++)
-        if (is_block(m->layers[l].kind)) return &m->layers[l];
+        if (ps_layer_is_block(m->layers[l].kind)) return &m->layers[l];
     return &m->layers[0];
 }
 

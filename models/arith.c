@@ -20,6 +20,11 @@ const char *ps_layer_kind_name(ps_layer_kind k)
     return g_kind_names[k];
 }
 
+bool ps_layer_is_block(ps_layer_kind k)
+{
+    return k != PS_LAYER_EMBED && k != PS_LAYER_PATCH_EMBED && k != PS_LAYER_LM_HEAD && k != PS_LAYER_CLS_HEAD;
+}
+
 ps_status ps_layer_kind_parse(const char *s, ps_layer_kind *out)
 {
     const char *best = NULL;

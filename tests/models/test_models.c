@@ -595,6 +595,11 @@ static void test_names(void **state)
         assert_int_equal(ps_layer_kind_parse(ps_layer_kind_name((ps_layer_kind)k), &back), PS_OK);
         assert_int_equal(back, k);
     }
+    /* blocks: everything between the embeddings and the heads */
+    for (int k = 0; k < PS_LAYER_KIND_COUNT; k++) {
+        bool end = k == PS_LAYER_EMBED || k == PS_LAYER_PATCH_EMBED || k == PS_LAYER_LM_HEAD || k == PS_LAYER_CLS_HEAD;
+        assert_int_equal(ps_layer_is_block((ps_layer_kind)k), !end);
+    }
     ps_layer_kind kind;
     assert_int_equal(ps_layer_kind_parse("decodr", &kind), PS_ERR_INPUT);
     assert_non_null(strstr(ps_error_message(), "did you mean 'decoder'"));
