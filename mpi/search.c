@@ -240,9 +240,11 @@ static char *rank_json(const ps_search_result *r, const ps_model *m, const key *
     if (isfinite(r->min_over)) json_object_set_new(j, "min_over", json_real(r->min_over));
     json_t *a = json_array();
     for (int x = 0; x < k; x++)
-        if (keys[x].k.index >= 0 && keys[x].rank == rank) json_array_append_new(a, plan_entry(&r->top[keys[x].slot], m));
+        if (keys[x].k.index >= 0 && keys[x].rank == rank)
+            json_array_append_new(a, plan_entry(&r->top[keys[x].slot], m));
     json_object_set_new(j, "plans", a);
-    if (keys[k].k.index >= 0 && keys[k].rank == rank) json_object_set_new(j, "even", plan_entry(&r->base[PS_BASE_EVEN], m));
+    if (keys[k].k.index >= 0 && keys[k].rank == rank)
+        json_object_set_new(j, "even", plan_entry(&r->base[PS_BASE_EVEN], m));
     char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17));
     json_decref(j);
     return s;
