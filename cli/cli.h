@@ -104,7 +104,8 @@ ps_status ps_cli_load_cluster(const ps_cli_opts *o, const char *spec, MPI_Comm c
  * said once on stderr by rank 0 of comm. */
 ps_status ps_cli_load_model(const ps_cli_opts *o, const char *spec, const ps_cluster *c, bool pad_for_node,
                             MPI_Comm comm, ps_model *m);
-/* --model and --cluster for the search: the two above. */
+/* --model and --cluster for the search: the two above; under MPI with --costdb, first a check (agreed) that every
+ * rank can read the database, which the plan command then attaches rank by rank (ps_cli_costdb_attach). */
 ps_status ps_cli_load_inputs(const ps_cli_opts *o, MPI_Comm comm, ps_model *m, ps_cluster *c);
 /* The search options of o for cluster c (--gbs [8 x GPUs], --gbs-range, --top, --mbs-max, --max-tp, --schedules
  * checked against the schedule kinds, --objective). so.schedules points into the struct: do not copy it apart. */

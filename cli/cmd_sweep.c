@@ -383,10 +383,13 @@ static ps_status load_inputs(const ps_cli_opts *o, MPI_Comm comm, sweep_inputs *
         in->n_loaded_clusters++;
         /* The checks ps_cli_search makes when a cell starts (--gbs-range, --schedules), made now. */
         PS_TRY(ps_cli_search_setup(o, &col->c, &col->setup));
-        /* As the plan command costs: --cost-param values, then --costdb's tables (refused for other devices). */
+        /* As the plan command costs: --cost-param values, then --costdb's tables (refused for other devices). Every
+         * rank reads the database itself: agreed, so a rank that cannot read it does not leave while the others go
+         * on to the next cluster's collective loading. */
         ps_cost_params_default(&col->cp);
         for (int i = 0; i < o->n_cost_params; i++) PS_TRY(ps_cost_params_set(&col->cp, o->cost_params[i]));
-        PS_TRY(ps_cli_costdb_attach(o, &col->c, &col->cp, &col->db));
+        PS_TRY(ps_mpi_agree_status(comm, ps_cli_costdb_attach(o, &col->c, &col->cp, &col->db),
+                                   "reading the cost database"));
         if (!(in->g.options[k] = options_line(o, &col->c, &col->setup.so))) return PS_ERR_SYSTEM;
     }
     /* As the plan command loads them: padded for TP up to a node, in fp16 where the cluster has no bf16. */
