@@ -36,10 +36,19 @@ ps_status ps_mpi_agree_status(MPI_Comm comm, ps_status local, const char *what)
     ps_status worst = PS_OK;
     int first = 0;
     ps_status ast = ps_mpi_agree(comm, local, &worst, &first);
+    if (ast != PS_OK) return local != PS_OK ? local : ast;
+    if (worst == PS_OK) return PS_OK;
+    /* The failing rank's message travels with the failure: the command then fails on every rank, and main prints the
+     * lowest failing rank's message, which is the relay of a rank below the one that failed. Every rank knows worst,
+     * so all take part. */
+    int rank = 0;
+    char why[512] = "";
+    PS_MPI(MPI_Comm_rank(comm, &rank));
+    if (rank == first) ps_strlcpy(why, ps_error_message(), sizeof why);
+    int rc = MPI_Bcast(why, (int)sizeof why, MPI_CHAR, first, comm);
     if (local != PS_OK) return local;
-    if (ast != PS_OK) return ast;
-    if (worst != PS_OK) return PS_FAIL(worst, "%s failed on rank %d", what, first);
-    return PS_OK;
+    PS_TRY(ps_mpi_status(rc, "MPI_Bcast", __FILE__, __LINE__));
+    return PS_FAIL(worst, "%s failed on rank %d: %s", what, first, why);
 }
 
 void ps_mpi_strings_free(char **all, int n)

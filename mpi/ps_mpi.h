@@ -31,7 +31,8 @@ ps_status ps_mpi_status(int rc, const char *what, const char *file, int line);
 ps_status ps_mpi_agree(MPI_Comm comm, ps_status local, ps_status *worst, int *first_failing);
 /* ps_mpi_agree for a step that every rank must leave together: returns `local` where it failed (that rank's message
  * stands), an MPI failure of the agreement itself, or, on the ranks that succeeded while another failed, the worst
- * status with "<what> failed on rank N" naming the lowest failing rank; PS_OK when every rank succeeded. */
+ * status with "<what> failed on rank N: <rank N's message>" naming the lowest failing rank and its cause (so the
+ * cause is what the user reads whichever rank reports); PS_OK when every rank succeeded. */
 ps_status ps_mpi_agree_status(MPI_Comm comm, ps_status local, const char *what);
 
 /* Gather one NUL-terminated string from every rank at `root` (results of a rank's share of a search, as JSON).
@@ -43,8 +44,8 @@ void ps_mpi_strings_free(char **all, int n);
  * their own file system shows (an input edited during the launch, a file on one node only). *buf gets a heap copy
  * of the *len bytes followed by a NUL (free it); path matters on root only. When root cannot read the file no bytes
  * move and every rank fails alike: root with ps_read_file's error naming the file, the others with the same status
- * and "reading the input file failed on rank R", so the usual agreement prints root's message once. Collective
- * over comm; MPI_COMM_NULL (a command run without MPI) just reads the file. */
+ * and "reading the input file failed on rank R: " followed by root's message, so the usual agreement prints the
+ * cause once. Collective over comm; MPI_COMM_NULL (a command run without MPI) just reads the file. */
 ps_status ps_mpi_bcast_file(MPI_Comm comm, int root, const char *path, char **buf, size_t *len);
 
 #ifdef __cplusplus

@@ -74,7 +74,7 @@ static void test_shares_root_bytes(int root, size_t n, bool other_file)
 }
 
 /* The root's path is missing while the others' files exist: every rank fails with the root's status, the root's
- * message names its file, the others name the root; nobody waits for bytes that never come. */
+ * message names its file, the others name the root and carry its message; nobody waits for bytes that never come. */
 static void test_root_cannot_read(int root)
 {
     char path[512] = MISSING;
@@ -86,11 +86,11 @@ static void test_root_cannot_read(int root)
     CHECK(st == PS_ERR_INPUT, "root %d cannot read: status %d, expected %d (%s)", root, (int)st, (int)PS_ERR_INPUT,
           ps_error_message());
     CHECK(buf == NULL && len == 0, "root %d cannot read: buffer %p of %zu bytes left", root, (void *)buf, len);
-    char want[64];
+    char want[96];
     if (g_rank == root)
         snprintf(want, sizeof want, "%s: cannot open", MISSING);
     else
-        snprintf(want, sizeof want, "failed on rank %d", root);
+        snprintf(want, sizeof want, "failed on rank %d: %s: cannot open", root, MISSING);
     CHECK(strstr(ps_error_message(), want) != NULL, "root %d cannot read: message '%s' lacks '%s'", root,
           ps_error_message(), want);
     if (st == PS_OK) free(buf);
