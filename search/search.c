@@ -131,15 +131,10 @@ struct ps_search_job {
     double floor_top, floor_even;
 };
 
-static bool is_end_layer(ps_layer_kind k)
-{
-    return k == PS_LAYER_EMBED || k == PS_LAYER_PATCH_EMBED || k == PS_LAYER_LM_HEAD || k == PS_LAYER_CLS_HEAD;
-}
-
 static int64_t count_blocks(const ps_model *m)
 {
     int64_t n = 0;
-    for (int64_t i = 0; i < m->n_layers; i++) n += !is_end_layer(m->layers[i].kind);
+    for (int64_t i = 0; i < m->n_layers; i++) n += ps_layer_is_block(m->layers[i].kind);
     return n;
 }
 
@@ -704,7 +699,7 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
                     sm += w->st[e];
                     am += w->act[e];
                     tm = fmax(tm, w->tmp[e]);
-                    blocks += !is_end_layer(m->layers[j - 1].kind);
+                    blocks += ps_layer_is_block(m->layers[j - 1].kind);
                     w->cells += 1;
                     if (!isfinite(tt)) break;
                     double mem = sm + f * am + tm;
