@@ -240,41 +240,22 @@ static void csv_field(FILE *f, const char *s, int last)
     fputs(last ? "\r\n" : ",", f);
 }
 
-/* The CSV columns: a field of the record (section NULL), of its "plan" or of its "predicted" object, written as its
- * JSON type says: strings as they are, integers exactly, reals to 6 digits, booleans 1 or 0, null or absent empty. */
+/* The CSV columns, each named as the field it holds: a field of the record (section NULL), of its "plan" or of its
+ * "predicted" object, written as its JSON type says: strings as they are, integers exactly, reals to 6 digits,
+ * booleans 1 or 0, null or absent empty. */
 static const struct {
-    const char *name, *section, *key;
-} k_csv[] = {{"model", NULL, "model"},
-             {"model_name", NULL, "model_name"},
-             {"dtype", NULL, "dtype"},
-             {"cluster", NULL, "cluster"},
-             {"gpus", NULL, "gpus"},
-             {"status", NULL, "status"},
-             {"pp", "plan", "pp"},
-             {"vpp", "plan", "vpp"},
-             {"tp", "plan", "tp"},
-             {"dp", "plan", "dp"},
-             {"zero", "plan", "zero"},
-             {"ckpt", "plan", "ckpt"},
-             {"sp", "plan", "sp"},
-             {"uniform", "plan", "uniform"},
-             {"schedule", "plan", "schedule"},
-             {"gbs", "plan", "gbs"},
-             {"mbs", "plan", "mbs"},
-             {"micro_batches", "plan", "micro_batches"},
-             {"iter_time_s", "predicted", "iter_time_s"},
-             {"samples_per_s", "predicted", "samples_per_s"},
-             {"tokens_per_s", "predicted", "tokens_per_s"},
-             {"tflops_per_gpu", "predicted", "tflops_per_gpu"},
-             {"mfu", "predicted", "mfu"},
-             {"bubble_frac", "predicted", "bubble_frac"},
-             {"peak_mem_gib", "predicted", "peak_mem_gib"},
-             {"mem_capacity_gib", "predicted", "mem_capacity_gib"},
-             {"megatron_samples_per_s", NULL, "megatron_samples_per_s"},
-             {"megatron_peak_mem_gib", NULL, "megatron_peak_mem_gib"},
-             {"gain_over_megatron", NULL, "gain_over_megatron"},
-             {"timeline_svg", NULL, "timeline_svg"},
-             {"binding", NULL, "binding"}};
+    const char *section, *key;
+} k_csv[] = {
+    {NULL, "model"}, {NULL, "model_name"}, {NULL, "dtype"}, {NULL, "cluster"}, {NULL, "gpus"}, {NULL, "status"},
+    {"plan", "pp"}, {"plan", "vpp"}, {"plan", "tp"}, {"plan", "dp"}, {"plan", "zero"}, {"plan", "ckpt"},
+    {"plan", "sp"}, {"plan", "uniform"}, {"plan", "schedule"}, {"plan", "gbs"}, {"plan", "mbs"},
+    {"plan", "micro_batches"},
+    {"predicted", "iter_time_s"}, {"predicted", "samples_per_s"}, {"predicted", "tokens_per_s"},
+    {"predicted", "tflops_per_gpu"}, {"predicted", "mfu"}, {"predicted", "bubble_frac"},
+    {"predicted", "peak_mem_gib"}, {"predicted", "mem_capacity_gib"},
+    {NULL, "megatron_samples_per_s"}, {NULL, "megatron_peak_mem_gib"}, {NULL, "gain_over_megatron"},
+    {NULL, "timeline_svg"}, {NULL, "binding"},
+};
 enum { N_CSV = sizeof k_csv / sizeof k_csv[0] };
 
 static void csv_value(FILE *f, const json_t *v, int last)
@@ -292,7 +273,7 @@ static void csv_value(FILE *f, const json_t *v, int last)
 
 static void render_csv(FILE *f, const ps_sweep_grid *g)
 {
-    for (int c = 0; c < N_CSV; c++) csv_field(f, k_csv[c].name, c == N_CSV - 1);
+    for (int c = 0; c < N_CSV; c++) csv_field(f, k_csv[c].key, c == N_CSV - 1);
     for (int mi = 0; mi < g->n_models; mi++)
         for (int ci = 0; ci < g->n_clusters; ci++) {
             const json_t *r = cell_rec(g, mi, ci);
@@ -389,31 +370,22 @@ static void render_html(FILE *f, const ps_sweep_grid *g)
     fputs("</body>\n</html>\n", f);
 }
 
-typedef enum { TABLE_MD, TABLE_CSV, TABLE_HTML } table_kind;
 static const struct {
     const char *name;
-    table_kind kind;
-} k_tables[] = {{"plans.md", TABLE_MD}, {"plans.csv", TABLE_CSV}, {"index.html", TABLE_HTML}};
-
-/* Render into memory, then replace dir/name in one rename. */
-static ps_status write_table(const char *dir, const char *name, const ps_sweep_grid *g,
-                             table_kind which)
-{
-    ps_out o;
-    PS_TRY(ps_out_open(&o));
-    if (which == TABLE_MD) render_md(o.f, g);
-    else if (which == TABLE_CSV) render_csv(o.f, g);
-    else render_html(o.f, g);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    PS_TRY(ps_out_commit(&o, path));
-    return PS_OK;
-}
+    void (*render)(FILE *f, const ps_sweep_grid *g);
+} k_tables[] = {{"plans.md", render_md}, {"plans.csv", render_csv}, {"index.html", render_html}};
 
 ps_status ps_sweep_render(const char *dir, const ps_sweep_grid *g)
 {
-    for (size_t i = 0; i < sizeof k_tables / sizeof k_tables[0]; i++)
-        PS_TRY(write_table(dir, k_tables[i].name, g, k_tables[i].kind));
+    for (size_t i = 0; i < sizeof k_tables / sizeof k_tables[0]; i++) {
+        /* Render into memory, then replace dir/name in one rename. */
+        ps_out o;
+        PS_TRY(ps_out_open(&o));
+        k_tables[i].render(o.f, g);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, k_tables[i].name);
+        PS_TRY(ps_out_commit(&o, path));
+    }
     return PS_OK;
 }
 
