@@ -190,8 +190,8 @@ void ps_cli_usage(FILE *f, const char *cmd)
                    "  --resume         continue the sweep recorded in DIR: finished cells are skipped; refused\n"
                    "                   when DIR's records were made with other search options or other cells\n"
                    "  search options as for `psearch --help`: --gbs, --gbs-range, --mbs-max, --max-tp, --schedules,\n"
-                   "  --seq, --vocab-pad, --dtype, --cost-param, --objective, --distribute (--gbs default: 8 x GPUs\n"
-                   "  of each cluster)\n"
+                   "  --seq, --vocab-pad, --dtype, --cost-param, --costdb, --objective, --distribute (--gbs default:\n"
+                   "  8 x GPUs of each cluster)\n"
                    "\n"
                    "Exit 0 when every cell is recorded (infeasible cells too, with their binding constraint);\n"
                    "2 on a bad model or cluster (before any cell runs) or a folder holding another sweep.\n");
