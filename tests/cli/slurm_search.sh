@@ -116,24 +116,35 @@ export OMPI_MCA_mpi_yield_when_idle=1
 # --immediate: fail instead of queueing forever if the nodes are not there. Every step ends by the deadline, 30 s
 # before ctest's TIMEOUT (300 s), so the teardown runs however slow the steps are: ctest's own kill would skip it.
 deadline=$((SECONDS + 270))
-srun_once() { # SECONDS-LIMIT command...: one step, its stdout and stderr in $d/step.out and $d/step.err
-  timeout "$1" srun -N 8 -n 8 --mpi=pmix --immediate=30 "${@:2}" </dev/null >"$d/step.out" 2>"$d/step.err"
-}
 # Open MPI 4.1's TCP transport has a wire-up race (open-mpi/ompi#3035: a connection request that arrives before
 # MPI_Init has set up that peer): now and then one rank of 8 on one host dies in MPI_Init on a null function pointer
-# (gdb: opal_progress -> mca_btl_tcp -> 0x0) after "failed to TCP connect", and the others wait for it. Such a step
-# is run once more, said on stderr; any other failure counts. A normal step takes 1-12 s here.
+# (gdb: opal_progress -> mca_btl_tcp -> 0x0, Open MPI prints "Segmentation fault"), and the others wait for it. Such
+# a step is cancelled as soon as the crash is printed and run again, up to 3 times, said on stderr; any other
+# failure counts. A normal step takes 1-12 s here.
+race='Segmentation fault'
+srun_once() { # SECONDS-LIMIT command...: one step, its stdout and stderr in $d/step.out and $d/step.err
+  timeout "$1" srun -N 8 -n 8 --mpi=pmix --immediate=30 "${@:2}" </dev/null >"$d/step.out" 2>"$d/step.err" &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    if grep -q -- "$race" "$d/step.err"; then
+      timeout 10 scancel --quiet --user="$(id -un)" 2>/dev/null # this test's controller: its one running step
+      wait "$pid"
+      return 139
+    fi
+    sleep 0.1
+  done
+  wait "$pid"
+}
 run_srun() {
-  local left=$((deadline - SECONDS)) rc try
-  for try in 1 2; do
+  local left rc try
+  for try in 1 2 3; do
     left=$((deadline - SECONDS))
     ((left > 90)) && left=90
     ((left > 0)) || { echo "# slurm_search: no time left for srun $*" >&2; return 124; }
     srun_once "$left" "$@"
     rc=$?
-    if ((try == 1 && (rc == 124 || rc >= 128))) &&
-      grep -q -E 'failed to TCP connect|Segmentation fault' "$d/step.err"; then
-      echo "# slurm_search: retrying after Open MPI's TCP wire-up race (exit $rc): srun $*" >&2
+    if ((try < 3 && (rc == 124 || rc >= 128))) && grep -q -- "$race" "$d/step.err"; then
+      echo "# slurm_search: step $try hit Open MPI's TCP wire-up race (exit $rc), running it again: srun $*" >&2
       continue
     fi
     break
