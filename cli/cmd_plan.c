@@ -70,7 +70,7 @@ static void baselines_table(FILE *f, const ps_search_result *r, const ps_model *
 static ps_status print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_params *cp, const ps_model *m,
                          const ps_cluster *c, const ps_search_result *r, int nranks, double seconds)
 {
-    bool memory = o->objective && strcmp(o->objective, "memory") == 0;
+    bool memory = o->objective == PS_SEARCH_MEMORY;
     if (o->format == PS_FMT_JSON) {
         json_t *j = r->n_top ? ps_prediction_json(m, c, &r->top[0].plan, &r->top[0].pred, cp) : json_object();
         json_t *top = json_array();
@@ -123,7 +123,7 @@ ps_status ps_cli_search(const ps_cli_opts *o, MPI_Comm comm, const ps_cost_param
     double t0 = MPI_Wtime();
     /* The same options on every rank, so the same check fails everywhere: no agreement needed before returning. */
     PS_TRY(ps_cli_search_setup(o, c, &setup));
-    ps_dist dist = o->distribute ? (ps_dist)ps_dist_find(o->distribute) : PS_DIST_DYNAMIC;
+    ps_dist dist = (ps_dist)o->distribute;
     ps_mpi_search_stats stats;
     ps_status st = ps_mpi_search(comm, cp, m, c, &setup.so, dist, all, &stats);
     if (st == PS_OK && rank == 0) {

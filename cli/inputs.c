@@ -172,7 +172,7 @@ ps_status ps_cli_search_setup(const ps_cli_opts *o, const ps_cluster *c, ps_cli_
     if (o->top) so->top_k = o->top;
     if (o->mbs_max) so->mbs_max = o->mbs_max;
     if (o->max_tp) so->max_tp = (int)o->max_tp;
-    if (o->objective && strcmp(o->objective, "memory") == 0) so->objective = PS_SEARCH_MEMORY;
+    so->objective = o->objective;
     if (!o->schedules) return PS_OK;
     if (strlen(o->schedules) >= sizeof s->kbuf)
         return PS_FAIL(PS_ERR_INPUT, "option --schedules '%.40s...' is too long", o->schedules);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "ps_mpi_search.h"
 
 enum {
     OPT_SEQ = 256,
@@ -455,14 +456,14 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
         case OPT_CLUSTERS: o->clusters = optarg; break;
         case OPT_RESUME: o->resume = 1; break;
         case OPT_OBJECTIVE:
-            if (strcmp(optarg, "throughput") != 0 && strcmp(optarg, "memory") != 0)
-                return PS_FAIL(PS_ERR_INPUT, "unknown --objective '%s' (known: throughput, memory)", optarg);
-            o->objective = optarg;
+            if (strcmp(optarg, "throughput") == 0) o->objective = PS_SEARCH_THROUGHPUT;
+            else if (strcmp(optarg, "memory") == 0) o->objective = PS_SEARCH_MEMORY;
+            else return PS_FAIL(PS_ERR_INPUT, "unknown --objective '%s' (known: throughput, memory)", optarg);
             break;
         case OPT_DISTRIBUTE:
-            if (strcmp(optarg, "dynamic") != 0 && strcmp(optarg, "static") != 0)
+            o->distribute = ps_dist_find(optarg);
+            if (o->distribute < 0)
                 return PS_FAIL(PS_ERR_INPUT, "unknown --distribute '%s' (known: dynamic, static)", optarg);
-            o->distribute = optarg;
             break;
         case OPT_EXPORT:
             if (strcmp(optarg, "megatron") != 0 && strcmp(optarg, "deepspeed") != 0)

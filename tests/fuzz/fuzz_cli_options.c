@@ -43,13 +43,13 @@ static void fingerprint(const ps_cli_opts *o, char *buf, size_t cap)
 #define S(x) ((x) ? (x) : "(null)")
     snprintf(buf, cap,
              "%s|%s|%s|%s|%lld,%lld,%d|%d|%s|%s|%d%d%d|%s|%lld,%lld,%lld,%lld,%lld,%lld|%d|%s|%d|%s|%d|%s|%d|%lld,%lld|"
-             "%s|%s|%s|%s|%s|%lld,%lld|%s|%s|%s|%d|%s|%d,%d|%s|%d|%s|%s|%s|%s|%s|%d",
+             "%s|%d|%d|%s|%s|%lld,%lld|%s|%s|%s|%d|%s|%d,%d|%s|%d|%s|%s|%s|%s|%s|%d",
              S(o->cmd), S(o->sub), S(o->model), S(o->cluster), (long long)o->mopts.seq,
              (long long)o->mopts.vocab_pad, o->mopts.dtype, (int)o->format, S(o->out), S(o->data_dir), o->verbose,
              o->help, o->version, S(o->plan), (long long)o->tp, (long long)o->pp, (long long)o->dp,
              (long long)o->mbs, (long long)o->gbs, (long long)o->vpp, o->zero, S(o->recompute), o->seq_parallel,
              S(o->schedule), o->n_cost_params, S(o->gbs_range), o->top, (long long)o->mbs_max,
-             (long long)o->max_tp, S(o->schedules), S(o->objective), S(o->distribute), S(o->export_kind), S(o->sched_kind),
+             (long long)o->max_tp, S(o->schedules), o->objective, o->distribute, S(o->export_kind), S(o->sched_kind),
              (long long)o->stages, (long long)o->micro, S(o->fbw), S(o->times), S(o->svg), o->passes, S(o->costdb),
              o->quick, o->reps, S(o->db_out), o->n_db_args, o->n_db_args > 0 ? S(o->db_args[0]) : "",
              o->n_db_args > 1 ? S(o->db_args[1]) : "", S(o->models), S(o->clusters), S(o->sweep_dir), o->resume);
