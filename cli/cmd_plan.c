@@ -18,14 +18,7 @@ static void plan_summary(char *buf, size_t cap, const ps_plan *p, int64_t n_laye
              (long long)ps_plan_micro_batches(p), ps_plan_is_uniform(p, n_layers) ? "" : ", per-layer");
 }
 
-/* How much better the winner is than a baseline under the objective: throughput ratio, or memory ratio. */
-static double gain(const ps_search_cand *best, const ps_search_cand *base, bool memory)
-{
-    if (memory) return ps_prediction_peak(&base->pred) / ps_prediction_peak(&best->pred);
-    return best->pred.samples_per_s / base->pred.samples_per_s;
-}
-
-static json_t *baselines_json(const ps_search_result *r, const ps_model *m, bool memory)
+static json_t *baselines_json(const ps_search_result *r, const ps_model *m, int objective)
 {
     json_t *a = json_array();
     for (int k = 0; k < PS_BASE_COUNT; k++) {
@@ -39,7 +32,7 @@ static json_t *baselines_json(const ps_search_result *r, const ps_model *m, bool
             json_object_set_new(b, "samples_per_s", json_real(c->pred.samples_per_s));
             json_object_set_new(b, "mfu", json_real(c->pred.mfu));
             json_object_set_new(b, "peak_mem_gib", json_real(ps_prediction_peak(&c->pred) / 1073741824.0));
-            if (r->n_top) json_object_set_new(b, "gain", json_real(gain(&r->top[0], c, memory)));
+            if (r->n_top) json_object_set_new(b, "gain", json_real(ps_search_gain(&r->top[0], c, objective)));
         } else {
             json_object_set_new(b, "reason", json_string(r->base_why[k]));
         }
@@ -48,10 +41,11 @@ static json_t *baselines_json(const ps_search_result *r, const ps_model *m, bool
     return a;
 }
 
-static void baselines_table(FILE *f, const ps_search_result *r, const ps_model *m, bool memory)
+static void baselines_table(FILE *f, const ps_search_result *r, const ps_model *m, int objective)
 {
     fprintf(f, "\n# baselines (same cost model); gain = %s\n%-11s %12s %7s %7s %7s  %s\n",
-            memory ? "baseline peak memory / psearch peak memory" : "psearch samples/s / baseline samples/s",
+            objective == PS_SEARCH_MEMORY ? "baseline peak memory / psearch peak memory"
+                                          : "psearch samples/s / baseline samples/s",
             "baseline", "samples/s", "MFU", "peak", "gain", "plan");
     for (int k = 0; k < PS_BASE_COUNT; k++) {
         if (!r->have_base[k]) {
@@ -62,8 +56,8 @@ static void baselines_table(FILE *f, const ps_search_result *r, const ps_model *
         char sum[256];
         plan_summary(sum, sizeof sum, &c->plan, m->n_layers);
         fprintf(f, "%-11s %12.4g %6.1f%% %6.1fG %6.2fx  %s\n", ps_baseline_name(k), c->pred.samples_per_s,
-                100 * c->pred.mfu, ps_prediction_peak(&c->pred) / 1073741824.0, r->n_top ? gain(&r->top[0], c, memory) : 0,
-                sum);
+                100 * c->pred.mfu, ps_prediction_peak(&c->pred) / 1073741824.0,
+                r->n_top ? ps_search_gain(&r->top[0], c, objective) : 0, sum);
     }
 }
 
@@ -84,7 +78,7 @@ static ps_status print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_p
                                                    "wall_s", seconds));
         if (!r->n_top) json_object_set_new(j, "binding", json_string(r->binding));
         json_object_set_new(j, "objective", json_string(memory ? "memory" : "throughput"));
-        json_object_set_new(j, "baselines", baselines_json(r, m, memory));
+        json_object_set_new(j, "baselines", baselines_json(r, m, o->objective));
         return ps_out_json(out, j);
     }
     fprintf(out->f, "# psearch %s: %s on %s (%lld GPUs); %lld candidates, %lld plans costed, %lld fit, %lld pruned "
@@ -109,7 +103,7 @@ static ps_status print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_p
                     ps_recompute_name(p->layer[0].ckpt), peak / 1073741824.0, uni ? "" : "  (per-layer)");
         }
     }
-    baselines_table(out->f, r, m, memory);
+    baselines_table(out->f, r, m, o->objective);
     return PS_OK;
 }
 

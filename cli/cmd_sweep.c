@@ -259,17 +259,8 @@ static ps_status write_timeline(const char *dir, const char *key, const ps_searc
 
 /* ---- one cell's record ---- */
 
-/* How much better the cell's plan is than the Megatron heuristic's best plan on the cell (search/baselines.c, costed
- * on rank 0 by ps_cli_search with the same cost model) under the objective: the samples/s ratio, or the peak memory
- * ratio under --objective memory. The rule of cmd_plan.c's gain(), which is static there. */
-static double gain_over(const ps_search_cand *best, const ps_search_cand *base, bool memory)
-{
-    if (memory) return ps_prediction_peak(&base->pred) / ps_prediction_peak(&best->pred);
-    return best->pred.samples_per_s / base->pred.samples_per_s;
-}
-
 static json_t *cell_record(const char *key, const char *model, const char *cluster, const char *opts,
-                           const ps_model *m, const ps_cluster *c, const ps_search_result *r, bool memory,
+                           const ps_model *m, const ps_cluster *c, const ps_search_result *r, int objective,
                            const char *timeline, int nranks, double secs)
 {
     json_t *j = json_object();
@@ -308,7 +299,7 @@ static json_t *cell_record(const char *key, const char *model, const char *clust
             const ps_search_cand *b = &r->base[PS_BASE_MEGATRON];
             json_object_set_new(j, "megatron_samples_per_s", json_real(b->pred.samples_per_s));
             json_object_set_new(j, "megatron_peak_mem_gib", json_real(ps_prediction_peak(&b->pred) / 1073741824.0));
-            json_object_set_new(j, "gain_over_megatron", json_real(gain_over(&r->top[0], b, memory)));
+            json_object_set_new(j, "gain_over_megatron", json_real(ps_search_gain(&r->top[0], b, objective)));
         } else {
             json_object_set_new(j, "megatron_samples_per_s", json_null());
             json_object_set_new(j, "gain_over_megatron", json_null());
@@ -465,7 +456,7 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
                 if (all.n_top) st = write_timeline(o->sweep_dir, key, &all.top[0], timeline, sizeof timeline);
                 json_t *rec = st != PS_OK ? NULL
                                           : cell_record(key, in.g.models[mi], in.g.clusters[ci], in.g.options[ci], m,
-                                                        c, &all, in.cols[ci].setup.so.objective == PS_SEARCH_MEMORY,
+                                                        c, &all, in.cols[ci].setup.so.objective,
                                                         timeline, nranks, secs);
                 if (st == PS_OK && !rec) st = PS_FAIL(PS_ERR_SYSTEM, "out of memory building the record of %s", key);
                 if (st == PS_OK) st = ps_sweep_log_append(lg, rec);

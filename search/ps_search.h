@@ -97,6 +97,9 @@ void ps_search_result_free(ps_search_result *r);
 /* The total order of results. Throughput: a before b when it is faster, then lighter (peak memory per GPU), then
  * earlier in the enumeration (index). Memory: lighter, then faster, then earlier. <0, 0 (same index), >0. */
 int ps_search_cand_order(const ps_search_cand *a, const ps_search_cand *b, int objective);
+/* How much better `best` is than `base` under the objective: the samples/s ratio (throughput), or base's peak memory
+ * per GPU over best's (memory). The gain printed beside every baseline and recorded by sweeps. */
+double ps_search_gain(const ps_search_cand *best, const ps_search_cand *base, int objective);
 /* The fields that order compares, as fixed-size data: mpi/ reduces them with an MPI_Op, which sees bytes, not plans,
  * and orders them with ps_search_key_order, so ranks and the search cannot disagree on the order. */
 typedef struct {

@@ -84,6 +84,12 @@ int ps_search_key_order(const ps_search_key *a, const ps_search_key *b, int obje
     return (a->index > b->index) - (a->index < b->index);
 }
 
+double ps_search_gain(const ps_search_cand *best, const ps_search_cand *base, int objective)
+{
+    if (objective == PS_SEARCH_MEMORY) return ps_prediction_peak(&base->pred) / ps_prediction_peak(&best->pred);
+    return best->pred.samples_per_s / base->pred.samples_per_s;
+}
+
 int ps_search_cand_order(const ps_search_cand *a, const ps_search_cand *b, int objective)
 {
     ps_search_key ka = ps_search_cand_key(a), kb = ps_search_cand_key(b);
