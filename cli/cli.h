@@ -104,8 +104,8 @@ ps_status ps_cli_load_cluster(const ps_cli_opts *o, const char *spec, MPI_Comm c
  * said once on stderr by rank 0 of comm. */
 ps_status ps_cli_load_model(const ps_cli_opts *o, const char *spec, const ps_cluster *c, bool pad_for_node,
                             MPI_Comm comm, ps_model *m);
-/* --model and --cluster for the search: the two above; under MPI with --costdb, first a check (agreed) that every
- * rank can read the database, which the plan command then attaches rank by rank (ps_cli_costdb_attach). */
+/* --model and --cluster for the search: the two above. (--costdb is attached afterwards by each rank, agreed:
+ * ps_cli_costdb_attach.) */
 ps_status ps_cli_load_inputs(const ps_cli_opts *o, MPI_Comm comm, ps_model *m, ps_cluster *c);
 /* The search options of o for cluster c (--gbs [8 x GPUs], --gbs-range, --top, --mbs-max, --max-tp, --schedules
  * checked against the schedule kinds, --objective). so.schedules points into the struct: do not copy it apart. */
@@ -115,11 +115,11 @@ typedef struct {
     char kbuf[512];
 } ps_cli_search_opts;
 ps_status ps_cli_search_setup(const ps_cli_opts *o, const ps_cluster *c, ps_cli_search_opts *s);
-/* Search m on c with the search options of o on every rank of comm (MPI is running: plan and sweep need it). On rank 0,
- * *all holds the merged, re-costed top k in the search's total order (n_top 0: nothing fits, all->binding says why)
- * and the baselines; on other ranks it is empty. Collective over comm. */
-ps_status ps_cli_search(const ps_cli_opts *o, MPI_Comm comm, const ps_cost_params *cp, const ps_model *m,
-                        const ps_cluster *c, ps_search_result *all, double *seconds);
+/* Search m on c with the resolved search options so on every rank of comm, shared out as dist says (MPI is running:
+ * plan and sweep need it). On rank 0, *all holds the merged, re-costed top k in the search's total order (n_top 0:
+ * nothing fits, all->binding says why) and the baselines; on other ranks it is empty. Collective over comm. */
+ps_status ps_cli_search(MPI_Comm comm, const ps_search_opts *so, int dist, const ps_cost_params *cp,
+                        const ps_model *m, const ps_cluster *c, ps_search_result *all, double *seconds);
 
 /* JSON and table renderings shared by several commands. */
 #include "ps_cost.h"

@@ -107,23 +107,19 @@ static ps_status print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_p
     return PS_OK;
 }
 
-ps_status ps_cli_search(const ps_cli_opts *o, MPI_Comm comm, const ps_cost_params *cp, const ps_model *m,
-                        const ps_cluster *c, ps_search_result *all, double *seconds)
+ps_status ps_cli_search(MPI_Comm comm, const ps_search_opts *so, int dist, const ps_cost_params *cp,
+                        const ps_model *m, const ps_cluster *c, ps_search_result *all, double *seconds)
 {
     memset(all, 0, sizeof *all);
     int rank = 0;
     PS_MPI(MPI_Comm_rank(comm, &rank));
-    ps_cli_search_opts setup;
     double t0 = MPI_Wtime();
-    /* The same options on every rank, so the same check fails everywhere: no agreement needed before returning. */
-    PS_TRY(ps_cli_search_setup(o, c, &setup));
-    ps_dist dist = (ps_dist)o->distribute;
     ps_mpi_search_stats stats;
-    ps_status st = ps_mpi_search(comm, cp, m, c, &setup.so, dist, all, &stats);
+    ps_status st = ps_mpi_search(comm, cp, m, c, so, (ps_dist)dist, all, &stats);
     if (st == PS_OK && rank == 0) {
         /* The rule-based baselines are a few hundred plans: rank 0 costs them while the others wait. */
         for (int k = 0; k < PS_BASE_EVEN && st == PS_OK; k++)
-            st = ps_search_baseline(cp, m, c, &setup.so, k, &all->base[k], &all->have_base[k], all->base_why[k],
+            st = ps_search_baseline(cp, m, c, so, k, &all->base[k], &all->have_base[k], all->base_why[k],
                                     sizeof all->base_why[k]);
         if (st == PS_OK && !all->have_base[PS_BASE_EVEN])
             snprintf(all->base_why[PS_BASE_EVEN], sizeof all->base_why[PS_BASE_EVEN],
@@ -148,8 +144,13 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     memset(&all, 0, sizeof all);
     double secs = 0;
     ps_costdb_model *db = NULL;
-    ps_status st = ps_cli_costdb_attach(o, &c, &cp, &db);
-    if (st == PS_OK) st = ps_cli_search(o, comm, &cp, &m, &c, &all, &secs);
+    /* Every rank reads the database for itself (it is not broadcast yet): agree, so that a rank that cannot read it
+     * does not leave while the others enter the search's collectives. */
+    ps_status st = ps_mpi_agree_status(comm, ps_cli_costdb_attach(o, &c, &cp, &db), "reading the cost database");
+    /* The same options on every rank, so the same check fails everywhere: no agreement needed. */
+    ps_cli_search_opts setup;
+    if (st == PS_OK) st = ps_cli_search_setup(o, &c, &setup);
+    if (st == PS_OK) st = ps_cli_search(comm, &setup.so, o->distribute, &cp, &m, &c, &all, &secs);
     if (st == PS_OK && rank == 0 && all.n_top && o->svg) {
         char *svg = NULL;
         size_t len = 0;

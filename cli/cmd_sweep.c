@@ -372,7 +372,8 @@ static ps_status load_inputs(const ps_cli_opts *o, MPI_Comm comm, sweep_inputs *
         sweep_cluster *col = &in->cols[k];
         PS_TRY(ps_cli_load_cluster(o, in->g.clusters[k], comm, true, &col->c));
         in->n_loaded_clusters++;
-        /* The checks ps_cli_search makes when a cell starts (--gbs-range, --schedules), made now. */
+        /* The search options of this cluster column (--gbs default, --gbs-range, --schedules), resolved and checked
+         * before any cell runs; every cell of the column searches with them. */
         PS_TRY(ps_cli_search_setup(o, &col->c, &col->setup));
         /* As the plan command costs: --cost-param values, then --costdb's tables (refused for other devices). Every
          * rank reads the database itself: agreed, so a rank that cannot read it does not leave while the others go
@@ -448,8 +449,7 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
             const ps_cluster *c = &in.cols[ci].c;
             ps_search_result all;
             double secs = 0;
-            /* ps_cli_search takes the search options from o; the model and cluster are passed loaded. */
-            st = ps_cli_search(o, comm, &in.cols[ci].cp, m, c, &all, &secs);
+            st = ps_cli_search(comm, &in.cols[ci].setup.so, o->distribute, &in.cols[ci].cp, m, c, &all, &secs);
             if (st == PS_OK && rank == 0) {
                 char key[2100], line[512], timeline[256] = "";
                 ps_sweep_cell_key(in.g.models[mi], in.g.clusters[ci], key, sizeof key);

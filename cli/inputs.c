@@ -65,20 +65,6 @@ static ps_status load_model_shared(const char *spec, const ps_model_opts *mo, MP
     return ast == PS_OK ? PS_OK : ps_error_trace(ast, __FILE__, __LINE__);
 }
 
-/* --costdb is still read by every rank for itself, by ps_cli_costdb_attach after the cluster is loaded, and the plan
- * command does not agree on that reading: a database missing or broken on one node would send that rank away while
- * the others enter the next collective (the model's sharing, the search) and wait there for ever. Reading it here,
- * agreed, fails every rank together instead. (The sweep agrees on its ps_cli_costdb_attach instead of reading the
- * file once more per cluster.) */
-static ps_status check_costdb_everywhere(const ps_cli_opts *o, MPI_Comm comm)
-{
-    ps_costdb db;
-    ps_status st = ps_costdb_read(o->costdb, &db);
-    if (st == PS_OK) ps_costdb_free(&db);
-    PS_TRY(ps_mpi_agree_status(comm, st, "reading the cost database"));
-    return PS_OK;
-}
-
 ps_status ps_cli_load_cluster(const ps_cli_opts *o, const char *spec, MPI_Comm comm, bool need_gpus, ps_cluster *c)
 {
     if (strcmp(spec, "costdb") == 0) {
@@ -135,8 +121,6 @@ ps_status ps_cli_load_model(const ps_cli_opts *o, const char *spec, const ps_clu
 
 ps_status ps_cli_load_inputs(const ps_cli_opts *o, MPI_Comm comm, ps_model *m, ps_cluster *c)
 {
-    if (comm != MPI_COMM_NULL && o->costdb && strcmp(o->cluster, "costdb") != 0)
-        PS_TRY(check_costdb_everywhere(o, comm));
     PS_TRY(ps_cli_load_cluster(o, o->cluster, comm, true, c));
     ps_status st = ps_cli_load_model(o, o->model, c, true, comm, m);
     if (st != PS_OK) {
