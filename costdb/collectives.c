@@ -90,14 +90,14 @@ double ps_coll_allreduce(const ps_cost_params *p, const ps_cluster *c, const ps_
 {
     if (g->n <= 1 || bytes <= 0) return 0;
     double t = db_coll(p, c, g, "allreduce", bytes);
-    if (t >= 0) return t;
+    if (t >= 0) return p->comm_scale * t;
     double bw, lat, n = (double)g->n;
     ps_coll_ring_link(p, c, g, &bw, &lat);
     double ring = 2 * (n - 1) / n * bytes / bw + 2 * (n - 1) * lat;
     /* Double binary tree (NCCL): every byte goes up and down once at link speed, but only log2(n) latency steps,
      * which wins for small payloads on many GPUs. */
     double tree = 2 * bytes / bw + 2 * ceil(log2(n)) * lat;
-    return ring < tree ? ring : tree;
+    return p->comm_scale * (ring < tree ? ring : tree);
 }
 
 /* The analytic all-gather, which reduce-scatter and all-to-all share. */
@@ -113,14 +113,14 @@ double ps_coll_allgather(const ps_cost_params *p, const ps_cluster *c, const ps_
 {
     if (g->n <= 1 || bytes <= 0) return 0;
     double t = db_coll(p, c, g, "allgather", bytes);
-    return t >= 0 ? t : ring_gather(p, c, g, bytes);
+    return p->comm_scale * (t >= 0 ? t : ring_gather(p, c, g, bytes));
 }
 
 double ps_coll_reducescatter(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes)
 {
     if (g->n <= 1 || bytes <= 0) return 0;
     double t = db_coll(p, c, g, "reducescatter", bytes);
-    return t >= 0 ? t : ring_gather(p, c, g, bytes); /* the same traffic pattern, reversed */
+    return p->comm_scale * (t >= 0 ? t : ring_gather(p, c, g, bytes)); /* the same traffic pattern, reversed */
 }
 
 double ps_coll_alltoall(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes)
@@ -128,7 +128,7 @@ double ps_coll_alltoall(const ps_cost_params *p, const ps_cluster *c, const ps_g
     if (g->n <= 1 || bytes <= 0) return 0;
     double t = db_coll(p, c, g, "alltoall", bytes);
     /* Each GPU keeps 1/n of its buffer and sends the rest, one peer per step. */
-    return t >= 0 ? t : ring_gather(p, c, g, bytes);
+    return p->comm_scale * (t >= 0 ? t : ring_gather(p, c, g, bytes));
 }
 
 double ps_p2p(const ps_cost_params *p, const ps_cluster *c, int64_t a, int64_t b, double bytes)
@@ -137,8 +137,8 @@ double ps_p2p(const ps_cost_params *p, const ps_cluster *c, int64_t a, int64_t b
     if (p->db) {
         ps_group pair = {a, 2, b - a};
         double t = db_coll(p, c, &pair, "sendrecv", bytes);
-        if (t >= 0) return t;
+        if (t >= 0) return p->comm_scale * t;
     }
     ps_link l = ps_cluster_link(c, a, b);
-    return l.latency_s + bytes / (l.bw_Bps * link_eff(p, l.kind));
+    return p->comm_scale * (l.latency_s + bytes / (l.bw_Bps * link_eff(p, l.kind)));
 }

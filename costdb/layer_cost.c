@@ -218,15 +218,18 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     }
     double tp_f = w.tp_colls * tp_one, tp_b = w.bwd_tp_colls * tp_one;
 
-    double comp_f = w.gemm + w.attn + elem_f;
-    double recompute = 0;
-    if (s->ckpt == PS_RECOMP_FULL)
-        recompute = comp_f + tp_f; /* the whole forward again, collectives included */
-    else if (s->ckpt == PS_RECOMP_SELECTIVE)
+    /* compute_scale (1 unless refitted from executed plans) corrects every computation time at once */
+    double comp_f = p->compute_scale * (w.gemm + w.attn + elem_f);
+    double recompute = 0, recompute_comm = 0;
+    if (s->ckpt == PS_RECOMP_FULL) {
+        recompute = comp_f; /* the whole forward again, its TP collectives included */
+        recompute_comm = tp_f;
+    } else if (s->ckpt == PS_RECOMP_SELECTIVE)
         /* only the attention core: score GEMMs and the elementwise work on the score tensors */
-        recompute = w.attn + p->elementwise_passes * (act_full - act_sel) / d.stream;
-    double comp_b = w.gemm + 2 * w.attn + 2 * elem_f + recompute; /* input gradients: dgrad GEMMs */
-    double comp_w = w.gemm;                                        /* weight gradients: wgrad GEMMs */
+        recompute = p->compute_scale * (w.attn + p->elementwise_passes * (act_full - act_sel) / d.stream);
+    /* input gradients: dgrad GEMMs; weight gradients: wgrad GEMMs */
+    double comp_b = p->compute_scale * (w.gemm + 2 * w.attn + 2 * elem_f) + recompute;
+    double comp_w = p->compute_scale * w.gemm;
 
     /* Memory. Mixed-precision Adam: weights and gradients in the training dtype, fp32 master weights + two moments
      * (12 bytes) when training in 16 bits, two fp32 moments (8 bytes) in fp32 (ZeRO, Rajbhandari et al. Sec. 3.1:
@@ -260,12 +263,18 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     }
     out->zero_comm = zero_f + zero_b;
     out->tp_comm = tp_f + tp_b;
-    out->recompute = recompute;
+    out->recompute = recompute + recompute_comm;
     out->fwd = (zero_f > 0 ? ps_cost_overlapped(p, comp_f, zero_f) : comp_f) + tp_f;
     double bw_both = comp_b + comp_w;
     double bw_exposed = zero_b > 0 ? ps_cost_overlapped(p, bw_both, zero_b) - bw_both : 0;
-    out->bwd_b = comp_b + tp_b;
+    out->bwd_b = comp_b + tp_b + recompute_comm;
     out->bwd_w = comp_w + bw_exposed;
+    out->comp_fwd = comp_f;
+    out->comp_bwd_b = comp_b;
+    out->comp_bwd_w = comp_w;
+    out->comm_fwd = tp_f + zero_f;
+    out->comm_bwd_b = tp_b + recompute_comm;
+    out->comm_bwd_w = zero_b;
     double rec_flops = s->ckpt == PS_RECOMP_FULL ? w.flops : s->ckpt == PS_RECOMP_SELECTIVE ? w.attn_flops : 0;
     out->hw_flops = 3 * w.flops + rec_flops; /* forward, dgrad, wgrad (attention: 2x in backward, same total) */
     return PS_OK;

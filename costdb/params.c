@@ -43,6 +43,13 @@ static const param_def k_params[] = {
     {"grad_reduce_bytes", P(grad_reduce_bytes), 4.0, 1, 8, "bytes per element",
      "Megatron-LM reduces gradients in fp32 by default with bf16 training (--accumulate-allreduce-grads-in-fp32); "
      "PyTorch DDP with autocast keeps fp32 gradients"},
+    /* Corrections refitted from executed plans (psearch calibrate --from-measurements): 1 until a plan has run. */
+    {"compute_scale", P(compute_scale), 1.0, 0.05, 20, "x predicted computation time",
+     "1 = the model as derived above; psearch calibrate --from-measurements sets it to the median ratio of measured to "
+     "predicted computation of the plans psearch exec ran (docs/exec.md)"},
+    {"comm_scale", P(comm_scale), 1.0, 0.05, 20, "x predicted communication time",
+     "1 = the model as derived above; psearch calibrate --from-measurements sets it to the median ratio of measured to "
+     "predicted communication of the plans psearch exec ran (docs/exec.md)"},
 };
 #undef P
 #define N_PARAMS ((int)(sizeof k_params / sizeof k_params[0]))

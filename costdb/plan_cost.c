@@ -280,7 +280,7 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
         const ps_node_group *ng = ps_cluster_group_of(c, (int64_t)i * width);
         double bwd_last = dbwd[i];
         dexposed[i] = dsync[i] > 0 ? ps_cost_overlapped(p, bwd_last, dsync[i]) - bwd_last : 0;
-        double opt = 2 * dstatic[i] / ps_cost_stream_Bps(p, &ng->gpu);
+        double opt = p->compute_scale * 2 * dstatic[i] / ps_cost_stream_Bps(p, &ng->gpu);
         if (dexposed[i] + opt > tail) tail = dexposed[i] + opt;
         if (r.busy[i] > r.busy[crit]) crit = i;
     }

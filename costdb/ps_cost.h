@@ -31,6 +31,8 @@ typedef struct {
     double reserve_bytes;     /* per-GPU memory psearch never plans into: CUDA context, NCCL buffers, allocator
                                  fragmentation [bytes] */
     double grad_reduce_bytes; /* bytes per gradient element in the data-parallel reduction [bytes] */
+    double compute_scale;     /* every computation time (GEMMs, elementwise, optimizer) is multiplied by this [1] */
+    double comm_scale;        /* every collective and point-to-point time is multiplied by this [1] */
     /* Measured tables (costdb/ps_costdb.h, docs/costdb.md) that replace the analytic GEMM, memory-bandwidth and
      * collective formulas for the devices they measured; NULL (the default): analytic model only. Not a named
      * constant: ps_cost_param_name does not list it. */
@@ -123,6 +125,12 @@ typedef struct {
     double zero_comm;     /* ZeRO-3 gathers and reduce-scatters per micro-batch before overlap */
     double dp_sync;       /* data-parallel gradient synchronisation once per iteration, before overlap */
     double hw_flops;      /* hardware FLOPs per micro-batch on this GPU, recompute included */
+    /* the same passes split into computation and the communication they issue (before any overlap), per
+     * micro-batch: what `psearch exec` times separately. comp_bwd_b includes the recomputation; comm_fwd holds the
+     * TP collectives and ZeRO-3 gather of the forward, comm_bwd_b the TP collectives of the backward, comm_bwd_w the
+     * ZeRO-3 gather and gradient reduce-scatter. */
+    double comp_fwd, comp_bwd_b, comp_bwd_w;
+    double comm_fwd, comm_bwd_b, comm_bwd_w;
     /* memory on one GPU, bytes */
     double mem_params;
     double mem_grads;
