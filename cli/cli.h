@@ -62,6 +62,16 @@ typedef struct {
     const char *clusters;  /* --clusters LIST */
     const char *sweep_dir; /* --out DIR of `sweep` (o->out stays NULL: the summary goes to stdout) */
     int resume;
+    /* exec (docs/exec.md): psearch exec PLAN, and psearch --exec-top K after a search */
+    const char *exec_plan; /* the plan file (positional) */
+    int exec_top;          /* --exec-top K: execute the K best plans of the search and re-rank them */
+    int iters, warmup;     /* --iters N, --warmup W (0 = default) */
+    double scale;          /* --scale F: shapes divided by F on the CPU backend (0 = default) */
+    const char *backend;   /* --backend auto|cpu|cuda (NULL = auto) */
+    const char *record;    /* --record DB.h5: append the measurements to this cost database */
+    double watchdog;       /* --watchdog S: a wait longer than this fails the run naming the pass (0 = default) */
+    /* calibrate --from-measurements DB.h5: refit compute_scale / comm_scale from the executed plans in DB */
+    const char *from_meas;
 } ps_cli_opts;
 
 /* Parse argv. On bad usage returns PS_ERR_INPUT with the message set. */
@@ -91,6 +101,7 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
 void ps_cmd_version(FILE *f);
 ps_status ps_cmd_calibrate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
 ps_status ps_cmd_costdb(const ps_cli_opts *o, ps_out *out);
+ps_status ps_cmd_exec(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
 
 #include "ps_search.h"
 /* cli/inputs.c: inputs read the same way by every planning command. With a communicator the two loaders below are

@@ -46,6 +46,14 @@ enum {
     OPT_QUICK,
     OPT_REPS,
     OPT_DISTRIBUTE,
+    OPT_EXEC_TOP,
+    OPT_ITERS,
+    OPT_WARMUP,
+    OPT_SCALE,
+    OPT_BACKEND,
+    OPT_RECORD,
+    OPT_WATCHDOG,
+    OPT_FROM_MEAS,
 };
 
 static const struct option g_long[] = {
@@ -93,6 +101,14 @@ static const struct option g_long[] = {
     {"costdb", required_argument, NULL, OPT_COSTDB},
     {"quick", no_argument, NULL, OPT_QUICK},
     {"reps", required_argument, NULL, OPT_REPS},
+    {"exec-top", required_argument, NULL, OPT_EXEC_TOP},
+    {"iters", required_argument, NULL, OPT_ITERS},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"scale", required_argument, NULL, OPT_SCALE},
+    {"backend", required_argument, NULL, OPT_BACKEND},
+    {"record", required_argument, NULL, OPT_RECORD},
+    {"watchdog", required_argument, NULL, OPT_WATCHDOG},
+    {"from-measurements", required_argument, NULL, OPT_FROM_MEAS},
     {NULL, 0, NULL, 0},
 };
 
@@ -162,7 +178,41 @@ void ps_cli_usage(FILE *f, const char *cmd)
                    "\n"
                    "  --out FILE   the database to write (atomically: a temporary beside it, renamed at the end)\n"
                    "  --quick      small shapes and sizes (1 KiB .. 1 MiB collectives), seconds on a CPU\n"
-                   "  --reps N     timed repetitions per point [10; 5 with --quick]\n");
+                   "  --reps N     timed repetitions per point [10; 5 with --quick]\n"
+                   "\n"
+                   "       psearch calibrate --from-measurements DB.h5 [--out FILE.h5]\n"
+                   "\n"
+                   "Refit the cost model's compute_scale and comm_scale from the executed plans recorded in DB.h5\n"
+                   "(psearch exec --record DB.h5) and store them in the database (DB.h5 itself, or a copy at --out),\n"
+                   "so that --costdb applies them (docs/exec.md). No MPI needed.\n");
+        return;
+    }
+    if (cmd && strcmp(cmd, "exec") == 0) {
+        fprintf(f, "usage: mpirun -n GPUS psearch exec PLAN.json [--iters N] [--warmup W] [--backend B] [--scale F]\n"
+                   "                                  [--record DB.h5] [--costdb DB.h5] [--watchdog S]\n"
+                   "       mpirun -n GPUS psearch --model M --cluster C --exec-top K [the same options]\n"
+                   "\n"
+                   "Run a plan on this allocation, one MPI rank per GPU of the plan: every rank takes its place\n"
+                   "(pipeline stage, tensor-parallel rank, data-parallel rank), runs its stage's passes in the\n"
+                   "schedule's order with the layers' matrix multiplies, tensor-parallel collectives, ZeRO gathers,\n"
+                   "pipeline sends and the data-parallel gradient synchronisation, and reports measured against\n"
+                   "predicted iteration time (docs/exec.md). --exec-top K searches, then runs the K best plans and\n"
+                   "ranks them by measured time.\n"
+                   "\n"
+                   "  --iters N       timed iterations [5]\n"
+                   "  --warmup W      iterations run first and not timed [1]\n"
+                   "  --backend B     auto, cpu or cuda [auto: cuda when every rank sees a GPU; a plan for GPUs\n"
+                   "                  is refused on a machine without one unless --backend cpu is given]\n"
+                   "  --scale F       cpu backend: divide every matrix dimension and message by F (the output and\n"
+                   "                  the prediction say so) [1 with --cluster costdb, else 16]\n"
+                   "  --record DB.h5  append the measurements to this cost database (created if missing)\n"
+                   "  --costdb DB.h5  predict with its measured tables (and its refitted coefficients)\n"
+                   "  --cluster C     the cluster the plan is for [the plan file's \"cluster\"]; --model likewise\n"
+                   "  --watchdog S    a wait for a message or collective longer than S seconds fails the run,\n"
+                   "                  naming the rank, the pass and the peer [60]\n"
+                   "\n"
+                   "Exit 2 for a plan that does not fit this run (degrees, ranks, stages), before any communicator\n"
+                   "is built; 3 when the execution fails (the watchdog, MPI).\n");
         return;
     }
     if (cmd && strcmp(cmd, "costdb") == 0) {
@@ -214,7 +264,8 @@ void ps_cli_usage(FILE *f, const char *cmd)
             "       psearch schedule --kind K ...      simulate a pipeline schedule (psearch schedule --help)\n"
             "       psearch calibrate --out FILE.h5    measure this allocation into a cost database (under mpirun)\n"
             "       psearch costdb show|merge ...      summarize or merge cost databases (psearch costdb --help)\n"
-            "       psearch sweep --models L --clusters L --out DIR   plan tables (psearch sweep --help)\n"
+            "       psearch sweep --models L --clusters L --out DIR   plan tables (psearch sweep --help)\n"            "       psearch exec PLAN.json             run a plan on this allocation, measured vs predicted\n"
+            "                                          (under mpirun, one rank per GPU; psearch exec --help)\n"
             "       psearch --version                  versions of psearch and the libraries it uses\n"
             "\n"
             "Options (defaults in brackets):\n"
@@ -244,6 +295,8 @@ void ps_cli_usage(FILE *f, const char *cmd)
             "      --export K       print the best plan as megatron (Megatron-LM arguments) or deepspeed (config JSON)\n"
             "                       instead of the table\n"
             "      --svg FILE       also write the best plan's pipeline timeline as SVG (atomically)\n"
+            "      --exec-top K     then execute the K best plans on this allocation and rank them by measured\n"
+            "                       time (one rank per GPU; psearch exec --help for --iters, --backend, ...)\n"
             "      --out FILE       write the output to FILE (atomically: all or nothing) [standard output]\n"
             "      --data-dir DIR   folder holding models/ and clusters/ presets [installed share/psearch]\n"
             "  -v, --verbose        on errors, also print where in psearch they were raised\n"
@@ -273,7 +326,10 @@ static const struct {
     {OPT_FBW, "schedule"},      {OPT_TIMES, "schedule"},      {OPT_PASSES, "schedule"},
     {OPT_QUICK, "calibrate"},   {OPT_REPS, "calibrate"},
     {OPT_MODELS, "sweep"},      {OPT_CLUSTERS, "sweep"},      {OPT_RESUME, "sweep"},
-    {OPT_COSTDB, "plan estimate sweep cluster"}, {OPT_COST_PARAM, "plan estimate sweep"},
+    {OPT_COSTDB, "plan estimate sweep cluster exec"}, {OPT_COST_PARAM, "plan estimate sweep exec"},
+    {OPT_EXEC_TOP, "plan"},     {OPT_ITERS, "exec plan"},     {OPT_WARMUP, "exec plan"},
+    {OPT_SCALE, "exec plan"},   {OPT_BACKEND, "exec plan"},   {OPT_RECORD, "exec plan"},
+    {OPT_WATCHDOG, "exec plan"}, {OPT_FROM_MEAS, "calibrate"},
 };
 
 static ps_status check_scope(int opt, const char *cmd)
@@ -350,12 +406,20 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
                     return PS_FAIL(PS_ERR_INPUT, "'costdb %s' needs %s", o->sub,
                                    want == 1 ? "a FILE" : "two files: A.h5 B.h5 (and --out C.h5)");
             }
+        } else if (strcmp(c, "exec") == 0) {
+            /* psearch exec PLAN.json [options] */
+            o->cmd = c;
+            first = 2;
+            if (argc > 2 && argv[2][0] != '-') {
+                o->exec_plan = argv[2];
+                first = 3;
+            }
         } else if (strcmp(c, "help") == 0) {
             o->help = 1;
             first = 2;
         } else {
             return PS_FAIL(PS_ERR_INPUT, "unknown command '%s' (commands: model, cluster, estimate, schedule, calibrate, "
-                                         "costdb, sweep; see psearch --help)", c);
+                                         "costdb, sweep, exec; see psearch --help)", c);
         }
     }
 
@@ -482,6 +546,47 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
             o->reps = (int)r;
             break;
         }
+        case OPT_EXEC_TOP: {
+            int64_t k = 0;
+            PS_TRY(parse_pos_int("exec-top", optarg, &k));
+            if (k > 100) return PS_FAIL(PS_ERR_INPUT, "option --exec-top must be at most 100 (got %lld)", (long long)k);
+            o->exec_top = (int)k;
+            break;
+        }
+        case OPT_ITERS:
+        case OPT_WARMUP: {
+            int64_t k = 0;
+            const char *nm = ch == OPT_ITERS ? "iters" : "warmup";
+            if (!ps_parse_i64(optarg, &k) || k < (ch == OPT_ITERS ? 1 : 0) || k > 100000)
+                return PS_FAIL(PS_ERR_INPUT, "option --%s needs an integer in [%d, 100000] (got '%s')", nm,
+                               ch == OPT_ITERS ? 1 : 0, optarg);
+            if (ch == OPT_ITERS)
+                o->iters = (int)k;
+            else
+                o->warmup = (int)k + 1; /* stored +1: 0 means "not given" and --warmup 0 is a valid choice */
+            break;
+        }
+        case OPT_SCALE:
+            if (!ps_parse_double(optarg, &o->scale) || !(o->scale >= 1) || o->scale > 1e6)
+                return PS_FAIL(PS_ERR_INPUT, "option --scale needs a number in [1, 1e6] (got '%s')", optarg);
+            break;
+        case OPT_BACKEND:
+            if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0)
+                return PS_FAIL(PS_ERR_INPUT, "unknown --backend '%s' (known: auto, cpu, cuda)", optarg);
+            o->backend = optarg;
+            break;
+        case OPT_RECORD:
+            if (!*optarg) return PS_FAIL(PS_ERR_INPUT, "option --record needs a file name");
+            o->record = optarg;
+            break;
+        case OPT_WATCHDOG:
+            if (!ps_parse_double(optarg, &o->watchdog) || !(o->watchdog > 0) || o->watchdog > 86400)
+                return PS_FAIL(PS_ERR_INPUT, "option --watchdog needs seconds in (0, 86400] (got '%s')", optarg);
+            break;
+        case OPT_FROM_MEAS:
+            if (!*optarg) return PS_FAIL(PS_ERR_INPUT, "option --from-measurements needs a file name");
+            o->from_meas = optarg;
+            break;
         case 'v': o->verbose = 1; break;
         case 'h': o->help = 1; break;
         case OPT_VERSION: o->version = 1; break;
@@ -512,6 +617,16 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
             return PS_FAIL(PS_ERR_INPUT, "'psearch sweep' needs --models LIST, --clusters LIST and --out DIR "
                                          "(see psearch sweep --help)");
     }
+    if (strcmp(o->cmd, "exec") == 0 && !o->exec_plan && !o->help)
+        return PS_FAIL(PS_ERR_INPUT, "'psearch exec' needs a plan file: psearch exec plan.json (see psearch exec --help)");
+    if (strcmp(o->cmd, "plan") == 0 && !o->exec_top &&
+        (o->iters || o->warmup || o->scale > 0 || o->backend || o->record || o->watchdog > 0))
+        return PS_FAIL(PS_ERR_INPUT, "--iters, --warmup, --scale, --backend, --record and --watchdog apply to executed "
+                                     "plans: give --exec-top K (or use psearch exec plan.json)");
+    if (o->exec_top && o->export_kind)
+        return PS_FAIL(PS_ERR_INPUT, "--exec-top and --export do not go together: export the plan, or execute it");
+    /* exec's model and cluster default to the plan file's own (ps_cmd_exec); the search's to the presets. */
+    if (strcmp(o->cmd, "exec") == 0) return PS_OK;
     if (!o->model) o->model = PS_DEFAULT_MODEL;
     if (!o->cluster) o->cluster = PS_DEFAULT_CLUSTER;
     return PS_OK;
@@ -520,9 +635,9 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
 int ps_cli_needs_mpi(const ps_cli_opts *o)
 {
     if (o->help || o->version) return 0;
-    if (strcmp(o->cmd, "plan") == 0 || strcmp(o->cmd, "sweep") == 0) return 1;
-    /* calibrate measures the MPI job it runs in */
-    if (strcmp(o->cmd, "calibrate") == 0) return 1;
+    if (strcmp(o->cmd, "plan") == 0 || strcmp(o->cmd, "sweep") == 0 || strcmp(o->cmd, "exec") == 0) return 1;
+    /* calibrate measures the MPI job it runs in; refitting from recorded measurements reads a file */
+    if (strcmp(o->cmd, "calibrate") == 0) return o->from_meas == NULL;
     /* Describing the allocation gathers facts from every rank. */
     if (strcmp(o->cmd, "cluster") == 0 && o->sub && strcmp(o->sub, "show") == 0 && strcmp(o->cluster, "auto") == 0)
         return 1;

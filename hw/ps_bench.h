@@ -89,13 +89,29 @@ typedef struct {
     int32_t reps;
 } ps_bench_overlap;
 
-/* Written by `psearch exec` (later): one executed plan, predicted against measured. */
+/* Written by `psearch exec --record DB` (jobs/, docs/exec.md): one executed plan, predicted against measured. The
+ * predictions are the cost model's with the compute_scale / comm_scale it ran with (kept here, so a refit divides
+ * them out); computation and communication are the per-rank means over the ranks of the run, per iteration. */
 typedef struct {
-    char plan[64];           /* plan digest */
+    char plan[64];           /* plan digest: 16 hex digits (FNV-1a 64 of the plan JSON), then a short summary */
     char model[64];
     char cluster[64];
+    char device[32];         /* device key of the ranks that ran it: "cpu:<model>" or the GPU catalog name */
+    char backend[8];         /* "cpu" or "cuda" */
+    int32_t ranks;
+    int32_t iters;           /* timed iterations (after warm-up) */
+    double scale;            /* every GEMM dimension and message divided by this (1: the plan's real shapes) [1] */
+    double compute_scale;    /* the cost model's compute_scale when it predicted [1] */
+    double comm_scale;       /* the cost model's comm_scale when it predicted [1] */
     double predicted_s;      /* predicted iteration time [s] */
     double measured_s;       /* measured median iteration time [s] */
+    double spread;           /* (p90 - p10) / median of the measured iterations [1] */
+    double predicted_compute_s; /* computation per iteration, mean over ranks [s] */
+    double measured_compute_s;
+    double predicted_comm_s; /* communication issued per iteration (TP, ZeRO, pipeline, DP), mean over ranks [s] */
+    double measured_comm_s;  /* time spent in it, waits included */
+    double predicted_peak_bytes; /* largest per-GPU peak memory predicted [bytes] */
+    double measured_peak_bytes;  /* largest per-rank peak measured; 0 where not measured (CPU backend) [bytes] */
     char date[32];           /* ISO 8601 UTC */
 } ps_bench_measurement;
 
