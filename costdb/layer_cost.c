@@ -96,6 +96,59 @@ static double gemm_time(const ps_cost_params *p, const dev_speed *d, double m, d
     return count * (t + p->kernel_launch_s);
 }
 
+void ps_layer_gemm_shapes(const ps_layer *l, int64_t mbs, int tp, ps_layer_gemms *out)
+{
+    memset(out, 0, sizeof *out);
+    double T = (double)mbs * (double)l->seq, h = (double)l->hidden, t = tp;
+    double Q = (double)(l->heads * l->head_dim), K = (double)(l->kv_heads * l->head_dim), F = (double)l->ffn_hidden;
+    bool gated = l->act == PS_ACT_SWIGLU || l->act == PS_ACT_GEGLU;
+#define GEMM(M, N, K_, cnt, at)                                                                                         \
+    out->g[out->n++] = (ps_gemm_shape){.m = (M), .n = (N), .k = (K_), .count = (cnt), .attn = (at)}
+    switch (l->kind) {
+    case PS_LAYER_ENCODER:
+    case PS_LAYER_DECODER:
+    case PS_LAYER_DECODER_XATTN: {
+        double ctx = (l->attn_window > 0 && l->attn_window < l->seq) ? (double)l->attn_window : (double)l->seq;
+        double s = (double)l->seq, hd = (double)l->head_dim;
+        GEMM(T, (Q + 2 * K) / t, h, 1, false);
+        GEMM(T, h, Q / t, 1, false);
+        GEMM(T, F / t, h, gated ? 2 : 1, false);
+        GEMM(T, h, F / t, 1, false);
+        /* scores Q.K^T and probabilities . V: one batched GEMM each over (micro-batch x local heads) */
+        double b = (double)mbs * ((double)l->heads / t);
+        GEMM(s, ctx, hd, b, true);
+        GEMM(s, hd, ctx, b, true);
+        out->tp_colls = 2;
+        if (l->kind == PS_LAYER_DECODER_XATTN) {
+            double kvT = (double)mbs * (double)l->kv_seq, kv = (double)l->kv_seq;
+            GEMM(T, Q / t, h, 1, false);
+            GEMM(kvT, 2 * K / t, h, 1, false);
+            GEMM(T, h, Q / t, 1, false);
+            GEMM(s, kv, hd, b, true);
+            GEMM(s, hd, kv, b, true);
+            out->tp_colls = 3;
+        }
+        out->bwd_tp_colls = out->tp_colls;
+        break;
+    }
+    case PS_LAYER_LM_HEAD:
+        GEMM(T, (double)l->vocab / t, h, 1, false);
+        out->bwd_tp_colls = 1; /* the input gradient of a vocabulary-parallel projection is summed over tp */
+        break;
+    case PS_LAYER_CLS_HEAD:
+        if (l->pooler) GEMM((double)mbs, h, h, 1, false);
+        GEMM((double)mbs, (double)l->n_classes, h, 1, false);
+        break;
+    case PS_LAYER_PATCH_EMBED: GEMM(T, h, (double)(l->channels * l->patch * l->patch), 1, false); break;
+    case PS_LAYER_MERGE: GEMM(T, (double)l->out_hidden, 4 * h, 1, false); break;
+    case PS_LAYER_EMBED:
+        out->tp_colls = 1; /* vocabulary-parallel lookup: partial rows summed over tp */
+        break;
+    case PS_LAYER_KIND_COUNT: break;
+    }
+#undef GEMM
+}
+
 typedef struct {
     double gemm;   /* weight GEMMs of the forward pass (backward: the same again for B and again for W) */
     double attn;   /* attention score GEMMs (batched, no weights) of the forward pass; backward twice this */
@@ -105,70 +158,26 @@ typedef struct {
     int bwd_tp_colls;
 } fwd_work;
 
-/* The GEMMs of a layer on one GPU of a tp-way group. Weight matrices are split over tp (Megatron column/row
- * parallel; vocabulary-parallel embedding and head); small layers (patch embedding, merge, classifier) are not. */
+/* The GEMMs of a layer on one GPU of a tp-way group, timed. */
 static void layer_work(const ps_cost_params *p, const dev_speed *d, const ps_layer *l, int64_t mbs, int tp, double elt,
                        fwd_work *w)
 {
     memset(w, 0, sizeof *w);
-    double T = (double)mbs * (double)l->seq, h = (double)l->hidden, t = tp;
-    double Q = (double)(l->heads * l->head_dim), K = (double)(l->kv_heads * l->head_dim), F = (double)l->ffn_hidden;
-    bool gated = l->act == PS_ACT_SWIGLU || l->act == PS_ACT_GEGLU;
-#define GEMM(m, n, k, cnt)                                                                                              \
-    do {                                                                                                                \
-        w->gemm += gemm_time(p, d, (m), (n), (k), (cnt), elt);                                                          \
-        w->flops += 2.0 * (m) * (n) * (k) * (cnt);                                                                      \
-    } while (0)
-    switch (l->kind) {
-    case PS_LAYER_ENCODER:
-    case PS_LAYER_DECODER:
-    case PS_LAYER_DECODER_XATTN: {
-        double ctx = (l->attn_window > 0 && l->attn_window < l->seq) ? (double)l->attn_window : (double)l->seq;
-        double heads_gpu = (double)l->heads / t, s = (double)l->seq, hd = (double)l->head_dim;
-        GEMM(T, (Q + 2 * K) / t, h, 1);
-        GEMM(T, h, Q / t, 1);
-        GEMM(T, F / t, h, gated ? 2 : 1);
-        GEMM(T, h, F / t, 1);
-        /* scores Q.K^T and probabilities . V: one batched GEMM each over (micro-batch x local heads) */
-        double b = (double)mbs * heads_gpu;
-        w->attn += gemm_time(p, d, s, ctx, hd, b, elt) + gemm_time(p, d, s, hd, ctx, b, elt);
-        w->flops += 2 * 2.0 * s * ctx * hd * b;
-        w->attn_flops += 2 * 2.0 * s * ctx * hd * b;
-        w->tp_colls = 2;
-        if (l->kind == PS_LAYER_DECODER_XATTN) {
-            double kvT = (double)mbs * (double)l->kv_seq;
-            GEMM(T, Q / t, h, 1);
-            GEMM(kvT, 2 * K / t, h, 1);
-            GEMM(T, h, Q / t, 1);
-            double kv = (double)l->kv_seq;
-            w->attn += gemm_time(p, d, s, kv, hd, b, elt) + gemm_time(p, d, s, hd, kv, b, elt);
-            w->flops += 2 * 2.0 * s * kv * hd * b;
-            w->attn_flops += 2 * 2.0 * s * kv * hd * b;
-            w->tp_colls = 3;
+    ps_layer_gemms g;
+    ps_layer_gemm_shapes(l, mbs, tp, &g);
+    for (int i = 0; i < g.n; i++) {
+        const ps_gemm_shape *x = &g.g[i];
+        double t = gemm_time(p, d, x->m, x->n, x->k, x->count, elt), f = 2.0 * x->m * x->n * x->k * x->count;
+        if (x->attn) {
+            w->attn += t;
+            w->attn_flops += f;
+        } else {
+            w->gemm += t;
         }
-        w->bwd_tp_colls = w->tp_colls;
-        break;
+        w->flops += f;
     }
-    case PS_LAYER_LM_HEAD:
-        GEMM(T, (double)l->vocab / t, h, 1);
-        w->bwd_tp_colls = 1; /* the input gradient of a vocabulary-parallel projection is summed over tp */
-        break;
-    case PS_LAYER_CLS_HEAD:
-        if (l->pooler) GEMM((double)mbs, h, h, 1);
-        GEMM((double)mbs, (double)l->n_classes, h, 1);
-        break;
-    case PS_LAYER_PATCH_EMBED:
-        GEMM(T, h, (double)(l->channels * l->patch * l->patch), 1);
-        break;
-    case PS_LAYER_MERGE:
-        GEMM(T, (double)l->out_hidden, 4 * h, 1);
-        break;
-    case PS_LAYER_EMBED:
-        w->tp_colls = 1; /* vocabulary-parallel lookup: partial rows summed over tp */
-        break;
-    case PS_LAYER_KIND_COUNT: break;
-    }
-#undef GEMM
+    w->tp_colls = g.tp_colls;
+    w->bwd_tp_colls = g.bwd_tp_colls;
 }
 
 double ps_cost_overlapped(const ps_cost_params *p, double comp, double comm)

@@ -115,6 +115,22 @@ double ps_cost_peak_flops(const ps_gpu *g, ps_dtype dtype);
 double ps_cost_overlapped(const ps_cost_params *p, double comp, double comm);
 
 /* ---- one layer ---- */
+/* The matrix multiplies of one layer's forward pass on one GPU of a tp-way group, for a micro-batch of mbs samples:
+ * (m x k) . (k x n), `count` times (attention: batched over micro-batch x local heads). The backward runs each
+ * twice (input gradient in B, weight gradient in W; attention GEMMs, which have no weights, twice in B). The cost
+ * model times these and `psearch exec` runs them, so both see the same shapes. */
+typedef struct {
+    double m, n, k, count;
+    bool attn; /* attention score / context GEMM (no weights; what selective recomputation repeats) */
+} ps_gemm_shape;
+typedef struct {
+    ps_gemm_shape g[12];
+    int n;
+    int tp_colls;     /* TP collectives of the layer output in the forward pass */
+    int bwd_tp_colls; /* in the backward pass */
+} ps_layer_gemms;
+void ps_layer_gemm_shapes(const ps_layer *l, int64_t mbs, int tp, ps_layer_gemms *out);
+
 typedef struct {
     /* times per micro-batch on one GPU, seconds; communication already counted as exposed where noted */
     double fwd;           /* forward compute + exposed TP communication + exposed ZeRO-3 gather */
