@@ -436,3 +436,51 @@ ps_status ps_model_list(char ***names, int *count)
     *count = n;
     return PS_OK;
 }
+
+/* ---- scaled copies --------------------------------------------------------------------------------------------- */
+
+/* ceil(x / f) rounded up to a multiple of align; 0 stays 0 (a field the kind does not use). */
+static int64_t shrink(int64_t x, int64_t f, int64_t align)
+{
+    if (x <= 0) return x;
+    int64_t v = (x + f - 1) / f;
+    return (v + align - 1) / align * align;
+}
+
+ps_status ps_model_scaled(const ps_model *m, int64_t f, int64_t align, ps_model *out)
+{
+    memset(out, 0, sizeof *out);
+    PS_CHECK_INPUT(f >= 1 && align >= 1, "scale factor and alignment must be >= 1 (got %lld, %lld)", (long long)f,
+                   (long long)align);
+    *out = *m;
+    out->layers = ps_calloc((size_t)m->n_layers, sizeof *out->layers);
+    if (!out->layers) return PS_ERR_SYSTEM;
+    memcpy(out->layers, m->layers, (size_t)m->n_layers * sizeof *out->layers);
+    if (f > 1) {
+        char suffix[24];
+        snprintf(suffix, sizeof suffix, "/%lld", (long long)f);
+        size_t keep = sizeof out->name - 1 - strlen(suffix), len = strlen(m->name);
+        memcpy(out->name, m->name, len < keep ? len : keep);
+        out->name[len < keep ? len : keep] = '\0';
+        ps_strcatf(out->name, sizeof out->name, "%s", suffix);
+        out->published_params = 0;
+        /* Tokens shrink like widths (seq is a multiple of align too, for sequence parallelism over tp); heads stay,
+         * so every head divisibility rule of the original holds, and head_dim shrinks instead. */
+        out->seq = shrink(m->seq, f, align);
+        for (int64_t i = 0; i < m->n_layers; i++) {
+            ps_layer *l = &out->layers[i];
+            l->hidden = shrink(l->hidden, f, align);
+            l->out_hidden = shrink(l->out_hidden, f, align);
+            l->ffn_hidden = shrink(l->ffn_hidden, f, align);
+            l->vocab = shrink(l->vocab, f, align);
+            l->seq = shrink(l->seq, f, align);
+            l->kv_seq = shrink(l->kv_seq, f, align);
+            l->attn_window = shrink(l->attn_window, f, 1);
+            l->positions = shrink(l->positions, f, 1);
+            l->head_dim = shrink(l->head_dim, f, 1);
+        }
+    }
+    ps_status st = ps_model_validate(out, out->name);
+    if (st != PS_OK) ps_model_free(out);
+    return st;
+}

@@ -147,6 +147,12 @@ bool ps_layer_is_block(ps_layer_kind k);
 const char *ps_recompute_name(ps_recompute r);
 ps_status ps_recompute_parse(const char *s, ps_recompute *out);
 
+/* A copy of m with every width and token count divided by f (rounded up to a multiple of align: the largest
+ * tensor-parallel degree that must still divide them) and the head counts kept, so a GEMM has about 1/f^3 of the
+ * FLOPs and a tensor about 1/f^2 of the bytes; named "NAME/f". f = 1: an exact copy. `psearch exec` runs such a
+ * copy on CPUs and predicts the same copy, so measured and predicted describe one model. */
+ps_status ps_model_scaled(const ps_model *m, int64_t f, int64_t align, ps_model *out);
+
 /* Check the invariants every consumer relies on (sizes > 0, heads divide, kv_heads divides heads, ...).
  * `where` names the file for the message. */
 ps_status ps_model_validate(const ps_model *m, const char *where);
