@@ -132,6 +132,27 @@ ps_status ps_cli_search_setup(const ps_cli_opts *o, const ps_cluster *c, ps_cli_
 ps_status ps_cli_search(MPI_Comm comm, const ps_search_opts *so, int dist, const ps_cost_params *cp,
                         const ps_model *m, const ps_cluster *c, ps_search_result *all, double *seconds);
 
+/* cli/cmd_exec.c: one plan executed on every rank of comm (jobs/), shared by `psearch exec` and --exec-top: the
+ * backend (auto: cuda where every rank sees a GPU; a GPU plan without GPUs is refused unless --backend cpu), the
+ * shape scale (--scale; cpu backend on a GPU cluster: 16), the scaled model run and predicted, and the measurement
+ * row --record appends. Collective over comm. */
+#include "ps_bench.h"
+#include "ps_jobs.h"
+typedef struct {
+    const char *backend;
+    int64_t scale;
+    int warmup;
+    bool comparable;          /* the prediction is of the devices that ran it (GPU plan on GPUs, CPU plan on CPUs) */
+    ps_model model;           /* the model as executed (scaled) */
+    ps_exec_result r;
+    ps_bench_measurement row; /* what --record appends */
+} ps_cli_exec_run;
+ps_status ps_cli_exec(const ps_cli_opts *o, MPI_Comm comm, const ps_model *m, const ps_cluster *c,
+                      const ps_cost_params *cp, const ps_plan *plan, ps_cli_exec_run *run);
+void ps_cli_exec_run_free(ps_cli_exec_run *run);
+json_t *ps_cli_exec_json(const ps_cli_exec_run *run);
+void ps_cli_exec_table(FILE *f, const ps_cli_exec_run *run, const ps_cluster *c);
+
 /* JSON and table renderings shared by several commands. */
 #include "ps_cost.h"
 #include "ps_costdb.h"

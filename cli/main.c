@@ -25,6 +25,7 @@ static ps_status run(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     if (strcmp(o->cmd, "calibrate") == 0) return ps_cmd_calibrate(o, comm, out);
     if (strcmp(o->cmd, "costdb") == 0) return ps_cmd_costdb(o, out);
     if (strcmp(o->cmd, "sweep") == 0) return ps_cmd_sweep(o, comm, out);
+    if (strcmp(o->cmd, "exec") == 0) return ps_cmd_exec(o, comm, out);
     return ps_cmd_plan(o, comm, out);
 }
 

@@ -1,0 +1,323 @@
+/* `psearch exec PLAN.json` and the execution step of `psearch --exec-top K`: resolve the backend and the shape
+ * scale, run the plan with jobs/ on every rank, print measured beside predicted, and append the measurement to a
+ * cost database (--record). docs/exec.md. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "ps_bench.h"
+#include "ps_costdb.h"
+#include "ps_jobs.h"
+#include "ps_json.h"
+#include "ps_mpi.h"
+#include "ps_plan_json.h"
+
+#define GIB (1024.0 * 1024 * 1024)
+
+/* A cluster described by a CPU calibration (--cluster costdb on a CPU machine): its "GPUs" are CPU ranks. */
+static bool cluster_is_cpu(const ps_cluster *c)
+{
+    for (int g = 0; g < c->n_groups; g++)
+        if (c->groups[g].gpus_per_node > 0 && strncmp(c->groups[g].gpu.name, "cpu:", 4) != 0) return false;
+    return true;
+}
+
+/* The backend every rank can use: cuda only when every rank sees a GPU. */
+static ps_status resolve_backend(const ps_cli_opts *o, MPI_Comm comm, const ps_cluster *c, const char **out)
+{
+    char why[256] = "";
+    int have = ps_exec_backend_usable("cuda", why, sizeof why) ? 1 : 0, all = 0;
+    PS_MPI(MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, comm));
+    if (all == 0 && have) snprintf(why, sizeof why, "some ranks see no GPU");
+    const char *want = o->backend ? o->backend : "auto";
+    if (strcmp(want, "cpu") == 0 || (strcmp(want, "auto") == 0 && !all && cluster_is_cpu(c))) {
+        *out = "cpu";
+        return PS_OK;
+    }
+    if (all) {
+        *out = "cuda";
+        return PS_OK;
+    }
+    if (strcmp(want, "cuda") == 0) return PS_FAIL(PS_ERR_INPUT, "--backend cuda: %s", why);
+    return PS_FAIL(PS_ERR_INPUT, "the plan is for the %s GPUs of %s, but %s; run it on the machines it plans for, or "
+                                 "give --backend cpu to run its work on the CPUs with shapes scaled down (--scale)",
+                   c->groups[0].gpu.name, c->name, why);
+}
+
+static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
+
+/* FNV-1a 64 of the plan's canonical JSON: the same plan gives the same digest in every record. */
+static void plan_digest(const ps_plan *p, const ps_model *m, char *out, size_t cap)
+{
+    json_t *j = ps_plan_to_json(p, m);
+    char *s = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *c = s ? s : ""; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ULL;
+    free(s);
+    json_decref(j);
+    const ps_strategy *t = &p->layer[0];
+    snprintf(out, cap, "%016llx pp%d tp%d dp%d z%d %s", (unsigned long long)h, p->pp, t->tp, t->dp, t->zero,
+             p->schedule);
+}
+
+ps_status ps_cli_exec(const ps_cli_opts *o, MPI_Comm comm, const ps_model *m, const ps_cluster *c,
+                      const ps_cost_params *cp, const ps_plan *plan, ps_cli_exec_run *run)
+{
+    memset(run, 0, sizeof *run);
+    int nranks = 1, rank = 0;
+    PS_MPI(MPI_Comm_size(comm, &nranks));
+    PS_MPI(MPI_Comm_rank(comm, &rank));
+    /* Everything that can refuse the plan does so before a communicator exists. */
+    PS_TRY(ps_exec_check(plan, m, c, nranks));
+    PS_TRY(resolve_backend(o, comm, c, &run->backend));
+    bool cpu = strcmp(run->backend, "cpu") == 0;
+    double scale = o->scale > 0 ? o->scale : (cpu && !cluster_is_cpu(c) ? 16 : 1);
+    if (scale != floor(scale)) return PS_FAIL(PS_ERR_INPUT, "--scale must be a whole number (got %g)", scale);
+    run->scale = (int64_t)scale;
+    /* widths stay multiples of every TP degree of the plan (and of 8, for sane GEMM shapes) */
+    int64_t align = 8;
+    for (int64_t i = 0; i < m->n_layers; i++) align = align / gcd64(align, plan->layer[i].tp) * plan->layer[i].tp;
+    PS_TRY(ps_model_scaled(m, run->scale, run->scale > 1 ? align : 1, &run->model));
+    ps_exec_opts eo;
+    ps_exec_opts_default(&eo);
+    eo.backend = run->backend;
+    if (o->iters) eo.iters = o->iters;
+    if (o->warmup) eo.warmup = o->warmup - 1;
+    if (o->watchdog > 0) eo.watchdog_s = o->watchdog;
+    eo.log = rank == 0 && o->format != PS_FMT_JSON ? stderr : NULL;
+    ps_status st = ps_exec_check(plan, &run->model, c, nranks);
+    if (st == PS_OK) st = ps_exec_run(comm, plan, &run->model, c, cp, &eo, &run->r);
+    if (st != PS_OK) {
+        ps_model_free(&run->model);
+        return ps_error_trace(st, __FILE__, __LINE__);
+    }
+    run->comparable = cpu ? cluster_is_cpu(c) : !cluster_is_cpu(c);
+    run->warmup = eo.warmup;
+
+    /* the device key, as calibration names it (so a refit groups rows by the device that ran them) */
+    ps_bench_results br;
+    st = ps_bench_device_init(comm, &br);
+    if (st == PS_OK) {
+        ps_bench_measurement *w = &run->row;
+        const ps_exec_result *r = &run->r;
+        plan_digest(plan, m, w->plan, sizeof w->plan);
+        ps_strlcpy(w->model, m->name, sizeof w->model);
+        ps_strlcpy(w->cluster, c->name, sizeof w->cluster);
+        ps_strlcpy(w->device, br.dev.name, sizeof w->device);
+        ps_strlcpy(w->backend, run->backend, sizeof w->backend);
+        w->ranks = nranks;
+        w->iters = r->iters;
+        w->scale = (double)run->scale;
+        w->compute_scale = cp->compute_scale;
+        w->comm_scale = cp->comm_scale;
+        w->predicted_s = r->predicted_s;
+        w->measured_s = r->median_s;
+        w->spread = r->spread;
+        w->predicted_compute_s = r->pred_compute_s;
+        w->measured_compute_s = r->compute_s;
+        w->predicted_comm_s = r->pred_comm_s;
+        w->measured_comm_s = r->comm_s;
+        w->predicted_peak_bytes = r->pred_peak_bytes;
+        w->measured_peak_bytes = r->peak_bytes;
+        time_t now = time(NULL);
+        struct tm tmv;
+        gmtime_r(&now, &tmv);
+        strftime(w->date, sizeof w->date, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+        ps_bench_results_free(&br);
+    }
+    if (st != PS_OK) ps_cli_exec_run_free(run);
+    return st;
+}
+
+void ps_cli_exec_run_free(ps_cli_exec_run *run)
+{
+    ps_exec_result_free(&run->r);
+    ps_model_free(&run->model);
+}
+
+static double err_pct(double measured, double predicted)
+{
+    return predicted > 0 ? 100 * (measured - predicted) / predicted : 0;
+}
+
+json_t *ps_cli_exec_json(const ps_cli_exec_run *run)
+{
+    const ps_exec_result *r = &run->r;
+    json_t *j = json_object();
+    json_object_set_new(j, "backend", json_string(run->backend));
+    json_object_set_new(j, "scale", json_integer(run->scale));
+    json_object_set_new(j, "executed_model", json_string(run->model.name));
+    json_object_set_new(j, "iters", json_integer(r->iters));
+    json_object_set_new(j, "warmup", json_integer(run->warmup));
+    json_object_set_new(j, "passes_per_iteration", json_integer(r->passes));
+    json_object_set_new(j, "comparable", json_boolean(run->comparable));
+    json_t *it = json_array();
+    for (int i = 0; i < r->iters; i++) json_array_append_new(it, json_real(r->iter_s[i]));
+    json_t *me = json_object();
+    json_object_set_new(me, "iter_time_s", json_real(r->median_s));
+    json_object_set_new(me, "p10_s", json_real(r->p10_s));
+    json_object_set_new(me, "p90_s", json_real(r->p90_s));
+    json_object_set_new(me, "spread", json_real(r->spread));
+    json_object_set_new(me, "iterations_s", it);
+    json_object_set_new(me, "compute_s", json_real(r->compute_s));
+    json_object_set_new(me, "comm_s", json_real(r->comm_s));
+    json_object_set_new(me, "pipeline_wait_s", json_real(r->wait_s));
+    json_object_set_new(me, "peak_mem_gib", r->peak_bytes > 0 ? json_real(r->peak_bytes / GIB) : json_null());
+    json_object_set_new(j, "measured", me);
+    json_t *pr = json_object();
+    json_object_set_new(pr, "iter_time_s", json_real(r->predicted_s));
+    json_object_set_new(pr, "compute_s", json_real(r->pred_compute_s));
+    json_object_set_new(pr, "comm_s", json_real(r->pred_comm_s));
+    json_object_set_new(pr, "peak_mem_gib", json_real(r->pred_peak_bytes / GIB));
+    json_object_set_new(j, "predicted", pr);
+    json_object_set_new(j, "error_pct", json_real(err_pct(r->median_s, r->predicted_s)));
+    json_t *st = json_array();
+    for (int s = 0; s < r->n_stages; s++) {
+        const ps_exec_stage *e = &r->stages[s];
+        json_array_append_new(st, json_pack("{s:i, s:f, s:f, s:f, s:f, s:f, s:f}", "stage", s, "fwd_s", e->f,
+                                            "bwd_b_s", e->b, "bwd_w_s", e->w, "pred_fwd_s", e->pred_f, "pred_bwd_b_s",
+                                            e->pred_b, "pred_bwd_w_s", e->pred_w));
+    }
+    json_object_set_new(j, "stages", st);
+    json_object_set_new(j, "units", json_string("seconds per iteration (compute_s, comm_s, pipeline_wait_s: mean over "
+                                                "ranks); stage times per micro-batch, slowest rank of the stage"));
+    return j;
+}
+
+void ps_cli_exec_table(FILE *f, const ps_cli_exec_run *run, const ps_cluster *c)
+{
+    const ps_exec_result *r = &run->r;
+    fprintf(f, "executed    %s, backend %s%s, %d timed iteration(s) after %d warm-up, %lld passes per iteration\n",
+            run->model.name, run->backend,
+            run->scale > 1 ? " (every width and token count divided by the scale; the prediction is of the same "
+                             "scaled model)" : "",
+            r->iters, run->warmup, (long long)r->passes);
+    fprintf(f, "%-24s %12s %12s %9s\n", "", "predicted", "measured", "error");
+    fprintf(f, "%-24s %11.4gs %11.4gs %+8.1f%%   (p10 %.4g s, p90 %.4g s, spread %.0f%%)\n", "iteration", r->predicted_s,
+            r->median_s, err_pct(r->median_s, r->predicted_s), r->p10_s, r->p90_s, 100 * r->spread);
+    fprintf(f, "%-24s %11.4gs %11.4gs %+8.1f%%\n", "computation per rank", r->pred_compute_s, r->compute_s,
+            err_pct(r->compute_s, r->pred_compute_s));
+    fprintf(f, "%-24s %11.4gs %11.4gs %+8.1f%%\n", "collectives per rank", r->pred_comm_s, r->comm_s,
+            err_pct(r->comm_s, r->pred_comm_s));
+    fprintf(f, "%-24s %12s %11.4gs\n", "pipeline waits per rank", "-", r->wait_s);
+    if (r->peak_bytes > 0)
+        fprintf(f, "%-24s %9.2fGiB %9.2fGiB %+8.1f%%\n", "peak memory per GPU", r->pred_peak_bytes / GIB,
+                r->peak_bytes / GIB, err_pct(r->peak_bytes, r->pred_peak_bytes));
+    else
+        fprintf(f, "%-24s %9.2fGiB %12s\n", "peak memory per GPU", r->pred_peak_bytes / GIB, "not measured");
+    fprintf(f, "\n%5s %10s %10s %10s %10s %10s %10s\n", "stage", "fwd pred", "fwd meas", "bwd pred", "bwd meas",
+            "wgt pred", "wgt meas");
+    for (int s = 0; s < r->n_stages; s++) {
+        const ps_exec_stage *e = &r->stages[s];
+        fprintf(f, "%5d %8.3fms %8.3fms %8.3fms %8.3fms %8.3fms %8.3fms\n", s, 1e3 * e->pred_f, 1e3 * e->f,
+                1e3 * e->pred_b, 1e3 * e->b, 1e3 * e->pred_w, 1e3 * e->w);
+    }
+    fprintf(f, "(stage times per micro-batch, slowest rank of the stage; pipeline waits include the bubble)\n");
+    if (!run->comparable)
+        fprintf(f, "# note: the prediction is for the %s of %s, the times were measured with the %s backend: the "
+                   "error says how far this machine is from that one. For a like-for-like check, calibrate this "
+                   "machine (psearch calibrate --out site.h5) and run with --cluster costdb --costdb site.h5.\n",
+                c->groups[0].gpu.name, c->name, run->backend);
+}
+
+/* The plan file: read by rank 0, broadcast, parsed on every rank (messages name the file and the field). */
+static ps_status read_plan_root(const ps_cli_opts *o, MPI_Comm comm, json_t **root)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    PS_TRY(ps_mpi_bcast_file(comm, 0, o->exec_plan, &buf, &len));
+    ps_status st = ps_json_load_buffer(buf, len, o->exec_plan, root);
+    free(buf);
+    return st;
+}
+
+static ps_status spec_from_plan(const json_t *root, const char *file, const char *key, const char *given,
+                                const char **out)
+{
+    if (given) {
+        *out = given;
+        return PS_OK;
+    }
+    const char *v = json_string_value(json_object_get(root, key));
+    if (!v || !*v)
+        return PS_FAIL(PS_ERR_INPUT, "%s: no '%s' field to take the %s from; give --%s", file, key, key, key);
+    *out = v;
+    return PS_OK;
+}
+
+ps_status ps_cmd_exec(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
+{
+    int rank = 0;
+    PS_MPI(MPI_Comm_rank(comm, &rank));
+    ps_cost_params cp;
+    ps_cost_params_default(&cp);
+    for (int i = 0; i < o->n_cost_params; i++) PS_TRY(ps_cost_params_set(&cp, o->cost_params[i]));
+    json_t *root = NULL;
+    PS_TRY(read_plan_root(o, comm, &root));
+    const char *mspec = NULL, *cspec = NULL;
+    ps_status st = spec_from_plan(root, o->exec_plan, "model", o->model, &mspec);
+    if (st == PS_OK) st = spec_from_plan(root, o->exec_plan, "cluster", o->cluster, &cspec);
+    if (st != PS_OK) {
+        json_decref(root);
+        return st;
+    }
+    ps_cli_opts lo = *o;
+    lo.model = mspec;
+    lo.cluster = cspec;
+    ps_model m;
+    ps_cluster c;
+    ps_plan plan;
+    ps_costdb_model *db = NULL;
+    ps_cli_exec_run run;
+    memset(&m, 0, sizeof m);
+    memset(&c, 0, sizeof c);
+    memset(&plan, 0, sizeof plan);
+    memset(&run, 0, sizeof run);
+    bool have_run = false;
+    PS_TRY_GOTO(st, ps_cli_load_inputs(&lo, comm, &m, &c), done);
+    PS_TRY_GOTO(st, ps_mpi_agree_status(comm, ps_cli_costdb_attach(&lo, &c, &cp, &db), "reading the cost database"),
+                done);
+    PS_TRY_GOTO(st, ps_plan_from_json(root, o->exec_plan, &m, &plan), done);
+    PS_TRY_GOTO(st, ps_cli_exec(&lo, comm, &m, &c, &cp, &plan, &run), done);
+    have_run = true;
+    if (rank == 0 && o->record) st = ps_costdb_add_measurements(o->record, &run.row, 1);
+    st = ps_mpi_agree_status(comm, st, "recording the measurement");
+    if (st != PS_OK) goto done;
+    if (rank == 0) {
+        if (o->format == PS_FMT_JSON) {
+            json_t *j = json_object();
+            json_object_set_new(j, "psearch_version", json_string(PS_VERSION));
+            json_object_set_new(j, "model", json_string(m.name));
+            json_object_set_new(j, "cluster", json_string(c.name));
+            json_object_set_new(j, "gpus", json_integer(c.n_gpus));
+            json_t *pj = ps_plan_to_json(&plan, &m);
+            json_object_update(j, pj);
+            json_decref(pj);
+            json_object_set_new(j, "exec", ps_cli_exec_json(&run));
+            if (o->record) json_object_set_new(j, "recorded_in", json_string(o->record));
+            st = ps_out_json(out, j);
+        } else {
+            fprintf(out->f, "# psearch %s exec %s: %s on %s (%lld GPUs)\n", PS_VERSION, o->exec_plan, m.name, c.name,
+                    (long long)c.n_gpus);
+            const ps_strategy *s = &plan.layer[0];
+            fprintf(out->f, "plan        tp %d x dp %d x pp %d%s, mbs %lld, gbs %lld (%lld micro-batches), schedule %s, "
+                            "vpp %d\n",
+                    s->tp, s->dp, plan.pp, ps_plan_is_uniform(&plan, m.n_layers) ? "" : " (per-layer strategies)",
+                    (long long)plan.mbs, (long long)plan.gbs, (long long)ps_plan_micro_batches(&plan), plan.schedule,
+                    plan.vpp);
+            ps_cli_exec_table(out->f, &run, &c);
+            ps_cli_costdb_note(out->f, &cp, &c);
+            if (o->record) fprintf(out->f, "# measurement appended to %s\n", o->record);
+        }
+    }
+done:
+    if (have_run) ps_cli_exec_run_free(&run);
+    ps_plan_free(&plan);
+    ps_model_free(&m);
+    ps_cluster_free(&c);
+    ps_costdb_model_free(db);
+    json_decref(root);
+    return st;
+}

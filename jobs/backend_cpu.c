@@ -1,0 +1,186 @@
+/* The CPU backend: the layer's GEMMs with OpenBLAS sgemm (fp32 whatever the plan's dtype: CPUs have no fast bf16
+ * GEMM here), the elementwise work as a STREAM triad over the bytes the cost model charges for it, and MPI on host
+ * buffers for every message. Memory is not measured (a CPU rank's resident set says nothing of a GPU's peak). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "exec_internal.h"
+
+typedef struct {
+    float *a, *b, *c;          /* GEMM operands */
+    float *x, *y, *z;          /* triad arrays */
+    size_t n_stream;           /* elements of each triad array */
+    float *coll, *coll2;       /* collective buffers (full tensor each) */
+    float *p2p_out, *p2p_in;
+    ps_exec_sends sends;
+} cpu_state;
+
+static bool cpu_usable(char *why, size_t cap)
+{
+    (void)why;
+    (void)cap;
+    return true;
+}
+
+static float *falloc(double bytes)
+{
+    size_t n = (size_t)ceil(bytes / sizeof(float));
+    if (n < 16) n = 16;
+    float *p = ps_calloc(n, sizeof *p);
+    if (p)
+        for (size_t i = 0; i < n; i++) p[i] = 1.0f / (float)(1 + i % 7); /* finite values: no denormal slow paths */
+    return p;
+}
+
+static void cpu_close(void *state)
+{
+    cpu_state *s = state;
+    if (!s) return;
+    free(s->a);
+    free(s->b);
+    free(s->c);
+    free(s->x);
+    free(s->y);
+    free(s->z);
+    free(s->coll);
+    free(s->coll2);
+    free(s->p2p_out);
+    free(s->p2p_in);
+    ps_exec_sends_free(&s->sends);
+    free(s);
+}
+
+static ps_status cpu_open(const ps_exec_need *need, ps_exec_net *net, void **state)
+{
+    (void)net;
+    cpu_state *s = ps_calloc(1, sizeof *s);
+    if (!s) return PS_ERR_SYSTEM;
+    /* a triad moves 3 arrays per pass; the largest pass sets their length */
+    s->n_stream = (size_t)ceil(need->stream / (3.0 * sizeof(float)));
+    if (s->n_stream < 16) s->n_stream = 16;
+    s->a = falloc(need->gemm_a);
+    s->b = falloc(need->gemm_b);
+    s->c = falloc(need->gemm_c);
+    s->x = falloc((double)s->n_stream * sizeof(float));
+    s->y = falloc((double)s->n_stream * sizeof(float));
+    s->z = falloc((double)s->n_stream * sizeof(float));
+    s->coll = falloc(need->coll + 64);
+    s->coll2 = falloc(need->coll + 64);
+    s->p2p_out = falloc(need->p2p + 64);
+    s->p2p_in = falloc(need->p2p + 64);
+    if (!s->a || !s->b || !s->c || !s->x || !s->y || !s->z || !s->coll || !s->coll2 || !s->p2p_out || !s->p2p_in) {
+        cpu_close(s);
+        return PS_FAIL(PS_ERR_SYSTEM, "the cpu backend could not allocate its buffers (GEMM %.3g + %.3g + %.3g bytes, "
+                                      "collectives 2 x %.3g bytes): lower the shapes with --scale",
+                       need->gemm_a, need->gemm_b, need->gemm_c, need->coll);
+    }
+    *state = s;
+    return PS_OK;
+}
+
+static ps_status cpu_gemm(void *state, int64_t m, int64_t n, int64_t k, int64_t count)
+{
+    cpu_state *s = state;
+    if (m <= 0 || n <= 0 || k <= 0) return PS_OK;
+    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
+        return PS_FAIL(PS_ERR_INPUT, "GEMM %lld x %lld x %lld is too large for BLAS; use --scale", (long long)m,
+                       (long long)n, (long long)k);
+    for (int64_t i = 0; i < count; i++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, s->a, (int)k, s->b,
+                    (int)n, 0.0f, s->c, (int)n);
+    return PS_OK;
+}
+
+static ps_status cpu_stream(void *state, double bytes)
+{
+    cpu_state *s = state;
+    /* STREAM counting: a triad element moves 3 floats */
+    double left = bytes / (3.0 * sizeof(float));
+    while (left >= 1) {
+        size_t n = left < (double)s->n_stream ? (size_t)left : s->n_stream;
+        float *restrict x = s->x, *restrict y = s->y, *restrict z = s->z;
+        for (size_t i = 0; i < n; i++) x[i] = y[i] + 0.5f * z[i];
+        left -= (double)n;
+    }
+    return PS_OK;
+}
+
+static ps_status cpu_sync(void *state)
+{
+    (void)state;
+    return PS_OK;
+}
+
+static ps_status cpu_hold(void *state, int64_t slot, double bytes)
+{
+    (void)state;
+    (void)slot;
+    (void)bytes;
+    return PS_OK;
+}
+
+static void cpu_release(void *state, int64_t slot)
+{
+    (void)state;
+    (void)slot;
+}
+
+static double cpu_peak(void *state)
+{
+    (void)state;
+    return 0;
+}
+
+static ps_status cpu_bind(void *state, ps_exec_net *net, MPI_Comm comm)
+{
+    (void)state;
+    (void)net;
+    (void)comm;
+    return PS_OK;
+}
+
+static ps_status cpu_coll(void *state, ps_exec_net *net, MPI_Comm comm, ps_exec_coll op, double bytes,
+                          const ps_exec_where *where)
+{
+    cpu_state *s = state;
+    return ps_exec_mpi_coll(net, comm, op, s->coll, s->coll2, bytes, where);
+}
+
+static ps_status cpu_send(void *state, ps_exec_net *net, int peer, int tag, double bytes, const ps_exec_where *where)
+{
+    cpu_state *s = state;
+    return ps_exec_mpi_send(net, &s->sends, s->p2p_out, peer, tag, bytes, where);
+}
+
+static ps_status cpu_recv(void *state, ps_exec_net *net, int peer, int tag, double bytes, const ps_exec_where *where)
+{
+    cpu_state *s = state;
+    return ps_exec_mpi_recv(net, s->p2p_in, peer, tag, bytes, where);
+}
+
+static ps_status cpu_flush(void *state, ps_exec_net *net)
+{
+    cpu_state *s = state;
+    return ps_exec_mpi_flush(net, &s->sends);
+}
+
+const ps_exec_backend ps_exec_backend_cpu = {
+    .name = "cpu",
+    .usable = cpu_usable,
+    .open = cpu_open,
+    .close = cpu_close,
+    .gemm = cpu_gemm,
+    .stream = cpu_stream,
+    .sync = cpu_sync,
+    .hold = cpu_hold,
+    .release = cpu_release,
+    .peak_bytes = cpu_peak,
+    .bind = cpu_bind,
+    .coll = cpu_coll,
+    .send = cpu_send,
+    .recv = cpu_recv,
+    .flush = cpu_flush,
+};

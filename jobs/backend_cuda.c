@@ -1,0 +1,315 @@
+/* The CUDA backend (built with CUDA, cuBLAS and NCCL; chosen at run time when the rank sees a GPU): GEMMs with
+ * cublasGemmEx in the plan's dtype (fp32 accumulate) on device buffers, the elementwise traffic as a device-to-device
+ * copy of the same bytes, activations of every in-flight micro-batch allocated on the device from its forward to its
+ * last backward (so the measured peak holds what the schedule keeps), the TP / DP collectives with NCCL on
+ * communicators bootstrapped over MPI (rank 0 of each group broadcasts the unique id), and the pipeline messages
+ * through MPI from host staging buffers (a device-to-host copy first): NCCL send/recv on one stream would serialize
+ * a device's sends behind receives its peer posts later, which deadlocks the 1F1B exchange Megatron avoids with
+ * batched p2p. Waits poll the stream, so the watchdog applies here too. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "exec_internal.h"
+#include "ps_mpi.h"
+
+typedef struct {
+    MPI_Comm mpi;
+    ncclComm_t nccl;
+} bound_comm;
+
+typedef struct {
+    int device;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    cudaDataType_t t;
+    ncclDataType_t nt;
+    size_t elt;
+    void *a, *b, *c, *s0, *s1, *coll, *coll2, *p2p;
+    size_t stream_bytes;
+    float *h_out, *h_in;      /* pipeline staging (host) */
+    void **held;              /* device activations per slot */
+    int64_t n_held;
+    size_t base_used;         /* device memory in use when the backend opened (context, other processes) */
+    double peak;
+    bound_comm *comms;
+    int n_comms;
+    ps_exec_sends sends;
+} cuda_state;
+
+static ps_status cuda_fail(cudaError_t e, const char *what)
+{
+    return PS_FAIL(PS_ERR_SYSTEM, "%s: %s", what, cudaGetErrorString(e));
+}
+#define CU(call)                                                                                                        \
+    do {                                                                                                                \
+        cudaError_t e_ = (call);                                                                                        \
+        if (e_ != cudaSuccess) return cuda_fail(e_, #call);                                                             \
+    } while (0)
+#define NC(call)                                                                                                        \
+    do {                                                                                                                \
+        ncclResult_t r_ = (call);                                                                                       \
+        if (r_ != ncclSuccess) return PS_FAIL(PS_ERR_SYSTEM, "%s: %s", #call, ncclGetErrorString(r_));                  \
+    } while (0)
+
+static bool cuda_usable(char *why, size_t cap)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
+        cudaGetLastError();
+        snprintf(why, cap, "no GPU is visible to the CUDA runtime on this machine");
+        return false;
+    }
+    return true;
+}
+
+static void note_peak(cuda_state *s)
+{
+    size_t free_b = 0, total = 0;
+    if (cudaMemGetInfo(&free_b, &total) == cudaSuccess) {
+        double used = (double)(total - free_b) - (double)s->base_used;
+        if (used > s->peak) s->peak = used;
+    }
+}
+
+static void cuda_close(void *state)
+{
+    cuda_state *s = state;
+    if (!s) return;
+    for (int i = 0; i < s->n_comms; i++) ncclCommDestroy(s->comms[i].nccl);
+    free(s->comms);
+    for (int64_t i = 0; i < s->n_held; i++) cudaFree(s->held[i]);
+    free(s->held);
+    void *dev[] = {s->a, s->b, s->c, s->s0, s->s1, s->coll, s->coll2, s->p2p};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) cudaFree(dev[i]);
+    cudaFreeHost(s->h_out);
+    cudaFreeHost(s->h_in);
+    if (s->blas) cublasDestroy(s->blas);
+    if (s->stream) cudaStreamDestroy(s->stream);
+    ps_exec_sends_free(&s->sends);
+    free(s);
+}
+
+static ps_status dalloc(void **p, double bytes)
+{
+    size_t n = (size_t)ceil(bytes) + 256;
+    CU(cudaMalloc(p, n));
+    CU(cudaMemset(*p, 0, n));
+    return PS_OK;
+}
+
+static ps_status cuda_open_inner(cuda_state *s, const ps_exec_need *need, ps_exec_net *net)
+{
+    /* one GPU per rank of a node, by the rank's place on its node */
+    MPI_Comm node;
+    int local = 0, count = 0;
+    PS_MPI(MPI_Comm_split_type(net->world, MPI_COMM_TYPE_SHARED, net->rank, MPI_INFO_NULL, &node));
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
+    CU(cudaGetDeviceCount(&count));
+    s->device = local % count;
+    CU(cudaSetDevice(s->device));
+    CU(cudaFree(NULL)); /* create the context before measuring what is already in use */
+    size_t free_b = 0, total = 0;
+    CU(cudaMemGetInfo(&free_b, &total));
+    s->base_used = total - free_b;
+    CU(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+    if (cublasCreate(&s->blas) != CUBLAS_STATUS_SUCCESS) return PS_FAIL(PS_ERR_SYSTEM, "cublasCreate failed");
+    if (cublasSetStream(s->blas, s->stream) != CUBLAS_STATUS_SUCCESS)
+        return PS_FAIL(PS_ERR_SYSTEM, "cublasSetStream failed");
+    switch ((ps_dtype)need->dtype) {
+    case PS_DTYPE_FP32: s->t = CUDA_R_32F; s->nt = ncclFloat32; s->elt = 4; break;
+    case PS_DTYPE_FP16: s->t = CUDA_R_16F; s->nt = ncclFloat16; s->elt = 2; break;
+    default: s->t = CUDA_R_16BF; s->nt = ncclBfloat16; s->elt = 2; break; /* bf16, and fp8 computed as bf16 */
+    }
+    /* need's GEMM sizes count 4 bytes per element: enough for every dtype */
+    PS_TRY(dalloc(&s->a, need->gemm_a));
+    PS_TRY(dalloc(&s->b, need->gemm_b));
+    PS_TRY(dalloc(&s->c, need->gemm_c));
+    s->stream_bytes = (size_t)ceil(need->stream / 2) + 256;
+    PS_TRY(dalloc(&s->s0, (double)s->stream_bytes));
+    PS_TRY(dalloc(&s->s1, (double)s->stream_bytes));
+    PS_TRY(dalloc(&s->coll, need->coll));
+    PS_TRY(dalloc(&s->coll2, need->coll));
+    PS_TRY(dalloc(&s->p2p, need->p2p));
+    CU(cudaMallocHost((void **)&s->h_out, (size_t)ceil(need->p2p) + 256));
+    CU(cudaMallocHost((void **)&s->h_in, (size_t)ceil(need->p2p) + 256));
+    note_peak(s);
+    return PS_OK;
+}
+
+static ps_status cuda_open(const ps_exec_need *need, ps_exec_net *net, void **state)
+{
+    cuda_state *s = ps_calloc(1, sizeof *s);
+    if (!s) return PS_ERR_SYSTEM;
+    ps_status st = cuda_open_inner(s, need, net);
+    if (st != PS_OK) {
+        cuda_close(s);
+        return st;
+    }
+    *state = s;
+    return PS_OK;
+}
+
+static ps_status cuda_gemm(void *state, int64_t m, int64_t n, int64_t k, int64_t count)
+{
+    cuda_state *s = state;
+    if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return PS_OK;
+    const float one = 1.0f, zero = 0.0f;
+    /* row-major (m x k).(k x n) is column-major (n x k).(k x m); the batch reuses one operand set (stride 0) */
+    cublasStatus_t e = cublasGemmStridedBatchedEx(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m, (int)k, &one,
+                                                  s->b, s->t, (int)n, 0, s->a, s->t, (int)k, 0, &zero, s->c, s->t,
+                                                  (int)n, 0, (int)count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (e != CUBLAS_STATUS_SUCCESS) return PS_FAIL(PS_ERR_SYSTEM, "cublasGemmStridedBatchedEx: status %d", (int)e);
+    return PS_OK;
+}
+
+static ps_status cuda_stream(void *state, double bytes)
+{
+    cuda_state *s = state;
+    /* a copy reads and writes: bytes / 2 copied moves `bytes` */
+    double left = bytes / 2;
+    while (left >= 1) {
+        size_t n = left < (double)s->stream_bytes ? (size_t)left : s->stream_bytes;
+        CU(cudaMemcpyAsync(s->s1, s->s0, n, cudaMemcpyDeviceToDevice, s->stream));
+        left -= (double)n;
+    }
+    return PS_OK;
+}
+
+static ps_status cuda_sync(void *state)
+{
+    cuda_state *s = state;
+    CU(cudaStreamSynchronize(s->stream));
+    return PS_OK;
+}
+
+static ps_status cuda_hold(void *state, int64_t slot, double bytes)
+{
+    cuda_state *s = state;
+    if (slot >= s->n_held) {
+        size_t cap = (size_t)s->n_held;
+        PS_TRY(ps_grow((void **)&s->held, &cap, (size_t)slot + 1, sizeof *s->held));
+        for (int64_t i = s->n_held; i < (int64_t)cap; i++) s->held[i] = NULL;
+        s->n_held = (int64_t)cap;
+    }
+    if (!s->held[slot] && bytes > 0) {
+        CU(cudaMalloc(&s->held[slot], (size_t)ceil(bytes)));
+        note_peak(s);
+    }
+    return PS_OK;
+}
+
+static void cuda_release(void *state, int64_t slot)
+{
+    cuda_state *s = state;
+    if (slot < s->n_held && s->held[slot]) {
+        cudaFree(s->held[slot]);
+        s->held[slot] = NULL;
+    }
+}
+
+static double cuda_peak(void *state) { return ((cuda_state *)state)->peak; }
+
+static ps_status cuda_bind(void *state, ps_exec_net *net, MPI_Comm comm)
+{
+    (void)net;
+    cuda_state *s = state;
+    int n = 0, r = 0;
+    PS_MPI(MPI_Comm_size(comm, &n));
+    PS_MPI(MPI_Comm_rank(comm, &r));
+    ncclUniqueId id;
+    if (r == 0) NC(ncclGetUniqueId(&id));
+    PS_MPI(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, comm));
+    size_t cap = (size_t)s->n_comms;
+    PS_TRY(ps_grow((void **)&s->comms, &cap, (size_t)s->n_comms + 1, sizeof *s->comms));
+    s->comms[s->n_comms].mpi = comm;
+    NC(ncclCommInitRank(&s->comms[s->n_comms].nccl, n, id, r));
+    s->n_comms++;
+    return PS_OK;
+}
+
+/* Poll the stream so the watchdog can end a collective a peer never joins. */
+static ps_status wait_stream(cuda_state *s, ps_exec_net *net, ncclComm_t c, const ps_exec_where *where)
+{
+    double t0 = MPI_Wtime();
+    for (;;) {
+        cudaError_t e = cudaStreamQuery(s->stream);
+        if (e == cudaSuccess) return PS_OK;
+        if (e != cudaErrorNotReady) return cuda_fail(e, where->what);
+        double waited = MPI_Wtime() - t0;
+        if (waited > net->watchdog_s) {
+            if (c) ncclCommAbort(c);
+            return ps_exec_watchdog_fail(net, where, waited);
+        }
+    }
+}
+
+static ps_status cuda_coll(void *state, ps_exec_net *net, MPI_Comm comm, ps_exec_coll op, double bytes,
+                           const ps_exec_where *where)
+{
+    cuda_state *s = state;
+    ncclComm_t c = NULL;
+    for (int i = 0; i < s->n_comms; i++)
+        if (s->comms[i].mpi == comm) c = s->comms[i].nccl;
+    if (!c) return PS_FAIL(PS_ERR_SYSTEM, "a collective on a communicator the cuda backend was not given");
+    int n = 1;
+    NC(ncclCommCount(c, &n));
+    if (n <= 1) return PS_OK;
+    size_t count = (size_t)ceil(bytes / (double)s->elt);
+    count = (count + (size_t)n - 1) / (size_t)n * (size_t)n;
+    switch (op) {
+    case PS_EXEC_ALLREDUCE: NC(ncclAllReduce(s->coll, s->coll, count, s->nt, ncclSum, c, s->stream)); break;
+    case PS_EXEC_ALLGATHER: NC(ncclAllGather(s->coll, s->coll2, count / (size_t)n, s->nt, c, s->stream)); break;
+    case PS_EXEC_REDUCESCATTER:
+        NC(ncclReduceScatter(s->coll, s->coll2, count / (size_t)n, s->nt, ncclSum, c, s->stream));
+        break;
+    }
+    return wait_stream(s, net, c, where);
+}
+
+static ps_status cuda_send(void *state, ps_exec_net *net, int peer, int tag, double bytes, const ps_exec_where *where)
+{
+    cuda_state *s = state;
+    /* The boundary activation leaves the device once its producer is done. Sends still in flight read the same
+     * staging buffer: its content is not what is measured, the copy's cost is. */
+    CU(cudaMemcpyAsync(s->h_out, s->p2p, (size_t)ceil(bytes), cudaMemcpyDeviceToHost, s->stream));
+    PS_TRY(wait_stream(s, net, NULL, where));
+    return ps_exec_mpi_send(net, &s->sends, s->h_out, peer, tag, bytes, where);
+}
+
+static ps_status cuda_recv(void *state, ps_exec_net *net, int peer, int tag, double bytes, const ps_exec_where *where)
+{
+    cuda_state *s = state;
+    PS_TRY(ps_exec_mpi_recv(net, s->h_in, peer, tag, bytes, where));
+    CU(cudaMemcpyAsync(s->p2p, s->h_in, (size_t)ceil(bytes), cudaMemcpyHostToDevice, s->stream));
+    return PS_OK;
+}
+
+static ps_status cuda_flush(void *state, ps_exec_net *net)
+{
+    cuda_state *s = state;
+    return ps_exec_mpi_flush(net, &s->sends);
+}
+
+const ps_exec_backend ps_exec_backend_cuda = {
+    .name = "cuda",
+    .usable = cuda_usable,
+    .open = cuda_open,
+    .close = cuda_close,
+    .gemm = cuda_gemm,
+    .stream = cuda_stream,
+    .sync = cuda_sync,
+    .hold = cuda_hold,
+    .release = cuda_release,
+    .peak_bytes = cuda_peak,
+    .bind = cuda_bind,
+    .coll = cuda_coll,
+    .send = cuda_send,
+    .recv = cuda_recv,
+    .flush = cuda_flush,
+};

@@ -1,0 +1,133 @@
+/* The MPI transport of the executor: non-blocking collectives and pipeline messages completed by polling, so that a
+ * wait that never ends (a peer gone, an order that deadlocks) fails after the watchdog's limit with a message naming
+ * the rank, the pass and the peer, instead of hanging the allocation. */
+#define _POSIX_C_SOURCE 200809L
+#include <limits.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "exec_internal.h"
+#include "ps_mpi.h"
+
+static const char *op_name(int op) { return op < 0 ? "" : ps_sched_op_name(op); }
+
+ps_status ps_exec_watchdog_fail(const ps_exec_net *net, const ps_exec_where *where, double waited)
+{
+    char peer[48] = "";
+    if (where->peer >= 0) snprintf(peer, sizeof peer, " from rank %d", where->peer);
+    if (where->op >= 0)
+        return PS_FAIL(PS_ERR_SYSTEM,
+                       "watchdog: rank %d waited %.1f s for %s%s in pass %s of micro-batch %d, chunk %d (stage %d); "
+                       "a peer failed or the order deadlocks (limit --watchdog %g s)",
+                       net->rank, waited, where->what, peer, op_name(where->op), where->mb, where->chunk, where->stage,
+                       net->watchdog_s);
+    return PS_FAIL(PS_ERR_SYSTEM, "watchdog: rank %d waited %.1f s for %s%s; a peer failed (limit --watchdog %g s)",
+                   net->rank, waited, where->what, peer, net->watchdog_s);
+}
+
+ps_status ps_exec_mpi_wait(ps_exec_net *net, MPI_Request *req, const ps_exec_where *where)
+{
+    double t0 = MPI_Wtime();
+    for (long spin = 0;; spin++) {
+        int done = 0;
+        int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return ps_mpi_status(rc, where->what, __FILE__, __LINE__);
+        if (done) return PS_OK;
+        /* Ranks often outnumber cores (tests, a CPU node standing in for GPUs): give the core to the rank being
+         * waited for, first by yielding, then by short sleeps once the wait is clearly not short. */
+        if (spin < 2000) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+        if ((spin & 63) == 0) {
+            double waited = MPI_Wtime() - t0;
+            if (waited > net->watchdog_s) {
+                /* A receive that nothing will match is cancelled, so the request does not outlive the run. */
+                if (where->peer >= 0 && MPI_Cancel(req) == MPI_SUCCESS) MPI_Request_free(req);
+                return ps_exec_watchdog_fail(net, where, waited);
+            }
+        }
+    }
+}
+
+/* Elements of 4 bytes (fp32: the CPU backend computes and reduces in fp32) for a payload of `bytes`, at least one
+ * per member so every rank has a shard, a multiple of n so reduce-scatter splits evenly. */
+static ps_status count_of(double bytes, int n, int *count)
+{
+    double e = bytes / 4;
+    if (e < n) e = n;
+    e = (double)((long long)((e + n - 1) / n)) * n;
+    if (e > INT_MAX) return PS_FAIL(PS_ERR_INPUT, "a message of %.4g bytes is too large for one MPI call", bytes);
+    *count = (int)e;
+    return PS_OK;
+}
+
+ps_status ps_exec_mpi_coll(ps_exec_net *net, MPI_Comm comm, ps_exec_coll op, void *buf, void *buf2, double bytes,
+                           const ps_exec_where *where)
+{
+    int n = 1;
+    PS_MPI(MPI_Comm_size(comm, &n));
+    if (n <= 1) return PS_OK;
+    int count = 0;
+    PS_TRY(count_of(bytes, n, &count));
+    MPI_Request req;
+    switch (op) {
+    case PS_EXEC_ALLREDUCE:
+        PS_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, comm, &req));
+        break;
+    case PS_EXEC_ALLGATHER: /* each member contributes 1/n of the tensor */
+        PS_MPI(MPI_Iallgather(buf, count / n, MPI_FLOAT, buf2, count / n, MPI_FLOAT, comm, &req));
+        break;
+    case PS_EXEC_REDUCESCATTER: /* each member keeps the sum of its 1/n */
+        PS_MPI(MPI_Ireduce_scatter_block(buf, buf2, count / n, MPI_FLOAT, MPI_SUM, comm, &req));
+        break;
+    default: return PS_FAIL(PS_ERR_SYSTEM, "unknown collective %d", (int)op);
+    }
+    return ps_exec_mpi_wait(net, &req, where);
+}
+
+ps_status ps_exec_mpi_send(ps_exec_net *net, ps_exec_sends *s, const void *buf, int peer, int tag, double bytes,
+                           const ps_exec_where *where)
+{
+    (void)where;
+    if (net->fault_skip_send == net->rank && !net->sent_once) {
+        net->sent_once = true; /* the test hook: this message is never sent, and the peer's watchdog must say so */
+        return PS_OK;
+    }
+    net->sent_once = true;
+    int count = 0;
+    PS_TRY(count_of(bytes, 1, &count));
+    PS_TRY(ps_grow((void **)&s->req, &s->cap, s->n + 1, sizeof *s->req));
+    /* One send buffer serves every message in flight: MPI lets concurrent sends read the same memory, and the
+     * content is not what is measured. */
+    PS_MPI(MPI_Isend(buf, count, MPI_FLOAT, peer, tag, net->world, &s->req[s->n]));
+    s->n++;
+    return PS_OK;
+}
+
+ps_status ps_exec_mpi_recv(ps_exec_net *net, void *buf, int peer, int tag, double bytes, const ps_exec_where *where)
+{
+    int count = 0;
+    PS_TRY(count_of(bytes, 1, &count));
+    MPI_Request req;
+    PS_MPI(MPI_Irecv(buf, count, MPI_FLOAT, peer, tag, net->world, &req));
+    return ps_exec_mpi_wait(net, &req, where);
+}
+
+ps_status ps_exec_mpi_flush(ps_exec_net *net, ps_exec_sends *s)
+{
+    ps_exec_where w = {.what = "the peers to receive this rank's pipeline messages", .op = -1, .peer = -1};
+    for (size_t i = 0; i < s->n; i++) PS_TRY(ps_exec_mpi_wait(net, &s->req[i], &w));
+    s->n = 0;
+    return PS_OK;
+}
+
+void ps_exec_sends_free(ps_exec_sends *s)
+{
+    free(s->req);
+    s->req = NULL;
+    s->n = s->cap = 0;
+}

@@ -1,0 +1,89 @@
+/* Shared by the sources of jobs/ (not installed): the executor's context and the backend table. A backend owns the
+ * device side (buffers, matrix multiplies, memory traffic, what it measures of memory) and the transport of the
+ * collectives and pipeline messages; the executor (exec.c) owns the plan: roles, communicators, pass order, timing. */
+#ifndef PS_EXEC_INTERNAL_H
+#define PS_EXEC_INTERNAL_H
+
+#include "ps_jobs.h"
+
+/* The largest buffers a rank needs, in bytes, known before the first pass so nothing is allocated while timing. */
+typedef struct {
+    double gemm_a, gemm_b, gemm_c; /* one operand of the largest GEMM (batched GEMMs reuse it per batch entry) */
+    double stream;                 /* the largest elementwise pass (read + write) */
+    double coll;                   /* the largest collective payload (the full tensor, not a shard) */
+    double p2p;                    /* the largest pipeline message */
+    double static_bytes;           /* weights + gradients + optimizer states of this rank */
+    int dtype;                     /* ps_dtype of the plan (the cuda backend computes and reduces in it) */
+} ps_exec_need;
+
+typedef enum { PS_EXEC_ALLREDUCE = 0, PS_EXEC_ALLGATHER, PS_EXEC_REDUCESCATTER } ps_exec_coll;
+
+/* Where a wait is, for the watchdog's message. */
+typedef struct {
+    const char *what; /* "the forward activation", "a TP all-reduce", ... */
+    int op, mb, chunk, stage; /* the pass (op -1: outside the passes) */
+    int peer;                 /* the rank waited on, -1 for a collective */
+} ps_exec_where;
+
+typedef struct ps_exec_backend ps_exec_backend;
+
+typedef struct {
+    MPI_Comm world;      /* a duplicate of the caller's comm: pipeline messages and barriers */
+    int rank, nranks;
+    double watchdog_s;
+    int fault_skip_send; /* test hook (PS_EXEC_FAULT=skip-send:RANK, docs/exec.md): this rank drops its first send */
+    bool sent_once;
+} ps_exec_net;
+
+struct ps_exec_backend {
+    const char *name;
+    bool (*usable)(char *why, size_t cap);
+    ps_status (*open)(const ps_exec_need *need, ps_exec_net *net, void **state);
+    void (*close)(void *state);
+    /* (m x k) . (k x n), count times */
+    ps_status (*gemm)(void *state, int64_t m, int64_t n, int64_t k, int64_t count);
+    /* elementwise work moving `bytes` through memory */
+    ps_status (*stream)(void *state, double bytes);
+    /* wait for queued device work, so the clock can be read */
+    ps_status (*sync)(void *state);
+    /* activation memory of one micro-batch held from its forward to its last backward (the GPU allocates it, so
+     * the measured peak holds what the schedule keeps in flight); slot = micro-batch x chunks + chunk */
+    ps_status (*hold)(void *state, int64_t slot, double bytes);
+    void (*release)(void *state, int64_t slot);
+    double (*peak_bytes)(void *state); /* 0: not measured */
+    /* every TP and DP communicator, in one order on every rank, before the first pass (NCCL communicators are
+     * built from them: collective) */
+    ps_status (*bind)(void *state, ps_exec_net *net, MPI_Comm comm);
+    /* communication: collectives over comm (a TP or DP group) and pipeline messages over net->world, each
+     * complete on return or failed by the watchdog naming `where` */
+    ps_status (*coll)(void *state, ps_exec_net *net, MPI_Comm comm, ps_exec_coll op, double bytes,
+                      const ps_exec_where *where);
+    ps_status (*send)(void *state, ps_exec_net *net, int peer, int tag, double bytes, const ps_exec_where *where);
+    ps_status (*recv)(void *state, ps_exec_net *net, int peer, int tag, double bytes, const ps_exec_where *where);
+    /* complete every send posted (end of an iteration) */
+    ps_status (*flush)(void *state, ps_exec_net *net);
+};
+
+extern const ps_exec_backend ps_exec_backend_cpu;
+#if PS_HAVE_CUDA && PS_HAVE_CUBLAS && PS_HAVE_NCCL
+extern const ps_exec_backend ps_exec_backend_cuda;
+#endif
+
+/* MPI transport with the watchdog (comm_mpi.c), for backends whose buffers are host memory. */
+ps_status ps_exec_mpi_wait(ps_exec_net *net, MPI_Request *req, const ps_exec_where *where);
+ps_status ps_exec_mpi_coll(ps_exec_net *net, MPI_Comm comm, ps_exec_coll op, void *buf, void *buf2, double bytes,
+                           const ps_exec_where *where);
+/* Pipeline sends stay in flight until ps_exec_mpi_flush; receives complete before returning. */
+typedef struct {
+    MPI_Request *req;
+    size_t n, cap;
+} ps_exec_sends;
+ps_status ps_exec_mpi_send(ps_exec_net *net, ps_exec_sends *s, const void *buf, int peer, int tag, double bytes,
+                           const ps_exec_where *where);
+ps_status ps_exec_mpi_recv(ps_exec_net *net, void *buf, int peer, int tag, double bytes, const ps_exec_where *where);
+ps_status ps_exec_mpi_flush(ps_exec_net *net, ps_exec_sends *s);
+void ps_exec_sends_free(ps_exec_sends *s);
+/* "rank R waited S s for WHAT (pass ...)" into the error, PS_ERR_SYSTEM. */
+ps_status ps_exec_watchdog_fail(const ps_exec_net *net, const ps_exec_where *where, double waited);
+
+#endif

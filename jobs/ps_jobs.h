@@ -1,0 +1,93 @@
+/* Executing a plan on the allocation (`psearch exec`, docs/exec.md): every MPI rank takes its place in the plan
+ * (pipeline device, tensor-parallel rank, data-parallel rank), builds the TP, DP and pipeline communicators, and runs
+ * its device's passes in the order the schedules library gives, each with the real work of its layers: the matrix
+ * multiplies of the layer's shapes at its TP degree, the elementwise memory traffic, the TP collectives, ZeRO gathers
+ * and reduce-scatters, pipeline sends of the boundary activations and gradients, and once per iteration the data-
+ * parallel gradient synchronisation and the optimizer's pass over its states. Measured times come back beside the
+ * cost model's prediction of the same plan.
+ *
+ * Backends are a const table chosen at run time: "cpu" (OpenBLAS sgemm, a STREAM-like pass, MPI) always, "cuda"
+ * (cuBLAS, device buffers whose peak is measured, NCCL over MPI-exchanged ids) when built with CUDA, cuBLAS and NCCL. */
+#ifndef PS_JOBS_H
+#define PS_JOBS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <mpi.h>
+
+#include "ps_common.h"
+#include "ps_cost.h"
+#include "ps_schedules.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- backends ---- */
+int ps_exec_backend_count(void);
+/* Name of backend i ("cpu", "cuda"), NULL past the end. */
+const char *ps_exec_backend_name(int i);
+/* Whether backend `name` can run here: built in, and (cuda) a GPU visible to this process. On false, why is filled
+ * with the reason ("psearch was built without CUDA", "no GPU visible to the CUDA runtime"). Local, no MPI. */
+bool ps_exec_backend_usable(const char *name, char *why, size_t cap);
+
+/* ---- checks before anything is built ---- */
+/* Refuse, with PS_ERR_INPUT naming the problem, a plan this run cannot execute: the plan's rules against the model
+ * and cluster (ps_plan_check), its schedule (built and verified), and its GPU count against `nranks`. Local: every
+ * rank reaches the same verdict from the same inputs, so a refusal happens before any communicator exists. */
+ps_status ps_exec_check(const ps_plan *plan, const ps_model *m, const ps_cluster *c, int nranks);
+
+/* ---- running ---- */
+typedef struct {
+    const char *backend; /* "cpu" or "cuda" (resolved by the caller) */
+    int iters;           /* timed iterations */
+    int warmup;          /* untimed iterations first */
+    double watchdog_s;   /* a wait longer than this fails the run, naming the rank, the pass and the peer */
+    FILE *log;           /* progress '#' lines (rank 0), or NULL */
+} ps_exec_opts;
+
+void ps_exec_opts_default(ps_exec_opts *o);
+
+/* One stage's measured and predicted times per micro-batch (the mean over its passes and iterations, the slowest rank
+ * of the stage), seconds. */
+typedef struct {
+    double f, b, w;             /* measured: forward, backward-for-input (recompute included), backward-for-weights */
+    double pred_f, pred_b, pred_w;
+} ps_exec_stage;
+
+typedef struct {
+    int iters;
+    double *iter_s;             /* [iters] iteration times: the slowest rank's, barrier to barrier */
+    double median_s, p10_s, p90_s, spread;
+    /* per iteration, mean over ranks */
+    double compute_s, comm_s, wait_s; /* computation; collectives (TP, ZeRO, DP); pipeline receives (bubble + p2p) */
+    double pred_compute_s, pred_comm_s; /* the cost model's for the same work (comm: collectives only) */
+    double predicted_s;         /* the cost model's iteration time (ps_cost_plan) */
+    double pred_peak_bytes;     /* largest per-GPU peak the cost model predicts */
+    double peak_bytes;          /* largest device memory in use on any rank during the run; 0 when not measured */
+    int n_stages;
+    ps_exec_stage *stages;      /* [pp x vpp] */
+    int64_t passes;             /* passes run per iteration, all ranks */
+    bool order_checked;         /* every rank's executed order was compared with the schedule library's */
+    /* this rank */
+    int device, local, tp_rank, dp_rank; /* pipeline device, index in its stage, and its TP / DP rank in layer 0 */
+    int64_t n_trace;
+    ps_sched_pass *trace;       /* the passes this rank ran in its last iteration, in order */
+    int *trace_from, *trace_to; /* [n_trace] rank a pass received its input from / sent its output to; -1: none */
+} ps_exec_result;
+
+void ps_exec_result_free(ps_exec_result *r);
+
+/* Run `plan` of model m for cluster c on every rank of comm (one rank per GPU of the plan; ps_exec_check first).
+ * cp predicts the same plan. Collective over comm. On failure every rank returns an error; a rank whose wait exceeds
+ * o->watchdog_s fails with PS_ERR_SYSTEM naming itself, the pass and the peer. Results are complete on every rank
+ * (the rank-local fields describe the calling rank). */
+ps_status ps_exec_run(MPI_Comm comm, const ps_plan *plan, const ps_model *m, const ps_cluster *c,
+                      const ps_cost_params *cp, const ps_exec_opts *o, ps_exec_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
