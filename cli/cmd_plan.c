@@ -5,8 +5,10 @@
 #include <string.h>
 
 #include "cli.h"
+#include "ps_json.h"
 #include "ps_mpi.h"
 #include "ps_mpi_search.h"
+#include "ps_plan_json.h"
 #include "ps_search.h"
 
 /* "pp 4 x tp 4 x dp 2, ZeRO 2, recompute none, SP, v-zb, mbs 1 x 128" (+ "per-layer" when layers differ). */
@@ -61,8 +63,121 @@ static void baselines_table(FILE *f, const ps_search_result *r, const ps_model *
     }
 }
 
+/* --exec-top K: the K best plans, sent from rank 0 to all as plan JSON, executed one after another on every rank
+ * (jobs/), then ranked by measured iteration time. */
+typedef struct {
+    int n;
+    ps_cli_exec_run *run;
+    int *order; /* plans by measured time, fastest first */
+} exec_top;
+
+static ps_status bcast_plan(MPI_Comm comm, const ps_model *m, const ps_plan *mine, int idx, ps_plan *out)
+{
+    int rank = 0;
+    PS_MPI(MPI_Comm_rank(comm, &rank));
+    char *txt = NULL;
+    long long len = 0;
+    if (rank == 0) {
+        json_t *j = ps_plan_to_json(mine, m);
+        txt = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
+        if (!txt) return PS_FAIL(PS_ERR_SYSTEM, "out of memory writing plan %d", idx + 1);
+        len = (long long)strlen(txt);
+    }
+    PS_MPI(MPI_Bcast(&len, 1, MPI_LONG_LONG, 0, comm));
+    if (rank != 0 && !(txt = ps_calloc((size_t)len + 1, 1))) return PS_ERR_SYSTEM;
+    ps_status st = ps_mpi_status(MPI_Bcast(txt, (int)len, MPI_CHAR, 0, comm), "MPI_Bcast", __FILE__, __LINE__);
+    json_t *root = NULL;
+    char name[64];
+    snprintf(name, sizeof name, "plan %d of the search", idx + 1);
+    if (st == PS_OK) st = ps_json_load_buffer(txt, (size_t)len, name, &root);
+    free(txt);
+    if (st == PS_OK) st = ps_plan_from_json(root, name, m, out);
+    json_decref(root);
+    return st;
+}
+
+static ps_status run_exec_top(const ps_cli_opts *o, MPI_Comm comm, const ps_cost_params *cp, const ps_model *m,
+                              const ps_cluster *c, const ps_search_result *all, exec_top *x)
+{
+    int rank = 0;
+    PS_MPI(MPI_Comm_rank(comm, &rank));
+    int n = rank == 0 ? (all->n_top < o->exec_top ? all->n_top : o->exec_top) : 0;
+    PS_MPI(MPI_Bcast(&n, 1, MPI_INT, 0, comm));
+    x->run = ps_calloc((size_t)n + 1, sizeof *x->run);
+    x->order = ps_calloc((size_t)n + 1, sizeof *x->order);
+    if (!x->run || !x->order) return PS_ERR_SYSTEM;
+    for (int i = 0; i < n; i++) {
+        ps_plan p;
+        PS_TRY(bcast_plan(comm, m, rank == 0 ? &all->top[i].plan : NULL, i, &p));
+        if (rank == 0 && o->format != PS_FMT_JSON) fprintf(stderr, "# executing plan %d of %d\n", i + 1, n);
+        ps_status st = ps_cli_exec(o, comm, m, c, cp, &p, &x->run[i]);
+        ps_plan_free(&p);
+        PS_TRY(st);
+        x->n++;
+        if (rank == 0 && o->record) PS_TRY(ps_costdb_add_measurements(o->record, &x->run[i].row, 1));
+    }
+    /* measured order; ties keep the search's order */
+    for (int i = 0; i < n; i++) x->order[i] = i;
+    for (int i = 1; i < n; i++)
+        for (int k = i; k > 0 && x->run[x->order[k]].r.median_s < x->run[x->order[k - 1]].r.median_s; k--) {
+            int t = x->order[k];
+            x->order[k] = x->order[k - 1];
+            x->order[k - 1] = t;
+        }
+    return PS_OK;
+}
+
+static void exec_top_free(exec_top *x)
+{
+    for (int i = 0; i < x->n; i++) ps_cli_exec_run_free(&x->run[i]);
+    free(x->run);
+    free(x->order);
+    memset(x, 0, sizeof *x);
+}
+
+static void exec_top_table(FILE *f, const exec_top *x, const ps_search_result *all, const ps_model *m,
+                           const ps_cluster *c)
+{
+    if (!x->n) return;
+    fprintf(f, "\n# executed the %d best plans on this allocation (backend %s%s), ranked by measured time\n", x->n,
+            x->run[0].backend, x->run[0].scale > 1 ? ", scaled shapes" : "");
+    fprintf(f, "%8s %9s %12s %12s %9s %8s  %s\n", "measured", "predicted", "pred s/iter", "meas s/iter", "error",
+            "spread", "plan");
+    for (int i = 0; i < x->n; i++) {
+        int k = x->order[i];
+        const ps_exec_result *r = &x->run[k].r;
+        char sum[256];
+        plan_summary(sum, sizeof sum, &all->top[k].plan, m->n_layers);
+        fprintf(f, "%8d %9d %12.4g %12.4g %+8.1f%% %7.0f%%  %s\n", i + 1, k + 1, r->predicted_s, r->median_s,
+                r->predicted_s > 0 ? 100 * (r->median_s - r->predicted_s) / r->predicted_s : 0, 100 * r->spread, sum);
+    }
+    if (!x->run[0].comparable)
+        fprintf(f, "# the predictions are for the %s of %s; the times were measured with the %s backend (see "
+                   "psearch exec --help)\n", c->groups[0].gpu.name, c->name, x->run[0].backend);
+    if (x->run[0].scale > 1)
+        fprintf(f, "# executed model %s: every width and token count divided by %lld, predicted the same way\n",
+                x->run[0].model.name, (long long)x->run[0].scale);
+}
+
+static json_t *exec_top_json(const exec_top *x, const ps_search_result *all, const ps_model *m)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < x->n; i++) {
+        int k = x->order[i];
+        char sum[256];
+        plan_summary(sum, sizeof sum, &all->top[k].plan, m->n_layers);
+        json_t *e = ps_cli_exec_json(&x->run[k]);
+        json_object_set_new(e, "predicted_rank", json_integer(k + 1));
+        json_object_set_new(e, "measured_rank", json_integer(i + 1));
+        json_object_set_new(e, "plan", json_string(sum));
+        json_array_append_new(a, e);
+    }
+    return a;
+}
+
 static ps_status print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_params *cp, const ps_model *m,
-                         const ps_cluster *c, const ps_search_result *r, int nranks, double seconds)
+                         const ps_cluster *c, const ps_search_result *r, int nranks, double seconds, const exec_top *xt)
 {
     bool memory = o->objective == PS_SEARCH_MEMORY;
     if (o->format == PS_FMT_JSON) {
@@ -79,6 +194,7 @@ static ps_status print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_p
         if (!r->n_top) json_object_set_new(j, "binding", json_string(r->binding));
         json_object_set_new(j, "objective", json_string(memory ? "memory" : "throughput"));
         json_object_set_new(j, "baselines", baselines_json(r, m, o->objective));
+        if (xt) json_object_set_new(j, "executed", exec_top_json(xt, r, m));
         return ps_out_json(out, j);
     }
     fprintf(out->f, "# psearch %s: %s on %s (%lld GPUs); %lld candidates, %lld plans costed, %lld fit, %lld pruned "
@@ -104,6 +220,7 @@ static ps_status print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_p
         }
     }
     baselines_table(out->f, r, m, o->objective);
+    if (xt) exec_top_table(out->f, xt, r, m, c);
     return PS_OK;
 }
 
@@ -147,10 +264,18 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     /* Every rank reads the database for itself (it is not broadcast yet): agree, so that a rank that cannot read it
      * does not leave while the others enter the search's collectives. */
     ps_status st = ps_mpi_agree_status(comm, ps_cli_costdb_attach(o, &c, &cp, &db), "reading the cost database");
+    /* --exec-top runs one rank per GPU: refuse another count before the search, not after it */
+    if (st == PS_OK && o->exec_top && c.n_gpus != nranks)
+        st = PS_FAIL(PS_ERR_INPUT, "--exec-top runs the plans on this allocation, one MPI rank per GPU: %s has %lld GPUs "
+                                   "but this run has %d rank%s (mpirun -n %lld psearch ... --exec-top %d)",
+                     c.name, (long long)c.n_gpus, nranks, nranks == 1 ? "" : "s", (long long)c.n_gpus, o->exec_top);
+    exec_top xt;
+    memset(&xt, 0, sizeof xt);
     /* The same options on every rank, so the same check fails everywhere: no agreement needed. */
     ps_cli_search_opts setup;
     if (st == PS_OK) st = ps_cli_search_setup(o, &c, &setup);
     if (st == PS_OK) st = ps_cli_search(comm, &setup.so, o->distribute, &cp, &m, &c, &all, &secs);
+    if (st == PS_OK && o->exec_top) st = run_exec_top(o, comm, &cp, &m, &c, &all, &xt);
     if (st == PS_OK && rank == 0 && all.n_top && o->svg) {
         char *svg = NULL;
         size_t len = 0;
@@ -161,10 +286,11 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     if (st == PS_OK && rank == 0 && all.n_top && o->export_kind) {
         st = ps_plan_export(out, o->export_kind, &m, &all.top[0].plan);
     } else if (st == PS_OK && rank == 0) {
-        st = print_result(o, out, &cp, &m, &c, &all, nranks, secs);
+        st = print_result(o, out, &cp, &m, &c, &all, nranks, secs, o->exec_top ? &xt : NULL);
         if (st == PS_OK && all.n_top == 0)
             st = PS_FAIL(PS_ERR_INFEASIBLE, "no feasible plan for %s on %s: %s", m.name, c.name, all.binding);
     }
+    exec_top_free(&xt);
     ps_search_result_free(&all);
     ps_model_free(&m);
     ps_cluster_free(&c);
