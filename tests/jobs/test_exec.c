@@ -1,0 +1,205 @@
+/* MPI test of the executor (jobs/, 4 ranks = the 4 GPUs of p3-8xlarge:1): plans with PP x TP, PP alone, DP with
+ * ZeRO-3, per-layer TP degrees with recomputation and sequence parallelism, and every schedule kind run to the end
+ * (no deadlock), with each rank's executed passes compared with an order built here independently from the schedules
+ * library, the peer of every pipeline message checked against the placement rule (device of the neighbouring stage,
+ * same index in the stage), and the measured times positive and finite. Every rank runs every check; the exit code
+ * reports a failure on any rank. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include "mpi_check.h"
+#include "ps_cost.h"
+#include "ps_hw.h"
+#include "ps_jobs.h"
+#include "ps_models.h"
+#include "ps_schedules.h"
+
+static int g_rank, g_size;
+static int g_failures;
+
+typedef struct {
+    const char *name;
+    int tp, dp, pp, vpp, zero;
+    const char *sched;
+    int64_t gbs;
+    ps_recompute ckpt;
+    bool sp;
+    bool mixed; /* layers of the first half at tp x dp, the rest at (tp*dp) x 1: per-layer TP degrees */
+} exec_case;
+
+static void check_case(const exec_case *k, const ps_model *m, const ps_cluster *c, const ps_cost_params *cp)
+{
+    ps_strategy s = {.tp = k->tp, .dp = k->dp, .zero = k->zero, .ckpt = k->ckpt, .sp = k->sp};
+    ps_plan plan;
+    ps_status st = ps_plan_uniform(m, k->gbs, 1, k->pp, k->vpp, k->sched, &s, &plan);
+    CHECK(st == PS_OK, "%s: plan: %s", k->name, ps_error_message());
+    if (st != PS_OK) return;
+    if (k->mixed)
+        for (int64_t i = m->n_layers / 2; i < m->n_layers; i++) {
+            plan.layer[i].tp = k->tp * k->dp;
+            plan.layer[i].dp = 1;
+            plan.layer[i].ckpt = PS_RECOMP_FULL;
+        }
+    ps_exec_opts o;
+    ps_exec_opts_default(&o);
+    o.iters = 2;
+    o.warmup = 1;
+    o.watchdog_s = 60;
+    ps_exec_result r;
+    double t0 = MPI_Wtime();
+    st = ps_exec_run(MPI_COMM_WORLD, &plan, m, c, cp, &o, &r);
+    double el = MPI_Wtime() - t0;
+    CHECK(st == PS_OK, "%s: exec: %s", k->name, ps_error_message());
+    if (st != PS_OK) {
+        ps_plan_free(&plan);
+        return;
+    }
+    if (g_rank == 0) printf("# %-24s median %.4g s (predicted %.4g s), %lld passes, %.2f s in all\n", k->name,
+                            r.median_s, r.predicted_s, (long long)r.passes, el);
+
+    /* the order, built here from the library alone */
+    int width = k->tp * k->dp, dev = g_rank / width, local = g_rank % width;
+    int64_t n_mb = k->gbs / ((int64_t)k->dp);
+    ps_sched *ref = NULL;
+    CHECK(ps_sched_create(&ref) == PS_OK, "sched");
+    st = ps_sched_build(ref, k->sched, k->pp, (int)n_mb, k->vpp);
+    CHECK(st == PS_OK, "%s: reference schedule: %s", k->name, ps_error_message());
+    if (st == PS_OK) {
+        int64_t n = 0;
+        const ps_sched_pass *want = ps_sched_device_passes(ref, dev, &n);
+        CHECK(r.n_trace == n, "%s: rank %d ran %lld passes, the schedule gives device %d %lld", k->name, g_rank,
+              (long long)r.n_trace, dev, (long long)n);
+        CHECK(r.device == dev && r.local == local, "%s: rank %d placed at device %d index %d", k->name, g_rank,
+              r.device, r.local);
+        CHECK(r.passes == ps_sched_total_passes(ref) * width, "%s: %lld passes in all, expected %lld", k->name,
+              (long long)r.passes, (long long)(ps_sched_total_passes(ref) * width));
+        int S = k->pp * ps_sched_chunks(ref);
+        for (int64_t i = 0; i < n && i < r.n_trace; i++) {
+            const ps_sched_pass *a = &r.trace[i], *b = &want[i];
+            if (a->mb != b->mb || a->chunk != b->chunk || a->op != b->op) {
+                CHECK(0, "%s: rank %d pass %lld is %s mb %d chunk %d, the schedule says %s mb %d chunk %d", k->name,
+                      g_rank, (long long)i, ps_sched_op_name(a->op), a->mb, a->chunk, ps_sched_op_name(b->op), b->mb,
+                      b->chunk);
+                break;
+            }
+            /* the message partners: the same index in the neighbouring stage's device, when that is another one */
+            int stg = ps_sched_stage_of(ref, dev, b->chunk);
+            int prev = stg > 0 ? ps_sched_device_of(ref, stg - 1) : -1;
+            int next = stg + 1 < S ? ps_sched_device_of(ref, stg + 1) : -1;
+            int from = -1, to = -1;
+            if (b->op == PS_SCHED_F) {
+                if (prev >= 0 && prev != dev) from = prev * width + local;
+                if (next >= 0 && next != dev) to = next * width + local;
+            } else if (b->op == PS_SCHED_B || b->op == PS_SCHED_BW) {
+                if (next >= 0 && next != dev) from = next * width + local;
+                if (prev >= 0 && prev != dev) to = prev * width + local;
+            }
+            if (r.trace_from[i] != from || r.trace_to[i] != to) {
+                CHECK(0, "%s: rank %d pass %lld (%s mb %d stage %d): from %d to %d, expected from %d to %d", k->name,
+                      g_rank, (long long)i, ps_sched_op_name(b->op), b->mb, stg, r.trace_from[i], r.trace_to[i], from,
+                      to);
+                break;
+            }
+        }
+    }
+    ps_sched_destroy(ref);
+
+    CHECK(isfinite(r.median_s) && r.median_s > 0, "%s: median %g", k->name, r.median_s);
+    for (int i = 0; i < r.iters; i++) CHECK(isfinite(r.iter_s[i]) && r.iter_s[i] > 0, "%s: iteration %d took %g", k->name, i, r.iter_s[i]);
+    CHECK(r.compute_s > 0 && r.pred_compute_s > 0, "%s: computation measured %g, predicted %g", k->name, r.compute_s,
+          r.pred_compute_s);
+    CHECK(r.median_s >= r.compute_s * 0.5, "%s: an iteration (%g s) shorter than half its computation (%g s)",
+          k->name, r.median_s, r.compute_s);
+    if (k->tp > 1 || k->dp > 1)
+        CHECK(r.comm_s > 0 && r.pred_comm_s > 0, "%s: collectives measured %g, predicted %g", k->name, r.comm_s,
+              r.pred_comm_s);
+    /* the per-stage prediction is the cost model's for the plan */
+    ps_prediction p;
+    if (ps_cost_plan(cp, m, c, &plan, &p) == PS_OK) {
+        CHECK(r.n_stages == p.n_stages, "%s: %d stages, predicted %d", k->name, r.n_stages, p.n_stages);
+        CHECK(fabs(r.predicted_s - p.iter_time_s) <= 1e-12 * p.iter_time_s, "%s: predicted %g vs %g", k->name,
+              r.predicted_s, p.iter_time_s);
+        for (int si = 0; si < r.n_stages && si < p.n_stages; si++)
+            CHECK(r.stages[si].pred_f == p.stages[si].fwd && r.stages[si].f > 0, "%s: stage %d forward %g (pred %g)",
+                  k->name, si, r.stages[si].f, r.stages[si].pred_f);
+        ps_prediction_free(&p);
+    }
+    ps_exec_result_free(&r);
+    ps_plan_free(&plan);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    if (argc < 2 || g_size != 4) {
+        if (g_rank == 0) fprintf(stderr, "usage: mpiexec -n 4 test_exec MODEL.json\n");
+        MPI_Finalize();
+        return 2;
+    }
+    ps_model full, m;
+    ps_cluster c;
+    ps_model_opts mo;
+    ps_model_opts_init(&mo);
+    mo.vocab_pad = 256;
+    mo.dtype = PS_DTYPE_FP16;
+    int ok = ps_model_load(argv[1], &mo, &full) == PS_OK;
+    CHECK(ok, "model: %s", ps_error_message());
+    ok = ok && ps_model_scaled(&full, 16, 8, &m) == PS_OK;
+    CHECK(ok, "scaled model: %s", ps_error_message());
+    int okc = ps_cluster_load("p3-8xlarge:1", MPI_COMM_NULL, &c) == PS_OK;
+    CHECK(okc, "cluster: %s", ps_error_message());
+    if (ok && okc) {
+        ps_cost_params cp;
+        ps_cost_params_default(&cp);
+        const exec_case cases[] = {
+            {"pp2 x tp2, 1f1b", 2, 1, 2, 1, 0, "1f1b", 8, PS_RECOMP_NONE, false, false},
+            {"pp4, 1f1b", 1, 1, 4, 1, 0, "1f1b", 8, PS_RECOMP_NONE, false, false},
+            {"dp4, zero-3", 1, 4, 1, 1, 3, "1f1b", 8, PS_RECOMP_NONE, false, false},
+            {"dp2 x tp2, zero-1, sel.", 2, 2, 1, 1, 1, "1f1b", 8, PS_RECOMP_SELECTIVE, false, false},
+            {"per-layer tp 2/4, sp", 2, 2, 1, 1, 0, "1f1b", 8, PS_RECOMP_NONE, true, true},
+            {"pp2 x dp2, gpipe", 1, 2, 2, 1, 2, "gpipe", 8, PS_RECOMP_FULL, false, false},
+            {"pp4, interleaved", 1, 1, 4, 2, 0, "interleaved", 8, PS_RECOMP_NONE, false, false},
+            {"pp4, zb-h1", 1, 1, 4, 1, 0, "zb-h1", 8, PS_RECOMP_NONE, false, false},
+            {"pp4, zb-h2", 1, 1, 4, 1, 0, "zb-h2", 8, PS_RECOMP_NONE, false, false},
+            {"pp2 x tp2, v-min", 2, 1, 2, 2, 0, "v-min", 8, PS_RECOMP_NONE, false, false},
+            {"pp4, v-half", 1, 1, 4, 2, 0, "v-half", 8, PS_RECOMP_NONE, false, false},
+            {"pp4, v-zb", 1, 1, 4, 2, 0, "v-zb", 8, PS_RECOMP_NONE, false, false},
+        };
+        int kinds_seen = 0;
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i], &m, &c, &cp);
+        for (int kk = 0; kk < ps_sched_kind_count(); kk++)
+            for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+                if (strcmp(cases[i].sched, ps_sched_kind_name(kk)) == 0) {
+                    kinds_seen++;
+                    break;
+                }
+        CHECK(kinds_seen == ps_sched_kind_count(), "the cases run %d of the %d schedule kinds", kinds_seen,
+              ps_sched_kind_count());
+
+        /* refused locally, before any communicator: another rank count, a plan the cluster cannot hold */
+        ps_strategy s = {.tp = 2, .dp = 1};
+        ps_plan bad;
+        if (ps_plan_uniform(&m, 8, 1, 2, 1, "1f1b", &s, &bad) == PS_OK) {
+            CHECK(ps_exec_check(&bad, &m, &c, 2) == PS_ERR_INPUT, "a 4-GPU plan accepted on 2 ranks");
+            CHECK(strstr(ps_error_message(), "2 MPI rank") != NULL, "message: %s", ps_error_message());
+            bad.layer[0].tp = 4; /* tp x dp no longer the stage width of the other layers */
+            CHECK(ps_exec_check(&bad, &m, &c, 4) == PS_ERR_INPUT, "mixed stage widths accepted");
+            ps_plan_free(&bad);
+        }
+        ps_cluster_free(&c);
+    }
+    if (ok) ps_model_free(&m);
+    ps_model_free(&full);
+    int all = 0;
+    MPI_Allreduce(&g_failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (g_rank == 0) printf("%s: %d failed check(s) over %d ranks\n", all ? "FAIL" : "ok", all, g_size);
+    MPI_Finalize();
+    return all ? 1 : 0;
+}
