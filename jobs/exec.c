@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "exec_internal.h"
+#include "ps_bench.h"
 #include "ps_mpi.h"
 
 static const ps_exec_backend *const k_backends[] = {
@@ -459,22 +460,6 @@ static void free_ctx(exec_ctx *x)
     free(x->to);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The value at fraction q of sorted v (linear between neighbours). */
-static double quantile(const double *v, int n, double q)
-{
-    if (n == 1) return v[0];
-    double at = q * (n - 1);
-    int i = (int)floor(at);
-    if (i >= n - 1) return v[n - 1];
-    return v[i] + (at - i) * (v[i + 1] - v[i]);
-}
-
 static ps_status run_iteration(exec_ctx *x, const ps_sched_pass *passes, int64_t count, double static_bytes,
                                double *dt)
 {
@@ -619,11 +604,12 @@ ps_status ps_exec_run(MPI_Comm comm, const ps_plan *plan, const ps_model *m, con
             goto done;
         }
         memcpy(sorted, r->iter_s, (size_t)o->iters * sizeof *sorted);
-        qsort(sorted, (size_t)o->iters, sizeof *sorted, cmp_double);
-        r->median_s = quantile(sorted, o->iters, 0.5);
-        r->p10_s = quantile(sorted, o->iters, 0.1);
-        r->p90_s = quantile(sorted, o->iters, 0.9);
-        r->spread = r->median_s > 0 ? (r->p90_s - r->p10_s) / r->median_s : 0;
+        /* the calibration's statistics: median, p10, p90 and spread = (p90 - p10) / median */
+        ps_bench_stat bs = ps_bench_stats(sorted, o->iters);
+        r->median_s = bs.median;
+        r->p10_s = bs.p10;
+        r->p90_s = bs.p90;
+        r->spread = bs.spread;
         free(sorted);
     }
     double mine[6] = {comp / o->iters, comm_t / o->iters, wait / o->iters, x->p_comp, x->p_comm, 0};
