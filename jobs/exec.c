@@ -574,10 +574,6 @@ ps_status ps_exec_run(MPI_Comm comm, const ps_plan *plan, const ps_model *m, con
     for (int it = 0; it < o->warmup + o->iters; it++) {
         bool timed = it >= o->warmup;
         x->t_comp = x->t_comm = x->t_wait = 0;
-        if (!timed) {
-            memset(x->st_sum, 0, (size_t)x->S * 3 * sizeof *x->st_sum);
-            memset(x->st_n, 0, (size_t)x->S * 3 * sizeof *x->st_n);
-        }
         double dt = 0;
         PS_TRY_GOTO(st, run_iteration(x, passes, count, static_bytes, &dt), done);
         if (timed) {
@@ -589,7 +585,7 @@ ps_status ps_exec_run(MPI_Comm comm, const ps_plan *plan, const ps_model *m, con
             r->iter_s[it - o->warmup] = slowest;
             if (o->log && rank == 0)
                 fprintf(o->log, "# iteration %d: %.4g s\n", it - o->warmup + 1, slowest);
-        } else {
+        } else { /* warm-up passes do not count in the stage times */
             memset(x->st_sum, 0, (size_t)x->S * 3 * sizeof *x->st_sum);
             memset(x->st_n, 0, (size_t)x->S * 3 * sizeof *x->st_n);
         }
