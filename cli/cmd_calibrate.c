@@ -1,6 +1,8 @@
 /* `psearch calibrate`: run the microbenchmarks of hw/ on every rank of the allocation and write them, as they
  * finish, into one HDF5 cost database with parallel HDF5 (each rank its own rows). The file is built under a
- * temporary name and renamed at the end, so an interrupted calibration leaves the previous database as it was. */
+ * temporary name and renamed at the end, so an interrupted calibration leaves the previous database as it was.
+ * `psearch calibrate --from-measurements DB.h5` instead refits compute_scale and comm_scale from the plans `psearch
+ * exec --record` stored in DB.h5, serially and without MPI, and writes them into its /fit (docs/costdb.md). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,8 +41,84 @@ static ps_status distinct(MPI_Comm comm, const char *mine, size_t width, char *o
     return PS_OK;
 }
 
+/* ---- --from-measurements ------------------------------------------------------------------------------------------ */
+
+static void pct(char *buf, size_t cap, double v)
+{
+    /* a relative error beyond 1000x is noise of a broken run, not a number to read digits off */
+    if (v >= 10)
+        snprintf(buf, cap, ">1000%%");
+    else
+        snprintf(buf, cap, "%.1f%%", 100 * v);
+}
+
+static ps_status print_fit(const ps_cli_opts *o, const ps_costdb *db, const char *dst, const ps_costdb_fit *fit,
+                           size_t n, ps_out *out)
+{
+    if (o->format == PS_FMT_JSON) {
+        json_t *j = json_object(), *a = json_array();
+        json_object_set_new(j, "file", json_string(db->path));
+        json_object_set_new(j, "written", json_string(dst));
+        json_object_set_new(j, "measurements", json_integer((json_int_t)db->n_meas));
+        json_object_set_new(j, "error", json_string("median over the plans of |predicted - measured| / measured: "
+                                                    "err_* of the part the coefficient scales, iter_err_* of the "
+                                                    "iteration time (after: predicted_s scaled by each plan's "
+                                                    "computation and communication shares, docs/costdb.md)"));
+        for (size_t i = 0; i < n; i++) {
+            const ps_costdb_fit *f = &fit[i];
+            json_array_append_new(a, json_pack("{s:s, s:s, s:f, s:i, s:f, s:f, s:i, s:f, s:f, s:s}", "device",
+                                               f->device, "coefficient", f->coefficient, "value", f->value, "n",
+                                               (int)f->n, "err_before", f->err_before, "err_after", f->err_after,
+                                               "iter_n", (int)f->iter_n, "iter_err_before", f->iter_err_before,
+                                               "iter_err_after", f->iter_err_after, "date", f->date));
+        }
+        json_object_set_new(j, "fit", a);
+        return ps_out_json(out, j);
+    }
+    FILE *f = out->f;
+    fprintf(f, "# psearch calibrate --from-measurements: %zu executed plan(s) in %s; fit written to %s\n", db->n_meas,
+            db->path, dst);
+    fprintf(f, "# value: median of measured / predicted (the scale the plan ran with divided out), clamped to "
+               "[%g, %g]; --costdb %s applies it\n", PS_COSTDB_FIT_MIN, PS_COSTDB_FIT_MAX, dst);
+    fprintf(f, "# errors: median of |predicted - measured| / measured; part = the time the coefficient scales; "
+               "iteration after = predicted_s scaled by each plan's computation / communication shares (an "
+               "approximation, docs/costdb.md)\n");
+    fprintf(f, "%-31s %-14s %8s %6s %12s %8s %12s %8s\n", "device", "coefficient", "value", "plans", "part before",
+            "after", "iter before", "after");
+    for (size_t i = 0; i < n; i++) {
+        char b0[16], b1[16], b2[16], b3[16];
+        pct(b0, sizeof b0, fit[i].err_before);
+        pct(b1, sizeof b1, fit[i].err_after);
+        pct(b2, sizeof b2, fit[i].iter_err_before);
+        pct(b3, sizeof b3, fit[i].iter_err_after);
+        fprintf(f, "%-31s %-14s %8.4g %6d %12s %8s %12s %8s\n", fit[i].device, fit[i].coefficient, fit[i].value,
+                (int)fit[i].n, b0, b1, b2, b3);
+    }
+    return PS_OK;
+}
+
+/* Refit from DB.h5's /measurements and store /fit in DB.h5 (or a copy at --out): one read, one atomic write. */
+static ps_status refit(const ps_cli_opts *o, ps_out *out)
+{
+    const char *dst = o->db_out ? o->db_out : o->from_meas;
+    ps_costdb db;
+    PS_TRY(ps_costdb_read(o->from_meas, &db));
+    ps_costdb_fit *fit = NULL;
+    size_t n = 0;
+    ps_status st = ps_costdb_refit(&db, &fit, &n);
+    /* the fit replaces the earlier one of the devices it saw; other devices' fits stay */
+    if (st == PS_OK) st = ps_costdb_fit_replace(&db, fit, n);
+    if (st == PS_OK) st = ps_costdb_write(dst, &db);
+    if (st == PS_OK) st = print_fit(o, &db, dst, fit, n, out);
+    free(fit);
+    ps_costdb_free(&db);
+    PS_TRY(st);
+    return PS_OK;
+}
+
 ps_status ps_cmd_calibrate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
 {
+    if (o->from_meas) return refit(o, out);
     if (!o->db_out) return PS_FAIL(PS_ERR_INPUT, "psearch calibrate needs --out FILE.h5 (the cost database to write)");
     if (comm == MPI_COMM_NULL) return PS_FAIL(PS_ERR_SYSTEM, "psearch calibrate runs under MPI");
     int rank = 0, nranks = 1;
@@ -89,7 +167,9 @@ ps_status ps_cmd_calibrate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     PS_TRY_GOTO(st, agree(comm, ps_bench_overlap_run(comm, &bo, &r)), done);
     PS_TRY_GOTO(st, agree(comm, ps_costdb_write_rows(w, PS_COSTDB_OVERLAP, r.ovl, r.n_ovl)), done);
     PS_TRY_GOTO(st, agree(comm, ps_costdb_write_rows(w, PS_COSTDB_DEVICES, &r.dev, 1)), done);
+    /* executed plans and their fit come later (psearch exec --record, calibrate --from-measurements) */
     PS_TRY_GOTO(st, agree(comm, ps_costdb_write_rows(w, PS_COSTDB_MEASUREMENTS, NULL, 0)), done);
+    PS_TRY_GOTO(st, agree(comm, ps_costdb_write_rows(w, PS_COSTDB_FIT, NULL, 0)), done);
     int noisy = r.noisy, all_noisy = 0;
     PS_MPI_GOTO(st, MPI_Reduce(&noisy, &all_noisy, 1, MPI_INT, MPI_SUM, 0, comm), done);
     st = ps_costdb_commit(w);

@@ -28,12 +28,14 @@ ps_status ps_cli_costdb_attach(const ps_cli_opts *o, const ps_cluster *c, ps_cos
     ps_status st = ps_costdb_model_build(&db, &m);
     ps_costdb_free(&db);
     PS_TRY(st);
+    ps_cost_params before = *cp;
     st = ps_costdb_attach(m, c, cp);
-    /* What the user set by name overrides what the file measured. */
+    /* What the user set by name overrides what the file measured or fitted (overlap_slowdown, compute_scale,
+     * comm_scale): the callers set --cost-param before, the attach may have replaced them, so set them again. */
     for (int i = 0; i < o->n_cost_params && st == PS_OK; i++) st = ps_cost_params_set(cp, o->cost_params[i]);
     if (st != PS_OK) {
         ps_costdb_model_free(m);
-        cp->db = NULL;
+        *cp = before; /* no half-applied file: the parameters are as the caller gave them */
         return ps_error_trace(st, __FILE__, __LINE__);
     }
     *out = m;
@@ -118,6 +120,21 @@ static ps_status show(const ps_costdb *db, ps_format fmt, ps_out *out)
     double bw_med = 0, bw_min = 0, ovl = 0;
     if (summarize(db, pk, &npk, ar, &nar, &bw_med, &bw_min, &ovl) != 0) return PS_ERR_SYSTEM;
     const ps_costdb_prov *p = &db->prov;
+    /* the executed plans at a glance: their devices, and how far the predictions they ran with were off */
+    char meas_devs[256] = "";
+    double meas_err = 0;
+    if (db->n_meas) {
+        double *e = ps_calloc(db->n_meas, sizeof *e);
+        if (!e) return PS_ERR_SYSTEM;
+        size_t k = 0;
+        for (size_t i = 0; i < db->n_meas; i++) {
+            const ps_bench_measurement *r = &db->meas[i];
+            ps_costdb_list_add(meas_devs, sizeof meas_devs, r->device);
+            if (r->measured_s > 0) e[k++] = fabs(r->predicted_s - r->measured_s) / r->measured_s;
+        }
+        meas_err = ps_bench_median(e, k);
+        free(e);
+    }
     if (fmt == PS_FMT_JSON) {
         json_t *j = json_object();
         json_object_set_new(j, "file", json_string(db->path));
@@ -146,10 +163,22 @@ static ps_status show(const ps_costdb *db, ps_format fmt, ps_out *out)
                                                 "mem_Bps", d->mem_Bps));
         }
         json_object_set_new(j, "devices", dv);
-        json_object_set_new(j, "rows", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "devices", (json_int_t)db->n_dev,
-                                                 "gemm", (json_int_t)db->n_gemm, "bandwidth", (json_int_t)db->n_bw,
-                                                 "collectives", (json_int_t)db->n_coll, "overlap",
-                                                 (json_int_t)db->n_ovl, "measurements", (json_int_t)db->n_meas));
+        json_object_set_new(j, "rows", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "devices",
+                                                 (json_int_t)db->n_dev, "gemm", (json_int_t)db->n_gemm, "bandwidth",
+                                                 (json_int_t)db->n_bw, "collectives", (json_int_t)db->n_coll,
+                                                 "overlap", (json_int_t)db->n_ovl, "measurements",
+                                                 (json_int_t)db->n_meas, "fit", (json_int_t)db->n_fit));
+        if (db->n_meas) json_object_set_new(j, "measurements_iter_err_median", json_real(meas_err));
+        json_t *fa = json_array();
+        for (size_t i = 0; i < db->n_fit; i++) {
+            const ps_costdb_fit *f = &db->fit[i];
+            json_array_append_new(fa, json_pack("{s:s, s:s, s:f, s:i, s:f, s:f, s:i, s:f, s:f, s:s}", "device",
+                                                f->device, "coefficient", f->coefficient, "value", f->value, "n",
+                                                (int)f->n, "err_before", f->err_before, "err_after", f->err_after,
+                                                "iter_n", (int)f->iter_n, "iter_err_before", f->iter_err_before,
+                                                "iter_err_after", f->iter_err_after, "date", f->date));
+        }
+        json_object_set_new(j, "fit", fa);
         json_t *g = json_object();
         for (int i = 0; i < npk; i++) json_object_set_new(g, pk[i].dtype, json_real(pk[i].best));
         json_object_set_new(j, "gemm_peak_flops", g);
@@ -171,9 +200,19 @@ static ps_status show(const ps_costdb *db, ps_format fmt, ps_out *out)
             p->cuda_version[0] ? "; CUDA " : "", p->cuda_version, p->nccl_version[0] ? "; NCCL " : "",
             p->nccl_version);
     if (p->merged_from[0]) fprintf(f, "# merged from %s\n", p->merged_from);
-    fprintf(f, "devices      %zu rank(s) on %d node(s): %s\n", db->n_dev, p->n_nodes, p->devices);
-    fprintf(f, "rows         devices %zu, gemm %zu, bandwidth %zu, collectives %zu, overlap %zu, measurements %zu\n",
-            db->n_dev, db->n_gemm, db->n_bw, db->n_coll, db->n_ovl, db->n_meas);
+    if (db->n_dev)
+        fprintf(f, "devices      %zu rank(s) on %d node(s): %s\n", db->n_dev, p->n_nodes, p->devices);
+    else
+        fprintf(f, "devices      none measured (executed plans and fits only)\n");
+    fprintf(f, "rows         devices %zu, gemm %zu, bandwidth %zu, collectives %zu, overlap %zu, measurements %zu, "
+               "fit %zu\n", db->n_dev, db->n_gemm, db->n_bw, db->n_coll, db->n_ovl, db->n_meas, db->n_fit);
+    if (db->n_meas)
+        fprintf(f, "executed     %zu plan(s) on %s: iteration time predicted within %.1f%% of measured (median)\n",
+                db->n_meas, meas_devs, 100 * meas_err);
+    for (size_t i = 0; i < db->n_fit; i++)
+        fprintf(f, "fit          %s %s %.4g from %d plan(s) (error of its part %.1f%% -> %.1f%%; %s)\n",
+                db->fit[i].device, db->fit[i].coefficient, db->fit[i].value, (int)db->fit[i].n,
+                100 * db->fit[i].err_before, 100 * db->fit[i].err_after, db->fit[i].date);
     for (int i = 0; i < npk; i++)
         fprintf(f, "gemm %-7s peak %.4g GFLOP/s (%s tp %d, %lldx%lldx%lld x%lld)\n", pk[i].dtype, pk[i].best / 1e9,
                 pk[i].at->op, pk[i].at->tp, (long long)pk[i].at->m, (long long)pk[i].at->n, (long long)pk[i].at->k,

@@ -72,8 +72,21 @@ static const col k_ovl_cols[] = {
 };
 static const col k_meas_cols[] = {
     CS(ps_bench_measurement, plan, "text"), CS(ps_bench_measurement, model, "text"),
-    CS(ps_bench_measurement, cluster, "text"), CF(ps_bench_measurement, predicted_s, "s"),
-    CF(ps_bench_measurement, measured_s, "s"), CS(ps_bench_measurement, date, "ISO 8601 UTC"),
+    CS(ps_bench_measurement, cluster, "text"), CS(ps_bench_measurement, device, "text"),
+    CS(ps_bench_measurement, backend, "text"), CI(ps_bench_measurement, ranks, "1"),
+    CI(ps_bench_measurement, iters, "1"), CF(ps_bench_measurement, scale, "1 (shapes divided by it)"),
+    CF(ps_bench_measurement, compute_scale, "1"), CF(ps_bench_measurement, comm_scale, "1"),
+    CF(ps_bench_measurement, predicted_s, "s"), CF(ps_bench_measurement, measured_s, "s"),
+    CF(ps_bench_measurement, spread, "1 ((p90-p10)/median)"), CF(ps_bench_measurement, predicted_compute_s, "s"),
+    CF(ps_bench_measurement, measured_compute_s, "s"), CF(ps_bench_measurement, predicted_comm_s, "s"),
+    CF(ps_bench_measurement, measured_comm_s, "s"), CF(ps_bench_measurement, predicted_peak_bytes, "bytes"),
+    CF(ps_bench_measurement, measured_peak_bytes, "bytes"), CS(ps_bench_measurement, date, "ISO 8601 UTC"),
+};
+static const col k_fit_cols[] = {
+    CS(ps_costdb_fit, device, "text"), CS(ps_costdb_fit, coefficient, "text"), CF(ps_costdb_fit, value, "1"),
+    CI(ps_costdb_fit, n, "rows"), CF(ps_costdb_fit, err_before, "1"), CF(ps_costdb_fit, err_after, "1"),
+    CI(ps_costdb_fit, iter_n, "rows"), CF(ps_costdb_fit, iter_err_before, "1"),
+    CF(ps_costdb_fit, iter_err_after, "1"), CS(ps_costdb_fit, date, "ISO 8601 UTC"),
 };
 
 typedef struct {
@@ -106,7 +119,14 @@ static const table_def k_tables[PS_COSTDB_N_TABLES] = {
       "the calibration had a GPU rank), each alone and together (MPI_Test between blocks progresses the "
       "all-reduce); slowdown s solves both = max(gemm, comm) + (s - 1) min(gemm, comm)"),
     T("/measurements", ps_bench_measurement, k_meas_cols,
-      "executed plans (psearch exec): predicted against measured iteration time; empty after calibration"),
+      "executed plans (psearch exec --record, docs/exec.md): predicted against measured iteration time, computation "
+      "and communication (per-rank means per iteration) and peak memory, with the compute_scale / comm_scale the "
+      "prediction used; empty after calibration"),
+    T("/fit", ps_costdb_fit, k_fit_cols,
+      "psearch calibrate --from-measurements: per device key, compute_scale (comm_scale) = median over the executed "
+      "plans of measured / (predicted / the scale it used) computation (communication), clamped to [0.05, 20]; err = "
+      "median |predicted - measured| / measured of that part (err_*) and of the iteration time (iter_err_*, after: "
+      "predicted_s scaled by the plan's computation and communication shares); empty after calibration"),
 };
 #undef T
 
@@ -278,9 +298,11 @@ static void temp_name(const char *path, char *out, size_t cap)
 
 static ps_status write_prov(hid_t f, const ps_costdb_prov *p, const char *where)
 {
-    PS_TRY(put_int_attr(f, "schema_version", p->schema_version, where));
+    /* The writer knows one layout, the current one: a database read from an older file is written upgraded. */
+    PS_TRY(put_int_attr(f, "schema_version", PS_COSTDB_SCHEMA_VERSION, where));
     PS_TRY(put_str_attr(f, "description", "psearch cost database: measured GEMM, memory bandwidth, collective and "
-                                          "overlap tables; schema in docs/costdb.md", where));
+                                          "overlap tables, executed plans and the coefficients refitted from them; "
+                                          "schema in docs/costdb.md", where));
     PS_TRY(put_str_attr(f, "psearch_version", p->psearch_version, where));
     PS_TRY(put_str_attr(f, "created", p->created, where));
     PS_TRY(put_str_attr(f, "hosts", p->hosts, where));
@@ -508,8 +530,8 @@ ps_status ps_costdb_write(const char *path, const ps_costdb *db)
 {
     ps_costdb_writer *w = NULL;
     PS_TRY(ps_costdb_create(path, MPI_COMM_NULL, &db->prov, &w));
-    const void *rows[PS_COSTDB_N_TABLES] = {db->dev, db->gemm, db->bw, db->coll, db->ovl, db->meas};
-    size_t n[PS_COSTDB_N_TABLES] = {db->n_dev, db->n_gemm, db->n_bw, db->n_coll, db->n_ovl, db->n_meas};
+    const void *rows[PS_COSTDB_N_TABLES] = {db->dev, db->gemm, db->bw, db->coll, db->ovl, db->meas, db->fit};
+    size_t n[PS_COSTDB_N_TABLES] = {db->n_dev, db->n_gemm, db->n_bw, db->n_coll, db->n_ovl, db->n_meas, db->n_fit};
     for (int t = 0; t < PS_COSTDB_N_TABLES; t++) {
         ps_status st = ps_costdb_write_rows(w, (ps_costdb_table)t, rows[t], n[t]);
         if (st != PS_OK) {
@@ -531,6 +553,7 @@ void ps_costdb_free(ps_costdb *db)
     free(db->coll);
     free(db->ovl);
     free(db->meas);
+    free(db->fit);
     memset(db, 0, sizeof *db);
 }
 
@@ -652,8 +675,31 @@ static const char *check_row(ps_costdb_table t, const void *row)
     }
     case PS_COSTDB_MEASUREMENTS: {
         const ps_bench_measurement *r = row;
-        if (!finite_ge(r->predicted_s, 0) || !finite_ge(r->measured_s, 0))
-            return "predicted_s and measured_s must be finite numbers >= 0";
+        if (!r->device[0]) return "device must not be empty";
+        if (r->ranks < 1 || r->ranks > PS_COSTDB_MAX_RANK) return "ranks must be in [1, 2^24]";
+        if (r->iters < 1) return "iters must be >= 1";
+        if (!(isfinite(r->scale) && r->scale >= 1)) return "scale must be a finite number >= 1";
+        /* a refit divides by them: the cost model never runs with a scale of 0 (its range is [0.05, 20]) */
+        if (!finite_gt(r->compute_scale, 0) || !finite_gt(r->comm_scale, 0))
+            return "compute_scale and comm_scale must be finite numbers > 0";
+        if (!finite_ge(r->predicted_s, 0) || !finite_ge(r->measured_s, 0) || !finite_ge(r->spread, 0) ||
+            !finite_ge(r->predicted_compute_s, 0) || !finite_ge(r->measured_compute_s, 0) ||
+            !finite_ge(r->predicted_comm_s, 0) || !finite_ge(r->measured_comm_s, 0) ||
+            !finite_ge(r->predicted_peak_bytes, 0) || !finite_ge(r->measured_peak_bytes, 0))
+            return "times, spread and peak bytes must be finite numbers >= 0";
+        return NULL;
+    }
+    case PS_COSTDB_FIT: {
+        const ps_costdb_fit *r = row;
+        if (!r->device[0]) return "device must not be empty";
+        if (strcmp(r->coefficient, "compute_scale") != 0 && strcmp(r->coefficient, "comm_scale") != 0)
+            return "coefficient must be 'compute_scale' or 'comm_scale'";
+        if (!(isfinite(r->value) && r->value >= PS_COSTDB_FIT_MIN && r->value <= PS_COSTDB_FIT_MAX))
+            return "value must be a finite number in [0.05, 20]";
+        if (r->n < 1 || r->iter_n < 0) return "n must be >= 1 and iter_n >= 0";
+        if (!finite_ge(r->err_before, 0) || !finite_ge(r->err_after, 0) || !finite_ge(r->iter_err_before, 0) ||
+            !finite_ge(r->iter_err_after, 0))
+            return "errors must be finite numbers >= 0";
         return NULL;
     }
     case PS_COSTDB_N_TABLES: break;
@@ -694,6 +740,21 @@ static ps_status check_layout(hid_t ds, hid_t space, const char *fname, const ch
     }
     if (dcpl >= 0) H5Pclose(dcpl);
     return st;
+}
+
+/* Text columns end inside their field and hold printable ASCII (names end up in JSON and on terminals), then the
+ * table's own rules; NULL when the row is fine. */
+static const char *row_problem(ps_costdb_table t, const void *row)
+{
+    const table_def *td = &k_tables[t];
+    for (int i = 0; i < td->ncols; i++) {
+        if (td->cols[i].kind != COL_STR) continue;
+        const char *str = (const char *)row + td->cols[i].off;
+        if (!memchr(str, '\0', td->cols[i].size)) return "a text column is not NUL-terminated in its field";
+        for (const char *c = str; *c; c++)
+            if (*c < 0x20 || *c > 0x7e) return "text columns must hold printable ASCII";
+    }
+    return check_row(t, row);
 }
 
 static ps_status read_table(hid_t file, const char *fname, ps_costdb_table t, hsize_t file_size, void **rows,
@@ -771,16 +832,10 @@ static ps_status read_table(hid_t file, const char *fname, ps_costdb_table t, hs
     }
     for (hsize_t r = 0; r < dims[0]; r++) {
         char *row = (char *)buf + r * td->elt;
-        const char *why = NULL;
-        for (int i = 0; i < td->ncols; i++) {
-            if (td->cols[i].kind != COL_STR) continue;
-            char *str = row + td->cols[i].off;
-            str[td->cols[i].size - 1] = '\0';
-            /* names end up in JSON and on terminals: printable ASCII only */
-            for (const char *c = str; *c && !why; c++)
-                if (*c < 0x20 || *c > 0x7e) why = "text columns must hold printable ASCII";
-        }
-        if (!why) why = check_row(t, row);
+        /* a file's string fills its field when written by another tool: cut it to what the struct holds */
+        for (int i = 0; i < td->ncols; i++)
+            if (td->cols[i].kind == COL_STR) row[td->cols[i].off + td->cols[i].size - 1] = '\0';
+        const char *why = row_problem(t, row);
         if (why) {
             st = PS_FAIL(PS_ERR_INPUT, "%s: %s row %llu: %s", fname, dpath, (unsigned long long)r, why);
             goto done;
@@ -879,11 +934,20 @@ static ps_status read_open(hid_t file, const char *fname, ps_costdb *db)
     H5Gclose(root);
     PS_TRY(st);
 
-    void **rows[PS_COSTDB_N_TABLES] = {(void **)&db->dev, (void **)&db->gemm, (void **)&db->bw,
-                                       (void **)&db->coll, (void **)&db->ovl, (void **)&db->meas};
-    size_t *n[PS_COSTDB_N_TABLES] = {&db->n_dev, &db->n_gemm, &db->n_bw, &db->n_coll, &db->n_ovl, &db->n_meas};
-    for (int t = 0; t < PS_COSTDB_N_TABLES; t++) PS_TRY(read_table(file, fname, (ps_costdb_table)t, fsize, rows[t], n[t]));
-    if (db->n_dev == 0) return PS_FAIL(PS_ERR_INPUT, "%s: /devices/table is empty: the file describes no device", fname);
+    void **rows[PS_COSTDB_N_TABLES] = {(void **)&db->dev, (void **)&db->gemm, (void **)&db->bw, (void **)&db->coll,
+                                       (void **)&db->ovl, (void **)&db->meas, (void **)&db->fit};
+    size_t *n[PS_COSTDB_N_TABLES] = {&db->n_dev, &db->n_gemm, &db->n_bw, &db->n_coll, &db->n_ovl, &db->n_meas,
+                                     &db->n_fit};
+    for (int t = 0; t < PS_COSTDB_N_TABLES; t++) {
+        /* Schema 1 had a /measurements of another row type that nothing ever wrote a row into, and no /fit: both
+         * read as empty, so calibrations made before schema 2 stay usable. */
+        if (p->schema_version < 2 && (t == PS_COSTDB_MEASUREMENTS || t == PS_COSTDB_FIT)) continue;
+        PS_TRY(read_table(file, fname, (ps_costdb_table)t, fsize, rows[t], n[t]));
+    }
+    /* `psearch exec --record` may create a file of executed plans only; a file with nothing at all is no database. */
+    if (db->n_dev == 0 && db->n_meas == 0 && db->n_fit == 0)
+        return PS_FAIL(PS_ERR_INPUT, "%s: /devices/table is empty: the file describes no device (and holds no "
+                                     "executed plan nor fit)", fname);
     return check_ranks(db, fname);
 }
 
@@ -966,13 +1030,38 @@ void ps_costdb_list_add(char *dst, size_t cap, const char *add)
     }
 }
 
+/* db->fit without the rows that `add` replaces, then `add`. whole_device: a row of add replaces every row of its
+ * device (a refit saw all of that device's plans); else only the row of its device and coefficient (a merge). */
+static ps_status fit_merge(ps_costdb *db, const ps_costdb_fit *add, size_t n_add, bool whole_device)
+{
+    ps_costdb_fit *all = ps_calloc(db->n_fit + n_add + 1, sizeof *all);
+    if (!all) return PS_ERR_SYSTEM;
+    size_t k = 0;
+    for (size_t i = 0; i < db->n_fit; i++) {
+        bool replaced = false;
+        for (size_t j = 0; j < n_add && !replaced; j++)
+            replaced = strcmp(db->fit[i].device, add[j].device) == 0 &&
+                       (whole_device || strcmp(db->fit[i].coefficient, add[j].coefficient) == 0);
+        if (!replaced) all[k++] = db->fit[i];
+    }
+    for (size_t j = 0; j < n_add; j++) all[k++] = add[j];
+    free(db->fit);
+    db->fit = all;
+    db->n_fit = k;
+    return PS_OK;
+}
+
+ps_status ps_costdb_fit_replace(ps_costdb *db, const ps_costdb_fit *fit, size_t n)
+{
+    return fit_merge(db, fit, n, true);
+}
+
 ps_status ps_costdb_merge(const ps_costdb *a, const ps_costdb *b, ps_costdb *out)
 {
     memset(out, 0, sizeof *out);
-    if (a->prov.schema_version != b->prov.schema_version)
-        return PS_FAIL(PS_ERR_INPUT, "%s has schema_version %d but %s has %d: recalibrate one of them", a->path,
-                       a->prov.schema_version, b->path, b->prov.schema_version);
+    /* Both were read into the current schema (ps_costdb_read upgrades older files), which is what gets written. */
     out->prov = a->prov;
+    out->prov.schema_version = PS_COSTDB_SCHEMA_VERSION;
     ps_strlcpy(out->prov.mode, strcmp(a->prov.mode, b->prov.mode) == 0 ? a->prov.mode : "mixed", sizeof out->prov.mode);
     if (strcmp(a->prov.backend, b->prov.backend) != 0)
         snprintf(out->prov.backend, sizeof out->prov.backend, "mixed");
@@ -996,7 +1085,14 @@ ps_status ps_costdb_merge(const ps_costdb *a, const ps_costdb *b, ps_costdb *out
         (st = cat((void **)&out->bw, a->bw, a->n_bw, b->bw, b->n_bw, sizeof *a->bw)) != PS_OK ||
         (st = cat((void **)&out->coll, a->coll, a->n_coll, b->coll, b->n_coll, sizeof *a->coll)) != PS_OK ||
         (st = cat((void **)&out->ovl, a->ovl, a->n_ovl, b->ovl, b->n_ovl, sizeof *a->ovl)) != PS_OK ||
-        (st = cat((void **)&out->meas, a->meas, a->n_meas, b->meas, b->n_meas, sizeof *a->meas)) != PS_OK) {
+        (st = cat((void **)&out->meas, a->meas, a->n_meas, b->meas, b->n_meas, sizeof *a->meas)) != PS_OK ||
+        (st = cat((void **)&out->fit, a->fit, a->n_fit, NULL, 0, sizeof *a->fit)) != PS_OK) {
+        ps_costdb_free(out);
+        return st;
+    }
+    out->n_fit = a->n_fit;
+    /* One fit per device and coefficient: b's, as if b's refit had run after a's. */
+    if ((st = fit_merge(out, b->fit, b->n_fit, false)) != PS_OK) {
         ps_costdb_free(out);
         return st;
     }
@@ -1014,5 +1110,44 @@ ps_status ps_costdb_merge(const ps_costdb *a, const ps_costdb *b, ps_costdb *out
     for (size_t i = a->n_bw; i < out->n_bw; i++) out->bw[i].rank += rank_off;
     for (size_t i = a->n_coll; i < out->n_coll; i++) out->coll[i].root_rank += rank_off;
     for (size_t i = a->n_ovl; i < out->n_ovl; i++) out->ovl[i].rank += rank_off;
+    return PS_OK;
+}
+
+/* ---- executed plans ------------------------------------------------------------------------------------------------ */
+
+ps_status ps_costdb_add_measurements(const char *path, const ps_bench_measurement *rows, size_t n)
+{
+    if (n == 0) return PS_OK;
+    for (size_t i = 0; i < n; i++) {
+        const char *why = row_problem(PS_COSTDB_MEASUREMENTS, &rows[i]);
+        if (why) return PS_FAIL(PS_ERR_INPUT, "%s: measurement %zu to record: %s", path, i, why);
+    }
+    ps_costdb db;
+    struct stat sb;
+    if (stat(path, &sb) == 0) {
+        /* Read as any reader would: rows are never appended to a file psearch could not read back. */
+        PS_TRY(ps_costdb_read(path, &db));
+    } else if (errno == ENOENT) {
+        memset(&db, 0, sizeof db);
+        ps_costdb_prov_init(&db.prov, rows[0].backend, "exec");
+        db.prov.n_ranks = rows[0].ranks;
+        ps_strlcpy(db.path, path, sizeof db.path);
+    } else {
+        return PS_FAIL(PS_ERR_INPUT, "%s: cannot open the cost database: %s", path, strerror(errno));
+    }
+    ps_bench_measurement *all = ps_calloc(db.n_meas + n, sizeof *all);
+    if (!all) {
+        ps_costdb_free(&db);
+        return PS_ERR_SYSTEM;
+    }
+    if (db.n_meas) memcpy(all, db.meas, db.n_meas * sizeof *all);
+    memcpy(all + db.n_meas, rows, n * sizeof *all);
+    free(db.meas);
+    db.meas = all;
+    db.n_meas += n;
+    /* The whole file again, through a temporary and a rename: an interrupted append leaves the old file. */
+    ps_status st = ps_costdb_write(path, &db);
+    ps_costdb_free(&db);
+    PS_TRY(st);
     return PS_OK;
 }

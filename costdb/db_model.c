@@ -10,10 +10,13 @@
  * A GPU kind takes no collective nor overlap row: psearch measures those with MPI on host memory and CPU GEMMs (no
  * NCCL backend yet), which says nothing of NVLink, InfiniBand or GPU kernels; files written before calibrate stopped
  * writing such rows for GPU ranks still have them. The analytic links and overlap slowdown stay for GPUs.
+ * The refit of compute_scale / comm_scale from executed plans (ps_costdb_refit) and its use on attach live here too.
  * Pure computation: no I/O, no MPI. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ps_costdb.h"
 
@@ -44,7 +47,9 @@ struct ps_costdb_model {
     char path[512];
     dev_kind *kind;
     int n_kind;
-    char note[512]; /* which node groups of the cluster last attached use the tables (ps_costdb_attach) */
+    ps_costdb_fit *fit; /* /fit as read: coefficients refitted from executed plans, per device key */
+    size_t n_fit;
+    char note[512]; /* which node groups of the cluster last attached use the tables and the fit (ps_costdb_attach) */
 };
 
 /* The median of n values (sorted in place); -1, the model's "not measured", when there are none. */
@@ -129,6 +134,7 @@ void ps_costdb_model_free(ps_costdb_model *m)
         free(d->coll);
     }
     free(m->kind);
+    free(m->fit);
     free(m);
 }
 
@@ -289,14 +295,18 @@ ps_status ps_costdb_model_build(const ps_costdb *db, ps_costdb_model **out)
     size_t most = db->n_gemm > db->n_coll ? db->n_gemm : db->n_coll;
     if (db->n_bw > most) most = db->n_bw;
     if (db->n_ovl > most) most = db->n_ovl;
-    m->kind = ps_calloc(db->n_dev, sizeof *m->kind);
+    /* + 1: a file of executed plans and fits only has no device */
+    m->kind = ps_calloc(db->n_dev + 1, sizeof *m->kind);
+    m->fit = ps_calloc(db->n_fit + 1, sizeof *m->fit);
     pt *pts = ps_calloc(most + 1, sizeof *pts);
     double *scratch = ps_calloc(most + 1, sizeof *scratch);
     ps_status st = PS_OK;
-    if (!m->kind || !pts || !scratch) {
+    if (!m->kind || !m->fit || !pts || !scratch) {
         st = PS_ERR_SYSTEM;
         goto done;
     }
+    if (db->n_fit) memcpy(m->fit, db->fit, db->n_fit * sizeof *m->fit);
+    m->n_fit = db->n_fit;
     for (size_t i = 0; i < db->n_dev; i++) {
         int k = ps_costdb_model_device(m, db->dev[i].name);
         if (k < 0) {
@@ -389,14 +399,43 @@ double ps_costdb_model_overlap(const ps_costdb_model *m, int dev)
 
 /* ---- using it for a cluster ------------------------------------------------------------------------------------ */
 
+/* The fitted value of `coef` for device `dev`, or -1; *n its rows used. Several rows (files merged by hand) name the
+ * same pair only if a tool other than psearch wrote them: the last one, as the newest, wins. */
+static double fit_value(const ps_costdb_model *m, const char *dev, const char *coef, int32_t *n)
+{
+    double v = -1;
+    for (size_t i = 0; i < m->n_fit; i++)
+        if (strcmp(m->fit[i].device, dev) == 0 && strcmp(m->fit[i].coefficient, coef) == 0) {
+            v = m->fit[i].value;
+            if (n) *n = m->fit[i].n;
+        }
+    return v;
+}
+
+static bool has_fit(const ps_costdb_model *m, const char *dev)
+{
+    for (size_t i = 0; i < m->n_fit; i++)
+        if (strcmp(m->fit[i].device, dev) == 0) return true;
+    return false;
+}
+
 ps_status ps_costdb_attach(ps_costdb_model *m, const ps_cluster *c, ps_cost_params *p)
 {
-    int used = 0;
+    int used = 0, fit_group = -1;
     double slow = -1;
-    char have[256] = "", groups[384] = "";
+    char have[256] = "", groups[384] = "", ignored[160] = "";
     for (int g = 0; g < c->n_groups; g++) {
-        int k = ps_costdb_model_device(m, c->groups[g].gpu.name);
-        ps_strcatf(have, sizeof have, "%s'%s'", g ? ", " : "", c->groups[g].gpu.name);
+        const char *gpu = c->groups[g].gpu.name;
+        int k = ps_costdb_model_device(m, gpu);
+        ps_strcatf(have, sizeof have, "%s'%s'", g ? ", " : "", gpu);
+        /* One compute_scale and one comm_scale price the whole plan: the first group with a fit gives them; a
+         * group of another kind with its own fit is named in the note, not silently dropped. */
+        if (has_fit(m, gpu)) {
+            if (fit_group < 0)
+                fit_group = g;
+            else if (strcmp(gpu, c->groups[fit_group].gpu.name) != 0 && !strstr(ignored, gpu))
+                ps_strcatf(ignored, sizeof ignored, "%s'%s'", ignored[0] ? ", " : "", gpu);
+        }
         if (k < 0) continue;
         used++;
         ps_strcatf(groups, sizeof groups, "%s%s", used > 1 ? ", " : "", c->groups[g].name);
@@ -404,16 +443,46 @@ ps_status ps_costdb_attach(ps_costdb_model *m, const ps_cluster *c, ps_cost_para
         double o = m->kind[k].overlap;
         if (o > slow) slow = o;
     }
-    if (used == 0) {
-        char known[256] = "";
+    if (used == 0 && fit_group < 0) {
+        char known[256] = "", fits[256] = "";
         for (int k = 0; k < m->n_kind; k++) ps_strcatf(known, sizeof known, "%s'%s'", k ? ", " : "", m->kind[k].name);
-        return PS_FAIL(PS_ERR_INPUT, "%s: the cost database measured %s, another device kind than cluster %s (%s): "
+        for (size_t i = 0; i < m->n_fit; i++)
+            if (!strstr(fits, m->fit[i].device))
+                ps_strcatf(fits, sizeof fits, "%s'%s'", fits[0] ? ", " : "", m->fit[i].device);
+        if (m->n_kind == 0 && m->n_fit == 0)
+            return PS_FAIL(PS_ERR_INPUT, "%s: the cost database holds only executed plans, no measured tables and no "
+                                         "fit: run psearch calibrate --from-measurements %s first (docs/costdb.md)",
+                           m->path, m->path);
+        if (m->n_kind == 0)
+            return PS_FAIL(PS_ERR_INPUT, "%s: the cost database has fits for %s, another device kind than cluster %s "
+                                         "(%s): plan a cluster of the devices the plans ran on (docs/costdb.md)",
+                           m->path, fits, c->name, have);
+        return PS_FAIL(PS_ERR_INPUT, "%s: the cost database measured %s%s%s, another device kind than cluster %s (%s): "
                                      "plan for the calibrated machine with --cluster costdb, or calibrate on this "
-                                     "cluster (docs/costdb.md)", m->path, known, c->name, have);
+                                     "cluster (docs/costdb.md)", m->path, known, fits[0] ? " and has fits for " : "",
+                       fits, c->name, have);
     }
-    snprintf(m->note, sizeof m->note, "measured tables for node group(s): %s%s%s", groups,
-             used < c->n_groups ? "; the analytic model for the others" : "",
-             slow > 0 ? "" : "; overlap slowdown not measured");
+    if (used > 0)
+        snprintf(m->note, sizeof m->note, "measured tables for node group(s): %s%s%s", groups,
+                 used < c->n_groups ? "; the analytic model for the others" : "",
+                 slow > 0 ? "" : "; overlap slowdown not measured");
+    else
+        snprintf(m->note, sizeof m->note, "no measured tables for the devices of this cluster (the analytic model)");
+    if (fit_group >= 0) {
+        const char *gpu = c->groups[fit_group].gpu.name;
+        int32_t nc = 0, nm = 0;
+        double kc = fit_value(m, gpu, "compute_scale", &nc), km = fit_value(m, gpu, "comm_scale", &nm);
+        /* The reader checked the range; a value is set only where the file has one (else the caller's stays). */
+        if (kc > 0) p->compute_scale = kc;
+        if (km > 0) p->comm_scale = km;
+        ps_strcatf(m->note, sizeof m->note, "; refitted from the executed plans on '%s' (node group %s):", gpu,
+                   c->groups[fit_group].name);
+        if (kc > 0) ps_strcatf(m->note, sizeof m->note, " compute_scale %.4g (%d plan(s))", kc, (int)nc);
+        if (km > 0) ps_strcatf(m->note, sizeof m->note, "%s comm_scale %.4g (%d plan(s))", kc > 0 ? "," : "", km,
+                               (int)nm);
+        if (ignored[0])
+            ps_strcatf(m->note, sizeof m->note, "; the fits of %s are not used (one per plan)", ignored);
+    }
     p->db = m;
     /* The overlap form's slowdown is bounded like the --cost-param of the same name ([1, 3], costdb/params.c, which
      * has no accessor for its bounds): a measurement below 1 is noise (overlap cannot make both faster), above 3 a
@@ -427,6 +496,9 @@ const char *ps_costdb_model_note(const ps_costdb_model *m) { return m->note; }
 ps_status ps_costdb_cluster(const ps_costdb *db, ps_cluster *out)
 {
     memset(out, 0, sizeof *out);
+    if (db->n_dev == 0)
+        return PS_FAIL(PS_ERR_INPUT, "%s: /devices/table is empty (the file holds executed plans or fits only): "
+                                     "--cluster costdb needs a file written by psearch calibrate", db->path);
     ps_costdb_model *m = NULL;
     PS_TRY(ps_costdb_model_build(db, &m));
     int nk = m->n_kind;
@@ -549,5 +621,138 @@ ps_status ps_costdb_cluster(const ps_costdb *db, ps_cluster *out)
         ps_cluster_free(out);
         return ps_error_trace(st, __FILE__, __LINE__);
     }
+    return PS_OK;
+}
+
+/* ---- refitting compute_scale and comm_scale from executed plans ---------------------------------------------------- */
+
+/* |predicted - measured| / measured, measured > 0; an overflow stays finite (the /fit columns must be). */
+static double rel_err(double predicted, double measured)
+{
+    return fmin(fabs(predicted - measured) / measured, DBL_MAX);
+}
+
+static double clamp_fit(double v)
+{
+    if (!(v >= PS_COSTDB_FIT_MIN)) return PS_COSTDB_FIT_MIN; /* also NaN, which finite rows cannot give */
+    return v > PS_COSTDB_FIT_MAX ? PS_COSTDB_FIT_MAX : v;
+}
+
+/* One coefficient of one device: the rows from `first` on with its device key. part 0 = computation, 1 =
+ * communication. Returns false when no row has both parts > 0. v, e0, e1: scratch of n_meas doubles. */
+static bool fit_part(const ps_costdb *db, size_t first, int part, ps_costdb_fit *f, double *v, double *e0, double *e1)
+{
+    const char *dev = db->meas[first].device;
+    size_t k = 0;
+    for (size_t j = first; j < db->n_meas; j++) {
+        const ps_bench_measurement *r = &db->meas[j];
+        double pred = part ? r->predicted_comm_s : r->predicted_compute_s;
+        double meas = part ? r->measured_comm_s : r->measured_compute_s;
+        double used = part ? r->comm_scale : r->compute_scale;
+        /* nothing predicted (one rank: no communication) or nothing timed: no ratio to take */
+        if (strcmp(r->device, dev) != 0 || !(pred > 0) || !(meas > 0)) continue;
+        v[k++] = meas / (pred / used);
+    }
+    if (k == 0) return false;
+    double value = clamp_fit(ps_bench_median(v, k));
+    size_t q = 0;
+    for (size_t j = first; j < db->n_meas; j++) {
+        const ps_bench_measurement *r = &db->meas[j];
+        double pred = part ? r->predicted_comm_s : r->predicted_compute_s;
+        double meas = part ? r->measured_comm_s : r->measured_compute_s;
+        double used = part ? r->comm_scale : r->compute_scale;
+        if (strcmp(r->device, dev) != 0 || !(pred > 0) || !(meas > 0)) continue;
+        e0[q] = rel_err(pred, meas);
+        e1[q] = rel_err(pred * (value / used), meas);
+        q++;
+    }
+    ps_strlcpy(f->device, dev, sizeof f->device);
+    ps_strlcpy(f->coefficient, part ? "comm_scale" : "compute_scale", sizeof f->coefficient);
+    f->value = value;
+    f->n = (int32_t)k;
+    f->err_before = ps_bench_median(e0, q);
+    f->err_after = ps_bench_median(e1, q);
+    return true;
+}
+
+ps_status ps_costdb_refit(const ps_costdb *db, ps_costdb_fit **rows, size_t *n)
+{
+    *rows = NULL;
+    *n = 0;
+    if (db->n_meas == 0)
+        return PS_FAIL(PS_ERR_INPUT, "%s holds no executed plans: run psearch exec --record %s first", db->path,
+                       db->path);
+    ps_costdb_fit *out = ps_calloc(2 * db->n_meas, sizeof *out);
+    double *v = ps_calloc(db->n_meas, sizeof *v), *e0 = ps_calloc(db->n_meas, sizeof *e0),
+           *e1 = ps_calloc(db->n_meas, sizeof *e1);
+    if (!out || !v || !e0 || !e1) {
+        free(out);
+        free(v);
+        free(e0);
+        free(e1);
+        return PS_ERR_SYSTEM;
+    }
+    char date[32] = "";
+    time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm)) strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    ps_status st = PS_OK;
+    size_t k = 0;
+    for (size_t i = 0; i < db->n_meas && st == PS_OK; i++) {
+        const char *dev = db->meas[i].device;
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++) seen = strcmp(db->meas[j].device, dev) == 0;
+        if (seen) continue;
+        size_t k0 = k;
+        for (int part = 0; part <= 1; part++)
+            if (fit_part(db, i, part, &out[k], v, e0, e1)) k++;
+        if (k == k0) {
+            size_t rows_dev = 0;
+            for (size_t j = i; j < db->n_meas; j++) rows_dev += strcmp(db->meas[j].device, dev) == 0;
+            st = PS_FAIL(PS_ERR_INPUT, "%s: the %zu executed plan(s) of device '%s' in /measurements/table have no "
+                                       "computation nor communication time to compare (predicted or measured 0 in "
+                                       "every one): nothing to refit", db->path, rows_dev, dev);
+            break;
+        }
+        /* The iteration time with both coefficients refitted, without rerunning the cost model: predicted_s scaled
+         * by the plan's own shares of computation and communication, each by its new / used factor. Exact when one
+         * part is 0 or both factors are equal (every time of the model is one or the other, so the schedule scales
+         * with them); otherwise an approximation, as the parts overlap and wait on each other in the schedule. A
+         * coefficient not refitted is 1 after the refit (its earlier fit row goes with the device's). */
+        double kc = 1, km = 1;
+        for (size_t q = k0; q < k; q++) {
+            if (strcmp(out[q].coefficient, "compute_scale") == 0) kc = out[q].value;
+            else km = out[q].value;
+        }
+        size_t q = 0;
+        for (size_t j = i; j < db->n_meas; j++) {
+            const ps_bench_measurement *r = &db->meas[j];
+            if (strcmp(r->device, dev) != 0 || !(r->measured_s > 0)) continue;
+            double pc = r->predicted_compute_s, pm = r->predicted_comm_s;
+            double num = (pc > 0 ? pc * (kc / r->compute_scale) : 0) + (pm > 0 ? pm * (km / r->comm_scale) : 0);
+            double f = pc + pm > 0 ? num / (pc + pm) : 1;
+            e0[q] = rel_err(r->predicted_s, r->measured_s);
+            e1[q] = rel_err(r->predicted_s * f, r->measured_s);
+            q++;
+        }
+        for (size_t p = k0; p < k; p++) {
+            out[p].iter_n = (int32_t)q;
+            /* medians sort in place: take them on copies for every row of the device */
+            memcpy(v, e0, q * sizeof *v);
+            out[p].iter_err_before = ps_bench_median(v, q);
+            memcpy(v, e1, q * sizeof *v);
+            out[p].iter_err_after = ps_bench_median(v, q);
+            ps_strlcpy(out[p].date, date, sizeof out[p].date);
+        }
+    }
+    free(v);
+    free(e0);
+    free(e1);
+    if (st != PS_OK) {
+        free(out);
+        return st;
+    }
+    *rows = out;
+    *n = k;
     return PS_OK;
 }

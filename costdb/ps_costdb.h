@@ -1,6 +1,8 @@
 /* The HDF5 cost database (docs/costdb.md): one file per calibrated allocation, written collectively by `psearch
  * calibrate` (parallel HDF5, each rank its own rows), read and validated here, merged across node kinds, and turned
- * into the interpolation tables the cost model consumes (ps_cost_params.db). */
+ * into the interpolation tables the cost model consumes (ps_cost_params.db). `psearch exec --record` appends the
+ * plans it ran (/measurements); `psearch calibrate --from-measurements` refits compute_scale and comm_scale from them
+ * (/fit), which --costdb then applies. */
 #ifndef PS_COSTDB_H
 #define PS_COSTDB_H
 
@@ -17,8 +19,33 @@
 extern "C" {
 #endif
 
-/* Bumped when a table or attribute changes meaning; a reader refuses files with a larger number. */
-#define PS_COSTDB_SCHEMA_VERSION 1
+/* Bumped when a table or attribute changes meaning; a reader refuses files with a larger number. 2: /measurements has
+ * the columns of ps_bench_measurement, and /fit exists. Version 1 files are still read: their /measurements was always
+ * empty (nothing wrote it) and is skipped, and they have no /fit. A writer always writes the current version. */
+#define PS_COSTDB_SCHEMA_VERSION 2
+
+/* The range a refitted coefficient is clamped to: the one costdb/params.c gives compute_scale and comm_scale (it has
+ * no accessor for its bounds), so a fit is always a value --cost-param would accept. */
+#define PS_COSTDB_FIT_MIN 0.05
+#define PS_COSTDB_FIT_MAX 20.0
+
+/* One refitted cost-model coefficient (/fit, `psearch calibrate --from-measurements`): for the ranks of one device
+ * key, the median over the executed plans of measured / predicted (the prediction with the scale it ran with divided
+ * out). Errors are medians over the device's rows of |predicted - measured| / measured [1]. */
+typedef struct {
+    char device[32];      /* device key of the measurement rows (ps_bench_measurement.device) */
+    char coefficient[32]; /* "compute_scale" or "comm_scale" */
+    double value;         /* in [PS_COSTDB_FIT_MIN, PS_COSTDB_FIT_MAX] [1] */
+    int32_t n;            /* measurement rows used (their predicted and measured part both > 0) */
+    double err_before;    /* of the part the coefficient scales (computation or communication), as predicted [1] */
+    double err_after;     /* the same with `value` in place of the coefficient the rows ran with [1] */
+    int32_t iter_n;       /* rows of the device with a measured iteration time > 0 */
+    double iter_err_before; /* of the iteration time, as predicted [1] */
+    double iter_err_after;  /* of the iteration time with both coefficients of the device refitted, approximated by
+                               scaling predicted_s with the plan's computation and communication shares
+                               (docs/costdb.md) [1] */
+    char date[32];        /* ISO 8601 UTC */
+} ps_costdb_fit;
 
 /* Root attributes: where and how the numbers were measured. */
 typedef struct {
@@ -52,6 +79,8 @@ typedef struct {
     size_t n_ovl;
     ps_bench_measurement *meas;
     size_t n_meas;
+    ps_costdb_fit *fit;
+    size_t n_fit;
 } ps_costdb;
 
 typedef enum {
@@ -61,6 +90,7 @@ typedef enum {
     PS_COSTDB_COLLECTIVES,
     PS_COSTDB_OVERLAP,
     PS_COSTDB_MEASUREMENTS,
+    PS_COSTDB_FIT,
     PS_COSTDB_N_TABLES
 } ps_costdb_table;
 
@@ -94,16 +124,40 @@ typedef struct {
 } ps_costdb_versions;
 void ps_costdb_versions_get(ps_costdb_versions *v);
 
-/* ---- reading: anything but a valid file -> PS_ERR_INPUT naming the file and what is wrong ---- */
+/* ---- reading: anything but a valid file -> PS_ERR_INPUT naming the file and what is wrong ----
+ * A file may have no /devices rows when it holds executed plans or fits (what ps_costdb_add_measurements creates);
+ * one with neither is refused. */
 ps_status ps_costdb_read(const char *path, ps_costdb *db);
 void ps_costdb_free(ps_costdb *db);
-/* a's rows then b's, b's ranks and nodes renumbered after a's; PS_ERR_INPUT when the schemas differ. */
+/* a's rows then b's, b's ranks and nodes renumbered after a's; /fit: b's rows replace a's of the same device and
+ * coefficient. Files of any readable schema merge (they are read into the current one). */
 ps_status ps_costdb_merge(const ps_costdb *a, const ps_costdb *b, ps_costdb *out);
+
+/* ---- executed plans and the fit (serial, no MPI) ---- */
+/* Append n rows to the database at `path` (`psearch exec --record`): read it (ps_costdb_read), append, write it all
+ * again through a temporary and a rename (ps_costdb_write), so a failure leaves the previous file as it was. A
+ * missing file is created holding only the measurements, with the provenance of this process (backend of rows[0],
+ * mode "exec", n_ranks = rows[0].ranks, no hosts, devices nor nodes). Rows are checked as a reader checks them
+ * (PS_ERR_INPUT naming the path and the row). Two processes appending to one file at once: the last rename wins. n
+ * == 0 changes nothing. */
+ps_status ps_costdb_add_measurements(const char *path, const ps_bench_measurement *rows, size_t n);
+/* The fit of db's measurement rows, one row per device key and coefficient that has a usable row, in the order the
+ * devices first appear (docs/costdb.md): compute_scale = median of measured_compute_s / (predicted_compute_s /
+ * compute_scale), comm_scale likewise, clamped to [PS_COSTDB_FIT_MIN, PS_COSTDB_FIT_MAX]; rows whose predicted or
+ * measured part is 0 are skipped for that coefficient. PS_ERR_INPUT naming db->path when it holds no measurement, or
+ * a device none of whose rows can be used. *rows is malloc'ed (free it); date is now. Pure: no I/O. */
+ps_status ps_costdb_refit(const ps_costdb *db, ps_costdb_fit **rows, size_t *n);
+/* db->fit with every row of the devices in `fit` replaced by those rows (a refit replaces the earlier fit of the
+ * devices it saw and keeps the others). */
+ps_status ps_costdb_fit_replace(ps_costdb *db, const ps_costdb_fit *fit, size_t n);
 
 /* ---- the tables the cost model interpolates (costdb/db_model.c) ---- */
 typedef struct ps_costdb_model ps_costdb_model;
+/* The tables of every device kind of /devices, and a copy of /fit (a file of only measurements and fits builds a model
+ * of no device kind). */
 ps_status ps_costdb_model_build(const ps_costdb *db, ps_costdb_model **out);
 void ps_costdb_model_free(ps_costdb_model *m);
+/* 0 for a file of executed plans and fits only. */
 int ps_costdb_model_n_devices(const ps_costdb_model *m);
 const char *ps_costdb_model_device_name(const ps_costdb_model *m, int dev);
 /* Index of the device kind whose key is `gpu_name`, or -1. */
@@ -121,13 +175,18 @@ double ps_costdb_model_overlap(const ps_costdb_model *m, int dev);
 const char *ps_costdb_model_path(const ps_costdb_model *m);
 
 /* Use the model for cluster c: refuses (PS_ERR_INPUT) a cluster none of whose node groups has a device the file
- * measured; otherwise sets p->db and the measured overlap slowdown. Groups of other devices keep the analytic
- * model. The model keeps a line saying which groups use the file: ps_costdb_model_note. */
+ * measured nor a /fit row for its GPU; otherwise sets p->db, the measured overlap slowdown, and p->compute_scale /
+ * p->comm_scale from the /fit rows of the first node group whose GPU has some (the whole plan runs with one of each;
+ * the note names the device used and says when other kinds' fits were ignored). Groups of other devices keep the
+ * analytic model. Callers that let the user override (--cost-param) set those values again afterwards. The model
+ * keeps a line saying which groups use the file: ps_costdb_model_note. */
 ps_status ps_costdb_attach(ps_costdb_model *m, const ps_cluster *c, ps_cost_params *p);
-/* "measured tables for node group(s): ..." from the last successful ps_costdb_attach; "" before one. */
+/* "measured tables for node group(s): ..." (or "no measured tables for this cluster ..."), then the fit applied, from
+ * the last successful ps_costdb_attach; "" before one. */
 const char *ps_costdb_model_note(const ps_costdb_model *m);
 /* The calibrated allocation as a cluster (`--cluster costdb`): one node group per device kind, its ranks as the
- * devices, measured peak, memory, bandwidth and links. */
+ * devices, measured peak, memory, bandwidth and links. PS_ERR_INPUT for a file without /devices rows (executed
+ * plans and fits only). */
 ps_status ps_costdb_cluster(const ps_costdb *db, ps_cluster *out);
 
 #ifdef __cplusplus

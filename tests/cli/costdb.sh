@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The cost database end to end (labels cli, mpi): a --quick calibration on 2 ranks, the file read by h5dump, `costdb
-# show`, the search and `estimate` using it, refusal for another device kind, merge, the bad-file catalogue (exit 2,
-# one error line naming the file, nothing written), and a calibration killed midway leaving the previous file intact.
+# show`, the search and `estimate` using it, refusal for another device kind, merge, the refit of compute_scale and
+# comm_scale from executed plans (calibrate --from-measurements) and --costdb applying it, the bad-file catalogue
+# (exit 2, one error line naming the file, nothing written), and a calibration killed midway leaving the previous
+# file intact.
 #   costdb.sh PSEARCH TEST_COSTDB H5DUMP "MPIEXEC -n 2 ..." MODEL
 set -u
 psearch=$1
@@ -41,7 +43,7 @@ expect h5dump 0 'GROUP "collectives"' "$h5dump" -H "$db"
 expect h5dump_units 0 'ATTRIBUTE "units"' "$h5dump" -A "$db"
 expect show 0 'allreduce +2 ranks in a node: busbw [0-9.]+ GB/s' "$psearch" costdb show "$db"
 expect show_gemm 0 'gemm fp32 +peak [0-9.]+ GFLOP/s' "$psearch" costdb show "$db"
-expect show_json 0 '"schema_version": 1' "$psearch" costdb show "$db" --format json
+expect show_json 0 '"schema_version": 2' "$psearch" costdb show "$db" --format json
 sum0=$(sha1sum "$db" | cut -c1-40)
 
 # The search and estimate on the calibrated machine: ranks as devices, the measured tables in the cost model.
@@ -65,6 +67,46 @@ expect merge 0 'devices +4 rank\(s\) on 2 node\(s\)' "$psearch" costdb merge "$d
 expect merged_cluster 0 'nodes +2 +GPUs 4' "$psearch" cluster show costdb --costdb "$scratch/m.h5"
 rm -f "$scratch/m.h5"
 expect calibrate_no_out 2 'needs --out FILE.h5' $launch "$psearch" calibrate --quick
+
+# ---- executed plans and the refit: test_costdb --add-measurements records 3 plans (what psearch exec --record does)
+# of the calibrated device, computation measured 2x and communication 0.5x the prediction (medians)
+expect refit_no_plans 2 't\.h5 holds no executed plans: run psearch exec --record .*t\.h5 first' \
+  "$psearch" calibrate --from-measurements "$db"
+[[ $(sha1sum "$db" | cut -c1-40) == "$sum0" ]] && ok || bad "refit_no_plans: $db changed"
+fdb=$scratch/f.h5
+cp "$db" "$fdb"
+"$make_bad" --add-measurements "$fdb" || bad "test_costdb --add-measurements failed"
+expect show_plans 0 'measurements 3, fit 0' "$psearch" costdb show "$fdb"
+expect show_plans_err 0 'executed +3 plan\(s\) on cpu:' "$psearch" costdb show "$fdb"
+fsum=$(sha1sum "$fdb" | cut -c1-40)
+# --out: a copy with the fit, the database itself untouched
+expect refit_out 0 'compute_scale +2 +3 ' "$psearch" calibrate --from-measurements "$fdb" --out "$scratch/g.h5"
+[[ $(sha1sum "$fdb" | cut -c1-40) == "$fsum" ]] && ok || bad "refit --out changed $fdb"
+expect refit_out_show 0 'fit +cpu:.* compute_scale 2 from 3 plan' "$psearch" costdb show "$scratch/g.h5"
+rm -f "$scratch/g.h5"
+expect refit 0 'cpu:.* +comm_scale +0\.5 +3 ' "$psearch" calibrate --from-measurements "$fdb"
+expect refit_json 0 '"coefficient": "compute_scale",' "$psearch" calibrate --from-measurements "$fdb" --format json
+expect show_fit 0 'fit +cpu:.* comm_scale 0\.5 from 3 plan' "$psearch" costdb show "$fdb"
+expect show_fit_json 0 '"fit": 2' "$psearch" costdb show "$fdb" --format json
+left=$(ls -A "$scratch" | grep -v -e '^t\.h5$' -e '^f\.h5$' -e '^bad$')
+[[ -z $left ]] && ok || bad "refit left files behind: $left"
+# --costdb applies the fit (the note says so); --cost-param still wins and restores the unfitted prediction
+expect estimate_fit 0 '# cost database .*f\.h5: measured tables .*compute_scale 2 \(3 plan\(s\)\), comm_scale 0\.5' \
+  "$psearch" estimate --costdb "$fdb" --cluster costdb --model "$model" --dtype fp32 --vocab-pad 256 --tp 2
+est() { "$psearch" estimate --cluster costdb --model "$model" --dtype fp32 --vocab-pad 256 --tp 2 --format json "$@" \
+  2>/dev/null | grep -m1 '"iter_time_s"'; }
+t_plain=$(est --costdb "$db")
+t_fit=$(est --costdb "$fdb")
+t_back=$(est --costdb "$fdb" --cost-param compute_scale=1 --cost-param comm_scale=1)
+[[ -n $t_plain && -n $t_fit && $t_plain != "$t_fit" ]] && ok || bad "the fit does not change the prediction: '$t_plain' vs '$t_fit'"
+[[ -n $t_back && $t_back == "$t_plain" ]] && ok || bad "--cost-param does not override the fit: '$t_back' vs '$t_plain'"
+# a file of executed plans only (psearch exec --record into a new file): shown, refused by --costdb until refitted
+pdb=$scratch/p.h5
+"$make_bad" --add-measurements "$pdb" || bad "test_costdb --add-measurements (new file) failed"
+expect show_plans_only 0 'devices +none measured' "$psearch" costdb show "$pdb"
+expect plans_only_refused 2 'p\.h5: .*only executed plans.*calibrate --from-measurements' \
+  "$psearch" estimate --costdb "$pdb" --cluster dgx-a100-80g:1 --tp 8
+rm -f "$pdb"
 
 # ---- bad files: every one through `costdb show` and through `estimate --costdb`: exit 2, one error line naming it
 bd=$scratch/bad

@@ -1,8 +1,13 @@
 /* The cost database: write tables, read them back unchanged; the interpolation is exact at table points and stays
  * between neighbours; the cost model uses the tables for the devices they measured and is untouched without them;
- * newer, incomplete and foreign files are refused with a message naming the file.
+ * newer, incomplete and foreign files are refused with a message naming the file; schema-1 files still read;
+ * executed plans appended atomically, the refit of compute_scale / comm_scale exact on known rows, and its fit
+ * applied on attach.
  * `test_costdb --make-bad DIR GOOD.h5` writes the bad files the CLI catalogue (tests/cli/costdb.sh) needs and that no
- * shell tool can make: a newer schema_version and a missing group. */
+ * shell tool can make: a newer schema_version and a missing group.
+ * `test_costdb --add-measurements DB.h5` appends three executed plans (what `psearch exec --record` would) for the
+ * first device of DB.h5 (cpu:test when it does not exist): computation measured 2x, communication 0.5x the
+ * prediction (medians), for the CLI test of `calibrate --from-measurements`. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -428,9 +433,507 @@ static void test_bad_files(void **state)
     assert_non_null(strstr(ps_error_message(), "half.h5"));
 }
 
+/* ---- schema 2: executed plans and the fit ---------------------------------------------------------------------- */
+
+/* An executed plan of `device`: computation pc predicted / mc measured, communication pm / mm, run with scales cs and
+ * ms; the iteration time predicted as pc + pm, measured ms_iter. */
+static ps_bench_measurement meas_row(const char *device, double pc, double mc, double cs, double pm, double mm,
+                                     double ms, double ms_iter)
+{
+    ps_bench_measurement r;
+    memset(&r, 0, sizeof r);
+    ps_strlcpy(r.plan, "0123456789abcdef tp2 pp1 dp1", sizeof r.plan);
+    ps_strlcpy(r.model, "gpt2-small", sizeof r.model);
+    ps_strlcpy(r.cluster, "costdb:t.h5", sizeof r.cluster);
+    ps_strlcpy(r.device, device, sizeof r.device);
+    ps_strlcpy(r.backend, "cpu", sizeof r.backend);
+    r.ranks = 2;
+    r.iters = 5;
+    r.scale = 16;
+    r.compute_scale = cs;
+    r.comm_scale = ms;
+    r.predicted_compute_s = pc;
+    r.measured_compute_s = mc;
+    r.predicted_comm_s = pm;
+    r.measured_comm_s = mm;
+    r.predicted_s = pc + pm;
+    r.measured_s = ms_iter;
+    r.spread = 0.05;
+    r.predicted_peak_bytes = 1e9;
+    ps_strlcpy(r.date, "2025-01-01T00:00:00Z", sizeof r.date);
+    return r;
+}
+
+static ps_costdb_fit fit_row(const char *device, const char *coef, double value)
+{
+    ps_costdb_fit f;
+    memset(&f, 0, sizeof f);
+    ps_strlcpy(f.device, device, sizeof f.device);
+    ps_strlcpy(f.coefficient, coef, sizeof f.coefficient);
+    f.value = value;
+    f.n = 3;
+    f.err_before = 0.5;
+    f.err_after = 0.1;
+    f.iter_n = 3;
+    f.iter_err_before = 0.4;
+    f.iter_err_after = 0.2;
+    ps_strlcpy(f.date, "2025-01-02T00:00:00Z", sizeof f.date);
+    return f;
+}
+
+/* The string attribute `name` of dataset `dset` in file `path`, into buf. */
+static void read_ds_attr(const char *path, const char *dset, const char *name, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(f >= 0);
+    hid_t d = H5Dopen2(f, dset, H5P_DEFAULT);
+    assert_true(d >= 0);
+    hid_t a = H5Aopen(d, name, H5P_DEFAULT);
+    assert_true(a >= 0);
+    hid_t t = H5Aget_type(a);
+    size_t sz = H5Tget_size(t);
+    assert_true(sz < cap);
+    hid_t mt = H5Tcopy(H5T_C_S1);
+    H5Tset_size(mt, sz);
+    assert_true(H5Aread(a, mt, buf) >= 0);
+    buf[sz] = '\0';
+    H5Tclose(mt);
+    H5Tclose(t);
+    H5Aclose(a);
+    H5Dclose(d);
+    H5Fclose(f);
+}
+
+/* No temporary (".NAME.tmp-*") is left in the test folder. */
+static void assert_no_temporaries(void)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -q '\\.tmp-'", g_dir);
+    assert_int_not_equal(system(cmd), 0);
+}
+
+/* Every column of the measurement row and of /fit goes through the file unchanged, with its unit. */
+static void test_schema2_round_trip(void **state)
+{
+    (void)state;
+    ps_costdb a, b;
+    make_db(&a);
+    a.n_meas = 2;
+    a.meas = calloc(2, sizeof *a.meas);
+    a.meas[0] = meas_row("cpu:test", 1, 2, 1, 0.5, 0.25, 1, 1.75);
+    a.meas[1] = meas_row("cpu:test", 2, 2.5, 0.5, 0, 0, 1, 2.5);
+    a.meas[1].measured_peak_bytes = 3e9;
+    a.meas[1].iters = 7;
+    a.n_fit = 2;
+    a.fit = calloc(2, sizeof *a.fit);
+    a.fit[0] = fit_row("cpu:test", "compute_scale", 1.5);
+    a.fit[1] = fit_row("cpu:test", "comm_scale", 0.75);
+    char p[512];
+    path_in(p, sizeof p, "rt2.h5");
+    assert_int_equal(ps_costdb_write(p, &a), PS_OK);
+    assert_int_equal(ps_costdb_read(p, &b), PS_OK);
+    assert_int_equal(b.prov.schema_version, 2);
+    assert_int_equal(b.n_meas, 2);
+    assert_int_equal(b.n_fit, 2);
+    assert_memory_equal(a.meas, b.meas, 2 * sizeof *a.meas);
+    assert_memory_equal(a.fit, b.fit, 2 * sizeof *a.fit);
+    char units[2048];
+    read_ds_attr(p, "/measurements/table", "units", units, sizeof units);
+    static const char *const want[] = {"device [text]", "ranks [1]", "iters [1]", "scale [1", "compute_scale [1]",
+                                       "measured_compute_s [s]", "predicted_comm_s [s]",
+                                       "measured_peak_bytes [bytes]", "date [ISO 8601 UTC]"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) assert_non_null(strstr(units, want[i]));
+    read_ds_attr(p, "/fit/table", "units", units, sizeof units);
+    assert_non_null(strstr(units, "coefficient [text]; value [1]; n [rows]"));
+    /* a row breaking a rule is refused when read, naming the table and the row */
+    ps_costdb c;
+    a.meas[1].iters = 0;
+    assert_int_equal(ps_costdb_write(p, &a), PS_OK);
+    assert_int_equal(ps_costdb_read(p, &c), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "/measurements/table row 1: iters must be >= 1"));
+    a.meas[1].iters = 7;
+    a.fit[1].value = 25;
+    assert_int_equal(ps_costdb_write(p, &a), PS_OK);
+    assert_int_equal(ps_costdb_read(p, &c), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "/fit/table row 1: value must be"));
+    /* a schema-2 file without /fit is incomplete */
+    a.fit[1].value = 0.75;
+    assert_int_equal(ps_costdb_write(p, &a), PS_OK);
+    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(f >= 0 && H5Ldelete(f, "/fit", H5P_DEFAULT) >= 0);
+    H5Fclose(f);
+    assert_int_equal(ps_costdb_read(p, &c), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "group /fit is missing"));
+    ps_costdb_free(&a);
+    ps_costdb_free(&b);
+}
+
+/* tests/data/costdb/schema1.h5 was written by the schema-1 writer (README there): it reads, its old /measurements
+ * (another row type, always empty) skipped and no /fit; written again, it is schema 2. */
+static void test_schema1_file(void **state)
+{
+    (void)state;
+    const char *v1 = PS_TEST_DATA "/costdb/schema1.h5";
+    ps_costdb db;
+    assert_int_equal(ps_costdb_read(v1, &db), PS_OK);
+    assert_int_equal(db.prov.schema_version, 1);
+    assert_int_equal(db.n_dev, 1);
+    assert_string_equal(db.dev[0].name, "cpu:v1");
+    assert_int_equal(db.n_gemm, 2);
+    assert_int_equal(db.n_meas, 0);
+    assert_int_equal(db.n_fit, 0);
+    ps_costdb_model *m = NULL;
+    assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
+    assert_true(fabs(ps_costdb_model_gemm_rate(m, 0, "fp32", 2e9) - 1e11) < 1);
+    ps_costdb_model_free(m);
+    /* recording a plan into a copy upgrades the copy; the fixture itself is only read */
+    char p[512], cmd[1200];
+    path_in(p, sizeof p, "v1copy.h5");
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", v1, p);
+    assert_int_equal(system(cmd), 0);
+    ps_bench_measurement r = meas_row("cpu:v1", 1, 2, 1, 0, 0, 1, 2);
+    assert_int_equal(ps_costdb_add_measurements(p, &r, 1), PS_OK);
+    ps_costdb up;
+    assert_int_equal(ps_costdb_read(p, &up), PS_OK);
+    assert_int_equal(up.prov.schema_version, PS_COSTDB_SCHEMA_VERSION);
+    assert_int_equal(up.n_dev, 1);
+    assert_int_equal(up.n_gemm, 2);
+    assert_int_equal(up.n_meas, 1);
+    assert_memory_equal(&up.meas[0], &r, sizeof r);
+    assert_string_equal(up.prov.created, db.prov.created); /* the calibration's provenance stays */
+    /* a schema-1 file merges with a schema-2 one */
+    ps_costdb mg;
+    assert_int_equal(ps_costdb_merge(&db, &up, &mg), PS_OK);
+    assert_int_equal(mg.prov.schema_version, PS_COSTDB_SCHEMA_VERSION);
+    assert_int_equal(mg.n_dev, 2);
+    assert_int_equal(mg.n_meas, 1);
+    ps_costdb_free(&mg);
+    ps_costdb_free(&up);
+    ps_costdb_free(&db);
+}
+
+static void test_add_measurements(void **state)
+{
+    (void)state;
+    char p[512];
+    path_in(p, sizeof p, "exec.h5");
+    unlink(p);
+    ps_bench_measurement r[3] = {meas_row("cpu:x", 1, 2, 1, 1, 1, 1, 3), meas_row("cpu:x", 2, 2, 1, 0, 0, 1, 2),
+                                 meas_row("cpu:x", 3, 3, 1, 0, 0, 1, 3)};
+    /* nothing to add: nothing created */
+    assert_int_equal(ps_costdb_add_measurements(p, r, 0), PS_OK);
+    assert_int_not_equal(access(p, F_OK), 0);
+    /* a missing file: created with the measurements alone */
+    assert_int_equal(ps_costdb_add_measurements(p, r, 2), PS_OK);
+    ps_costdb db;
+    assert_int_equal(ps_costdb_read(p, &db), PS_OK);
+    assert_int_equal(db.n_dev, 0);
+    assert_int_equal(db.n_meas, 2);
+    assert_int_equal(db.n_fit, 0);
+    assert_memory_equal(db.meas, r, 2 * sizeof *r);
+    assert_string_equal(db.prov.mode, "exec");
+    assert_string_equal(db.prov.backend, "cpu");
+    assert_int_equal(db.prov.n_ranks, 2);
+    ps_costdb_free(&db);
+    /* appended after the rows there */
+    assert_int_equal(ps_costdb_add_measurements(p, &r[2], 1), PS_OK);
+    assert_int_equal(ps_costdb_read(p, &db), PS_OK);
+    assert_int_equal(db.n_meas, 3);
+    assert_memory_equal(db.meas, r, 3 * sizeof *r);
+    ps_costdb_free(&db);
+    /* such a file is no machine to plan for */
+    ps_costdb_read(p, &db);
+    ps_cluster c;
+    assert_int_equal(ps_costdb_cluster(&db, &c), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "--cluster costdb needs a file written by psearch calibrate"));
+    ps_costdb_free(&db);
+
+    /* into a calibration: every table kept, the plans after the earlier ones, no temporary left */
+    ps_costdb cal;
+    make_db(&cal);
+    cal.n_meas = 1;
+    cal.meas = calloc(1, sizeof *cal.meas);
+    cal.meas[0] = meas_row("cpu:test", 1, 1, 1, 0, 0, 1, 1);
+    cal.n_fit = 1;
+    cal.fit = calloc(1, sizeof *cal.fit);
+    cal.fit[0] = fit_row("cpu:test", "compute_scale", 1.25);
+    char q[512];
+    path_in(q, sizeof q, "cal.h5");
+    assert_int_equal(ps_costdb_write(q, &cal), PS_OK);
+    assert_int_equal(ps_costdb_add_measurements(q, r, 3), PS_OK);
+    assert_no_temporaries();
+    ps_costdb got;
+    assert_int_equal(ps_costdb_read(q, &got), PS_OK);
+    assert_int_equal(got.n_dev, 2);
+    assert_memory_equal(got.dev, cal.dev, 2 * sizeof *cal.dev);
+    assert_memory_equal(got.gemm, cal.gemm, cal.n_gemm * sizeof *cal.gemm);
+    assert_int_equal(got.n_coll, cal.n_coll);
+    assert_int_equal(got.n_ovl, cal.n_ovl);
+    assert_int_equal(got.n_meas, 4);
+    assert_memory_equal(&got.meas[0], &cal.meas[0], sizeof *cal.meas);
+    assert_memory_equal(&got.meas[1], r, 3 * sizeof *r);
+    assert_int_equal(got.n_fit, 1);
+    assert_memory_equal(got.fit, cal.fit, sizeof *cal.fit);
+    assert_string_equal(got.prov.created, cal.prov.created);
+    ps_costdb_free(&got);
+
+    /* a bad row: refused naming the file and the row, the file as it was */
+    FILE *f = fopen(q, "rb");
+    assert_non_null(f);
+    static unsigned char before[1 << 20], after[1 << 20];
+    size_t nb = fread(before, 1, sizeof before, f);
+    fclose(f);
+    ps_bench_measurement bad[2] = {r[0], r[1]};
+    bad[1].scale = 0.5;
+    assert_int_equal(ps_costdb_add_measurements(q, bad, 2), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "cal.h5: measurement 1 to record: scale must be"));
+    bad[1] = r[1];
+    bad[1].device[0] = '\0';
+    assert_int_equal(ps_costdb_add_measurements(q, bad, 2), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "device must not be empty"));
+    bad[1] = r[1];
+    memset(bad[1].model, 'x', sizeof bad[1].model); /* no NUL inside its field */
+    assert_int_equal(ps_costdb_add_measurements(q, bad, 2), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "NUL-terminated"));
+    f = fopen(q, "rb");
+    assert_non_null(f);
+    size_t na = fread(after, 1, sizeof after, f);
+    fclose(f);
+    assert_int_equal(na, nb);
+    assert_memory_equal(before, after, nb);
+    /* a file that is no database is not overwritten */
+    char junk[512];
+    path_in(junk, sizeof junk, "junk.h5");
+    f = fopen(junk, "w");
+    fputs("not a database\n", f);
+    fclose(f);
+    assert_int_equal(ps_costdb_add_measurements(junk, r, 1), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "junk.h5: not an HDF5 file"));
+    assert_no_temporaries();
+    ps_costdb_free(&cal);
+}
+
+static const ps_costdb_fit *find_fit(const ps_costdb_fit *f, size_t n, const char *dev, const char *coef)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(f[i].device, dev) == 0 && strcmp(f[i].coefficient, coef) == 0) return &f[i];
+    return NULL;
+}
+
+#define NEAR(a, b) (fabs((a) - (b)) <= 1e-12 * fmax(1, fabs(b)))
+
+static void test_refit(void **state)
+{
+    (void)state;
+    ps_costdb db;
+    memset(&db, 0, sizeof db);
+    ps_strlcpy(db.path, "m.h5", sizeof db.path);
+    ps_bench_measurement r[6] = {
+        /* computation ratios measured / (predicted / used): 2, 0.75, 5 -> median 2; the 4th has no computation
+         * predicted and is skipped. Communication: 0.5, (none predicted), 1.5 (3 / (4 / 2)), (0 measured) -> 1 */
+        meas_row("cpu:a", 1, 2, 1, 1, 0.5, 1, 3),
+        meas_row("cpu:a", 2, 3, 0.5, 0, 0, 1, 3),
+        meas_row("cpu:a", 1, 5, 1, 4, 3, 2, 8),
+        meas_row("cpu:a", 0, 1, 1, 1, 0, 1, 1),
+        /* a second device: one plan, computation 3x, communication as predicted */
+        meas_row("a100-80g", 1, 3, 1, 1, 1, 1, 4),
+        /* a third: 100x slower than predicted, clamped to 20 */
+        meas_row("cpu:slow", 1, 100, 1, 0, 0, 1, 100),
+    };
+    db.meas = r;
+    db.n_meas = 6;
+    ps_costdb_fit *fit = NULL;
+    size_t n = 0;
+    assert_int_equal(ps_costdb_refit(&db, &fit, &n), PS_OK);
+    assert_int_equal(n, 5); /* cpu:a 2, a100-80g 2, cpu:slow 1 (no communication anywhere) */
+    assert_string_equal(fit[0].device, "cpu:a"); /* in the order the devices appear */
+    assert_string_equal(fit[0].coefficient, "compute_scale");
+    const ps_costdb_fit *c = find_fit(fit, n, "cpu:a", "compute_scale"), *m = find_fit(fit, n, "cpu:a", "comm_scale");
+    assert_non_null(c);
+    assert_non_null(m);
+    assert_true(c->value == 2);
+    assert_int_equal(c->n, 3);
+    /* computation errors before: 1/2, 1/3, 4/5 -> 1/2; after (x2, x4, x2): 0, 5/3, 3/5 -> 3/5 */
+    assert_true(NEAR(c->err_before, 0.5));
+    assert_true(NEAR(c->err_after, 0.6));
+    assert_true(m->value == 1);
+    assert_int_equal(m->n, 2);
+    /* communication errors before: 1, 1/3 -> 2/3; after (x1, x1/2): 1, 1/3 -> 2/3 */
+    assert_true(NEAR(m->err_before, 2.0 / 3));
+    assert_true(NEAR(m->err_after, 2.0 / 3));
+    /* iteration time, 4 plans: before |2-3|/3, |2-3|/3, |5-8|/8, |1-1|/1 -> median 1/3 */
+    assert_int_equal(c->iter_n, 4);
+    assert_true(NEAR(c->iter_err_before, 1.0 / 3));
+    assert_true(NEAR(m->iter_err_before, c->iter_err_before));
+    /* after: shares scaled by new / used. plan 1: (1 x 2 + 1 x 1) = 3, exact; plan 2: 2 x 4 = 8 vs 3;
+     * plan 3: 1 x 2 + 4 x 1/2 = 4 vs 8; plan 4: 0 + 1 x 1 = 1, exact -> 0, 0, 1/2, 5/3 -> 1/4 */
+    assert_true(NEAR(c->iter_err_after, 0.25));
+    const ps_costdb_fit *g = find_fit(fit, n, "a100-80g", "compute_scale");
+    assert_non_null(g);
+    assert_true(g->value == 3 && g->n == 1 && g->err_after == 0);
+    /* 1 x 3 + 1 x 1 = 4 = measured: the approximation is exact here */
+    assert_true(g->iter_err_before == 0.5 && g->iter_err_after == 0);
+    assert_true(find_fit(fit, n, "a100-80g", "comm_scale")->value == 1);
+    const ps_costdb_fit *s = find_fit(fit, n, "cpu:slow", "compute_scale");
+    assert_non_null(s);
+    assert_true(s->value == PS_COSTDB_FIT_MAX);
+    assert_null(find_fit(fit, n, "cpu:slow", "comm_scale"));
+    for (size_t i = 0; i < n; i++) assert_true(strlen(fit[i].date) == 20);
+
+    /* the fit replaces the earlier fit of its devices, whole, and keeps the others' */
+    ps_costdb_fit old[3] = {fit_row("cpu:a", "comm_scale", 7), fit_row("cpu:b", "compute_scale", 3),
+                            fit_row("a100-80g", "comm_scale", 9)};
+    ps_costdb keep;
+    memset(&keep, 0, sizeof keep);
+    keep.fit = calloc(3, sizeof *keep.fit);
+    memcpy(keep.fit, old, sizeof old);
+    keep.n_fit = 3;
+    ps_costdb_fit only_a = *c; /* a refit that saw cpu:a's computation only */
+    assert_int_equal(ps_costdb_fit_replace(&keep, &only_a, 1), PS_OK);
+    assert_int_equal(keep.n_fit, 3);
+    assert_null(find_fit(keep.fit, keep.n_fit, "cpu:a", "comm_scale"));
+    assert_true(find_fit(keep.fit, keep.n_fit, "cpu:a", "compute_scale")->value == 2);
+    assert_true(find_fit(keep.fit, keep.n_fit, "cpu:b", "compute_scale")->value == 3);
+    assert_true(find_fit(keep.fit, keep.n_fit, "a100-80g", "comm_scale")->value == 9);
+    /* a merge keeps one row per device and coefficient: b's */
+    ps_costdb a2, b2, mg;
+    memset(&a2, 0, sizeof a2);
+    memset(&b2, 0, sizeof b2);
+    a2.fit = old;
+    a2.n_fit = 3;
+    a2.meas = r;
+    a2.n_meas = 2;
+    b2.fit = &only_a;
+    b2.n_fit = 1;
+    b2.meas = &r[4];
+    b2.n_meas = 1;
+    assert_int_equal(ps_costdb_merge(&a2, &b2, &mg), PS_OK);
+    assert_int_equal(mg.n_fit, 4);
+    assert_true(find_fit(mg.fit, mg.n_fit, "cpu:a", "comm_scale")->value == 7);
+    assert_true(find_fit(mg.fit, mg.n_fit, "cpu:a", "compute_scale")->value == 2);
+    assert_int_equal(mg.n_meas, 3);
+    assert_memory_equal(&mg.meas[2], &r[4], sizeof r[4]);
+    ps_costdb_free(&mg);
+    ps_costdb_free(&keep);
+    free(fit);
+
+    /* nothing to fit: no plan at all, or a device none of whose plans has a part to compare */
+    db.n_meas = 0;
+    assert_int_equal(ps_costdb_refit(&db, &fit, &n), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "m.h5 holds no executed plans: run psearch exec --record m.h5 first"));
+    ps_bench_measurement z[2] = {meas_row("cpu:a", 1, 1, 1, 0, 0, 1, 1), meas_row("cpu:z", 0, 1, 1, 1, 0, 1, 1)};
+    db.meas = z;
+    db.n_meas = 2;
+    assert_int_equal(ps_costdb_refit(&db, &fit, &n), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "device 'cpu:z'"));
+    assert_null(fit);
+}
+
+/* --costdb with a fit: its device's coefficients go into the cost parameters, the note says so; a file of fits only
+ * prices with the analytic model and the fit; a file with nothing for the cluster is refused. */
+static void test_fit_attach(void **state)
+{
+    (void)state;
+    ps_costdb db;
+    make_db(&db);
+    db.n_fit = 2;
+    db.fit = calloc(2, sizeof *db.fit);
+    db.fit[0] = fit_row("cpu:test", "compute_scale", 1.5);
+    db.fit[1] = fit_row("cpu:test", "comm_scale", 0.75);
+    ps_cluster cal, dgx;
+    assert_int_equal(ps_costdb_cluster(&db, &cal), PS_OK);
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", MPI_COMM_NULL, &dgx), PS_OK);
+    ps_costdb_model *m = NULL;
+    assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
+    ps_cost_params p;
+    ps_cost_params_default(&p);
+    assert_int_equal(ps_costdb_attach(m, &cal, &p), PS_OK);
+    assert_true(p.compute_scale == 1.5 && p.comm_scale == 0.75);
+    assert_non_null(strstr(ps_costdb_model_note(m), "measured tables for node group(s): "));
+    assert_non_null(strstr(ps_costdb_model_note(m), "compute_scale 1.5 (3 plan(s)), comm_scale 0.75"));
+    /* the tables are for cpu:test only: the dgx is still refused, naming the fits too */
+    ps_cost_params_default(&p);
+    assert_int_equal(ps_costdb_attach(m, &dgx, &p), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "another device kind"));
+    assert_true(p.compute_scale == 1);
+    ps_costdb_model_free(m);
+    ps_costdb_free(&db);
+
+    /* fits only, for the dgx's GPU: the analytic model with the fitted coefficients, bit for bit */
+    memset(&db, 0, sizeof db);
+    ps_strlcpy(db.path, "fits.h5", sizeof db.path);
+    db.n_fit = 1;
+    db.fit = calloc(1, sizeof *db.fit);
+    db.fit[0] = fit_row("a100-80g", "compute_scale", 2);
+    assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
+    assert_int_equal(ps_costdb_model_n_devices(m), 0);
+    ps_cost_params with, by_hand;
+    ps_cost_params_default(&with);
+    ps_cost_params_default(&by_hand);
+    assert_int_equal(ps_cost_params_set(&by_hand, "compute_scale=2"), PS_OK);
+    assert_int_equal(ps_costdb_attach(m, &dgx, &with), PS_OK);
+    assert_ptr_equal(with.db, m);
+    assert_true(with.compute_scale == 2 && with.comm_scale == 1);
+    assert_non_null(strstr(ps_costdb_model_note(m), "no measured tables"));
+    assert_non_null(strstr(ps_costdb_model_note(m), "'a100-80g'"));
+    ps_model mdl;
+    ps_model_opts mo;
+    ps_model_opts_init(&mo);
+    assert_int_equal(ps_model_load("gpt3-1.3b", &mo, &mdl), PS_OK);
+    ps_strategy s = {.tp = 2, .dp = 4};
+    ps_layer_cost lw, lh;
+    assert_int_equal(ps_cost_layer(&with, &dgx, &mdl.layers[1], PS_DTYPE_BF16, 1, &s, 0, &lw), PS_OK);
+    assert_int_equal(ps_cost_layer(&by_hand, &dgx, &mdl.layers[1], PS_DTYPE_BF16, 1, &s, 0, &lh), PS_OK);
+    assert_memory_equal(&lw, &lh, sizeof lw);
+    ps_model_free(&mdl);
+    /* fits of another kind only: refused */
+    ps_cost_params_default(&p);
+    assert_int_equal(ps_costdb_attach(m, &cal, &p), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "fits.h5: the cost database has fits for 'a100-80g', another device kind"));
+    ps_costdb_model_free(m);
+    ps_costdb_free(&db);
+
+    /* executed plans only, not refitted yet: refused, saying what to run */
+    memset(&db, 0, sizeof db);
+    ps_strlcpy(db.path, "plans.h5", sizeof db.path);
+    db.n_meas = 1;
+    db.meas = calloc(1, sizeof *db.meas);
+    db.meas[0] = meas_row("a100-80g", 1, 1, 1, 0, 0, 1, 1);
+    assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
+    assert_int_equal(ps_costdb_attach(m, &dgx, &p), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "run psearch calibrate --from-measurements plans.h5 first"));
+    ps_costdb_model_free(m);
+    ps_costdb_free(&db);
+    ps_cluster_free(&cal);
+    ps_cluster_free(&dgx);
+}
+
+/* --add-measurements DB.h5: three executed plans of DB's first device, computation 2x and communication 0.5x the
+ * prediction (medians of 1.8/2/2.2 and 0.45/0.5/0.55), run with both scales 1, the iteration their sum. */
+static int add_measurements(const char *path)
+{
+    char dev[32] = "cpu:test";
+    ps_costdb db;
+    if (access(path, F_OK) == 0) {
+        if (ps_costdb_read(path, &db) != PS_OK) return 1;
+        if (db.n_dev) ps_strlcpy(dev, db.dev[0].name, sizeof dev);
+        ps_costdb_free(&db);
+    }
+    ps_bench_measurement r[3] = {meas_row(dev, 0.01, 0.018, 1, 0.01, 0.0045, 1, 0.0225),
+                                 meas_row(dev, 0.01, 0.02, 1, 0.01, 0.005, 1, 0.025),
+                                 meas_row(dev, 0.01, 0.022, 1, 0.01, 0.0055, 1, 0.0275)};
+    if (ps_costdb_add_measurements(path, r, 3) != PS_OK) {
+        fprintf(stderr, "test_costdb: %s\n", ps_error_message());
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "--make-bad") == 0) return make_bad(argv[2], argv[3]);
+    if (argc == 3 && strcmp(argv[1], "--add-measurements") == 0) return add_measurements(argv[2]);
     snprintf(g_dir, sizeof g_dir, "%s/psearch-costdb-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(g_dir)) return 1;
     const struct CMUnitTest tests[] = {
@@ -442,6 +945,11 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_list_add),
         cmocka_unit_test(test_median),
         cmocka_unit_test(test_gpu_collectives_ignored),
+        cmocka_unit_test(test_schema2_round_trip),
+        cmocka_unit_test(test_schema1_file),
+        cmocka_unit_test(test_add_measurements),
+        cmocka_unit_test(test_refit),
+        cmocka_unit_test(test_fit_attach),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[600];
