@@ -35,7 +35,8 @@ static void use(const ps_costdb *db)
 {
     ps_costdb_model *m = NULL;
     if (ps_costdb_model_build(db, &m) != PS_OK) return;
-    FUZZ_CHECK(ps_costdb_model_n_devices(m) >= 1);
+    /* a file of executed plans or fits alone has no devices (ps_costdb_add_measurements makes such files) */
+    FUZZ_CHECK(ps_costdb_model_n_devices(m) >= (db->n_dev > 0 ? 1 : 0));
     /* every lookup is -1 (not measured) or a finite number in range */
     for (int k = 0; k < ps_costdb_model_n_devices(m); k++) {
         double r = ps_costdb_model_gemm_rate(m, k, "fp32", 1e9);
