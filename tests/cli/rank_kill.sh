@@ -3,10 +3,13 @@
 # search ends the whole job within a bounded time -- no hang of the surviving rank in a collective -- with a message
 # naming the lost rank, and leaves no output file, whole or partial. The same during a sweep, killed once a cell is
 # recorded and the next one is searched: the job ends, the records left are whole, and --resume completes the sweep
-# with every cell once.
+# with every cell once. And during `psearch exec` on 4 ranks (a TP 2 x PP 2 plan, killed once its first timed
+# iteration is done): the job ends, non-zero, with a message naming the rank, and no result file.
 set -u
 psearch=$1
 launch=$2
+launch4=$3 # mpiexec -n 4 ... (psearch exec: one rank per GPU of p3-8xlarge:1)
+data=$4    # tests/data
 limit=30
 scratch=$(mktemp -d)
 job=""
@@ -19,12 +22,14 @@ cleanup() {
 trap cleanup EXIT
 
 # kill_rank_during label out-file-or-dir cue psearch-args...: start the job, wait for rank 1, then until the command
-# `cue` holds (polled every 50 ms, 60 s at most), kill rank 1 and time how long the job takes to end.
+# `cue` holds (polled every 50 ms, 60 s at most), kill rank 1 and time how long the job takes to end. The job runs
+# under $launcher (the 2-rank launcher unless the caller sets it).
+launcher=$launch
 kill_rank_during() {
   local label=$1 target=$2 cue=$3
   shift 3
   # shellcheck disable=SC2086 # the launcher is a command line
-  $launch "$psearch" "$@" </dev/null >"$scratch/$label.log" 2>&1 &
+  $launcher "$psearch" "$@" </dev/null >"$scratch/$label.log" 2>&1 &
   job=$!
   local t=0 r1=""
   while [[ -z "$r1" && $t -lt 200 ]]; do sleep 0.05; t=$((t + 1)); r1=$(rank_pid "$job" 1); done
@@ -68,6 +73,7 @@ if [[ -z "$left" ]]; then ok; else bad "search: left behind: $left"; fi
 # A sweep: a short cell first (infeasible at once), then one of a few seconds; rank 1 is killed as soon as the
 # first cell is recorded, so the second is being searched.
 sweep=$scratch/out-sweep
+# shellcheck disable=SC2054 # the commas are a cluster list
 sargs=(sweep --models llama3-405b --clusters dgx-h100:1,1024 --out "$sweep")
 recorded() { [[ $(sweep_records "$sweep") -ge 1 ]]; }
 kill_rank_during sweep "" recorded "${sargs[@]}"
@@ -85,5 +91,17 @@ if grep -q '(1 searched now, 1 from earlier records' "$scratch/resume.log"; then
 else bad "sweep --resume did not search exactly the lost cell: $(grep 'psearch sweep' "$scratch/resume.log")"; fi
 if [[ $(sweep_records "$sweep") -eq 2 && $(sweep_cells "$sweep") -eq 2 && $(sweep_torn "$sweep") -eq 0 ]]; then ok
 else bad "sweep after --resume: $(sweep_records "$sweep") records of $(sweep_cells "$sweep") cells, expected 2 of 2"; fi
+
+# psearch exec on 4 ranks, at --scale 4 (about 2 s per iteration on 2 cores, 10 iterations), killed once rank 0 has
+# logged its first timed iteration: the ranks are in the passes, between pipeline messages and TP collectives.
+mkdir -p "$scratch/out-exec"
+iterating() { grep -q '^# iteration 1:' "$scratch/exec.log"; }
+launcher=$launch4
+OMP_NUM_THREADS=1 kill_rank_during exec "$scratch/out-exec/result.json" iterating exec \
+  "$data/plans/exec-gpt2-tp2-pp2.json" --model "$data/models/good/gpt2-small.json" --backend cpu --scale 4 \
+  --iters 10 --out "$scratch/out-exec/result.json"
+launcher=$launch
+left=$(ls -A "$scratch/out-exec")
+if [[ -z "$left" ]]; then ok; else bad "exec: left behind: $left"; fi
 
 finish

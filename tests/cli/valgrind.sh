@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Valgrind memcheck of psearch under mpiexec with 2 ranks (issue #9): one search and one small sweep (records, tables,
-# schedule timelines). Fails on any invalid access or uninitialised use and on any definite leak outside Open MPI's
-# own allocations (tests/sanitizers/openmpi.supp says which and why). Exit 77 (skipped) without valgrind.
+# Valgrind memcheck of psearch under mpiexec with 2 ranks (issue #9): one search, one small sweep (records, tables,
+# schedule timelines) and one psearch exec of a TP 2 plan on a 2-GPU cluster (CPU backend: communicators, OpenBLAS
+# GEMMs, TP collectives, the watchdog's polled waits). Fails on any invalid access or uninitialised use and on any
+# definite leak outside Open MPI's own allocations (tests/sanitizers/openmpi.supp says which and why). Exit 77
+# (skipped) without valgrind.
 set -u
 psearch=$1
 launch=$2
 supp=$3
+data=$4 # tests/data
 command -v valgrind >/dev/null 2>&1 || { echo "# valgrind: skipped: valgrind not installed (scripts/install-deps.sh)"; exit 77; }
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -42,4 +45,27 @@ run "search" --model gpt3-1.3b --cluster dgx-a100-80g:1 --gbs 64 --top 3 --forma
 run "sweep" sweep --models gpt3-1.3b --clusters dgx-a100-80g:1 --gbs 64 --out "$scratch/sweep"
 check "the sweep under valgrind recorded its cell and drew its timeline" \
   test "$(sweep_records "$scratch/sweep") $(find "$scratch/sweep/timelines" -name '*.svg' | wc -l)" = "1 1"
+
+# psearch exec: a TP 2 plan of gpt2-small (scaled down 16x, 2 micro-batches, one timed iteration, no warm-up) on a
+# one-node cluster of 2 GPUs (no preset has 2), one rank each. The plan is made outside valgrind.
+cat >"$scratch/two-gpus.json" <<'EOF'
+{
+  "name": "two-gpus",
+  "source": "psearch test data (tests/cli/valgrind.sh): one node of two GPUs, for psearch exec on 2 ranks",
+  "node_groups": [
+    {"name": "g", "nodes": 1, "gpus_per_node": 2, "gpu": "rtx3090", "intra": {"kind": "nvlink3", "bw_GBps": 56}}
+  ]
+}
+EOF
+model=$data/models/good/gpt2-small.json
+if "$psearch" estimate --model "$model" --cluster "$scratch/two-gpus.json" --tp 2 --gbs 2 --mbs 1 --vocab-pad 256 \
+  --format json --out "$scratch/exec-plan.json" 2>"$scratch/out"; then
+  run "exec" exec "$scratch/exec-plan.json" --model "$model" --cluster "$scratch/two-gpus.json" --backend cpu \
+    --iters 1 --warmup 0 --watchdog 120 --format json --out "$scratch/exec.json"
+  # 2 micro-batches x (F, BW) on each of the 2 ranks
+  check "the exec under valgrind ran every pass" grep -q -E '"passes_per_iteration": 8,' "$scratch/exec.json"
+else
+  bad "psearch estimate of the exec plan failed: $(tail -3 "$scratch/out")"
+fi
+
 finish
