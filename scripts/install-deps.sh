@@ -16,6 +16,7 @@ pkgs=(
   valgrind                                      # the valgrind-labelled memcheck test
   libxml2-utils                                 # xmllint: the sweep tests check index.html is well-formed
   procps                                        # pgrep: the costdb test finds the ranks it kills (absent from minimal images)
+  python3                                       # the exec test reads psearch's JSON results
   "$@"
 )
 

@@ -8,7 +8,7 @@
 #  - a dropped pipeline send (PS_EXEC_FAULT=skip-send:0) is caught by the watchdog within a bounded time;
 #  - --record appends rows a second run keeps, which costdb show counts and calibrate --from-measurements refits;
 #  - --exec-top 2 executes and ranks the 2 best plans; with fewer ranks than GPUs it is refused before the search.
-# Exit 77 (skipped) without python3, which reads the JSON.
+# python3 reads the JSON results; scripts/install-deps.sh installs it, so its absence is a failure, not a skip.
 set -u
 psearch=$1
 launch4=$2 # mpiexec -n 4 ... (oversubscribed: PS_MPI_TEST_ENV)
@@ -16,8 +16,8 @@ launch2=$3 # mpiexec -n 2 ...
 data=$4    # tests/data
 h5dump=$5
 if ! command -v python3 >/dev/null 2>&1; then
-  echo "# exec: skipped: python3 (reads the JSON results) not installed"
-  exit 77
+  echo "# exec: FAIL: python3 (reads the JSON results) is not installed: run scripts/install-deps.sh"
+  exit 1
 fi
 model=$data/models/good/gpt2-small.json
 plans=$data/plans
