@@ -115,7 +115,9 @@ static ps_status run_exec_top(const ps_cli_opts *o, MPI_Comm comm, const ps_cost
         ps_plan_free(&p);
         PS_TRY(st);
         x->n++;
-        if (rank == 0 && o->record) PS_TRY(ps_costdb_add_measurements(o->record, &x->run[i].row, 1));
+        /* rank 0 writes; every rank learns the outcome before the next plan's broadcast */
+        st = rank == 0 && o->record ? ps_costdb_add_measurements(o->record, &x->run[i].row, 1) : PS_OK;
+        PS_TRY(ps_mpi_agree_status(comm, st, "recording the measurement"));
     }
     /* measured order; ties keep the search's order */
     for (int i = 0; i < n; i++) x->order[i] = i;

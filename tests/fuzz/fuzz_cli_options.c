@@ -53,6 +53,8 @@ static void fingerprint(const ps_cli_opts *o, char *buf, size_t cap)
              (long long)o->stages, (long long)o->micro, S(o->fbw), S(o->times), S(o->svg), o->passes, S(o->costdb),
              o->quick, o->reps, S(o->db_out), o->n_db_args, o->n_db_args > 0 ? S(o->db_args[0]) : "",
              o->n_db_args > 1 ? S(o->db_args[1]) : "", S(o->models), S(o->clusters), S(o->sweep_dir), o->resume);
+    ps_strcatf(buf, cap, "|%s|%d|%d,%d|%g|%s|%s|%g|%s", S(o->exec_plan), o->exec_top, o->iters, o->warmup, o->scale,
+               S(o->backend), S(o->record), o->watchdog, S(o->from_meas));
     for (int i = 0; i < o->n_cost_params; i++) ps_strcatf(buf, cap, "|%s", S(o->cost_params[i]));
 #undef S
 }
@@ -76,7 +78,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_CHECK(!o1.sub || !strcmp(o1.sub, "show") || !strcmp(o1.sub, "merge"));
         else
             FUZZ_CHECK(!o1.sub);
-        FUZZ_CHECK(o1.model && o1.cluster);
+        /* exec takes its model and cluster from the plan file unless given */
+        FUZZ_CHECK((o1.model && o1.cluster) || (!strcmp(o1.cmd, "exec") && (o1.exec_plan || o1.help)));
         FUZZ_CHECK(o1.format == PS_FMT_TABLE || o1.format == PS_FMT_JSON);
         FUZZ_CHECK(o1.mopts.seq >= 0 && o1.mopts.vocab_pad >= 0 && o1.mopts.dtype >= -1 &&
                    o1.mopts.dtype <= PS_DTYPE_FP8);
