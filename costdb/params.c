@@ -49,7 +49,8 @@ static const param_def k_params[] = {
      "predicted computation of the plans psearch exec ran (docs/exec.md)"},
     {"comm_scale", P(comm_scale), 1.0, 0.05, 20, "x predicted communication time",
      "1 = the model as derived above; psearch calibrate --from-measurements sets it to the median ratio of measured to "
-     "predicted communication of the plans psearch exec ran (docs/exec.md)"},
+     "predicted collective time (TP, ZeRO, DP; pipeline messages are timed apart) of the plans psearch exec ran "
+     "(docs/exec.md)"},
 };
 #undef P
 #define N_PARAMS ((int)(sizeof k_params / sizeof k_params[0]))
