@@ -419,11 +419,23 @@ static bool has_fit(const ps_costdb_model *m, const char *dev)
     return false;
 }
 
+/* The comma-separated list of ps_costdb_list_add (exact entries: "a100" is not inside "a100-80g") as the messages
+ * name devices: "'a', 'b'". */
+static void quote_list(const char *list, char *out, size_t cap)
+{
+    out[0] = '\0';
+    for (const char *t = list; *t;) {
+        size_t n = strcspn(t, ",");
+        ps_strcatf(out, cap, "%s'%.*s'", out[0] ? ", " : "", (int)n, t);
+        t += n + (t[n] == ',');
+    }
+}
+
 ps_status ps_costdb_attach(ps_costdb_model *m, const ps_cluster *c, ps_cost_params *p)
 {
     int used = 0, fit_group = -1;
     double slow = -1;
-    char have[256] = "", groups[384] = "", ignored[160] = "";
+    char have[256] = "", groups[384] = "", ignored[160] = ""; /* ignored: a ps_costdb_list_add list */
     for (int g = 0; g < c->n_groups; g++) {
         const char *gpu = c->groups[g].gpu.name;
         int k = ps_costdb_model_device(m, gpu);
@@ -433,8 +445,8 @@ ps_status ps_costdb_attach(ps_costdb_model *m, const ps_cluster *c, ps_cost_para
         if (has_fit(m, gpu)) {
             if (fit_group < 0)
                 fit_group = g;
-            else if (strcmp(gpu, c->groups[fit_group].gpu.name) != 0 && !strstr(ignored, gpu))
-                ps_strcatf(ignored, sizeof ignored, "%s'%s'", ignored[0] ? ", " : "", gpu);
+            else if (strcmp(gpu, c->groups[fit_group].gpu.name) != 0)
+                ps_costdb_list_add(ignored, sizeof ignored, gpu);
         }
         if (k < 0) continue;
         used++;
@@ -444,11 +456,10 @@ ps_status ps_costdb_attach(ps_costdb_model *m, const ps_cluster *c, ps_cost_para
         if (o > slow) slow = o;
     }
     if (used == 0 && fit_group < 0) {
-        char known[256] = "", fits[256] = "";
+        char known[256] = "", fit_devs[256] = "", fits[256];
         for (int k = 0; k < m->n_kind; k++) ps_strcatf(known, sizeof known, "%s'%s'", k ? ", " : "", m->kind[k].name);
-        for (size_t i = 0; i < m->n_fit; i++)
-            if (!strstr(fits, m->fit[i].device))
-                ps_strcatf(fits, sizeof fits, "%s'%s'", fits[0] ? ", " : "", m->fit[i].device);
+        for (size_t i = 0; i < m->n_fit; i++) ps_costdb_list_add(fit_devs, sizeof fit_devs, m->fit[i].device);
+        quote_list(fit_devs, fits, sizeof fits);
         if (m->n_kind == 0 && m->n_fit == 0)
             return PS_FAIL(PS_ERR_INPUT, "%s: the cost database holds only executed plans, no measured tables and no "
                                          "fit: run psearch calibrate --from-measurements %s first (docs/costdb.md)",
@@ -480,8 +491,11 @@ ps_status ps_costdb_attach(ps_costdb_model *m, const ps_cluster *c, ps_cost_para
         if (kc > 0) ps_strcatf(m->note, sizeof m->note, " compute_scale %.4g (%d plan(s))", kc, (int)nc);
         if (km > 0) ps_strcatf(m->note, sizeof m->note, "%s comm_scale %.4g (%d plan(s))", kc > 0 ? "," : "", km,
                                (int)nm);
-        if (ignored[0])
-            ps_strcatf(m->note, sizeof m->note, "; the fits of %s are not used (one per plan)", ignored);
+        if (ignored[0]) {
+            char q[2 * sizeof ignored]; /* room for the quotes */
+            quote_list(ignored, q, sizeof q);
+            ps_strcatf(m->note, sizeof m->note, "; the fits of %s are not used (one per plan)", q);
+        }
     }
     p->db = m;
     /* The overlap form's slowdown is bounded like the --cost-param of the same name ([1, 3], costdb/params.c, which

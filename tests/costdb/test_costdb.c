@@ -909,6 +909,49 @@ static void test_fit_attach(void **state)
     ps_cluster_free(&dgx);
 }
 
+/* Device keys are matched whole, never as substrings: "a100" is another kind than "a100-80g", in the note's list of
+ * fits not used and in the refusal's list of fits. */
+static void test_fit_names_exact(void **state)
+{
+    (void)state;
+    ps_costdb db;
+    memset(&db, 0, sizeof db);
+    ps_strlcpy(db.path, "names.h5", sizeof db.path);
+    db.n_fit = 3;
+    db.fit = calloc(3, sizeof *db.fit);
+    db.fit[0] = fit_row("cpu:test", "compute_scale", 1.5);
+    db.fit[1] = fit_row("a100-80g", "compute_scale", 2);
+    db.fit[2] = fit_row("a100", "compute_scale", 3);
+    ps_costdb_model *m = NULL;
+    assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
+    /* attach reads only the names: a cluster of three groups, the first one's fit applied, the others' named */
+    ps_node_group g[3];
+    memset(g, 0, sizeof g);
+    static const char *const gpus[3] = {"cpu:test", "a100-80g", "a100"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(g[i].name, sizeof g[i].name, "g%d", i);
+        ps_strlcpy(g[i].gpu.name, gpus[i], sizeof g[i].gpu.name);
+    }
+    ps_cluster c;
+    memset(&c, 0, sizeof c);
+    ps_strlcpy(c.name, "mixed", sizeof c.name);
+    c.groups = g;
+    c.n_groups = 3;
+    ps_cost_params p;
+    ps_cost_params_default(&p);
+    assert_int_equal(ps_costdb_attach(m, &c, &p), PS_OK);
+    assert_true(p.compute_scale == 1.5);
+    assert_non_null(strstr(ps_costdb_model_note(m), "; the fits of 'a100-80g', 'a100' are not used"));
+    /* a cluster of none of them: the refusal names both fitted kinds */
+    ps_strlcpy(g[0].gpu.name, "h100", sizeof g[0].gpu.name);
+    c.n_groups = 1;
+    ps_cost_params_default(&p);
+    assert_int_equal(ps_costdb_attach(m, &c, &p), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "has fits for 'cpu:test', 'a100-80g', 'a100', another device kind"));
+    ps_costdb_model_free(m);
+    ps_costdb_free(&db);
+}
+
 /* --add-measurements DB.h5: three executed plans of DB's first device, computation 2x and communication 0.5x the
  * prediction (medians of 1.8/2/2.2 and 0.45/0.5/0.55), run with both scales 1, the iteration their sum. */
 static int add_measurements(const char *path)
@@ -950,6 +993,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_add_measurements),
         cmocka_unit_test(test_refit),
         cmocka_unit_test(test_fit_attach),
+        cmocka_unit_test(test_fit_names_exact),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[600];
