@@ -78,8 +78,17 @@ static ps_status print_fit(const ps_cli_opts *o, const ps_costdb *db, const char
     FILE *f = out->f;
     fprintf(f, "# psearch calibrate --from-measurements: %zu executed plan(s) in %s; fit written to %s\n", db->n_meas,
             db->path, dst);
-    fprintf(f, "# value: median of measured / predicted (the scale the plan ran with divided out), clamped to "
-               "[%g, %g]; --costdb %s applies it\n", PS_COSTDB_FIT_MIN, PS_COSTDB_FIT_MAX, dst);
+    /* the ranges are --cost-param's (costdb/params.c): one line when the two coefficients share it */
+    double lc = 0, hc = 0, lm = 0, hm = 0;
+    ps_cost_param_range("compute_scale", &lc, &hc);
+    ps_cost_param_range("comm_scale", &lm, &hm);
+    char range[96];
+    if (lc == lm && hc == hm)
+        snprintf(range, sizeof range, "[%g, %g]", lc, hc);
+    else
+        snprintf(range, sizeof range, "[%g, %g] (compute_scale), [%g, %g] (comm_scale)", lc, hc, lm, hm);
+    fprintf(f, "# value: median of measured / predicted (the scale the plan ran with divided out), clamped to %s; "
+               "--costdb %s applies it\n", range, dst);
     fprintf(f, "# errors: median of |predicted - measured| / measured; part = the time the coefficient scales; "
                "iteration after = predicted_s scaled by each plan's computation / communication shares (an "
                "approximation, docs/costdb.md)\n");

@@ -124,9 +124,10 @@ static const table_def k_tables[PS_COSTDB_N_TABLES] = {
       "prediction used; empty after calibration"),
     T("/fit", ps_costdb_fit, k_fit_cols,
       "psearch calibrate --from-measurements: per device key, compute_scale (comm_scale) = median over the executed "
-      "plans of measured / (predicted / the scale it used) computation (communication), clamped to [0.05, 20]; err = "
-      "median |predicted - measured| / measured of that part (err_*) and of the iteration time (iter_err_*, after: "
-      "predicted_s scaled by the plan's computation and communication shares); empty after calibration"),
+      "plans of measured / (predicted / the scale it used) computation (communication), clamped to the range "
+      "--cost-param accepts for it (the ranges end this text); err = median |predicted - measured| / measured of that "
+      "part (err_*) and of the iteration time (iter_err_*, after: predicted_s scaled by the plan's computation and "
+      "communication shares); empty after calibration"),
 };
 #undef T
 
@@ -402,6 +403,20 @@ ps_status ps_costdb_create(const char *path, MPI_Comm comm, const ps_costdb_prov
     return PS_OK;
 }
 
+/* A table's "method" attribute. /fit's states the ranges its values were clamped to, taken from costdb/params.c
+ * (the one place they are written down), so an h5dump shows them. */
+static void method_text(ps_costdb_table t, char *buf, size_t cap)
+{
+    ps_strlcpy(buf, k_tables[t].method, cap);
+    if (t != PS_COSTDB_FIT) return;
+    static const char *const coefs[] = {"compute_scale", "comm_scale"};
+    for (size_t i = 0; i < sizeof coefs / sizeof coefs[0]; i++) {
+        double lo = 0, hi = 0;
+        if (ps_cost_param_range(coefs[i], &lo, &hi))
+            ps_strcatf(buf, cap, "%s%s in [%g, %g]", i ? ", " : "; ranges: ", coefs[i], lo, hi);
+    }
+}
+
 ps_status ps_costdb_write_rows(ps_costdb_writer *w, ps_costdb_table t, const void *rows, size_t n)
 {
     char d[160];
@@ -435,7 +450,9 @@ ps_status ps_costdb_write_rows(ps_costdb_writer *w, ps_costdb_table t, const voi
         for (int i = 0; i < td->ncols; i++)
             ps_strcatf(units, sizeof units, "%s%s [%s]", i ? "; " : "", td->cols[i].name, td->cols[i].unit);
         PS_TRY_GOTO(st, put_str_attr(ds, "units", units, w->path), done);
-        PS_TRY_GOTO(st, put_str_attr(ds, "method", td->method, w->path), done);
+        char method[1024];
+        method_text(t, method, sizeof method);
+        PS_TRY_GOTO(st, put_str_attr(ds, "method", method, w->path), done);
     }
     what = "select this rank's rows";
     ms = H5Screate_simple(1, mine ? cnt : one, NULL);
@@ -624,8 +641,9 @@ static ps_status get_int_attr(hid_t obj, const char *name, int32_t *v, bool requ
 static bool finite_ge(double v, double lo) { return isfinite(v) && v >= lo; }
 static bool finite_gt(double v, double lo) { return isfinite(v) && v > lo; }
 
-/* Values a table row must hold for the cost model to use it; NULL when the row is fine, else the failed rule. */
-static const char *check_row(ps_costdb_table t, const void *row)
+/* Values a table row must hold for the cost model to use it; NULL when the row is fine, else the failed rule (a
+ * constant, or written into buf when it names a bound). */
+static const char *check_row(ps_costdb_table t, const void *row, char *buf, size_t cap)
 {
     switch (t) {
     case PS_COSTDB_DEVICES: {
@@ -679,7 +697,7 @@ static const char *check_row(ps_costdb_table t, const void *row)
         if (r->ranks < 1 || r->ranks > PS_COSTDB_MAX_RANK) return "ranks must be in [1, 2^24]";
         if (r->iters < 1) return "iters must be >= 1";
         if (!(isfinite(r->scale) && r->scale >= 1)) return "scale must be a finite number >= 1";
-        /* a refit divides by them: the cost model never runs with a scale of 0 (its range is [0.05, 20]) */
+        /* a refit divides by them: the cost model never runs with a scale of 0 (--cost-param refuses one) */
         if (!finite_gt(r->compute_scale, 0) || !finite_gt(r->comm_scale, 0))
             return "compute_scale and comm_scale must be finite numbers > 0";
         if (!finite_ge(r->predicted_s, 0) || !finite_ge(r->measured_s, 0) || !finite_ge(r->spread, 0) ||
@@ -694,8 +712,13 @@ static const char *check_row(ps_costdb_table t, const void *row)
         if (!r->device[0]) return "device must not be empty";
         if (strcmp(r->coefficient, "compute_scale") != 0 && strcmp(r->coefficient, "comm_scale") != 0)
             return "coefficient must be 'compute_scale' or 'comm_scale'";
-        if (!(isfinite(r->value) && r->value >= PS_COSTDB_FIT_MIN && r->value <= PS_COSTDB_FIT_MAX))
-            return "value must be a finite number in [0.05, 20]";
+        /* the range --cost-param accepts for the coefficient: a fit is a value the user could have set */
+        double lo = 0, hi = 0;
+        if (!ps_cost_param_range(r->coefficient, &lo, &hi)) return "coefficient is not a cost parameter";
+        if (!(isfinite(r->value) && r->value >= lo && r->value <= hi)) {
+            snprintf(buf, cap, "value must be a finite number in [%g, %g]", lo, hi);
+            return buf;
+        }
         if (r->n < 1 || r->iter_n < 0) return "n must be >= 1 and iter_n >= 0";
         if (!finite_ge(r->err_before, 0) || !finite_ge(r->err_after, 0) || !finite_ge(r->iter_err_before, 0) ||
             !finite_ge(r->iter_err_after, 0))
@@ -743,8 +766,8 @@ static ps_status check_layout(hid_t ds, hid_t space, const char *fname, const ch
 }
 
 /* Text columns end inside their field and hold printable ASCII (names end up in JSON and on terminals), then the
- * table's own rules; NULL when the row is fine. */
-static const char *row_problem(ps_costdb_table t, const void *row)
+ * table's own rules; NULL when the row is fine. buf: room for a message that names a bound. */
+static const char *row_problem(ps_costdb_table t, const void *row, char *buf, size_t cap)
 {
     const table_def *td = &k_tables[t];
     for (int i = 0; i < td->ncols; i++) {
@@ -754,7 +777,7 @@ static const char *row_problem(ps_costdb_table t, const void *row)
         for (const char *c = str; *c; c++)
             if (*c < 0x20 || *c > 0x7e) return "text columns must hold printable ASCII";
     }
-    return check_row(t, row);
+    return check_row(t, row, buf, cap);
 }
 
 static ps_status read_table(hid_t file, const char *fname, ps_costdb_table t, hsize_t file_size, void **rows,
@@ -835,7 +858,8 @@ static ps_status read_table(hid_t file, const char *fname, ps_costdb_table t, hs
         /* a file's string fills its field when written by another tool: cut it to what the struct holds */
         for (int i = 0; i < td->ncols; i++)
             if (td->cols[i].kind == COL_STR) row[td->cols[i].off + td->cols[i].size - 1] = '\0';
-        const char *why = row_problem(t, row);
+        char wb[128];
+        const char *why = row_problem(t, row, wb, sizeof wb);
         if (why) {
             st = PS_FAIL(PS_ERR_INPUT, "%s: %s row %llu: %s", fname, dpath, (unsigned long long)r, why);
             goto done;
@@ -1119,7 +1143,8 @@ ps_status ps_costdb_add_measurements(const char *path, const ps_bench_measuremen
 {
     if (n == 0) return PS_OK;
     for (size_t i = 0; i < n; i++) {
-        const char *why = row_problem(PS_COSTDB_MEASUREMENTS, &rows[i]);
+        char wb[128];
+        const char *why = row_problem(PS_COSTDB_MEASUREMENTS, &rows[i], wb, sizeof wb);
         if (why) return PS_FAIL(PS_ERR_INPUT, "%s: measurement %zu to record: %s", path, i, why);
     }
     ps_costdb db;

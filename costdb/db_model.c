@@ -498,10 +498,11 @@ ps_status ps_costdb_attach(ps_costdb_model *m, const ps_cluster *c, ps_cost_para
         }
     }
     p->db = m;
-    /* The overlap form's slowdown is bounded like the --cost-param of the same name ([1, 3], costdb/params.c, which
-     * has no accessor for its bounds): a measurement below 1 is noise (overlap cannot make both faster), above 3 a
-     * broken run. */
-    if (slow > 0) p->overlap_slowdown = slow < 1 ? 1 : slow > 3 ? 3 : slow;
+    /* The overlap form's slowdown is bounded like the --cost-param of the same name (costdb/params.c: [1, 3]): a
+     * measurement below 1 is noise (overlap cannot make both faster), above 3 a broken run. */
+    double lo = 1, hi = 1;
+    ps_cost_param_range("overlap_slowdown", &lo, &hi);
+    if (slow > 0) p->overlap_slowdown = slow < lo ? lo : slow > hi ? hi : slow;
     return PS_OK;
 }
 
@@ -646,17 +647,21 @@ static double rel_err(double predicted, double measured)
     return fmin(fabs(predicted - measured) / measured, DBL_MAX);
 }
 
-static double clamp_fit(double v)
+/* A fitted coefficient in the range --cost-param accepts for it (costdb/params.c), so a fit is always a value the
+ * user could have set, and the reader's check of /fit holds. */
+static double clamp_fit(double v, const char *coef)
 {
-    if (!(v >= PS_COSTDB_FIT_MIN)) return PS_COSTDB_FIT_MIN; /* also NaN, which finite rows cannot give */
-    return v > PS_COSTDB_FIT_MAX ? PS_COSTDB_FIT_MAX : v;
+    double lo = 0, hi = 0;
+    ps_cost_param_range(coef, &lo, &hi);
+    if (!(v >= lo)) return lo; /* also NaN, which finite rows cannot give */
+    return v > hi ? hi : v;
 }
 
 /* One coefficient of one device: the rows from `first` on with its device key. part 0 = computation, 1 =
  * communication. Returns false when no row has both parts > 0. v, e0, e1: scratch of n_meas doubles. */
 static bool fit_part(const ps_costdb *db, size_t first, int part, ps_costdb_fit *f, double *v, double *e0, double *e1)
 {
-    const char *dev = db->meas[first].device;
+    const char *dev = db->meas[first].device, *coef = part ? "comm_scale" : "compute_scale";
     size_t k = 0;
     for (size_t j = first; j < db->n_meas; j++) {
         const ps_bench_measurement *r = &db->meas[j];
@@ -668,7 +673,7 @@ static bool fit_part(const ps_costdb *db, size_t first, int part, ps_costdb_fit 
         v[k++] = meas / (pred / used);
     }
     if (k == 0) return false;
-    double value = clamp_fit(ps_bench_median(v, k));
+    double value = clamp_fit(ps_bench_median(v, k), coef);
     size_t q = 0;
     for (size_t j = first; j < db->n_meas; j++) {
         const ps_bench_measurement *r = &db->meas[j];
@@ -681,7 +686,7 @@ static bool fit_part(const ps_costdb *db, size_t first, int part, ps_costdb_fit 
         q++;
     }
     ps_strlcpy(f->device, dev, sizeof f->device);
-    ps_strlcpy(f->coefficient, part ? "comm_scale" : "compute_scale", sizeof f->coefficient);
+    ps_strlcpy(f->coefficient, coef, sizeof f->coefficient);
     f->value = value;
     f->n = (int32_t)k;
     f->err_before = ps_bench_median(e0, q);

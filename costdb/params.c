@@ -85,6 +85,17 @@ ps_status ps_cost_params_set(ps_cost_params *p, const char *assignment)
     return PS_FAIL(PS_ERR_INPUT, "unknown cost parameter '%s' (known: %s)", name, known);
 }
 
+bool ps_cost_param_range(const char *name, double *lo, double *hi)
+{
+    for (int i = 0; i < N_PARAMS; i++)
+        if (strcmp(name, k_params[i].name) == 0) {
+            if (lo) *lo = k_params[i].lo;
+            if (hi) *hi = k_params[i].hi;
+            return true;
+        }
+    return false;
+}
+
 const char *ps_cost_param_name(int i, double *value, const char **unit, const char **source,
                                const ps_cost_params *p)
 {

@@ -42,6 +42,9 @@ typedef struct {
 void ps_cost_params_default(ps_cost_params *p);
 /* Set one constant by name ("overlap_slowdown=1.2"); unknown name or bad value -> PS_ERR_INPUT listing the names. */
 ps_status ps_cost_params_set(ps_cost_params *p, const char *assignment);
+/* The range [lo, hi] ps_cost_params_set accepts for the constant `name` (what a value measured or fitted for it is
+ * clamped to, so it is always one --cost-param would accept); false for an unknown name (lo, hi untouched). */
+bool ps_cost_param_range(const char *name, double *lo, double *hi);
 /* Iterate the constants (for --help, docs and JSON output): NULL past the end. */
 const char *ps_cost_param_name(int i, double *value, const char **unit, const char **source,
                                const ps_cost_params *p);

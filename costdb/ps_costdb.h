@@ -24,18 +24,13 @@ extern "C" {
  * empty (nothing wrote it) and is skipped, and they have no /fit. A writer always writes the current version. */
 #define PS_COSTDB_SCHEMA_VERSION 2
 
-/* The range a refitted coefficient is clamped to: the one costdb/params.c gives compute_scale and comm_scale (it has
- * no accessor for its bounds), so a fit is always a value --cost-param would accept. */
-#define PS_COSTDB_FIT_MIN 0.05
-#define PS_COSTDB_FIT_MAX 20.0
-
 /* One refitted cost-model coefficient (/fit, `psearch calibrate --from-measurements`): for the ranks of one device
  * key, the median over the executed plans of measured / predicted (the prediction with the scale it ran with divided
  * out). Errors are medians over the device's rows of |predicted - measured| / measured [1]. */
 typedef struct {
     char device[32];      /* device key of the measurement rows (ps_bench_measurement.device) */
     char coefficient[32]; /* "compute_scale" or "comm_scale" */
-    double value;         /* in [PS_COSTDB_FIT_MIN, PS_COSTDB_FIT_MAX] [1] */
+    double value;         /* in the coefficient's --cost-param range (ps_cost_param_range) [1] */
     int32_t n;            /* measurement rows used (their predicted and measured part both > 0) */
     double err_before;    /* of the part the coefficient scales (computation or communication), as predicted [1] */
     double err_after;     /* the same with `value` in place of the coefficient the rows ran with [1] */
@@ -143,9 +138,9 @@ ps_status ps_costdb_merge(const ps_costdb *a, const ps_costdb *b, ps_costdb *out
 ps_status ps_costdb_add_measurements(const char *path, const ps_bench_measurement *rows, size_t n);
 /* The fit of db's measurement rows, one row per device key and coefficient that has a usable row, in the order the
  * devices first appear (docs/costdb.md): compute_scale = median of measured_compute_s / (predicted_compute_s /
- * compute_scale), comm_scale likewise, clamped to [PS_COSTDB_FIT_MIN, PS_COSTDB_FIT_MAX]; rows whose predicted or
- * measured part is 0 are skipped for that coefficient. PS_ERR_INPUT naming db->path when it holds no measurement, or
- * a device none of whose rows can be used. *rows is malloc'ed (free it); date is now. Pure: no I/O. */
+ * compute_scale), comm_scale likewise, each clamped to its --cost-param range (ps_cost_param_range); rows whose
+ * predicted or measured part is 0 are skipped for that coefficient. PS_ERR_INPUT naming db->path when it holds no
+ * measurement, or a device none of whose rows can be used. *rows is malloc'ed (free it); date is now. Pure: no I/O. */
 ps_status ps_costdb_refit(const ps_costdb *db, ps_costdb_fit **rows, size_t *n);
 /* db->fit with every row of the devices in `fit` replaced by those rows (a refit replaces the earlier fit of the
  * devices it saw and keeps the others). */

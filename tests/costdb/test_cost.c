@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -476,15 +477,36 @@ static void test_params(void **state)
     assert_int_equal(ps_cost_params_set(&p, "nonsense=1"), PS_ERR_INPUT);
     assert_non_null(strstr(ps_error_message(), "unknown cost parameter 'nonsense' (known: gemm_eff,"));
     assert_int_equal(ps_cost_params_set(&p, "gemm_eff"), PS_ERR_INPUT);
-    /* every constant has a unit and a source */
+    /* every constant has a unit and a source, and a range that is exactly what ps_cost_params_set accepts */
     double v;
     const char *unit, *src;
     int n = 0;
     for (const char *name; (name = ps_cost_param_name(n, &v, &unit, &src, &p)) != NULL; n++) {
         assert_true(strlen(unit) > 0);
         assert_true(strlen(src) > 20);
+        double lo = -1, hi = -1;
+        assert_true(ps_cost_param_range(name, &lo, &hi));
+        assert_true(lo <= v && v <= hi); /* the default too */
+        char a[96];
+        ps_cost_params q;
+        ps_cost_params_default(&q);
+        snprintf(a, sizeof a, "%s=%.17g", name, lo);
+        assert_int_equal(ps_cost_params_set(&q, a), PS_OK);
+        snprintf(a, sizeof a, "%s=%.17g", name, hi);
+        assert_int_equal(ps_cost_params_set(&q, a), PS_OK);
+        snprintf(a, sizeof a, "%s=%.17g", name, hi + fmax(1e-9, 1e-9 * hi));
+        assert_int_equal(ps_cost_params_set(&q, a), PS_ERR_INPUT);
+        snprintf(a, sizeof a, "%s=%.17g", name, lo - fmax(1e-9, 1e-9 * lo));
+        assert_int_equal(ps_cost_params_set(&q, a), PS_ERR_INPUT);
     }
     assert_true(n >= 10);
+    /* the bounds the cost database clamps to: the fitted coefficients and the measured overlap slowdown */
+    double lo = -1, hi = -1;
+    assert_true(ps_cost_param_range("comm_scale", &lo, &hi) && lo == 0.05 && hi == 20);
+    assert_true(ps_cost_param_range("overlap_slowdown", &lo, &hi) && lo == 1 && hi == 3);
+    lo = hi = -1;
+    assert_false(ps_cost_param_range("nonsense", &lo, &hi));
+    assert_true(lo == -1 && hi == -1);
 }
 
 int main(void)

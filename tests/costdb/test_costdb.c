@@ -546,6 +546,8 @@ static void test_schema2_round_trip(void **state)
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) assert_non_null(strstr(units, want[i]));
     read_ds_attr(p, "/fit/table", "units", units, sizeof units);
     assert_non_null(strstr(units, "coefficient [text]; value [1]; n [rows]"));
+    read_ds_attr(p, "/fit/table", "method", units, sizeof units);
+    assert_non_null(strstr(units, "; ranges: compute_scale in [0.05, 20], comm_scale in [0.05, 20]"));
     /* a row breaking a rule is refused when read, naming the table and the row */
     ps_costdb c;
     a.meas[1].iters = 0;
@@ -556,7 +558,7 @@ static void test_schema2_round_trip(void **state)
     a.fit[1].value = 25;
     assert_int_equal(ps_costdb_write(p, &a), PS_OK);
     assert_int_equal(ps_costdb_read(p, &c), PS_ERR_INPUT);
-    assert_non_null(strstr(ps_error_message(), "/fit/table row 1: value must be"));
+    assert_non_null(strstr(ps_error_message(), "/fit/table row 1: value must be a finite number in [0.05, 20]"));
     /* a schema-2 file without /fit is incomplete */
     a.fit[1].value = 0.75;
     assert_int_equal(ps_costdb_write(p, &a), PS_OK);
@@ -777,7 +779,9 @@ static void test_refit(void **state)
     assert_true(find_fit(fit, n, "a100-80g", "comm_scale")->value == 1);
     const ps_costdb_fit *s = find_fit(fit, n, "cpu:slow", "compute_scale");
     assert_non_null(s);
-    assert_true(s->value == PS_COSTDB_FIT_MAX);
+    double lo = 0, hi = 0;
+    assert_true(ps_cost_param_range("compute_scale", &lo, &hi));
+    assert_true(hi == 20 && s->value == hi);
     assert_null(find_fit(fit, n, "cpu:slow", "comm_scale"));
     for (size_t i = 0; i < n; i++) assert_true(strlen(fit[i].date) == 20);
 
