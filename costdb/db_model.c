@@ -657,40 +657,45 @@ static double clamp_fit(double v, const char *coef)
     return v > hi ? hi : v;
 }
 
+/* The predicted and measured time of a measurement row's computation (part 0) or communication (part 1), and the
+ * coefficient the prediction ran with. */
+static void part_of(const ps_bench_measurement *r, int part, double *pred, double *meas, double *used)
+{
+    *pred = part ? r->predicted_comm_s : r->predicted_compute_s;
+    *meas = part ? r->measured_comm_s : r->measured_compute_s;
+    *used = part ? r->comm_scale : r->compute_scale;
+}
+
 /* One coefficient of one device: the rows from `first` on with its device key. part 0 = computation, 1 =
- * communication. Returns false when no row has both parts > 0. v, e0, e1: scratch of n_meas doubles. */
-static bool fit_part(const ps_costdb *db, size_t first, int part, ps_costdb_fit *f, double *v, double *e0, double *e1)
+ * communication. Returns false when no row has both parts > 0. v, e0, e1: scratch of n_meas doubles; idx: of n_meas
+ * row indices (the rows the filter kept, so the errors, which need the median first, do not filter again). */
+static bool fit_part(const ps_costdb *db, size_t first, int part, ps_costdb_fit *f, double *v, double *e0, double *e1,
+                     size_t *idx)
 {
     const char *dev = db->meas[first].device, *coef = part ? "comm_scale" : "compute_scale";
     size_t k = 0;
+    double pred, meas, used;
     for (size_t j = first; j < db->n_meas; j++) {
         const ps_bench_measurement *r = &db->meas[j];
-        double pred = part ? r->predicted_comm_s : r->predicted_compute_s;
-        double meas = part ? r->measured_comm_s : r->measured_compute_s;
-        double used = part ? r->comm_scale : r->compute_scale;
+        part_of(r, part, &pred, &meas, &used);
         /* nothing predicted (one rank: no communication) or nothing timed: no ratio to take */
         if (strcmp(r->device, dev) != 0 || !(pred > 0) || !(meas > 0)) continue;
+        idx[k] = j;
         v[k++] = meas / (pred / used);
     }
     if (k == 0) return false;
     double value = clamp_fit(ps_bench_median(v, k), coef);
-    size_t q = 0;
-    for (size_t j = first; j < db->n_meas; j++) {
-        const ps_bench_measurement *r = &db->meas[j];
-        double pred = part ? r->predicted_comm_s : r->predicted_compute_s;
-        double meas = part ? r->measured_comm_s : r->measured_compute_s;
-        double used = part ? r->comm_scale : r->compute_scale;
-        if (strcmp(r->device, dev) != 0 || !(pred > 0) || !(meas > 0)) continue;
+    for (size_t q = 0; q < k; q++) {
+        part_of(&db->meas[idx[q]], part, &pred, &meas, &used);
         e0[q] = rel_err(pred, meas);
         e1[q] = rel_err(pred * (value / used), meas);
-        q++;
     }
     ps_strlcpy(f->device, dev, sizeof f->device);
     ps_strlcpy(f->coefficient, coef, sizeof f->coefficient);
     f->value = value;
     f->n = (int32_t)k;
-    f->err_before = ps_bench_median(e0, q);
-    f->err_after = ps_bench_median(e1, q);
+    f->err_before = ps_bench_median(e0, k);
+    f->err_after = ps_bench_median(e1, k);
     return true;
 }
 
@@ -704,11 +709,13 @@ ps_status ps_costdb_refit(const ps_costdb *db, ps_costdb_fit **rows, size_t *n)
     ps_costdb_fit *out = ps_calloc(2 * db->n_meas, sizeof *out);
     double *v = ps_calloc(db->n_meas, sizeof *v), *e0 = ps_calloc(db->n_meas, sizeof *e0),
            *e1 = ps_calloc(db->n_meas, sizeof *e1);
-    if (!out || !v || !e0 || !e1) {
+    size_t *idx = ps_calloc(db->n_meas, sizeof *idx);
+    if (!out || !v || !e0 || !e1 || !idx) {
         free(out);
         free(v);
         free(e0);
         free(e1);
+        free(idx);
         return PS_ERR_SYSTEM;
     }
     char date[32] = "";
@@ -724,7 +731,7 @@ ps_status ps_costdb_refit(const ps_costdb *db, ps_costdb_fit **rows, size_t *n)
         if (seen) continue;
         size_t k0 = k;
         for (int part = 0; part <= 1; part++)
-            if (fit_part(db, i, part, &out[k], v, e0, e1)) k++;
+            if (fit_part(db, i, part, &out[k], v, e0, e1, idx)) k++;
         if (k == k0) {
             size_t rows_dev = 0;
             for (size_t j = i; j < db->n_meas; j++) rows_dev += strcmp(db->meas[j].device, dev) == 0;
@@ -754,19 +761,19 @@ ps_status ps_costdb_refit(const ps_costdb *db, ps_costdb_fit **rows, size_t *n)
             e1[q] = rel_err(r->predicted_s * f, r->measured_s);
             q++;
         }
+        /* the device's iteration errors, once: every fit row of the device carries them */
+        double before = ps_bench_median(e0, q), after = ps_bench_median(e1, q);
         for (size_t p = k0; p < k; p++) {
             out[p].iter_n = (int32_t)q;
-            /* medians sort in place: take them on copies for every row of the device */
-            memcpy(v, e0, q * sizeof *v);
-            out[p].iter_err_before = ps_bench_median(v, q);
-            memcpy(v, e1, q * sizeof *v);
-            out[p].iter_err_after = ps_bench_median(v, q);
+            out[p].iter_err_before = before;
+            out[p].iter_err_after = after;
             ps_strlcpy(out[p].date, date, sizeof out[p].date);
         }
     }
     free(v);
     free(e0);
     free(e1);
+    free(idx);
     if (st != PS_OK) {
         free(out);
         return st;
