@@ -710,19 +710,12 @@ ps_status ps_costdb_refit(const ps_costdb *db, ps_costdb_fit **rows, size_t *n)
     double *v = ps_calloc(db->n_meas, sizeof *v), *e0 = ps_calloc(db->n_meas, sizeof *e0),
            *e1 = ps_calloc(db->n_meas, sizeof *e1);
     size_t *idx = ps_calloc(db->n_meas, sizeof *idx);
-    if (!out || !v || !e0 || !e1 || !idx) {
-        free(out);
-        free(v);
-        free(e0);
-        free(e1);
-        free(idx);
-        return PS_ERR_SYSTEM;
-    }
+    /* out of memory: no device is fitted, and the one exit below frees what was allocated */
+    ps_status st = !out || !v || !e0 || !e1 || !idx ? PS_ERR_SYSTEM : PS_OK;
     char date[32] = "";
     time_t now = time(NULL);
     struct tm tm;
     if (gmtime_r(&now, &tm)) strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    ps_status st = PS_OK;
     size_t k = 0;
     for (size_t i = 0; i < db->n_meas && st == PS_OK; i++) {
         const char *dev = db->meas[i].device;
