@@ -93,6 +93,9 @@ const char *ps_fmt_bytes(double bytes, char *buf, size_t cap);
 const char *ps_fmt_count(double n, char *buf, size_t cap);
 /* Levenshtein distance, for "did you mean" suggestions. */
 int ps_edit_distance(const char *a, const char *b);
+/* The current time as ISO 8601 UTC, "2025-01-31T12:00:00Z" (20 characters: cap >= 21), the date every record of
+ * psearch carries (cost database, fits, sweeps); "" when the clock cannot be read or cap is too small. */
+void ps_utc_now_iso(char *buf, size_t cap);
 
 /* ---- files ---- */
 /* Write a whole file atomically: a temporary file beside `path`, fsync, rename. On any failure the temporary is

@@ -1,10 +1,12 @@
-/* Small shared utilities: checked allocation and arithmetic, number parsing and formatting, edit distance. */
+/* Small shared utilities: checked allocation and arithmetic, number parsing and formatting, edit distance, the UTC
+ * date stamp of records. */
 #include <ctype.h>
 #include <stdarg.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ps_common.h"
 
@@ -136,4 +138,14 @@ int ps_edit_distance(const char *a, const char *b)
         }
     }
     return row[lb];
+}
+
+void ps_utc_now_iso(char *buf, size_t cap)
+{
+    if (cap == 0) return;
+    time_t now = time(NULL);
+    struct tm tm;
+    /* strftime leaves the buffer undefined when the text does not fit: a stamp is whole or empty, never cut */
+    if (now == (time_t)-1 || !gmtime_r(&now, &tm) || strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        buf[0] = '\0';
 }

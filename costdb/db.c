@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <hdf5.h>
@@ -261,9 +260,7 @@ void ps_costdb_prov_init(ps_costdb_prov *p, const char *backend, const char *mod
     memset(p, 0, sizeof *p);
     p->schema_version = PS_COSTDB_SCHEMA_VERSION;
     ps_strlcpy(p->psearch_version, PS_VERSION, sizeof p->psearch_version);
-    time_t now = time(NULL);
-    struct tm tm;
-    if (gmtime_r(&now, &tm)) strftime(p->created, sizeof p->created, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    ps_utc_now_iso(p->created, sizeof p->created);
     ps_costdb_versions v;
     ps_costdb_versions_get(&v);
     ps_strlcpy(p->mpi_version, v.mpi, sizeof p->mpi_version);

@@ -16,7 +16,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ps_costdb.h"
 
@@ -712,10 +711,8 @@ ps_status ps_costdb_refit(const ps_costdb *db, ps_costdb_fit **rows, size_t *n)
     size_t *idx = ps_calloc(db->n_meas, sizeof *idx);
     /* out of memory: no device is fitted, and the one exit below frees what was allocated */
     ps_status st = !out || !v || !e0 || !e1 || !idx ? PS_ERR_SYSTEM : PS_OK;
-    char date[32] = "";
-    time_t now = time(NULL);
-    struct tm tm;
-    if (gmtime_r(&now, &tm)) strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char date[32];
+    ps_utc_now_iso(date, sizeof date);
     size_t k = 0;
     for (size_t i = 0; i < db->n_meas && st == PS_OK; i++) {
         const char *dev = db->meas[i].device;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -151,6 +152,38 @@ static void test_json_fields(void **state)
     json_decref(j);
 }
 
+/* The date stamp: 20 characters of ISO 8601 UTC, the time of the call (within the second before or after it); a
+ * buffer too small gets "", never a cut date. */
+static void test_utc_now_iso(void **state)
+{
+    (void)state;
+    char d[32];
+    memset(d, 'x', sizeof d);
+    time_t t0 = time(NULL);
+    ps_utc_now_iso(d, sizeof d);
+    time_t t1 = time(NULL);
+    assert_int_equal(strlen(d), 20);
+    int y, mo, da, h, mi, se;
+    char z = 0;
+    assert_int_equal(sscanf(d, "%4d-%2d-%2dT%2d:%2d:%2d%c", &y, &mo, &da, &h, &mi, &se, &z), 7);
+    assert_int_equal(z, 'Z');
+    assert_true(d[4] == '-' && d[7] == '-' && d[10] == 'T' && d[13] == ':' && d[16] == ':');
+    bool matched = false;
+    for (time_t t = t0; t <= t1 && !matched; t++) {
+        struct tm tm;
+        assert_non_null(gmtime_r(&t, &tm));
+        matched = tm.tm_year + 1900 == y && tm.tm_mon + 1 == mo && tm.tm_mday == da && tm.tm_hour == h &&
+                  tm.tm_min == mi && tm.tm_sec == se;
+    }
+    assert_true(matched);
+    char small[20];
+    memset(small, 'x', sizeof small);
+    ps_utc_now_iso(small, sizeof small); /* one short of the terminating NUL */
+    assert_string_equal(small, "");
+    ps_utc_now_iso(small, 0); /* nothing written, nothing read */
+    assert_string_equal(small, "");
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -171,7 +204,7 @@ int main(void)
         cmocka_unit_test(test_error_trace),      cmocka_unit_test(test_checked_arith),
         cmocka_unit_test(test_parse),            cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_read_missing),     cmocka_unit_test(test_json_syntax_error),
-        cmocka_unit_test(test_json_fields),
+        cmocka_unit_test(test_json_fields),      cmocka_unit_test(test_utc_now_iso),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
