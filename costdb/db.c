@@ -1080,9 +1080,9 @@ ps_status ps_costdb_fit_replace(ps_costdb *db, const ps_costdb_fit *fit, size_t 
 ps_status ps_costdb_merge(const ps_costdb *a, const ps_costdb *b, ps_costdb *out)
 {
     memset(out, 0, sizeof *out);
-    /* Both were read into the current schema (ps_costdb_read upgrades older files), which is what gets written. */
+    /* Both were read into the current schema (ps_costdb_read upgrades older files); the writer writes the current
+     * version whatever prov.schema_version holds, so the merge leaves it as a's. */
     out->prov = a->prov;
-    out->prov.schema_version = PS_COSTDB_SCHEMA_VERSION;
     ps_strlcpy(out->prov.mode, strcmp(a->prov.mode, b->prov.mode) == 0 ? a->prov.mode : "mixed", sizeof out->prov.mode);
     if (strcmp(a->prov.backend, b->prov.backend) != 0)
         snprintf(out->prov.backend, sizeof out->prov.backend, "mixed");
@@ -1107,13 +1107,9 @@ ps_status ps_costdb_merge(const ps_costdb *a, const ps_costdb *b, ps_costdb *out
         (st = cat((void **)&out->coll, a->coll, a->n_coll, b->coll, b->n_coll, sizeof *a->coll)) != PS_OK ||
         (st = cat((void **)&out->ovl, a->ovl, a->n_ovl, b->ovl, b->n_ovl, sizeof *a->ovl)) != PS_OK ||
         (st = cat((void **)&out->meas, a->meas, a->n_meas, b->meas, b->n_meas, sizeof *a->meas)) != PS_OK ||
-        (st = cat((void **)&out->fit, a->fit, a->n_fit, NULL, 0, sizeof *a->fit)) != PS_OK) {
-        ps_costdb_free(out);
-        return st;
-    }
-    out->n_fit = a->n_fit;
-    /* One fit per device and coefficient: b's, as if b's refit had run after a's. */
-    if ((st = fit_merge(out, b->fit, b->n_fit, false)) != PS_OK) {
+        /* One fit per device and coefficient: b's, as if b's refit had run after a's. */
+        (st = fit_merge(out, a->fit, a->n_fit, false)) != PS_OK ||
+        (st = fit_merge(out, b->fit, b->n_fit, false)) != PS_OK) {
         ps_costdb_free(out);
         return st;
     }

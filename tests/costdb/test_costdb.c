@@ -604,12 +604,20 @@ static void test_schema1_file(void **state)
     assert_int_equal(up.n_meas, 1);
     assert_memory_equal(&up.meas[0], &r, sizeof r);
     assert_string_equal(up.prov.created, db.prov.created); /* the calibration's provenance stays */
-    /* a schema-1 file merges with a schema-2 one */
-    ps_costdb mg;
+    /* a schema-1 file merges with a schema-2 one, and the merge is written as the current schema */
+    ps_costdb mg, back;
     assert_int_equal(ps_costdb_merge(&db, &up, &mg), PS_OK);
-    assert_int_equal(mg.prov.schema_version, PS_COSTDB_SCHEMA_VERSION);
     assert_int_equal(mg.n_dev, 2);
     assert_int_equal(mg.n_meas, 1);
+    char mp[512];
+    path_in(mp, sizeof mp, "v1merged.h5");
+    assert_int_equal(ps_costdb_write(mp, &mg), PS_OK);
+    assert_int_equal(ps_costdb_read(mp, &back), PS_OK);
+    assert_int_equal(back.prov.schema_version, PS_COSTDB_SCHEMA_VERSION);
+    assert_int_equal(back.n_dev, 2);
+    assert_int_equal(back.n_meas, 1);
+    assert_memory_equal(&back.meas[0], &r, sizeof r);
+    ps_costdb_free(&back);
     ps_costdb_free(&mg);
     ps_costdb_free(&up);
     ps_costdb_free(&db);
