@@ -109,9 +109,6 @@ typedef struct {
     double t_comp, t_comm, t_wait;
     double *st_sum;      /* [S x 3] F, B, W pass times (computation + collectives) */
     int64_t *st_n;       /* [S x 3] */
-    /* predicted for one iteration of this rank */
-    double p_comp, p_comm;
-    bool predicting;     /* run the passes' bookkeeping only, adding the predictions */
     /* the trace of the iteration being run */
     ps_sched_pass *trace;
     int *from, *to;
@@ -223,25 +220,6 @@ static ps_status run_pass(exec_ctx *x, const ps_sched_pass *p)
     bool prev_remote = s > 0 && ps_sched_device_of(x->sch, s - 1) != x->dev;
     bool next_remote = s + 1 < x->S && ps_sched_device_of(x->sch, s + 1) != x->dev;
 
-    if (x->predicting) {
-        for (int64_t i = lo; i < hi; i++) {
-            const ps_layer_cost *c = &x->lj[i].pred;
-            if (p->op == PS_SCHED_F) {
-                x->p_comp += c->comp_fwd;
-                x->p_comm += c->comm_fwd;
-            }
-            if (p->op == PS_SCHED_B || p->op == PS_SCHED_BW) {
-                x->p_comp += c->comp_bwd_b;
-                x->p_comm += c->comm_bwd_b;
-            }
-            if (p->op == PS_SCHED_W || p->op == PS_SCHED_BW) {
-                x->p_comp += c->comp_bwd_w;
-                x->p_comm += c->comm_bwd_w;
-            }
-        }
-        return PS_OK;
-    }
-
     if (p->op == PS_SCHED_F && prev_remote) {
         from = peer_rank(x, s - 1);
         w.what = "the forward activation";
@@ -294,14 +272,14 @@ static ps_status run_pass(exec_ctx *x, const ps_sched_pass *p)
         w.what = "sending the forward activation";
         double t0 = now();
         PS_TRY(x->be->send(x->bs, &x->net, to, msg_tag(x, p->mb, s + 1, 0), x->boundary[s], &w));
-        x->t_comm += now() - t0;
+        x->t_wait += now() - t0; /* pipeline traffic: apart from the collectives, as in the prediction */
     }
     if ((p->op == PS_SCHED_B || p->op == PS_SCHED_BW) && prev_remote) {
         to = peer_rank(x, s - 1);
         w.what = "sending the activation gradient";
         double t0 = now();
         PS_TRY(x->be->send(x->bs, &x->net, to, msg_tag(x, p->mb, s - 1, 1), x->boundary[s - 1], &w));
-        x->t_comm += now() - t0;
+        x->t_wait += now() - t0;
     }
     x->trace[x->n_trace] = *p;
     x->from[x->n_trace] = from;
@@ -320,10 +298,6 @@ static ps_status iteration_tail(exec_ctx *x, double static_bytes)
         int s = ps_sched_stage_of(x->sch, x->dev, c);
         for (int64_t i = x->plan->cuts[s]; i < x->plan->cuts[s + 1]; i++) {
             const layer_job *l = &x->lj[i];
-            if (x->predicting) {
-                x->p_comm += l->pred.dp_sync;
-                continue;
-            }
             if (l->s->dp <= 1 || l->s->zero >= 3) continue;
             MPI_Comm dc = x->dp_comm[l->tpi];
             if (l->s->zero == 0) {
@@ -334,8 +308,7 @@ static ps_status iteration_tail(exec_ctx *x, double static_bytes)
             }
         }
     }
-    if (!x->predicting) PS_TRY(do_stream(x, 2 * static_bytes));
-    return PS_OK;
+    return do_stream(x, 2 * static_bytes);
 }
 
 /* ---- set-up ---- */
@@ -407,10 +380,16 @@ static void rank_needs(const exec_ctx *x, ps_exec_need *need, double *static_byt
     }
     /* the optimizer's pass streams its states in chunks of the triad arrays: no need to size them to the states */
     need->stream = fmax(need->stream, 1 << 20);
+    /* a collective's element count is rounded up to a multiple of its group (every member a whole shard, comm_mpi.c):
+     * room for one more element per member of the largest group, the stage */
+    need->coll += 4.0 * x->width;
+    need->static_bytes = *static_bytes;
 }
 
 static ps_status make_comms(exec_ctx *x)
 {
+    /* free_ctx frees every handle of the n_tp degrees seen, also when a split below fails */
+    for (int k = 0; k < (int)(sizeof x->tps / sizeof x->tps[0]); k++) x->tp_comm[k] = x->dp_comm[k] = MPI_COMM_NULL;
     const ps_plan *plan = x->plan;
     for (int64_t i = 0; i < x->m->n_layers; i++) {
         int t = plan->layer[i].tp, k = 0;
@@ -430,7 +409,6 @@ static ps_status make_comms(exec_ctx *x)
         }
     for (int k = 0; k < x->n_tp; k++) {
         int t = x->tps[k];
-        x->tp_comm[k] = x->dp_comm[k] = MPI_COMM_NULL;
         /* TP innermost: t consecutive ranks of a stage; DP: the ranks of the stage at stride t (the cost model's
          * placement, ps_cost_layer) */
         PS_MPI(MPI_Comm_split(x->net.world, x->net.rank / t, x->net.rank, &x->tp_comm[k]));
@@ -460,6 +438,38 @@ static void free_ctx(exec_ctx *x)
     free(x->to);
 }
 
+/* The cost model's computation and collectives for this rank's passes of one iteration, its DP synchronisation and
+ * its optimizer pass: the work run_pass and iteration_tail do, priced instead of run. */
+static void predict_rank(const exec_ctx *x, const ps_sched_pass *passes, int64_t count, double opt_s, double *comp,
+                         double *comm)
+{
+    *comp = opt_s;
+    *comm = 0;
+    for (int64_t k = 0; k < count; k++) {
+        const ps_sched_pass *p = &passes[k];
+        int s = ps_sched_stage_of(x->sch, x->dev, p->chunk);
+        for (int64_t i = x->plan->cuts[s]; i < x->plan->cuts[s + 1]; i++) {
+            const ps_layer_cost *c = &x->lj[i].pred;
+            if (p->op == PS_SCHED_F) {
+                *comp += c->comp_fwd;
+                *comm += c->comm_fwd;
+            }
+            if (p->op == PS_SCHED_B || p->op == PS_SCHED_BW) {
+                *comp += c->comp_bwd_b;
+                *comm += c->comm_bwd_b;
+            }
+            if (p->op == PS_SCHED_W || p->op == PS_SCHED_BW) {
+                *comp += c->comp_bwd_w;
+                *comm += c->comm_bwd_w;
+            }
+        }
+    }
+    for (int ch = 0; ch < ps_sched_chunks(x->sch); ch++) {
+        int s = ps_sched_stage_of(x->sch, x->dev, ch);
+        for (int64_t i = x->plan->cuts[s]; i < x->plan->cuts[s + 1]; i++) *comm += x->lj[i].pred.dp_sync;
+    }
+}
+
 static ps_status run_iteration(exec_ctx *x, const ps_sched_pass *passes, int64_t count, double static_bytes,
                                double *dt)
 {
@@ -470,7 +480,6 @@ static ps_status run_iteration(exec_ctx *x, const ps_sched_pass *passes, int64_t
     x->n_trace = 0;
     double t0 = now();
     for (int64_t i = 0; i < count; i++) PS_TRY(run_pass(x, &passes[i]));
-    if (x->predicting) return iteration_tail(x, static_bytes);
     double f0 = now();
     PS_TRY(x->be->flush(x->bs, &x->net));
     x->t_wait += now() - f0;
@@ -528,68 +537,68 @@ ps_status ps_exec_run(MPI_Comm comm, const ps_plan *plan, const ps_model *m, con
         }
     }
     PS_TRY_GOTO(st, make_comms(x), done);
-    PS_TRY_GOTO(st, build_layers(x, c, &pred), done);
+    /* From here every failure is agreed before the next collective, so no rank is left waiting in one. */
+    st = build_layers(x, c, &pred);
     ps_exec_need need;
     double static_bytes = 0;
-    rank_needs(x, &need, &static_bytes);
-    need.dtype = (int)m->dtype;
     int64_t count = 0;
     const ps_sched_pass *passes = ps_sched_device_passes(x->sch, x->dev, &count);
-    x->st_sum = ps_calloc((size_t)x->S * 3, sizeof *x->st_sum);
-    x->st_n = ps_calloc((size_t)x->S * 3, sizeof *x->st_n);
-    x->trace = ps_calloc((size_t)count + 1, sizeof *x->trace);
-    x->from = ps_calloc((size_t)count + 1, sizeof *x->from);
-    x->to = ps_calloc((size_t)count + 1, sizeof *x->to);
-    r->iter_s = ps_calloc((size_t)o->iters + 1, sizeof *r->iter_s);
-    r->stages = ps_calloc((size_t)x->S, sizeof *r->stages);
-    if (!x->st_sum || !x->st_n || !x->trace || !x->from || !x->to || !r->iter_s || !r->stages) {
-        st = PS_ERR_SYSTEM;
-        goto done;
+    if (st == PS_OK) {
+        rank_needs(x, &need, &static_bytes);
+        need.dtype = (int)m->dtype;
+        x->st_sum = ps_calloc((size_t)x->S * 3, sizeof *x->st_sum);
+        x->st_n = ps_calloc((size_t)x->S * 3, sizeof *x->st_n);
+        x->trace = ps_calloc((size_t)count + 1, sizeof *x->trace);
+        x->from = ps_calloc((size_t)count + 1, sizeof *x->from);
+        x->to = ps_calloc((size_t)count + 1, sizeof *x->to);
+        r->iter_s = ps_calloc((size_t)o->iters + 1, sizeof *r->iter_s);
+        r->stages = ps_calloc((size_t)x->S, sizeof *r->stages);
+        if (!x->st_sum || !x->st_n || !x->trace || !x->from || !x->to || !r->iter_s || !r->stages)
+            st = PS_ERR_SYSTEM;
     }
     /* A backend that cannot open on one rank (memory) fails the run on all, before any pass. */
-    st = ps_mpi_agree_status(x->net.world, x->be->open(&need, &x->net, &x->bs), "opening the exec backend");
-    if (st != PS_OK) goto done;
-
-    for (int k = 0; k < x->n_tp && st == PS_OK; k++) {
-        st = x->be->bind(x->bs, &x->net, x->tp_comm[k]);
-        if (st == PS_OK) st = x->be->bind(x->bs, &x->net, x->dp_comm[k]);
+    if (st == PS_OK) st = x->be->open(&need, &x->net, &x->bs);
+    PS_TRY_GOTO(st, ps_mpi_agree_status(x->net.world, st, "setting up the execution"), done);
+    /* binding is collective per communicator (the cuda backend builds an NCCL communicator): agree after each */
+    for (int k = 0; k < 2 * x->n_tp; k++) {
+        MPI_Comm cm = k % 2 ? x->dp_comm[k / 2] : x->tp_comm[k / 2];
+        PS_TRY_GOTO(st, ps_mpi_agree_status(x->net.world, x->be->bind(x->bs, &x->net, cm), "binding a communicator"),
+                    done);
     }
-    st = ps_mpi_agree_status(x->net.world, st, "binding the exec backend's communicators");
-    if (st != PS_OK) goto done;
 
-    /* The prediction of this rank's work: the same pass loop, bookkeeping only. */
-    x->predicting = true;
-    double unused = 0;
-    PS_TRY_GOTO(st, run_iteration(x, passes, count, static_bytes, &unused), done);
+    double p_comp = 0, p_comm = 0;
     {
+        /* the optimizer's pass as ps_cost_plan prices it: read and write the states at the device's stream rate */
         const ps_node_group *ng = ps_cluster_group_of(c, (int64_t)x->dev * x->width);
-        x->p_comp += cp->compute_scale * 2 * static_bytes / ps_cost_stream_Bps(cp, &ng->gpu);
+        predict_rank(x, passes, count, cp->compute_scale * 2 * static_bytes / ps_cost_stream_Bps(cp, &ng->gpu),
+                     &p_comp, &p_comm);
     }
-    x->predicting = false;
 
     if (o->log && rank == 0)
         fprintf(o->log, "# exec: %d rank(s), backend %s, %d warm-up + %d timed iteration(s), %lld passes on rank 0\n",
                 nranks, x->be->name, o->warmup, o->iters, (long long)count);
     double comp = 0, comm_t = 0, wait = 0;
-    for (int it = 0; it < o->warmup + o->iters; it++) {
+    for (int it = 0; it < o->warmup + o->iters && st == PS_OK; it++) {
         bool timed = it >= o->warmup;
         x->t_comp = x->t_comm = x->t_wait = 0;
         double dt = 0;
-        PS_TRY_GOTO(st, run_iteration(x, passes, count, static_bytes, &dt), done);
+        st = run_iteration(x, passes, count, static_bytes, &dt);
+        if (st != PS_OK) break;
         if (timed) {
             comp += x->t_comp;
             comm_t += x->t_comm;
             wait += x->t_wait;
-            double slowest = 0;
-            PS_MPI_GOTO(st, MPI_Allreduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, x->net.world), done);
-            r->iter_s[it - o->warmup] = slowest;
-            if (o->log && rank == 0)
-                fprintf(o->log, "# iteration %d: %.4g s\n", it - o->warmup + 1, slowest);
+            r->iter_s[it - o->warmup] = dt;
+            if (o->log && rank == 0) fprintf(o->log, "# iteration %d: %.4g s on rank 0\n", it - o->warmup + 1, dt);
         } else { /* warm-up passes do not count in the stage times */
             memset(x->st_sum, 0, (size_t)x->S * 3 * sizeof *x->st_sum);
             memset(x->st_n, 0, (size_t)x->S * 3 * sizeof *x->st_n);
         }
     }
+    /* A rank that failed (its watchdog, MPI) stopped; the others stop at their own watchdog or finish: all meet here. */
+    PS_TRY_GOTO(st, ps_mpi_agree_status(x->net.world, st, "executing the plan"), done);
+    /* an iteration's time is its slowest rank's */
+    PS_MPI_GOTO(st, MPI_Allreduce(MPI_IN_PLACE, r->iter_s, o->iters, MPI_DOUBLE, MPI_MAX, x->net.world), done);
 
     /* ---- results on every rank ---- */
     r->iters = o->iters;
@@ -608,9 +617,9 @@ ps_status ps_exec_run(MPI_Comm comm, const ps_plan *plan, const ps_model *m, con
         r->spread = bs.spread;
         free(sorted);
     }
-    double mine[6] = {comp / o->iters, comm_t / o->iters, wait / o->iters, x->p_comp, x->p_comm, 0};
-    double sum[6];
-    PS_MPI_GOTO(st, MPI_Allreduce(mine, sum, 6, MPI_DOUBLE, MPI_SUM, x->net.world), done);
+    double mine[5] = {comp / o->iters, comm_t / o->iters, wait / o->iters, p_comp, p_comm};
+    double sum[5];
+    PS_MPI_GOTO(st, MPI_Allreduce(mine, sum, 5, MPI_DOUBLE, MPI_SUM, x->net.world), done);
     r->compute_s = sum[0] / nranks;
     r->comm_s = sum[1] / nranks;
     r->wait_s = sum[2] / nranks;
@@ -648,8 +657,6 @@ ps_status ps_exec_run(MPI_Comm comm, const ps_plan *plan, const ps_model *m, con
     r->passes = n_all;
     r->device = x->dev;
     r->local = x->local;
-    r->tp_rank = x->local % plan->layer[0].tp;
-    r->dp_rank = x->local / plan->layer[0].tp;
     r->n_trace = x->n_trace;
     r->trace = x->trace;
     r->trace_from = x->from;

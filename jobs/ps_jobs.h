@@ -62,7 +62,8 @@ typedef struct {
     double *iter_s;             /* [iters] iteration times: the slowest rank's, barrier to barrier */
     double median_s, p10_s, p90_s, spread;
     /* per iteration, mean over ranks */
-    double compute_s, comm_s, wait_s; /* computation; collectives (TP, ZeRO, DP); pipeline receives (bubble + p2p) */
+    double compute_s, comm_s, wait_s; /* computation; collectives (TP, ZeRO, DP); pipeline sends and receives
+                                       * (transfers and the bubble) */
     double pred_compute_s, pred_comm_s; /* the cost model's for the same work (comm: collectives only) */
     double predicted_s;         /* the cost model's iteration time (ps_cost_plan) */
     double pred_peak_bytes;     /* largest per-GPU peak the cost model predicts */
@@ -70,9 +71,8 @@ typedef struct {
     int n_stages;
     ps_exec_stage *stages;      /* [pp x vpp] */
     int64_t passes;             /* passes run per iteration, all ranks */
-    bool order_checked;         /* every rank's executed order was compared with the schedule library's */
     /* this rank */
-    int device, local, tp_rank, dp_rank; /* pipeline device, index in its stage, and its TP / DP rank in layer 0 */
+    int device, local;          /* pipeline device, index in its stage */
     int64_t n_trace;
     ps_sched_pass *trace;       /* the passes this rank ran in its last iteration, in order */
     int *trace_from, *trace_to; /* [n_trace] rank a pass received its input from / sent its output to; -1: none */
