@@ -32,12 +32,21 @@ typedef struct {
     void *a, *b, *c, *s0, *s1, *coll, *coll2, *p2p;
     size_t stream_bytes;
     float *h_out, *h_in;      /* pipeline staging (host) */
-    void **held;              /* device activations per slot */
-    int64_t n_held;
+    /* Activations: a pool of device buffers, each either held by a micro-batch slot or free. A slot takes a free
+     * buffer large enough, else a new one: after the warm-up iteration the pool holds what the schedule keeps in
+     * flight at once, and the timed iterations allocate nothing. */
+    struct act_buf {
+        void *p;
+        double bytes;
+        int64_t slot; /* -1: free */
+    } *pool;
+    size_t n_pool, cap_pool;
+    void *statics;            /* weights, gradients and optimizer states of the rank */
     size_t base_used;         /* device memory in use when the backend opened (context, other processes) */
     double peak;
     bound_comm *comms;
     int n_comms;
+    size_t cap_comms;
     ps_exec_sends sends;
 } cuda_state;
 
@@ -80,10 +89,12 @@ static void cuda_close(void *state)
 {
     cuda_state *s = state;
     if (!s) return;
-    for (int i = 0; i < s->n_comms; i++) ncclCommDestroy(s->comms[i].nccl);
+    for (int i = 0; i < s->n_comms; i++)
+        if (s->comms[i].nccl) ncclCommDestroy(s->comms[i].nccl); /* NULL once the watchdog aborted it */
     free(s->comms);
-    for (int64_t i = 0; i < s->n_held; i++) cudaFree(s->held[i]);
-    free(s->held);
+    for (size_t i = 0; i < s->n_pool; i++) cudaFree(s->pool[i].p);
+    free(s->pool);
+    cudaFree(s->statics);
     void *dev[] = {s->a, s->b, s->c, s->s0, s->s1, s->coll, s->coll2, s->p2p};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) cudaFree(dev[i]);
     cudaFreeHost(s->h_out);
@@ -136,6 +147,7 @@ static ps_status cuda_open_inner(cuda_state *s, const ps_exec_need *need, ps_exe
     PS_TRY(dalloc(&s->coll, need->coll));
     PS_TRY(dalloc(&s->coll2, need->coll));
     PS_TRY(dalloc(&s->p2p, need->p2p));
+    PS_TRY(dalloc(&s->statics, need->static_bytes));
     CU(cudaMallocHost((void **)&s->h_out, (size_t)ceil(need->p2p) + 256));
     CU(cudaMallocHost((void **)&s->h_in, (size_t)ceil(need->p2p) + 256));
     note_peak(s);
@@ -165,6 +177,9 @@ static ps_status cuda_gemm(void *state, int64_t m, int64_t n, int64_t k, int64_t
                                                   s->b, s->t, (int)n, 0, s->a, s->t, (int)k, 0, &zero, s->c, s->t,
                                                   (int)n, 0, (int)count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (e != CUBLAS_STATUS_SUCCESS) return PS_FAIL(PS_ERR_SYSTEM, "cublasGemmStridedBatchedEx: status %d", (int)e);
+    /* complete before returning: the executor reads the host clock around each call, so computation and the
+     * collectives are timed apart (launch queueing is given up, as in a per-kernel profile) */
+    CU(cudaStreamSynchronize(s->stream));
     return PS_OK;
 }
 
@@ -178,6 +193,7 @@ static ps_status cuda_stream(void *state, double bytes)
         CU(cudaMemcpyAsync(s->s1, s->s0, n, cudaMemcpyDeviceToDevice, s->stream));
         left -= (double)n;
     }
+    CU(cudaStreamSynchronize(s->stream)); /* timed as computation, like the GEMMs */
     return PS_OK;
 }
 
@@ -191,26 +207,27 @@ static ps_status cuda_sync(void *state)
 static ps_status cuda_hold(void *state, int64_t slot, double bytes)
 {
     cuda_state *s = state;
-    if (slot >= s->n_held) {
-        size_t cap = (size_t)s->n_held;
-        PS_TRY(ps_grow((void **)&s->held, &cap, (size_t)slot + 1, sizeof *s->held));
-        for (int64_t i = s->n_held; i < (int64_t)cap; i++) s->held[i] = NULL;
-        s->n_held = (int64_t)cap;
-    }
-    if (!s->held[slot] && bytes > 0) {
-        CU(cudaMalloc(&s->held[slot], (size_t)ceil(bytes)));
-        note_peak(s);
-    }
+    if (bytes <= 0) return PS_OK;
+    for (size_t i = 0; i < s->n_pool; i++)
+        if (s->pool[i].slot < 0 && s->pool[i].bytes >= bytes) {
+            s->pool[i].slot = slot;
+            return PS_OK;
+        }
+    PS_TRY(ps_grow((void **)&s->pool, &s->cap_pool, s->n_pool + 1, sizeof *s->pool));
+    struct act_buf *b = &s->pool[s->n_pool];
+    CU(cudaMalloc(&b->p, (size_t)ceil(bytes)));
+    b->bytes = bytes;
+    b->slot = slot;
+    s->n_pool++;
+    note_peak(s);
     return PS_OK;
 }
 
 static void cuda_release(void *state, int64_t slot)
 {
     cuda_state *s = state;
-    if (slot < s->n_held && s->held[slot]) {
-        cudaFree(s->held[slot]);
-        s->held[slot] = NULL;
-    }
+    for (size_t i = 0; i < s->n_pool; i++)
+        if (s->pool[i].slot == slot) s->pool[i].slot = -1;
 }
 
 static double cuda_peak(void *state) { return ((cuda_state *)state)->peak; }
@@ -222,19 +239,30 @@ static ps_status cuda_bind(void *state, ps_exec_net *net, MPI_Comm comm)
     int n = 0, r = 0;
     PS_MPI(MPI_Comm_size(comm, &n));
     PS_MPI(MPI_Comm_rank(comm, &r));
-    ncclUniqueId id;
-    if (r == 0) NC(ncclGetUniqueId(&id));
-    PS_MPI(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, comm));
-    size_t cap = (size_t)s->n_comms;
-    PS_TRY(ps_grow((void **)&s->comms, &cap, (size_t)s->n_comms + 1, sizeof *s->comms));
+    /* every member reaches the broadcast and the agreement, whatever failed locally, so none waits alone */
+    struct {
+        int ok;
+        ncclUniqueId id;
+    } msg;
+    memset(&msg, 0, sizeof msg);
+    ps_status st = PS_OK;
+    if (r == 0) {
+        ncclResult_t e = ncclGetUniqueId(&msg.id);
+        msg.ok = e == ncclSuccess;
+        if (!msg.ok) st = PS_FAIL(PS_ERR_SYSTEM, "ncclGetUniqueId: %s", ncclGetErrorString(e));
+    }
+    PS_MPI(MPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, 0, comm));
+    if (st == PS_OK && !msg.ok) st = PS_FAIL(PS_ERR_SYSTEM, "the group's first rank could not create an NCCL id");
+    if (st == PS_OK) st = ps_grow((void **)&s->comms, &s->cap_comms, (size_t)s->n_comms + 1, sizeof *s->comms);
+    PS_TRY(ps_mpi_agree_status(comm, st, "creating an NCCL communicator"));
     s->comms[s->n_comms].mpi = comm;
-    NC(ncclCommInitRank(&s->comms[s->n_comms].nccl, n, id, r));
+    NC(ncclCommInitRank(&s->comms[s->n_comms].nccl, n, msg.id, r));
     s->n_comms++;
     return PS_OK;
 }
 
 /* Poll the stream so the watchdog can end a collective a peer never joins. */
-static ps_status wait_stream(cuda_state *s, ps_exec_net *net, ncclComm_t c, const ps_exec_where *where)
+static ps_status wait_stream(cuda_state *s, ps_exec_net *net, ncclComm_t *c, const ps_exec_where *where)
 {
     double t0 = MPI_Wtime();
     for (;;) {
@@ -243,7 +271,10 @@ static ps_status wait_stream(cuda_state *s, ps_exec_net *net, ncclComm_t c, cons
         if (e != cudaErrorNotReady) return cuda_fail(e, where->what);
         double waited = MPI_Wtime() - t0;
         if (waited > net->watchdog_s) {
-            if (c) ncclCommAbort(c);
+            if (c && *c) {
+                ncclCommAbort(*c);
+                *c = NULL; /* aborted: cuda_close must not destroy it again */
+            }
             return ps_exec_watchdog_fail(net, where, waited);
         }
     }
@@ -253,10 +284,11 @@ static ps_status cuda_coll(void *state, ps_exec_net *net, MPI_Comm comm, ps_exec
                            const ps_exec_where *where)
 {
     cuda_state *s = state;
-    ncclComm_t c = NULL;
+    ncclComm_t *cp = NULL;
     for (int i = 0; i < s->n_comms; i++)
-        if (s->comms[i].mpi == comm) c = s->comms[i].nccl;
-    if (!c) return PS_FAIL(PS_ERR_SYSTEM, "a collective on a communicator the cuda backend was not given");
+        if (s->comms[i].mpi == comm) cp = &s->comms[i].nccl;
+    if (!cp || !*cp) return PS_FAIL(PS_ERR_SYSTEM, "a collective on a communicator the cuda backend does not hold");
+    ncclComm_t c = *cp;
     int n = 1;
     NC(ncclCommCount(c, &n));
     if (n <= 1) return PS_OK;
@@ -269,7 +301,7 @@ static ps_status cuda_coll(void *state, ps_exec_net *net, MPI_Comm comm, ps_exec
         NC(ncclReduceScatter(s->coll, s->coll2, count / (size_t)n, s->nt, ncclSum, c, s->stream));
         break;
     }
-    return wait_stream(s, net, c, where);
+    return wait_stream(s, net, cp, where);
 }
 
 static ps_status cuda_send(void *state, ps_exec_net *net, int peer, int tag, double bytes, const ps_exec_where *where)
