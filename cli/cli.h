@@ -65,8 +65,9 @@ typedef struct {
     /* exec (docs/exec.md): psearch exec PLAN, and psearch --exec-top K after a search */
     const char *exec_plan; /* the plan file (positional) */
     int exec_top;          /* --exec-top K: execute the K best plans of the search and re-rank them */
-    int iters, warmup;     /* --iters N, --warmup W (0 = default) */
-    double scale;          /* --scale F: shapes divided by F on the CPU backend (0 = default) */
+    int iters;             /* --iters N (0 = default) */
+    int warmup;            /* --warmup W (-1 = default; 0 is a valid choice) */
+    int64_t scale;         /* --scale F: every width and token count divided by F (0 = default) */
     const char *backend;   /* --backend auto|cpu|cuda (NULL = auto) */
     const char *record;    /* --record DB.h5: append the measurements to this cost database */
     double watchdog;       /* --watchdog S: a wait longer than this fails the run naming the pass (0 = default) */
@@ -151,6 +152,8 @@ ps_status ps_cli_exec(const ps_cli_opts *o, MPI_Comm comm, const ps_model *m, co
                       const ps_cost_params *cp, const ps_plan *plan, ps_cli_exec_run *run);
 void ps_cli_exec_run_free(ps_cli_exec_run *run);
 json_t *ps_cli_exec_json(const ps_cli_exec_run *run);
+/* 100 (measured - predicted) / predicted; 0 without a prediction. */
+double ps_cli_err_pct(double measured, double predicted);
 void ps_cli_exec_table(FILE *f, const ps_cli_exec_run *run, const ps_cluster *c);
 
 /* JSON and table renderings shared by several commands. */

@@ -4,10 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
-#include "ps_bench.h"
 #include "ps_costdb.h"
 #include "ps_jobs.h"
 #include "ps_json.h"
@@ -73,9 +71,15 @@ ps_status ps_cli_exec(const ps_cli_opts *o, MPI_Comm comm, const ps_model *m, co
     PS_TRY(ps_exec_check(plan, m, c, nranks));
     PS_TRY(resolve_backend(o, comm, c, &run->backend));
     bool cpu = strcmp(run->backend, "cpu") == 0;
-    double scale = o->scale > 0 ? o->scale : (cpu && !cluster_is_cpu(c) ? 16 : 1);
-    if (scale != floor(scale)) return PS_FAIL(PS_ERR_INPUT, "--scale must be a whole number (got %g)", scale);
-    run->scale = (int64_t)scale;
+    run->comparable = cpu == cluster_is_cpu(c);
+    /* A record feeds the refit of the devices that ran it; a CPU run of a GPU plan would fit the CPU's speed into
+     * the GPU's coefficients. */
+    if (o->record && !run->comparable)
+        return PS_FAIL(PS_ERR_INPUT, "--record keeps runs predicted for the devices that ran them, but this plan is for "
+                                     "the %s of %s and runs on the %s backend: on CPUs, plan and execute with "
+                                     "--cluster costdb --costdb site.h5 (psearch calibrate; docs/exec.md)",
+                       c->groups[0].gpu.name, c->name, run->backend);
+    run->scale = o->scale > 0 ? o->scale : (cpu && !cluster_is_cpu(c) ? 16 : 1);
     /* widths stay multiples of every TP degree of the plan (and of 8, for sane GEMM shapes) */
     int64_t align = 8;
     for (int64_t i = 0; i < m->n_layers; i++) align = align / gcd64(align, plan->layer[i].tp) * plan->layer[i].tp;
@@ -84,51 +88,42 @@ ps_status ps_cli_exec(const ps_cli_opts *o, MPI_Comm comm, const ps_model *m, co
     ps_exec_opts_default(&eo);
     eo.backend = run->backend;
     if (o->iters) eo.iters = o->iters;
-    if (o->warmup) eo.warmup = o->warmup - 1;
+    if (o->warmup >= 0) eo.warmup = o->warmup;
     if (o->watchdog > 0) eo.watchdog_s = o->watchdog;
     eo.log = rank == 0 && o->format != PS_FMT_JSON ? stderr : NULL;
-    ps_status st = ps_exec_check(plan, &run->model, c, nranks);
-    if (st == PS_OK) st = ps_exec_run(comm, plan, &run->model, c, cp, &eo, &run->r);
+    /* ps_exec_run checks the scaled plan again (scaling keeps every rule: widths stay multiples of the TP degrees) */
+    ps_status st = ps_exec_run(comm, plan, &run->model, c, cp, &eo, &run->r);
     if (st != PS_OK) {
         ps_model_free(&run->model);
         return ps_error_trace(st, __FILE__, __LINE__);
     }
-    run->comparable = cpu ? cluster_is_cpu(c) : !cluster_is_cpu(c);
     run->warmup = eo.warmup;
 
-    /* the device key, as calibration names it (so a refit groups rows by the device that ran them) */
-    ps_bench_results br;
-    st = ps_bench_device_init(comm, &br);
-    if (st == PS_OK) {
-        ps_bench_measurement *w = &run->row;
-        const ps_exec_result *r = &run->r;
-        plan_digest(plan, m, w->plan, sizeof w->plan);
-        ps_strlcpy(w->model, m->name, sizeof w->model);
-        ps_strlcpy(w->cluster, c->name, sizeof w->cluster);
-        ps_strlcpy(w->device, br.dev.name, sizeof w->device);
-        ps_strlcpy(w->backend, run->backend, sizeof w->backend);
-        w->ranks = nranks;
-        w->iters = r->iters;
-        w->scale = (double)run->scale;
-        w->compute_scale = cp->compute_scale;
-        w->comm_scale = cp->comm_scale;
-        w->predicted_s = r->predicted_s;
-        w->measured_s = r->median_s;
-        w->spread = r->spread;
-        w->predicted_compute_s = r->pred_compute_s;
-        w->measured_compute_s = r->compute_s;
-        w->predicted_comm_s = r->pred_comm_s;
-        w->measured_comm_s = r->comm_s;
-        w->predicted_peak_bytes = r->pred_peak_bytes;
-        w->measured_peak_bytes = r->peak_bytes;
-        time_t now = time(NULL);
-        struct tm tmv;
-        gmtime_r(&now, &tmv);
-        strftime(w->date, sizeof w->date, "%Y-%m-%dT%H:%M:%SZ", &tmv);
-        ps_bench_results_free(&br);
-    }
-    if (st != PS_OK) ps_cli_exec_run_free(run);
-    return st;
+    ps_bench_measurement *w = &run->row;
+    const ps_exec_result *r = &run->r;
+    plan_digest(plan, m, w->plan, sizeof w->plan);
+    ps_strlcpy(w->model, m->name, sizeof w->model);
+    ps_strlcpy(w->cluster, c->name, sizeof w->cluster);
+    /* the ranks are the cluster's devices (a record is refused otherwise): its key is the one calibration and the
+     * refit group by */
+    ps_strlcpy(w->device, c->groups[0].gpu.name, sizeof w->device);
+    ps_strlcpy(w->backend, run->backend, sizeof w->backend);
+    w->ranks = nranks;
+    w->iters = r->iters;
+    w->scale = (double)run->scale;
+    w->compute_scale = cp->compute_scale;
+    w->comm_scale = cp->comm_scale;
+    w->predicted_s = r->predicted_s;
+    w->measured_s = r->median_s;
+    w->spread = r->spread;
+    w->predicted_compute_s = r->pred_compute_s;
+    w->measured_compute_s = r->compute_s;
+    w->predicted_comm_s = r->pred_comm_s;
+    w->measured_comm_s = r->comm_s;
+    w->predicted_peak_bytes = r->pred_peak_bytes;
+    w->measured_peak_bytes = r->peak_bytes;
+    /* the date is stamped by ps_costdb_add_measurements when the row is written */
+    return PS_OK;
 }
 
 void ps_cli_exec_run_free(ps_cli_exec_run *run)
@@ -137,7 +132,7 @@ void ps_cli_exec_run_free(ps_cli_exec_run *run)
     ps_model_free(&run->model);
 }
 
-static double err_pct(double measured, double predicted)
+double ps_cli_err_pct(double measured, double predicted)
 {
     return predicted > 0 ? 100 * (measured - predicted) / predicted : 0;
 }
@@ -172,7 +167,7 @@ json_t *ps_cli_exec_json(const ps_cli_exec_run *run)
     json_object_set_new(pr, "comm_s", json_real(r->pred_comm_s));
     json_object_set_new(pr, "peak_mem_gib", json_real(r->pred_peak_bytes / GIB));
     json_object_set_new(j, "predicted", pr);
-    json_object_set_new(j, "error_pct", json_real(err_pct(r->median_s, r->predicted_s)));
+    json_object_set_new(j, "error_pct", json_real(ps_cli_err_pct(r->median_s, r->predicted_s)));
     json_t *st = json_array();
     for (int s = 0; s < r->n_stages; s++) {
         const ps_exec_stage *e = &r->stages[s];
@@ -196,15 +191,15 @@ void ps_cli_exec_table(FILE *f, const ps_cli_exec_run *run, const ps_cluster *c)
             r->iters, run->warmup, (long long)r->passes);
     fprintf(f, "%-24s %12s %12s %9s\n", "", "predicted", "measured", "error");
     fprintf(f, "%-24s %11.4gs %11.4gs %+8.1f%%   (p10 %.4g s, p90 %.4g s, spread %.0f%%)\n", "iteration", r->predicted_s,
-            r->median_s, err_pct(r->median_s, r->predicted_s), r->p10_s, r->p90_s, 100 * r->spread);
+            r->median_s, ps_cli_err_pct(r->median_s, r->predicted_s), r->p10_s, r->p90_s, 100 * r->spread);
     fprintf(f, "%-24s %11.4gs %11.4gs %+8.1f%%\n", "computation per rank", r->pred_compute_s, r->compute_s,
-            err_pct(r->compute_s, r->pred_compute_s));
+            ps_cli_err_pct(r->compute_s, r->pred_compute_s));
     fprintf(f, "%-24s %11.4gs %11.4gs %+8.1f%%\n", "collectives per rank", r->pred_comm_s, r->comm_s,
-            err_pct(r->comm_s, r->pred_comm_s));
+            ps_cli_err_pct(r->comm_s, r->pred_comm_s));
     fprintf(f, "%-24s %12s %11.4gs\n", "pipeline waits per rank", "-", r->wait_s);
     if (r->peak_bytes > 0)
         fprintf(f, "%-24s %9.2fGiB %9.2fGiB %+8.1f%%\n", "peak memory per GPU", r->pred_peak_bytes / GIB,
-                r->peak_bytes / GIB, err_pct(r->peak_bytes, r->pred_peak_bytes));
+                r->peak_bytes / GIB, ps_cli_err_pct(r->peak_bytes, r->pred_peak_bytes));
     else
         fprintf(f, "%-24s %9.2fGiB %12s\n", "peak memory per GPU", r->pred_peak_bytes / GIB, "not measured");
     fprintf(f, "\n%5s %10s %10s %10s %10s %10s %10s\n", "stage", "fwd pred", "fwd meas", "bwd pred", "bwd meas",
@@ -230,7 +225,13 @@ static ps_status read_plan_root(const ps_cli_opts *o, MPI_Comm comm, json_t **ro
     PS_TRY(ps_mpi_bcast_file(comm, 0, o->exec_plan, &buf, &len));
     ps_status st = ps_json_load_buffer(buf, len, o->exec_plan, root);
     free(buf);
-    return st;
+    /* the same bytes parse alike everywhere, but memory may fail on one rank: agree before the next collective */
+    ps_status ast = ps_mpi_agree_status(comm, st, "reading the plan file");
+    if (ast != PS_OK && st == PS_OK) {
+        json_decref(*root);
+        *root = NULL;
+    }
+    return ast;
 }
 
 static ps_status spec_from_plan(const json_t *root, const char *file, const char *key, const char *given,

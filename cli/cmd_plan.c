@@ -71,22 +71,30 @@ typedef struct {
     int *order; /* plans by measured time, fastest first */
 } exec_top;
 
+/* Rank 0's plan i on every rank, as plan JSON. Every rank passes every collective and agrees on the outcome before
+ * the next, so a failure on one rank (memory) fails all of them alike. */
 static ps_status bcast_plan(MPI_Comm comm, const ps_model *m, const ps_plan *mine, int idx, ps_plan *out)
 {
+    memset(out, 0, sizeof *out);
     int rank = 0;
     PS_MPI(MPI_Comm_rank(comm, &rank));
     char *txt = NULL;
     long long len = 0;
+    ps_status st = PS_OK;
     if (rank == 0) {
         json_t *j = ps_plan_to_json(mine, m);
         txt = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
-        if (!txt) return PS_FAIL(PS_ERR_SYSTEM, "out of memory writing plan %d", idx + 1);
-        len = (long long)strlen(txt);
+        if (txt)
+            len = (long long)strlen(txt);
+        else
+            st = PS_FAIL(PS_ERR_SYSTEM, "out of memory writing plan %d", idx + 1);
     }
     PS_MPI(MPI_Bcast(&len, 1, MPI_LONG_LONG, 0, comm));
-    if (rank != 0 && !(txt = ps_calloc((size_t)len + 1, 1))) return PS_ERR_SYSTEM;
-    ps_status st = ps_mpi_status(MPI_Bcast(txt, (int)len, MPI_CHAR, 0, comm), "MPI_Bcast", __FILE__, __LINE__);
+    if (st == PS_OK && rank != 0 && !(txt = ps_calloc((size_t)len + 1, 1))) st = PS_ERR_SYSTEM;
+    st = ps_mpi_agree_status(comm, st, "sending the plans to execute");
+    if (st == PS_OK)
+        st = ps_mpi_status(MPI_Bcast(txt, (int)len, MPI_CHAR, 0, comm), "MPI_Bcast", __FILE__, __LINE__);
     json_t *root = NULL;
     char name[64];
     snprintf(name, sizeof name, "plan %d of the search", idx + 1);
@@ -94,7 +102,9 @@ static ps_status bcast_plan(MPI_Comm comm, const ps_model *m, const ps_plan *min
     free(txt);
     if (st == PS_OK) st = ps_plan_from_json(root, name, m, out);
     json_decref(root);
-    return st;
+    ps_status ast = ps_mpi_agree_status(comm, st, "reading the plans to execute");
+    if (ast != PS_OK && st == PS_OK) ps_plan_free(out);
+    return ast;
 }
 
 static ps_status run_exec_top(const ps_cli_opts *o, MPI_Comm comm, const ps_cost_params *cp, const ps_model *m,
@@ -152,7 +162,7 @@ static void exec_top_table(FILE *f, const exec_top *x, const ps_search_result *a
         char sum[256];
         plan_summary(sum, sizeof sum, &all->top[k].plan, m->n_layers);
         fprintf(f, "%8d %9d %12.4g %12.4g %+8.1f%% %7.0f%%  %s\n", i + 1, k + 1, r->predicted_s, r->median_s,
-                r->predicted_s > 0 ? 100 * (r->median_s - r->predicted_s) / r->predicted_s : 0, 100 * r->spread, sum);
+                ps_cli_err_pct(r->median_s, r->predicted_s), 100 * r->spread, sum);
     }
     if (!x->run[0].comparable)
         fprintf(f, "# the predictions are for the %s of %s; the times were measured with the %s backend (see "

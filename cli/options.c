@@ -203,9 +203,10 @@ void ps_cli_usage(FILE *f, const char *cmd)
                    "  --warmup W      iterations run first and not timed [1]\n"
                    "  --backend B     auto, cpu or cuda [auto: cuda when every rank sees a GPU; a plan for GPUs\n"
                    "                  is refused on a machine without one unless --backend cpu is given]\n"
-                   "  --scale F       cpu backend: divide every matrix dimension and message by F (the output and\n"
-                   "                  the prediction say so) [1 with --cluster costdb, else 16]\n"
-                   "  --record DB.h5  append the measurements to this cost database (created if missing)\n"
+                   "  --scale F       divide every width and token count by F and predict that scaled model too\n"
+                   "                  [16 for a GPU plan on the cpu backend, else 1]\n"
+                   "  --record DB.h5  append the measurements to this cost database (created if missing); only\n"
+                   "                  runs predicted for the devices that ran them (not a GPU plan on CPUs)\n"
                    "  --costdb DB.h5  predict with its measured tables (and its refitted coefficients)\n"
                    "  --cluster C     the cluster the plan is for [the plan file's \"cluster\"]; --model likewise\n"
                    "  --watchdog S    a wait for a message or collective longer than S seconds fails the run,\n"
@@ -363,6 +364,7 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
     memset(o, 0, sizeof *o);
     o->cmd = "plan";
     o->zero = -1;
+    o->warmup = -1;
     ps_model_opts_init(&o->mopts);
 
     /* The subcommand and its positional words come first: psearch model show gpt3-65b --format json. */
@@ -553,22 +555,24 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
             o->exec_top = (int)k;
             break;
         }
-        case OPT_ITERS:
+        case OPT_ITERS: {
+            int64_t k = 0;
+            PS_TRY(parse_pos_int("iters", optarg, &k));
+            if (k > 100000) return PS_FAIL(PS_ERR_INPUT, "option --iters must be at most 100000 (got %lld)", (long long)k);
+            o->iters = (int)k;
+            break;
+        }
         case OPT_WARMUP: {
             int64_t k = 0;
-            const char *nm = ch == OPT_ITERS ? "iters" : "warmup";
-            if (!ps_parse_i64(optarg, &k) || k < (ch == OPT_ITERS ? 1 : 0) || k > 100000)
-                return PS_FAIL(PS_ERR_INPUT, "option --%s needs an integer in [%d, 100000] (got '%s')", nm,
-                               ch == OPT_ITERS ? 1 : 0, optarg);
-            if (ch == OPT_ITERS)
-                o->iters = (int)k;
-            else
-                o->warmup = (int)k + 1; /* stored +1: 0 means "not given" and --warmup 0 is a valid choice */
+            if (!ps_parse_i64(optarg, &k) || k < 0 || k > 100000)
+                return PS_FAIL(PS_ERR_INPUT, "option --warmup needs an integer in [0, 100000] (got '%s')", optarg);
+            o->warmup = (int)k;
             break;
         }
         case OPT_SCALE:
-            if (!ps_parse_double(optarg, &o->scale) || !(o->scale >= 1) || o->scale > 1e6)
-                return PS_FAIL(PS_ERR_INPUT, "option --scale needs a number in [1, 1e6] (got '%s')", optarg);
+            PS_TRY(parse_pos_int("scale", optarg, &o->scale));
+            if (o->scale > 1000000)
+                return PS_FAIL(PS_ERR_INPUT, "option --scale must be at most 1000000 (got %lld)", (long long)o->scale);
             break;
         case OPT_BACKEND:
             if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0)
@@ -620,7 +624,7 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
     if (strcmp(o->cmd, "exec") == 0 && !o->exec_plan && !o->help)
         return PS_FAIL(PS_ERR_INPUT, "'psearch exec' needs a plan file: psearch exec plan.json (see psearch exec --help)");
     if (strcmp(o->cmd, "plan") == 0 && !o->exec_top &&
-        (o->iters || o->warmup || o->scale > 0 || o->backend || o->record || o->watchdog > 0))
+        (o->iters || o->warmup >= 0 || o->scale > 0 || o->backend || o->record || o->watchdog > 0))
         return PS_FAIL(PS_ERR_INPUT, "--iters, --warmup, --scale, --backend, --record and --watchdog apply to executed "
                                      "plans: give --exec-top K (or use psearch exec plan.json)");
     if (o->exec_top && o->export_kind)

@@ -6,7 +6,8 @@
 #    message naming the problem, before any communicator is built, leaving no --out file;
 #  - a GPU plan without --backend on a machine without a GPU is refused, naming --backend cpu;
 #  - a dropped pipeline send (PS_EXEC_FAULT=skip-send:0) is caught by the watchdog within a bounded time;
-#  - --record appends rows a second run keeps, which costdb show counts and calibrate --from-measurements refits;
+#  - --record is refused for a GPU plan run on CPUs; on a calibrated CPU cluster (--cluster costdb) it appends rows a
+#    second run keeps, which costdb show counts and calibrate --from-measurements refits;
 #  - --exec-top 2 executes and ranks the 2 best plans; with fewer ranks than GPUs it is refused before the search.
 # python3 reads the JSON results; scripts/install-deps.sh installs it, so its absence is a failure, not a skip.
 set -u
@@ -196,21 +197,36 @@ check "watchdog: the message names the watchdog, a rank, its peer, the pass and 
   grep -q -E "$wd_re.*--watchdog 3" <<<"$msg"
 check "watchdog: no --out file left" test ! -e "$scratch/wd.json"
 
-# ---- 5. --record: two runs append two rows; the first stays as it was; calibrate refits from them ----
-db=$scratch/db.h5
+# ---- 5. --record: refused for a run not predicted for the devices that ran it; on a calibrated CPU cluster two
+#      runs append two rows, the first stays as it was, and calibrate refits from them ----
+run4 exec "$committed" --model "$model" --backend cpu --iters 1 --record "$scratch/gpu.h5" >/dev/null 2>"$scratch/err"
+rc=$?
+check "--record of a GPU plan run on the cpu backend: exit 2 (got $rc)" test $rc -eq 2
+check "--record refusal names the like-for-like way: $(grep '^psearch: error' "$scratch/err")" \
+  grep -q -- '--cluster costdb --costdb' "$scratch/err"
+check "--record refusal writes no database" test ! -e "$scratch/gpu.h5"
+db=$scratch/site.h5
+run4 calibrate --quick --out "$db" >"$scratch/cal0" 2>&1
+check "calibrate --quick on 4 ranks: $(tail -2 "$scratch/cal0")" test -s "$db"
+cpuopt=(--cluster costdb --costdb "$db" --model "$model" --dtype fp32 --vocab-pad 256)
+"$psearch" estimate "${cpuopt[@]}" --tp 2 --pp 2 --gbs 8 --format json --out "$scratch/c1.json" 2>"$scratch/err"
+"$psearch" estimate "${cpuopt[@]}" --pp 4 --gbs 8 --format json --out "$scratch/c2.json" 2>>"$scratch/err"
+check "plans for the calibrated machine: $(head -2 "$scratch/err")" test -s "$scratch/c1.json" -a -s "$scratch/c2.json"
 rows() { "$psearch" costdb show "$1" --format json 2>/dev/null | python3 -c 'import json, sys
 try: print(json.load(sys.stdin)["rows"]["measurements"])
 except Exception: print("none")'; }
 first_row() { "$h5dump" -d /measurements/table -s 0 -c 1 "$1" 2>&1 | sed -n '/DATA {/,/ATTRIBUTE/p'; }
-run4 exec "$committed" --model "$model" --backend cpu --iters 2 --format json --record "$db" \
+run4 exec "$scratch/c1.json" "${cpuopt[@]}" --scale 8 --iters 2 --format json --record "$db" \
   --out "$scratch/rec1.json" 2>"$scratch/err"
 rc=$?
 check "--record: first run exit $rc: $(grep '^psearch: error' "$scratch/err")" test $rc -eq 0
 check "--record: the result names the database" grep -q "\"recorded_in\": \"$db\"" "$scratch/rec1.json"
+check "--record: the run is comparable" grep -q '"comparable": true' "$scratch/rec1.json"
 check "--record: costdb show counts 1 measurement after the first run (got $(rows "$db"))" test "$(rows "$db")" = 1
 row1=$(first_row "$db")
 check "--record: h5dump reads the first row" grep -q 'pp2 tp2 dp1 z0 1f1b' <<<"$row1"
-run4 exec "$scratch/plans/pp4.json" --model "$model" --backend cpu --iters 2 --format json --record "$db" \
+check "--record: the row names the CPU device calibration measured" grep -q '"cpu:' <<<"$row1"
+run4 exec "$scratch/c2.json" "${cpuopt[@]}" --scale 8 --iters 2 --format json --record "$db" \
   --out "$scratch/rec2.json" 2>"$scratch/err"
 rc=$?
 check "--record: second run exit $rc: $(grep '^psearch: error' "$scratch/err")" test $rc -eq 0

@@ -53,7 +53,8 @@ static void fingerprint(const ps_cli_opts *o, char *buf, size_t cap)
              (long long)o->stages, (long long)o->micro, S(o->fbw), S(o->times), S(o->svg), o->passes, S(o->costdb),
              o->quick, o->reps, S(o->db_out), o->n_db_args, o->n_db_args > 0 ? S(o->db_args[0]) : "",
              o->n_db_args > 1 ? S(o->db_args[1]) : "", S(o->models), S(o->clusters), S(o->sweep_dir), o->resume);
-    ps_strcatf(buf, cap, "|%s|%d|%d,%d|%g|%s|%s|%g|%s", S(o->exec_plan), o->exec_top, o->iters, o->warmup, o->scale,
+    ps_strcatf(buf, cap, "|%s|%d|%d,%d|%lld|%s|%s|%g|%s", S(o->exec_plan), o->exec_top, o->iters, o->warmup,
+               (long long)o->scale,
                S(o->backend), S(o->record), o->watchdog, S(o->from_meas));
     for (int i = 0; i < o->n_cost_params; i++) ps_strcatf(buf, cap, "|%s", S(o->cost_params[i]));
 #undef S
