@@ -105,6 +105,53 @@ static void check_case(const exec_case *k, const ps_model *m, const ps_cluster *
                 break;
             }
         }
+        /* Every message a rank sent is one another rank received, in the pass that takes it: gather all traces and
+         * pair them. A mismatch here is a message that went to the wrong rank or into the wrong pass (which could
+         * only work by accident of sizes and tags). */
+        int mine = (int)r.n_trace, *counts = calloc((size_t)g_size, sizeof *counts),
+            *displs = calloc((size_t)g_size, sizeof *displs);
+        int row[5 * 1024], *all = NULL;
+        int n_mine = mine < 1024 ? mine : 1024;
+        for (int i = 0; i < n_mine; i++) {
+            const ps_sched_pass *a = &r.trace[i];
+            int v[5] = {a->mb, a->chunk, a->op, r.trace_from[i], r.trace_to[i]};
+            memcpy(row + 5 * i, v, sizeof v);
+        }
+        CHECK(mine <= 1024, "%s: %d passes on rank %d, the test pairs at most 1024", k->name, mine, g_rank);
+        int cnt = 5 * n_mine;
+        MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        int total = 0;
+        if (g_rank == 0)
+            for (int q = 0; q < g_size; q++) {
+                displs[q] = total;
+                total += counts[q];
+            }
+        if (g_rank == 0) all = calloc((size_t)total + 1, sizeof *all);
+        MPI_Gatherv(row, cnt, MPI_INT, all, counts, displs, MPI_INT, 0, MPI_COMM_WORLD);
+        if (g_rank == 0 && all) {
+            int sends = 0, recvs = 0;
+            for (int q = 0; q < g_size; q++)
+                for (int i = displs[q]; i < displs[q] + counts[q]; i += 5) {
+                    int *e = all + i, to = e[4];
+                    if (e[3] >= 0) recvs++;
+                    if (to < 0) continue;
+                    sends++;
+                    int stg = ps_sched_stage_of(ref, q / width, e[1]), dst = e[2] == PS_SCHED_F ? stg + 1 : stg - 1;
+                    int found = 0;
+                    for (int j = displs[to]; j < displs[to] + counts[to] && !found; j += 5) {
+                        int *f = all + j;
+                        bool same_dir = e[2] == PS_SCHED_F ? f[2] == PS_SCHED_F : (f[2] == PS_SCHED_B || f[2] == PS_SCHED_BW);
+                        found = same_dir && f[0] == e[0] && f[3] == q && ps_sched_stage_of(ref, to / width, f[1]) == dst;
+                    }
+                    CHECK(found, "%s: rank %d's %s of micro-batch %d (stage %d) to rank %d is received by no pass there",
+                          k->name, q, ps_sched_op_name(e[2]), e[0], stg, to);
+                }
+            CHECK(sends == recvs, "%s: %d messages sent, %d received", k->name, sends, recvs);
+            if (k->pp > 1) CHECK(sends > 0, "%s: a pipeline of %d stages sent no message", k->name, k->pp);
+        }
+        free(all);
+        free(counts);
+        free(displs);
     }
     ps_sched_destroy(ref);
 
