@@ -1147,8 +1147,9 @@ ps_status ps_costdb_add_measurements(const char *path, const ps_bench_measuremen
         PS_TRY(ps_costdb_read(path, &db));
     } else if (errno == ENOENT) {
         memset(&db, 0, sizeof db);
+        /* n_nodes and n_ranks describe the calibrated allocation: none here (0), whatever the plans ran on, or a
+         * merge with a calibration would count the exec ranks as calibrated devices */
         ps_costdb_prov_init(&db.prov, rows[0].backend, "exec");
-        db.prov.n_ranks = rows[0].ranks;
         ps_strlcpy(db.path, path, sizeof db.path);
     } else {
         return PS_FAIL(PS_ERR_INPUT, "%s: cannot open the cost database: %s", path, strerror(errno));
@@ -1160,6 +1161,11 @@ ps_status ps_costdb_add_measurements(const char *path, const ps_bench_measuremen
     }
     if (db.n_meas) memcpy(all, db.meas, db.n_meas * sizeof *all);
     memcpy(all + db.n_meas, rows, n * sizeof *all);
+    /* a row without a date ran now: callers need not format one */
+    char now[sizeof all->date];
+    ps_utc_now_iso(now, sizeof now);
+    for (size_t i = db.n_meas; i < db.n_meas + n; i++)
+        if (!all[i].date[0]) ps_strlcpy(all[i].date, now, sizeof all[i].date);
     free(db.meas);
     db.meas = all;
     db.n_meas += n;

@@ -132,9 +132,10 @@ ps_status ps_costdb_merge(const ps_costdb *a, const ps_costdb *b, ps_costdb *out
 /* Append n rows to the database at `path` (`psearch exec --record`): read it (ps_costdb_read), append, write it all
  * again through a temporary and a rename (ps_costdb_write), so a failure leaves the previous file as it was. A
  * missing file is created holding only the measurements, with the provenance of this process (backend of rows[0],
- * mode "exec", n_ranks = rows[0].ranks, no hosts, devices nor nodes). Rows are checked as a reader checks them
- * (PS_ERR_INPUT naming the path and the row). Two processes appending to one file at once: the last rename wins. n
- * == 0 changes nothing. */
+ * mode "exec", n_nodes = n_ranks = 0 as no allocation was calibrated, no hosts nor devices). A row whose date is
+ * empty is stamped with the current time (ps_utc_now_iso). Rows are checked as a reader checks them (PS_ERR_INPUT
+ * naming the path and the row). Two processes appending to one file at once: the last rename wins. n == 0 changes
+ * nothing. */
 ps_status ps_costdb_add_measurements(const char *path, const ps_bench_measurement *rows, size_t n);
 /* The fit of db's measurement rows, one row per device key and coefficient that has a usable row, in the order the
  * devices first appear (docs/costdb.md): compute_scale = median of measured_compute_s / (predicted_compute_s /

@@ -644,13 +644,32 @@ static void test_add_measurements(void **state)
     assert_memory_equal(db.meas, r, 2 * sizeof *r);
     assert_string_equal(db.prov.mode, "exec");
     assert_string_equal(db.prov.backend, "cpu");
-    assert_int_equal(db.prov.n_ranks, 2);
+    /* no allocation was calibrated: a merge with a calibration counts only the calibration's ranks and nodes */
+    assert_int_equal(db.prov.n_ranks, 0);
+    assert_int_equal(db.prov.n_nodes, 0);
+    ps_costdb calib, mg;
+    make_db(&calib);
+    assert_int_equal(ps_costdb_merge(&calib, &db, &mg), PS_OK);
+    assert_int_equal(mg.prov.n_ranks, 2);
+    assert_int_equal(mg.prov.n_nodes, 1);
+    ps_costdb_free(&mg);
+    ps_costdb_free(&calib);
     ps_costdb_free(&db);
-    /* appended after the rows there */
-    assert_int_equal(ps_costdb_add_measurements(p, &r[2], 1), PS_OK);
+    /* appended after the rows there; a row without a date is stamped with the time it was recorded */
+    ps_bench_measurement undated = r[2];
+    undated.date[0] = '\0';
+    char t0[32], t1[32];
+    ps_utc_now_iso(t0, sizeof t0);
+    assert_int_equal(ps_costdb_add_measurements(p, &undated, 1), PS_OK);
+    ps_utc_now_iso(t1, sizeof t1);
     assert_int_equal(ps_costdb_read(p, &db), PS_OK);
     assert_int_equal(db.n_meas, 3);
-    assert_memory_equal(db.meas, r, 3 * sizeof *r);
+    assert_memory_equal(db.meas, r, 2 * sizeof *r); /* dated rows keep their date */
+    assert_int_equal(strlen(db.meas[2].date), 20);
+    /* ISO 8601 of one form compares as text: between the stamps taken before and after */
+    assert_true(strcmp(t0, db.meas[2].date) <= 0 && strcmp(db.meas[2].date, t1) <= 0);
+    ps_strlcpy(db.meas[2].date, r[2].date, sizeof db.meas[2].date);
+    assert_memory_equal(&db.meas[2], &r[2], sizeof r[2]); /* and nothing else changed */
     ps_costdb_free(&db);
     /* such a file is no machine to plan for */
     ps_costdb_read(p, &db);
