@@ -1,8 +1,9 @@
 /* The cost database: write tables, read them back unchanged; the interpolation is exact at table points and stays
  * between neighbours; the cost model uses the tables for the devices they measured and is untouched without them;
  * newer, incomplete and foreign files are refused with a message naming the file; schema-1 files still read;
- * executed plans appended atomically, the refit of compute_scale / comm_scale exact on known rows, and its fit
- * applied on attach.
+ * executed plans appended atomically (a write failing midway leaves the file and no temporary), the refit of
+ * compute_scale / comm_scale exact on known rows, and its fit applied on attach (--costdb's attach in cli/ rolled
+ * back whole when an override fails).
  * `test_costdb --make-bad DIR GOOD.h5` writes the bad files the CLI catalogue (tests/cli/costdb.sh) needs and that no
  * shell tool can make: a newer schema_version and a missing group.
  * `test_costdb --add-measurements DB.h5` appends three executed plans (what `psearch exec --record` would) for the
@@ -10,17 +11,20 @@
  * prediction (medians), for the CLI test of `calibrate --from-measurements`. */
 #include <math.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 #include <hdf5.h>
 
+#include "cli.h"
 #include "ps_costdb.h"
 
 static char g_dir[256];
@@ -739,7 +743,35 @@ static void test_add_measurements(void **state)
     fclose(f);
     assert_int_equal(ps_costdb_add_measurements(junk, r, 1), PS_ERR_INPUT);
     assert_non_null(strstr(ps_error_message(), "junk.h5: not an HDF5 file"));
+
+    /* The write itself fails once its temporary exists: a file-size limit just above the old file (SIGXFSZ ignored,
+     * so a write past it returns EFBIG, for root too) and enough rows to pass it. The temporary is removed and the
+     * file keeps its bytes. (The refusals above fail before any temporary is made.) */
+    enum { many_n = 4096 };
+    ps_bench_measurement *many = calloc(many_n, sizeof *many);
+    assert_non_null(many);
+    for (int i = 0; i < many_n; i++) many[i] = r[i % 3];
+    struct rlimit old_lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old_lim), 0);
+    struct rlimit lim = old_lim;
+    lim.rlim_cur = (rlim_t)nb + 4096;
+    if (old_lim.rlim_max != RLIM_INFINITY && lim.rlim_cur > old_lim.rlim_max) lim.rlim_cur = old_lim.rlim_max;
+    void (*old_sig)(int) = signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    ps_status st = ps_costdb_add_measurements(q, many, many_n);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old_lim), 0);
+    signal(SIGXFSZ, old_sig);
+    free(many);
+    assert_int_not_equal(st, PS_OK);
+    assert_non_null(strstr(ps_error_message(), "cal.h5"));
+    assert_null(strstr(ps_error_message(), "cannot create the cost database")); /* the temporary was made */
     assert_no_temporaries();
+    f = fopen(q, "rb");
+    assert_non_null(f);
+    na = fread(after, 1, sizeof after, f);
+    fclose(f);
+    assert_int_equal(na, nb);
+    assert_memory_equal(before, after, nb);
     ps_costdb_free(&cal);
 }
 
@@ -887,7 +919,6 @@ static void test_fit_attach(void **state)
     ps_cost_params_default(&p);
     assert_int_equal(ps_costdb_attach(m, &dgx, &p), PS_ERR_INPUT);
     assert_non_null(strstr(ps_error_message(), "another device kind"));
-    assert_true(p.compute_scale == 1);
     ps_costdb_model_free(m);
     ps_costdb_free(&db);
 
@@ -936,6 +967,68 @@ static void test_fit_attach(void **state)
     assert_non_null(strstr(ps_error_message(), "run psearch calibrate --from-measurements plans.h5 first"));
     ps_costdb_model_free(m);
     ps_costdb_free(&db);
+    ps_cluster_free(&cal);
+    ps_cluster_free(&dgx);
+}
+
+/* --costdb as the commands attach it (ps_cli_costdb_attach): the --cost-param values win over the file's fit and
+ * measured slowdown; when anything fails after the file was applied, the parameters are as the caller gave them. */
+static void test_cli_attach_rollback(void **state)
+{
+    (void)state;
+    ps_costdb db;
+    make_db(&db);
+    db.n_fit = 2;
+    db.fit = calloc(2, sizeof *db.fit);
+    db.fit[0] = fit_row("cpu:test", "compute_scale", 1.5);
+    db.fit[1] = fit_row("cpu:test", "comm_scale", 0.75);
+    char p[512];
+    path_in(p, sizeof p, "attach.h5");
+    assert_int_equal(ps_costdb_write(p, &db), PS_OK);
+    ps_cluster cal, dgx;
+    assert_int_equal(ps_costdb_cluster(&db, &cal), PS_OK);
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", MPI_COMM_NULL, &dgx), PS_OK);
+    ps_costdb_free(&db);
+
+    ps_cli_opts o;
+    memset(&o, 0, sizeof o);
+    o.costdb = p;
+    o.cost_params[0] = "compute_scale=3";
+    o.n_cost_params = 1;
+    ps_cost_params cp;
+    ps_cost_params_default(&cp);
+    assert_int_equal(ps_cost_params_set(&cp, o.cost_params[0]), PS_OK); /* as the callers set them first */
+    ps_costdb_model *m = NULL;
+    assert_int_equal(ps_cli_costdb_attach(&o, &cal, &cp, &m), PS_OK);
+    assert_non_null(m);
+    assert_ptr_equal(cp.db, m);
+    assert_true(cp.compute_scale == 3 && cp.comm_scale == 0.75 && fabs(cp.overlap_slowdown - 1.2) < 1e-12);
+    ps_costdb_model_free(m);
+
+    /* the file applied (fit, slowdown, tables), then a --cost-param fails: everything rolled back */
+    o.cost_params[1] = "overlap_slowdown=1.25";
+    o.cost_params[2] = "compute_scale=99"; /* outside [0.05, 20] */
+    o.n_cost_params = 3;
+    ps_cost_params_default(&cp);
+    cp.compute_scale = 3;
+    ps_cost_params given = cp;
+    static char not_a_model;
+    m = (ps_costdb_model *)(void *)&not_a_model; /* must come back NULL */
+    assert_int_equal(ps_cli_costdb_attach(&o, &cal, &cp, &m), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "compute_scale must be a number in [0.05, 20]"));
+    assert_null(m);
+    assert_memory_equal(&cp, &given, sizeof cp);
+    /* a cluster the file does not describe: refused, the parameters as given */
+    o.n_cost_params = 1;
+    assert_int_equal(ps_cli_costdb_attach(&o, &dgx, &cp, &m), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "another device kind"));
+    assert_null(m);
+    assert_memory_equal(&cp, &given, sizeof cp);
+    /* no --costdb: nothing to attach */
+    o.costdb = NULL;
+    assert_int_equal(ps_cli_costdb_attach(&o, &cal, &cp, &m), PS_OK);
+    assert_null(m);
+    assert_memory_equal(&cp, &given, sizeof cp);
     ps_cluster_free(&cal);
     ps_cluster_free(&dgx);
 }
@@ -1025,6 +1118,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_refit),
         cmocka_unit_test(test_fit_attach),
         cmocka_unit_test(test_fit_names_exact),
+        cmocka_unit_test(test_cli_attach_rollback),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[600];
