@@ -43,15 +43,6 @@ static ps_status distinct(MPI_Comm comm, const char *mine, size_t width, char *o
 
 /* ---- --from-measurements ------------------------------------------------------------------------------------------ */
 
-static void pct(char *buf, size_t cap, double v)
-{
-    /* a relative error beyond 1000x is noise of a broken run, not a number to read digits off */
-    if (v >= 10)
-        snprintf(buf, cap, ">1000%%");
-    else
-        snprintf(buf, cap, "%.1f%%", 100 * v);
-}
-
 static ps_status print_fit(const ps_cli_opts *o, const ps_costdb *db, const char *dst, const ps_costdb_fit *fit,
                            size_t n, ps_out *out)
 {
@@ -64,14 +55,7 @@ static ps_status print_fit(const ps_cli_opts *o, const ps_costdb *db, const char
                                                     "err_* of the part the coefficient scales, iter_err_* of the "
                                                     "iteration time (after: predicted_s scaled by each plan's "
                                                     "computation and communication shares, docs/costdb.md)"));
-        for (size_t i = 0; i < n; i++) {
-            const ps_costdb_fit *f = &fit[i];
-            json_array_append_new(a, json_pack("{s:s, s:s, s:f, s:i, s:f, s:f, s:i, s:f, s:f, s:s}", "device",
-                                               f->device, "coefficient", f->coefficient, "value", f->value, "n",
-                                               (int)f->n, "err_before", f->err_before, "err_after", f->err_after,
-                                               "iter_n", (int)f->iter_n, "iter_err_before", f->iter_err_before,
-                                               "iter_err_after", f->iter_err_after, "date", f->date));
-        }
+        for (size_t i = 0; i < n; i++) json_array_append_new(a, ps_cli_fit_json(&fit[i]));
         json_object_set_new(j, "fit", a);
         return ps_out_json(out, j);
     }
@@ -95,13 +79,12 @@ static ps_status print_fit(const ps_cli_opts *o, const ps_costdb *db, const char
     fprintf(f, "%-31s %-14s %8s %6s %12s %8s %12s %8s\n", "device", "coefficient", "value", "plans", "part before",
             "after", "iter before", "after");
     for (size_t i = 0; i < n; i++) {
+        /* the errors as `costdb show` prints them */
         char b0[16], b1[16], b2[16], b3[16];
-        pct(b0, sizeof b0, fit[i].err_before);
-        pct(b1, sizeof b1, fit[i].err_after);
-        pct(b2, sizeof b2, fit[i].iter_err_before);
-        pct(b3, sizeof b3, fit[i].iter_err_after);
         fprintf(f, "%-31s %-14s %8.4g %6d %12s %8s %12s %8s\n", fit[i].device, fit[i].coefficient, fit[i].value,
-                (int)fit[i].n, b0, b1, b2, b3);
+                (int)fit[i].n, ps_fmt_rel_err(fit[i].err_before, b0, sizeof b0),
+                ps_fmt_rel_err(fit[i].err_after, b1, sizeof b1), ps_fmt_rel_err(fit[i].iter_err_before, b2, sizeof b2),
+                ps_fmt_rel_err(fit[i].iter_err_after, b3, sizeof b3));
     }
     return PS_OK;
 }

@@ -52,6 +52,14 @@ void ps_cli_costdb_note(FILE *f, const ps_cost_params *cp, const ps_cluster *c)
 
 /* ---- summary ------------------------------------------------------------------------------------------------------ */
 
+json_t *ps_cli_fit_json(const ps_costdb_fit *f)
+{
+    return json_pack("{s:s, s:s, s:f, s:i, s:f, s:f, s:i, s:f, s:f, s:s}", "device", f->device, "coefficient",
+                     f->coefficient, "value", f->value, "n", (int)f->n, "err_before", f->err_before, "err_after",
+                     f->err_after, "iter_n", (int)f->iter_n, "iter_err_before", f->iter_err_before, "iter_err_after",
+                     f->iter_err_after, "date", f->date);
+}
+
 typedef struct {
     char dtype[8];
     double best;
@@ -170,14 +178,7 @@ static ps_status show(const ps_costdb *db, ps_format fmt, ps_out *out)
                                                  (json_int_t)db->n_meas, "fit", (json_int_t)db->n_fit));
         if (db->n_meas) json_object_set_new(j, "measurements_iter_err_median", json_real(meas_err));
         json_t *fa = json_array();
-        for (size_t i = 0; i < db->n_fit; i++) {
-            const ps_costdb_fit *f = &db->fit[i];
-            json_array_append_new(fa, json_pack("{s:s, s:s, s:f, s:i, s:f, s:f, s:i, s:f, s:f, s:s}", "device",
-                                                f->device, "coefficient", f->coefficient, "value", f->value, "n",
-                                                (int)f->n, "err_before", f->err_before, "err_after", f->err_after,
-                                                "iter_n", (int)f->iter_n, "iter_err_before", f->iter_err_before,
-                                                "iter_err_after", f->iter_err_after, "date", f->date));
-        }
+        for (size_t i = 0; i < db->n_fit; i++) json_array_append_new(fa, ps_cli_fit_json(&db->fit[i]));
         json_object_set_new(j, "fit", fa);
         json_t *g = json_object();
         for (int i = 0; i < npk; i++) json_object_set_new(g, pk[i].dtype, json_real(pk[i].best));
@@ -206,13 +207,15 @@ static ps_status show(const ps_costdb *db, ps_format fmt, ps_out *out)
         fprintf(f, "devices      none measured (executed plans and fits only)\n");
     fprintf(f, "rows         devices %zu, gemm %zu, bandwidth %zu, collectives %zu, overlap %zu, measurements %zu, "
                "fit %zu\n", db->n_dev, db->n_gemm, db->n_bw, db->n_coll, db->n_ovl, db->n_meas, db->n_fit);
+    char e0[16], e1[16];
     if (db->n_meas)
-        fprintf(f, "executed     %zu plan(s) on %s: iteration time predicted within %.1f%% of measured (median)\n",
-                db->n_meas, meas_devs, 100 * meas_err);
+        fprintf(f, "executed     %zu plan(s) on %s: iteration time predicted within %s of measured (median)\n",
+                db->n_meas, meas_devs, ps_fmt_rel_err(meas_err, e0, sizeof e0));
     for (size_t i = 0; i < db->n_fit; i++)
-        fprintf(f, "fit          %s %s %.4g from %d plan(s) (error of its part %.1f%% -> %.1f%%; %s)\n",
-                db->fit[i].device, db->fit[i].coefficient, db->fit[i].value, (int)db->fit[i].n,
-                100 * db->fit[i].err_before, 100 * db->fit[i].err_after, db->fit[i].date);
+        fprintf(f, "fit          %s %s %.4g from %d plan(s) (error of its part %s -> %s; %s)\n", db->fit[i].device,
+                db->fit[i].coefficient, db->fit[i].value, (int)db->fit[i].n,
+                ps_fmt_rel_err(db->fit[i].err_before, e0, sizeof e0),
+                ps_fmt_rel_err(db->fit[i].err_after, e1, sizeof e1), db->fit[i].date);
     for (int i = 0; i < npk; i++)
         fprintf(f, "gemm %-7s peak %.4g GFLOP/s (%s tp %d, %lldx%lldx%lld x%lld)\n", pk[i].dtype, pk[i].best / 1e9,
                 pk[i].at->op, pk[i].at->tp, (long long)pk[i].at->m, (long long)pk[i].at->n, (long long)pk[i].at->k,

@@ -91,6 +91,9 @@ bool ps_parse_double(const char *s, double *out);
 /* Format bytes with a binary unit ("1.50 GiB"), a count with an SI suffix ("64.9 B" for 6.49e10 params), into buf. */
 const char *ps_fmt_bytes(double bytes, char *buf, size_t cap);
 const char *ps_fmt_count(double n, char *buf, size_t cap);
+/* A relative error (|predicted - measured| / measured) as a percentage, "12.3%"; ">1000%" from 10 on (a broken run's
+ * noise, not digits to read off); "-" for no error (v < 0 or NaN: nothing was measured). Into buf (>= 8 bytes). */
+const char *ps_fmt_rel_err(double v, char *buf, size_t cap);
 /* Levenshtein distance, for "did you mean" suggestions. */
 int ps_edit_distance(const char *a, const char *b);
 /* The current time as ISO 8601 UTC, "2025-01-31T12:00:00Z" (20 characters: cap >= 21), the date every record of

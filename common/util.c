@@ -1,5 +1,5 @@
-/* Small shared utilities: checked allocation and arithmetic, number parsing and formatting, edit distance, the UTC
- * date stamp of records. */
+/* Small shared utilities: checked allocation and arithmetic, number parsing and formatting (sizes, counts, relative
+ * errors), edit distance, the UTC date stamp of records. */
 #include <ctype.h>
 #include <stdarg.h>
 #include <errno.h>
@@ -115,6 +115,17 @@ const char *ps_fmt_count(double n, char *buf, size_t cap)
         u++;
     }
     snprintf(buf, cap, u ? "%.2f%s" : "%.0f%s", v, suf[u]);
+    return buf;
+}
+
+const char *ps_fmt_rel_err(double v, char *buf, size_t cap)
+{
+    if (!(v >= 0))
+        snprintf(buf, cap, "-");
+    else if (v >= 10)
+        snprintf(buf, cap, ">1000%%");
+    else
+        snprintf(buf, cap, "%.1f%%", 100 * v);
     return buf;
 }
 

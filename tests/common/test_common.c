@@ -1,4 +1,5 @@
 /* Unit tests of the common layer: error slot, checked arithmetic, parsing, atomic files, JSON field readers. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -152,6 +153,20 @@ static void test_json_fields(void **state)
     json_decref(j);
 }
 
+/* Relative errors as `costdb show` and `calibrate --from-measurements` print them. */
+static void test_fmt_rel_err(void **state)
+{
+    (void)state;
+    char b[16];
+    assert_string_equal(ps_fmt_rel_err(0, b, sizeof b), "0.0%");
+    assert_string_equal(ps_fmt_rel_err(0.1234, b, sizeof b), "12.3%");
+    assert_string_equal(ps_fmt_rel_err(9.99, b, sizeof b), "999.0%");
+    assert_string_equal(ps_fmt_rel_err(10, b, sizeof b), ">1000%");
+    assert_string_equal(ps_fmt_rel_err(1e300, b, sizeof b), ">1000%");
+    assert_string_equal(ps_fmt_rel_err(-1, b, sizeof b), "-");
+    assert_string_equal(ps_fmt_rel_err(NAN, b, sizeof b), "-");
+}
+
 /* The date stamp: 20 characters of ISO 8601 UTC, the time of the call (within the second before or after it); a
  * buffer too small gets "", never a cut date. */
 static void test_utc_now_iso(void **state)
@@ -205,6 +220,7 @@ int main(void)
         cmocka_unit_test(test_parse),            cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_read_missing),     cmocka_unit_test(test_json_syntax_error),
         cmocka_unit_test(test_json_fields),      cmocka_unit_test(test_utc_now_iso),
+        cmocka_unit_test(test_fmt_rel_err),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
