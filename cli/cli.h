@@ -168,8 +168,8 @@ ps_status ps_cli_costdb_attach(const ps_cli_opts *o, const ps_cluster *c, ps_cos
 void ps_cli_costdb_note(FILE *f, const ps_cost_params *cp, const ps_cluster *c);
 /* The summary `costdb show` prints (provenance, devices, rows, headline numbers). */
 ps_status ps_cli_costdb_show(const ps_costdb *db, ps_format fmt, ps_out *out);
-/* One /fit row as `costdb show` and `calibrate --from-measurements` print it in JSON: its columns. NULL when out of
- * memory. */
+/* One /fit row as `costdb show` and `calibrate --from-measurements` print it in JSON: its columns, the iteration
+ * errors null when no plan of the device measured an iteration (iter_n 0). NULL when out of memory. */
 json_t *ps_cli_fit_json(const ps_costdb_fit *f);
 json_t *ps_prediction_json(const ps_model *m, const ps_cluster *c, const ps_plan *plan, const ps_prediction *r,
                            const ps_cost_params *cp);

@@ -79,12 +79,14 @@ static ps_status print_fit(const ps_cli_opts *o, const ps_costdb *db, const char
     fprintf(f, "%-31s %-14s %8s %6s %12s %8s %12s %8s\n", "device", "coefficient", "value", "plans", "part before",
             "after", "iter before", "after");
     for (size_t i = 0; i < n; i++) {
-        /* the errors as `costdb show` prints them */
+        /* the errors as `costdb show` prints them; "-" for the iteration when no plan of the device measured one */
         char b0[16], b1[16], b2[16], b3[16];
+        bool it = fit[i].iter_n > 0;
         fprintf(f, "%-31s %-14s %8.4g %6d %12s %8s %12s %8s\n", fit[i].device, fit[i].coefficient, fit[i].value,
                 (int)fit[i].n, ps_fmt_rel_err(fit[i].err_before, b0, sizeof b0),
-                ps_fmt_rel_err(fit[i].err_after, b1, sizeof b1), ps_fmt_rel_err(fit[i].iter_err_before, b2, sizeof b2),
-                ps_fmt_rel_err(fit[i].iter_err_after, b3, sizeof b3));
+                ps_fmt_rel_err(fit[i].err_after, b1, sizeof b1),
+                ps_fmt_rel_err(it ? fit[i].iter_err_before : -1, b2, sizeof b2),
+                ps_fmt_rel_err(it ? fit[i].iter_err_after : -1, b3, sizeof b3));
     }
     return PS_OK;
 }

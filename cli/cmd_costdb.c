@@ -54,10 +54,14 @@ void ps_cli_costdb_note(FILE *f, const ps_cost_params *cp, const ps_cluster *c)
 
 json_t *ps_cli_fit_json(const ps_costdb_fit *f)
 {
-    return json_pack("{s:s, s:s, s:f, s:i, s:f, s:f, s:i, s:f, s:f, s:s}", "device", f->device, "coefficient",
+    /* /fit stores 0 for the iteration errors of a device with no measured iteration (its columns must be numbers):
+     * that is no error of 0, so null */
+    bool it = f->iter_n > 0;
+    return json_pack("{s:s, s:s, s:f, s:i, s:f, s:f, s:i, s:o, s:o, s:s}", "device", f->device, "coefficient",
                      f->coefficient, "value", f->value, "n", (int)f->n, "err_before", f->err_before, "err_after",
-                     f->err_after, "iter_n", (int)f->iter_n, "iter_err_before", f->iter_err_before, "iter_err_after",
-                     f->iter_err_after, "date", f->date);
+                     f->err_after, "iter_n", (int)f->iter_n, "iter_err_before",
+                     it ? json_real(f->iter_err_before) : json_null(), "iter_err_after",
+                     it ? json_real(f->iter_err_after) : json_null(), "date", f->date);
 }
 
 typedef struct {
@@ -130,7 +134,7 @@ static ps_status show(const ps_costdb *db, ps_format fmt, ps_out *out)
     const ps_costdb_prov *p = &db->prov;
     /* the executed plans at a glance: their devices, and how far the predictions they ran with were off */
     char meas_devs[256] = "";
-    double meas_err = 0;
+    double meas_err = -1; /* none: no plan with a measured iteration time */
     if (db->n_meas) {
         double *e = ps_calloc(db->n_meas, sizeof *e);
         if (!e) return PS_ERR_SYSTEM;
@@ -140,7 +144,7 @@ static ps_status show(const ps_costdb *db, ps_format fmt, ps_out *out)
             ps_costdb_list_add(meas_devs, sizeof meas_devs, r->device);
             if (r->measured_s > 0) e[k++] = fabs(r->predicted_s - r->measured_s) / r->measured_s;
         }
-        meas_err = ps_bench_median(e, k);
+        if (k) meas_err = ps_bench_median(e, k);
         free(e);
     }
     if (fmt == PS_FMT_JSON) {
@@ -176,7 +180,8 @@ static ps_status show(const ps_costdb *db, ps_format fmt, ps_out *out)
                                                  (json_int_t)db->n_bw, "collectives", (json_int_t)db->n_coll,
                                                  "overlap", (json_int_t)db->n_ovl, "measurements",
                                                  (json_int_t)db->n_meas, "fit", (json_int_t)db->n_fit));
-        if (db->n_meas) json_object_set_new(j, "measurements_iter_err_median", json_real(meas_err));
+        if (db->n_meas)
+            json_object_set_new(j, "measurements_iter_err_median", meas_err >= 0 ? json_real(meas_err) : json_null());
         json_t *fa = json_array();
         for (size_t i = 0; i < db->n_fit; i++) json_array_append_new(fa, ps_cli_fit_json(&db->fit[i]));
         json_object_set_new(j, "fit", fa);

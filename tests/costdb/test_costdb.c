@@ -1043,6 +1043,77 @@ static void test_cli_attach_rollback(void **state)
     ps_cluster_free(&dgx);
 }
 
+/* The text `costdb show` prints for db (its table format), into a heap string. */
+static char *show_text(const ps_costdb *db, ps_format fmt)
+{
+    ps_out out;
+    assert_int_equal(ps_out_open(&out), PS_OK);
+    assert_int_equal(ps_cli_costdb_show(db, fmt, &out), PS_OK);
+    assert_int_equal(fflush(out.f), 0);
+    char *text = strdup(out.buf);
+    ps_out_discard(&out);
+    assert_non_null(text);
+    return text;
+}
+
+/* Errors as `costdb show` and `calibrate --from-measurements` print them: percentages, ">1000%" for a broken run,
+ * and "-" / null where nothing was measured (a device with no measured iteration time), never a made-up 0%. */
+static void test_fit_rendering(void **state)
+{
+    (void)state;
+    ps_costdb_fit f = fit_row("cpu:test", "compute_scale", 1.5);
+    json_t *j = ps_cli_fit_json(&f);
+    assert_non_null(j);
+    assert_true(json_real_value(json_object_get(j, "iter_err_before")) == 0.4);
+    assert_true(json_real_value(json_object_get(j, "iter_err_after")) == 0.2);
+    assert_int_equal(json_integer_value(json_object_get(j, "iter_n")), 3);
+    assert_string_equal(json_string_value(json_object_get(j, "date")), f.date);
+    assert_int_equal(json_object_size(j), 10);
+    json_decref(j);
+    f.iter_n = 0;
+    f.iter_err_before = f.iter_err_after = 0;
+    j = ps_cli_fit_json(&f);
+    assert_non_null(j);
+    assert_true(json_is_null(json_object_get(j, "iter_err_before")));
+    assert_true(json_is_null(json_object_get(j, "iter_err_after")));
+    assert_true(json_real_value(json_object_get(j, "err_before")) == 0.5);
+    json_decref(j);
+
+    /* plans none of which measured an iteration time: no median error to state */
+    ps_costdb db;
+    memset(&db, 0, sizeof db);
+    ps_strlcpy(db.path, "r.h5", sizeof db.path);
+    ps_bench_measurement r[2] = {meas_row("cpu:t", 1, 2, 1, 0, 0, 1, 0), meas_row("cpu:t", 1, 3, 1, 0, 0, 1, 0)};
+    db.meas = r;
+    db.n_meas = 2;
+    ps_costdb_fit fits[2] = {f, fit_row("cpu:u", "comm_scale", 2)};
+    fits[1].err_before = 12; /* 1200%: a broken run */
+    fits[1].err_after = 0.1234;
+    db.fit = fits;
+    db.n_fit = 2;
+    char *t = show_text(&db, PS_FMT_TABLE);
+    assert_non_null(strstr(t, "executed     2 plan(s) on cpu:t: iteration time predicted within - of measured"));
+    assert_non_null(strstr(t, "compute_scale 1.5 from 3 plan(s) (error of its part 50.0% -> 10.0%;"));
+    assert_non_null(strstr(t, "comm_scale 2 from 3 plan(s) (error of its part >1000% -> 12.3%;"));
+    free(t);
+    t = show_text(&db, PS_FMT_JSON);
+    json_error_t err;
+    j = json_loads(t, 0, &err);
+    free(t);
+    assert_non_null(j);
+    assert_true(json_is_null(json_object_get(j, "measurements_iter_err_median")));
+    json_t *fa = json_object_get(j, "fit");
+    assert_int_equal(json_array_size(fa), 2);
+    assert_true(json_is_null(json_object_get(json_array_get(fa, 0), "iter_err_after")));
+    assert_true(json_real_value(json_object_get(json_array_get(fa, 1), "iter_err_after")) == 0.2);
+    json_decref(j);
+    /* one measured iteration: its error, |1 - 4| / 4 (predicted_s = 1 + 0) */
+    r[1].measured_s = 4;
+    t = show_text(&db, PS_FMT_TABLE);
+    assert_non_null(strstr(t, "iteration time predicted within 75.0% of measured"));
+    free(t);
+}
+
 /* Device keys are matched whole, never as substrings: "a100" is another kind than "a100-80g", in the note's list of
  * fits not used and in the refusal's list of fits. */
 static void test_fit_names_exact(void **state)
@@ -1129,6 +1200,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_fit_attach),
         cmocka_unit_test(test_fit_names_exact),
         cmocka_unit_test(test_cli_attach_rollback),
+        cmocka_unit_test(test_fit_rendering),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[600];
