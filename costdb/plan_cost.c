@@ -169,6 +169,13 @@ void ps_prediction_free(ps_prediction *r)
     r->stages = NULL;
 }
 
+double ps_prediction_peak(const ps_prediction *r)
+{
+    double m = 0;
+    for (int i = 0; i < r->n_stages; i++) m = fmax(m, r->stages[i].mem_peak);
+    return m;
+}
+
 ps_status ps_cost_plan(const ps_cost_params *p, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
                        ps_prediction *out)
 {

@@ -201,6 +201,9 @@ struct ps_sched;
 ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
                           struct ps_sched *ws, ps_prediction *out);
 void ps_prediction_free(ps_prediction *r);
+/* Highest per-GPU peak memory over the stages [bytes]: what a plan needs of its fullest device (the search's memory
+ * objective, the tables of plan and sweep, and what exec compares its measured peak with). */
+double ps_prediction_peak(const ps_prediction *r);
 
 #ifdef __cplusplus
 }

@@ -115,8 +115,6 @@ int ps_prediction_worst_stage(const ps_prediction *p);
 int ps_search_max_tp(const ps_search_opts *o, const ps_cluster *c);
 /* When nothing fits and no memory shortfall was seen, say what else bound (no divisible combination, no TP split). */
 void ps_search_explain(ps_search_result *r, const ps_search_opts *o, const ps_cluster *c);
-/* Highest per-GPU peak memory over the stages, bytes. */
-double ps_prediction_peak(const ps_prediction *p);
 
 /* ---- baselines (search/baselines.c) ---- */
 const char *ps_baseline_name(int kind); /* "megatron", "dp-only", "zero3-only", "even-split" */

@@ -30,13 +30,6 @@ void ps_search_opts_default(ps_search_opts *o)
     o->quanta = 256;
 }
 
-double ps_prediction_peak(const ps_prediction *p)
-{
-    double m = 0;
-    for (int i = 0; i < p->n_stages; i++) m = fmax(m, p->stages[i].mem_peak);
-    return m;
-}
-
 int ps_prediction_worst_stage(const ps_prediction *p)
 {
     int w = 0;
