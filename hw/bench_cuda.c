@@ -148,6 +148,21 @@ done:
     return st;
 }
 
+/* One timed device-to-device copy of `bytes` [s]. */
+static ps_status cuda_copy_once(void *dst, const void *src, size_t bytes, cudaEvent_t e0, cudaEvent_t e1, double *s)
+{
+    ps_status st = PS_OK;
+    float ms = 0;
+    CUDA_OK(cudaEventRecord(e0, 0), "cudaEventRecord");
+    CUDA_OK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy");
+    CUDA_OK(cudaEventRecord(e1, 0), "cudaEventRecord");
+    CUDA_OK(cudaEventSynchronize(e1), "cudaEventSynchronize");
+    CUDA_OK(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
+    *s = ms * 1e-3;
+done:
+    return st;
+}
+
 ps_status ps_bench_cuda_mem(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r)
 {
     size_t bytes = o->quick ? (size_t)256 << 20 : (size_t)1 << 30;
@@ -159,16 +174,18 @@ ps_status ps_bench_cuda_mem(MPI_Comm comm, const ps_bench_opts *o, ps_bench_resu
     /* Every rank must reach the barriers below, and CPU ranks of a mixed allocation make this same agreement before
      * theirs (ps_bench_cpu_mem): a rank whose cudaMalloc failed keeps its message, the others name it. */
     PS_TRY_GOTO(st, ps_mpi_agree_status(comm, local, "memory benchmark: allocation"), done);
+    /* A copy that fails stops this rank's copies, not its barriers: leaving the loop would leave the other ranks in
+     * MPI_Barrier. A per-pass agreement in place of the barrier cannot be had either, as CPU ranks of a mixed
+     * allocation make plain barriers (ps_bench_cpu_mem). Every rank leaves the loop together, and the caller's
+     * agreement on the outcome (calibrate) makes them fail together, this rank's message kept. */
+    ps_status copy = PS_OK;
     for (int i = -o->warmup; i < o->reps; i++) {
         PS_MPI_GOTO(st, MPI_Barrier(comm), done);
-        CUDA_OK(cudaEventRecord(e0, 0), "cudaEventRecord");
-        CUDA_OK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy");
-        CUDA_OK(cudaEventRecord(e1, 0), "cudaEventRecord");
-        CUDA_OK(cudaEventSynchronize(e1), "cudaEventSynchronize");
-        float ms = 0;
-        CUDA_OK(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
-        if (i >= 0) t[i] = ms * 1e-3;
+        double s = 0;
+        if (copy == PS_OK) copy = cuda_copy_once(dst, src, bytes, e0, e1, &s);
+        if (copy == PS_OK && i >= 0) t[i] = s;
     }
+    PS_TRY_GOTO(st, copy, done);
     {
         ps_bench_stat s = ps_bench_stats(t, o->reps);
         st = ps_bench_add_bw(o, r, "d2d_copy", 0, 2.0 * (double)bytes /* read + write */, &s);
