@@ -311,9 +311,7 @@ static json_t *cell_record(const char *key, const char *model, const char *clust
                                                "candidates", (json_int_t)r->candidates, "evaluated",
                                                (json_int_t)r->evaluated, "feasible", (json_int_t)r->feasible));
     char when[32];
-    time_t now = time(NULL);
-    struct tm tmv;
-    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tmv));
+    ps_utc_now_iso(when, sizeof when);
     json_object_set_new(j, "finished", json_string(when));
     json_object_set_new(j, "psearch", json_string(PS_VERSION));
     return j;
