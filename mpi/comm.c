@@ -139,22 +139,15 @@ ps_status ps_mpi_bcast_file(MPI_Comm comm, int root, const char *path, char **bu
     /* Agreed before anything else moves: a root that cannot read the file must not leave the others waiting in a
      * broadcast it never joins. */
     PS_TRY_GOTO(st, ps_mpi_agree_status(comm, st, "reading the input file"), done);
-    uint64_t n64 = n;
-    PS_MPI_GOTO(st, MPI_Bcast(&n64, 1, MPI_UINT64_T, root, comm), done);
-    if (rank != root && n64 >= SIZE_MAX)
-        st = PS_FAIL(PS_ERR_SYSTEM, "an input file of %llu bytes does not fit in memory", (unsigned long long)n64);
-    else if (rank != root && !(data = ps_calloc((size_t)n64 + 1, 1)))
-        st = PS_ERR_SYSTEM;
+    /* ps_read_file refuses inputs over 64 MiB, so the size and the bytes each fit one int-counted broadcast. */
+    int count = (int)n;
+    PS_MPI_GOTO(st, MPI_Bcast(&count, 1, MPI_INT, root, comm), done);
+    if (rank != root && !(data = ps_calloc((size_t)count + 1, 1))) st = PS_ERR_SYSTEM;
     /* The same for a rank that cannot take the bytes. */
     PS_TRY_GOTO(st, ps_mpi_agree_status(comm, st, "receiving the input file"), done);
-    /* MPI counts are ints; inputs are far smaller (ps_read_file refuses 64 MiB), but chunks keep that a non-issue. */
-    const size_t chunk = (size_t)1 << 30;
-    for (size_t off = 0; off < (size_t)n64; off += chunk) {
-        size_t k = (size_t)n64 - off < chunk ? (size_t)n64 - off : chunk;
-        PS_MPI_GOTO(st, MPI_Bcast(data + off, (int)k, MPI_BYTE, root, comm), done);
-    }
+    PS_MPI_GOTO(st, MPI_Bcast(data, count, MPI_BYTE, root, comm), done);
     *buf = data;
-    *len = (size_t)n64;
+    *len = (size_t)count;
     return PS_OK;
 done:
     free(data);
