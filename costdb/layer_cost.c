@@ -220,10 +220,10 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     /* TP: Megatron's all-reduces (or reduce-scatter + all-gather with SP: the same bytes) of the layer output,
      * not overlapped with computation. */
     double tp_one = 0;
+    out->tp_bytes = (double)mbs * (double)l->seq * (double)l->hidden * elt;
     if (s->tp > 1) {
         ps_group g = {first, s->tp, 1};
-        double bytes = (double)mbs * (double)l->seq * (double)l->hidden * elt;
-        tp_one = sp ? 2 * ps_coll_allgather(p, c, &g, bytes) : ps_coll_allreduce(p, c, &g, bytes);
+        tp_one = sp ? 2 * ps_coll_allgather(p, c, &g, out->tp_bytes) : ps_coll_allreduce(p, c, &g, out->tp_bytes);
     }
     double tp_f = w.tp_colls * tp_one, tp_b = w.bwd_tp_colls * tp_one;
 

@@ -206,7 +206,7 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
     if (!built)
         PS_TRY_GOTO(st, ps_sched_build(sch, plan->schedule, d, (int)n_mb, plan->vpp), done);
     /* per stage: f, b, w, act, p2p; per device: static, temp, sync, bwd, exposed sync, recompute, capacity, TP */
-    buf = ps_calloc((size_t)S * 5 + (size_t)d * 8, sizeof *buf);
+    buf = ps_calloc((size_t)S * 5 + (size_t)d * 9, sizeof *buf);
     out->stages = ps_calloc((size_t)S, sizeof *out->stages);
     if (!buf || !out->stages) {
         st = PS_ERR_SYSTEM;
@@ -214,7 +214,7 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
     }
     double *f = buf, *b = f + S, *w = b + S, *act = w + S, *p2p = act + S;
     double *dstatic = p2p + S, *dtemp = dstatic + d, *dsync = dtemp + d, *dbwd = dsync + d, *dexposed = dbwd + d,
-           *drec = dexposed + d, *dcap = drec + d, *dtp = dcap + d;
+           *drec = dexposed + d, *dcap = drec + d, *dtp = dcap + d, *dopt = dtp + d;
     for (int i = 0; i < d; i++) dcap[i] = INFINITY;
     out->n_stages = S;
 
@@ -263,6 +263,7 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
             const ps_layer *last = &m->layers[plan->cuts[s + 1] - 1];
             const ps_strategy *ls = &plan->layer[plan->cuts[s + 1] - 1];
             double bytes = ps_layer_boundary_bytes(last, m->dtype) * (double)(global_mb / ls->dp) / ls->tp;
+            sp->p2p_bytes = bytes;
             int64_t a = sp->first_gpu, nb = (int64_t)ps_sched_device_of(sch, s + 1) * width;
             if (ps_cluster_node_of(c, a) != ps_cluster_node_of(c, nb)) {
                 const ps_node_group *ng = ps_cluster_group_of(c, a);
@@ -287,8 +288,8 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
         const ps_node_group *ng = ps_cluster_group_of(c, (int64_t)i * width);
         double bwd_last = dbwd[i];
         dexposed[i] = dsync[i] > 0 ? ps_cost_overlapped(p, bwd_last, dsync[i]) - bwd_last : 0;
-        double opt = p->compute_scale * 2 * dstatic[i] / ps_cost_stream_Bps(p, &ng->gpu);
-        if (dexposed[i] + opt > tail) tail = dexposed[i] + opt;
+        dopt[i] = p->compute_scale * 2 * dstatic[i] / ps_cost_stream_Bps(p, &ng->gpu);
+        if (dexposed[i] + dopt[i] > tail) tail = dexposed[i] + dopt[i];
         if (r.busy[i] > r.busy[crit]) crit = i;
     }
     out->iter_time_s = r.makespan + tail;
@@ -298,6 +299,7 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
         ps_stage_pred *sp = &out->stages[s];
         int dev = ps_sched_device_of(sch, s);
         sp->dp_sync_exposed = dexposed[dev];
+        sp->opt_s = dopt[dev];
         sp->mem_peak = dstatic[dev] + r.peak_act[dev] + dtemp[dev] + p->reserve_bytes;
         sp->mem_capacity = dcap[dev];
         sp->in_flight = act[s] > 0 ? (int)lround(r.peak_act[dev] / act[s]) : 0;

@@ -150,6 +150,7 @@ typedef struct {
      * ZeRO-3 gather and gradient reduce-scatter. */
     double comp_fwd, comp_bwd_b, comp_bwd_w;
     double comm_fwd, comm_bwd_b, comm_bwd_w;
+    double tp_bytes;      /* payload of one TP collective of the layer output (the full tensor) */
     /* memory on one GPU, bytes */
     double mem_params;
     double mem_grads;
@@ -174,6 +175,8 @@ typedef struct {
     double mem_peak;            /* static + in-flight activations + temp + reserve, bytes */
     double mem_capacity;        /* GPU memory of the stage's smallest device, bytes */
     int in_flight;              /* peak in-flight micro-batches on the stage's device (from the schedule) */
+    double p2p_bytes;           /* one GPU's send to the next stage per micro-batch (1/tp of the boundary activation) */
+    double opt_s;               /* the optimizer's pass over the device's weights, gradients and states, seconds */
     int64_t first_gpu, n_gpus;
 } ps_stage_pred;
 

@@ -85,7 +85,6 @@ typedef struct {
     int tpi;            /* index of s->tp in the run's TP degrees */
     double act_full;    /* activation bytes of the layer without recomputation (elementwise traffic) */
     double act_sel;     /* with selective recomputation */
-    double tp_bytes;    /* one TP collective's payload */
     double param_bytes; /* the layer's weights on one GPU of its TP group, unsharded by ZeRO */
     double grad_bytes;  /* its gradients as reduced */
 } layer_job;
@@ -151,10 +150,10 @@ static ps_status tp_collective(exec_ctx *x, const layer_job *l, const ps_exec_wh
     if (l->s->tp <= 1) return PS_OK;
     MPI_Comm c = x->tp_comm[l->tpi];
     if (l->s->sp && l->s->tp > 1) {
-        PS_TRY(do_coll(x, c, PS_EXEC_REDUCESCATTER, l->tp_bytes, w));
-        return do_coll(x, c, PS_EXEC_ALLGATHER, l->tp_bytes, w);
+        PS_TRY(do_coll(x, c, PS_EXEC_REDUCESCATTER, l->pred.tp_bytes, w));
+        return do_coll(x, c, PS_EXEC_ALLGATHER, l->pred.tp_bytes, w);
     }
-    return do_coll(x, c, PS_EXEC_ALLREDUCE, l->tp_bytes, w);
+    return do_coll(x, c, PS_EXEC_ALLREDUCE, l->pred.tp_bytes, w);
 }
 
 static bool zero3(const layer_job *l) { return l->s->zero >= 3 && l->s->dp > 1; }
@@ -336,7 +335,6 @@ static ps_status build_layers(exec_ctx *x, const ps_cluster *c, const ps_predict
             bool sp = l->s->sp && l->s->tp > 1;
             l->act_full = ps_layer_act_bytes(ly, m->dtype, l->s->tp, sp, PS_RECOMP_NONE) * (double)mbs;
             l->act_sel = ps_layer_act_bytes(ly, m->dtype, l->s->tp, sp, PS_RECOMP_SELECTIVE) * (double)mbs;
-            l->tp_bytes = (double)mbs * (double)ly->seq * (double)ly->hidden * elt;
             /* the cost model's weights per GPU, before the ZeRO-3 shard it divides them by */
             l->param_bytes = l->pred.mem_params * (l->s->zero >= 3 ? l->s->dp : 1);
             l->grad_bytes = l->param_bytes / elt * x->cp->grad_reduce_bytes;
@@ -346,12 +344,7 @@ static ps_status build_layers(exec_ctx *x, const ps_cluster *c, const ps_predict
             if (l->tpi < 0) return PS_FAIL(PS_ERR_SYSTEM, "layer %lld: TP degree %d has no communicator", (long long)i,
                                            l->s->tp);
         }
-        if (s + 1 < x->S) {
-            /* Megatron scatters the boundary activation over the TP group: each GPU sends 1/tp of it */
-            int64_t last = plan->cuts[s + 1] - 1;
-            const ps_strategy *ls = &plan->layer[last];
-            x->boundary[s] = ps_layer_boundary_bytes(&m->layers[last], m->dtype) * (double)(global_mb / ls->dp) / ls->tp;
-        }
+        x->boundary[s] = pred->stages[s].p2p_bytes; /* the cost model's message, 0 after the last stage */
     }
     return PS_OK;
 }
@@ -374,7 +367,7 @@ static void rank_needs(const exec_ctx *x, ps_exec_need *need, double *static_byt
                 need->gemm_c = fmax(need->gemm_c, 4 * sh->m * sh->n);
             }
             need->stream = fmax(need->stream, 2 * x->cp->elementwise_passes * l->act_full);
-            need->coll = fmax(need->coll, fmax(l->tp_bytes, fmax(l->param_bytes, l->grad_bytes)));
+            need->coll = fmax(need->coll, fmax(l->pred.tp_bytes, fmax(l->param_bytes, l->grad_bytes)));
             *static_bytes += l->pred.mem_params + l->pred.mem_grads + l->pred.mem_optim;
         }
     }
@@ -568,10 +561,7 @@ ps_status ps_exec_run(MPI_Comm comm, const ps_plan *plan, const ps_model *m, con
 
     double p_comp = 0, p_comm = 0;
     {
-        /* the optimizer's pass as ps_cost_plan prices it: read and write the states at the device's stream rate */
-        const ps_node_group *ng = ps_cluster_group_of(c, (int64_t)x->dev * x->width);
-        predict_rank(x, passes, count, cp->compute_scale * 2 * static_bytes / ps_cost_stream_Bps(cp, &ng->gpu),
-                     &p_comp, &p_comm);
+        predict_rank(x, passes, count, pred.stages[ps_sched_stage_of(x->sch, x->dev, 0)].opt_s, &p_comp, &p_comm);
     }
 
     if (o->log && rank == 0)
@@ -626,7 +616,7 @@ ps_status ps_exec_run(MPI_Comm comm, const ps_plan *plan, const ps_model *m, con
     r->pred_compute_s = sum[3] / nranks;
     r->pred_comm_s = sum[4] / nranks;
     r->predicted_s = pred.iter_time_s;
-    for (int s = 0; s < x->S; s++) r->pred_peak_bytes = fmax(r->pred_peak_bytes, pred.stages[s].mem_peak);
+    r->pred_peak_bytes = ps_prediction_peak(&pred);
     double peak = x->be->peak_bytes(x->bs), peak_all = 0;
     PS_MPI_GOTO(st, MPI_Allreduce(&peak, &peak_all, 1, MPI_DOUBLE, MPI_MAX, x->net.world), done);
     r->peak_bytes = peak_all;
