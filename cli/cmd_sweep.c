@@ -350,10 +350,8 @@ static void inputs_free(sweep_inputs *in)
     ps_mpi_strings_free(in->g.clusters, in->g.n_clusters);
 }
 
-/* Parse both lists and load every cluster (with its search options and cost database) and every (model, cluster)
- * model, on this rank, before any cell runs: a bad name or option in the last cell fails the sweep now, not hours
- * into it, and before the folder is made. */
-static ps_status load_inputs(const ps_cli_opts *o, MPI_Comm comm, sweep_inputs *in)
+/* Rank-local: parse both lists and allocate the grid. */
+static ps_status prepare_grid(const ps_cli_opts *o, sweep_inputs *in)
 {
     PS_TRY(split_list(o->models, "models", &in->g.models, &in->g.n_models));
     PS_TRY(parse_clusters(o->clusters, &in->g.clusters, &in->g.n_clusters));
@@ -366,21 +364,32 @@ static ps_status load_inputs(const ps_cli_opts *o, MPI_Comm comm, sweep_inputs *
     in->g.rec = ps_calloc((size_t)in->g.n_models * (size_t)in->g.n_clusters + 1, sizeof *in->g.rec);
     in->g.timeline_missing = ps_calloc((size_t)in->g.n_models * (size_t)in->g.n_clusters + 1, 1);
     if (!in->cols || !in->g.options || !in->models || !in->g.rec || !in->g.timeline_missing) return PS_ERR_SYSTEM;
+    return PS_OK;
+}
+
+/* Parse both lists and load every cluster (with its search options and cost database) and every (model, cluster)
+ * model, on this rank, before any cell runs: a bad name or option in the last cell fails the sweep now, not hours
+ * into it, and before the folder is made.
+ * Collective, and every rank leaves it at the same point: loading is a chain of agreements (ps_mpi_agree_status) and
+ * ps_cmd_sweep agrees next with ps_mpi_agree, which does not match them, so a step that can fail on one rank alone
+ * (memory, a database only some nodes see) is agreed before the next collective step, or comes after the last. */
+static ps_status load_inputs(const ps_cli_opts *o, MPI_Comm comm, sweep_inputs *in)
+{
+    PS_TRY(ps_mpi_agree_status(comm, prepare_grid(o, in), "setting up the sweep"));
     for (int k = 0; k < in->g.n_clusters; k++) {
         sweep_cluster *col = &in->cols[k];
         PS_TRY(ps_cli_load_cluster(o, in->g.clusters[k], comm, true, &col->c));
         in->n_loaded_clusters++;
         /* The search options of this cluster column (--gbs default, --gbs-range, --schedules), resolved and checked
-         * before any cell runs; every cell of the column searches with them. */
-        PS_TRY(ps_cli_search_setup(o, &col->c, &col->setup));
-        /* As the plan command costs: --cost-param values, then --costdb's tables (refused for other devices). Every
-         * rank reads the database itself: agreed, so a rank that cannot read it does not leave while the others go
-         * on to the next cluster's collective loading. */
+         * before any cell runs; every cell of the column searches with them. Then, as the plan command costs:
+         * --cost-param values, then --costdb's tables (refused for other devices). One agreement for the three: the
+         * options' checks fail alike on every rank (the same options, the same cluster, nothing allocated), while
+         * every rank reads the database itself, which may fail on one rank alone. */
+        ps_status st = ps_cli_search_setup(o, &col->c, &col->setup);
         ps_cost_params_default(&col->cp);
-        for (int i = 0; i < o->n_cost_params; i++) PS_TRY(ps_cost_params_set(&col->cp, o->cost_params[i]));
-        PS_TRY(ps_mpi_agree_status(comm, ps_cli_costdb_attach(o, &col->c, &col->cp, &col->db),
-                                   "reading the cost database"));
-        if (!(in->g.options[k] = options_line(o, &col->c, &col->setup.so))) return PS_ERR_SYSTEM;
+        for (int i = 0; i < o->n_cost_params && st == PS_OK; i++) st = ps_cost_params_set(&col->cp, o->cost_params[i]);
+        if (st == PS_OK) st = ps_cli_costdb_attach(o, &col->c, &col->cp, &col->db);
+        PS_TRY(ps_mpi_agree_status(comm, st, "reading the cost database"));
     }
     /* As the plan command loads them: padded for TP up to a node, in fp16 where the cluster has no bf16. */
     for (int i = 0; i < in->g.n_models; i++)
@@ -389,6 +398,9 @@ static ps_status load_inputs(const ps_cli_opts *o, MPI_Comm comm, sweep_inputs *
                                      &in->models[i * in->g.n_clusters + k]));
             in->n_loaded_models = i * in->g.n_clusters + k + 1;
         }
+    /* Rank-local and after the last collective step: ps_cmd_sweep's agreement covers it. */
+    for (int k = 0; k < in->g.n_clusters; k++)
+        if (!(in->g.options[k] = options_line(o, &in->cols[k].c, &in->cols[k].setup.so))) return PS_ERR_SYSTEM;
     return PS_OK;
 }
 

@@ -91,6 +91,19 @@ check "rank 0 without the model file: rank 0 names it" grep -q '^psearch: error 
   "$scratch/fail2.json.log"
 check "rank 0 without the model file: one error line" test "$(grep -c '^psearch: error' "$scratch/fail2.json.log")" -eq 1
 
+# A sweep where one rank alone fails a step of its own before the first collective loading (here rank 1's list
+# of models, an MPMD launch giving it another; out of memory in the real world): every rank stops at the same
+# agreement, exit 2 with rank 1's cause, instead of rank 1 leaving for the final agreement while rank 0 waits in the
+# loading's (124: the job hung until the timeout).
+mpmd "$a" "$a" "$scratch/alone" --rank1 --models=m.json, sweep --models m.json --clusters c.json
+rc=$?
+check "sweep, rank 1 alone fails its setup: exit $rc, expected 2 (124: a rank left the others waiting)" test $rc -eq 2
+check "sweep, rank 1 alone fails its setup: one error line" \
+  test "$(grep -c '^psearch: error' "$scratch/alone.log")" -eq 1
+check "sweep, rank 1 alone fails its setup: the message gives rank 1's cause" \
+  grep -q "^psearch: error.*failed on rank 1: option --models: item 2 of 'm.json,' is empty" "$scratch/alone.log"
+check "sweep, rank 1 alone fails its setup: no folder made" test ! -e "$scratch/alone"
+
 # A --costdb database is still read by every rank: one missing on rank 1 (the model and cluster files there too, so
 # only the database differs) fails the plan and the sweep on every rank together, exit 2, instead of sending rank 1
 # away while rank 0 waits for it in the next collective. The cluster has the devices the database measured, so rank 0
