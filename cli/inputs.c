@@ -9,85 +9,73 @@
 #include "ps_mpi.h"
 #include "ps_schedules.h"
 
-/* Rank 0 resolves the spec (which preset folder, which file: that depends on its file system) and every rank gets
- * its answer, or fails with rank 0's status. The source is plain data and every rank runs this executable, so it
- * travels as bytes. */
-static ps_status share_source(MPI_Comm comm, int rank, ps_status located, void *src, int size, const char *what)
+/* Rank 0 resolves the spec (which preset folder, which file: that depends on its file system) and reads the file
+ * `path` (inside *src) names; every rank gets its answer and those bytes in *text (free it; NULL when path is "", as
+ * for the auto cluster), or fails with rank 0's status. The source is plain data and every rank runs this
+ * executable, so it travels as bytes. MPI_COMM_NULL: this process alone, which locates and reads. */
+static ps_status share_input(MPI_Comm comm, ps_status located, void *src, int size, const char *path, const char *what,
+                             char **text, size_t *len)
 {
-    PS_TRY(ps_mpi_agree_status(comm, rank == 0 ? located : PS_OK, what));
-    PS_MPI(MPI_Bcast(src, size, MPI_BYTE, 0, comm));
+    *text = NULL;
+    *len = 0;
+    PS_TRY(ps_mpi_agree_status(comm, located, what));
+    if (comm != MPI_COMM_NULL) PS_MPI(MPI_Bcast(src, size, MPI_BYTE, 0, comm));
+    if (path[0]) PS_TRY(ps_mpi_bcast_file(comm, 0, path, text, len));
     return PS_OK;
 }
 
-/* ps_cluster_load with one reading for all ranks of comm. */
+/* ps_cluster_load with one reading for all ranks of comm. Collective up to the parse, whose status is this rank's
+ * own: the caller agrees on it. */
 static ps_status load_cluster_shared(const char *spec, MPI_Comm comm, ps_cluster *c)
 {
     memset(c, 0, sizeof *c);
-    int rank = 0;
-    PS_MPI(MPI_Comm_rank(comm, &rank));
+    int rank = 0; /* alone (MPI_COMM_NULL), the process is rank 0 */
+    if (comm != MPI_COMM_NULL) PS_MPI(MPI_Comm_rank(comm, &rank));
     ps_cluster_source src;
     memset(&src, 0, sizeof src);
-    ps_status st = rank == 0 ? ps_cluster_locate(spec, &src) : PS_OK;
-    PS_TRY(share_source(comm, rank, st, &src, (int)sizeof src, "finding the cluster description"));
-    /* auto describes the allocation, collectively, as it always did: there is no file to share. */
-    if (src.detect) {
-        PS_TRY(ps_cluster_detect(comm, c));
-        return PS_OK;
-    }
     char *text = NULL;
     size_t len = 0;
-    PS_TRY(ps_mpi_bcast_file(comm, 0, src.path, &text, &len));
-    st = ps_cluster_parse(&src, text, len, c);
+    PS_TRY(share_input(comm, rank == 0 ? ps_cluster_locate(spec, &src) : PS_OK, &src, (int)sizeof src, src.path,
+                       "finding the cluster description", &text, &len));
+    /* auto describes the allocation, collectively, as it always did: there is no file to share. */
+    ps_status st = src.detect ? ps_cluster_detect(comm, c) : ps_cluster_parse(&src, text, len, c);
     free(text);
-    /* The same bytes fail alike everywhere; agreeing still keeps a rank short of memory from leaving alone. */
-    ps_status ast = ps_mpi_agree_status(comm, st, "reading the cluster description");
-    if (ast != PS_OK && st == PS_OK) ps_cluster_free(c);
-    return ast == PS_OK ? PS_OK : ps_error_trace(ast, __FILE__, __LINE__);
+    return st == PS_OK ? PS_OK : ps_error_trace(st, __FILE__, __LINE__);
 }
 
-/* ps_model_load with one reading for all ranks of comm. */
+/* ps_model_load with one reading for all ranks of comm; the parse's status is this rank's own, as above. */
 static ps_status load_model_shared(const char *spec, const ps_model_opts *mo, MPI_Comm comm, ps_model *m)
 {
     memset(m, 0, sizeof *m);
-    int rank = 0;
-    PS_MPI(MPI_Comm_rank(comm, &rank));
+    int rank = 0; /* alone (MPI_COMM_NULL), the process is rank 0 */
+    if (comm != MPI_COMM_NULL) PS_MPI(MPI_Comm_rank(comm, &rank));
     ps_model_source src;
     memset(&src, 0, sizeof src);
-    ps_status st = rank == 0 ? ps_model_locate(spec, &src) : PS_OK;
-    PS_TRY(share_source(comm, rank, st, &src, (int)sizeof src, "finding the model description"));
     char *text = NULL;
     size_t len = 0;
-    PS_TRY(ps_mpi_bcast_file(comm, 0, src.path, &text, &len));
-    st = ps_model_parse(&src, text, len, mo, m);
+    PS_TRY(share_input(comm, rank == 0 ? ps_model_locate(spec, &src) : PS_OK, &src, (int)sizeof src, src.path,
+                       "finding the model description", &text, &len));
+    ps_status st = ps_model_parse(&src, text, len, mo, m);
     free(text);
-    ps_status ast = ps_mpi_agree_status(comm, st, "reading the model description");
-    if (ast != PS_OK && st == PS_OK) ps_model_free(m);
-    return ast == PS_OK ? PS_OK : ps_error_trace(ast, __FILE__, __LINE__);
+    return st == PS_OK ? PS_OK : ps_error_trace(st, __FILE__, __LINE__);
 }
 
 ps_status ps_cli_load_cluster(const ps_cli_opts *o, const char *spec, MPI_Comm comm, bool need_gpus, ps_cluster *c)
 {
-    if (strcmp(spec, "costdb") == 0) {
-        /* Every rank reads the HDF5 database itself (still to be shared like the files above); agreeing at least
-         * keeps a rank that cannot read it from leaving while the others go on to the next collective. */
-        ps_status st = ps_cli_costdb_cluster(o, c);
-        if (comm != MPI_COMM_NULL) {
-            ps_status ast = ps_mpi_agree_status(comm, st, "reading the cost database's cluster");
-            if (ast != PS_OK && st == PS_OK) ps_cluster_free(c);
-            st = ast;
-        }
-        PS_TRY(st);
-    } else if (comm == MPI_COMM_NULL) {
-        PS_TRY(ps_cluster_load(spec, comm, c));
-    } else {
-        PS_TRY(load_cluster_shared(spec, comm, c));
-    }
-    if (need_gpus && c->n_gpus < 1) {
+    /* Every rank parses the same bytes, or reads the HDF5 database itself (still to be shared like the files); the
+     * outcome is agreed all the same: the same bytes fail alike everywhere, but a rank short of memory, or whose own
+     * database differs, must not leave alone while the others go on to the next collective. */
+    bool db = strcmp(spec, "costdb") == 0;
+    ps_status st = db ? ps_cli_costdb_cluster(o, c) : load_cluster_shared(spec, comm, c);
+    if (st == PS_OK && need_gpus && c->n_gpus < 1) {
         ps_cluster_free(c);
-        return PS_FAIL(PS_ERR_INPUT, "cluster %s has no GPUs to plan for (describe one with --cluster PRESET:NODES "
-                                     "or a cluster.json)", spec);
+        st = PS_FAIL(PS_ERR_INPUT, "cluster %s has no GPUs to plan for (describe one with --cluster PRESET:NODES "
+                                   "or a cluster.json)", spec);
     }
-    return PS_OK;
+    ps_status ast = ps_mpi_agree_status(comm, st, db ? "reading the cost database's cluster"
+                                                     : "reading the cluster description");
+    if (ast != PS_OK && st == PS_OK) ps_cluster_free(c);
+    return ast == PS_OK ? PS_OK : ps_error_trace(ast, __FILE__, __LINE__);
 }
 
 ps_status ps_cli_load_model(const ps_cli_opts *o, const char *spec, const ps_cluster *c, bool pad_for_node,
@@ -98,10 +86,10 @@ ps_status ps_cli_load_model(const ps_cli_opts *o, const char *spec, const ps_clu
      * user said otherwise. */
     if (pad_for_node && !mo.vocab_pad)
         mo.vocab_pad = 128 * (c->groups[0].gpus_per_node > 0 ? c->groups[0].gpus_per_node : 1);
-    if (comm == MPI_COMM_NULL)
-        PS_TRY(ps_model_load(spec, &mo, m));
-    else
-        PS_TRY(load_model_shared(spec, &mo, comm, m));
+    ps_status st = load_model_shared(spec, &mo, comm, m);
+    ps_status ast = ps_mpi_agree_status(comm, st, "reading the model description");
+    if (ast != PS_OK && st == PS_OK) ps_model_free(m);
+    PS_TRY(ast);
     /* Presets train in bf16; GPUs before Ampere (V100, T4, TITAN RTX) have no bf16 tensor cores and train in fp16 with
      * loss scaling instead (as AMP and Galvatron-BMW ran on them); a CPU cost database has fp32 only. Only when the
      * user did not choose a dtype. */

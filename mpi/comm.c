@@ -33,6 +33,7 @@ ps_status ps_mpi_agree(MPI_Comm comm, ps_status local, ps_status *worst, int *fi
 
 ps_status ps_mpi_agree_status(MPI_Comm comm, ps_status local, const char *what)
 {
+    if (comm == MPI_COMM_NULL) return local; /* a process alone: nobody to wait for it */
     ps_status worst = PS_OK;
     int first = 0;
     ps_status ast = ps_mpi_agree(comm, local, &worst, &first);

@@ -32,7 +32,8 @@ ps_status ps_mpi_agree(MPI_Comm comm, ps_status local, ps_status *worst, int *fi
 /* ps_mpi_agree for a step that every rank must leave together: returns `local` where it failed (that rank's message
  * stands), an MPI failure of the agreement itself, or, on the ranks that succeeded while another failed, the worst
  * status with "<what> failed on rank N: <rank N's message>" naming the lowest failing rank and its cause (so the
- * cause is what the user reads whichever rank reports); PS_OK when every rank succeeded.
+ * cause is what the user reads whichever rank reports); PS_OK when every rank succeeded. MPI_COMM_NULL (a command run
+ * without MPI, as ps_mpi_bcast_file takes it) returns `local`, so a step is written once for both.
  * The two do not stand in for each other: on a failure ps_mpi_agree_status follows its reduction with a broadcast of
  * the message, so at any one point every rank must call the same one. A rank that fails alone and goes on to
  * ps_mpi_agree while the others agree with ps_mpi_agree_status matches their reduction, then leaves them in a

@@ -1,6 +1,7 @@
 /* MPI test of ps_mpi_bcast_file: every rank gets the root's bytes whatever its own path shows (a file missing on
- * that rank, or another content), and a file the root cannot read fails every rank alike without a hang. Every rank
- * runs every check; the exit code reports a failure on any rank. */
+ * that rank, or another content), and a file the root cannot read fails every rank alike without a hang; and
+ * ps_mpi_agree_status on a process alone, as the loaders call both without MPI. Every rank runs every check; the exit
+ * code reports a failure on any rank. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +123,22 @@ static void test_local(void)
     unlink(path);
 }
 
+/* ps_mpi_agree_status on a process alone, without MPI (MPI_COMM_NULL, as the loaders pass it then) and on
+ * MPI_COMM_SELF: the local status comes back with its own message, nothing relayed. */
+static void test_agree_alone(void)
+{
+    MPI_Comm comms[2] = {MPI_COMM_NULL, MPI_COMM_SELF};
+    for (int k = 0; k < 2; k++) {
+        const char *name = k ? "MPI_COMM_SELF" : "MPI_COMM_NULL";
+        ps_error_clear();
+        CHECK(ps_mpi_agree_status(comms[k], PS_OK, "agreeing alone") == PS_OK, "%s, PS_OK: %s", name,
+              ps_error_message());
+        ps_status st = ps_mpi_agree_status(comms[k], PS_FAIL(PS_ERR_INPUT, "the cause"), "agreeing alone");
+        CHECK(st == PS_ERR_INPUT, "%s, a failure: status %d", name, (int)st);
+        CHECK(strcmp(ps_error_message(), "the cause") == 0, "%s, a failure: message '%s'", name, ps_error_message());
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -137,6 +154,7 @@ int main(int argc, char **argv)
     test_root_cannot_read(0);
     test_root_cannot_read(g_size - 1);
     test_local();
+    test_agree_alone();
 
     int total = 0;
     MPI_Allreduce(&g_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
