@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "inputs.h"
 #include "ps_mpi.h"
 #include "ps_schedules.h"
 #include "ps_sweep.h"
@@ -391,13 +392,20 @@ static ps_status load_inputs(const ps_cli_opts *o, MPI_Comm comm, sweep_inputs *
         if (st == PS_OK) st = ps_cli_costdb_attach(o, &col->c, &col->cp, &col->db);
         PS_TRY(ps_mpi_agree_status(comm, st, "reading the cost database"));
     }
-    /* As the plan command loads them: padded for TP up to a node, in fp16 where the cluster has no bf16. */
-    for (int i = 0; i < in->g.n_models; i++)
-        for (int k = 0; k < in->g.n_clusters; k++) {
-            PS_TRY(ps_cli_load_model(o, in->g.models[i], &in->cols[k].c, true, comm,
-                                     &in->models[i * in->g.n_clusters + k]));
-            in->n_loaded_models = i * in->g.n_clusters + k + 1;
+    /* As the plan command loads them: padded for TP up to a node, in fp16 where the cluster has no bf16. Each model's
+     * file is read once and its bytes parsed for every cluster: only the parse depends on the cluster, and reading
+     * again per column could give two columns two models of a file edited meanwhile. */
+    for (int i = 0; i < in->g.n_models; i++) {
+        ps_cli_model_file f;
+        PS_TRY(ps_cli_model_file_read(in->g.models[i], comm, &f));
+        ps_status st = PS_OK;
+        for (int k = 0; k < in->g.n_clusters && st == PS_OK; k++) {
+            st = ps_cli_model_from_file(o, &f, &in->cols[k].c, true, comm, &in->models[i * in->g.n_clusters + k]);
+            if (st == PS_OK) in->n_loaded_models = i * in->g.n_clusters + k + 1;
         }
+        ps_cli_model_file_free(&f);
+        PS_TRY(st);
+    }
     /* Rank-local and after the last collective step: ps_cmd_sweep's agreement covers it. */
     for (int k = 0; k < in->g.n_clusters; k++)
         if (!(in->g.options[k] = options_line(o, &in->cols[k].c, &in->cols[k].setup.so))) return PS_ERR_SYSTEM;

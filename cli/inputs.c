@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "inputs.h"
 #include "ps_mpi.h"
 #include "ps_schedules.h"
 
@@ -43,21 +44,20 @@ static ps_status load_cluster_shared(const char *spec, MPI_Comm comm, ps_cluster
     return st == PS_OK ? PS_OK : ps_error_trace(st, __FILE__, __LINE__);
 }
 
-/* ps_model_load with one reading for all ranks of comm; the parse's status is this rank's own, as above. */
-static ps_status load_model_shared(const char *spec, const ps_model_opts *mo, MPI_Comm comm, ps_model *m)
+ps_status ps_cli_model_file_read(const char *spec, MPI_Comm comm, ps_cli_model_file *f)
 {
-    memset(m, 0, sizeof *m);
+    memset(f, 0, sizeof *f);
     int rank = 0; /* alone (MPI_COMM_NULL), the process is rank 0 */
     if (comm != MPI_COMM_NULL) PS_MPI(MPI_Comm_rank(comm, &rank));
-    ps_model_source src;
-    memset(&src, 0, sizeof src);
-    char *text = NULL;
-    size_t len = 0;
-    PS_TRY(share_input(comm, rank == 0 ? ps_model_locate(spec, &src) : PS_OK, &src, (int)sizeof src, src.path,
-                       "finding the model description", &text, &len));
-    ps_status st = ps_model_parse(&src, text, len, mo, m);
-    free(text);
-    return st == PS_OK ? PS_OK : ps_error_trace(st, __FILE__, __LINE__);
+    PS_TRY(share_input(comm, rank == 0 ? ps_model_locate(spec, &f->src) : PS_OK, &f->src, (int)sizeof f->src,
+                       f->src.path, "finding the model description", &f->text, &f->len));
+    return PS_OK;
+}
+
+void ps_cli_model_file_free(ps_cli_model_file *f)
+{
+    free(f->text);
+    memset(f, 0, sizeof *f);
 }
 
 ps_status ps_cli_load_cluster(const ps_cli_opts *o, const char *spec, MPI_Comm comm, bool need_gpus, ps_cluster *c)
@@ -81,12 +81,24 @@ ps_status ps_cli_load_cluster(const ps_cli_opts *o, const char *spec, MPI_Comm c
 ps_status ps_cli_load_model(const ps_cli_opts *o, const char *spec, const ps_cluster *c, bool pad_for_node,
                             MPI_Comm comm, ps_model *m)
 {
+    memset(m, 0, sizeof *m);
+    ps_cli_model_file f;
+    PS_TRY(ps_cli_model_file_read(spec, comm, &f));
+    ps_status st = ps_cli_model_from_file(o, &f, c, pad_for_node, comm, m);
+    ps_cli_model_file_free(&f);
+    return st == PS_OK ? PS_OK : ps_error_trace(st, __FILE__, __LINE__);
+}
+
+ps_status ps_cli_model_from_file(const ps_cli_opts *o, const ps_cli_model_file *f, const ps_cluster *c,
+                                 bool pad_for_node, MPI_Comm comm, ps_model *m)
+{
     ps_model_opts mo = o->mopts;
     /* Megatron pads the vocabulary to 128 x TP; the search may choose TP up to a node, so pad for that unless the
      * user said otherwise. */
     if (pad_for_node && !mo.vocab_pad)
         mo.vocab_pad = 128 * (c->groups[0].gpus_per_node > 0 ? c->groups[0].gpus_per_node : 1);
-    ps_status st = load_model_shared(spec, &mo, comm, m);
+    /* The same bytes fail alike everywhere; agreeing still keeps a rank short of memory from leaving alone. */
+    ps_status st = ps_model_parse(&f->src, f->text, f->len, &mo, m);
     ps_status ast = ps_mpi_agree_status(comm, st, "reading the model description");
     if (ast != PS_OK && st == PS_OK) ps_model_free(m);
     PS_TRY(ast);

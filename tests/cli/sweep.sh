@@ -187,4 +187,21 @@ check "... in a Markdown row as wide as the header" \
   test "$(grep '^|' "$scratch/inf/plans.md" | awk -F'|' '{print NF}' | sort -u | wc -l)" -eq 1
 check "... and an HTML row spanning the plan's columns" grep -q '<td class="bad" colspan="15">infeasible: ' "$scratch/inf/index.html"
 
+# Each model file is read once, by rank 0, for all the clusters of the sweep (only the parse depends on the
+# cluster): reading it again per column could give two columns two models of a file edited meanwhile. Every rank
+# runs under strace, which counts the opens of the file.
+if command -v strace >/dev/null && strace -qq -o /dev/null true 2>/dev/null; then
+  cp "$(dirname "$0")/../data/models/good/gpt2-small.json" "$scratch/m.json"
+  # shellcheck disable=SC2086 # the launcher is a command line
+  (cd "$scratch" && $launch strace -f -ff -qq -e trace=open,openat -o "$scratch/trace" "$psearch" sweep \
+    --models m.json --clusters dgx-a100-80g:1,2,4 --gbs 16 --out "$scratch/once" </dev/null >/dev/null 2>"$scratch/e19")
+  rc=$?
+  check "a sweep of 1 model x 3 clusters under strace exits 0 (exit $rc; stderr: $(tail -2 "$scratch/e19"))" \
+    test $rc -eq 0
+  opens=$(cat "$scratch"/trace.* | grep -c '"m.json", O_RDONLY')
+  check "... reads the model file once, not once per cluster ($opens opens)" test "$opens" -eq 1
+else
+  echo "skipped: the model file read once per sweep (no strace, or it cannot trace here)"
+fi
+
 finish
