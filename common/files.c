@@ -112,6 +112,15 @@ ps_status ps_read_file(const char *path, char **out, size_t *len)
     return PS_OK;
 }
 
+ps_status ps_path_copy(char *dst, size_t cap, const char *path)
+{
+    size_t n = strlen(path);
+    if (n >= cap)
+        return PS_FAIL(PS_ERR_INPUT, "%.80s...: cannot open: the path is longer than %zu characters", path, cap - 1);
+    memcpy(dst, path, n + 1);
+    return PS_OK;
+}
+
 static char g_data_override[PATH_MAX];
 
 void ps_data_dir_override(const char *dir)

@@ -106,6 +106,10 @@ void ps_utc_now_iso(char *buf, size_t cap);
 ps_status ps_write_file_atomic(const char *path, const char *data, size_t len);
 /* Read a whole file into a NUL-terminated heap buffer. Missing/unreadable file -> PS_ERR_INPUT naming it. */
 ps_status ps_read_file(const char *path, char **out, size_t *len);
+/* Copy the path of an input into dst (cap bytes: the path field of a model or cluster source, which every later
+ * message names), or refuse it whole, since a cut path names another file: PS_ERR_INPUT saying it cannot be opened,
+ * as ps_read_file would say of a missing one. */
+ps_status ps_path_copy(char *dst, size_t cap, const char *path);
 /* write() all len bytes to fd, retrying short writes and EINTR; PS_ERR_SYSTEM naming `what` on failure. */
 ps_status ps_write_all(int fd, const void *data, size_t len, const char *what) PS_NODISCARD;
 /* Remove the temporaries a kill during ps_write_file_atomic(dir/name) left beside it (dir/name.tmp.XXXXXX); with

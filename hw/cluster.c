@@ -471,23 +471,13 @@ static ps_status load_source(const ps_cluster_source *src, ps_cluster *out)
     return st == PS_OK ? PS_OK : ps_error_trace(st, __FILE__, __LINE__);
 }
 
-static ps_status set_path(ps_cluster_source *src, const char *path)
-{
-    size_t n = strlen(path);
-    if (n >= sizeof src->path)
-        return PS_FAIL(PS_ERR_INPUT, "%.80s...: cannot open: the path is longer than %zu characters", path,
-                       sizeof src->path - 1);
-    memcpy(src->path, path, n + 1);
-    return PS_OK;
-}
-
 ps_status ps_cluster_load_json(const char *path, ps_cluster *out)
 {
     memset(out, 0, sizeof *out);
     if (!path || !*path) return PS_FAIL(PS_ERR_INPUT, "no cluster.json path given");
     ps_cluster_source src;
     memset(&src, 0, sizeof src);
-    PS_TRY(set_path(&src, path));
+    PS_TRY(ps_path_copy(src.path, sizeof src.path, path));
     PS_TRY(load_source(&src, out));
     return PS_OK;
 }
@@ -600,7 +590,7 @@ static ps_status locate_preset(const char *name, int64_t nodes, ps_cluster_sourc
     snprintf(path, sizeof path, "%s/%s.json", dir, name);
     struct stat sb;
     if (stat(path, &sb) != 0) return unknown_preset(name);
-    PS_TRY(set_path(src, path));
+    PS_TRY(ps_path_copy(src->path, sizeof src->path, path));
     ps_strlcpy(src->preset, name, sizeof src->preset); /* preset_name_ok: at most 40 characters */
     src->nodes = nodes;
     return PS_OK;
@@ -634,7 +624,7 @@ ps_status ps_cluster_locate(const char *spec, ps_cluster_source *src)
         return PS_OK;
     }
     if (strchr(spec, '/') || ends_with(spec, ".json")) {
-        PS_TRY(set_path(src, spec));
+        PS_TRY(ps_path_copy(src->path, sizeof src->path, spec));
         return PS_OK;
     }
     char name[128];

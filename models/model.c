@@ -223,11 +223,7 @@ static ps_status load_json_root(const json_t *root, const char *path, const ps_m
 
 static ps_status set_source(ps_model_source *src, const char *path, ps_model_file_kind kind)
 {
-    size_t n = strlen(path);
-    if (n >= sizeof src->path)
-        return PS_FAIL(PS_ERR_INPUT, "%.80s...: cannot open: the path is longer than %zu characters", path,
-                       sizeof src->path - 1);
-    memcpy(src->path, path, n + 1);
+    PS_TRY(ps_path_copy(src->path, sizeof src->path, path));
     src->kind = kind;
     return PS_OK;
 }

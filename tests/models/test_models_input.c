@@ -143,6 +143,20 @@ static void test_locate_and_parse(void **state)
     assert_true(n > 12 && strcmp(src.path + n - 12, "/config.json") == 0);
     assert_int_equal(ps_model_locate("gpt3-66b", &src), PS_ERR_INPUT);
     if (!strstr(ps_error_message(), "unknown model 'gpt3-66b'")) fail_msg("unknown preset: %s", ps_error_message());
+    /* A path longer than the source holds is refused whole, not cut to the name of another file; the message shows
+     * its start. */
+    static char longpath[sizeof src.path + 16];
+    memset(longpath, 'a', sizeof longpath - 1);
+    longpath[0] = '/';
+    memcpy(longpath + sizeof longpath - 6, ".json", 6);
+    assert_int_equal(ps_model_locate(longpath, &src), PS_ERR_INPUT);
+    char want[160];
+    snprintf(want, sizeof want, "%.80s...: cannot open: the path is longer than %zu characters", longpath,
+             sizeof src.path - 1);
+    if (strcmp(ps_error_message(), want) != 0) fail_msg("long path: '%s', expected '%s'", ps_error_message(), want);
+    ps_model m;
+    static const char *const long_load[] = {"cannot open: the path is longer than", NULL};
+    expect_input_error(ps_model_load(longpath, NULL, &m), &m, long_load);
 
     /* The content of gpt2-small.layers under a name no process has: the same model as loading the file. */
     char *text = NULL;
