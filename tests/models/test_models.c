@@ -587,6 +587,101 @@ static void test_validate_api(void **state)
     ps_model_free(NULL);
 }
 
+/* ---- scaled copies (ps_model_scaled, which psearch exec runs on CPUs) --------------------------------------------- */
+
+/* What ps_models.h promises a width or token count becomes: ceil(x / f) rounded up to a multiple of align; 0 (a
+ * field the kind does not use) stays 0. */
+static int64_t scaled_dim(int64_t x, int64_t f, int64_t align)
+{
+    if (x == 0) return 0;
+    int64_t v = (x + f - 1) / f;
+    return (v + align - 1) / align * align;
+}
+
+static void test_scaled(void **state)
+{
+    (void)state;
+    ps_model m, s;
+    load_ok(tdata("good/gpt2-small.json"), NULL, &m);
+
+    /* f = 1: an exact copy, in layers of its own. */
+    assert_int_equal(ps_model_scaled(&m, 1, 8, &s), PS_OK);
+    assert_string_equal(s.name, m.name);
+    assert_string_equal(s.family, m.family);
+    assert_string_equal(s.source, m.source);
+    assert_int_equal(s.dtype, m.dtype);
+    assert_int_equal(s.seq, m.seq);
+    assert_true(s.published_params == m.published_params);
+    assert_int_equal(s.n_layers, m.n_layers);
+    assert_true(s.layers != m.layers);
+    assert_memory_equal(s.layers, m.layers, (size_t)m.n_layers * sizeof *m.layers); /* every field of every layer */
+    ps_model_free(&s);
+
+    /* f = 16, align 8: widths and token counts ceil(x / 16) rounded up to multiples of 8, head counts kept, head_dim,
+     * windows and positions ceil(x / 16). */
+    assert_int_equal(ps_model_scaled(&m, 16, 8, &s), PS_OK);
+    assert_string_equal(s.name, "gpt2-small/16");
+    assert_true(s.published_params == 0); /* the published count is the full model's */
+    assert_int_equal(s.seq, 64);
+    assert_int_equal(s.n_layers, m.n_layers);
+    for (int64_t i = 0; i < m.n_layers; i++) {
+        const ps_layer *a = &m.layers[i], *b = &s.layers[i];
+        const int64_t widths[][2] = {{a->hidden, b->hidden}, {a->out_hidden, b->out_hidden},
+                                     {a->ffn_hidden, b->ffn_hidden}, {a->vocab, b->vocab}, {a->seq, b->seq},
+                                     {a->kv_seq, b->kv_seq}};
+        for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) {
+            assert_int_equal(widths[k][1], scaled_dim(widths[k][0], 16, 8));
+            assert_int_equal(widths[k][1] % 8, 0);
+        }
+        assert_int_equal(b->heads, a->heads);
+        assert_int_equal(b->kv_heads, a->kv_heads);
+        assert_int_equal(b->head_dim, scaled_dim(a->head_dim, 16, 1));
+        assert_int_equal(b->attn_window, scaled_dim(a->attn_window, 16, 1));
+        assert_int_equal(b->positions, scaled_dim(a->positions, 16, 1));
+        assert_int_equal(b->kind, a->kind);
+        assert_int_equal(b->tied, a->tied);
+    }
+    /* the numbers themselves: 768 -> 48, head_dim 64 -> 4, vocab 50257 -> 3142 -> 3144, 1024 positions -> 64 */
+    assert_int_equal(s.layers[1].hidden, 48);
+    assert_int_equal(s.layers[1].ffn_hidden, 192);
+    assert_int_equal(s.layers[1].head_dim, 4);
+    assert_int_equal(s.layers[1].heads, 12);
+    assert_int_equal(s.layers[0].vocab, 3144);
+    assert_int_equal(s.layers[0].positions, 64);
+    ps_model_free(&s);
+
+    /* A name that fills the field keeps the suffix whole and loses its end instead. */
+    memset(m.name, 'n', sizeof m.name - 1);
+    m.name[sizeof m.name - 1] = '\0';
+    assert_int_equal(ps_model_scaled(&m, 16, 8, &s), PS_OK);
+    char want[sizeof m.name];
+    snprintf(want, sizeof want, "%.*s/16", (int)(sizeof m.name - 1 - 3), m.name);
+    assert_string_equal(s.name, want);
+    assert_int_equal(strlen(s.name), sizeof s.name - 1);
+    ps_model_free(&s);
+    ps_model_free(&m);
+
+    /* A copy that breaks a rule of the original is refused, freed and zeroed: Swin's second patch merging takes
+     * 784 tokens, 49 at f = 16 without alignment, which 2x2 merging cannot join (align 8 keeps them whole: 56). */
+    load_ok("swin-huge-32", NULL, &m);
+    memset(&s, 0xa5, sizeof s);
+    assert_int_equal(ps_model_scaled(&m, 16, 1, &s), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "swin-huge-32/16: layer"));
+    assert_non_null(strstr(ps_error_message(), "(merge): seq = 49"));
+    assert_null(s.layers);
+    assert_int_equal(s.n_layers, 0);
+    assert_string_equal(s.name, "");
+    assert_int_equal(ps_model_scaled(&m, 16, 8, &s), PS_OK);
+    ps_model_free(&s);
+
+    /* f and align below 1 are refused with nothing to free. */
+    assert_int_equal(ps_model_scaled(&m, 0, 8, &s), PS_ERR_INPUT);
+    assert_null(s.layers);
+    assert_int_equal(ps_model_scaled(&m, 2, 0, &s), PS_ERR_INPUT);
+    assert_null(s.layers);
+    ps_model_free(&m);
+}
+
 static void test_names(void **state)
 {
     (void)state;
@@ -637,6 +732,7 @@ int main(void)
         cmocka_unit_test(test_t5_json_defaults),
         cmocka_unit_test(test_huge_sizes),
         cmocka_unit_test(test_validate_api),
+        cmocka_unit_test(test_scaled),
         cmocka_unit_test(test_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
