@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "inputs.h"
 #include "ps_mpi.h"
 #include "ps_schedules.h"
 #include "ps_sweep.h"

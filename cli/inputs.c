@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "inputs.h"
 #include "ps_mpi.h"
 #include "ps_schedules.h"
 

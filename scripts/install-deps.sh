@@ -17,6 +17,7 @@ pkgs=(
   libxml2-utils                                 # xmllint: the sweep tests check index.html is well-formed
   procps                                        # pgrep: the costdb test finds the ranks it kills (absent from minimal images)
   python3                                       # the exec test reads psearch's JSON results
+  strace                                        # the sweep test counts the opens of a model file
   "$@"
 )
 
