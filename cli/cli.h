@@ -134,8 +134,7 @@ ps_status ps_cli_model_from_file(const ps_cli_opts *o, const ps_cli_model_file *
                                  bool pad_for_node, MPI_Comm comm, ps_model *m);
 void ps_cli_model_file_free(ps_cli_model_file *f);
 
-/* --model and --cluster for the search: the two above. (--costdb is attached afterwards by each rank, agreed:
- * ps_cli_costdb_attach.) */
+/* --model and --cluster for the search: the two above. (The cost model follows: ps_cli_cost_model.) */
 ps_status ps_cli_load_inputs(const ps_cli_opts *o, MPI_Comm comm, ps_model *m, ps_cluster *c);
 /* The search options of o for cluster c (--gbs [8 x GPUs], --gbs-range, --top, --mbs-max, --max-tp, --schedules
  * checked against the schedule kinds, --objective). so.schedules points into the struct: do not copy it apart. */
@@ -182,6 +181,11 @@ ps_status ps_cli_costdb_cluster(const ps_cli_opts *o, ps_cluster *c);
 /* --costdb FILE: read it, refuse it for a cluster of other devices, put its tables into cp (the --cost-param values
  * still win). *db is NULL without --costdb; free it with ps_costdb_model_free after the last use of cp. */
 ps_status ps_cli_costdb_attach(const ps_cli_opts *o, const ps_cluster *c, ps_cost_params *cp, ps_costdb_model **db);
+/* A command's cost model, in one order for all: the documented defaults, --cost-param, --costdb's tables and fit for
+ * cluster c (ps_cli_costdb_attach), and --cost-param again over what the file set. Every rank reads the database
+ * itself; the outcome is agreed over comm (MPI_COMM_NULL: this process alone). */
+ps_status ps_cli_cost_model(const ps_cli_opts *o, MPI_Comm comm, const ps_cluster *c, ps_cost_params *cp,
+                           ps_costdb_model **db);
 /* "# cost database FILE: ..." for the table outputs; nothing without a database. */
 void ps_cli_costdb_note(FILE *f, const ps_cost_params *cp, const ps_cluster *c);
 /* The summary `costdb show` prints (provenance, devices, rows, headline numbers). */

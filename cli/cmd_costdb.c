@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "ps_mpi.h"
 
 ps_status ps_cli_costdb_cluster(const ps_cli_opts *o, ps_cluster *c)
 {
@@ -40,6 +41,24 @@ ps_status ps_cli_costdb_attach(const ps_cli_opts *o, const ps_cluster *c, ps_cos
     }
     *out = m;
     return PS_OK;
+}
+
+ps_status ps_cli_cost_model(const ps_cli_opts *o, MPI_Comm comm, const ps_cluster *c, ps_cost_params *cp,
+                           ps_costdb_model **db)
+{
+    *db = NULL;
+    ps_cost_params_default(cp);
+    ps_status st = PS_OK;
+    for (int i = 0; i < o->n_cost_params && st == PS_OK; i++) st = ps_cost_params_set(cp, o->cost_params[i]);
+    if (st == PS_OK) st = ps_cli_costdb_attach(o, c, cp, db);
+    /* Every rank reads the database for itself: agree, so that a rank that cannot read it does not leave while the
+     * others go on into the command's collectives. */
+    ps_status ast = ps_mpi_agree_status(comm, st, "reading the cost database");
+    if (ast != PS_OK && st == PS_OK) {
+        ps_costdb_model_free(*db);
+        *db = NULL;
+    }
+    return ast;
 }
 
 void ps_cli_costdb_note(FILE *f, const ps_cost_params *cp, const ps_cluster *c)

@@ -143,8 +143,6 @@ void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const 
 ps_status ps_cmd_estimate(const ps_cli_opts *o, ps_out *out)
 {
     ps_cost_params cp;
-    ps_cost_params_default(&cp);
-    for (int i = 0; i < o->n_cost_params; i++) PS_TRY(ps_cost_params_set(&cp, o->cost_params[i]));
     ps_model m;
     ps_cluster c;
     ps_plan plan;
@@ -159,7 +157,7 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, ps_out *out)
         ps_cluster_free(&c);
         return ps_error_trace(st, __FILE__, __LINE__);
     }
-    st = ps_cli_costdb_attach(o, &c, &cp, &db);
+    st = ps_cli_cost_model(o, MPI_COMM_NULL, &c, &cp, &db);
     if (st != PS_OK) {
         ps_model_free(&m);
         ps_cluster_free(&c);

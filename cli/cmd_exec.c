@@ -253,8 +253,6 @@ ps_status ps_cmd_exec(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     int rank = 0;
     PS_MPI(MPI_Comm_rank(comm, &rank));
     ps_cost_params cp;
-    ps_cost_params_default(&cp);
-    for (int i = 0; i < o->n_cost_params; i++) PS_TRY(ps_cost_params_set(&cp, o->cost_params[i]));
     json_t *root = NULL;
     PS_TRY(read_plan_root(o, comm, &root));
     const char *mspec = NULL, *cspec = NULL;
@@ -278,8 +276,7 @@ ps_status ps_cmd_exec(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     memset(&run, 0, sizeof run);
     bool have_run = false;
     PS_TRY_GOTO(st, ps_cli_load_inputs(&lo, comm, &m, &c), done);
-    PS_TRY_GOTO(st, ps_mpi_agree_status(comm, ps_cli_costdb_attach(&lo, &c, &cp, &db), "reading the cost database"),
-                done);
+    PS_TRY_GOTO(st, ps_cli_cost_model(&lo, comm, &c, &cp, &db), done);
     PS_TRY_GOTO(st, ps_plan_from_json(root, o->exec_plan, &m, &plan), done);
     PS_TRY_GOTO(st, ps_cli_exec(&lo, comm, &m, &c, &cp, &plan, &run), done);
     have_run = true;

@@ -261,8 +261,6 @@ ps_status ps_cli_search(MPI_Comm comm, const ps_search_opts *so, int dist, const
 ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
 {
     ps_cost_params cp;
-    ps_cost_params_default(&cp);
-    for (int i = 0; i < o->n_cost_params; i++) PS_TRY(ps_cost_params_set(&cp, o->cost_params[i]));
     int rank = 0, nranks = 1;
     PS_MPI(MPI_Comm_rank(comm, &rank));
     PS_MPI(MPI_Comm_size(comm, &nranks));
@@ -273,9 +271,7 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     memset(&all, 0, sizeof all);
     double secs = 0;
     ps_costdb_model *db = NULL;
-    /* Every rank reads the database for itself (it is not broadcast yet): agree, so that a rank that cannot read it
-     * does not leave while the others enter the search's collectives. */
-    ps_status st = ps_mpi_agree_status(comm, ps_cli_costdb_attach(o, &c, &cp, &db), "reading the cost database");
+    ps_status st = ps_cli_cost_model(o, comm, &c, &cp, &db);
     /* --exec-top runs one rank per GPU: refuse another count before the search, not after it */
     if (st == PS_OK && o->exec_top && c.n_gpus != nranks)
         st = PS_FAIL(PS_ERR_INPUT, "--exec-top runs the plans on this allocation, one MPI rank per GPU: %s has %lld GPUs "

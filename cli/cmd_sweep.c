@@ -386,9 +386,7 @@ static ps_status load_inputs(const ps_cli_opts *o, MPI_Comm comm, sweep_inputs *
          * options' checks fail alike on every rank (the same options, the same cluster, nothing allocated), while
          * every rank reads the database itself, which may fail on one rank alone. */
         ps_status st = ps_cli_search_setup(o, &col->c, &col->setup);
-        ps_cost_params_default(&col->cp);
-        for (int i = 0; i < o->n_cost_params && st == PS_OK; i++) st = ps_cost_params_set(&col->cp, o->cost_params[i]);
-        if (st == PS_OK) st = ps_cli_costdb_attach(o, &col->c, &col->cp, &col->db);
+        if (st == PS_OK) st = ps_cli_cost_model(o, MPI_COMM_NULL, &col->c, &col->cp, &col->db);
         PS_TRY(ps_mpi_agree_status(comm, st, "reading the cost database"));
     }
     /* As the plan command loads them: padded for TP up to a node, in fp16 where the cluster has no bf16. Each model's
