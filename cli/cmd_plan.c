@@ -204,7 +204,7 @@ static ps_status print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_p
                                                    (json_int_t)r->pruned, "dp_cells", r->dp_cells, "ranks", nranks,
                                                    "wall_s", seconds));
         if (!r->n_top) json_object_set_new(j, "binding", json_string(r->binding));
-        json_object_set_new(j, "objective", json_string(memory ? "memory" : "throughput"));
+        json_object_set_new(j, "objective", json_string(ps_search_objective_name(o->objective)));
         json_object_set_new(j, "baselines", baselines_json(r, m, o->objective));
         if (xt) json_object_set_new(j, "executed", exec_top_json(xt, r, m));
         return ps_out_json(out, j);

@@ -522,9 +522,8 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
         case OPT_CLUSTERS: o->clusters = optarg; break;
         case OPT_RESUME: o->resume = 1; break;
         case OPT_OBJECTIVE:
-            if (strcmp(optarg, "throughput") == 0) o->objective = PS_SEARCH_THROUGHPUT;
-            else if (strcmp(optarg, "memory") == 0) o->objective = PS_SEARCH_MEMORY;
-            else return PS_FAIL(PS_ERR_INPUT, "unknown --objective '%s' (known: throughput, memory)", optarg);
+            o->objective = ps_search_objective_find(optarg);
+            if (o->objective < 0) return PS_FAIL(PS_ERR_INPUT, "unknown --objective '%s' (known: throughput, memory)", optarg);
             break;
         case OPT_DISTRIBUTE:
             o->distribute = ps_dist_find(optarg);

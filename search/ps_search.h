@@ -17,6 +17,9 @@ enum { PS_BASE_MEGATRON = 0, PS_BASE_DP, PS_BASE_ZERO3, PS_BASE_EVEN, PS_BASE_CO
 
 /* What "best" means: highest samples/s (the default), or lowest peak memory per GPU (CAPTURE's objective). */
 enum { PS_SEARCH_THROUGHPUT = 0, PS_SEARCH_MEMORY = 1 };
+/* "throughput" / "memory": the objective's name on the command line, in the JSON and in sweep records. */
+const char *ps_search_objective_name(int objective);
+int ps_search_objective_find(const char *name); /* -1 when unknown */
 
 typedef struct {
     int64_t gbs_lo, gbs_hi, gbs_step; /* global batch sizes tried: lo, lo+step, ..., hi (lo == hi: fixed) */

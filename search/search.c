@@ -1081,3 +1081,12 @@ ps_status ps_search_job_run(ps_search_job *j, const ps_search_source *src, ps_se
     ps_search_explain(out, o, c);
     return PS_OK;
 }
+
+const char *ps_search_objective_name(int objective) { return objective == PS_SEARCH_MEMORY ? "memory" : "throughput"; }
+
+int ps_search_objective_find(const char *name)
+{
+    if (strcmp(name, "throughput") == 0) return PS_SEARCH_THROUGHPUT;
+    if (strcmp(name, "memory") == 0) return PS_SEARCH_MEMORY;
+    return -1;
+}
