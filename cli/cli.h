@@ -33,6 +33,7 @@ typedef struct {
     int zero;             /* -1 = default (0) */
     const char *recompute;
     int seq_parallel;
+    const char *tp_overlap; /* --tp-overlap: estimate none|cross-pass|oases; plan and sweep auto|none (NULL: default) */
     const char *schedule;
     const char *cost_params[16];
     int n_cost_params;

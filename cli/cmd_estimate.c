@@ -29,6 +29,10 @@ static ps_status plan_from_flags(const ps_cli_opts *o, const ps_model *m, const 
     int64_t vpp = o->vpp ? o->vpp : (chunks > 0 ? chunks : 1);
     ps_strategy s = {.tp = (int)tp, .dp = (int)dp, .zero = o->zero > 0 ? o->zero : 0, .sp = o->seq_parallel != 0};
     if (o->recompute) PS_TRY(ps_recompute_parse(o->recompute, &s.ckpt));
+    if (o->tp_overlap && strcmp(o->tp_overlap, "auto") == 0)
+        return PS_FAIL(PS_ERR_INPUT, "option --tp-overlap: estimate costs one plan: none, cross-pass or oases (auto "
+                                     "is for the search)");
+    if (o->tp_overlap) PS_TRY(ps_overlap_parse(o->tp_overlap, &s.overlap));
     if (tp > INT32_MAX || dp > INT32_MAX || pp > INT32_MAX || vpp > 1024)
         return PS_FAIL(PS_ERR_INPUT, "degrees are too large (tp %lld, dp %lld, pp %lld, vpp %lld)", (long long)tp,
                        (long long)dp, (long long)pp, (long long)vpp);
@@ -165,7 +169,7 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, ps_out *out)
     }
     if (o->plan) {
         if (o->tp || o->pp || o->dp || o->mbs || o->gbs || o->vpp || o->zero >= 0 || o->recompute || o->schedule ||
-            o->seq_parallel) {
+            o->seq_parallel || o->tp_overlap) {
             st = PS_FAIL(PS_ERR_INPUT, "--plan %s: give the plan either as a file or as flags, not both", o->plan);
             goto done;
         }

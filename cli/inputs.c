@@ -156,6 +156,13 @@ ps_status ps_cli_search_setup(const ps_cli_opts *o, const ps_cluster *c, ps_cli_
     if (o->mbs_max) so->mbs_max = o->mbs_max;
     if (o->max_tp) so->max_tp = (int)o->max_tp;
     so->objective = o->objective;
+    if (o->tp_overlap) {
+        if (strcmp(o->tp_overlap, "auto") != 0 && strcmp(o->tp_overlap, "none") != 0)
+            return PS_FAIL(PS_ERR_INPUT, "option --tp-overlap: a search takes auto or none (got '%s'; a plan with one "
+                                         "overlap mode is `psearch estimate --tp-overlap %s`)", o->tp_overlap,
+                           o->tp_overlap);
+        so->overlap = strcmp(o->tp_overlap, "auto") == 0;
+    }
     if (!o->schedules) return PS_OK;
     if (strlen(o->schedules) >= sizeof s->kbuf)
         return PS_FAIL(PS_ERR_INPUT, "option --schedules '%.40s...' is too long", o->schedules);

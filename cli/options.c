@@ -54,6 +54,7 @@ enum {
     OPT_RECORD,
     OPT_WATCHDOG,
     OPT_FROM_MEAS,
+    OPT_TP_OVERLAP,
 };
 
 static const struct option g_long[] = {
@@ -109,6 +110,7 @@ static const struct option g_long[] = {
     {"record", required_argument, NULL, OPT_RECORD},
     {"watchdog", required_argument, NULL, OPT_WATCHDOG},
     {"from-measurements", required_argument, NULL, OPT_FROM_MEAS},
+    {"tp-overlap", required_argument, NULL, OPT_TP_OVERLAP},
     {NULL, 0, NULL, 0},
 };
 
@@ -138,6 +140,8 @@ void ps_cli_usage(FILE *f, const char *cmd)
                    "  --zero N         ZeRO stage 0-3 of the data-parallel group [0]\n"
                    "  --recompute R    activation recomputation: none, selective, full [none]\n"
                    "  --seq-parallel   Megatron sequence parallelism (with tp > 1)\n"
+                   "  --tp-overlap O   TP collectives overlapped with computation (Oases): none, cross-pass, or\n"
+                   "                   oases (cross-pass + fine-grained recomputation; needs --recompute full) [none]\n"
                    "  --schedule K     pipeline schedule (see docs/schedules.md) [1f1b]\n"
                    "  --plan FILE      read the plan from a plan.json (what --format json prints) instead\n"
                    "  --cost-param NAME=VALUE   override a cost-model constant (repeatable; docs/costmodel.md)\n"
@@ -287,6 +291,8 @@ void ps_cli_usage(FILE *f, const char *cmd)
             "                       v-half, v-zb]\n"
             "      --objective O    throughput (highest samples/s) or memory (lowest peak memory per GPU)\n"
             "                       [throughput]\n"
+            "      --tp-overlap O   auto: per layer, also try TP with its collectives overlapped (Oases: cross-pass,\n"
+            "                       and oases with fine-grained recomputation); none: plain Megatron TP only [auto]\n"
             "      --distribute D   how ranks share the search: dynamic (guided chunks of work units from a counter\n"
             "                       on rank 0, one-sided MPI) or static (by estimated work) [dynamic]\n"
             "      --cost-param NAME=VALUE  override a cost-model constant (docs/costmodel.md)\n"
@@ -321,7 +327,7 @@ static const struct {
     {OPT_VPP, "estimate schedule"}, {OPT_GBS, "plan estimate sweep"},
     {OPT_GBS_RANGE, "plan sweep"}, {OPT_TOP, "plan sweep"},   {OPT_MBS_MAX, "plan sweep"},
     {OPT_MAX_TP, "plan sweep"}, {OPT_SCHEDULES, "plan sweep"}, {OPT_OBJECTIVE, "plan sweep"},
-    {OPT_DISTRIBUTE, "plan sweep"},
+    {OPT_DISTRIBUTE, "plan sweep"}, {OPT_TP_OVERLAP, "plan estimate sweep"},
     {OPT_EXPORT, "plan"},       {OPT_SVG, "plan schedule"},
     {OPT_KIND, "schedule"},     {OPT_STAGES, "schedule"},     {OPT_MICRO, "schedule"},
     {OPT_FBW, "schedule"},      {OPT_TIMES, "schedule"},      {OPT_PASSES, "schedule"},
@@ -489,6 +495,15 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
             break;
         }
         case OPT_SEQ_PARALLEL: o->seq_parallel = 1; break;
+        case OPT_TP_OVERLAP: {
+            /* the search takes auto or none, estimate a strategy's overlap: both checked where the command is known */
+            ps_overlap ov;
+            if (strcmp(optarg, "auto") != 0 && ps_overlap_parse(optarg, &ov) != PS_OK)
+                return PS_FAIL(PS_ERR_INPUT, "option --tp-overlap: expected auto, none, cross-pass or oases (got '%s')",
+                               optarg);
+            o->tp_overlap = optarg;
+            break;
+        }
         case OPT_SCHEDULE: o->schedule = optarg; break;
         case OPT_PLAN: o->plan = optarg; break;
         case OPT_COST_PARAM:

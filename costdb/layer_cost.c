@@ -102,25 +102,31 @@ void ps_layer_gemm_shapes(const ps_layer *l, int64_t mbs, int tp, ps_layer_gemms
     double T = (double)mbs * (double)l->seq, h = (double)l->hidden, t = tp;
     double Q = (double)(l->heads * l->head_dim), K = (double)(l->kv_heads * l->head_dim), F = (double)l->ffn_hidden;
     bool gated = l->act == PS_ACT_SWIGLU || l->act == PS_ACT_GEGLU;
+    int blk = 0; /* the forward block the next GEMMs belong to (ps_gemm_shape.blk) */
 #define GEMM(M, N, K_, cnt, at)                                                                                         \
-    out->g[out->n++] = (ps_gemm_shape){.m = (M), .n = (N), .k = (K_), .count = (cnt), .attn = (at)}
+    out->g[out->n++] = (ps_gemm_shape){.m = (M), .n = (N), .k = (K_), .count = (cnt), .attn = (at), .blk = blk}
     switch (l->kind) {
     case PS_LAYER_ENCODER:
     case PS_LAYER_DECODER:
     case PS_LAYER_DECODER_XATTN: {
         double ctx = (l->attn_window > 0 && l->attn_window < l->seq) ? (double)l->attn_window : (double)l->seq;
         double s = (double)l->seq, hd = (double)l->head_dim;
+        bool xattn = l->kind == PS_LAYER_DECODER_XATTN;
+        /* blocks (Megatron order, each ending in a TP collective): self-attention, [cross-attention,] MLP */
         GEMM(T, (Q + 2 * K) / t, h, 1, false);
         GEMM(T, h, Q / t, 1, false);
+        blk = xattn ? 2 : 1;
         GEMM(T, F / t, h, gated ? 2 : 1, false);
         GEMM(T, h, F / t, 1, false);
+        blk = 0;
         /* scores Q.K^T and probabilities . V: one batched GEMM each over (micro-batch x local heads) */
         double b = (double)mbs * ((double)l->heads / t);
         GEMM(s, ctx, hd, b, true);
         GEMM(s, hd, ctx, b, true);
         out->tp_colls = 2;
-        if (l->kind == PS_LAYER_DECODER_XATTN) {
+        if (xattn) {
             double kvT = (double)mbs * (double)l->kv_seq, kv = (double)l->kv_seq;
+            blk = 1;
             GEMM(T, Q / t, h, 1, false);
             GEMM(kvT, 2 * K / t, h, 1, false);
             GEMM(T, h, Q / t, 1, false);
@@ -186,6 +192,126 @@ double ps_cost_overlapped(const ps_cost_params *p, double comp, double comm)
     return hi + (p->overlap_slowdown - 1) * lo;
 }
 
+static const char *const k_overlap_names[PS_OVERLAP_COUNT] = {"none", "cross-pass", "oases"};
+
+const char *ps_overlap_name(ps_overlap o)
+{
+    return (int)o >= 0 && o < PS_OVERLAP_COUNT ? k_overlap_names[o] : "?";
+}
+
+ps_status ps_overlap_parse(const char *s, ps_overlap *o)
+{
+    for (int i = 0; i < PS_OVERLAP_COUNT; i++)
+        if (strcmp(s, k_overlap_names[i]) == 0) {
+            *o = (ps_overlap)i;
+            return PS_OK;
+        }
+    return PS_FAIL(PS_ERR_INPUT, "unknown TP overlap '%s' (known: none, cross-pass, oases)", s);
+}
+
+double ps_cost_two_stream(const ps_cost_params *p, int n_blocks, const double *comp, const double *comm)
+{
+    const int K = 2 * (n_blocks > 0 ? n_blocks : 0);
+    for (int k = 0; k < K; k++)
+        if (!isfinite(comp[k]) || !isfinite(comm[k])) return INFINITY;
+    const double sig = p->overlap_slowdown > 1 ? p->overlap_slowdown : 1;
+    /* kc, km: the next operation of the compute and the communication stream (every earlier one is done); rc, rm:
+     * the running one's remaining time at full speed, negative when the stream is idle */
+    int kc = 0, km = 0;
+    double rc = -1, rm = -1, t = 0;
+    while (kc < K || km < K) {
+        /* a sub-batch's block needs the collective of its previous block (index k - 2); a collective needs its
+         * block's computation */
+        if (rc < 0 && kc < K && km > kc - 2) rc = comp[kc] > 0 ? comp[kc] : 0;
+        if (rm < 0 && km < K && kc > km) rm = comm[km] > 0 ? comm[km] : 0;
+        if (rc == 0) { /* nothing to run: done at once */
+            rc = -1;
+            kc++;
+            continue;
+        }
+        if (rm == 0) {
+            rm = -1;
+            km++;
+            continue;
+        }
+        if (rc > 0 && rm > 0) {
+            /* both busy: both at 1/sig of their speed until the shorter one ends */
+            bool c_first = rc <= rm;
+            double d = c_first ? rc : rm;
+            t += d * sig;
+            rc -= d;
+            rm -= d;
+            if (c_first) {
+                rc = -1;
+                kc++;
+            } else {
+                rm = -1;
+                km++;
+            }
+        } else if (rc > 0) {
+            t += rc;
+            rc = -1;
+            kc++;
+        } else if (rm > 0) {
+            t += rm;
+            rm = -1;
+            km++;
+        } else {
+            break; /* unreachable: an idle pair of streams always has an operation it may start */
+        }
+    }
+    return t;
+}
+
+void ps_layer_ov_pass(const ps_layer *l, const ps_layer_gemms *g, const ps_strategy *s, double elementwise_passes,
+                      double act_full, double act_sel, double coll_bytes, int pass, ps_ov_pass *out)
+{
+    memset(out, 0, sizeof *out);
+    out->coll_bytes = coll_bytes;
+    int nf = g->tp_colls > 1 ? g->tp_colls : 1;
+    if (nf > PS_OV_MAX_BLOCKS / 2) nf = PS_OV_MAX_BLOCKS / 2;
+    double fstream = elementwise_passes * act_full / nf;
+    if (pass == PS_OV_FWD) {
+        out->n = nf;
+        for (int i = 0; i < nf; i++) {
+            for (int j = 0; j < g->n && j < PS_OV_MAX_GEMMS; j++) out->b[i].times[j] = g->g[j].blk == i;
+            out->b[i].stream_bytes = fstream;
+            out->b[i].coll = i < g->tp_colls;
+        }
+        return;
+    }
+    /* Full recomputation without the fine-grained restart repeats the forward blocks, collectives included. */
+    int at = 0;
+    if (s->ckpt == PS_RECOMP_FULL && s->overlap != PS_OVERLAP_OASES) {
+        ps_ov_pass f;
+        ps_layer_ov_pass(l, g, s, elementwise_passes, act_full, act_sel, coll_bytes, PS_OV_FWD, &f);
+        for (int i = 0; i < f.n; i++) out->b[at++] = f.b[i];
+    }
+    int n_attn_blk = 0;
+    for (int i = 0; i < nf; i++) {
+        bool has = false;
+        for (int j = 0; j < g->n; j++) has = has || (g->g[j].attn && g->g[j].blk == i);
+        n_attn_blk += has;
+    }
+    for (int i = nf - 1; i >= 0; i--) {
+        ps_ov_block *b = &out->b[at++];
+        bool has_attn = false;
+        for (int j = 0; j < g->n && j < PS_OV_MAX_GEMMS; j++) {
+            if (g->g[j].blk != i) continue;
+            b->times[j] = g->g[j].attn ? 2 : 1; /* input gradients: attention GEMMs twice */
+            if (s->ckpt == PS_RECOMP_FULL && s->overlap == PS_OVERLAP_OASES) b->times[j] += 1; /* recompute here */
+            if (s->ckpt == PS_RECOMP_SELECTIVE && g->g[j].attn) b->times[j] += 1;
+            has_attn = has_attn || g->g[j].attn;
+        }
+        b->stream_bytes = 2 * fstream;
+        if (s->ckpt == PS_RECOMP_FULL && s->overlap == PS_OVERLAP_OASES) b->stream_bytes += fstream;
+        if (s->ckpt == PS_RECOMP_SELECTIVE && has_attn)
+            b->stream_bytes += elementwise_passes * (act_full - act_sel) / n_attn_blk;
+        b->coll = i < g->bwd_tp_colls;
+    }
+    out->n = at;
+}
+
 /* Parameters a GPU holds of this layer before ZeRO sharding: TP splits the big matrices of blocks, embeddings and
  * heads; norms and biases are replicated in Megatron but are a rounding error next to the matrices. */
 static double params_per_gpu(const ps_layer *l, int tp)
@@ -196,6 +322,89 @@ static double params_per_gpu(const ps_layer *l, int tp)
     case PS_LAYER_PATCH_EMBED:
     case PS_LAYER_MERGE: return P;
     default: return P / tp;
+    }
+}
+
+/* The computation of one Oases block on the stage's slowest GPU [s]. */
+static double block_comp(const ps_cost_params *p, const dev_speed *d, const ps_layer_gemms *g, const ps_ov_block *b,
+                         double elt)
+{
+    double t = 0;
+    for (int j = 0; j < g->n && j < PS_OV_MAX_GEMMS; j++)
+        if (b->times[j] > 0)
+            t += b->times[j] * gemm_time(p, d, g->g[j].m, g->g[j].n, g->g[j].k, g->g[j].count, elt);
+    if (b->stream_bytes > 0) t += b->stream_bytes / d->stream + p->kernel_launch_s;
+    return p->compute_scale * t;
+}
+
+/* Oases (seed 003) Sec. 3 / Eq. 3: the micro-batch as two sub-batches (the larger first when it is odd), each pass
+ * cut into blocks at its TP collectives and run on two streams. Fills the ov_* fields; comp and comm return the
+ * passes' computation and collective time before overlap, recomp the recomputation's computation and rcomm its
+ * collectives (cross-pass only). The halved GEMMs are timed at their own size, so the efficiency a small sub-batch
+ * loses (AMP Sec. 3's skinny GEMMs, the measured rates of a cost database) is in the result. */
+static void overlap_passes(const ps_cost_params *p, const ps_cluster *c, const dev_speed *d, const ps_layer *l,
+                           ps_dtype dtype, int64_t mbs, const ps_strategy *s, int64_t first, ps_layer_cost *out,
+                           double comp[2], double comm[2], double *recomp, double *rcomm)
+{
+    double elt = ps_dtype_bytes(dtype);
+    int64_t sub[2] = {mbs - mbs / 2, mbs / 2};
+    ps_group grp = {first, s->tp, 1};
+    comp[0] = comp[1] = comm[0] = comm[1] = *recomp = *rcomm = 0;
+    for (int k = 0; k < 2; k++) {
+        ps_layer_gemms g;
+        ps_layer_gemm_shapes(l, sub[k], s->tp, &g);
+        double full = ps_layer_act_bytes(l, dtype, s->tp, false, PS_RECOMP_NONE) * (double)sub[k];
+        double sel = ps_layer_act_bytes(l, dtype, s->tp, false, PS_RECOMP_SELECTIVE) * (double)sub[k];
+        double bytes = (double)sub[k] * (double)l->seq * (double)l->hidden * elt;
+        double one = ps_coll_allreduce(p, c, &grp, bytes);
+        for (int pass = 0; pass < 2; pass++) {
+            ps_ov_pass ov;
+            ps_layer_ov_pass(l, &g, s, p->elementwise_passes, full, sel, bytes, pass, &ov);
+            out->ov_n[pass] = ov.n;
+            for (int i = 0; i < ov.n; i++) {
+                double tc = block_comp(p, d, &g, &ov.b[i], elt), tm = ov.b[i].coll ? one : 0;
+                out->ov_comp[pass][2 * i + k] = tc;
+                out->ov_comm[pass][2 * i + k] = tm;
+                comp[pass] += tc;
+                comm[pass] += tm;
+            }
+        }
+        /* the recomputation inside the backward: what the same pass costs without it */
+        if (s->ckpt != PS_RECOMP_NONE) {
+            ps_strategy bare = *s;
+            bare.ckpt = PS_RECOMP_NONE;
+            ps_ov_pass ov;
+            ps_layer_ov_pass(l, &g, &bare, p->elementwise_passes, full, sel, bytes, PS_OV_BWD, &ov);
+            double tc = 0, tm = 0;
+            for (int i = 0; i < ov.n; i++) {
+                tc += block_comp(p, d, &g, &ov.b[i], elt);
+                tm += ov.b[i].coll ? one : 0;
+            }
+            for (int i = 0; i < out->ov_n[PS_OV_BWD]; i++) {
+                *recomp += out->ov_comp[PS_OV_BWD][2 * i + k];
+                *rcomm += out->ov_comm[PS_OV_BWD][2 * i + k];
+            }
+            *recomp -= tc;
+            *rcomm -= tm;
+        }
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        int n = out->ov_n[pass];
+        double one = ps_cost_two_stream(p, n, out->ov_comp[pass], out->ov_comm[pass]);
+        /* the time one more layer adds inside a run: three copies back to back, less one, halved */
+        double c3[6 * PS_OV_MAX_BLOCKS], m3[6 * PS_OV_MAX_BLOCKS];
+        for (int r = 0; r < 3; r++) {
+            memcpy(c3 + r * 2 * n, out->ov_comp[pass], 2 * (size_t)n * sizeof *c3);
+            memcpy(m3 + r * 2 * n, out->ov_comm[pass], 2 * (size_t)n * sizeof *m3);
+        }
+        double run = (ps_cost_two_stream(p, 3 * n, c3, m3) - one) / 2;
+        if (pass == PS_OV_FWD) {
+            out->fwd = one;
+            out->fwd_run = run;
+        } else {
+            out->bwd_b = one;
+            out->bwd_b_run = run;
+        }
     }
 }
 
@@ -273,7 +482,8 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     out->zero_comm = zero_f + zero_b;
     out->tp_comm = tp_f + tp_b;
     out->recompute = recompute + recompute_comm;
-    out->fwd = (zero_f > 0 ? ps_cost_overlapped(p, comp_f, zero_f) : comp_f) + tp_f;
+    double zero_f_exposed = zero_f > 0 ? ps_cost_overlapped(p, comp_f, zero_f) - comp_f : 0;
+    out->fwd = comp_f + zero_f_exposed + tp_f;
     double bw_both = comp_b + comp_w;
     double bw_exposed = zero_b > 0 ? ps_cost_overlapped(p, bw_both, zero_b) - bw_both : 0;
     out->bwd_b = comp_b + tp_b + recompute_comm;
@@ -284,7 +494,75 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     out->comm_fwd = tp_f + zero_f;
     out->comm_bwd_b = tp_b + recompute_comm;
     out->comm_bwd_w = zero_b;
+    out->fwd_run = out->fwd;
+    out->bwd_b_run = out->bwd_b;
+    if (s->overlap != PS_OVERLAP_NONE && s->tp > 1) {
+        PS_CHECK_INPUT(mbs >= 2, "TP overlap splits the micro-batch into two sub-batches: it needs a micro-batch of "
+                                 "at least 2 samples per replica (got %lld)", (long long)mbs);
+        PS_CHECK_INPUT(!sp, "TP overlap (Oases) and sequence parallelism do not combine: choose one");
+        double oc[2], om[2], rc, rm;
+        overlap_passes(p, c, &d, l, dtype, mbs, s, first, out, oc, om, &rc, &rm);
+        /* ZeRO-3's gathers stay hidden behind the computation as without overlap */
+        out->fwd += zero_f_exposed;
+        out->fwd_run += zero_f_exposed;
+        out->comp_fwd = oc[PS_OV_FWD];
+        out->comp_bwd_b = oc[PS_OV_BWD];
+        out->comm_fwd = om[PS_OV_FWD] + zero_f;
+        out->comm_bwd_b = om[PS_OV_BWD];
+        /* the TP collectives left exposed when the layer runs alone */
+        out->tp_comm = fmax(0, out->fwd - zero_f_exposed - oc[PS_OV_FWD]) + fmax(0, out->bwd_b - oc[PS_OV_BWD]);
+        out->recompute = rc + rm;
+        if (s->ckpt == PS_RECOMP_FULL && s->overlap == PS_OVERLAP_OASES && w.tp_colls > 1)
+            /* fine-grained recomputation keeps every forward collective's output, not only the layer input */
+            out->mem_act += (double)(w.tp_colls - 1) * out->tp_bytes;
+    }
     double rec_flops = s->ckpt == PS_RECOMP_FULL ? w.flops : s->ckpt == PS_RECOMP_SELECTIVE ? w.attn_flops : 0;
     out->hw_flops = 3 * w.flops + rec_flops; /* forward, dgrad, wgrad (attention: 2x in backward, same total) */
     return PS_OK;
+}
+
+/* The share of a stage's micro-batch activation one GPU holds between layers under strategy s: its data-parallel
+ * share tp / width, and with sequence parallelism 1 / tp of that. */
+static double held(const ps_strategy *s)
+{
+    double width = (double)s->tp * s->dp;
+    return (s->sp && s->tp > 1 ? 1.0 : (double)s->tp) / width;
+}
+
+int ps_cost_reshard_group(const ps_layer *boundary, ps_dtype dtype, int64_t global_mb, const ps_strategy *a,
+                          const ps_strategy *b, int64_t first, ps_group *g, double *bytes)
+{
+    bool spa = a->sp && a->tp > 1, spb = b->sp && b->tp > 1;
+    *bytes = 0;
+    *g = (ps_group){first, 1, 1};
+    if (a->tp == b->tp && spa == spb) return 0;
+    double ha = held(a), hb = held(b), full = ps_layer_boundary_bytes(boundary, dtype) * (double)global_mb;
+    /* the layout holding more gathers from the GPUs of its TP group that hold its parts */
+    const ps_strategy *sup = ha >= hb ? a : b;
+    double hs = fmax(ha, hb), r = hs / fmin(ha, hb);
+    int64_t n = llround(r);
+    *bytes = hs * full;
+    if (n > 1 && fabs(r - (double)n) < 1e-9 && sup->tp % n == 0) {
+        *g = (ps_group){first, n, sup->tp / n};
+    } else {
+        /* TP degrees that do not nest (3 and 4), or equal shares arranged differently (sequence against batch
+         * shards): the whole TP group of the wider layout exchanges, a bound on what moves */
+        int t = a->tp > b->tp ? a->tp : b->tp;
+        *g = (ps_group){first, t, 1};
+    }
+    if (hb > ha * (1 + 1e-9)) return PS_RESHARD_FWD;
+    if (ha > hb * (1 + 1e-9)) return PS_RESHARD_BWD;
+    return PS_RESHARD_FWD | PS_RESHARD_BWD;
+}
+
+void ps_cost_reshard(const ps_cost_params *p, const ps_cluster *c, const ps_layer *boundary, ps_dtype dtype,
+                     int64_t global_mb, const ps_strategy *a, const ps_strategy *b, int64_t first, double *fwd,
+                     double *bwd)
+{
+    ps_group g;
+    double bytes;
+    int dirs = ps_cost_reshard_group(boundary, dtype, global_mb, a, b, first, &g, &bytes);
+    double t = dirs ? ps_coll_allgather(p, c, &g, bytes) : 0;
+    *fwd = dirs & PS_RESHARD_FWD ? t : 0;
+    *bwd = dirs & PS_RESHARD_BWD ? t : 0;
 }

@@ -76,7 +76,8 @@ int64_t ps_plan_micro_batches(const ps_plan *p)
 
 bool ps_strategy_equal(const ps_strategy *a, const ps_strategy *b)
 {
-    return a->tp == b->tp && a->dp == b->dp && a->zero == b->zero && a->ckpt == b->ckpt && a->sp == b->sp;
+    return a->tp == b->tp && a->dp == b->dp && a->zero == b->zero && a->ckpt == b->ckpt && a->sp == b->sp &&
+           a->overlap == b->overlap;
 }
 
 bool ps_plan_is_uniform(const ps_plan *p, int64_t n_layers)
@@ -158,6 +159,25 @@ ps_status ps_plan_check(const ps_plan *p, const ps_model *m, const ps_cluster *c
                 return PS_FAIL(PS_ERR_INPUT, "layer %lld (%s): sequence %lld is not divisible by tp %d (sequence "
                                              "parallelism)", (long long)i, kn, (long long)l->seq, s->tp);
         }
+        if ((int)s->overlap < 0 || s->overlap >= PS_OVERLAP_COUNT)
+            return PS_FAIL(PS_ERR_INPUT, "layer %lld (%s): unknown TP overlap %d", (long long)i, kn, (int)s->overlap);
+        if (s->overlap != PS_OVERLAP_NONE) {
+            const char *on = ps_overlap_name(s->overlap);
+            if (s->tp < 2)
+                return PS_FAIL(PS_ERR_INPUT, "layer %lld (%s): TP overlap %s needs tp >= 2 (tp %d has no TP "
+                                             "collective to overlap)", (long long)i, kn, on, s->tp);
+            if (s->sp)
+                return PS_FAIL(PS_ERR_INPUT, "layer %lld (%s): TP overlap %s and sequence parallelism do not combine",
+                               (long long)i, kn, on);
+            if (global_mb / s->dp < 2)
+                return PS_FAIL(PS_ERR_INPUT, "layer %lld (%s): TP overlap %s splits the micro-batch in two, but dp %d "
+                                             "leaves %lld sample(s) per replica", (long long)i, kn, on, s->dp,
+                               (long long)(global_mb / s->dp));
+            if (s->overlap == PS_OVERLAP_OASES && s->ckpt != PS_RECOMP_FULL)
+                return PS_FAIL(PS_ERR_INPUT, "layer %lld (%s): TP overlap oases is cross-pass with fine-grained full "
+                                             "recomputation: it needs ckpt full (got %s; use cross-pass)", (long long)i,
+                               kn, ps_recompute_name(s->ckpt));
+        }
     }
     /* The schedule's own rules on pp, micro-batches and chunks are checked when it is built (ps_sched_build). */
     return PS_OK;
@@ -174,6 +194,84 @@ double ps_prediction_peak(const ps_prediction *r)
     double m = 0;
     for (int i = 0; i < r->n_stages; i++) m = fmax(m, r->stages[i].mem_peak);
     return m;
+}
+
+/* A run of consecutive overlapped layers of one stage being collected: the forward blocks in layer order, the
+ * backward blocks per layer (the backward visits the layers in reverse), and what the layers cost outside the TP
+ * pipeline (ZeRO-3 gathers). */
+typedef struct {
+    int64_t n, cap;          /* layers in the run; room for */
+    int nf;                  /* forward blocks so far */
+    double *fc, *fm;         /* [cap * 2 * PS_OV_MAX_BLOCKS] forward computation / collectives, ps_cost_two_stream order */
+    double *bc, *bm;         /* [cap][2 * PS_OV_MAX_BLOCKS] backward, per layer */
+    int *bn;                 /* [cap] backward blocks per layer */
+    double extra_f;          /* forward time outside the pipeline (ZeRO-3 exposure) */
+} run_buf;
+
+static ps_status run_buf_alloc(run_buf *r, int64_t layers)
+{
+    size_t n = (size_t)(layers > 0 ? layers : 1) * 2 * PS_OV_MAX_BLOCKS;
+    r->cap = layers > 0 ? layers : 1;
+    r->fc = ps_calloc(4 * n, sizeof *r->fc);
+    r->bn = ps_calloc((size_t)r->cap, sizeof *r->bn);
+    if (!r->fc || !r->bn) {
+        free(r->fc);
+        free(r->bn);
+        r->fc = NULL;
+        r->bn = NULL;
+        return PS_ERR_SYSTEM;
+    }
+    r->fm = r->fc + n;
+    r->bc = r->fm + n;
+    r->bm = r->bc + n;
+    return PS_OK;
+}
+
+static void run_buf_free(run_buf *r)
+{
+    free(r->fc);
+    free(r->bn);
+    r->fc = NULL;
+    r->bn = NULL;
+}
+
+static void run_add(const ps_cost_params *p, run_buf *r, const ps_layer_cost *lc)
+{
+    const int B = 2 * PS_OV_MAX_BLOCKS;
+    int nf = lc->ov_n[PS_OV_FWD], nb = lc->ov_n[PS_OV_BWD];
+    memcpy(r->fc + 2 * r->nf, lc->ov_comp[PS_OV_FWD], 2 * (size_t)nf * sizeof *r->fc);
+    memcpy(r->fm + 2 * r->nf, lc->ov_comm[PS_OV_FWD], 2 * (size_t)nf * sizeof *r->fm);
+    r->nf += nf;
+    memcpy(r->bc + r->n * B, lc->ov_comp[PS_OV_BWD], 2 * (size_t)nb * sizeof *r->bc);
+    memcpy(r->bm + r->n * B, lc->ov_comm[PS_OV_BWD], 2 * (size_t)nb * sizeof *r->bm);
+    r->bn[r->n] = nb;
+    /* lc->fwd is the layer alone plus its ZeRO-3 exposure: keep the exposure */
+    r->extra_f += lc->fwd - ps_cost_two_stream(p, nf, lc->ov_comp[PS_OV_FWD], lc->ov_comm[PS_OV_FWD]);
+    r->n++;
+}
+
+/* The run's passes on the stage: the forward blocks, then the backward blocks of its layers last to first, each
+ * through the two-stream pipeline; the collectives it leaves exposed join the TP breakdown. */
+static void run_close(const ps_cost_params *p, run_buf *r, ps_stage_pred *sp, double *tp_exposed)
+{
+    const int B = 2 * PS_OV_MAX_BLOCKS;
+    double tf = ps_cost_two_stream(p, r->nf, r->fc, r->fm), comp_f = 0;
+    for (int k = 0; k < 2 * r->nf; k++) comp_f += r->fc[k];
+    /* the backward blocks, reversed by layer, into the forward arrays (no longer needed) */
+    int nb = 0;
+    for (int64_t l = r->n - 1; l >= 0; l--) {
+        memcpy(r->fc + 2 * nb, r->bc + l * B, 2 * (size_t)r->bn[l] * sizeof *r->fc);
+        memcpy(r->fm + 2 * nb, r->bm + l * B, 2 * (size_t)r->bn[l] * sizeof *r->fm);
+        nb += r->bn[l];
+    }
+    double tb = ps_cost_two_stream(p, nb, r->fc, r->fm), comp_b = 0;
+    for (int k = 0; k < 2 * nb; k++) comp_b += r->fc[k];
+    sp->fwd += tf + r->extra_f;
+    sp->bwd_b += tb;
+    *tp_exposed += fmax(0, tf - comp_f) + fmax(0, tb - comp_b);
+    r->n = 0;
+    r->nf = 0;
+    r->extra_f = 0;
 }
 
 ps_status ps_cost_plan(const ps_cost_params *p, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
@@ -193,6 +291,7 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
     if (n_mb > INT32_MAX) return PS_FAIL(PS_ERR_INPUT, "%lld micro-batches is too many", (long long)n_mb);
 
     ps_status st = PS_OK;
+    run_buf rb = {0};
     ps_sched *own = NULL, *sch = ws;
     double *buf = NULL;
     if (!sch) {
@@ -218,6 +317,11 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
     for (int i = 0; i < d; i++) dcap[i] = INFINITY;
     out->n_stages = S;
 
+    /* the blocks of a run of overlapped layers: forward in layer order, backward per layer (reversed at the end) */
+    int64_t most = 0;
+    for (int s = 0; s < S; s++) most = plan->cuts[s + 1] - plan->cuts[s] > most ? plan->cuts[s + 1] - plan->cuts[s] : most;
+    PS_TRY_GOTO(st, run_buf_alloc(&rb, most), done);
+
     double hw_flops_mb = 0; /* summed over stages: one micro-batch through the whole model, per GPU of a stage */
     for (int s = 0; s < S; s++) {
         ps_stage_pred *sp = &out->stages[s];
@@ -225,6 +329,7 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
         sp->first_gpu = (int64_t)dev * width;
         sp->n_gpus = width;
         ps_layer_cost lc;
+        rb.n = 0;
         for (int64_t i = plan->cuts[s]; i < plan->cuts[s + 1]; i++) {
             const ps_strategy *ls = &plan->layer[i];
             /* 80 identical decoder blocks under one strategy cost the same: cost the first of a run only */
@@ -233,17 +338,35 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
                 PS_TRY_GOTO(st, ps_cost_layer(p, c, &m->layers[i], m->dtype, global_mb / ls->dp, ls, sp->first_gpu,
                                               &lc),
                             done);
-            sp->fwd += lc.fwd;
-            sp->bwd_b += lc.bwd_b;
+            if (i > plan->cuts[s]) {
+                /* a change of TP layout inside the stage: one all-gather, forward or backward (Oases Eq. 4) */
+                double rf, rbw;
+                ps_cost_reshard(p, c, &m->layers[i - 1], m->dtype, global_mb, &plan->layer[i - 1], ls, sp->first_gpu,
+                                &rf, &rbw);
+                sp->fwd += rf;
+                sp->bwd_b += rbw;
+                dtp[dev] += rf + rbw;
+            }
+            /* Overlapped layers of one TP group in a row run as one sub-batch pipeline: only its first computation
+             * and last collective are exposed, not every layer's (Oases Eq. 3). */
+            bool ov = ls->overlap != PS_OVERLAP_NONE && ls->tp > 1;
+            if (rb.n > 0 && !(ov && ls->tp == plan->layer[i - 1].tp)) run_close(p, &rb, sp, &dtp[dev]);
+            if (ov) {
+                run_add(p, &rb, &lc);
+            } else {
+                sp->fwd += lc.fwd;
+                sp->bwd_b += lc.bwd_b;
+                dtp[dev] += lc.tp_comm;
+            }
             sp->bwd_w += lc.bwd_w;
             sp->mem_static += lc.mem_params + lc.mem_grads + lc.mem_optim;
             sp->mem_act_per_mb += lc.mem_act;
             if (lc.mem_temp > sp->mem_temp) sp->mem_temp = lc.mem_temp;
             dsync[dev] += lc.dp_sync;
             drec[dev] += lc.recompute;
-            dtp[dev] += lc.tp_comm;
             hw_flops_mb += lc.hw_flops;
         }
+        if (rb.n > 0) run_close(p, &rb, sp, &dtp[dev]);
         f[s] = sp->fwd;
         b[s] = sp->bwd_b;
         w[s] = sp->bwd_w;
@@ -327,6 +450,7 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
     if (out->bubble_s < 0) out->bubble_s = 0;
 
 done:
+    run_buf_free(&rb);
     free(buf);
     ps_sched_destroy(own);
     if (st != PS_OK) ps_prediction_free(out);

@@ -26,6 +26,14 @@ static ps_status read_strategy(const json_t *o, const ps_jloc *loc, ps_strategy 
                        rc);
     }
     PS_TRY(ps_json_bool(o, loc, "sp", false, &s->sp));
+    char ov[16] = "";
+    PS_TRY(ps_json_str(o, loc, "overlap", false, ov, sizeof ov));
+    if (ov[0] && ps_overlap_parse(ov, &s->overlap) != PS_OK) {
+        ps_error_clear();
+        ps_jloc fl = ps_jloc_key(loc, "overlap");
+        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be none, cross-pass or oases (got '%s')", loc->file, fl.path,
+                       ov);
+    }
     return PS_OK;
 }
 
@@ -35,7 +43,7 @@ ps_status ps_plan_from_json(const json_t *root, const char *file, const ps_model
     ps_jloc loc = ps_jloc_root(file);
     /* A plan file written by psearch carries its prediction and inputs too; they are read elsewhere or ignored. */
     static const char *const known[] = {"psearch_version", "model", "cluster", "gpus", "gbs", "mbs", "micro_batches",
-                                        "pp", "vpp", "schedule", "tp", "dp", "zero", "ckpt", "sp", "stages",
+                                        "pp", "vpp", "schedule", "tp", "dp", "zero", "ckpt", "sp", "overlap", "stages",
                                         "predicted", "flops_convention", "cost_params", "note",
                                         /* the search's result document and a --costdb estimate add these */
                                         "top", "search", "objective", "baselines", "binding", "costdb", NULL};
@@ -137,6 +145,7 @@ json_t *ps_plan_to_json(const ps_plan *p, const ps_model *m)
         json_object_set_new(j, "zero", json_integer(s->zero));
         json_object_set_new(j, "ckpt", json_string(ps_recompute_name(s->ckpt)));
         json_object_set_new(j, "sp", json_boolean(s->sp));
+        json_object_set_new(j, "overlap", json_string(ps_overlap_name(s->overlap)));
     }
     json_t *stages = json_array();
     int64_t S = (int64_t)p->pp * p->vpp;
@@ -156,6 +165,7 @@ json_t *ps_plan_to_json(const ps_plan *p, const ps_model *m)
             json_object_set_new(g, "zero", json_integer(a->zero));
             json_object_set_new(g, "ckpt", json_string(ps_recompute_name(a->ckpt)));
             json_object_set_new(g, "sp", json_boolean(a->sp));
+            json_object_set_new(g, "overlap", json_string(ps_overlap_name(a->overlap)));
             json_array_append_new(strs, g);
             i = k;
         }

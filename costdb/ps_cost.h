@@ -50,12 +50,26 @@ const char *ps_cost_param_name(int i, double *value, const char **unit, const ch
                                const ps_cost_params *p);
 
 /* ---- strategy and plan ---- */
+/* How a layer's TP collectives meet its computation (Oases, seed 003, Sec. 3). */
+typedef enum {
+    PS_OVERLAP_NONE = 0, /* Megatron: every TP collective waits for its computation and blocks the next */
+    PS_OVERLAP_CROSS,    /* Oases Sec. 3.1: the micro-batch runs as two sub-batches, one's collective while the other
+                            computes, recomputation and backward scheduled together across the pass barrier */
+    PS_OVERLAP_OASES,    /* + Sec. 3.2 fine-grained recomputation: recomputation restarts after each forward
+                            collective, whose output is kept, so recomputation issues none (needs ckpt full) */
+    PS_OVERLAP_COUNT
+} ps_overlap;
+const char *ps_overlap_name(ps_overlap o); /* "none", "cross-pass", "oases" */
+/* Parse a name of ps_overlap_name; unknown -> PS_ERR_INPUT listing the names. */
+ps_status ps_overlap_parse(const char *s, ps_overlap *o);
+
 typedef struct {
     int tp;           /* tensor-parallel degree */
     int dp;           /* data-parallel degree (sharded when zero > 0) */
     int zero;         /* ZeRO stage 0-3: 1 shards optimizer states, 2 also gradients, 3 also parameters */
     ps_recompute ckpt;
     bool sp;          /* Megatron sequence parallelism (needs tp > 1 to matter) */
+    ps_overlap overlap; /* TP collectives overlapped with computation (tp > 1, no sp, micro-batch >= 2 samples) */
 } ps_strategy;
 
 bool ps_strategy_equal(const ps_strategy *a, const ps_strategy *b);
@@ -117,6 +131,15 @@ double ps_cost_peak_flops(const ps_gpu *g, ps_dtype dtype);
  * they overlap; the longer one finishes alone. Returns the time of the two together. */
 double ps_cost_overlapped(const ps_cost_params *p, double comp, double comm);
 
+/* Oases' sub-batch pipeline (seed 003, Sec. 3, Algorithms 1-2) on a compute stream and a communication stream: block i
+ * of sub-batch s computes comp[2i + s] seconds, then issues a collective of comm[2i + s] seconds (0: none). The
+ * compute stream runs (block 0, sub-batch 0), (0, 1), (1, 0), (1, 1), ...; a block of a sub-batch waits for the
+ * collective of its previous block; collectives run one at a time in issue order. While both streams are busy, both
+ * progress overlap_slowdown times slower (the form of ps_cost_overlapped, exact here for any interleaving). Returns
+ * the time from the first computation to the last collective's end: the first block's computation and the last
+ * collective are exposed (Oases Eq. 3's first and last nodes). n_blocks >= 0. */
+double ps_cost_two_stream(const ps_cost_params *p, int n_blocks, const double *comp, const double *comm);
+
 /* ---- one layer ---- */
 /* The matrix multiplies of one layer's forward pass on one GPU of a tp-way group, for a micro-batch of mbs samples:
  * (m x k) . (k x n), `count` times (attention: batched over micro-batch x local heads). The backward runs each
@@ -125,6 +148,8 @@ double ps_cost_overlapped(const ps_cost_params *p, double comp, double comm);
 typedef struct {
     double m, n, k, count;
     bool attn; /* attention score / context GEMM (no weights; what selective recomputation repeats) */
+    int blk;   /* the forward block it belongs to: the computation before the layer's blk-th TP collective
+                  (attention, [cross-attention,] MLP; 0 for layers with one block or none) */
 } ps_gemm_shape;
 typedef struct {
     ps_gemm_shape g[12];
@@ -133,6 +158,33 @@ typedef struct {
     int bwd_tp_colls; /* in the backward pass */
 } ps_layer_gemms;
 void ps_layer_gemm_shapes(const ps_layer *l, int64_t mbs, int tp, ps_layer_gemms *out);
+
+/* ---- Oases blocks: a layer pass cut at its TP collectives ---- */
+/* One block: computation (GEMMs of ps_layer_gemm_shapes, each run `times` times, and elementwise memory traffic),
+ * then optionally one TP all-reduce of the sub-batch's layer output. The cost model times these and `psearch exec`
+ * runs them (two sub-batches, the collective non-blocking), so both see the same work. */
+#define PS_OV_MAX_GEMMS 12
+#define PS_OV_MAX_BLOCKS 8
+typedef struct {
+    int times[PS_OV_MAX_GEMMS]; /* how often GEMM j of ps_layer_gemms.g (the sub-batch's shapes) runs in the block */
+    double stream_bytes;        /* elementwise traffic [bytes] */
+    bool coll;                  /* an all-reduce of ps_ov_pass.coll_bytes follows the computation */
+} ps_ov_block;
+typedef struct {
+    ps_ov_block b[PS_OV_MAX_BLOCKS];
+    int n;
+    double coll_bytes; /* payload of one collective: the sub-batch's layer output (the full tensor) [bytes] */
+} ps_ov_pass;
+enum { PS_OV_FWD = 0, PS_OV_BWD = 1 };
+/* The blocks of layer l's forward (PS_OV_FWD) or input-gradient backward (PS_OV_BWD, recomputation first as the
+ * strategy's ckpt and overlap say) for one sub-batch of `sub` samples under strategy s, whose GEMM shapes `g` are
+ * (ps_layer_gemm_shapes(l, sub, s->tp)). Forward: one block per TP collective, the layer's elementwise traffic split
+ * evenly over them. Backward: the blocks in reverse, each the input-gradient GEMMs (attention twice) and twice its
+ * traffic, then the backward collective; full recomputation under PS_OVERLAP_CROSS first repeats the forward blocks
+ * with their collectives, under PS_OVERLAP_OASES merges each forward block's computation into its backward block
+ * with no collective (Sec. 3.2); selective recomputation joins the attention block. */
+void ps_layer_ov_pass(const ps_layer *l, const ps_layer_gemms *g, const ps_strategy *s, double elementwise_passes,
+                      double act_full, double act_sel, double coll_bytes, int pass, ps_ov_pass *out);
 
 typedef struct {
     /* times per micro-batch on one GPU, seconds; communication already counted as exposed where noted */
@@ -151,6 +203,14 @@ typedef struct {
     double comp_fwd, comp_bwd_b, comp_bwd_w;
     double comm_fwd, comm_bwd_b, comm_bwd_w;
     double tp_bytes;      /* payload of one TP collective of the layer output (the full tensor) */
+    /* Overlapped TP (s->overlap): the Oases blocks of the forward and the input-gradient backward, in
+     * ps_cost_two_stream's layout (comp[2i + sub-batch], comm likewise; n blocks), TP collectives only. fwd and
+     * bwd_b above are the layer alone (its first computation and last collective exposed); ps_cost_plan runs
+     * consecutive overlapped layers of one TP group as one sub-batch pipeline. *_run: the time the layer adds inside
+     * such a run (ps_cost_two_stream of three copies minus one, halved) [s]. */
+    int ov_n[2];
+    double ov_comp[2][2 * PS_OV_MAX_BLOCKS], ov_comm[2][2 * PS_OV_MAX_BLOCKS];
+    double fwd_run, bwd_b_run;
     /* memory on one GPU, bytes */
     double mem_params;
     double mem_grads;
@@ -163,6 +223,23 @@ typedef struct {
  * GPU `first` (TP innermost: consecutive GPUs; DP across them with stride tp). */
 ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_layer *l, ps_dtype dtype,
                         int64_t mbs, const ps_strategy *s, int64_t first, ps_layer_cost *out);
+
+/* Resharding between consecutive layers a and b of a stage whose strategies differ in TP degree or sequence
+ * parallelism (the stage width fixed): each GPU holds the boundary activation of its data-parallel share (and its
+ * sequence shard with SP); when b needs more of it than a left on the GPU, the forward all-gathers it over the GPUs
+ * that hold the parts, and when it needs less, the forward slices and the backward all-gathers the gradient
+ * (Oases Eq. 4: one all-gather, forward or backward, which no computation hides). Times in seconds for a stage whose
+ * GPUs start at `first`, `global_mb` samples per micro-batch over the stage; 0 and 0 when the layouts match. */
+void ps_cost_reshard(const ps_cost_params *p, const ps_cluster *c, const ps_layer *boundary, ps_dtype dtype,
+                     int64_t global_mb, const ps_strategy *a, const ps_strategy *b, int64_t first, double *fwd,
+                     double *bwd);
+/* The group the all-gather of ps_cost_reshard runs over (n members at a stride, inside the stage from GPU `first`),
+ * its payload [bytes], and the passes that run it: PS_RESHARD_FWD | PS_RESHARD_BWD bits, 0 when the layouts match
+ * (nothing moves; both bits when the parts are arranged differently, SP's sequence shards against batch shards).
+ * exec runs the same collective. */
+enum { PS_RESHARD_FWD = 1, PS_RESHARD_BWD = 2 };
+int ps_cost_reshard_group(const ps_layer *boundary, ps_dtype dtype, int64_t global_mb, const ps_strategy *a,
+                          const ps_strategy *b, int64_t first, ps_group *g, double *bytes);
 
 /* ---- a whole plan ---- */
 typedef struct {

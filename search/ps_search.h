@@ -33,6 +33,7 @@ typedef struct {
     int balance;                      /* also cost Galvatron-BMW's bi-objective (memory/time balanced) partition [1] */
     int objective;                    /* PS_SEARCH_THROUGHPUT or PS_SEARCH_MEMORY [throughput] */
     int quanta;                       /* memory levels of the per-layer DP [256] */
+    int overlap;                      /* also try TP with overlapped collectives (Oases: cross-pass, oases) [1] */
 } ps_search_opts;
 
 void ps_search_opts_default(ps_search_opts *o);

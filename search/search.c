@@ -28,6 +28,7 @@ void ps_search_opts_default(ps_search_opts *o)
     o->per_layer = 1;
     o->balance = 1;
     o->quanta = 256;
+    o->overlap = 1;
 }
 
 int ps_prediction_worst_stage(const ps_prediction *p)
@@ -138,33 +139,43 @@ static int64_t count_blocks(const ps_model *m)
 }
 
 /* ---- strategies of one stage width ---- */
-/* Strategies of one stage width: tp x sp x ZeRO x recompute, far below this for any node size. */
-#define PS_SEARCH_MAX_STRATS 256
-/* At most this many (tp, sp) layouts, i.e. 32 TP degrees per stage; wider TP choices are cut, not overrun. */
+/* Strategies of one stage width: tp x (sp | overlap) x ZeRO x recompute, far below this for any node size. */
+#define PS_SEARCH_MAX_STRATS 512
+/* At most this many layouts, i.e. 21 TP degrees per stage; wider TP choices are cut, not overrun. */
 #define PS_SEARCH_MAX_LAYOUTS 64
 typedef struct {
     ps_strategy s;
-    int layout; /* (tp, sp) class: resharding is free inside one */
+    int layout; /* (tp, sp, overlapped) class: a change of class costs resharding or a broken overlap */
 } strat;
 
-static int build_strategies(int64_t width, int max_tp, int64_t global_mb, int64_t mbs_max, strat *out, int cap,
-                            int *n_layouts, int *layout_tp)
+/* Every strategy of one stage width, grouped by layout; lay_rep[l] is a strategy of layout l (what resharding and
+ * overlap depend on). Overlapped TP (Oases) joins when `overlap` is set: cross-pass with every recomputation, and
+ * oases with full recomputation, for tp > 1 without SP and at least two samples per replica to split. */
+static int build_strategies(int64_t width, int max_tp, int64_t global_mb, int64_t mbs_max, int overlap, strat *out,
+                            int cap, int *n_layouts, ps_strategy *lay_rep)
 {
     int n = 0, lay = 0;
     for (int64_t tp = 1; tp <= width && tp <= max_tp; tp++) {
         if (width % tp) continue;
-        if (lay + 2 > PS_SEARCH_MAX_LAYOUTS) break; /* the per-stage tables below are sized for this many */
+        if (lay + 3 > PS_SEARCH_MAX_LAYOUTS) break; /* the per-stage tables below are sized for this many */
         int64_t dp = width / tp;
         if (global_mb % dp || global_mb / dp > mbs_max) continue;
-        for (int sp = 0; sp <= (tp > 1); sp++) {
-            layout_tp[lay] = (int)tp;
-            for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
-                for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL && n < cap; rc++) {
-                    out[n].s = (ps_strategy){.tp = (int)tp, .dp = (int)dp, .zero = zero, .ckpt = (ps_recompute)rc,
-                                             .sp = sp != 0};
-                    out[n].layout = lay;
-                    n++;
-                }
+        bool can_ov = overlap && tp > 1 && global_mb / dp >= 2;
+        /* variants: 0 plain, 1 SP, 2 overlapped */
+        for (int v = 0; v <= (tp > 1 ? 1 + can_ov : 0); v++) {
+            bool first = true;
+            for (int ov = v == 2 ? PS_OVERLAP_CROSS : PS_OVERLAP_NONE; ov <= (v == 2 ? PS_OVERLAP_OASES : PS_OVERLAP_NONE);
+                 ov++)
+                for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
+                    for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL && n < cap; rc++) {
+                        if (ov == PS_OVERLAP_OASES && rc != PS_RECOMP_FULL) continue;
+                        out[n].s = (ps_strategy){.tp = (int)tp, .dp = (int)dp, .zero = zero,
+                                                 .ckpt = (ps_recompute)rc, .sp = v == 1, .overlap = (ps_overlap)ov};
+                        out[n].layout = lay;
+                        if (first) lay_rep[lay] = out[n].s;
+                        first = false;
+                        n++;
+                    }
             lay++;
         }
     }
@@ -186,9 +197,17 @@ static bool layer_allows(const ps_layer *l, const ps_strategy *s)
 }
 
 /* Candidate indices: the outer candidate's position times PS_IDX_STRIDE plus the variant below (chunked schedules use
- * the strategy's position 0..255), so every costed plan has its own place in the total order. */
+ * the strategy's position 0..PS_SEARCH_MAX_STRATS-1), so every costed plan has its own place in the total order. */
 #define PS_IDX_STRIDE 1024
-enum { PS_IDX_TIME = 256, PS_IDX_EVEN = 258, PS_IDX_BALANCED = 260, PS_IDX_MEMORY = 262, PS_IDX_LIGHT = 264 };
+/* each partition variant also takes the next index, for its per-layer refinement */
+enum {
+    PS_IDX_TIME = PS_SEARCH_MAX_STRATS,
+    PS_IDX_EVEN = PS_IDX_TIME + 2,
+    PS_IDX_BALANCED = PS_IDX_TIME + 4,
+    PS_IDX_MEMORY = PS_IDX_TIME + 6,
+    PS_IDX_LIGHT = PS_IDX_TIME + 8
+};
+_Static_assert(PS_IDX_LIGHT < PS_IDX_STRIDE, "candidate variants must fit the index stride");
 /* where evaluate() offers a plan: the top k, the best even-split plan (the "even split" baseline), or both */
 enum { EV_TOP = 1, EV_EVEN = 2 };
 
@@ -201,7 +220,11 @@ typedef struct {
     /* per stage-group tables: [K][L][S] */
     double *t, *st, *act, *tmp;
     size_t cap_t, cap_st, cap_act, cap_tmp;
-    double *fb;      /* [G][L][S] fwd + bwd_b + bwd_w per micro-batch (t without the spread DP sync) */
+    double *ex;      /* [G][L][S] what an overlapped layer adds when it starts or ends a run: its first computation
+                        and last collective, exposed (0 for plain TP) */
+    size_t cap_ex;
+    double *fb;      /* [G][L][S] a lower bound on the layer's fwd + bwd_b + bwd_w per micro-batch in any plan (exact
+                        for plain TP; the computation alone for overlapped TP, whose collectives may all hide) */
     double *lmin;    /* [G][L] fastest fb of any strategy of the layer: the lower bounds below */
     size_t cap_fb, cap_lmin;
     double *C, *Cm;  /* [K][L+1][L+1] fastest time / lowest memory of a fitting single strategy per stage */
@@ -365,7 +388,7 @@ static bool prunable(const worker *w, const ps_search_opts *o, int64_t gbs, doub
 typedef struct {
     const strat *S;
     int nS, n_layouts;
-    const int *layout_tp;
+    const ps_strategy *lay_rep;
     const double *inflight, *cap_mem;
     bool uni;
     size_t LS;
@@ -469,9 +492,16 @@ static ps_status refine(worker *w, const stage_ctx *x, const ps_cost_params *cp,
                 w->ltime[(size_t)l * nk + (size_t)i] = w->t[e];
                 w->lmem[(size_t)l * nk + (size_t)i] = (int64_t)ceil((w->st[e] + f * w->act[e]) / q);
             }
-        /* Resharding between layouts: the boundary activation is gathered over the larger TP group, forward and
-         * backward. */
-        double resh[PS_SEARCH_MAX_LAYOUTS * PS_SEARCH_MAX_LAYOUTS];
+        /* Changing layout between layers: the resharding all-gather (ps_cost_reshard, Oases Eq. 4), and where an
+         * overlapped run ends or starts, half of the exposure a run has at its two ends (the largest of the stage's
+         * layers under that layout). The stage's own first and last run pay none here: ps_cost_plan ranks. */
+        double resh[PS_SEARCH_MAX_LAYOUTS * PS_SEARCH_MAX_LAYOUTS], exl[PS_SEARCH_MAX_LAYOUTS];
+        for (int u = 0; u < n_layouts; u++) exl[u] = 0;
+        for (int i = 0; i < nk; i++) {
+            int u = x->S[keep[i]].layout;
+            for (int64_t l = a; l < b; l++)
+                exl[u] = fmax(exl[u], w->ex[(size_t)g * LS + (size_t)l * nS + (size_t)keep[i]]);
+        }
         const ps_layer *bl = &m->layers[a];
         for (int u = 0; u < n_layouts; u++)
             for (int v = 0; v < n_layouts; v++) {
@@ -479,10 +509,10 @@ static ps_status refine(worker *w, const stage_ctx *x, const ps_cost_params *cp,
                     resh[u * n_layouts + v] = 0;
                     continue;
                 }
-                int t = x->layout_tp[u] > x->layout_tp[v] ? x->layout_tp[u] : x->layout_tp[v];
-                ps_group grp = {(int64_t)g * x->width, t, 1};
-                double bytes = ps_layer_boundary_bytes(bl, m->dtype) * (double)(x->global_mb / (x->width / t));
-                resh[u * n_layouts + v] = 2 * ps_coll_allgather(cp, c, &grp, bytes);
+                double rf, rb;
+                ps_cost_reshard(cp, c, bl, m->dtype, x->global_mb, &x->lay_rep[u], &x->lay_rep[v],
+                                (int64_t)g * x->width, &rf, &rb);
+                resh[u * n_layouts + v] = rf + rb + (exl[u] + exl[v]) / 2;
             }
         int lay[PS_SEARCH_MAX_STRATS];
         for (int i = 0; i < nk; i++) lay[i] = x->S[keep[i]].layout;
@@ -548,9 +578,10 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
     int64_t L = m->n_layers, width = c->n_gpus / oc->pp, global_mb = oc->gbs / oc->micro;
     int max_tp = ps_search_max_tp(o, c);
     strat S[PS_SEARCH_MAX_STRATS];
-    int layout_tp[PS_SEARCH_MAX_LAYOUTS], n_layouts = 0;
-    int nS = build_strategies(width, max_tp, global_mb, o->mbs_max, S, PS_SEARCH_MAX_STRATS, &n_layouts,
-                              layout_tp);
+    ps_strategy lay_rep[PS_SEARCH_MAX_LAYOUTS];
+    int n_layouts = 0;
+    int nS = build_strategies(width, max_tp, global_mb, o->mbs_max, o->overlap, S, PS_SEARCH_MAX_STRATS, &n_layouts,
+                              lay_rep);
     if (nS == 0) return PS_OK;
 
     int K = oc->pp;
@@ -581,6 +612,7 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
     PS_TRY(ps_grow((void **)&w->st, &w->cap_st, (size_t)G * LS, sizeof(double)));
     PS_TRY(ps_grow((void **)&w->act, &w->cap_act, (size_t)G * LS, sizeof(double)));
     PS_TRY(ps_grow((void **)&w->tmp, &w->cap_tmp, (size_t)G * LS, sizeof(double)));
+    PS_TRY(ps_grow((void **)&w->ex, &w->cap_ex, (size_t)G * LS, sizeof(double)));
     PS_TRY(ps_grow((void **)&w->fb, &w->cap_fb, (size_t)G * LS, sizeof(double)));
     PS_TRY(ps_grow((void **)&w->lmin, &w->cap_lmin, (size_t)G * (size_t)L, sizeof(double)));
     double cap_mem[4096];
@@ -597,6 +629,7 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
                 memcpy(w->st + row, w->st + prev, (size_t)nS * sizeof(double));
                 memcpy(w->act + row, w->act + prev, (size_t)nS * sizeof(double));
                 memcpy(w->tmp + row, w->tmp + prev, (size_t)nS * sizeof(double));
+                memcpy(w->ex + row, w->ex + prev, (size_t)nS * sizeof(double));
                 memcpy(w->fb + row, w->fb + prev, (size_t)nS * sizeof(double));
                 w->lmin[(size_t)g * (size_t)L + (size_t)l] = w->lmin[(size_t)g * (size_t)L + (size_t)l - 1];
                 continue;
@@ -607,17 +640,22 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
                     w->fb[row + (size_t)s] = INFINITY;
                     w->t[row + (size_t)s] = INFINITY;
                     w->st[row + (size_t)s] = w->act[row + (size_t)s] = w->tmp[row + (size_t)s] = 0;
+                    w->ex[row + (size_t)s] = 0;
                     continue;
                 }
                 ps_layer_cost lc;
                 PS_TRY(ps_cost_layer(cp, c, &m->layers[l], m->dtype, global_mb / S[s].s.dp, &S[s].s, first, &lc));
                 /* per micro-batch time; the once-per-iteration DP sync is spread over the micro-batches so the
-                 * DP sees that ZeRO stages and wide DP cost something */
-                w->t[row + (size_t)s] = lc.fwd + lc.bwd_b + lc.bwd_w + lc.dp_sync / (double)oc->micro;
+                 * DP sees that ZeRO stages and wide DP cost something. Overlapped TP: the time inside a run of
+                 * overlapped layers, its ends' exposure apart (ex). */
+                w->t[row + (size_t)s] = lc.fwd_run + lc.bwd_b_run + lc.bwd_w + lc.dp_sync / (double)oc->micro;
+                w->ex[row + (size_t)s] = fmax(0, lc.fwd + lc.bwd_b - lc.fwd_run - lc.bwd_b_run);
                 w->st[row + (size_t)s] = lc.mem_params + lc.mem_grads + lc.mem_optim;
                 w->act[row + (size_t)s] = lc.mem_act;
                 w->tmp[row + (size_t)s] = lc.mem_temp;
-                w->fb[row + (size_t)s] = lc.fwd + lc.bwd_b + lc.bwd_w;
+                w->fb[row + (size_t)s] = S[s].s.overlap != PS_OVERLAP_NONE
+                                             ? lc.comp_fwd + lc.comp_bwd_b + lc.bwd_w
+                                             : lc.fwd + lc.bwd_b + lc.bwd_w;
                 lmin = fmin(lmin, w->fb[row + (size_t)s]);
             }
             w->lmin[(size_t)g * (size_t)L + (size_t)l] = lmin;
@@ -690,11 +728,14 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
             /* stage k must start at i: stage 0 at 0, and the first stage keeps the embedding */
             if ((k == 0) != (i == 0)) continue;
             for (int s = 0; s < nS; s++) {
-                double tt = 0, sm = 0, am = 0, tm = 0;
+                double tt = 0, sm = 0, am = 0, tm = 0, exm = 0;
                 int64_t blocks = 0;
                 for (int64_t j = i + 1; j <= L; j++) {
                     size_t e = (size_t)g * LS + (size_t)(j - 1) * (size_t)nS + (size_t)s;
-                    tt += w->t[e];
+                    /* one run of overlapped layers: its ends exposed once (the largest layer's) */
+                    tt += w->t[e] - exm;
+                    exm = fmax(exm, w->ex[e]);
+                    tt += exm;
                     sm += w->st[e];
                     am += w->act[e];
                     tm = fmax(tm, w->tmp[e]);
@@ -763,7 +804,7 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
         }
         return PS_OK;
     }
-    stage_ctx sc = {S, nS, n_layouts, layout_tp, inflight, cap_mem, uni, LS, width, global_mb, oc->micro, K, N};
+    stage_ctx sc = {S, nS, n_layouts, lay_rep, inflight, cap_mem, uni, LS, width, global_mb, oc->micro, K, N};
     if (o->objective == PS_SEARCH_MEMORY) {
         if (isfinite(mbest)) {
             ps_plan plan;
@@ -802,10 +843,11 @@ static int64_t *divisors(int64_t n, int *count)
 static double unit_work(const ps_search_job *j, const outer *oc)
 {
     strat S[PS_SEARCH_MAX_STRATS];
-    int lt[PS_SEARCH_MAX_LAYOUTS], nl = 0;
+    ps_strategy lr[PS_SEARCH_MAX_LAYOUTS];
+    int nl = 0;
     int64_t width = j->c->n_gpus / oc->pp;
-    int nS = build_strategies(width, ps_search_max_tp(&j->o, j->c), oc->gbs / oc->micro, j->o.mbs_max, S,
-                              PS_SEARCH_MAX_STRATS, &nl, lt);
+    int nS = build_strategies(width, ps_search_max_tp(&j->o, j->c), oc->gbs / oc->micro, j->o.mbs_max, j->o.overlap,
+                              S, PS_SEARCH_MAX_STRATS, &nl, lr);
     if (nS == 0) return 1;
     double K = oc->pp, L = (double)j->m->n_layers, N = L + 1;
     double sim = 10 * 3 * K * (double)oc->micro * oc->vpp;
@@ -942,6 +984,7 @@ static void worker_free(worker *w)
     free(w->st);
     free(w->act);
     free(w->tmp);
+    free(w->ex);
     free(w->fb);
     free(w->lmin);
     free(w->C);

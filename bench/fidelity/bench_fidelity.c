@@ -126,6 +126,15 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
                      .sp = json_is_true(json_object_get(plan, "seq_parallel"))};
     const char *rc = json_string_value(json_object_get(plan, "recompute"));
     if (rc) PS_TRY_GOTO(st, ps_recompute_parse(rc, &s.ckpt), done);
+    /* Oases' ablation steps (Table 3): its cross-pass schedule alone, then with fine-grained recomputation */
+    const char *ov = json_string_value(json_object_get(plan, "tp_overlap"));
+    if (ov && strcmp(ov, "oases-cross-pass") == 0)
+        s.overlap = PS_OVERLAP_CROSS;
+    else if (ov && strcmp(ov, "oases-cross-pass+fine-recompute") == 0)
+        s.overlap = PS_OVERLAP_OASES;
+    else if (ov && strcmp(ov, "none") != 0)
+        PS_TRY_GOTO(st, PS_FAIL(PS_ERR_INPUT, "unknown tp_overlap '%s' (known: none, oases-cross-pass, "
+                                              "oases-cross-pass+fine-recompute)", ov), done);
     int pp = (int)json_integer_value(json_object_get(plan, "pp"));
     int vpp = (int)json_integer_value(json_object_get(plan, "vpp"));
     const json_t *part = json_object_get(plan, "partition");
@@ -167,6 +176,17 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
             goto done;
         }
         p.mbs = json_integer_value(json_object_get(plan, "gbs")) / micro / p.layer[0].dp;
+        /* A layer whose data-parallel replica gets one sample has no second sub-batch to overlap with (App. D's
+         * h8192 plan: TP 4 x DP 8 layers at 8 samples per micro-batch): it runs plain TP, and the row says so. */
+        int64_t global_mb = json_integer_value(json_object_get(plan, "gbs")) / micro;
+        int64_t plain = 0;
+        for (int64_t i = 0; i < m.n_layers; i++)
+            if (p.layer[i].overlap != PS_OVERLAP_NONE && global_mb / p.layer[i].dp < 2) {
+                p.layer[i].overlap = PS_OVERLAP_NONE;
+                plain++;
+            }
+        if (plain)
+            snprintf(why, whycap, "%lld layer(s) with one sample per replica costed without overlap", (long long)plain);
     }
     PS_TRY_GOTO(st, ps_cost_plan(cp, &m, &cl, &p, &r), done);
     if (strcmp(*metric, "iter_time_s") == 0)
@@ -181,7 +201,8 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
         *pred = r.tflops_per_gpu;
     else
         st = PS_FAIL(PS_ERR_INPUT, "unknown metric '%s'", *metric);
-    if (st == PS_OK && !r.fits) snprintf(why, whycap, "predicted not to fit in memory");
+    if (st == PS_OK && !r.fits)
+        snprintf(why + strlen(why), whycap - strlen(why), "%spredicted not to fit in memory", why[0] ? "; " : "");
 done:
     ps_prediction_free(&r);
     ps_plan_free(&p);
@@ -209,6 +230,8 @@ int main(int argc, char **argv)
     int rc = 0;
     size_t i;
     json_t *c;
+    /* id -> [published, predicted] of every case predicted, for the gains over a baseline case */
+    json_t *seen = json_object();
     json_array_foreach(json_object_get(root, "cases"), i, c)
     {
         const char *id = json_string_value(json_object_get(c, "id"));
@@ -231,6 +254,7 @@ int main(int argc, char **argv)
                                 json_string_value(json_object_get(c, "confidence")) ?: "");
         if (why[0]) json_object_set_new(row, "note", json_string(why));
         json_array_append_new(rows, row);
+        json_object_set_new(seen, id, json_pack("[ff]", pub, pred));
         char gname[32], cname[32], mname[32];
         snprintf(gname, sizeof gname, "%.*s", (int)strcspn(id, "-"), id);
         snprintf(cname, sizeof cname, "confidence-%s", json_string_value(json_object_get(c, "confidence")) ?: "?");
@@ -252,6 +276,38 @@ int main(int argc, char **argv)
     }
     free(groups.g);
     json_object_set_new(out, "by_group", by);
+    /* Gains: a case that names a "baseline" case (Oases: overlapped against plain TP on the same model and cluster)
+     * gets predicted gain = its prediction / the baseline's against the published ratio, for throughput metrics
+     * (iteration times: the inverse). What the cost model must get right to choose overlap where it pays. */
+    json_t *gains = json_array();
+    group gerr;
+    memset(&gerr, 0, sizeof gerr);
+    json_array_foreach(json_object_get(root, "cases"), i, c)
+    {
+        const char *id = json_string_value(json_object_get(c, "id"));
+        const char *base = json_string_value(json_object_get(c, "baseline"));
+        if (!id || !base) continue;
+        json_t *a = json_object_get(seen, id), *b = json_object_get(seen, base);
+        if (!a || !b) {
+            json_array_append_new(skipped, json_pack("{s:s, s:s}", "id", id, "reason",
+                                                     "gain: the case or its baseline was not predicted"));
+            continue;
+        }
+        const char *metric = json_string_value(json_object_get(json_object_get(c, "published"), "metric"));
+        bool inverse = metric && strcmp(metric, "iter_time_s") == 0;
+        double pa = json_real_value(json_array_get(a, 0)), qa = json_real_value(json_array_get(a, 1));
+        double pb = json_real_value(json_array_get(b, 0)), qb = json_real_value(json_array_get(b, 1));
+        double pub_gain = inverse ? pb / pa : pa / pb, pred_gain = inverse ? qb / qa : qa / qb;
+        double err = 100 * (pred_gain - pub_gain) / pub_gain;
+        json_array_append_new(gains, json_pack("{s:s, s:s, s:f, s:f, s:f}", "id", id, "baseline", base,
+                                               "published_gain", pub_gain, "predicted_gain", pred_gain, "error_pct",
+                                               err));
+        if (add_err(&gerr, fabs(err)) != PS_OK) rc = 3;
+    }
+    json_object_set_new(out, "gains_summary", summary(&gerr));
+    json_object_set_new(out, "gains", gains);
+    free(gerr.err);
+    json_decref(seen);
     json_object_set_new(out, "skipped", skipped);
     json_object_set_new(out, "cases", rows);
     free(all.err);
