@@ -120,8 +120,8 @@ void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const 
             s->tp, s->dp, plan->pp, uni ? "" : " (per-layer strategies vary)", (long long)plan->mbs,
             (long long)plan->gbs, (long long)ps_plan_micro_batches(plan), plan->schedule, plan->vpp);
     if (uni)
-        fprintf(f, "            zero %d, recompute %s, sequence parallel %s\n", s->zero, ps_recompute_name(s->ckpt),
-                s->sp ? "on" : "off");
+        fprintf(f, "            zero %d, recompute %s, sequence parallel %s, TP overlap %s\n", s->zero,
+                ps_recompute_name(s->ckpt), s->sp ? "on" : "off", ps_overlap_name(s->overlap));
     fprintf(f, "predicted   %.4g s per iteration, %.4g samples/s, %.4g tokens/s\n", r->iter_time_s, r->samples_per_s,
             r->tokens_per_s);
     fprintf(f, "            %.1f TFLOP/s per GPU (model FLOPs; %.1f with recompute), MFU %.1f%%, bubble %.1f%%\n",

@@ -15,8 +15,10 @@
 static void plan_summary(char *buf, size_t cap, const ps_plan *p, int64_t n_layers)
 {
     const ps_strategy *s = &p->layer[0];
-    snprintf(buf, cap, "pp %d x tp %d x dp %d, ZeRO %d, recompute %s%s, %s, mbs %lld x %lld%s", p->pp, s->tp, s->dp,
-             s->zero, ps_recompute_name(s->ckpt), s->sp && s->tp > 1 ? ", SP" : "", p->schedule, (long long)p->mbs,
+    snprintf(buf, cap, "pp %d x tp %d x dp %d, ZeRO %d, recompute %s%s%s%s, %s, mbs %lld x %lld%s", p->pp, s->tp,
+             s->dp, s->zero, ps_recompute_name(s->ckpt), s->sp && s->tp > 1 ? ", SP" : "",
+             s->overlap != PS_OVERLAP_NONE ? ", TP overlap " : "",
+             s->overlap != PS_OVERLAP_NONE ? ps_overlap_name(s->overlap) : "", p->schedule, (long long)p->mbs,
              (long long)ps_plan_micro_batches(p), ps_plan_is_uniform(p, n_layers) ? "" : ", per-layer");
 }
 
@@ -218,17 +220,19 @@ static ps_status print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_p
     ps_prediction_table(out->f, m, c, &r->top[0].plan, &r->top[0].pred);
     ps_cli_costdb_note(out->f, cp, c);
     if (r->n_top > 1) {
-        fprintf(out->f, "\n# top %d\n%4s %12s %8s %6s %4s %4s %4s %5s %5s %5s %-12s %9s %6s\n", r->n_top, "rank",
-                "samples/s", "MFU", "bubble", "pp", "tp", "dp", "zero", "mbs", "m", "schedule", "ckpt", "peak");
+        fprintf(out->f, "\n# top %d\n%4s %12s %8s %6s %4s %4s %4s %5s %5s %5s %-12s %9s %-10s %6s\n", r->n_top,
+                "rank", "samples/s", "MFU", "bubble", "pp", "tp", "dp", "zero", "mbs", "m", "schedule", "ckpt",
+                "tp-overlap", "peak");
         for (int i = 0; i < r->n_top; i++) {
             const ps_plan *p = &r->top[i].plan;
             const ps_prediction *q = &r->top[i].pred;
             double peak = ps_prediction_peak(q);
             bool uni = ps_plan_is_uniform(p, m->n_layers);
-            fprintf(out->f, "%4d %12.4g %7.1f%% %5.1f%% %4d %4d %4d %5d %5lld %5lld %-12s %9s %5.1fG%s\n", i + 1,
-                    q->samples_per_s, 100 * q->mfu, 100 * q->bubble_frac, p->pp, p->layer[0].tp, p->layer[0].dp,
-                    p->layer[0].zero, (long long)p->mbs, (long long)ps_plan_micro_batches(p), p->schedule,
-                    ps_recompute_name(p->layer[0].ckpt), peak / 1073741824.0, uni ? "" : "  (per-layer)");
+            fprintf(out->f, "%4d %12.4g %7.1f%% %5.1f%% %4d %4d %4d %5d %5lld %5lld %-12s %9s %-10s %5.1fG%s\n",
+                    i + 1, q->samples_per_s, 100 * q->mfu, 100 * q->bubble_frac, p->pp, p->layer[0].tp,
+                    p->layer[0].dp, p->layer[0].zero, (long long)p->mbs, (long long)ps_plan_micro_batches(p),
+                    p->schedule, ps_recompute_name(p->layer[0].ckpt), ps_overlap_name(p->layer[0].overlap),
+                    peak / 1073741824.0, uni ? "" : "  (per-layer)");
         }
     }
     baselines_table(out->f, r, m, o->objective);

@@ -141,7 +141,8 @@ static char *options_line(const ps_cli_opts *o, const ps_cluster *c, const ps_se
     qsort(kinds, (size_t)nk, sizeof kinds[0], cmp_str);
     for (int i = 0; i < nk; i++)
         if (i == 0 || strcmp(kinds[i], kinds[i - 1]) != 0) ps_strcatf(buf, sizeof buf, "%s%s", i ? "," : "", kinds[i]);
-    ps_strcatf(buf, sizeof buf, " objective=%s", ps_search_objective_name(so->objective));
+    ps_strcatf(buf, sizeof buf, " objective=%s tp-overlap=%s", ps_search_objective_name(so->objective),
+               so->overlap ? "auto" : "none");
     if (o->mopts.seq) ps_strcatf(buf, sizeof buf, " seq=%lld", (long long)o->mopts.seq);
     if (o->mopts.vocab_pad) ps_strcatf(buf, sizeof buf, " vocab-pad=%lld", (long long)o->mopts.vocab_pad);
     if (o->mopts.dtype >= 0) ps_strcatf(buf, sizeof buf, " dtype=%s", ps_dtype_name((ps_dtype)o->mopts.dtype));

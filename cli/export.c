@@ -35,6 +35,14 @@ static void megatron(FILE *f, const ps_model *m, const ps_plan *p)
     const ps_layer *b = first_block(m);
     bool uni = ps_plan_is_uniform(p, m->n_layers);
     fprintf(f, "# Megatron-LM arguments for the psearch plan of %s (psearch %s)\n", m->name, PS_VERSION);
+    for (int64_t i = 0; i < m->n_layers; i++)
+        if (p->layer[i].overlap != PS_OVERLAP_NONE) {
+            /* no Megatron-LM flag runs Oases' sub-batch schedule: say so rather than drop it silently */
+            fprintf(f, "# NOTE: the plan overlaps TP collectives with computation (Oases, %s) on some layers; Megatron-LM "
+                       "has no such schedule:\n#       its predicted time needs an Oases-style implementation.\n",
+                    ps_overlap_name(p->layer[i].overlap));
+            break;
+        }
     if (!uni)
         fprintf(f, "# NOTE: the plan sets tp/zero/recompute per layer; Megatron-LM takes one setting for all layers.\n"
                    "#       The arguments below use the first layer's strategy (tp %d, recompute %s).\n",

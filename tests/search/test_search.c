@@ -87,6 +87,45 @@ static void test_beats_baselines(void **state)
     }
 }
 
+/* Overlapped TP (Oases) is a per-layer option the search takes where it pays: on 3090s behind PCIe (Oases' "3090"
+ * cluster) a 16-layer h4096 model wants TP, and with overlap allowed the best plan overlaps its TP collectives and is
+ * faster than the best plan without; with overlap off no layer has it. */
+static int overlapped_layers(const ps_search_cand *c, int64_t n_layers)
+{
+    int k = 0;
+    for (int64_t i = 0; i < n_layers; i++) k += c->plan.layer[i].overlap != PS_OVERLAP_NONE;
+    return k;
+}
+
+static void test_overlap_pays(void **state)
+{
+    (void)state;
+    ps_cost_params cp;
+    ps_cost_params_default(&cp);
+    ps_cluster c;
+    assert_int_equal(ps_cluster_load("rtx3090-pcie:2", MPI_COMM_NULL, &c), PS_OK);
+    ps_model_opts mo;
+    ps_model_opts_init(&mo);
+    mo.vocab_pad = 128 * c.groups[0].gpus_per_node;
+    ps_model m;
+    assert_int_equal(ps_model_load(PS_SOURCE_DIR "/bench/fidelity/models/oases-h4096-l16.json", &mo, &m), PS_OK);
+    ps_search_opts o;
+    ps_search_opts_default(&o);
+    o.gbs_lo = o.gbs_hi = 32;
+    ps_search_result with, without;
+    assert_int_equal(ps_search_run(&cp, &m, &c, &o, &with), PS_OK);
+    o.overlap = 0;
+    assert_int_equal(ps_search_run(&cp, &m, &c, &o, &without), PS_OK);
+    assert_true(with.n_top > 0 && without.n_top > 0);
+    assert_true(overlapped_layers(&with.top[0], m.n_layers) > 0);
+    for (int i = 0; i < without.n_top; i++) assert_int_equal(overlapped_layers(&without.top[i], m.n_layers), 0);
+    assert_true(with.top[0].pred.samples_per_s > without.top[0].pred.samples_per_s);
+    ps_search_result_free(&with);
+    ps_search_result_free(&without);
+    ps_model_free(&m);
+    ps_cluster_free(&c);
+}
+
 static void test_bad_options(void **state)
 {
     (void)state;
@@ -116,6 +155,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_beats_baselines),
         cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_overlap_pays),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
