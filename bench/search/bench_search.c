@@ -3,7 +3,8 @@
  * candidates pruned by bounds, the nominal dynamic-programming cells (the sizes of the tables the DPs span, not
  * counted cell by cell) and their rate, whether 1 and 2 threads found the same best plan, plus this machine's memory
  * bandwidth measured in the same run (a STREAM-like triad), to tell a slow machine from a slow search.
- *   bench_search [--quick]      --quick: case (a) only (CI-sized)
+ *   bench_search [--quick] [--no-overlap]   --quick: case (a) only (CI-sized); --no-overlap: without Oases
+ *                                           strategies
  * Cases (bench/search_cases.h, shared with bench/scaling): (a) gpt3-65b on dgx-a100-80g:4 with a batch sweep 64..512
  * step 64; (b) gpt3-175b on dgx-a100-80g:128 at gbs 1536; (c) llama3-405b on dgx-h100:512 at gbs 2048.
  * Lines that are not data go to stderr starting with '#'. */
@@ -51,7 +52,17 @@ static double triad_gbs(int threads)
 
 int main(int argc, char **argv)
 {
-    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    int quick = 0, overlap = 1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0)
+            quick = 1;
+        else if (strcmp(argv[i], "--no-overlap") == 0)
+            overlap = 0; /* without overlapped TP (Oases) in the strategy set: what it costs the search */
+        else {
+            fprintf(stderr, "usage: bench_search [--quick] [--no-overlap]\n");
+            return 2;
+        }
+    }
     ps_cost_params cp;
     ps_cost_params_default(&cp);
     printf("{\n  \"benchmark\": \"search\",\n  \"triad_GBps\": {\"1\": %.2f, \"2\": %.2f},\n  \"runs\": [", triad_gbs(1),
@@ -74,6 +85,7 @@ int main(int argc, char **argv)
             o.gbs_lo = bc->gbs_lo;
             o.gbs_hi = bc->gbs_hi;
             o.gbs_step = bc->gbs_step;
+            o.overlap = overlap;
             ps_search_result r;
             double t0 = now_s();
             if (ps_search_run(&cp, &m, &c, &o, &r) != PS_OK) {
@@ -89,11 +101,11 @@ int main(int argc, char **argv)
             }
             bool same = best == best1 && best_index == index1;
             printf("%s\n    {\"case\": \"%s\", \"model\": \"%s\", \"cluster\": \"%s\", \"gpus\": %lld, \"gbs\": [%lld, %lld, "
-                   "%lld], \"threads\": %d, \"wall_s\": %.4f, \"target_s\": %g, \"meets_target\": %s, "
+                   "%lld], \"threads\": %d, \"tp_overlap\": %s, \"wall_s\": %.4f, \"target_s\": %g, \"meets_target\": %s, "
                    "\"candidates\": %lld, \"plans_costed\": %lld, \"pruned\": %lld, \"dp_cells_nominal\": %.6g, "
                    "\"dp_cells_nominal_per_s\": %.6g, \"best_samples_per_s\": %.6g, \"same_best_as_1_thread\": %s}",
                    first ? "" : ",", bc->name, bc->model, bc->cluster, (long long)c.n_gpus, (long long)bc->gbs_lo,
-                   (long long)bc->gbs_hi, (long long)bc->gbs_step, threads, wall, bc->target_s,
+                   (long long)bc->gbs_hi, (long long)bc->gbs_step, threads, overlap ? "true" : "false", wall, bc->target_s,
                    bc->target_s > 0 ? (wall <= bc->target_s ? "true" : "false") : "null", (long long)r.candidates,
                    (long long)r.evaluated, (long long)r.pruned, r.dp_cells, r.dp_cells / wall, best,
                    same ? "true" : "false");
