@@ -9,15 +9,18 @@
 /* ---- layer DP ------------------------------------------------------------------------------------------------- */
 
 struct ps_ldp_ws {
-    double *cost;  /* [L][B+1][S]: best time of layers 0..l using exactly m quanta, ending in strategy s */
-    int *from;     /* [L][B+1][S]: strategy of layer l-1 on that best path (-1 for l = 0) */
-    size_t cost_cap, from_cap;
+    double *cost;  /* [2][B+1][S]: best time of layers 0..l using exactly m quanta, ending in strategy s; two rows
+                      (l - 1 and l) are enough, the path is rebuilt from `back` */
+    size_t cost_cap;
+    int *back;     /* [L][B+1][Lay]: for l >= 1, the strategy of layer l-1 on the best arrival into layout b with m
+                      quanta used by layers 0..l-1 (-1: none). A layer's strategy s of memory w reached level m from
+                      back[l][m - w][layout(s)]: Lay back-pointers per level instead of S, the table's bulk. */
+    size_t back_cap;
     double *lay;   /* [B+1][Lay]: best over the strategies of one layout at the previous layer */
     int *lay_arg;
     size_t lay_cap, lay_arg_cap;
     double *into;  /* [B+1][Lay]: best arrival into a layout (resharding included) */
-    int *into_arg;
-    size_t into_cap, into_arg_cap;
+    size_t into_cap;
 };
 
 ps_status ps_ldp_create(ps_ldp_ws **out)
@@ -30,11 +33,10 @@ void ps_ldp_destroy(ps_ldp_ws *ws)
 {
     if (!ws) return;
     free(ws->cost);
-    free(ws->from);
+    free(ws->back);
     free(ws->lay);
     free(ws->lay_arg);
     free(ws->into);
-    free(ws->into_arg);
     free(ws);
 }
 
@@ -48,45 +50,56 @@ ps_status ps_ldp_solve(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, d
     /* The table is L x (B+1) x S; a budget of millions of quanta would be a unit mistake, not a finer answer. */
     PS_CHECK_INPUT(budget <= (1 << 20), "layer DP: memory budget of %lld quanta is too fine (at most 2^20)",
                    (long long)budget);
-    size_t B = (size_t)budget + 1, cells = (size_t)L * B * (size_t)S;
-    PS_TRY(ps_grow((void **)&ws->cost, &ws->cost_cap, cells, sizeof(double)));
-    PS_TRY(ps_grow((void **)&ws->from, &ws->from_cap, cells, sizeof(int)));
-    PS_TRY(ps_grow((void **)&ws->lay, &ws->lay_cap, B * (size_t)Lay, sizeof(double)));
-    PS_TRY(ps_grow((void **)&ws->lay_arg, &ws->lay_arg_cap, B * (size_t)Lay, sizeof(int)));
-    PS_TRY(ps_grow((void **)&ws->into, &ws->into_cap, B * (size_t)Lay, sizeof(double)));
-    PS_TRY(ps_grow((void **)&ws->into_arg, &ws->into_arg_cap, B * (size_t)Lay, sizeof(int)));
-    double *cost = ws->cost;
-    int *from = ws->from;
-#define AT(l, m, s) (((size_t)(l) * B + (size_t)(m)) * (size_t)S + (size_t)(s))
-    for (size_t i = 0; i < cells; i++) cost[i] = INFINITY;
-
+    size_t B = (size_t)budget + 1, row = B * (size_t)S, BL = B * (size_t)Lay;
+    PS_TRY(ps_grow((void **)&ws->cost, &ws->cost_cap, 2 * row, sizeof(double)));
+    PS_TRY(ps_grow((void **)&ws->back, &ws->back_cap, (size_t)L * BL, sizeof(int)));
+    PS_TRY(ps_grow((void **)&ws->lay, &ws->lay_cap, BL, sizeof(double)));
+    PS_TRY(ps_grow((void **)&ws->lay_arg, &ws->lay_arg_cap, BL, sizeof(int)));
+    PS_TRY(ps_grow((void **)&ws->into, &ws->into_cap, BL, sizeof(double)));
+    double *prev = ws->cost, *cur = ws->cost + row;
+    for (size_t i = 0; i < row; i++) cur[i] = INFINITY;
     for (int s = 0; s < S; s++) {
         int64_t m = p->mem[s];
-        if (m >= 0 && m <= budget && isfinite(p->time[s])) {
-            cost[AT(0, m, s)] = p->time[s];
-            from[AT(0, m, s)] = -1;
-        }
+        if (m >= 0 && m <= budget && isfinite(p->time[s])) cur[(size_t)m * (size_t)S + (size_t)s] = p->time[s];
     }
     for (int l = 1; l < L; l++) {
+        double *t0 = prev;
+        prev = cur;
+        cur = t0;
         /* Best per layout at layer l-1 and each memory level: resharding depends only on the two layouts, so the
          * transition is O(S x layouts), not O(S^2). Strict < keeps the smallest strategy index on ties. */
-        for (size_t m = 0; m < B; m++)
-            for (int a = 0; a < Lay; a++) {
-                ws->lay[m * (size_t)Lay + (size_t)a] = INFINITY;
-                ws->lay_arg[m * (size_t)Lay + (size_t)a] = -1;
-            }
-        for (size_t m = 0; m < B; m++)
+        for (size_t k = 0; k < BL; k++) {
+            ws->lay[k] = INFINITY;
+            ws->lay_arg[k] = -1;
+        }
+        /* levels below the least memory layers 0..l-1 can use are unreachable: start at the first finite one */
+        size_t mlo = B;
+        for (size_t m = 0; m < B && mlo == B; m++)
+            for (int s = 0; s < S; s++)
+                if (prev[m * (size_t)S + (size_t)s] < INFINITY) {
+                    mlo = m;
+                    break;
+                }
+        for (size_t m = mlo; m < B; m++) {
+            const double *cm = prev + m * (size_t)S;
+            double *lm = ws->lay + m * (size_t)Lay;
+            int *am = ws->lay_arg + m * (size_t)Lay;
             for (int s = 0; s < S; s++) {
-                double c = cost[AT(l - 1, m, s)];
-                size_t k = m * (size_t)Lay + (size_t)p->layout[s];
-                if (c < ws->lay[k]) {
-                    ws->lay[k] = c;
-                    ws->lay_arg[k] = s;
+                int a = p->layout[s];
+                if (cm[s] < lm[a]) {
+                    lm[a] = cm[s];
+                    am[a] = s;
                 }
             }
+        }
         /* Into each target layout b: min over source layouts a of lay + reshard(a, b), once per memory level, so
-         * the strategy loop below is O(S x B) instead of O(S x B x layouts). Ties keep the lowest a, as before. */
-        for (size_t m = 0; m < B; m++)
+         * the strategy loop below is O(S x B) instead of O(S x B x layouts). Ties keep the lowest a. */
+        int *back = ws->back + (size_t)l * BL;
+        for (size_t k = 0; k < mlo * (size_t)Lay && k < BL; k++) {
+            ws->into[k] = INFINITY;
+            back[k] = -1;
+        }
+        for (size_t m = mlo; m < B; m++)
             for (int b = 0; b < Lay; b++) {
                 double bestc = INFINITY;
                 int arg = -1;
@@ -100,19 +113,18 @@ ps_status ps_ldp_solve(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, d
                     }
                 }
                 ws->into[m * (size_t)Lay + (size_t)b] = bestc;
-                ws->into_arg[m * (size_t)Lay + (size_t)b] = arg;
+                back[m * (size_t)Lay + (size_t)b] = arg;
             }
+        for (size_t i = 0; i < row; i++) cur[i] = INFINITY;
         const double *t = p->time + (size_t)l * (size_t)S;
         const int64_t *mm = p->mem + (size_t)l * (size_t)S;
         for (int s = 0; s < S; s++) {
             if (!isfinite(t[s]) || mm[s] < 0 || mm[s] > budget) continue;
             size_t b = (size_t)p->layout[s];
-            for (size_t m = (size_t)mm[s]; m < B; m++) {
-                size_t prev = m - (size_t)mm[s];
-                int arg = ws->into_arg[prev * (size_t)Lay + b];
-                if (arg < 0) continue;
-                cost[AT(l, m, s)] = ws->into[prev * (size_t)Lay + b] + t[s];
-                from[AT(l, m, s)] = arg;
+            for (size_t m = (size_t)mm[s] + mlo; m < B; m++) {
+                size_t pm = m - (size_t)mm[s];
+                if (back[pm * (size_t)Lay + b] < 0) continue;
+                cur[m * (size_t)S + (size_t)s] = ws->into[pm * (size_t)Lay + b] + t[s];
             }
         }
     }
@@ -121,21 +133,19 @@ ps_status ps_ldp_solve(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, d
     int bs = -1;
     for (size_t m = 0; m < B; m++)
         for (int s = 0; s < S; s++)
-            if (cost[AT(L - 1, m, s)] < *best) {
-                *best = cost[AT(L - 1, m, s)];
+            if (cur[m * (size_t)S + (size_t)s] < *best) {
+                *best = cur[m * (size_t)S + (size_t)s];
                 bm = m;
                 bs = s;
             }
     if (bs < 0) return PS_OK;
     for (int l = L - 1; l >= 0; l--) {
         choice[l] = bs;
-        int prev = from[AT(l, bm, bs)];
         if (l > 0) {
             bm -= (size_t)p->mem[(size_t)l * (size_t)S + (size_t)bs];
-            bs = prev;
+            bs = ws->back[(size_t)l * BL + bm * (size_t)Lay + (size_t)p->layout[bs]];
         }
     }
-#undef AT
     return PS_OK;
 }
 

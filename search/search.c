@@ -503,20 +503,31 @@ static ps_status refine(worker *w, const stage_ctx *x, const ps_cost_params *cp,
                 exl[u] = fmax(exl[u], w->ex[(size_t)g * LS + (size_t)l * nS + (size_t)keep[i]]);
         }
         const ps_layer *bl = &m->layers[a];
-        for (int u = 0; u < n_layouts; u++)
-            for (int v = 0; v < n_layouts; v++) {
+        /* only the layouts some kept strategy has: the DP's transitions cost layouts squared per memory level */
+        int used[PS_SEARCH_MAX_LAYOUTS], nu = 0, slot[PS_SEARCH_MAX_LAYOUTS];
+        for (int u = 0; u < n_layouts; u++) slot[u] = -1;
+        for (int i = 0; i < nk; i++) {
+            int u = x->S[keep[i]].layout;
+            if (slot[u] < 0) {
+                slot[u] = nu;
+                used[nu++] = u;
+            }
+        }
+        for (int i = 0; i < nu; i++)
+            for (int j = 0; j < nu; j++) {
+                int u = used[i], v = used[j];
                 if (u == v) {
-                    resh[u * n_layouts + v] = 0;
+                    resh[i * nu + j] = 0;
                     continue;
                 }
                 double rf, rb;
                 ps_cost_reshard(cp, c, bl, m->dtype, x->global_mb, &x->lay_rep[u], &x->lay_rep[v],
                                 (int64_t)g * x->width, &rf, &rb);
-                resh[u * n_layouts + v] = rf + rb + (exl[u] + exl[v]) / 2;
+                resh[i * nu + j] = rf + rb + (exl[u] + exl[v]) / 2;
             }
         int lay[PS_SEARCH_MAX_STRATS];
-        for (int i = 0; i < nk; i++) lay[i] = x->S[keep[i]].layout;
-        ps_ldp_problem lp = {(int)n, nk, w->ltime, w->lmem, n_layouts, lay, resh};
+        for (int i = 0; i < nk; i++) lay[i] = slot[x->S[keep[i]].layout];
+        ps_ldp_problem lp = {(int)n, nk, w->ltime, w->lmem, nu, lay, resh};
         double best;
         PS_TRY(ps_ldp_solve(w->ldp, &lp, (int64_t)floor(budget / q), &best, w->choice));
         w->cells += (double)n * (double)(o->quanta + 1) * (double)nk;
