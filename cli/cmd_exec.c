@@ -147,6 +147,8 @@ json_t *ps_cli_exec_json(const ps_cli_exec_run *run)
     json_object_set_new(j, "iters", json_integer(r->iters));
     json_object_set_new(j, "warmup", json_integer(run->warmup));
     json_object_set_new(j, "passes_per_iteration", json_integer(r->passes));
+    json_object_set_new(j, "overlapped_allreduces_per_iteration", json_integer(r->ov_colls));
+    json_object_set_new(j, "reshard_allgathers_per_iteration", json_integer(r->reshards));
     json_object_set_new(j, "comparable", json_boolean(run->comparable));
     json_t *it = json_array();
     for (int i = 0; i < r->iters; i++) json_array_append_new(it, json_real(r->iter_s[i]));
@@ -197,6 +199,13 @@ void ps_cli_exec_table(FILE *f, const ps_cli_exec_run *run, const ps_cluster *c)
     fprintf(f, "%-24s %11.4gs %11.4gs %+8.1f%%\n", "collectives per rank", r->pred_comm_s, r->comm_s,
             ps_cli_err_pct(r->comm_s, r->pred_comm_s));
     fprintf(f, "%-24s %12s %11.4gs\n", "pipeline waits per rank", "-", r->wait_s);
+    if (r->ov_colls > 0)
+        fprintf(f, "%-24s %12s %12lld   (Oases: two sub-batches, the all-reduce of one beside the other's "
+                   "computation; collectives above are their exposed part)\n",
+                "overlapped all-reduces", "-", (long long)r->ov_colls);
+    if (r->reshards > 0)
+        fprintf(f, "%-24s %12s %12lld   (all-gathers between layers of different TP layouts)\n", "reshard all-gathers",
+                "-", (long long)r->reshards);
     if (r->peak_bytes > 0)
         fprintf(f, "%-24s %9.2fGiB %9.2fGiB %+8.1f%%\n", "peak memory per GPU", r->pred_peak_bytes / GIB,
                 r->peak_bytes / GIB, ps_cli_err_pct(r->peak_bytes, r->pred_peak_bytes));

@@ -15,6 +15,8 @@ typedef struct {
     size_t n_stream;           /* elements of each triad array */
     float *coll, *coll2;       /* collective buffers (full tensor each) */
     float *p2p_out, *p2p_in;
+    float *ov[2];              /* the overlapped all-reduces of the two sub-batches (NULL without overlap) */
+    ps_exec_icolls ic;
     ps_exec_sends sends;
 } cpu_state;
 
@@ -49,6 +51,8 @@ static void cpu_close(void *state)
     free(s->coll2);
     free(s->p2p_out);
     free(s->p2p_in);
+    free(s->ov[0]);
+    free(s->ov[1]);
     ps_exec_sends_free(&s->sends);
     free(s);
 }
@@ -71,7 +75,15 @@ static ps_status cpu_open(const ps_exec_need *need, ps_exec_net *net, void **sta
     s->coll2 = falloc(need->coll + 64);
     s->p2p_out = falloc(need->p2p + 64);
     s->p2p_in = falloc(need->p2p + 64);
-    if (!s->a || !s->b || !s->c || !s->x || !s->y || !s->z || !s->coll || !s->coll2 || !s->p2p_out || !s->p2p_in) {
+    ps_exec_icolls_init(&s->ic);
+    bool ov_ok = true;
+    if (need->overlap) {
+        s->ov[0] = falloc(need->coll + 64);
+        s->ov[1] = falloc(need->coll + 64);
+        ov_ok = s->ov[0] && s->ov[1];
+    }
+    if (!ov_ok || !s->a || !s->b || !s->c || !s->x || !s->y || !s->z || !s->coll || !s->coll2 || !s->p2p_out ||
+        !s->p2p_in) {
         cpu_close(s);
         return PS_FAIL(PS_ERR_SYSTEM, "the cpu backend could not allocate its buffers (GEMM %.3g + %.3g + %.3g bytes, "
                                       "collectives 2 x %.3g bytes): lower the shapes with --scale",
@@ -167,6 +179,24 @@ static ps_status cpu_flush(void *state, ps_exec_net *net)
     return ps_exec_mpi_flush(net, &s->sends);
 }
 
+static ps_status cpu_icoll(void *state, ps_exec_net *net, MPI_Comm comm, int slot, double bytes,
+                           const ps_exec_where *where)
+{
+    (void)net;
+    (void)where;
+    cpu_state *s = state;
+    if (!s->ov[0]) return PS_FAIL(PS_ERR_SYSTEM, "an overlapped all-reduce, but the plan had no overlapped layer");
+    return ps_exec_mpi_icoll(&s->ic, comm, slot, s->ov[slot & 1], bytes);
+}
+
+static ps_status cpu_progress(void *state) { return ps_exec_mpi_progress(&((cpu_state *)state)->ic); }
+
+static ps_status cpu_icoll_wait(void *state, ps_exec_net *net, int slot, const ps_exec_where *where)
+{
+    cpu_state *s = state;
+    return ps_exec_mpi_icoll_wait(net, &s->ic, slot, where);
+}
+
 const ps_exec_backend ps_exec_backend_cpu = {
     .name = "cpu",
     .usable = cpu_usable,
@@ -183,4 +213,7 @@ const ps_exec_backend ps_exec_backend_cpu = {
     .send = cpu_send,
     .recv = cpu_recv,
     .flush = cpu_flush,
+    .icoll = cpu_icoll,
+    .progress = cpu_progress,
+    .icoll_wait = cpu_icoll_wait,
 };

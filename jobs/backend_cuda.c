@@ -5,7 +5,8 @@
  * communicators bootstrapped over MPI (rank 0 of each group broadcasts the unique id), and the pipeline messages
  * through MPI from host staging buffers (a device-to-host copy first): NCCL send/recv on one stream would serialize
  * a device's sends behind receives its peer posts later, which deadlocks the 1F1B exchange Megatron avoids with
- * batched p2p. Waits poll the stream, so the watchdog applies here too. */
+ * batched p2p. Overlapped TP layers (Oases) run their all-reduces with NCCL on a second stream, each ordered after its
+ * block's computation by an event. Waits poll the stream or the event, so the watchdog applies here too. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,12 @@ typedef struct {
     void *statics;            /* weights, gradients and optimizer states of the rank */
     size_t base_used;         /* device memory in use when the backend opened (context, other processes) */
     double peak;
+    /* overlapped TP (Oases): the all-reduces of the two sub-batches on a second stream, each ordered after the
+     * computation that produced it and finished when its event is */
+    cudaStream_t ostream;
+    cudaEvent_t ready, ev[2];
+    void *ov[2];
+    ncclComm_t *ov_comm[2]; /* the communicator of the slot's collective in flight, NULL: none */
     bound_comm *comms;
     int n_comms;
     size_t cap_comms;
@@ -99,6 +106,12 @@ static void cuda_close(void *state)
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) cudaFree(dev[i]);
     cudaFreeHost(s->h_out);
     cudaFreeHost(s->h_in);
+    cudaFree(s->ov[0]);
+    cudaFree(s->ov[1]);
+    if (s->ready) cudaEventDestroy(s->ready);
+    if (s->ev[0]) cudaEventDestroy(s->ev[0]);
+    if (s->ev[1]) cudaEventDestroy(s->ev[1]);
+    if (s->ostream) cudaStreamDestroy(s->ostream);
     if (s->blas) cublasDestroy(s->blas);
     if (s->stream) cudaStreamDestroy(s->stream);
     ps_exec_sends_free(&s->sends);
@@ -148,6 +161,15 @@ static ps_status cuda_open_inner(cuda_state *s, const ps_exec_need *need, ps_exe
     PS_TRY(dalloc(&s->coll2, need->coll));
     PS_TRY(dalloc(&s->p2p, need->p2p));
     PS_TRY(dalloc(&s->statics, need->static_bytes));
+    if (need->overlap) {
+        /* a stream of its own, so NCCL runs beside the GEMMs (Oases Sec. 3: communication and computation streams) */
+        CU(cudaStreamCreateWithFlags(&s->ostream, cudaStreamNonBlocking));
+        CU(cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming));
+        CU(cudaEventCreateWithFlags(&s->ev[0], cudaEventDisableTiming));
+        CU(cudaEventCreateWithFlags(&s->ev[1], cudaEventDisableTiming));
+        PS_TRY(dalloc(&s->ov[0], need->coll));
+        PS_TRY(dalloc(&s->ov[1], need->coll));
+    }
     CU(cudaMallocHost((void **)&s->h_out, (size_t)ceil(need->p2p) + 256));
     CU(cudaMallocHost((void **)&s->h_in, (size_t)ceil(need->p2p) + 256));
     note_peak(s);
@@ -261,12 +283,12 @@ static ps_status cuda_bind(void *state, ps_exec_net *net, MPI_Comm comm)
     return PS_OK;
 }
 
-/* Poll the stream so the watchdog can end a collective a peer never joins. */
-static ps_status wait_stream(cuda_state *s, ps_exec_net *net, ncclComm_t *c, const ps_exec_where *where)
+/* Poll the compute stream (ev NULL) or an event so the watchdog can end a collective a peer never joins. */
+static ps_status wait_done(cuda_state *s, ps_exec_net *net, cudaEvent_t ev, ncclComm_t *c, const ps_exec_where *where)
 {
     double t0 = MPI_Wtime();
     for (;;) {
-        cudaError_t e = cudaStreamQuery(s->stream);
+        cudaError_t e = ev ? cudaEventQuery(ev) : cudaStreamQuery(s->stream);
         if (e == cudaSuccess) return PS_OK;
         if (e != cudaErrorNotReady) return cuda_fail(e, where->what);
         double waited = MPI_Wtime() - t0;
@@ -280,13 +302,23 @@ static ps_status wait_stream(cuda_state *s, ps_exec_net *net, ncclComm_t *c, con
     }
 }
 
+static ps_status wait_stream(cuda_state *s, ps_exec_net *net, ncclComm_t *c, const ps_exec_where *where)
+{
+    return wait_done(s, net, NULL, c, where);
+}
+
+static ncclComm_t *find_comm(cuda_state *s, MPI_Comm comm)
+{
+    for (int i = 0; i < s->n_comms; i++)
+        if (s->comms[i].mpi == comm) return &s->comms[i].nccl;
+    return NULL;
+}
+
 static ps_status cuda_coll(void *state, ps_exec_net *net, MPI_Comm comm, ps_exec_coll op, double bytes,
                            const ps_exec_where *where)
 {
     cuda_state *s = state;
-    ncclComm_t *cp = NULL;
-    for (int i = 0; i < s->n_comms; i++)
-        if (s->comms[i].mpi == comm) cp = &s->comms[i].nccl;
+    ncclComm_t *cp = find_comm(s, comm);
     if (!cp || !*cp) return PS_FAIL(PS_ERR_SYSTEM, "a collective on a communicator the cuda backend does not hold");
     ncclComm_t c = *cp;
     int n = 1;
@@ -328,6 +360,43 @@ static ps_status cuda_flush(void *state, ps_exec_net *net)
     return ps_exec_mpi_flush(net, &s->sends);
 }
 
+static ps_status cuda_icoll(void *state, ps_exec_net *net, MPI_Comm comm, int slot, double bytes,
+                            const ps_exec_where *where)
+{
+    (void)net;
+    (void)where;
+    cuda_state *s = state;
+    ncclComm_t *cp = find_comm(s, comm);
+    if (!s->ostream || !cp || !*cp || slot < 0 || slot > 1 || s->ov_comm[slot])
+        return PS_FAIL(PS_ERR_SYSTEM, "an overlapped all-reduce the cuda backend cannot start (slot %d)", slot);
+    int n = 1;
+    NC(ncclCommCount(*cp, &n));
+    if (n <= 1) return PS_OK;
+    size_t count = (size_t)ceil(bytes / (double)s->elt);
+    /* after the computation that produced the sub-batch's output, whatever the host has seen of it */
+    CU(cudaEventRecord(s->ready, s->stream));
+    CU(cudaStreamWaitEvent(s->ostream, s->ready, 0));
+    NC(ncclAllReduce(s->ov[slot], s->ov[slot], count, s->nt, ncclSum, *cp, s->ostream));
+    CU(cudaEventRecord(s->ev[slot], s->ostream));
+    s->ov_comm[slot] = cp;
+    return PS_OK;
+}
+
+static ps_status cuda_progress(void *state)
+{
+    (void)state; /* NCCL's kernels progress on the device */
+    return PS_OK;
+}
+
+static ps_status cuda_icoll_wait(void *state, ps_exec_net *net, int slot, const ps_exec_where *where)
+{
+    cuda_state *s = state;
+    if (slot < 0 || slot > 1 || !s->ov_comm[slot]) return PS_OK;
+    ncclComm_t *cp = s->ov_comm[slot];
+    s->ov_comm[slot] = NULL;
+    return wait_done(s, net, s->ev[slot], cp, where);
+}
+
 const ps_exec_backend ps_exec_backend_cuda = {
     .name = "cuda",
     .usable = cuda_usable,
@@ -344,4 +413,7 @@ const ps_exec_backend ps_exec_backend_cuda = {
     .send = cuda_send,
     .recv = cuda_recv,
     .flush = cuda_flush,
+    .icoll = cuda_icoll,
+    .progress = cuda_progress,
+    .icoll_wait = cuda_icoll_wait,
 };

@@ -131,3 +131,35 @@ void ps_exec_sends_free(ps_exec_sends *s)
     s->req = NULL;
     s->n = s->cap = 0;
 }
+
+void ps_exec_icolls_init(ps_exec_icolls *ic) { ic->req[0] = ic->req[1] = MPI_REQUEST_NULL; }
+
+ps_status ps_exec_mpi_icoll(ps_exec_icolls *ic, MPI_Comm comm, int slot, void *buf, double bytes)
+{
+    if (slot < 0 || slot > 1 || ic->req[slot] != MPI_REQUEST_NULL)
+        return PS_FAIL(PS_ERR_SYSTEM, "overlapped all-reduce on sub-batch slot %d while one is in flight", slot);
+    int n = 1;
+    PS_MPI(MPI_Comm_size(comm, &n));
+    if (n <= 1) return PS_OK;
+    int count = 0;
+    PS_TRY(count_of(bytes, n, &count));
+    PS_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, comm, &ic->req[slot]));
+    return PS_OK;
+}
+
+ps_status ps_exec_mpi_progress(ps_exec_icolls *ic)
+{
+    for (int k = 0; k < 2; k++) {
+        if (ic->req[k] == MPI_REQUEST_NULL) continue;
+        int done = 0; /* a completed request becomes MPI_REQUEST_NULL: icoll_wait then returns at once */
+        int rc = MPI_Test(&ic->req[k], &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return ps_mpi_status(rc, "progressing an overlapped all-reduce", __FILE__, __LINE__);
+    }
+    return PS_OK;
+}
+
+ps_status ps_exec_mpi_icoll_wait(ps_exec_net *net, ps_exec_icolls *ic, int slot, const ps_exec_where *where)
+{
+    if (slot < 0 || slot > 1 || ic->req[slot] == MPI_REQUEST_NULL) return PS_OK;
+    return ps_exec_mpi_wait(net, &ic->req[slot], where);
+}

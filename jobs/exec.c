@@ -87,6 +87,14 @@ typedef struct {
     double act_sel;     /* with selective recomputation */
     double param_bytes; /* the layer's weights on one GPU of its TP group, unsharded by ZeRO */
     double grad_bytes;  /* its gradients as reduced */
+    /* overlapped TP (Oases): the two sub-batches' shapes and their blocks of the forward and the backward */
+    bool ov;
+    ps_layer_gemms og[2];
+    ps_ov_pass ovp[2][2]; /* [sub-batch][PS_OV_FWD / PS_OV_BWD] */
+    /* resharding from the previous layer of the stage (ps_cost_reshard_group): passes, payload, communicator
+     * index, and the cost model's times of the forward and backward all-gather */
+    int rs_dirs, rs_k;
+    double rs_bytes, rs_pf, rs_pb;
 } layer_job;
 
 typedef struct {
@@ -102,10 +110,15 @@ typedef struct {
     int n_tp;
     int tps[32];
     MPI_Comm tp_comm[32], dp_comm[32];
+    MPI_Comm tp_ov_comm[32]; /* a duplicate of tp_comm for the overlapped all-reduces (MPI_COMM_NULL: none) */
+    int n_rs;                /* resharding groups: n members at a stride, one communicator per shape */
+    int rs_n[32], rs_stride[32];
+    MPI_Comm rs_comm[32];
     double *boundary;    /* [S] bytes a stage sends to the next (its last layer's output for one micro-batch) */
     double *act_mb;      /* [S] activation bytes of one micro-batch on the stage */
     /* measured in the current iteration */
     double t_comp, t_comm, t_wait;
+    int64_t n_icoll, n_reshard; /* overlapped all-reduces started, resharding all-gathers run */
     double *st_sum;      /* [S x 3] F, B, W pass times (computation + collectives) */
     int64_t *st_n;       /* [S x 3] */
     /* the trace of the iteration being run */
@@ -203,6 +216,107 @@ static ps_status layer_backward_w(exec_ctx *x, const layer_job *l, ps_exec_where
     return PS_OK;
 }
 
+/* ---- overlapped TP (Oases) ---- */
+
+static ps_status progress(exec_ctx *x)
+{
+    double t0 = now();
+    PS_TRY(x->be->progress(x->bs));
+    x->t_comm += now() - t0;
+    return PS_OK;
+}
+
+/* One Oases block of one sub-batch: its GEMMs (each `times` times) and elementwise traffic, in pieces with the
+ * collectives in flight progressed between them. Open MPI moves a non-blocking collective only inside MPI calls: one
+ * long GEMM without them would leave the other sub-batch's all-reduce standing until the next wait, and the overlap
+ * would be measured as none. */
+static ps_status ov_block(exec_ctx *x, const ps_layer_gemms *g, const ps_ov_block *b)
+{
+    enum { PIECES = 4, MIN_ROWS = 64 };
+    for (int j = 0; j < g->n && j < PS_OV_MAX_GEMMS; j++)
+        for (int t = 0; t < b->times[j]; t++) {
+            const ps_gemm_shape *sh = &g->g[j];
+            int64_t m = llround(sh->m), n = llround(sh->n), k = llround(sh->k), cnt = llround(sh->count);
+            /* a batch of attention GEMMs by its entries, one weight GEMM by rows */
+            bool by_count = cnt >= PIECES;
+            int64_t total = by_count ? cnt : m;
+            int64_t pieces = by_count ? PIECES : m / MIN_ROWS < PIECES ? m / MIN_ROWS : PIECES;
+            if (pieces < 1) pieces = 1;
+            for (int64_t q = 0; q < pieces; q++) {
+                int64_t part = total * (q + 1) / pieces - total * q / pieces;
+                double t0 = now();
+                PS_TRY(x->be->gemm(x->bs, by_count ? m : part, n, k, by_count ? part : cnt));
+                x->t_comp += now() - t0;
+                PS_TRY(progress(x));
+            }
+        }
+    for (int q = 0; q < PIECES && b->stream_bytes > 0; q++) {
+        PS_TRY(do_stream(x, b->stream_bytes / PIECES));
+        PS_TRY(progress(x));
+    }
+    return PS_OK;
+}
+
+static ps_status ov_wait(exec_ctx *x, int slot, ps_exec_where *w)
+{
+    w->what = "an overlapped TP all-reduce";
+    double t0 = now();
+    PS_TRY(x->be->icoll_wait(x->bs, &x->net, slot, w));
+    x->t_comm += now() - t0; /* the collective's exposed part: what the computation did not hide */
+    return PS_OK;
+}
+
+/* Layer `e` continues the overlapped run of layer e - 1: both overlapped, one TP group, nothing to reshard (the rule
+ * ps_cost_plan prices runs by). */
+static bool ov_joins(const exec_ctx *x, int64_t e)
+{
+    const layer_job *l = &x->lj[e], *p = &x->lj[e - 1];
+    return l->ov && p->ov && l->s->tp == p->s->tp && l->rs_dirs == 0;
+}
+
+/* Oases' sub-batch pipeline (seed 003, Sec. 3) over the overlapped layers a..b of a stage, forward in layer order or
+ * backward last to first: the blocks of both sub-batches alternate on the computation, each block's all-reduce starts
+ * when it is done and runs while the other sub-batch computes, and a sub-batch's next block waits for its previous
+ * all-reduce (ps_cost_two_stream's order and dependencies). */
+static ps_status ov_run(exec_ctx *x, int64_t a, int64_t b, int pass, ps_exec_where *w)
+{
+    bool busy[2] = {false, false};
+    for (int64_t j = 0; j <= b - a; j++) {
+        const layer_job *l = &x->lj[pass == PS_OV_FWD ? a + j : b - j];
+        if (pass == PS_OV_FWD && zero3(l)) {
+            w->what = "a ZeRO-3 weight all-gather";
+            PS_TRY(do_coll(x, x->dp_comm[l->tpi], PS_EXEC_ALLGATHER, l->param_bytes, w));
+        }
+        for (int i = 0; i < l->ovp[0][pass].n; i++)
+            for (int k = 0; k < 2; k++) {
+                const ps_ov_pass *op = &l->ovp[k][pass];
+                if (busy[k]) PS_TRY(ov_wait(x, k, w));
+                busy[k] = false;
+                PS_TRY(ov_block(x, &l->og[k], &op->b[i]));
+                if (op->b[i].coll && l->s->tp > 1) {
+                    w->what = "starting an overlapped TP all-reduce";
+                    double t0 = now();
+                    PS_TRY(x->be->icoll(x->bs, &x->net, x->tp_ov_comm[l->tpi], k, op->coll_bytes, w));
+                    x->t_comm += now() - t0;
+                    busy[k] = true;
+                    x->n_icoll++;
+                }
+            }
+    }
+    for (int k = 0; k < 2; k++)
+        if (busy[k]) PS_TRY(ov_wait(x, k, w));
+    return PS_OK;
+}
+
+/* The all-gather between layer l's TP layout and its predecessor's (Oases Eq. 4), in the pass dir that runs it. */
+static ps_status reshard(exec_ctx *x, const layer_job *l, int dir, ps_exec_where *w)
+{
+    if (!(l->rs_dirs & dir)) return PS_OK;
+    w->what = "a resharding all-gather between TP layouts";
+    x->n_reshard++;
+    return do_coll(x, x->rs_comm[l->rs_k], PS_EXEC_ALLGATHER, l->rs_bytes, w);
+}
+
 static int peer_rank(const exec_ctx *x, int stage) { return ps_sched_device_of(x->sch, stage) * x->width + x->local; }
 
 static int msg_tag(const exec_ctx *x, int mb, int stage, int dir) { return (mb * x->S + stage) * 2 + dir; }
@@ -241,10 +355,30 @@ static ps_status run_pass(exec_ctx *x, const ps_sched_pass *p)
     double c0 = x->t_comp + x->t_comm;
     if (p->op == PS_SCHED_F) {
         PS_TRY(x->be->hold(x->bs, slot, x->act_mb[s]));
-        for (int64_t i = lo; i < hi; i++) PS_TRY(layer_forward(x, &x->lj[i], false, &w));
+        for (int64_t i = lo; i < hi;) {
+            if (i > lo) PS_TRY(reshard(x, &x->lj[i], PS_RESHARD_FWD, &w));
+            int64_t e = i + 1; /* the layers i..e-1 run together */
+            if (x->lj[i].ov) {
+                while (e < hi && ov_joins(x, e)) e++;
+                PS_TRY(ov_run(x, i, e - 1, PS_OV_FWD, &w));
+            } else {
+                PS_TRY(layer_forward(x, &x->lj[i], false, &w));
+            }
+            i = e;
+        }
     }
     if (p->op == PS_SCHED_B || p->op == PS_SCHED_BW) {
-        for (int64_t i = hi - 1; i >= lo; i--) PS_TRY(layer_backward_b(x, &x->lj[i], &w));
+        for (int64_t i = hi - 1; i >= lo;) {
+            int64_t e = i; /* the layers e..i run together, last to first */
+            if (x->lj[i].ov) {
+                while (e > lo && ov_joins(x, e)) e--;
+                PS_TRY(ov_run(x, e, i, PS_OV_BWD, &w));
+            } else {
+                PS_TRY(layer_backward_b(x, &x->lj[i], &w));
+            }
+            if (e > lo) PS_TRY(reshard(x, &x->lj[e], PS_RESHARD_BWD, &w));
+            i = e - 1;
+        }
     }
     double c1 = x->t_comp + x->t_comm;
     if (p->op == PS_SCHED_W || p->op == PS_SCHED_BW) {
@@ -343,6 +477,33 @@ static ps_status build_layers(exec_ctx *x, const ps_cluster *c, const ps_predict
                 if (x->tps[k] == l->s->tp) l->tpi = k;
             if (l->tpi < 0) return PS_FAIL(PS_ERR_SYSTEM, "layer %lld: TP degree %d has no communicator", (long long)i,
                                            l->s->tp);
+            /* the cost model's sub-batches (the larger first) and blocks: exec runs the work it priced */
+            l->ov = l->s->overlap != PS_OVERLAP_NONE && l->s->tp > 1;
+            if (l->ov) {
+                int64_t sub[2] = {mbs - mbs / 2, mbs / 2};
+                for (int k = 0; k < 2; k++) {
+                    ps_layer_gemm_shapes(ly, sub[k], l->s->tp, &l->og[k]);
+                    double full = ps_layer_act_bytes(ly, m->dtype, l->s->tp, false, PS_RECOMP_NONE) * (double)sub[k];
+                    double sel = ps_layer_act_bytes(ly, m->dtype, l->s->tp, false, PS_RECOMP_SELECTIVE) *
+                                 (double)sub[k];
+                    double bytes = (double)sub[k] * (double)ly->seq * (double)ly->hidden * elt;
+                    for (int pass = 0; pass < 2; pass++)
+                        ps_layer_ov_pass(ly, &l->og[k], l->s, x->cp->elementwise_passes, full, sel, bytes, pass,
+                                         &l->ovp[k][pass]);
+                }
+            }
+            l->rs_k = -1;
+            if (i > plan->cuts[s]) {
+                ps_group g;
+                l->rs_dirs = ps_cost_reshard_group(&m->layers[i - 1], m->dtype, global_mb, &plan->layer[i - 1], l->s,
+                                                   first, &g, &l->rs_bytes);
+                ps_cost_reshard(x->cp, c, &m->layers[i - 1], m->dtype, global_mb, &plan->layer[i - 1], l->s, first,
+                                &l->rs_pf, &l->rs_pb);
+                for (int k = 0; k < x->n_rs; k++)
+                    if (x->rs_n[k] == g.n && x->rs_stride[k] == g.stride) l->rs_k = k;
+                if (l->rs_dirs && l->rs_k < 0)
+                    return PS_FAIL(PS_ERR_SYSTEM, "layer %lld: no communicator for its resharding group", (long long)i);
+            }
         }
         x->boundary[s] = pred->stages[s].p2p_bytes; /* the cost model's message, 0 after the last stage */
     }
@@ -368,6 +529,8 @@ static void rank_needs(const exec_ctx *x, ps_exec_need *need, double *static_byt
             }
             need->stream = fmax(need->stream, 2 * x->cp->elementwise_passes * l->act_full);
             need->coll = fmax(need->coll, fmax(l->pred.tp_bytes, fmax(l->param_bytes, l->grad_bytes)));
+            if (l->rs_dirs) need->coll = fmax(need->coll, l->rs_bytes);
+            need->overlap = need->overlap || l->ov;
             *static_bytes += l->pred.mem_params + l->pred.mem_grads + l->pred.mem_optim;
         }
     }
@@ -382,7 +545,8 @@ static void rank_needs(const exec_ctx *x, ps_exec_need *need, double *static_byt
 static ps_status make_comms(exec_ctx *x)
 {
     /* free_ctx frees every handle of the n_tp degrees seen, also when a split below fails */
-    for (int k = 0; k < (int)(sizeof x->tps / sizeof x->tps[0]); k++) x->tp_comm[k] = x->dp_comm[k] = MPI_COMM_NULL;
+    for (int k = 0; k < (int)(sizeof x->tps / sizeof x->tps[0]); k++)
+        x->tp_comm[k] = x->dp_comm[k] = x->tp_ov_comm[k] = x->rs_comm[k] = MPI_COMM_NULL;
     const ps_plan *plan = x->plan;
     for (int64_t i = 0; i < x->m->n_layers; i++) {
         int t = plan->layer[i].tp, k = 0;
@@ -408,7 +572,44 @@ static ps_status make_comms(exec_ctx *x)
         PS_MPI(MPI_Comm_split(x->net.world, x->dev * t + x->local % t, x->net.rank, &x->dp_comm[k]));
         PS_MPI(MPI_Comm_set_errhandler(x->tp_comm[k], MPI_ERRORS_RETURN));
         PS_MPI(MPI_Comm_set_errhandler(x->dp_comm[k], MPI_ERRORS_RETURN));
+        /* Overlapped layers of this degree: their all-reduces on a communicator of their own (Oases' second
+         * stream: NCCL runs one communicator's work in order, so a separate one runs beside the TP group's) */
+        bool ov = false;
+        for (int64_t i = 0; i < x->m->n_layers; i++)
+            ov = ov || (plan->layer[i].tp == t && plan->layer[i].overlap != PS_OVERLAP_NONE && t > 1);
+        if (ov) {
+            PS_MPI(MPI_Comm_dup(x->tp_comm[k], &x->tp_ov_comm[k]));
+            PS_MPI(MPI_Comm_set_errhandler(x->tp_ov_comm[k], MPI_ERRORS_RETURN));
+        }
     }
+    /* The resharding all-gathers between consecutive layers of a stage (ps_cost_reshard_group): one communicator
+     * per group shape, the stage's ranks cut into blocks of n x stride, members a stride apart. Every rank creates
+     * every shape of the plan, in the plan's order, also those only other stages use (the split is collective). */
+    int64_t n_mb = ps_plan_micro_batches(plan), global_mb = plan->gbs / n_mb;
+    for (int s = 0; s < x->S; s++)
+        for (int64_t i = plan->cuts[s] + 1; i < plan->cuts[s + 1]; i++) {
+            ps_group g;
+            double bytes;
+            if (!ps_cost_reshard_group(&x->m->layers[i - 1], x->m->dtype, global_mb, &plan->layer[i - 1],
+                                       &plan->layer[i], 0, &g, &bytes))
+                continue;
+            int k = 0;
+            while (k < x->n_rs && !(x->rs_n[k] == g.n && x->rs_stride[k] == g.stride)) k++;
+            if (k < x->n_rs) continue;
+            int64_t blk = g.n * g.stride;
+            if (blk <= 0 || x->width % blk != 0)
+                return PS_FAIL(PS_ERR_INPUT, "layer %lld: a resharding group of %lld GPUs at stride %lld does not "
+                                             "tile a stage of %d", (long long)i, (long long)g.n, (long long)g.stride,
+                               x->width);
+            if (x->n_rs == (int)(sizeof x->rs_comm / sizeof x->rs_comm[0]))
+                return PS_FAIL(PS_ERR_INPUT, "the plan reshards between more than %d group shapes", x->n_rs);
+            x->rs_n[x->n_rs] = (int)g.n;
+            x->rs_stride[x->n_rs] = (int)g.stride;
+            int color = (int)(x->dev * x->width + x->local / blk * blk + x->local % g.stride);
+            PS_MPI(MPI_Comm_split(x->net.world, color, x->net.rank, &x->rs_comm[x->n_rs]));
+            PS_MPI(MPI_Comm_set_errhandler(x->rs_comm[x->n_rs], MPI_ERRORS_RETURN));
+            x->n_rs++;
+        }
     return PS_OK;
 }
 
@@ -418,7 +619,10 @@ static void free_ctx(exec_ctx *x)
     for (int k = 0; k < x->n_tp; k++) {
         if (x->tp_comm[k] != MPI_COMM_NULL) MPI_Comm_free(&x->tp_comm[k]);
         if (x->dp_comm[k] != MPI_COMM_NULL) MPI_Comm_free(&x->dp_comm[k]);
+        if (x->tp_ov_comm[k] != MPI_COMM_NULL) MPI_Comm_free(&x->tp_ov_comm[k]);
     }
+    for (int k = 0; k < x->n_rs; k++)
+        if (x->rs_comm[k] != MPI_COMM_NULL) MPI_Comm_free(&x->rs_comm[k]);
     if (x->net.world != MPI_COMM_NULL) MPI_Comm_free(&x->net.world);
     ps_sched_destroy(x->sch);
     free(x->lj);
@@ -431,36 +635,85 @@ static void free_ctx(exec_ctx *x)
     free(x->to);
 }
 
+/* The cost model's time of the overlapped run a..b (ps_cost_plan's run: the layers' blocks in one two-stream pipeline)
+ * and its computation, for pass PS_OV_FWD or PS_OV_BWD. scratch: 4 x (b - a + 1) x PS_OV_MAX_BLOCKS doubles. */
+static void ov_run_pred(const exec_ctx *x, int64_t a, int64_t b, int pass, double *scratch, double *time,
+                        double *comp)
+{
+    double *c = scratch, *m = scratch + 2 * (b - a + 1) * PS_OV_MAX_BLOCKS;
+    int n = 0;
+    *comp = 0;
+    for (int64_t j = 0; j <= b - a; j++) {
+        const ps_layer_cost *lc = &x->lj[pass == PS_OV_FWD ? a + j : b - j].pred;
+        int nb = lc->ov_n[pass];
+        memcpy(c + 2 * n, lc->ov_comp[pass], 2 * (size_t)nb * sizeof *c);
+        memcpy(m + 2 * n, lc->ov_comm[pass], 2 * (size_t)nb * sizeof *m);
+        for (int k = 0; k < 2 * nb; k++) *comp += lc->ov_comp[pass][k];
+        n += nb;
+    }
+    *time = ps_cost_two_stream(x->cp, n, c, m);
+}
+
 /* The cost model's computation and collectives for this rank's passes of one iteration, its DP synchronisation and
- * its optimizer pass: the work run_pass and iteration_tail do, priced instead of run. */
-static void predict_rank(const exec_ctx *x, const ps_sched_pass *passes, int64_t count, double opt_s, double *comp,
-                         double *comm)
+ * its optimizer pass: the work run_pass and iteration_tail do, priced instead of run. An overlapped run's collectives
+ * count what its computation leaves exposed, the part exec measures as waits. */
+static ps_status predict_rank(const exec_ctx *x, const ps_sched_pass *passes, int64_t count, double opt_s,
+                              double *comp, double *comm)
 {
     *comp = opt_s;
     *comm = 0;
+    int64_t most = 1;
+    for (int s = 0; s < x->S; s++)
+        if (x->plan->cuts[s + 1] - x->plan->cuts[s] > most) most = x->plan->cuts[s + 1] - x->plan->cuts[s];
+    double *scratch = ps_calloc(4 * (size_t)most * PS_OV_MAX_BLOCKS, sizeof *scratch);
+    if (!scratch) return PS_ERR_SYSTEM;
     for (int64_t k = 0; k < count; k++) {
         const ps_sched_pass *p = &passes[k];
         int s = ps_sched_stage_of(x->sch, x->dev, p->chunk);
-        for (int64_t i = x->plan->cuts[s]; i < x->plan->cuts[s + 1]; i++) {
-            const ps_layer_cost *c = &x->lj[i].pred;
-            if (p->op == PS_SCHED_F) {
-                *comp += c->comp_fwd;
-                *comm += c->comm_fwd;
+        int64_t lo = x->plan->cuts[s], hi = x->plan->cuts[s + 1];
+        bool f = p->op == PS_SCHED_F, b = p->op == PS_SCHED_B || p->op == PS_SCHED_BW;
+        for (int64_t i = lo; i < hi;) {
+            const layer_job *l = &x->lj[i];
+            int64_t e = i + 1;
+            if (i > lo) *comm += (f ? l->rs_pf : 0) + (b ? l->rs_pb : 0);
+            if (l->ov && (f || b)) {
+                while (e < hi && ov_joins(x, e)) e++;
+                int pass = f ? PS_OV_FWD : PS_OV_BWD;
+                double t, c;
+                ov_run_pred(x, i, e - 1, pass, scratch, &t, &c);
+                *comp += c;
+                *comm += fmax(0, t - c);
+                for (int64_t j = i; j < e; j++) {
+                    const ps_layer_cost *lc = &x->lj[j].pred;
+                    double ov_comm = 0; /* the run's collectives; the rest of comm_fwd is ZeRO-3's gather */
+                    for (int q = 0; q < 2 * lc->ov_n[pass]; q++) ov_comm += lc->ov_comm[pass][q];
+                    if (f) *comm += fmax(0, lc->comm_fwd - ov_comm);
+                }
+            } else {
+                const ps_layer_cost *c = &l->pred;
+                if (f) {
+                    *comp += c->comp_fwd;
+                    *comm += c->comm_fwd;
+                }
+                if (b) {
+                    *comp += c->comp_bwd_b;
+                    *comm += c->comm_bwd_b;
+                }
             }
-            if (p->op == PS_SCHED_B || p->op == PS_SCHED_BW) {
-                *comp += c->comp_bwd_b;
-                *comm += c->comm_bwd_b;
-            }
-            if (p->op == PS_SCHED_W || p->op == PS_SCHED_BW) {
-                *comp += c->comp_bwd_w;
-                *comm += c->comm_bwd_w;
-            }
+            for (int64_t j = i; j < e; j++)
+                if (p->op == PS_SCHED_W || p->op == PS_SCHED_BW) {
+                    *comp += x->lj[j].pred.comp_bwd_w;
+                    *comm += x->lj[j].pred.comm_bwd_w;
+                }
+            i = e;
         }
     }
+    free(scratch);
     for (int ch = 0; ch < ps_sched_chunks(x->sch); ch++) {
         int s = ps_sched_stage_of(x->sch, x->dev, ch);
         for (int64_t i = x->plan->cuts[s]; i < x->plan->cuts[s + 1]; i++) *comm += x->lj[i].pred.dp_sync;
     }
+    return PS_OK;
 }
 
 static ps_status run_iteration(exec_ctx *x, const ps_sched_pass *passes, int64_t count, double static_bytes,
@@ -553,16 +806,19 @@ ps_status ps_exec_run(MPI_Comm comm, const ps_plan *plan, const ps_model *m, con
     if (st == PS_OK) st = x->be->open(&need, &x->net, &x->bs);
     PS_TRY_GOTO(st, ps_mpi_agree_status(x->net.world, st, "setting up the execution"), done);
     /* binding is collective per communicator (the cuda backend builds an NCCL communicator): agree after each */
-    for (int k = 0; k < 2 * x->n_tp; k++) {
-        MPI_Comm cm = k % 2 ? x->dp_comm[k / 2] : x->tp_comm[k / 2];
+    for (int k = 0; k < 3 * x->n_tp + x->n_rs; k++) {
+        MPI_Comm cm = k >= 3 * x->n_tp ? x->rs_comm[k - 3 * x->n_tp]
+                      : k % 3 == 0     ? x->tp_comm[k / 3]
+                      : k % 3 == 1     ? x->dp_comm[k / 3]
+                                       : x->tp_ov_comm[k / 3];
+        if (cm == MPI_COMM_NULL) continue; /* no overlapped layer of this degree (the same on every rank) */
         PS_TRY_GOTO(st, ps_mpi_agree_status(x->net.world, x->be->bind(x->bs, &x->net, cm), "binding a communicator"),
                     done);
     }
 
     double p_comp = 0, p_comm = 0;
-    {
-        predict_rank(x, passes, count, pred.stages[ps_sched_stage_of(x->sch, x->dev, 0)].opt_s, &p_comp, &p_comm);
-    }
+    st = predict_rank(x, passes, count, pred.stages[ps_sched_stage_of(x->sch, x->dev, 0)].opt_s, &p_comp, &p_comm);
+    PS_TRY_GOTO(st, ps_mpi_agree_status(x->net.world, st, "predicting this rank's work"), done);
 
     if (o->log && rank == 0)
         fprintf(o->log, "# exec: %d rank(s), backend %s, %d warm-up + %d timed iteration(s), %lld passes on rank 0\n",
@@ -571,6 +827,7 @@ ps_status ps_exec_run(MPI_Comm comm, const ps_plan *plan, const ps_model *m, con
     for (int it = 0; it < o->warmup + o->iters && st == PS_OK; it++) {
         bool timed = it >= o->warmup;
         x->t_comp = x->t_comm = x->t_wait = 0;
+        x->n_icoll = x->n_reshard = 0;
         double dt = 0;
         st = run_iteration(x, passes, count, static_bytes, &dt);
         if (st != PS_OK) break;
@@ -642,9 +899,12 @@ ps_status ps_exec_run(MPI_Comm comm, const ps_plan *plan, const ps_model *m, con
         free(mean);
         if (st != PS_OK) goto done;
     }
-    int64_t n_all = 0, mine_n = x->n_trace;
-    PS_MPI_GOTO(st, MPI_Allreduce(&mine_n, &n_all, 1, MPI_INT64_T, MPI_SUM, x->net.world), done);
-    r->passes = n_all;
+    /* the last iteration's passes, overlapped all-reduces and resharding all-gathers, summed over the ranks */
+    int64_t n_all[3] = {0, 0, 0}, mine_n[3] = {x->n_trace, x->n_icoll, x->n_reshard};
+    PS_MPI_GOTO(st, MPI_Allreduce(mine_n, n_all, 3, MPI_INT64_T, MPI_SUM, x->net.world), done);
+    r->passes = n_all[0];
+    r->ov_colls = n_all[1];
+    r->reshards = n_all[2];
     r->device = x->dev;
     r->local = x->local;
     r->n_trace = x->n_trace;

@@ -14,6 +14,7 @@ typedef struct {
     double p2p;                    /* the largest pipeline message */
     double static_bytes;           /* weights + gradients + optimizer states of this rank */
     int dtype;                     /* ps_dtype of the plan (the cuda backend computes and reduces in it) */
+    bool overlap;                  /* some layer of the rank runs overlapped TP: buffers for two sub-batches' icoll */
 } ps_exec_need;
 
 typedef enum { PS_EXEC_ALLREDUCE = 0, PS_EXEC_ALLGATHER, PS_EXEC_REDUCESCATTER } ps_exec_coll;
@@ -62,6 +63,14 @@ struct ps_exec_backend {
     ps_status (*recv)(void *state, ps_exec_net *net, int peer, int tag, double bytes, const ps_exec_where *where);
     /* complete every send posted (end of an iteration) */
     ps_status (*flush)(void *state, ps_exec_net *net);
+    /* Overlapped TP (Oases): an all-reduce of `bytes` over comm (a TP group's own duplicate, bound like the others)
+     * started beside the computation, into the buffer of sub-batch `slot` (0 or 1), one in flight per slot;
+     * progress lets a transport the host drives (MPI) move it between computations; icoll_wait returns once the
+     * slot's collective is complete, or fails by the watchdog naming `where`. */
+    ps_status (*icoll)(void *state, ps_exec_net *net, MPI_Comm comm, int slot, double bytes,
+                       const ps_exec_where *where);
+    ps_status (*progress)(void *state);
+    ps_status (*icoll_wait)(void *state, ps_exec_net *net, int slot, const ps_exec_where *where);
 };
 
 extern const ps_exec_backend ps_exec_backend_cpu;
@@ -82,6 +91,15 @@ ps_status ps_exec_mpi_send(ps_exec_net *net, ps_exec_sends *s, const void *buf, 
                            const ps_exec_where *where);
 ps_status ps_exec_mpi_recv(ps_exec_net *net, void *buf, int peer, int tag, double bytes, const ps_exec_where *where);
 ps_status ps_exec_mpi_flush(ps_exec_net *net, ps_exec_sends *s);
+/* The overlapped all-reduces of the two sub-batches on host buffers: MPI_Iallreduce, progressed by MPI_Test (Open
+ * MPI moves a non-blocking collective only inside MPI calls), completed under the watchdog. */
+typedef struct {
+    MPI_Request req[2];
+} ps_exec_icolls;
+void ps_exec_icolls_init(ps_exec_icolls *ic);
+ps_status ps_exec_mpi_icoll(ps_exec_icolls *ic, MPI_Comm comm, int slot, void *buf, double bytes);
+ps_status ps_exec_mpi_progress(ps_exec_icolls *ic);
+ps_status ps_exec_mpi_icoll_wait(ps_exec_net *net, ps_exec_icolls *ic, int slot, const ps_exec_where *where);
 void ps_exec_sends_free(ps_exec_sends *s);
 /* "rank R waited S s for WHAT (pass ...)" into the error, PS_ERR_SYSTEM. */
 ps_status ps_exec_watchdog_fail(const ps_exec_net *net, const ps_exec_where *where, double waited);

@@ -8,6 +8,8 @@
 #  - a dropped pipeline send (PS_EXEC_FAULT=skip-send:0) is caught by the watchdog within a bounded time;
 #  - --record is refused for a GPU plan run on CPUs; on a calibrated CPU cluster (--cluster costdb) it appends rows a
 #    second run keeps, which costdb show counts and calibrate --from-measurements refits;
+#  - overlapped TP: plain, cross-pass and oases plans of one shape run on the calibrated CPU cluster; the overlapped
+#    ones start their all-reduces beside the computation, and the measured and predicted gains are printed;
 #  - --exec-top 2 executes and ranks the 2 best plans; with fewer ranks than GPUs it is refused before the search.
 # python3 reads the JSON results; scripts/install-deps.sh installs it, so its absence is a failure, not a skip.
 set -u
@@ -244,6 +246,38 @@ check "calibrate --from-measurements kept the 2 measurements (got $(rows "$db"))
 check "calibrate --from-measurements stored a fit" \
   python3 -c 'import json, sys; sys.exit(json.load(sys.stdin)["rows"]["fit"] < 1)' \
   <<<"$("$psearch" costdb show "$db" --format json 2>/dev/null)"
+
+# ---- 5b. overlapped TP (Oases, issue 10): one shape (TP 4, full recomputation) planned plain, cross-pass and oases for
+#      the calibrated CPU cluster and run: the overlapped plans start their all-reduces beside the computation (the
+#      result counts them), the plain one starts none; the measured and predicted gains over plain are reported ----
+declare -A ov_meas ov_pred
+for ov in none cross-pass oases; do
+  "$psearch" estimate "${cpuopt[@]}" --tp 4 --gbs 16 --mbs 4 --recompute full --tp-overlap "$ov" --format json \
+    --out "$scratch/ov-$ov.json" 2>"$scratch/err"
+  check "--tp-overlap $ov: a plan for the calibrated machine: $(head -2 "$scratch/err")" test -s "$scratch/ov-$ov.json"
+  run4 exec "$scratch/ov-$ov.json" "${cpuopt[@]}" --scale 8 --iters 3 --format json --out "$scratch/ov-$ov.out" \
+    2>"$scratch/err"
+  rc=$?
+  check "exec of the $ov plan: exit $rc: $(grep '^psearch: error' "$scratch/err")" test $rc -eq 0
+  read -r m p n <<<"$(python3 -c 'import json, sys
+e = json.load(open(sys.argv[1]))["exec"]
+print(e["measured"]["iter_time_s"], e["predicted"]["iter_time_s"], e["overlapped_allreduces_per_iteration"])' \
+    "$scratch/ov-$ov.out" 2>/dev/null)"
+  ov_meas[$ov]=$m
+  ov_pred[$ov]=$p
+  if [[ $ov == none ]]; then
+    check "the plain plan overlaps no all-reduce (got ${n:-none})" test "${n:-x}" = 0
+  else
+    check "the $ov plan overlaps its all-reduces (got ${n:-none} per iteration)" test "${n:-0}" -gt 0
+  fi
+done
+for ov in cross-pass oases; do
+  if [[ -n ${ov_meas[$ov]} && -n ${ov_meas[none]} ]]; then
+    awk -v o="$ov" -v m0="${ov_meas[none]}" -v m1="${ov_meas[$ov]}" -v p0="${ov_pred[none]}" -v p1="${ov_pred[$ov]}" \
+      'BEGIN { printf "# tp-overlap %s over none: measured %.4g s vs %.4g s (gain %.3f), predicted %.4g s vs %.4g s " \
+               "(gain %.3f)\n", o, m1, m0, m0 / m1, p1, p0, p0 / p1 }'
+  fi
+done
 
 # ---- 6. --exec-top ----
 top=$scratch/top.json

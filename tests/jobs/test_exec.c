@@ -29,13 +29,45 @@ typedef struct {
     ps_recompute ckpt;
     bool sp;
     bool mixed; /* layers of the first half at tp x dp, the rest at (tp*dp) x 1: per-layer TP degrees */
+    int mbs;    /* samples per micro-batch and replica (0: 1) */
+    ps_overlap ov, ov2; /* TP overlap of the layers (ov2: of the second half of a mixed plan) */
 } exec_case;
+
+/* The overlapped all-reduces and resharding all-gathers one iteration of the plan runs on all ranks, from the layers'
+ * TP collectives and the resharding rule: every micro-batch's forward and backward on every rank of its stage, each
+ * overlapped layer's collectives once per sub-batch (two), a cross-pass layer under full recomputation repeating its
+ * forward ones in the backward. */
+static void expected_counts(const ps_plan *plan, const ps_model *m, int64_t *ov, int64_t *rs)
+{
+    int64_t n_mb = ps_plan_micro_batches(plan), global_mb = plan->gbs / n_mb;
+    int64_t width = (int64_t)plan->layer[0].tp * plan->layer[0].dp;
+    *ov = *rs = 0;
+    for (int s = 0; s < plan->pp * plan->vpp; s++)
+        for (int64_t i = plan->cuts[s]; i < plan->cuts[s + 1]; i++) {
+            const ps_strategy *t = &plan->layer[i];
+            if (t->overlap != PS_OVERLAP_NONE && t->tp > 1) {
+                ps_layer_gemms g;
+                ps_layer_gemm_shapes(&m->layers[i], global_mb / t->dp, t->tp, &g);
+                int per = g.tp_colls + g.bwd_tp_colls;
+                if (t->ckpt == PS_RECOMP_FULL && t->overlap == PS_OVERLAP_CROSS) per += g.tp_colls;
+                *ov += 2 * per * n_mb * width;
+            }
+            if (i > plan->cuts[s]) {
+                ps_group g;
+                double bytes;
+                int d = ps_cost_reshard_group(&m->layers[i - 1], m->dtype, global_mb, &plan->layer[i - 1], t, 0, &g,
+                                              &bytes);
+                *rs += ((d & PS_RESHARD_FWD) != 0) + ((d & PS_RESHARD_BWD) != 0);
+            }
+        }
+    *rs *= n_mb * width;
+}
 
 static void check_case(const exec_case *k, const ps_model *m, const ps_cluster *c, const ps_cost_params *cp)
 {
-    ps_strategy s = {.tp = k->tp, .dp = k->dp, .zero = k->zero, .ckpt = k->ckpt, .sp = k->sp};
+    ps_strategy s = {.tp = k->tp, .dp = k->dp, .zero = k->zero, .ckpt = k->ckpt, .sp = k->sp, .overlap = k->ov};
     ps_plan plan;
-    ps_status st = ps_plan_uniform(m, k->gbs, 1, k->pp, k->vpp, k->sched, &s, &plan);
+    ps_status st = ps_plan_uniform(m, k->gbs, k->mbs > 0 ? k->mbs : 1, k->pp, k->vpp, k->sched, &s, &plan);
     CHECK(st == PS_OK, "%s: plan: %s", k->name, ps_error_message());
     if (st != PS_OK) return;
     if (k->mixed)
@@ -43,6 +75,7 @@ static void check_case(const exec_case *k, const ps_model *m, const ps_cluster *
             plan.layer[i].tp = k->tp * k->dp;
             plan.layer[i].dp = 1;
             plan.layer[i].ckpt = PS_RECOMP_FULL;
+            plan.layer[i].overlap = k->ov2;
         }
     ps_exec_opts o;
     ps_exec_opts_default(&o);
@@ -63,7 +96,7 @@ static void check_case(const exec_case *k, const ps_model *m, const ps_cluster *
 
     /* the order, built here from the library alone */
     int width = k->tp * k->dp, dev = g_rank / width, local = g_rank % width;
-    int64_t n_mb = k->gbs / ((int64_t)k->dp);
+    int64_t n_mb = k->gbs / ((int64_t)k->dp * (k->mbs > 0 ? k->mbs : 1));
     ps_sched *ref = NULL;
     CHECK(ps_sched_create(&ref) == PS_OK, "sched");
     st = ps_sched_build(ref, k->sched, k->pp, (int)n_mb, k->vpp);
@@ -155,6 +188,14 @@ static void check_case(const exec_case *k, const ps_model *m, const ps_cluster *
     }
     ps_sched_destroy(ref);
 
+    int64_t want_ov = 0, want_rs = 0;
+    expected_counts(&plan, m, &want_ov, &want_rs);
+    CHECK(r.ov_colls == want_ov, "%s: %lld overlapped all-reduces per iteration, expected %lld", k->name,
+          (long long)r.ov_colls, (long long)want_ov);
+    CHECK(r.reshards == want_rs, "%s: %lld resharding all-gathers per iteration, expected %lld", k->name,
+          (long long)r.reshards, (long long)want_rs);
+    if (k->ov != PS_OVERLAP_NONE || k->ov2 != PS_OVERLAP_NONE) CHECK(want_ov > 0, "%s: nothing overlapped", k->name);
+    if (k->mixed) CHECK(want_rs > 0, "%s: nothing resharded", k->name);
     CHECK(isfinite(r.median_s) && r.median_s > 0, "%s: median %g", k->name, r.median_s);
     for (int i = 0; i < r.iters; i++) CHECK(isfinite(r.iter_s[i]) && r.iter_s[i] > 0, "%s: iteration %d took %g", k->name, i, r.iter_s[i]);
     CHECK(r.compute_s > 0 && r.pred_compute_s > 0, "%s: computation measured %g, predicted %g", k->name, r.compute_s,
@@ -206,18 +247,36 @@ int main(int argc, char **argv)
         ps_cost_params cp;
         ps_cost_params_default(&cp);
         const exec_case cases[] = {
-            {"pp2 x tp2, 1f1b", 2, 1, 2, 1, 0, "1f1b", 8, PS_RECOMP_NONE, false, false},
-            {"pp4, 1f1b", 1, 1, 4, 1, 0, "1f1b", 8, PS_RECOMP_NONE, false, false},
-            {"dp4, zero-3", 1, 4, 1, 1, 3, "1f1b", 8, PS_RECOMP_NONE, false, false},
-            {"dp2 x tp2, zero-1, sel.", 2, 2, 1, 1, 1, "1f1b", 8, PS_RECOMP_SELECTIVE, false, false},
-            {"per-layer tp 2/4, sp", 2, 2, 1, 1, 0, "1f1b", 8, PS_RECOMP_NONE, true, true},
-            {"pp2 x dp2, gpipe", 1, 2, 2, 1, 2, "gpipe", 8, PS_RECOMP_FULL, false, false},
-            {"pp4, interleaved", 1, 1, 4, 2, 0, "interleaved", 8, PS_RECOMP_NONE, false, false},
-            {"pp4, zb-h1", 1, 1, 4, 1, 0, "zb-h1", 8, PS_RECOMP_NONE, false, false},
-            {"pp4, zb-h2", 1, 1, 4, 1, 0, "zb-h2", 8, PS_RECOMP_NONE, false, false},
-            {"pp2 x tp2, v-min", 2, 1, 2, 2, 0, "v-min", 8, PS_RECOMP_NONE, false, false},
-            {"pp4, v-half", 1, 1, 4, 2, 0, "v-half", 8, PS_RECOMP_NONE, false, false},
-            {"pp4, v-zb", 1, 1, 4, 2, 0, "v-zb", 8, PS_RECOMP_NONE, false, false},
+            {"pp2 x tp2, 1f1b", 2, 1, 2, 1, 0, "1f1b", 8, PS_RECOMP_NONE, false, false,
+             0, PS_OVERLAP_NONE, PS_OVERLAP_NONE},
+            {"pp4, 1f1b", 1, 1, 4, 1, 0, "1f1b", 8, PS_RECOMP_NONE, false, false, 0, PS_OVERLAP_NONE, PS_OVERLAP_NONE},
+            {"dp4, zero-3", 1, 4, 1, 1, 3, "1f1b", 8, PS_RECOMP_NONE, false, false,
+             0, PS_OVERLAP_NONE, PS_OVERLAP_NONE},
+            {"dp2 x tp2, zero-1, sel.", 2, 2, 1, 1, 1, "1f1b", 8, PS_RECOMP_SELECTIVE, false, false,
+             0, PS_OVERLAP_NONE, PS_OVERLAP_NONE},
+            {"per-layer tp 2/4, sp", 2, 2, 1, 1, 0, "1f1b", 8, PS_RECOMP_NONE, true, true,
+             0, PS_OVERLAP_NONE, PS_OVERLAP_NONE},
+            {"pp2 x dp2, gpipe", 1, 2, 2, 1, 2, "gpipe", 8, PS_RECOMP_FULL, false, false,
+             0, PS_OVERLAP_NONE, PS_OVERLAP_NONE},
+            {"pp4, interleaved", 1, 1, 4, 2, 0, "interleaved", 8, PS_RECOMP_NONE, false, false,
+             0, PS_OVERLAP_NONE, PS_OVERLAP_NONE},
+            {"pp4, zb-h1", 1, 1, 4, 1, 0, "zb-h1", 8, PS_RECOMP_NONE, false, false,
+             0, PS_OVERLAP_NONE, PS_OVERLAP_NONE},
+            {"pp4, zb-h2", 1, 1, 4, 1, 0, "zb-h2", 8, PS_RECOMP_NONE, false, false,
+             0, PS_OVERLAP_NONE, PS_OVERLAP_NONE},
+            {"pp2 x tp2, v-min", 2, 1, 2, 2, 0, "v-min", 8, PS_RECOMP_NONE, false, false,
+             0, PS_OVERLAP_NONE, PS_OVERLAP_NONE},
+            {"pp4, v-half", 1, 1, 4, 2, 0, "v-half", 8, PS_RECOMP_NONE, false, false,
+             0, PS_OVERLAP_NONE, PS_OVERLAP_NONE},
+            {"pp4, v-zb", 1, 1, 4, 2, 0, "v-zb", 8, PS_RECOMP_NONE, false, false, 0, PS_OVERLAP_NONE, PS_OVERLAP_NONE},
+            /* overlapped TP (Oases): whole model, under a pipeline, and App. D's shape (TP 2 cross-pass, then TP 4
+             * with the fine-grained recomputation, resharding between them) */
+            {"tp4, oases", 4, 1, 1, 1, 0, "1f1b", 8, PS_RECOMP_FULL, false, false, 2, PS_OVERLAP_OASES,
+             PS_OVERLAP_NONE},
+            {"pp2 x tp2, cross-pass", 2, 1, 2, 1, 0, "1f1b", 8, PS_RECOMP_NONE, false, false, 2, PS_OVERLAP_CROSS,
+             PS_OVERLAP_NONE},
+            {"tp 2/4, cross-pass/oases", 2, 2, 1, 1, 0, "1f1b", 8, PS_RECOMP_FULL, false, true, 2, PS_OVERLAP_CROSS,
+             PS_OVERLAP_OASES},
         };
         int kinds_seen = 0;
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i], &m, &c, &cp);
