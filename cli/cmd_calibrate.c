@@ -138,6 +138,9 @@ ps_status ps_cmd_calibrate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     PS_TRY_GOTO(st, agree(comm, distinct(comm, r.dev.host, sizeof r.dev.host, prov.hosts, sizeof prov.hosts)), done);
     PS_TRY_GOTO(st, agree(comm, distinct(comm, r.dev.name, sizeof r.dev.name, prov.devices, sizeof prov.devices)),
                 done);
+    /* set when NCCL measures the collectives and overlap (every rank a GPU rank): the cost model uses a GPU kind's
+     * rows only then (costdb/db_model.c) */
+    PS_TRY_GOTO(st, agree(comm, ps_bench_coll_library(comm, &r, prov.nccl_version, sizeof prov.nccl_version)), done);
     /* Every rank writes the same root attributes: rank 0's date and versions. */
     PS_MPI_GOTO(st, MPI_Bcast(&prov, (int)sizeof prov, MPI_BYTE, 0, comm), done);
     if (bo.log)

@@ -109,14 +109,15 @@ static const table_def k_tables[PS_COSTDB_N_TABLES] = {
       "CPU: STREAM triad a = b + s c with OpenMP, bytes = 3 x 8 x N (no write-allocate); GPU: device-to-device copy, "
       "bytes = 2 x size; all ranks at once; median of reps after warm-up"),
     T("/collectives", ps_bench_coll, k_coll_cols,
-      "MPI collectives on host memory (CPU ranks; no rows when the calibration had a GPU rank: GPU collectives need "
-      "the NCCL backend, not written yet) the nccl-tests way: time = median over reps of the slowest member; "
+      "collectives the nccl-tests way, MPI on host memory (CPU ranks) or NCCL on device memory (GPU ranks, "
+      "nccl_version set; no rows when the calibration mixed both): time = median over reps of the slowest member; "
       "algbw = bytes / time; busbw = algbw x 2(n-1)/n (allreduce), (n-1)/n (allgather, reducescatter, alltoall), "
       "1 (sendrecv ring); every group of the shape at once; inter_node 0 = one node, 1 = one rank per node"),
     T("/overlap", ps_bench_overlap, k_ovl_cols,
-      "an OpenBLAS sgemm in row blocks and an MPI_Iallreduce on host memory on all ranks (CPU ranks; no rows when "
-      "the calibration had a GPU rank), each alone and together (MPI_Test between blocks progresses the "
-      "all-reduce); slowdown s solves both = max(gemm, comm) + (s - 1) min(gemm, comm)"),
+      "CPU ranks: an OpenBLAS sgemm in row blocks and an MPI_Iallreduce on host memory (MPI_Test between blocks "
+      "progresses it); GPU ranks: a bf16 cuBLAS GEMM and an NCCL all-reduce on two streams; all ranks, each alone "
+      "and together (no rows when the calibration mixed both); slowdown s solves both = max(gemm, comm) + (s - 1) "
+      "min(gemm, comm)"),
     T("/measurements", ps_bench_measurement, k_meas_cols,
       "executed plans (psearch exec --record, docs/exec.md): predicted against measured iteration time, computation "
       "and communication (per-rank means per iteration) and peak memory, with the compute_scale / comm_scale the "
@@ -266,8 +267,8 @@ void ps_costdb_prov_init(ps_costdb_prov *p, const char *backend, const char *mod
     ps_strlcpy(p->mpi_version, v.mpi, sizeof p->mpi_version);
     ps_strlcpy(p->hdf5_version, v.hdf5, sizeof p->hdf5_version);
     ps_strlcpy(p->cuda_version, v.cuda, sizeof p->cuda_version);
-    /* nccl_version names the library that measured the collectives: none does yet (hw/bench_coll.c is MPI), so it
-     * stays empty even in a build linked with NCCL; the NCCL backend will set it. */
+    /* nccl_version names the library that measured the collectives: empty here (MPI), set by calibrate when NCCL
+     * measures them (ps_bench_coll_library), so even a build linked with NCCL leaves it empty on CPU ranks. */
     ps_strlcpy(p->backend, backend, sizeof p->backend);
     ps_strlcpy(p->mode, mode, sizeof p->mode);
 }

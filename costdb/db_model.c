@@ -7,9 +7,10 @@
  *   smallest size's time (latency floor); the nearest measured group size (in log2) stands for the one asked, busbw
  *   being nearly independent of group size (that is what the nccl-tests factor normalises).
  * - memory bandwidth and overlap slowdown: medians over the kind's ranks.
- * A GPU kind takes no collective nor overlap row: psearch measures those with MPI on host memory and CPU GEMMs (no
- * NCCL backend yet), which says nothing of NVLink, InfiniBand or GPU kernels; files written before calibrate stopped
- * writing such rows for GPU ranks still have them. The analytic links and overlap slowdown stay for GPUs.
+ * A GPU kind takes its collective and overlap rows only from a file whose nccl_version is set: NCCL measured them
+ * (hw/bench_cuda.c). Without it they are MPI-on-host numbers, which say nothing of NVLink, InfiniBand or GPU kernels
+ * (files written before calibrate stopped writing such rows for GPU ranks still have them): the analytic links and
+ * overlap slowdown stay for that GPU kind.
  * The refit of compute_scale / comm_scale from executed plans (ps_costdb_refit) and its use on attach live here too.
  * Pure computation: no I/O, no MPI. */
 #include <float.h>
@@ -34,7 +35,8 @@ typedef struct {
 
 typedef struct {
     char name[32];
-    bool gpu; /* a /devices row of this key has kind "gpu": its collective and overlap rows are not used */
+    bool gpu; /* a /devices row of this key has kind "gpu" and the file's collectives are not NCCL's: its collective
+                 and overlap rows are not used */
     gemm_curve *gemm;
     int n_gemm;
     coll_curve *coll;
@@ -312,7 +314,7 @@ ps_status ps_costdb_model_build(const ps_costdb *db, ps_costdb_model **out)
             k = m->n_kind++;
             ps_strlcpy(m->kind[k].name, db->dev[i].name, sizeof m->kind[0].name);
         }
-        if (strcmp(db->dev[i].kind, "gpu") == 0) m->kind[k].gpu = true;
+        if (strcmp(db->dev[i].kind, "gpu") == 0 && db->prov.nccl_version[0] == '\0') m->kind[k].gpu = true;
     }
     row_kinds rk;
     if ((st = row_kinds_build(db, m, &rk)) != PS_OK) goto done;

@@ -53,7 +53,7 @@ typedef struct {
     char mpi_version[256];    /* MPI_Get_library_version, first line */
     char hdf5_version[32];
     char cuda_version[64];    /* empty when psearch was built without CUDA */
-    char nccl_version[32];    /* the NCCL that measured the collectives; empty when MPI did (today always) */
+    char nccl_version[32];    /* the NCCL that measured the collectives; empty when MPI did */
     char backend[16];         /* "cpu" or "cuda" */
     char mode[16];            /* "quick" or "full" */
     char merged_from[512];    /* `costdb merge`: the input files; empty otherwise */

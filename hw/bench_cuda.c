@@ -2,12 +2,17 @@
  * device): cublasGemmStridedBatchedEx GEMMs in fp32, fp16 and bf16 (fp32 accumulate) over the same kinds of shapes as
  * the CPU backend at full size (hidden 8192, 64 heads, sequence 2048; quick: hidden 4096, 32 heads, sequence 1024),
  * timed with CUDA events; memory bandwidth as a device-to-device copy of 1 GiB (quick 256 MiB), 2 x size bytes moved.
- * Collectives and overlap of GPUs are not measured (no NCCL backend yet: hw/bench_coll.c writes no rows for them, and
- * the cost model keeps its analytic links and overlap slowdown; docs/costdb.md). */
+ * With NCCL too, the single steps of the collective and overlap benchmarks of hw/bench_coll.c (which owns their
+ * groups, sizes, timing and rows): one NCCL communicator per group, bootstrapped over MPI (the group's rank 0 makes
+ * the id, MPI_Bcast, ncclCommInitRank), on the GPU ps_bench_cuda_probe chose by the rank's place on its node; each
+ * collective on a stream of its own, complete at cudaStreamSynchronize; all-to-all and the send/recv ring as grouped
+ * ncclSend / ncclRecv. Overlap: a bf16 cuBLAS GEMM on one stream and an NCCL all-reduce over every rank on another.
+ * None of this has run on a GPU in this repository's CI (no GPU machine): it builds and links here. */
 #include "bench_internal.h"
 
 #if PS_HAVE_CUDA && PS_HAVE_CUBLAS
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -198,6 +203,285 @@ done:
     free(t);
     return st;
 }
+
+#if PS_HAVE_NCCL
+#include <nccl.h>
+
+/* For the NCCL steps, which return at the first failure (what they made is left for their close). */
+#define CUDA_TRY(call)                                                                                                  \
+    do {                                                                                                                \
+        cudaError_t e_ = (call);                                                                                        \
+        if (e_ != cudaSuccess) return PS_FAIL(PS_ERR_SYSTEM, "%s: %s", #call, cudaGetErrorString(e_));                  \
+    } while (0)
+#define NCCL_TRY(call)                                                                                                  \
+    do {                                                                                                                \
+        ncclResult_t e_ = (call);                                                                                       \
+        if (e_ != ncclSuccess) return PS_FAIL(PS_ERR_SYSTEM, "%s: %s", #call, ncclGetErrorString(e_));                  \
+    } while (0)
+
+void ps_bench_nccl_version(char *out, size_t cap)
+{
+    int v = 0;
+    if (cap) out[0] = '\0';
+    /* NCCL_VERSION_CODE since 2.9: major x 10000 + minor x 100 + patch */
+    if (ncclGetVersion(&v) == ncclSuccess && v > 0)
+        snprintf(out, cap, "%d.%d.%d", v / 10000, (v / 100) % 100, v % 100);
+}
+
+/* A communicator of g's members, bootstrapped over MPI: g's rank 0 makes the id and broadcasts it, every member then
+ * joins with its rank in g. Each member reaches the broadcast and the agreement whatever failed on it, so that none
+ * waits alone; on a failure no member keeps a communicator. Collective over g. */
+static ps_status nccl_comm_of(MPI_Comm g, ncclComm_t *out)
+{
+    *out = NULL;
+    int n = 0, me = 0;
+    PS_MPI(MPI_Comm_size(g, &n));
+    PS_MPI(MPI_Comm_rank(g, &me));
+    struct {
+        int ok;
+        ncclUniqueId id;
+    } msg;
+    memset(&msg, 0, sizeof msg);
+    ps_status st = PS_OK;
+    if (me == 0) {
+        ncclResult_t e = ncclGetUniqueId(&msg.id);
+        msg.ok = e == ncclSuccess;
+        if (!msg.ok) st = PS_FAIL(PS_ERR_SYSTEM, "ncclGetUniqueId: %s", ncclGetErrorString(e));
+    }
+    PS_MPI(MPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, 0, g));
+    if (st == PS_OK && !msg.ok) st = PS_FAIL(PS_ERR_SYSTEM, "the group's first rank could not make an NCCL id");
+    if (st == PS_OK) {
+        ncclResult_t e = ncclCommInitRank(out, n, msg.id, me);
+        if (e != ncclSuccess) {
+            *out = NULL;
+            st = PS_FAIL(PS_ERR_SYSTEM, "ncclCommInitRank (%d ranks, rank %d): %s", n, me, ncclGetErrorString(e));
+        }
+    }
+    st = ps_mpi_agree_status(g, st, "creating an NCCL communicator");
+    if (st != PS_OK && *out) {
+        ncclCommAbort(*out); /* local: a peer that failed will not join a collective teardown */
+        *out = NULL;
+    }
+    return st;
+}
+
+/* ---- collectives: the steps of bench_coll.c's loop on device memory ---- */
+
+typedef struct {
+    float *sbuf, *rbuf; /* device buffers of the largest size */
+    cudaStream_t stream;
+    ncclComm_t comm;    /* the bound group's, NULL between groups */
+} nccl_coll;
+
+static void nccl_coll_close(void *state)
+{
+    nccl_coll *s = state;
+    if (!s) return;
+    if (s->comm) ncclCommDestroy(s->comm);
+    if (s->stream) cudaStreamDestroy(s->stream);
+    if (s->sbuf) cudaFree(s->sbuf);
+    if (s->rbuf) cudaFree(s->rbuf);
+    free(s);
+}
+
+static ps_status nccl_coll_open(size_t bytes, void **state)
+{
+    nccl_coll *s = ps_calloc(1, sizeof *s);
+    *state = s;
+    if (!s) return PS_ERR_SYSTEM;
+    CUDA_TRY(cudaMalloc((void **)&s->sbuf, bytes));
+    CUDA_TRY(cudaMalloc((void **)&s->rbuf, bytes));
+    /* zeros: the sums stay finite, and NCCL moves the same bytes whatever the values */
+    CUDA_TRY(cudaMemset(s->sbuf, 0, bytes));
+    CUDA_TRY(cudaMemset(s->rbuf, 0, bytes));
+    CUDA_TRY(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+    CUDA_TRY(cudaDeviceSynchronize()); /* the memsets, on the legacy stream, are done before any collective */
+    return PS_OK;
+}
+
+static ps_status nccl_coll_bind(void *state, MPI_Comm g) { return nccl_comm_of(g, &((nccl_coll *)state)->comm); }
+
+static void nccl_coll_unbind(void *state)
+{
+    nccl_coll *s = state;
+    /* every member of the group unbinds after the same last collective, so the teardown meets no pending work */
+    if (s->comm) ncclCommDestroy(s->comm);
+    s->comm = NULL;
+}
+
+/* All-to-all as nccl-tests does it: one send and one receive of `share` floats per peer (itself included), grouped so
+ * that they progress together; the ring: a send to the next rank and a receive from the previous, grouped. The group
+ * is closed whatever failed inside it. */
+static ncclResult_t nccl_p2p(const nccl_coll *s, int op, int n, int me, size_t count)
+{
+    size_t share = count / (size_t)n;
+    ncclResult_t e = ncclGroupStart(), end;
+    if (e != ncclSuccess) return e;
+    if (op == PS_BENCH_ALLTOALL) {
+        for (int p = 0; p < n && e == ncclSuccess; p++) {
+            e = ncclSend(s->sbuf + (size_t)p * share, share, ncclFloat32, p, s->comm, s->stream);
+            if (e == ncclSuccess) e = ncclRecv(s->rbuf + (size_t)p * share, share, ncclFloat32, p, s->comm, s->stream);
+        }
+    } else {
+        e = ncclSend(s->sbuf, count, ncclFloat32, (me + 1) % n, s->comm, s->stream);
+        if (e == ncclSuccess) e = ncclRecv(s->rbuf, count, ncclFloat32, (me + n - 1) % n, s->comm, s->stream);
+    }
+    end = ncclGroupEnd();
+    return e != ncclSuccess ? e : end;
+}
+
+static ps_status nccl_coll_run(void *state, int op, MPI_Comm g, int n, int me, size_t count)
+{
+    nccl_coll *s = state;
+    if (!s->comm) return PS_FAIL(PS_ERR_SYSTEM, "NCCL collective benchmark: no communicator bound");
+    size_t share = count / (size_t)n;
+    ncclResult_t e;
+    switch (op) {
+    case PS_BENCH_ALLREDUCE:
+        e = ncclAllReduce(s->sbuf, s->rbuf, count, ncclFloat32, ncclSum, s->comm, s->stream);
+        break;
+    case PS_BENCH_ALLGATHER: e = ncclAllGather(s->sbuf, s->rbuf, share, ncclFloat32, s->comm, s->stream); break;
+    case PS_BENCH_REDUCESCATTER:
+        e = ncclReduceScatter(s->sbuf, s->rbuf, share, ncclFloat32, ncclSum, s->comm, s->stream);
+        break;
+    default: e = nccl_p2p(s, op, n, me, count); break;
+    }
+    if (e != ncclSuccess)
+        return PS_FAIL(PS_ERR_SYSTEM, "NCCL %d-rank collective %d of %zu floats: %s", n, op, count,
+                       ncclGetErrorString(e));
+    CUDA_TRY(cudaStreamSynchronize(s->stream));
+    return PS_OK;
+}
+
+const ps_bench_coll_backend ps_bench_coll_nccl = {.name = "nccl",
+                                                  .open = nccl_coll_open,
+                                                  .bind = nccl_coll_bind,
+                                                  .run = nccl_coll_run,
+                                                  .unbind = nccl_coll_unbind,
+                                                  .close = nccl_coll_close};
+
+/* ---- overlap: a cuBLAS GEMM and an NCCL all-reduce on two streams ---- */
+
+typedef struct {
+    cublasHandle_t h;
+    bool handle;
+    cudaStream_t sg, sc; /* the GEMM's stream, the all-reduce's */
+    ncclComm_t comm;     /* every rank of the calibration */
+    int n;
+    size_t count;
+    void *a, *b, *c;     /* bf16 n x n */
+    float *s, *d;
+} nccl_ovl;
+
+static void nccl_ovl_close(void *state)
+{
+    nccl_ovl *v = state;
+    if (!v) return;
+    if (v->comm) ncclCommDestroy(v->comm);
+    if (v->handle) cublasDestroy(v->h);
+    if (v->sg) cudaStreamDestroy(v->sg);
+    if (v->sc) cudaStreamDestroy(v->sc);
+    void *p[] = {v->a, v->b, v->c, v->s, v->d};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        if (p[i]) cudaFree(p[i]);
+    free(v);
+}
+
+/* This rank's buffers, streams and cuBLAS handle (local). */
+static ps_status nccl_ovl_local(nccl_ovl *v)
+{
+    size_t nn = (size_t)v->n * (size_t)v->n * 2; /* bf16 bytes */
+    CUDA_TRY(cudaMalloc(&v->a, nn));
+    CUDA_TRY(cudaMalloc(&v->b, nn));
+    CUDA_TRY(cudaMalloc(&v->c, nn));
+    CUDA_TRY(cudaMalloc((void **)&v->s, v->count * sizeof(float)));
+    CUDA_TRY(cudaMalloc((void **)&v->d, v->count * sizeof(float)));
+    CUDA_TRY(cudaMemset(v->a, 0, nn));
+    CUDA_TRY(cudaMemset(v->b, 0, nn));
+    CUDA_TRY(cudaMemset(v->s, 0, v->count * sizeof(float)));
+    CUDA_TRY(cudaDeviceSynchronize());
+    CUDA_TRY(cudaStreamCreateWithFlags(&v->sg, cudaStreamNonBlocking));
+    CUDA_TRY(cudaStreamCreateWithFlags(&v->sc, cudaStreamNonBlocking));
+    if (cublasCreate(&v->h) != CUBLAS_STATUS_SUCCESS) return PS_FAIL(PS_ERR_SYSTEM, "cublasCreate failed");
+    v->handle = true;
+    if (cublasSetStream(v->h, v->sg) != CUBLAS_STATUS_SUCCESS) return PS_FAIL(PS_ERR_SYSTEM, "cublasSetStream failed");
+    return PS_OK;
+}
+
+static ps_status nccl_ovl_open(MPI_Comm comm, const ps_bench_opts *o, void **state, double *gemm_flops,
+                               double *comm_bytes)
+{
+    nccl_ovl *v = ps_calloc(1, sizeof *v);
+    *state = v;
+    ps_status st = PS_ERR_SYSTEM;
+    if (v) {
+        /* Sized so that each alone takes about as long as the other on an NVLink node (bf16 GEMM ~1-2 ms full, ~0.2
+         * ms quick; the all-reduce likewise), where the slowdown of the shorter one shows: Oases and Galvatron measure
+         * the training kernels, tensor-core GEMMs and NCCL rings contending for SMs and memory bandwidth. */
+        v->n = o->quick ? 4096 : 8192;
+        v->count = o->quick ? (size_t)1 << 23 : (size_t)1 << 26; /* floats: 32 MiB (quick), 256 MiB */
+        st = nccl_ovl_local(v);
+    }
+    PS_TRY(ps_mpi_agree_status(comm, st, "overlap benchmark: GPU buffers"));
+    PS_TRY(nccl_comm_of(comm, &v->comm));
+    *gemm_flops = 2.0 * v->n * (double)v->n * v->n;
+    *comm_bytes = (double)v->count * sizeof(float);
+    return PS_OK;
+}
+
+static ps_status ovl_launch_gemm(nccl_ovl *v)
+{
+    const float one = 1.0f, zero = 0.0f;
+    cublasStatus_t e = cublasGemmEx(v->h, CUBLAS_OP_N, CUBLAS_OP_N, v->n, v->n, v->n, &one, v->a, CUDA_R_16BF, v->n,
+                                    v->b, CUDA_R_16BF, v->n, &zero, v->c, CUDA_R_16BF, v->n, CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT);
+    if (e != CUBLAS_STATUS_SUCCESS) return PS_FAIL(PS_ERR_SYSTEM, "cublasGemmEx: cuBLAS status %d", (int)e);
+    return PS_OK;
+}
+
+static ps_status ovl_launch_comm(nccl_ovl *v)
+{
+    NCCL_TRY(ncclAllReduce(v->s, v->d, v->count, ncclFloat32, ncclSum, v->comm, v->sc));
+    return PS_OK;
+}
+
+static ps_status nccl_ovl_gemm(void *state)
+{
+    nccl_ovl *v = state;
+    PS_TRY(ovl_launch_gemm(v));
+    CUDA_TRY(cudaStreamSynchronize(v->sg));
+    return PS_OK;
+}
+
+static ps_status nccl_ovl_comm(void *state)
+{
+    nccl_ovl *v = state;
+    PS_TRY(ovl_launch_comm(v));
+    CUDA_TRY(cudaStreamSynchronize(v->sc));
+    return PS_OK;
+}
+
+/* The all-reduce first, as the MPI backend starts its MPI_Iallreduce before the GEMM; both streams then run at once. */
+static ps_status nccl_ovl_both(void *state)
+{
+    nccl_ovl *v = state;
+    PS_TRY(ovl_launch_comm(v));
+    ps_status st = ovl_launch_gemm(v);
+    /* the all-reduce was launched: wait for it even when the GEMM failed, so the peers' one completes too */
+    cudaError_t e = cudaStreamSynchronize(v->sc);
+    PS_TRY(st);
+    if (e != cudaSuccess) return PS_FAIL(PS_ERR_SYSTEM, "cudaStreamSynchronize: %s", cudaGetErrorString(e));
+    CUDA_TRY(cudaStreamSynchronize(v->sg));
+    return PS_OK;
+}
+
+const ps_bench_ovl_backend ps_bench_ovl_nccl = {.name = "nccl",
+                                                .open = nccl_ovl_open,
+                                                .gemm = nccl_ovl_gemm,
+                                                .comm = nccl_ovl_comm,
+                                                .both = nccl_ovl_both,
+                                                .close = nccl_ovl_close};
+#endif /* PS_HAVE_NCCL */
 #else
 /* Built without CUDA/cuBLAS: the CPU backend measures every rank. Keeps this translation unit non-empty (ISO C). */
 typedef int ps_bench_cuda_unused;

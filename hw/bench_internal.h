@@ -1,5 +1,6 @@
-/* Shared by the benchmark sources of hw/ (not installed): the backend table. A backend measures one device; the
- * MPI side (which ranks run at once, barriers) stays in the callers, so a backend is plain local code. */
+/* Shared by the benchmark sources of hw/ (not installed): the backend tables. A GEMM / memory backend measures one
+ * device; the MPI side (which ranks run at once, barriers) stays in the callers, so it is plain local code. The
+ * collective and overlap backends run one step on this rank; the loops around them are bench_coll.c's. */
 #ifndef PS_BENCH_INTERNAL_H
 #define PS_BENCH_INTERNAL_H
 
@@ -23,6 +24,46 @@ int ps_bench_cuda_probe(int local_rank, char *name, size_t cap, double *mem_byte
 #endif
 
 const ps_bench_backend *ps_bench_backend_of(const ps_bench_results *r);
+
+/* The collectives of bench_coll.c, in the order of their names there. */
+enum { PS_BENCH_ALLREDUCE, PS_BENCH_ALLGATHER, PS_BENCH_REDUCESCATTER, PS_BENCH_ALLTOALL, PS_BENCH_SENDRECV,
+       PS_BENCH_N_COLL_OPS };
+
+/* How one rank runs collectives: MPI on host memory (CPU ranks) or NCCL on device memory (GPU ranks). bench_coll.c
+ * owns the rest, shared by both: the groups, sizes, timing loop (barrier, host clock, the slowest member), statistics
+ * and rows. Every function returns with this rank's part complete, so a host clock around `run` times it. */
+typedef struct {
+    const char *name;     /* "mpi" or "nccl" */
+    /* Send and receive buffers of `bytes` each on this rank's device, and what the backend needs besides. Local. */
+    ps_status (*open)(size_t bytes, void **state);
+    /* Ready collectives over g (NCCL: a communicator of its members). Collective over g, agreed over g. */
+    ps_status (*bind)(void *state, MPI_Comm g);
+    /* One collective `op` (PS_BENCH_*) of `count` floats (a multiple of n, nccl-tests sizing) over the bound group
+     * g of n ranks, this rank being me; complete on this rank at return. */
+    ps_status (*run)(void *state, int op, MPI_Comm g, int n, int me, size_t count);
+    void (*unbind)(void *state);
+    void (*close)(void *state);
+} ps_bench_coll_backend;
+
+/* Computation against communication (bench_coll.c's overlap loop and row): a GEMM and an all-reduce over every rank,
+ * each alone and both at once; each call returns when its work is complete on this rank. */
+typedef struct {
+    const char *name;     /* "mpi" (sgemm in row blocks + MPI_Iallreduce) or "nccl" (cuBLAS + NCCL, two streams) */
+    /* Buffers, and for NCCL a communicator over comm (collective over comm, agreed); the work's size for the row. */
+    ps_status (*open)(MPI_Comm comm, const ps_bench_opts *o, void **state, double *gemm_flops, double *comm_bytes);
+    ps_status (*gemm)(void *state);
+    ps_status (*comm)(void *state);
+    ps_status (*both)(void *state);
+    void (*close)(void *state);
+} ps_bench_ovl_backend;
+
+#if PS_HAVE_CUDA && PS_HAVE_CUBLAS && PS_HAVE_NCCL
+/* bench_cuda.c: NCCL on the GPU this rank uses (ps_bench_cuda_probe set it). */
+extern const ps_bench_coll_backend ps_bench_coll_nccl;
+extern const ps_bench_ovl_backend ps_bench_ovl_nccl;
+/* The NCCL library's version, "major.minor.patch" ("" when it cannot say). */
+void ps_bench_nccl_version(char *out, size_t cap);
+#endif
 
 /* Record one row, failing with PS_ERR_SYSTEM when out of memory. */
 ps_status ps_bench_push(void **rows, size_t *n, size_t *cap, size_t elt, const void *row);

@@ -16,9 +16,9 @@
 
 /* Default latencies are the alpha of an alpha-beta transfer model for one small GPU-to-GPU message through NCCL, not
  * the raw hardware figure: NCCL's own tuning model adds a few microseconds of base latency to sub-microsecond
- * NVLink/PCIe hops and ~5 us network hops. docs/clusters.md gives the reasoning. `psearch calibrate` does not measure
- * GPU links yet: its collectives are MPI on host memory on CPU ranks only until the NCCL backend lands, so a cost
- * database answers collectives for CPU device kinds and GPUs keep these defaults (docs/costdb.md, Limits). */
+ * NVLink/PCIe hops and ~5 us network hops. docs/clusters.md gives the reasoning. `psearch calibrate` measures
+ * collectives with MPI on CPU ranks and with NCCL on GPU ranks (hw/bench_coll.c); a cost database from such a run
+ * answers collectives for its device kinds, and GPUs without one keep these defaults (docs/costdb.md). */
 static const struct {
     const char *prefix;
     double latency_s;

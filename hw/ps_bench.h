@@ -1,8 +1,9 @@
 /* Calibration microbenchmarks (`psearch calibrate`): GEMMs of the shapes transformer layers issue, memory bandwidth,
  * collectives the nccl-tests way, and the slowdown of computation and communication that overlap. Each result is a
  * plain row struct: costdb/ stores these rows in its HDF5 tables (docs/costdb.md), so the layout here is the schema.
- * Backends: CPU (OpenBLAS + OpenMP + MPI) always; CUDA (cuBLAS, device copies) when built with it and a GPU is seen;
- * collectives and overlap have no GPU backend yet (NCCL), so they measure CPU allocations only. */
+ * Backends: CPU (OpenBLAS + OpenMP + MPI) always; CUDA (cuBLAS, device copies; NCCL for collectives and overlap)
+ * when built with it and a GPU is seen. Collectives and overlap need one backend on every rank: an allocation mixing
+ * GPU and CPU ranks gets no rows for them. */
 #ifndef PS_BENCH_H
 #define PS_BENCH_H
 
@@ -160,11 +161,16 @@ ps_status ps_bench_device_init(MPI_Comm comm, ps_bench_results *r);
 ps_status ps_bench_gemm_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
 /* Memory bandwidth of this rank's device, all ranks at once. */
 ps_status ps_bench_mem_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
-/* MPI collectives on host memory over groups of 2..ranks inside nodes and across nodes; the lowest rank of each group
- * keeps the row. CPU ranks only: no rows (and a warning on o->log) when any rank has a GPU, until NCCL lands. */
+/* Collectives over groups of 2..ranks inside nodes and across nodes; the lowest rank of each group keeps the row. MPI
+ * on host memory when every rank is a CPU rank, NCCL on device memory when every rank has a GPU (a build with NCCL);
+ * otherwise no rows, and a warning on o->log. */
 ps_status ps_bench_coll_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
-/* CPU sgemm and MPI_Iallreduce alone and together. Needs >= 2 ranks, all on the CPU backend (no rows otherwise). */
+/* A GEMM and an all-reduce over every rank, alone and together: CPU sgemm + MPI_Iallreduce on CPU ranks, cuBLAS +
+ * NCCL on two streams on GPU ranks. Needs >= 2 ranks, all of one kind (no rows otherwise). */
 ps_status ps_bench_overlap_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
+/* The version of the library ps_bench_coll_run will measure collectives with when it is NCCL ("2.28.9"), else ""
+ * (MPI, or nothing measured): the cost database's nccl_version. Collective over comm. */
+ps_status ps_bench_coll_library(MPI_Comm comm, const ps_bench_results *r, char *version, size_t cap);
 
 /* nccl-tests bus-bandwidth factor of a collective over n ranks: allreduce 2(n-1)/n, allgather, reducescatter and
  * alltoall (n-1)/n, sendrecv 1; 0 for an unknown name. */

@@ -340,8 +340,9 @@ static void test_list_add(void **state)
     assert_string_equal(l, "h0,h1,h2,h,h00");
 }
 
-/* A GPU kind's collective and overlap rows are host-MPI numbers (no NCCL backend yet): the model ignores them, so a
- * GPU database changes GEMMs and memory bandwidth but keeps the analytic links and the sourced overlap slowdown. */
+/* A GPU kind's collective and overlap rows in a file without nccl_version are host-MPI numbers: the model ignores them,
+ * so such a GPU database changes GEMMs and memory bandwidth but keeps the analytic links and the sourced overlap
+ * slowdown. */
 static void test_gpu_collectives_ignored(void **state)
 {
     (void)state;
@@ -373,6 +374,37 @@ static void test_gpu_collectives_ignored(void **state)
     ps_group g = {0, 8, 1};
     assert_true(ps_coll_allreduce(&with, &dgx, &g, 1 << 26) == ps_coll_allreduce(&an, &dgx, &g, 1 << 26));
     assert_true(ps_p2p(&with, &dgx, 0, 1, 1 << 20) == ps_p2p(&an, &dgx, 0, 1, 1 << 20));
+    ps_cluster_free(&dgx);
+    ps_costdb_model_free(m);
+    ps_costdb_free(&db);
+}
+
+/* The same rows measured by NCCL (calibrate sets nccl_version when every rank had a GPU): the GPU kind uses them. */
+static void test_gpu_collectives_nccl(void **state)
+{
+    (void)state;
+    ps_costdb db;
+    make_db(&db);
+    ps_strlcpy(db.prov.nccl_version, "2.28.9", sizeof db.prov.nccl_version);
+    for (size_t i = 0; i < db.n_dev; i++) {
+        ps_strlcpy(db.dev[i].kind, "gpu", sizeof db.dev[i].kind);
+        ps_strlcpy(db.dev[i].name, "a100-80g", sizeof db.dev[i].name);
+    }
+    for (size_t i = 0; i < db.n_gemm; i++) ps_strlcpy(db.gemm[i].dtype, "bf16", sizeof db.gemm[i].dtype);
+    ps_costdb_model *m = NULL;
+    assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
+    int k = ps_costdb_model_device(m, "a100-80g");
+    assert_int_equal(k, 0);
+    assert_true(ps_costdb_model_coll_time(m, k, "allreduce", 2, false, 65536) > 0);
+    assert_true(fabs(ps_costdb_model_overlap(m, k) - 1.2) < 1e-12);
+
+    ps_cluster dgx;
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", MPI_COMM_NULL, &dgx), PS_OK);
+    ps_cost_params with;
+    ps_cost_params_default(&with);
+    assert_int_equal(ps_costdb_attach(m, &dgx, &with), PS_OK);
+    assert_true(fabs(with.overlap_slowdown - 1.2) < 1e-12);
+    assert_null(strstr(ps_costdb_model_note(m), "overlap slowdown not measured"));
     ps_cluster_free(&dgx);
     ps_costdb_model_free(m);
     ps_costdb_free(&db);
@@ -1193,6 +1225,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_list_add),
         cmocka_unit_test(test_median),
         cmocka_unit_test(test_gpu_collectives_ignored),
+        cmocka_unit_test(test_gpu_collectives_nccl),
         cmocka_unit_test(test_schema2_round_trip),
         cmocka_unit_test(test_schema1_file),
         cmocka_unit_test(test_add_measurements),
