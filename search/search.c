@@ -220,6 +220,9 @@ typedef struct {
     /* per stage-group tables: [K][L][S] */
     double *t, *st, *act, *tmp;
     size_t cap_t, cap_st, cap_act, cap_tmp;
+    double *sy, *bw; /* [G][L][S] the layer's DP synchronisation per iteration and its backward per micro-batch: the
+                        stage tables charge the part of a stage's synchronisation its last backward does not hide */
+    size_t cap_sy, cap_bw;
     double *ex;      /* [G][L][S] what an overlapped layer adds when it starts or ends a run: its first computation
                         and last collective, exposed (0 for plain TP) */
     size_t cap_ex;
@@ -624,6 +627,8 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
     PS_TRY(ps_grow((void **)&w->act, &w->cap_act, (size_t)G * LS, sizeof(double)));
     PS_TRY(ps_grow((void **)&w->tmp, &w->cap_tmp, (size_t)G * LS, sizeof(double)));
     PS_TRY(ps_grow((void **)&w->ex, &w->cap_ex, (size_t)G * LS, sizeof(double)));
+    PS_TRY(ps_grow((void **)&w->sy, &w->cap_sy, (size_t)G * LS, sizeof(double)));
+    PS_TRY(ps_grow((void **)&w->bw, &w->cap_bw, (size_t)G * LS, sizeof(double)));
     PS_TRY(ps_grow((void **)&w->fb, &w->cap_fb, (size_t)G * LS, sizeof(double)));
     PS_TRY(ps_grow((void **)&w->lmin, &w->cap_lmin, (size_t)G * (size_t)L, sizeof(double)));
     double cap_mem[4096];
@@ -641,6 +646,8 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
                 memcpy(w->act + row, w->act + prev, (size_t)nS * sizeof(double));
                 memcpy(w->tmp + row, w->tmp + prev, (size_t)nS * sizeof(double));
                 memcpy(w->ex + row, w->ex + prev, (size_t)nS * sizeof(double));
+                memcpy(w->sy + row, w->sy + prev, (size_t)nS * sizeof(double));
+                memcpy(w->bw + row, w->bw + prev, (size_t)nS * sizeof(double));
                 memcpy(w->fb + row, w->fb + prev, (size_t)nS * sizeof(double));
                 w->lmin[(size_t)g * (size_t)L + (size_t)l] = w->lmin[(size_t)g * (size_t)L + (size_t)l - 1];
                 continue;
@@ -651,7 +658,7 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
                     w->fb[row + (size_t)s] = INFINITY;
                     w->t[row + (size_t)s] = INFINITY;
                     w->st[row + (size_t)s] = w->act[row + (size_t)s] = w->tmp[row + (size_t)s] = 0;
-                    w->ex[row + (size_t)s] = 0;
+                    w->ex[row + (size_t)s] = w->sy[row + (size_t)s] = w->bw[row + (size_t)s] = 0;
                     continue;
                 }
                 ps_layer_cost lc;
@@ -661,6 +668,8 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
                  * overlapped layers, its ends' exposure apart (ex). */
                 w->t[row + (size_t)s] = lc.fwd_run + lc.bwd_b_run + lc.bwd_w + lc.dp_sync / (double)oc->micro;
                 w->ex[row + (size_t)s] = fmax(0, lc.fwd + lc.bwd_b - lc.fwd_run - lc.bwd_b_run);
+                w->sy[row + (size_t)s] = lc.dp_sync;
+                w->bw[row + (size_t)s] = lc.bwd_b + lc.bwd_w;
                 w->st[row + (size_t)s] = lc.mem_params + lc.mem_grads + lc.mem_optim;
                 w->act[row + (size_t)s] = lc.mem_act;
                 w->tmp[row + (size_t)s] = lc.mem_temp;
@@ -739,12 +748,15 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
             /* stage k must start at i: stage 0 at 0, and the first stage keeps the embedding */
             if ((k == 0) != (i == 0)) continue;
             for (int s = 0; s < nS; s++) {
-                double tt = 0, sm = 0, am = 0, tm = 0, exm = 0;
+                double tt = 0, sm = 0, am = 0, tm = 0, exm = 0, sync = 0, bwd = 0;
                 int64_t blocks = 0;
                 for (int64_t j = i + 1; j <= L; j++) {
                     size_t e = (size_t)g * LS + (size_t)(j - 1) * (size_t)nS + (size_t)s;
-                    /* one run of overlapped layers: its ends exposed once (the largest layer's) */
-                    tt += w->t[e] - exm;
+                    /* one run of overlapped layers: its ends exposed once (the largest layer's); the gradient
+                     * synchronisation apart (below) */
+                    tt += w->t[e] - w->sy[e] / (double)oc->micro - exm;
+                    sync += w->sy[e];
+                    bwd += w->bw[e];
                     exm = fmax(exm, w->ex[e]);
                     tt += exm;
                     sm += w->st[e];
@@ -757,8 +769,12 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
                     if (mem > budget) break; /* memory only grows with j */
                     if (blocks == 0) continue; /* an embedding or a head is never a stage alone */
                     size_t ce = ((size_t)k * N + (size_t)i) * N + (size_t)j;
-                    if (tt < w->C[ce]) {
-                        w->C[ce] = tt;
+                    /* The stage's synchronisation runs beside its last backward (ps_cost_plan, Galvatron-BMW
+                     * App. C): only what that backward leaves exposed costs, once per iteration, charged per
+                     * micro-batch like the rest of the table. */
+                    double tc = tt + (sync > 0 ? ps_cost_overlapped(cp, bwd, sync) - bwd : 0) / (double)oc->micro;
+                    if (tc < w->C[ce]) {
+                        w->C[ce] = tc;
                         w->Carg[ce] = s;
                     }
                     if (mem < w->Cm[ce]) {
@@ -996,6 +1012,8 @@ static void worker_free(worker *w)
     free(w->act);
     free(w->tmp);
     free(w->ex);
+    free(w->sy);
+    free(w->bw);
     free(w->fb);
     free(w->lmin);
     free(w->C);
