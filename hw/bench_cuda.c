@@ -207,6 +207,8 @@ done:
 #if PS_HAVE_NCCL
 #include <nccl.h>
 
+#include "ps_mpi_nccl.h"
+
 /* For the NCCL steps, which return at the first failure (what they made is left for their close). */
 #define CUDA_TRY(call)                                                                                                  \
     do {                                                                                                                \
@@ -226,43 +228,6 @@ void ps_bench_nccl_version(char *out, size_t cap)
     /* NCCL_VERSION_CODE since 2.9: major x 10000 + minor x 100 + patch */
     if (ncclGetVersion(&v) == ncclSuccess && v > 0)
         snprintf(out, cap, "%d.%d.%d", v / 10000, (v / 100) % 100, v % 100);
-}
-
-/* A communicator of g's members, bootstrapped over MPI: g's rank 0 makes the id and broadcasts it, every member then
- * joins with its rank in g. Each member reaches the broadcast and the agreement whatever failed on it, so that none
- * waits alone; on a failure no member keeps a communicator. Collective over g. */
-static ps_status nccl_comm_of(MPI_Comm g, ncclComm_t *out)
-{
-    *out = NULL;
-    int n = 0, me = 0;
-    PS_MPI(MPI_Comm_size(g, &n));
-    PS_MPI(MPI_Comm_rank(g, &me));
-    struct {
-        int ok;
-        ncclUniqueId id;
-    } msg;
-    memset(&msg, 0, sizeof msg);
-    ps_status st = PS_OK;
-    if (me == 0) {
-        ncclResult_t e = ncclGetUniqueId(&msg.id);
-        msg.ok = e == ncclSuccess;
-        if (!msg.ok) st = PS_FAIL(PS_ERR_SYSTEM, "ncclGetUniqueId: %s", ncclGetErrorString(e));
-    }
-    PS_MPI(MPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, 0, g));
-    if (st == PS_OK && !msg.ok) st = PS_FAIL(PS_ERR_SYSTEM, "the group's first rank could not make an NCCL id");
-    if (st == PS_OK) {
-        ncclResult_t e = ncclCommInitRank(out, n, msg.id, me);
-        if (e != ncclSuccess) {
-            *out = NULL;
-            st = PS_FAIL(PS_ERR_SYSTEM, "ncclCommInitRank (%d ranks, rank %d): %s", n, me, ncclGetErrorString(e));
-        }
-    }
-    st = ps_mpi_agree_status(g, st, "creating an NCCL communicator");
-    if (st != PS_OK && *out) {
-        ncclCommAbort(*out); /* local: a peer that failed will not join a collective teardown */
-        *out = NULL;
-    }
-    return st;
 }
 
 /* ---- collectives: the steps of bench_coll.c's loop on device memory ---- */
@@ -299,7 +264,7 @@ static ps_status nccl_coll_open(size_t bytes, void **state)
     return PS_OK;
 }
 
-static ps_status nccl_coll_bind(void *state, MPI_Comm g) { return nccl_comm_of(g, &((nccl_coll *)state)->comm); }
+static ps_status nccl_coll_bind(void *state, MPI_Comm g) { return ps_mpi_nccl_comm(g, PS_OK, &((nccl_coll *)state)->comm); }
 
 static void nccl_coll_unbind(void *state)
 {
@@ -423,7 +388,7 @@ static ps_status nccl_ovl_open(MPI_Comm comm, const ps_bench_opts *o, void **sta
         st = nccl_ovl_local(v);
     }
     PS_TRY(ps_mpi_agree_status(comm, st, "overlap benchmark: GPU buffers"));
-    PS_TRY(nccl_comm_of(comm, &v->comm));
+    PS_TRY(ps_mpi_nccl_comm(comm, PS_OK, &v->comm));
     *gemm_flops = 2.0 * v->n * (double)v->n * v->n;
     *comm_bytes = (double)v->count * sizeof(float);
     return PS_OK;

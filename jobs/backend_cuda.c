@@ -17,6 +17,7 @@
 
 #include "exec_internal.h"
 #include "ps_mpi.h"
+#include "ps_mpi_nccl.h"
 
 typedef struct {
     MPI_Comm mpi;
@@ -258,27 +259,12 @@ static ps_status cuda_bind(void *state, ps_exec_net *net, MPI_Comm comm)
 {
     (void)net;
     cuda_state *s = state;
-    int n = 0, r = 0;
-    PS_MPI(MPI_Comm_size(comm, &n));
-    PS_MPI(MPI_Comm_rank(comm, &r));
-    /* every member reaches the broadcast and the agreement, whatever failed locally, so none waits alone */
-    struct {
-        int ok;
-        ncclUniqueId id;
-    } msg;
-    memset(&msg, 0, sizeof msg);
-    ps_status st = PS_OK;
-    if (r == 0) {
-        ncclResult_t e = ncclGetUniqueId(&msg.id);
-        msg.ok = e == ncclSuccess;
-        if (!msg.ok) st = PS_FAIL(PS_ERR_SYSTEM, "ncclGetUniqueId: %s", ncclGetErrorString(e));
-    }
-    PS_MPI(MPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, 0, comm));
-    if (st == PS_OK && !msg.ok) st = PS_FAIL(PS_ERR_SYSTEM, "the group's first rank could not create an NCCL id");
-    if (st == PS_OK) st = ps_grow((void **)&s->comms, &s->cap_comms, (size_t)s->n_comms + 1, sizeof *s->comms);
-    PS_TRY(ps_mpi_agree_status(comm, st, "creating an NCCL communicator"));
+    /* a failure to grow the list joins the bootstrap's agreement, so no member waits in it alone */
+    ps_status st = ps_grow((void **)&s->comms, &s->cap_comms, (size_t)s->n_comms + 1, sizeof *s->comms);
+    ncclComm_t c = NULL;
+    PS_TRY(ps_mpi_nccl_comm(comm, st, &c));
     s->comms[s->n_comms].mpi = comm;
-    NC(ncclCommInitRank(&s->comms[s->n_comms].nccl, n, msg.id, r));
+    s->comms[s->n_comms].nccl = c;
     s->n_comms++;
     return PS_OK;
 }
