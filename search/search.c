@@ -212,6 +212,12 @@ _Static_assert(PS_IDX_LIGHT < PS_IDX_STRIDE, "candidate variants must fit the in
 enum { EV_TOP = 1, EV_EVEN = 2 };
 
 /* ---- per-candidate work ---- */
+/* The sums of a stage table row after some layers (search_outer step 2). */
+typedef struct {
+    double tt, sm, am, tm, exm, sync, bwd;
+    int64_t blocks;
+} stage_acc;
+
 typedef struct {
     const struct ps_search_job *job; /* the floors shared with the other threads and ranks */
     ps_ldp_ws *ldp;
@@ -223,6 +229,9 @@ typedef struct {
     double *sy, *bw; /* [G][L][S] the layer's DP synchronisation per iteration and its backward per micro-batch: the
                         stage tables charge the part of a stage's synchronisation its last backward does not hide */
     size_t cap_sy, cap_bw;
+    stage_acc *snap;     /* [S][L+1] the sums of a run's first stage-table row after n layers */
+    int64_t *snap_n;     /* [S] how many layers that row got through (alive) */
+    size_t cap_snap, cap_snap_n;
     double *ex;      /* [G][L][S] what an overlapped layer adds when it starts or ends a run: its first computation
                         and last collective, exposed (0 for plain TP) */
     size_t cap_ex;
@@ -741,45 +750,106 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
     PS_TRY(ps_grow((void **)&w->Cm, &w->cap_Cm, (size_t)K * N * N, sizeof(double)));
     PS_TRY(ps_grow((void **)&w->Cmarg, &w->cap_Cmarg, (size_t)K * N * N, sizeof(int)));
     for (size_t x = 0; x < (size_t)K * N * N; x++) w->C[x] = w->Cm[x] = INFINITY;
-    for (int k = 0; k < K; k++) {
-        int g = uni ? 0 : k;
-        double f = inflight[k], budget = cap_mem[g] - cp->reserve_bytes;
-        for (int64_t i = 0; i < L; i++) {
-            /* stage k must start at i: stage 0 at 0, and the first stage keeps the embedding */
-            if ((k == 0) != (i == 0)) continue;
+    /* The sums over [i, j) depend on the stage's placement group only: with a uniform placement every stage that may
+     * start at layer i (stage 0 at 0, the others after it) shares them, and only the memory check (its in-flight
+     * micro-batches) is per stage. So the stages of one group walk j together.
+     * Identical layers (a model's decoder blocks): a row i inside a run of layers equal to layer i - 1 repeats row
+     * i - 1 shifted by one while [i, j) stays inside the run, so those entries are copied, and its walk past the run
+     * starts from the sums of the run's first row after as many layers (kept in `snap`). O(L x (K + S)) per run
+     * instead of O(L^2 x S), with the same sums in the same order, so the same tables. */
+    int ks[4096];
+    bool live[4096];
+    PS_TRY(ps_grow((void **)&w->snap, &w->cap_snap, (size_t)nS * (size_t)(L + 1), sizeof *w->snap));
+    PS_TRY(ps_grow((void **)&w->snap_n, &w->cap_snap_n, (size_t)nS, sizeof *w->snap_n));
+    int64_t run_first = -1, run_last = -1; /* the run of equal layers row i is in (rows >= 1) */
+    for (int64_t i = 0; i < L; i++) {
+        int k_lo = i == 0 ? 0 : 1, k_hi = i == 0 ? 1 : K; /* stages that may start at i */
+        /* row i - 1 is a row of the same stages and run (a uniform placement: one group, so one set of sums) */
+        bool in_run = uni && i >= 2 && i <= run_last;
+        if (i >= 1 && !in_run) {
+            run_first = i;
+            run_last = i;
+            while (run_last + 1 < L && ps_layer_equal(&m->layers[run_last + 1], &m->layers[i])) run_last++;
+        }
+        for (int k0 = k_lo; k0 < k_hi; k0 = uni ? k_hi : k0 + 1) {
+            int g = uni ? 0 : k0, nk = 0;
+            for (int k = k0; k < (uni ? k_hi : k0 + 1); k++) ks[nk++] = k;
+            int64_t j0 = i + 1; /* the first end walked */
+            if (in_run) {
+                for (int q = 0; q < nk; q++) {
+                    size_t at = ((size_t)ks[q] * N + (size_t)i) * N, from = ((size_t)ks[q] * N + (size_t)i - 1) * N;
+                    for (int64_t j = i + 1; j <= run_last + 1; j++) {
+                        w->C[at + (size_t)j] = w->C[from + (size_t)j - 1];
+                        w->Carg[at + (size_t)j] = w->Carg[from + (size_t)j - 1];
+                        w->Cm[at + (size_t)j] = w->Cm[from + (size_t)j - 1];
+                        w->Cmarg[at + (size_t)j] = w->Cmarg[from + (size_t)j - 1];
+                    }
+                }
+                j0 = run_last + 2;
+            }
+            bool record = uni && i >= 1 && i == run_first;
             for (int s = 0; s < nS; s++) {
-                double tt = 0, sm = 0, am = 0, tm = 0, exm = 0, sync = 0, bwd = 0;
-                int64_t blocks = 0;
-                for (int64_t j = i + 1; j <= L; j++) {
+                stage_acc a = {0};
+                size_t sn = (size_t)s * (size_t)(L + 1);
+                if (in_run) {
+                    /* the sums of [i, run_last + 1): the run's first row after that many layers, if it got there */
+                    int64_t n = run_last + 1 - i;
+                    if (w->snap_n[s] < n) continue;
+                    a = w->snap[sn + (size_t)n];
+                } else if (record) {
+                    w->snap_n[s] = 0;
+                }
+                int n_live = 0;
+                for (int q = 0; q < nk; q++) {
+                    /* memory only grows with j: a stage whose budget the sums so far exceed stays out */
+                    live[q] = !(a.sm + inflight[ks[q]] * a.am + a.tm > cap_mem[g] - cp->reserve_bytes);
+                    n_live += live[q];
+                }
+                for (int64_t j = j0; j <= L && n_live > 0; j++) {
                     size_t e = (size_t)g * LS + (size_t)(j - 1) * (size_t)nS + (size_t)s;
                     /* one run of overlapped layers: its ends exposed once (the largest layer's); the gradient
                      * synchronisation apart (below) */
-                    tt += w->t[e] - w->sy[e] / (double)oc->micro - exm;
-                    sync += w->sy[e];
-                    bwd += w->bw[e];
-                    exm = fmax(exm, w->ex[e]);
-                    tt += exm;
-                    sm += w->st[e];
-                    am += w->act[e];
-                    tm = fmax(tm, w->tmp[e]);
-                    blocks += ps_layer_is_block(m->layers[j - 1].kind);
-                    w->cells += 1;
-                    if (!isfinite(tt)) break;
-                    double mem = sm + f * am + tm;
-                    if (mem > budget) break; /* memory only grows with j */
-                    if (blocks == 0) continue; /* an embedding or a head is never a stage alone */
-                    size_t ce = ((size_t)k * N + (size_t)i) * N + (size_t)j;
+                    a.tt += w->t[e] - w->sy[e] / (double)oc->micro - a.exm;
+                    a.sync += w->sy[e];
+                    a.bwd += w->bw[e];
+                    a.exm = fmax(a.exm, w->ex[e]);
+                    a.tt += a.exm;
+                    a.sm += w->st[e];
+                    a.am += w->act[e];
+                    a.tm = fmax(a.tm, w->tmp[e]);
+                    a.blocks += ps_layer_is_block(m->layers[j - 1].kind);
+                    if (!isfinite(a.tt)) break;
+                    if (record && j <= run_last + 1) {
+                        w->snap[sn + (size_t)(j - i)] = a;
+                        w->snap_n[s] = j - i;
+                    }
                     /* The stage's synchronisation runs beside its last backward (ps_cost_plan, Galvatron-BMW
                      * App. C): only what that backward leaves exposed costs, once per iteration, charged per
                      * micro-batch like the rest of the table. */
-                    double tc = tt + (sync > 0 ? ps_cost_overlapped(cp, bwd, sync) - bwd : 0) / (double)oc->micro;
-                    if (tc < w->C[ce]) {
-                        w->C[ce] = tc;
-                        w->Carg[ce] = s;
-                    }
-                    if (mem < w->Cm[ce]) {
-                        w->Cm[ce] = mem;
-                        w->Cmarg[ce] = s;
+                    double tc = INFINITY;
+                    for (int q = 0; q < nk; q++) {
+                        if (!live[q]) continue;
+                        int k = ks[q];
+                        w->cells += 1;
+                        double mem = a.sm + inflight[k] * a.am + a.tm;
+                        if (mem > cap_mem[g] - cp->reserve_bytes) {
+                            live[q] = false;
+                            n_live--;
+                            continue;
+                        }
+                        if (a.blocks == 0) continue; /* an embedding or a head is never a stage alone */
+                        if (tc == INFINITY)
+                            tc = a.tt + (a.sync > 0 ? ps_cost_overlapped(cp, a.bwd, a.sync) - a.bwd : 0) /
+                                            (double)oc->micro;
+                        size_t ce = ((size_t)k * N + (size_t)i) * N + (size_t)j;
+                        if (tc < w->C[ce]) {
+                            w->C[ce] = tc;
+                            w->Carg[ce] = s;
+                        }
+                        if (mem < w->Cm[ce]) {
+                            w->Cm[ce] = mem;
+                            w->Cmarg[ce] = s;
+                        }
                     }
                 }
             }
@@ -1014,6 +1084,8 @@ static void worker_free(worker *w)
     free(w->ex);
     free(w->sy);
     free(w->bw);
+    free(w->snap);
+    free(w->snap_n);
     free(w->fb);
     free(w->lmin);
     free(w->C);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Valgrind memcheck of psearch under mpiexec with 2 ranks (issue #9): one search, one small sweep (records, tables,
-# schedule timelines) and one psearch exec of a TP 2 plan on a 2-GPU cluster (CPU backend: communicators, OpenBLAS
-# GEMMs, TP collectives, the watchdog's polled waits). Fails on any invalid access or uninitialised use and on any
+# schedule timelines) and psearch exec of a TP 2 plan on a 2-GPU cluster, plain and overlapped (CPU backend:
+# communicators, OpenBLAS GEMMs, TP collectives blocking and non-blocking, the watchdog's polled waits). Fails on any invalid access or uninitialised use and on any
 # definite leak outside Open MPI's own allocations (tests/sanitizers/openmpi.supp says which and why). Exit 77
 # (skipped) without valgrind.
 set -u
@@ -66,6 +66,17 @@ if "$psearch" estimate --model "$model" --cluster "$scratch/two-gpus.json" --tp 
   check "the exec under valgrind ran every pass" grep -q -E '"passes_per_iteration": 8,' "$scratch/exec.json"
 else
   bad "psearch estimate of the exec plan failed: $(tail -3 "$scratch/out")"
+fi
+# the same with overlapped TP (Oases): two sub-batches, non-blocking all-reduces on a duplicate communicator
+# progressed between GEMM pieces, waited for before the sub-batch's next block
+if "$psearch" estimate --model "$model" --cluster "$scratch/two-gpus.json" --tp 2 --gbs 4 --mbs 2 --vocab-pad 256 \
+  --recompute full --tp-overlap oases --format json --out "$scratch/ov-plan.json" 2>"$scratch/out"; then
+  run "exec, overlapped TP" exec "$scratch/ov-plan.json" --model "$model" --cluster "$scratch/two-gpus.json" \
+    --backend cpu --iters 1 --warmup 0 --watchdog 120 --format json --out "$scratch/ov.json"
+  check "the overlapped exec under valgrind overlapped its all-reduces" \
+    grep -q -E '"overlapped_allreduces_per_iteration": [1-9]' "$scratch/ov.json"
+else
+  bad "psearch estimate of the overlapped exec plan failed: $(tail -3 "$scratch/out")"
 fi
 
 finish
