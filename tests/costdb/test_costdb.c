@@ -340,6 +340,19 @@ static void test_list_add(void **state)
     assert_string_equal(l, "h0,h1,h2,h,h00");
 }
 
+/* make_db's rows as an A100 calibration in bf16; nccl: the NCCL version calibrate recorded ("" when it measured the
+ * collectives with MPI on host memory). */
+static void make_gpu_db(ps_costdb *db, const char *nccl)
+{
+    make_db(db);
+    ps_strlcpy(db->prov.nccl_version, nccl, sizeof db->prov.nccl_version);
+    for (size_t i = 0; i < db->n_dev; i++) {
+        ps_strlcpy(db->dev[i].kind, "gpu", sizeof db->dev[i].kind);
+        ps_strlcpy(db->dev[i].name, "a100-80g", sizeof db->dev[i].name);
+    }
+    for (size_t i = 0; i < db->n_gemm; i++) ps_strlcpy(db->gemm[i].dtype, "bf16", sizeof db->gemm[i].dtype);
+}
+
 /* A GPU kind's collective and overlap rows in a file without nccl_version are host-MPI numbers: the model ignores them,
  * so such a GPU database changes GEMMs and memory bandwidth but keeps the analytic links and the sourced overlap
  * slowdown. */
@@ -347,12 +360,7 @@ static void test_gpu_collectives_ignored(void **state)
 {
     (void)state;
     ps_costdb db;
-    make_db(&db);
-    for (size_t i = 0; i < db.n_dev; i++) {
-        ps_strlcpy(db.dev[i].kind, "gpu", sizeof db.dev[i].kind);
-        ps_strlcpy(db.dev[i].name, "a100-80g", sizeof db.dev[i].name);
-    }
-    for (size_t i = 0; i < db.n_gemm; i++) ps_strlcpy(db.gemm[i].dtype, "bf16", sizeof db.gemm[i].dtype);
+    make_gpu_db(&db, "");
     ps_costdb_model *m = NULL;
     assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
     int k = ps_costdb_model_device(m, "a100-80g");
@@ -384,13 +392,7 @@ static void test_gpu_collectives_nccl(void **state)
 {
     (void)state;
     ps_costdb db;
-    make_db(&db);
-    ps_strlcpy(db.prov.nccl_version, "2.28.9", sizeof db.prov.nccl_version);
-    for (size_t i = 0; i < db.n_dev; i++) {
-        ps_strlcpy(db.dev[i].kind, "gpu", sizeof db.dev[i].kind);
-        ps_strlcpy(db.dev[i].name, "a100-80g", sizeof db.dev[i].name);
-    }
-    for (size_t i = 0; i < db.n_gemm; i++) ps_strlcpy(db.gemm[i].dtype, "bf16", sizeof db.gemm[i].dtype);
+    make_gpu_db(&db, "2.28.9");
     ps_costdb_model *m = NULL;
     assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
     int k = ps_costdb_model_device(m, "a100-80g");
