@@ -127,6 +127,11 @@ ps_status ps_plan_check(const ps_plan *p, const ps_model *m, const ps_cluster *c
         return PS_FAIL(PS_ERR_INPUT, "global batch %lld / (micro-batch %lld x dp %d) = %lld micro-batches; at most %d "
                                      "per iteration", (long long)p->gbs, (long long)p->mbs, s0->dp, (long long)mb,
                        PS_PLAN_MAX_MICRO_BATCHES);
+    if (!ps_plan_size_ok(mb, stages))
+        return PS_FAIL(PS_ERR_INPUT, "%lld micro-batches x %lld stages (pp %d x vpp %d) = %lld forward passes per "
+                                     "iteration; at most %d (fewer micro-batches: a larger --mbs, or fewer stages)",
+                       (long long)mb, (long long)stages, p->pp, p->vpp, (long long)(mb * stages),
+                       PS_PLAN_MAX_STAGE_PASSES);
     for (int64_t i = 0; i < n; i++) {
         const ps_strategy *s = &p->layer[i];
         const ps_layer *l = &m->layers[i];

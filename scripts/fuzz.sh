@@ -43,8 +43,9 @@ echo "# fuzz: replaying seeds and regressions"
 ctest --test-dir "$build" -L fuzz --output-on-failure -R "^($(IFS='|'; echo "${targets[*]}"))_replay\$"
 
 # ---- fuzz each target for $secs seconds, one at a time ---------------------------------------------------------------
-artifacts="$PWD/$build/fuzz-artifacts"
-logs="$PWD/$build/fuzz-logs"
+[[ $build == /* ]] || build="$PWD/$build"
+artifacts="$build/fuzz-artifacts"
+logs="$build/fuzz-logs"
 mkdir -p "$artifacts" "$logs"
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/psearch-fuzz.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT

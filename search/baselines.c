@@ -89,7 +89,7 @@ static ps_status try_layout(const ps_cost_params *cp, const ps_model *m, const p
         if (gbs % dp == 0) {
             int64_t per = gbs / dp;
             for (int64_t mbs = 1; mbs <= per && mbs <= o->mbs_max; mbs++) {
-                if (per % mbs || per / mbs > PS_PLAN_MAX_MICRO_BATCHES) continue;
+                if (per % mbs || !ps_plan_size_ok(per / mbs, pp)) continue;
                 for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++) {
                     ps_strategy s = {.tp = tp, .dp = (int)dp, .zero = dp > 1 ? zero : 0, .ckpt = (ps_recompute)rc,
                                      .sp = sp && tp > 1};

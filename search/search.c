@@ -1001,7 +1001,8 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
             for (int s = 0; s < nk && st == PS_OK; s++) {
                 int vpp = ps_sched_kind_default_chunks(ps_sched_kind_find(j->kinds[s])); /* chunked kinds: 2 */
                 if (pp * vpp > blocks || (pp == 1 && strcmp(j->kinds[s], "1f1b") != 0)) continue; /* pp 1: one */
-                for (int64_t micro = 1; micro <= gbs; micro++) {
+                /* beyond the caps on micro-batches (and x stages) the cost model refuses a plan: not a candidate */
+                for (int64_t micro = 1; micro <= gbs && ps_plan_size_ok(micro, pp * vpp); micro++) {
                     if (gbs % micro) continue;
                     if (n == cap) {
                         outer *nc = realloc(cands, 2 * cap * sizeof *cands);
