@@ -51,8 +51,7 @@ static void plan_digest(const ps_plan *p, const ps_model *m, char *out, size_t c
 {
     json_t *j = ps_plan_to_json(p, m);
     char *s = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    uint64_t h = 1469598103934665603ULL;
-    for (const char *c = s ? s : ""; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ULL;
+    uint64_t h = ps_hash64(s ? s : "", s ? strlen(s) : 0, PS_HASH64_INIT);
     free(s);
     json_decref(j);
     const ps_strategy *t = &p->layer[0];

@@ -79,6 +79,11 @@ ps_status ps_grow(void **buf, size_t *cap, size_t need, size_t elt);
 bool ps_mul_i64(int64_t a, int64_t b, int64_t *out);
 bool ps_add_i64(int64_t a, int64_t b, int64_t *out);
 
+/* ---- hashing ---- */
+/* FNV-1a 64 of n bytes, continuing from h (start with PS_HASH64_INIT): digests and memo keys, not cryptography. */
+#define PS_HASH64_INIT 1469598103934665603ULL
+uint64_t ps_hash64(const void *data, size_t n, uint64_t h);
+
 /* ---- strings ---- */
 /* Copy with truncation, always NUL-terminated. */
 void ps_strlcpy(char *dst, const char *src, size_t cap);

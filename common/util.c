@@ -160,3 +160,10 @@ void ps_utc_now_iso(char *buf, size_t cap)
     if (now == (time_t)-1 || !gmtime_r(&now, &tm) || strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
         buf[0] = '\0';
 }
+
+uint64_t ps_hash64(const void *data, size_t n, uint64_t h)
+{
+    const unsigned char *b = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}

@@ -8,19 +8,35 @@
 
 /* ---- layer DP ------------------------------------------------------------------------------------------------- */
 
+#define LDP_MEMO_SLOTS 64
+
 struct ps_ldp_ws {
-    double *cost;  /* [2][B+1][S]: best time of layers 0..l using exactly m quanta, ending in strategy s; two rows
+    double *cost;  /* [2][S][B+1]: best time of layers 0..l using exactly m quanta, ending in strategy s; two rows
                       (l - 1 and l) are enough, the path is rebuilt from `back` */
     size_t cost_cap;
-    int *back;     /* [L][B+1][Lay]: for l >= 1, the strategy of layer l-1 on the best arrival into layout b with m
+    int *back;     /* [L][Lay][B+1]: for l >= 1, the strategy of layer l-1 on the best arrival into layout b with m
                       quanta used by layers 0..l-1 (-1: none). A layer's strategy s of memory w reached level m from
-                      back[l][m - w][layout(s)]: Lay back-pointers per level instead of S, the table's bulk. */
+                      back[l][layout(s)][m - w]: Lay back-pointers per level instead of S, the table's bulk. */
     size_t back_cap;
-    double *lay;   /* [B+1][Lay]: best over the strategies of one layout at the previous layer */
+    double *lay;   /* [Lay][B+1]: best over the strategies of one layout at the previous layer */
     int *lay_arg;
     size_t lay_cap, lay_arg_cap;
-    double *into;  /* [B+1][Lay]: best arrival into a layout (resharding included) */
+    double *into;  /* [Lay][B+1]: best arrival into a layout (resharding included) */
     size_t into_cap;
+    /* Answers to recent problems, direct-mapped by a hash of the whole input. A search solves the same stage again
+     * and again: partitions of one candidate share stages, and runs of identical layers give identical problems at
+     * other offsets. A hit is checked byte for byte, so it returns exactly what solving would. */
+    struct ldp_memo {
+        uint64_t hash;
+        int L, S, Lay;      /* L == 0: empty slot */
+        int64_t budget;
+        unsigned char *key; /* time, mem, layout, reshard as passed */
+        size_t key_len, key_cap;
+        double best;
+        int *choice;
+        size_t choice_cap;
+    } memo[LDP_MEMO_SLOTS];
+    int64_t calls, hits;
 };
 
 ps_status ps_ldp_create(ps_ldp_ws **out)
@@ -37,19 +53,116 @@ void ps_ldp_destroy(ps_ldp_ws *ws)
     free(ws->lay);
     free(ws->lay_arg);
     free(ws->into);
+    for (int i = 0; i < LDP_MEMO_SLOTS; i++) {
+        free(ws->memo[i].key);
+        free(ws->memo[i].choice);
+    }
     free(ws);
 }
+
+void ps_ldp_stats(const ps_ldp_ws *ws, int64_t *calls, int64_t *hits)
+{
+    *calls = ws->calls;
+    *hits = ws->hits;
+}
+
+/* The problem's input as bytes, in the order the memo stores it. */
+typedef struct {
+    const void *p;
+    size_t n;
+} ldp_part;
+
+static int ldp_parts(const ps_ldp_problem *p, ldp_part part[4])
+{
+    size_t LS = (size_t)p->n_layers * (size_t)p->n_strat;
+    part[0] = (ldp_part){p->time, LS * sizeof *p->time};
+    part[1] = (ldp_part){p->mem, LS * sizeof *p->mem};
+    part[2] = (ldp_part){p->layout, (size_t)p->n_strat * sizeof *p->layout};
+    part[3] = (ldp_part){p->reshard, p->reshard ? (size_t)p->n_layouts * (size_t)p->n_layouts * sizeof *p->reshard : 0};
+    return 4;
+}
+
+static struct ldp_memo *memo_find(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, uint64_t *hash)
+{
+    ldp_part part[4];
+    int np = ldp_parts(p, part);
+    uint64_t h = ps_hash64(&budget, sizeof budget, PS_HASH64_INIT);
+    int dims[4] = {p->n_layers, p->n_strat, p->n_layouts, p->reshard != NULL};
+    h = ps_hash64(dims, sizeof dims, h);
+    for (int i = 0; i < np; i++) h = ps_hash64(part[i].p, part[i].n, h);
+    *hash = h;
+    struct ldp_memo *e = &ws->memo[h % LDP_MEMO_SLOTS];
+    if (e->L == 0 || e->hash != h || e->L != p->n_layers || e->S != p->n_strat || e->Lay != p->n_layouts ||
+        e->budget != budget)
+        return NULL;
+    size_t off = 0;
+    for (int i = 0; i < np; off += part[i].n, i++)
+        if (off + part[i].n > e->key_len || memcmp(e->key + off, part[i].p, part[i].n) != 0) return NULL;
+    return off == e->key_len ? e : NULL;
+}
+
+static ps_status memo_store(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, uint64_t h, double best,
+                            const int *choice)
+{
+    ldp_part part[4];
+    int np = ldp_parts(p, part);
+    struct ldp_memo *e = &ws->memo[h % LDP_MEMO_SLOTS];
+    size_t len = 0;
+    for (int i = 0; i < np; i++) len += part[i].n;
+    e->L = 0; /* empty until whole */
+    PS_TRY(ps_grow((void **)&e->key, &e->key_cap, len, 1));
+    PS_TRY(ps_grow((void **)&e->choice, &e->choice_cap, (size_t)p->n_layers, sizeof(int)));
+    size_t off = 0;
+    for (int i = 0; i < np; off += part[i].n, i++)
+        if (part[i].n) memcpy(e->key + off, part[i].p, part[i].n);
+    e->key_len = len;
+    if (isfinite(best)) memcpy(e->choice, choice, (size_t)p->n_layers * sizeof(int));
+    *e = (struct ldp_memo){h, p->n_layers, p->n_strat, p->n_layouts, budget, e->key, len, e->key_cap, best,
+                           e->choice, e->choice_cap};
+    return PS_OK;
+}
+
+/* x86-64 with GCC: an AVX2 clone of the layer DP as well, picked at load time where the CPU has AVX2. The argmin
+ * loops over memory levels blend doubles with integers, which GCC vectorises with AVX2 but leaves scalar with the
+ * baseline SSE2. Both clones compute the same thing in the same order: results do not depend on the CPU. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define LDP_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define LDP_CLONES
+#endif
+
+LDP_CLONES static ps_status ldp_solve_dp(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, double *best,
+                                         int *choice);
 
 ps_status ps_ldp_solve(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, double *best, int *choice)
 {
     *best = INFINITY;
-    int L = p->n_layers, S = p->n_strat, Lay = p->n_layouts;
-    PS_CHECK_INPUT(L >= 1 && S >= 1 && Lay >= 1, "layer DP: empty problem (%d layers, %d strategies, %d layouts)", L,
-                   S, Lay);
+    PS_CHECK_INPUT(p->n_layers >= 1 && p->n_strat >= 1 && p->n_layouts >= 1,
+                   "layer DP: empty problem (%d layers, %d strategies, %d layouts)", p->n_layers, p->n_strat,
+                   p->n_layouts);
     if (budget < 0) return PS_OK;
+    ws->calls++;
+    uint64_t h;
+    const struct ldp_memo *e = memo_find(ws, p, budget, &h);
+    if (e) {
+        ws->hits++;
+        *best = e->best;
+        if (isfinite(e->best)) memcpy(choice, e->choice, (size_t)p->n_layers * sizeof(int));
+        return PS_OK;
+    }
+    PS_TRY(ldp_solve_dp(ws, p, budget, best, choice));
+    return memo_store(ws, p, budget, h, *best, choice);
+}
+
+LDP_CLONES static ps_status ldp_solve_dp(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, double *best,
+                                         int *choice)
+{
+    int L = p->n_layers, S = p->n_strat, Lay = p->n_layouts;
     /* The table is L x (B+1) x S; a budget of millions of quanta would be a unit mistake, not a finer answer. */
     PS_CHECK_INPUT(budget <= (1 << 20), "layer DP: memory budget of %lld quanta is too fine (at most 2^20)",
                    (long long)budget);
+    /* Every table is strategy- or layout-major ([s][m]): the loops over memory levels are contiguous, branch-free
+     * and vectorise. */
     size_t B = (size_t)budget + 1, row = B * (size_t)S, BL = B * (size_t)Lay;
     PS_TRY(ps_grow((void **)&ws->cost, &ws->cost_cap, 2 * row, sizeof(double)));
     PS_TRY(ps_grow((void **)&ws->back, &ws->back_cap, (size_t)L * BL, sizeof(int)));
@@ -60,72 +173,75 @@ ps_status ps_ldp_solve(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, d
     for (size_t i = 0; i < row; i++) cur[i] = INFINITY;
     for (int s = 0; s < S; s++) {
         int64_t m = p->mem[s];
-        if (m >= 0 && m <= budget && isfinite(p->time[s])) cur[(size_t)m * (size_t)S + (size_t)s] = p->time[s];
+        if (m >= 0 && m <= budget && isfinite(p->time[s])) cur[(size_t)s * B + (size_t)m] = p->time[s];
     }
     for (int l = 1; l < L; l++) {
         double *t0 = prev;
         prev = cur;
         cur = t0;
+        /* levels below the least memory layers 0..l-1 can use are unreachable: start at the first finite one */
+        size_t mlo = B;
+        for (int s = 0; s < S; s++) {
+            const double *ps = prev + (size_t)s * B;
+            for (size_t m = 0; m < mlo; m++)
+                if (ps[m] < INFINITY) {
+                    mlo = m;
+                    break;
+                }
+        }
         /* Best per layout at layer l-1 and each memory level: resharding depends only on the two layouts, so the
-         * transition is O(S x layouts), not O(S^2). Strict < keeps the smallest strategy index on ties. */
+         * transition is O(S x layouts), not O(S^2). Strict < in strategy order keeps the smallest index on ties. */
         for (size_t k = 0; k < BL; k++) {
             ws->lay[k] = INFINITY;
             ws->lay_arg[k] = -1;
         }
-        /* levels below the least memory layers 0..l-1 can use are unreachable: start at the first finite one */
-        size_t mlo = B;
-        for (size_t m = 0; m < B && mlo == B; m++)
-            for (int s = 0; s < S; s++)
-                if (prev[m * (size_t)S + (size_t)s] < INFINITY) {
-                    mlo = m;
-                    break;
-                }
-        for (size_t m = mlo; m < B; m++) {
-            const double *cm = prev + m * (size_t)S;
-            double *lm = ws->lay + m * (size_t)Lay;
-            int *am = ws->lay_arg + m * (size_t)Lay;
-            for (int s = 0; s < S; s++) {
-                int a = p->layout[s];
-                if (cm[s] < lm[a]) {
-                    lm[a] = cm[s];
-                    am[a] = s;
-                }
+        for (int s = 0; s < S; s++) {
+            const double *ps = prev + (size_t)s * B;
+            double *la = ws->lay + (size_t)p->layout[s] * B;
+            int *aa = ws->lay_arg + (size_t)p->layout[s] * B;
+            for (size_t m = mlo; m < B; m++) {
+                bool lt = ps[m] < la[m];
+                la[m] = lt ? ps[m] : la[m];
+                aa[m] = lt ? s : aa[m];
             }
         }
         /* Into each target layout b: min over source layouts a of lay + reshard(a, b), once per memory level, so
-         * the strategy loop below is O(S x B) instead of O(S x B x layouts). Ties keep the lowest a. */
+         * the strategy loop below is O(S x B) instead of O(S x B x layouts). Ties keep the lowest a. An unreachable
+         * level stays INFINITY with back-pointer -1. */
         int *back = ws->back + (size_t)l * BL;
-        for (size_t k = 0; k < mlo * (size_t)Lay && k < BL; k++) {
-            ws->into[k] = INFINITY;
-            back[k] = -1;
-        }
-        for (size_t m = mlo; m < B; m++)
-            for (int b = 0; b < Lay; b++) {
-                double bestc = INFINITY;
-                int arg = -1;
-                for (int a = 0; a < Lay; a++) {
-                    double c = ws->lay[m * (size_t)Lay + (size_t)a];
-                    if (!isfinite(c)) continue;
-                    c = c + (p->reshard ? p->reshard[a * Lay + b] : 0.0);
-                    if (c < bestc) {
-                        bestc = c;
-                        arg = ws->lay_arg[m * (size_t)Lay + (size_t)a];
-                    }
-                }
-                ws->into[m * (size_t)Lay + (size_t)b] = bestc;
-                back[m * (size_t)Lay + (size_t)b] = arg;
+        for (int b = 0; b < Lay; b++) {
+            double *in = ws->into + (size_t)b * B;
+            int *bk = back + (size_t)b * B;
+            for (size_t m = 0; m < B; m++) {
+                in[m] = INFINITY;
+                bk[m] = -1;
             }
-        for (size_t i = 0; i < row; i++) cur[i] = INFINITY;
+            for (int a = 0; a < Lay; a++) {
+                const double *la = ws->lay + (size_t)a * B;
+                const int *aa = ws->lay_arg + (size_t)a * B;
+                double r = p->reshard ? p->reshard[a * Lay + b] : 0.0;
+                for (size_t m = mlo; m < B; m++) {
+                    double c = la[m] + r;
+                    bool lt = c < in[m];
+                    in[m] = lt ? c : in[m];
+                    bk[m] = lt ? aa[m] : bk[m];
+                }
+            }
+        }
+        /* Layer l under strategy s with memory w reaches level m from level m - w of its layout's arrivals (an
+         * unreachable one is INFINITY, and stays so after adding a finite time). */
         const double *t = p->time + (size_t)l * (size_t)S;
         const int64_t *mm = p->mem + (size_t)l * (size_t)S;
         for (int s = 0; s < S; s++) {
-            if (!isfinite(t[s]) || mm[s] < 0 || mm[s] > budget) continue;
-            size_t b = (size_t)p->layout[s];
-            for (size_t m = (size_t)mm[s] + mlo; m < B; m++) {
-                size_t pm = m - (size_t)mm[s];
-                if (back[pm * (size_t)Lay + b] < 0) continue;
-                cur[m * (size_t)S + (size_t)s] = ws->into[pm * (size_t)Lay + b] + t[s];
-            }
+            double *cs = cur + (size_t)s * B;
+            size_t from = B;
+            if (isfinite(t[s]) && mm[s] >= 0 && mm[s] <= budget) from = (size_t)mm[s] + mlo < B ? (size_t)mm[s] + mlo : B;
+            for (size_t m = 0; m < from; m++) cs[m] = INFINITY;
+            if (from == B) continue;
+            const double *in = ws->into + (size_t)p->layout[s] * B;
+            size_t w = (size_t)mm[s];
+            double ts = t[s];
+            for (size_t m = from; m < B; m++) cs[m] = in[m - w] + ts;
         }
     }
     /* Smallest cost; ties: least memory, then smallest strategy index. */
@@ -133,8 +249,8 @@ ps_status ps_ldp_solve(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, d
     int bs = -1;
     for (size_t m = 0; m < B; m++)
         for (int s = 0; s < S; s++)
-            if (cur[m * (size_t)S + (size_t)s] < *best) {
-                *best = cur[m * (size_t)S + (size_t)s];
+            if (cur[(size_t)s * B + m] < *best) {
+                *best = cur[(size_t)s * B + m];
                 bm = m;
                 bs = s;
             }
@@ -143,7 +259,7 @@ ps_status ps_ldp_solve(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, d
         choice[l] = bs;
         if (l > 0) {
             bm -= (size_t)p->mem[(size_t)l * (size_t)S + (size_t)bs];
-            bs = ws->back[(size_t)l * BL + bm * (size_t)Lay + (size_t)p->layout[bs]];
+            bs = ws->back[(size_t)l * BL + (size_t)p->layout[bs] * B + bm];
         }
     }
     return PS_OK;
@@ -163,8 +279,11 @@ struct ps_pdp_ws {
     int64_t *start;     /* [K][L+1]: offset of the front of (k, j) in ent */
     int64_t *len;
     size_t start_cap, len_cap;
-    front_entry *tmp;   /* candidates of one (k, j) before pruning */
+    front_entry *tmp;   /* candidates of one (k, j) before pruning: one sorted run per start layer */
     size_t tmp_cap;
+    size_t *run_pos, *run_end; /* the runs in tmp, and a heap of run indices by their next entry */
+    int *heap;
+    size_t run_pos_cap, run_end_cap, heap_cap;
     double *suffix;     /* min-max DP: [K][L+1] best max over stages k..K-1 covering [i, L) */
     size_t suffix_cap;
 };
@@ -182,6 +301,9 @@ void ps_pdp_destroy(ps_pdp_ws *ws)
     free(ws->start);
     free(ws->len);
     free(ws->tmp);
+    free(ws->run_pos);
+    free(ws->run_end);
+    free(ws->heap);
     free(ws->suffix);
     free(ws);
 }
@@ -194,6 +316,26 @@ static int cmp_entry(const void *a, const void *b)
     if (x->sum != y->sum) return x->sum < y->sum ? -1 : 1;
     if (x->prev_i != y->prev_i) return x->prev_i < y->prev_i ? -1 : 1;
     return (x->prev_idx > y->prev_idx) - (x->prev_idx < y->prev_idx);
+}
+
+/* Is run a's next entry before run b's (cmp_entry order)? */
+static bool run_before(const ps_pdp_ws *ws, int a, int b)
+{
+    return cmp_entry(&ws->tmp[ws->run_pos[a]], &ws->tmp[ws->run_pos[b]]) < 0;
+}
+
+static void heap_down(ps_pdp_ws *ws, size_t n, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && run_before(ws, ws->heap[l], ws->heap[m])) m = l;
+        if (r < n && run_before(ws, ws->heap[r], ws->heap[m])) m = r;
+        if (m == i) return;
+        int t = ws->heap[i];
+        ws->heap[i] = ws->heap[m];
+        ws->heap[m] = t;
+        i = m;
+    }
 }
 
 ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int64_t *cuts)
@@ -214,12 +356,22 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
             ws->len[kj] = 0;
             /* stage k ends at j: needs k earlier stages of >= 1 layer and L - j layers for the K-1-k later ones */
             if (j < k + 1 || L - j < K - 1 - k) continue;
-            size_t nt = 0;
+            /* The candidates, one run per start layer i of stage k: the front of (k-1, i), max ascending and sum
+             * strictly descending, extended by c = cost(k, i, j). Entries whose max is at most c all become max c;
+             * of those only the least sum (ties: the first) can reach the new front, so the run starts there and
+             * stays in cmp_entry order. The runs are then merged in that order, as one sort of every candidate
+             * would have ordered them. */
+            size_t nt = 0, nr = 0;
+            PS_TRY(ps_grow((void **)&ws->run_pos, &ws->run_pos_cap, (size_t)j + 1, sizeof(size_t)));
+            PS_TRY(ps_grow((void **)&ws->run_end, &ws->run_end_cap, (size_t)j + 1, sizeof(size_t)));
+            PS_TRY(ps_grow((void **)&ws->heap, &ws->heap_cap, (size_t)j + 1, sizeof(int)));
             if (k == 0) {
                 double c = COST(0, 0, j);
                 if (isfinite(c)) {
                     PS_TRY(ps_grow((void **)&ws->tmp, &ws->tmp_cap, 1, sizeof(front_entry)));
                     ws->tmp[nt++] = (front_entry){c, c, 0, -1};
+                    ws->run_pos[nr] = 0;
+                    ws->run_end[nr++] = 1;
                 }
             } else {
                 for (int i = k; i < j; i++) {
@@ -227,23 +379,40 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
                     if (!isfinite(c)) continue;
                     size_t pk = (size_t)(k - 1) * N + (size_t)i;
                     int64_t n = ws->len[pk];
+                    if (n == 0) continue;
                     PS_TRY(ps_grow((void **)&ws->tmp, &ws->tmp_cap, nt + (size_t)n, sizeof(front_entry)));
                     const front_entry *f = ws->ent + ws->start[pk];
-                    for (int64_t e = 0; e < n; e++)
-                        ws->tmp[nt++] = (front_entry){f[e].max > c ? f[e].max : c, f[e].sum + c, i, (int)e};
+                    size_t r0 = nt;
+                    int64_t e = 0;
+                    if (f[0].max <= c) {
+                        int64_t lo = 0;
+                        for (e = 1; e < n && f[e].max <= c; e++)
+                            if (f[e].sum + c < f[lo].sum + c) lo = e;
+                        ws->tmp[nt++] = (front_entry){c, f[lo].sum + c, i, (int)lo};
+                    }
+                    for (; e < n; e++) ws->tmp[nt++] = (front_entry){f[e].max, f[e].sum + c, i, (int)e};
+                    ws->run_pos[nr] = r0;
+                    ws->run_end[nr++] = nt;
                 }
             }
             if (nt == 0) continue;
-            qsort(ws->tmp, nt, sizeof *ws->tmp, cmp_entry);
             /* Pareto front: with max ascending, keep an entry only when its sum is strictly below every kept one. */
             PS_TRY(ps_grow((void **)&ws->ent, &ws->ent_cap, used + nt, sizeof(front_entry)));
+            for (size_t r = 0; r < nr; r++) ws->heap[r] = (int)r;
+            for (size_t r = nr / 2; r-- > 0;) heap_down(ws, nr, r);
             double lowest = INFINITY;
-            for (size_t e = 0; e < nt; e++)
-                if (ws->tmp[e].sum < lowest) {
-                    lowest = ws->tmp[e].sum;
-                    ws->ent[used++] = ws->tmp[e];
+            size_t nh = nr;
+            while (nh > 0) {
+                int r = ws->heap[0];
+                const front_entry *x = &ws->tmp[ws->run_pos[r]];
+                if (x->sum < lowest) {
+                    lowest = x->sum;
+                    ws->ent[used++] = *x;
                     ws->len[kj]++;
                 }
+                if (++ws->run_pos[r] == ws->run_end[r]) ws->heap[0] = ws->heap[--nh];
+                heap_down(ws, nh, 0);
+            }
         }
     }
     size_t last = (size_t)(K - 1) * N + (size_t)L;

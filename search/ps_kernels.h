@@ -39,6 +39,9 @@ void ps_ldp_destroy(ps_ldp_ws *ws);
 ps_status ps_ldp_solve(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, double *best, int *choice)
     PS_NODISCARD;
 
+/* Problems solved and answered from the workspace's memo of recent identical problems, since it was created. */
+void ps_ldp_stats(const ps_ldp_ws *ws, int64_t *calls, int64_t *hits);
+
 /* ---- partition DP ---- */
 /* cost(k, i, j): time of stage k holding layers [i, j) (INFINITY when it does not fit). Dense table, index
  * (k * (L + 1) + i) * (L + 1) + j. */

@@ -33,9 +33,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 /* FNV-1a of the input: picks options deterministically, so a saved crash input replays with the same options. */
 static inline uint64_t fuzz_hash(const uint8_t *data, size_t size)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < size; i++) h = (h ^ data[i]) * 1099511628211ull;
-    return h;
+    return ps_hash64(data, size, PS_HASH64_INIT);
 }
 
 /* Renderings go to /dev/null: the formatting code runs, nothing is kept. */

@@ -88,6 +88,59 @@ static void test_layer_dp_brute(void **state)
     ps_ldp_destroy(ws);
 }
 
+/* The layer DP's memo: a workspace that has seen many problems answers every one of them, asked again in another
+ * order, from copies of their inputs or with one input changed, exactly as a fresh workspace does; repeats hit. */
+static void test_layer_dp_memo(void **state)
+{
+    (void)state;
+    enum { N = 150, L = 6, S = 5, Lay = 3 };
+    static double time[N][L * S], resh[N][Lay * Lay];
+    static int64_t mem[N][L * S], budget[N];
+    static int layout[N][S];
+    for (int n = 0; n < N; n++) {
+        for (int i = 0; i < L * S; i++) {
+            time[n][i] = (double)(1 + rnd() % 4) + 0.5 * (double)(rnd() % 2);
+            mem[n][i] = (int64_t)(rnd() % 5);
+        }
+        for (int s = 0; s < S; s++) layout[n][s] = (int)(rnd() % Lay);
+        for (int i = 0; i < Lay * Lay; i++) resh[n][i] = i % (Lay + 1) == 0 ? 0 : 0.25 * (double)(rnd() % 3);
+        budget[n] = 4 + (int64_t)(rnd() % 12);
+    }
+    ps_ldp_ws *ws;
+    assert_int_equal(ps_ldp_create(&ws), PS_OK);
+    int64_t calls = 0, hits = 0;
+    for (int pass = 0; pass < 3; pass++)
+        for (int k = 0; k < N; k++) {
+            int n = pass == 1 ? N - 1 - k : k;
+            double t2[L * S], r2[Lay * Lay];
+            int64_t m2[L * S];
+            int lay2[S];
+            memcpy(t2, time[n], sizeof t2);
+            memcpy(m2, mem[n], sizeof m2);
+            memcpy(r2, resh[n], sizeof r2);
+            memcpy(lay2, layout[n], sizeof lay2);
+            if (pass == 2 && k % 2) t2[(k * 7) % (L * S)] += 0.125; /* a changed input must not hit */
+            if (pass == 2 && k % 3 == 0) m2[(k * 5) % (L * S)] += 1;
+            ps_ldp_problem p = {L, S, t2, m2, Lay, lay2, r2};
+            double best, fresh_best;
+            int choice[L], fresh_choice[L];
+            assert_int_equal(ps_ldp_solve(ws, &p, budget[n], &best, choice), PS_OK);
+            ps_ldp_ws *fresh;
+            assert_int_equal(ps_ldp_create(&fresh), PS_OK);
+            assert_int_equal(ps_ldp_solve(fresh, &p, budget[n], &fresh_best, fresh_choice), PS_OK);
+            ps_ldp_destroy(fresh);
+            assert_true(best == fresh_best || (isinf(best) && isinf(fresh_best)));
+            if (isfinite(best)) assert_memory_equal(choice, fresh_choice, sizeof choice);
+            ps_ldp_stats(ws, &calls, &hits);
+        }
+    /* The first pass solves everything. The reversed second pass finds what the 64 slots still hold of the last
+     * problems, and the third the unchanged ones the second left there: 78 with this generator. */
+    assert_int_equal(calls, 3 * N);
+    print_message("memo: %lld calls, %lld hits\n", (long long)calls, (long long)hits);
+    assert_true(hits >= 20 && hits <= 2 * N);
+    ps_ldp_destroy(ws);
+}
+
 static double pdp_eval(const ps_pdp_problem *p, const int64_t *cuts)
 {
     size_t N = (size_t)p->n_layers + 1;
@@ -290,6 +343,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layer_dp_brute),
+        cmocka_unit_test(test_layer_dp_memo),
         cmocka_unit_test(test_partition_dp_brute),
         cmocka_unit_test(test_minmax_dp_brute),
         cmocka_unit_test(test_balance_walk),
