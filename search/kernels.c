@@ -348,6 +348,10 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
     PS_TRY(ps_grow((void **)&ws->start, &ws->start_cap, (size_t)K * N, sizeof(int64_t)));
     PS_TRY(ps_grow((void **)&ws->len, &ws->len_cap, (size_t)K * N, sizeof(int64_t)));
     size_t used = 0;
+    /* A partial partition's w x max + sum only grows as stages are added (costs are >= 0): one above the known
+     * objective never ends at the optimum, nor at a tie with it. The slack covers a caller that summed the known
+     * partition in another order. */
+    double thr = p->upper > 0 && isfinite(p->upper) ? p->upper * (1 + 1e-9) : INFINITY;
 #define COST(k, i, j) p->cost[((size_t)(k) * N + (size_t)(i)) * N + (size_t)(j)]
     for (int k = 0; k < K; k++) {
         for (int j = 0; j <= L; j++) {
@@ -367,7 +371,7 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
             PS_TRY(ps_grow((void **)&ws->heap, &ws->heap_cap, (size_t)j + 1, sizeof(int)));
             if (k == 0) {
                 double c = COST(0, 0, j);
-                if (isfinite(c)) {
+                if (isfinite(c) && !(p->weight_max * c + c > thr)) {
                     PS_TRY(ps_grow((void **)&ws->tmp, &ws->tmp_cap, 1, sizeof(front_entry)));
                     ws->tmp[nt++] = (front_entry){c, c, 0, -1};
                     ws->run_pos[nr] = 0;
@@ -376,7 +380,7 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
             } else {
                 for (int i = k; i < j; i++) {
                     double c = COST(k, i, j);
-                    if (!isfinite(c)) continue;
+                    if (!isfinite(c) || p->weight_max * c + c > thr) continue;
                     size_t pk = (size_t)(k - 1) * N + (size_t)i;
                     int64_t n = ws->len[pk];
                     if (n == 0) continue;
@@ -388,9 +392,13 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
                         int64_t lo = 0;
                         for (e = 1; e < n && f[e].max <= c; e++)
                             if (f[e].sum + c < f[lo].sum + c) lo = e;
-                        ws->tmp[nt++] = (front_entry){c, f[lo].sum + c, i, (int)lo};
+                        if (!(p->weight_max * c + (f[lo].sum + c) > thr))
+                            ws->tmp[nt++] = (front_entry){c, f[lo].sum + c, i, (int)lo};
                     }
-                    for (; e < n; e++) ws->tmp[nt++] = (front_entry){f[e].max, f[e].sum + c, i, (int)e};
+                    for (; e < n; e++)
+                        if (!(p->weight_max * f[e].max + (f[e].sum + c) > thr))
+                            ws->tmp[nt++] = (front_entry){f[e].max, f[e].sum + c, i, (int)e};
+                    if (nt == r0) continue;
                     ws->run_pos[nr] = r0;
                     ws->run_end[nr++] = nt;
                 }
@@ -405,12 +413,23 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
             while (nh > 0) {
                 int r = ws->heap[0];
                 const front_entry *x = &ws->tmp[ws->run_pos[r]];
+                size_t pos = ws->run_pos[r] + 1, end = ws->run_end[r];
                 if (x->sum < lowest) {
                     lowest = x->sum;
                     ws->ent[used++] = *x;
                     ws->len[kj]++;
+                } else {
+                    /* A run's sums never increase, and lowest only falls: the run's entries up to the first one
+                     * below lowest would all be dropped when their turn came. Skip them. */
+                    size_t hi = end;
+                    while (pos < hi) {
+                        size_t mid = pos + (hi - pos) / 2;
+                        if (ws->tmp[mid].sum < lowest) hi = mid;
+                        else pos = mid + 1;
+                    }
                 }
-                if (++ws->run_pos[r] == ws->run_end[r]) ws->heap[0] = ws->heap[--nh];
+                ws->run_pos[r] = pos;
+                if (pos == end) ws->heap[0] = ws->heap[--nh];
                 heap_down(ws, nh, 0);
             }
         }
@@ -437,6 +456,19 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
     cuts[0] = 0;
 #undef COST
     return PS_OK;
+}
+
+double ps_pdp_objective(const ps_pdp_problem *p, const int64_t *cuts)
+{
+    size_t N = (size_t)p->n_layers + 1;
+    double mx = 0, sum = 0;
+    for (int k = 0; k < p->n_stages; k++) {
+        double c = p->cost[((size_t)k * N + (size_t)cuts[k]) * N + (size_t)cuts[k + 1]];
+        if (!isfinite(c)) return INFINITY;
+        mx = c > mx ? c : mx;
+        sum = k == 0 ? c : sum + c;
+    }
+    return p->weight_max * mx + sum;
 }
 
 ps_status ps_pdp_minmax(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int64_t *cuts)

@@ -50,6 +50,9 @@ typedef struct {
     int n_layers;        /* L */
     const double *cost;  /* [K * (L+1) * (L+1)] */
     double weight_max;   /* m - 1: how often the slowest stage repeats (micro-batches - 1) */
+    double upper;        /* ps_pdp_solve: the objective some partition is known to reach (an even split, say), so
+                            that partial partitions already above it are dropped; <= 0 or INFINITY: none known. The
+                            result does not depend on it as long as it is not below the optimum. */
 } ps_pdp_problem;
 
 typedef struct ps_pdp_ws ps_pdp_ws;
@@ -61,6 +64,10 @@ void ps_pdp_destroy(ps_pdp_ws *ws);
  * front of (max, sum) pairs. Ties (deterministic, not lexicographic): the first optimum in the front's order (max, then
  * sum, then where the last stage starts). */
 ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int64_t *cuts) PS_NODISCARD;
+
+/* weight_max x max_k c_k + sum_k c_k of given cuts, summed in stage order as ps_pdp_solve does (INFINITY when a
+ * stage does not fit): what to pass as `upper`. */
+double ps_pdp_objective(const ps_pdp_problem *p, const int64_t *cuts);
 
 /* Minimise max_k c_k over the cuts (weight_max ignored): CAPTURE's objective when c is a stage's peak memory, and the
  * memory-balanced start of Galvatron-BMW's bi-objective walk (Sec. IV-B). *best = INFINITY when nothing fits, as in

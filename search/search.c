@@ -862,18 +862,20 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
      *    memory:     the exact min-max partition of peak memory (CAPTURE). */
     PS_TRY(ps_grow((void **)&w->parts, &w->cap_parts, 4 * ((size_t)K + 1), sizeof(int64_t)));
     int64_t *pt = w->parts, *pe = pt + K + 1, *pb = pe + K + 1, *pm = pb + K + 1;
-    ps_pdp_problem tp_prob = {K, (int)L, w->C, (double)(oc->micro - 1)};
-    ps_pdp_problem mp_prob = {K, (int)L, w->Cm, 0};
+    ps_pdp_problem tp_prob = {K, (int)L, w->C, (double)(oc->micro - 1), INFINITY};
+    ps_pdp_problem mp_prob = {K, (int)L, w->Cm, 0, INFINITY};
     double tbest = INFINITY, mbest = INFINITY;
     bool have_e = false, have_b = false;
     if (o->objective == PS_SEARCH_MEMORY) {
         PS_TRY(ps_pdp_minmax(w->pdp, &mp_prob, &mbest, pm));
         w->cells += (double)K * (double)N * (double)N / 2;
     } else {
-        PS_TRY(ps_pdp_solve(w->pdp, &tp_prob, &tbest, pt));
-        w->cells += (double)K * (double)N * (double)N;
         PS_TRY(even_cuts(w, m, K, pe, &have_e));
         have_e = have_e && partition_fits(w->C, K, N, pe);
+        /* the even split's objective bounds the DP's: partial partitions already worse are dropped early */
+        if (have_e) tp_prob.upper = ps_pdp_objective(&tp_prob, pe);
+        PS_TRY(ps_pdp_solve(w->pdp, &tp_prob, &tbest, pt));
+        w->cells += (double)K * (double)N * (double)N;
         if (o->balance && isfinite(tbest)) {
             PS_TRY(ps_pdp_minmax(w->pdp, &mp_prob, &mbest, pb));
             w->cells += (double)K * (double)N * (double)N / 2;

@@ -218,7 +218,7 @@ static void test_partition_dp_brute(void **state)
     for (int trial = 0; trial < 400; trial++) {
         int L = 1 + (int)(rnd() % 8), K = 1 + (int)(rnd() % 4);
         double *cost = random_table(K, L, false);
-        ps_pdp_problem p = {K, L, cost, (double)(rnd() % 16)};
+        ps_pdp_problem p = {K, L, cost, (double)(rnd() % 16), INFINITY};
         double best;
         int64_t cuts[9];
         assert_int_equal(ps_pdp_solve(ws, &p, &best, cuts), PS_OK);
@@ -228,6 +228,19 @@ static void test_partition_dp_brute(void **state)
         if (isfinite(best)) {
             check_cuts(cuts, K, L);
             assert_true(pdp_eval(&p, cuts) == best);
+            assert_true(ps_pdp_objective(&p, cuts) == best);
+            /* A known objective at or above the optimum (tight included) prunes without changing the answer,
+             * ties included. */
+            double known[2] = {best, 2 * best + 1};
+            for (int u = 0; u < 2; u++) {
+                ps_pdp_problem q = p;
+                q.upper = known[u];
+                double best2;
+                int64_t cuts2[9];
+                assert_int_equal(ps_pdp_solve(ws, &q, &best2, cuts2), PS_OK);
+                assert_true(best2 == best);
+                assert_memory_equal(cuts2, cuts, ((size_t)K + 1) * sizeof *cuts);
+            }
         }
         free(cost);
     }
@@ -250,7 +263,7 @@ static void test_minmax_dp_brute(void **state)
     for (int trial = 0; trial < 400; trial++) {
         int L = 1 + (int)(rnd() % 8), K = 1 + (int)(rnd() % 5);
         double *cost = random_table(K, L, true); /* many ties: the tie rule is exercised */
-        ps_pdp_problem p = {K, L, cost, 0};
+        ps_pdp_problem p = {K, L, cost, 0, INFINITY};
         double best;
         int64_t cuts[9];
         assert_int_equal(ps_pdp_minmax(ws, &p, &best, cuts), PS_OK);
@@ -282,7 +295,7 @@ static void test_balance_walk(void **state)
                 for (size_t j = 0; j < N; j++)
                     cost[((size_t)k * N + i) * N + j] =
                         j <= i || (j - i > 2 && rnd() % 5 == 0) ? INFINITY : (double)(j - i) * (0.5 + urand());
-        ps_pdp_problem p = {K, L, cost, 0};
+        ps_pdp_problem p = {K, L, cost, 0, INFINITY};
         /* start: an even-ish feasible partition, or skip the trial */
         int64_t cuts[9];
         for (int k = 0; k <= K; k++) cuts[k] = (int64_t)k * L / K;
