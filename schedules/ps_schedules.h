@@ -72,6 +72,10 @@ const char *ps_sched_op_name(int op);
  * range, unknown kind. */
 ps_status ps_sched_build(ps_sched *s, const char *kind, int d, int n, int v) PS_NODISCARD;
 
+/* What ps_sched_build would refuse, without building: the same PS_ERR_INPUT for the same (kind, d, n, v). Cheap, for
+ * a caller that may not need the order at all. */
+ps_status ps_sched_check(const char *kind, int d, int n, int v) PS_NODISCARD;
+
 /* Install an order made elsewhere (a search, a test, a recorded run): counts[i] passes of device i, concatenated in
  * `passes`. It is verified like a built one; PS_ERR_INPUT names the first pass that breaks a rule. */
 ps_status ps_sched_set_order(ps_sched *s, int d, int n, int v, ps_sched_placement place, const ps_sched_pass *passes,

@@ -78,12 +78,9 @@ static ps_status reserve(ps_sched *s, int d, int stages, int64_t sm, int64_t pas
 #undef SIZED
 }
 
-/* Check the sizes, make room, and lay the stages out on the devices. Leaves the workspace empty on failure. */
-static ps_status setup(ps_sched *s, int d, int n, int v, ps_sched_placement place, int64_t max_passes)
+/* The sizes any order must respect. */
+static ps_status check_sizes(int d, int n, int v, ps_sched_placement place)
 {
-    s->kind = NULL;
-    s->d = s->n = s->v = s->stages = 0;
-    s->npass = 0;
     PS_CHECK_INPUT(d >= 1 && d <= PS_SCHED_MAX_DEVICES, "pipeline devices d must be in 1..%d (got %d)",
                    PS_SCHED_MAX_DEVICES, d);
     PS_CHECK_INPUT(n >= 1 && n <= PS_SCHED_MAX_MB, "micro-batches n must be in 1..%d (got %d)", PS_SCHED_MAX_MB, n);
@@ -95,6 +92,17 @@ static ps_status setup(ps_sched *s, int d, int n, int v, ps_sched_placement plac
     PS_CHECK_INPUT(ps_mul_i64(d, v, &stages) && stages <= INT32_MAX, "d*v = %d*%d stages is too many", d, v);
     PS_CHECK_INPUT(ps_mul_i64(stages, n, &sm) && ps_mul_i64(sm, 3, &passes) && passes <= PS_SCHED_MAX_PASSES,
                    "d*v*n = %d*%d*%d micro-batch stages is too many to schedule", d, v, n);
+    return PS_OK;
+}
+
+/* Check the sizes, make room, and lay the stages out on the devices. Leaves the workspace empty on failure. */
+static ps_status setup(ps_sched *s, int d, int n, int v, ps_sched_placement place, int64_t max_passes)
+{
+    s->kind = NULL;
+    s->d = s->n = s->v = s->stages = 0;
+    s->npass = 0;
+    PS_TRY(check_sizes(d, n, v, place));
+    int64_t stages = (int64_t)d * v, sm = stages * n, passes = 3 * sm;
     if (max_passes > passes) passes = max_passes;
     PS_TRY(reserve(s, d, (int)stages, sm, passes));
     s->d = d;
@@ -157,7 +165,8 @@ static ps_status verify(ps_sched *s)
     return PS_OK;
 }
 
-ps_status ps_sched_build(ps_sched *s, const char *kind, int d, int n, int v)
+/* The kind's rules and the sizes: everything ps_sched_build can refuse before generating. */
+static ps_status check_kind(const char *kind, int d, int n, int *v, const ps_sched_kind_def **out)
 {
     int k = kind ? ps_sched_kind_find(kind) : -1;
     if (k < 0) {
@@ -166,14 +175,29 @@ ps_status ps_sched_build(ps_sched *s, const char *kind, int d, int n, int v)
                        ps_sched_kind_list(names, sizeof names));
     }
     const ps_sched_kind_def *K = &ps_sched_kinds_[k];
-    if (v == 0) v = K->default_chunks;
-    PS_CHECK_INPUT(v >= K->min_chunks && v <= K->max_chunks, "schedule '%s' takes v in %d..%d chunks per device "
-                   "(got %d)", K->name, K->min_chunks, K->max_chunks, v);
+    if (*v == 0) *v = K->default_chunks;
+    PS_CHECK_INPUT(*v >= K->min_chunks && *v <= K->max_chunks, "schedule '%s' takes v in %d..%d chunks per device "
+                   "(got %d)", K->name, K->min_chunks, K->max_chunks, *v);
     PS_CHECK_INPUT(d >= 1, "schedule '%s': pipeline devices d must be >= 1 (got %d)", K->name, d);
     PS_CHECK_INPUT(n >= 1, "schedule '%s': micro-batches n must be >= 1 (got %d)", K->name, n);
     PS_CHECK_INPUT(K->n_rule != PS_SCHED_N_MULTIPLE_OF_D || n % d == 0,
                    "schedule '%s' needs the micro-batches n to be a multiple of the devices d (n=%d, d=%d)", K->name,
                    n, d);
+    PS_TRY(check_sizes(d, n, *v, K->place));
+    *out = K;
+    return PS_OK;
+}
+
+ps_status ps_sched_check(const char *kind, int d, int n, int v)
+{
+    const ps_sched_kind_def *K;
+    return check_kind(kind, d, n, &v, &K);
+}
+
+ps_status ps_sched_build(ps_sched *s, const char *kind, int d, int n, int v)
+{
+    const ps_sched_kind_def *K;
+    PS_TRY(check_kind(kind, d, n, &v, &K));
     PS_TRY(setup(s, d, n, v, K->place, 0));
     s->kind = K; /* generators read their kind (the V kinds share one) */
     if (K->gen_all) {

@@ -308,7 +308,7 @@ static ps_status evaluate(worker *w, const ps_cost_params *cp, const ps_model *m
 {
     ps_search_cand cand = {.plan = *plan, .index = index};
     memset(plan, 0, sizeof *plan);
-    ps_status st = ps_cost_plan_ws(cp, m, c, &cand.plan, w->sched, &cand.pred); /* built by search_outer */
+    ps_status st = ps_cost_plan_ws(cp, m, c, &cand.plan, w->sched, &cand.pred); /* the candidate's order, built once */
     if (st != PS_OK) {
         ps_plan_free(&cand.plan);
         return st;
@@ -595,6 +595,15 @@ static ps_status cost_partition(worker *w, const stage_ctx *x, const ps_cost_par
     return evaluate(w, cp, m, c, o, &plan, index, where);
 }
 
+/* The worker's schedule is the candidate's order (one (kind, d, n, v) is one order, whoever built it). */
+static ps_status ensure_sched(worker *w, const outer *oc)
+{
+    if (ps_sched_devices(w->sched) == oc->pp && ps_sched_micro_batches(w->sched) == (int)oc->micro &&
+        ps_sched_chunks(w->sched) == oc->vpp && strcmp(ps_sched_kind(w->sched), oc->sched) == 0)
+        return PS_OK;
+    return ps_sched_build(w->sched, oc->sched, oc->pp, (int)oc->micro, oc->vpp);
+}
+
 static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
                               const ps_search_opts *o, const outer *oc, int64_t index)
 {
@@ -609,23 +618,15 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
 
     int K = oc->pp;
     if (K > 4096) return PS_FAIL(PS_ERR_INPUT, "pipeline degree %d is above the 4096 the search supports", K);
-    /* The schedule's own rules (micro-batches vs devices, chunks) decide whether this is a candidate at all. */
-    ps_status bst = ps_sched_build(w->sched, oc->sched, K, (int)oc->micro, oc->vpp);
+    /* The schedule's own rules (micro-batches vs devices, chunks) decide whether this is a candidate at all. The
+     * order itself is built only when needed (in-flight counts below, or costing a plan): many candidates are
+     * pruned before. */
+    ps_status bst = ps_sched_check(oc->sched, K, (int)oc->micro, oc->vpp);
     if (bst == PS_ERR_INPUT) {
         ps_error_clear();
         return PS_OK;
     }
     PS_TRY(bst);
-    /* In-flight micro-batches per stage, from the schedule itself (unit times, unit activations). */
-    double inflight[4096];
-    if (oc->vpp == 1) {
-        PS_TRY(ps_grow((void **)&w->ones, &w->cap_ones, (size_t)K * 3, sizeof(double)));
-        for (int i = 0; i < 3 * K; i++) w->ones[i] = 1;
-        ps_sched_costs uc = {.f = w->ones, .b = w->ones + K, .w = w->ones + 2 * K};
-        ps_sched_result ur;
-        PS_TRY(ps_sched_simulate(w->sched, &uc, &ur));
-        for (int k = 0; k < K; k++) inflight[k] = ur.peak_act[ps_sched_device_of(w->sched, k)];
-    }
 
     /* 1. layer tables per stage group (one group when the placement is uniform), distinct layers costed once */
     bool uni = uniform_placement(c, width);
@@ -741,6 +742,15 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
             return PS_OK;
         }
     }
+    /* In-flight micro-batches per stage, from the schedule itself (unit times, unit activations). */
+    double inflight[4096];
+    PS_TRY(ensure_sched(w, oc));
+    PS_TRY(ps_grow((void **)&w->ones, &w->cap_ones, (size_t)K * 3, sizeof(double)));
+    for (int i = 0; i < 3 * K; i++) w->ones[i] = 1;
+    ps_sched_costs uc = {.f = w->ones, .b = w->ones + K, .w = w->ones + 2 * K};
+    ps_sched_result ur;
+    PS_TRY(ps_sched_simulate(w->sched, &uc, &ur));
+    for (int k = 0; k < K; k++) inflight[k] = ur.peak_act[ps_sched_device_of(w->sched, k)];
 
     /* 2. stage tables for [i, j) on stage k, over the strategies whose memory (static + in-flight activations +
      * transient) fits the stage's budget: C the fastest (time per micro-batch), Cm the lightest (bytes) */

@@ -398,6 +398,35 @@ static void test_custom_orders(void **state)
     ps_sched_destroy(s);
 }
 
+/* ps_sched_check refuses exactly what ps_sched_build refuses, with the same status, over every kind and a grid of
+ * sizes that breaks each rule (n not a multiple of d, chunks out of range, too many passes). */
+static void test_check_matches_build(void **state)
+{
+    (void)state;
+    ps_sched *s;
+    assert_int_equal(ps_sched_create(&s), PS_OK);
+    const int ds[] = {0, 1, 3, 4}, ns[] = {0, 1, 6, 8, 1 << 30}, vs[] = {-1, 0, 1, 2, 3};
+    int refused = 0, built = 0;
+    for (int k = -1; k < ps_sched_kind_count(); k++) {
+        const char *kind = k < 0 ? "no-such-kind" : ps_sched_kind_name(k);
+        for (size_t a = 0; a < sizeof ds / sizeof ds[0]; a++)
+            for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++)
+                for (size_t c = 0; c < sizeof vs / sizeof vs[0]; c++) {
+                    ps_status want = ps_sched_build(s, kind, ds[a], ns[b], vs[c]);
+                    ps_error_clear();
+                    ps_status got = ps_sched_check(kind, ds[a], ns[b], vs[c]);
+                    ps_error_clear();
+                    if (got != want)
+                        fail_msg("%s d %d n %d v %d: check %d, build %d", kind, ds[a], ns[b], vs[c], (int)got,
+                                 (int)want);
+                    refused += want != PS_OK;
+                    built += want == PS_OK;
+                }
+    }
+    assert_true(refused > 0 && built > 0);
+    ps_sched_destroy(s);
+}
+
 /* One workspace through growing and shrinking problems gives the same answers as fresh ones. */
 static void test_reuse(void **state)
 {
@@ -576,7 +605,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kinds_table),  cmocka_unit_test(test_sweep),       cmocka_unit_test(test_closed_forms),
         cmocka_unit_test(test_latency_uneven), cmocka_unit_test(test_bad_input), cmocka_unit_test(test_custom_orders),
-        cmocka_unit_test(test_reuse),        cmocka_unit_test(test_golden),      cmocka_unit_test(test_svg),
+        cmocka_unit_test(test_reuse),        cmocka_unit_test(test_check_matches_build),        cmocka_unit_test(test_golden),      cmocka_unit_test(test_svg),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

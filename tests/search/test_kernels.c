@@ -134,7 +134,7 @@ static void test_layer_dp_memo(void **state)
             ps_ldp_stats(ws, &calls, &hits);
         }
     /* The first pass solves everything. The reversed second pass finds what the 64 slots still hold of the last
-     * problems, and the third the unchanged ones the second left there: 78 with this generator. */
+     * problems, and the third the unchanged ones the second left there: 71 with this generator. */
     assert_int_equal(calls, 3 * N);
     print_message("memo: %lld calls, %lld hits\n", (long long)calls, (long long)hits);
     assert_true(hits >= 20 && hits <= 2 * N);
