@@ -303,12 +303,9 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
         PS_TRY(ps_sched_create(&own));
         sch = own;
     }
-    /* A search builds (kind, d, n, v) once for all the plans of a candidate (its rules decide whether there is a
-     * candidate at all): the order is then the same, and so are its verification and dependency record. */
-    bool built = ps_sched_devices(sch) == d && ps_sched_micro_batches(sch) == (int)n_mb &&
-                 ps_sched_chunks(sch) == plan->vpp && strcmp(ps_sched_kind(sch), plan->schedule) == 0;
-    if (!built)
-        PS_TRY_GOTO(st, ps_sched_build(sch, plan->schedule, d, (int)n_mb, plan->vpp), done);
+    /* A search builds (kind, d, n, v) once for all the plans of a candidate: the order is then the same, and so
+     * are its verification and dependency record. */
+    PS_TRY_GOTO(st, ps_sched_ensure(sch, plan->schedule, d, (int)n_mb, plan->vpp), done);
     /* per stage: f, b, w, act, p2p; per device: static, temp, sync, bwd, exposed sync, recompute, capacity, TP */
     buf = ps_calloc((size_t)S * 5 + (size_t)d * 9, sizeof *buf);
     out->stages = ps_calloc((size_t)S, sizeof *out->stages);

@@ -72,6 +72,10 @@ const char *ps_sched_op_name(int op);
  * range, unknown kind. */
 ps_status ps_sched_build(ps_sched *s, const char *kind, int d, int n, int v) PS_NODISCARD;
 
+/* ps_sched_build unless `s` already holds that order (one (kind, d, n, v) is one order): what a caller costing many
+ * plans of one candidate calls. */
+ps_status ps_sched_ensure(ps_sched *s, const char *kind, int d, int n, int v) PS_NODISCARD;
+
 /* What ps_sched_build would refuse, without building: the same PS_ERR_INPUT for the same (kind, d, n, v). Cheap, for
  * a caller that may not need the order at all. */
 ps_status ps_sched_check(const char *kind, int d, int n, int v) PS_NODISCARD;

@@ -194,10 +194,8 @@ ps_status ps_sched_check(const char *kind, int d, int n, int v)
     return check_kind(kind, d, n, &v, &K);
 }
 
-ps_status ps_sched_build(ps_sched *s, const char *kind, int d, int n, int v)
+static ps_status build(ps_sched *s, const ps_sched_kind_def *K, int d, int n, int v)
 {
-    const ps_sched_kind_def *K;
-    PS_TRY(check_kind(kind, d, n, &v, &K));
     PS_TRY(setup(s, d, n, v, K->place, 0));
     s->kind = K; /* generators read their kind (the V kinds share one) */
     if (K->gen_all) {
@@ -217,6 +215,21 @@ ps_status ps_sched_build(ps_sched *s, const char *kind, int d, int n, int v)
         return ps_error_trace(st, __FILE__, __LINE__);
     }
     return PS_OK;
+}
+
+ps_status ps_sched_build(ps_sched *s, const char *kind, int d, int n, int v)
+{
+    const ps_sched_kind_def *K;
+    PS_TRY(check_kind(kind, d, n, &v, &K));
+    return build(s, K, d, n, v);
+}
+
+ps_status ps_sched_ensure(ps_sched *s, const char *kind, int d, int n, int v)
+{
+    const ps_sched_kind_def *K;
+    PS_TRY(check_kind(kind, d, n, &v, &K));
+    if (s->kind == K && s->d == d && s->n == n && s->v == v) return PS_OK;
+    return build(s, K, d, n, v);
 }
 
 ps_status ps_sched_set_order(ps_sched *s, int d, int n, int v, ps_sched_placement place, const ps_sched_pass *passes,

@@ -72,14 +72,15 @@ typedef struct {
     size_t n;
 } ldp_part;
 
-static int ldp_parts(const ps_ldp_problem *p, ldp_part part[4])
+enum { LDP_PARTS = 4 };
+
+static void ldp_parts(const ps_ldp_problem *p, ldp_part part[LDP_PARTS])
 {
     size_t LS = (size_t)p->n_layers * (size_t)p->n_strat;
     part[0] = (ldp_part){p->time, LS * sizeof *p->time};
     part[1] = (ldp_part){p->mem, LS * sizeof *p->mem};
     part[2] = (ldp_part){p->layout, (size_t)p->n_strat * sizeof *p->layout};
     part[3] = (ldp_part){p->reshard, p->reshard ? (size_t)p->n_layouts * (size_t)p->n_layouts * sizeof *p->reshard : 0};
-    return 4;
 }
 
 /* FNV-1a's step over 8-byte words (with the tail byte-wise): eight times fewer multiplies than ps_hash64 for the
@@ -99,19 +100,20 @@ static uint64_t hash_words(const void *data, size_t n, uint64_t h)
 
 static struct ldp_memo *memo_find(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, uint64_t *hash)
 {
-    ldp_part part[4];
-    int np = ldp_parts(p, part);
+    ldp_part part[LDP_PARTS];
+    ldp_parts(p, part);
     uint64_t h = hash_words(&budget, sizeof budget, PS_HASH64_INIT);
     int dims[4] = {p->n_layers, p->n_strat, p->n_layouts, p->reshard != NULL};
     h = hash_words(dims, sizeof dims, h);
-    for (int i = 0; i < np; i++) h = hash_words(part[i].p, part[i].n, h);
+    for (int i = 0; i < LDP_PARTS; i++) h = hash_words(part[i].p, part[i].n, h);
     *hash = h;
     struct ldp_memo *e = &ws->memo[h % LDP_MEMO_SLOTS];
+    /* same sizes (and reshard given or not, through the key's length): the parts line up, compare them */
     if (e->L == 0 || e->hash != h || e->L != p->n_layers || e->S != p->n_strat || e->Lay != p->n_layouts ||
         e->budget != budget)
         return NULL;
     size_t off = 0;
-    for (int i = 0; i < np; off += part[i].n, i++)
+    for (int i = 0; i < LDP_PARTS; off += part[i].n, i++)
         if (off + part[i].n > e->key_len || memcmp(e->key + off, part[i].p, part[i].n) != 0) return NULL;
     return off == e->key_len ? e : NULL;
 }
@@ -119,21 +121,25 @@ static struct ldp_memo *memo_find(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_
 static ps_status memo_store(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, uint64_t h, double best,
                             const int *choice)
 {
-    ldp_part part[4];
-    int np = ldp_parts(p, part);
+    ldp_part part[LDP_PARTS];
+    ldp_parts(p, part);
     struct ldp_memo *e = &ws->memo[h % LDP_MEMO_SLOTS];
     size_t len = 0;
-    for (int i = 0; i < np; i++) len += part[i].n;
+    for (int i = 0; i < LDP_PARTS; i++) len += part[i].n;
     e->L = 0; /* empty until whole */
     PS_TRY(ps_grow((void **)&e->key, &e->key_cap, len, 1));
     PS_TRY(ps_grow((void **)&e->choice, &e->choice_cap, (size_t)p->n_layers, sizeof(int)));
     size_t off = 0;
-    for (int i = 0; i < np; off += part[i].n, i++)
+    for (int i = 0; i < LDP_PARTS; off += part[i].n, i++)
         if (part[i].n) memcpy(e->key + off, part[i].p, part[i].n);
-    e->key_len = len;
     if (isfinite(best)) memcpy(e->choice, choice, (size_t)p->n_layers * sizeof(int));
-    *e = (struct ldp_memo){h, p->n_layers, p->n_strat, p->n_layouts, budget, e->key, len, e->key_cap, best,
-                           e->choice, e->choice_cap};
+    e->hash = h;
+    e->S = p->n_strat;
+    e->Lay = p->n_layouts;
+    e->budget = budget;
+    e->key_len = len;
+    e->best = best;
+    e->L = p->n_layers; /* whole now */
     return PS_OK;
 }
 
@@ -169,6 +175,14 @@ ps_status ps_ldp_solve(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, d
     return memo_store(ws, p, budget, h, *best, choice);
 }
 
+/* The first level strategy s of a layer (time t, memory w quanta) can reach from arrivals that start at level mlo;
+ * B when it cannot fit at all. */
+static inline size_t reach_from(double t, int64_t w, int64_t budget, size_t mlo, size_t B)
+{
+    if (!isfinite(t) || w < 0 || w > budget) return B;
+    return (size_t)w + mlo < B ? (size_t)w + mlo : B;
+}
+
 LDP_CLONES static ps_status ldp_solve_dp(ps_ldp_ws *ws, const ps_ldp_problem *p, int64_t budget, double *best,
                                          int *choice)
 {
@@ -190,11 +204,10 @@ LDP_CLONES static ps_status ldp_solve_dp(ps_ldp_ws *ws, const ps_ldp_problem *p,
      * no loop reads or writes them. */
     size_t lo = B;
     for (int s = 0; s < S; s++) {
-        int64_t m = p->mem[s];
-        if (m >= 0 && m <= budget && isfinite(p->time[s])) {
-            cur[(size_t)s * B + (size_t)m] = p->time[s];
-            lo = (size_t)m < lo ? (size_t)m : lo;
-        }
+        size_t m = reach_from(p->time[s], p->mem[s], budget, 0, B);
+        if (m == B) continue;
+        cur[(size_t)s * B + m] = p->time[s];
+        lo = m < lo ? m : lo;
     }
     for (int l = 1; l < L && lo < B; l++) {
         double *t0 = prev;
@@ -246,12 +259,13 @@ LDP_CLONES static ps_status ldp_solve_dp(ps_ldp_ws *ws, const ps_ldp_problem *p,
         const double *t = p->time + (size_t)l * (size_t)S;
         const int64_t *mm = p->mem + (size_t)l * (size_t)S;
         lo = B;
-        for (int s = 0; s < S; s++)
-            if (isfinite(t[s]) && mm[s] >= 0 && mm[s] <= budget && (size_t)mm[s] + mlo < lo) lo = (size_t)mm[s] + mlo;
+        for (int s = 0; s < S; s++) {
+            size_t from = reach_from(t[s], mm[s], budget, mlo, B);
+            lo = from < lo ? from : lo;
+        }
         for (int s = 0; s < S; s++) {
             double *cs = cur + (size_t)s * B;
-            size_t from = B;
-            if (isfinite(t[s]) && mm[s] >= 0 && mm[s] <= budget) from = (size_t)mm[s] + mlo < B ? (size_t)mm[s] + mlo : B;
+            size_t from = reach_from(t[s], mm[s], budget, mlo, B);
             for (size_t m = lo; m < from; m++) cs[m] = INFINITY;
             if (from == B) continue;
             const double *in = ws->into + (size_t)p->layout[s] * B;
@@ -354,6 +368,12 @@ static void heap_down(ps_pdp_ws *ws, size_t n, size_t i)
     }
 }
 
+/* Is a partial partition with this (max, sum) above the bound thr (ps_pdp_solve)? */
+static inline bool above(const ps_pdp_problem *p, double max, double sum, double thr)
+{
+    return p->weight_max * max + sum > thr;
+}
+
 ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int64_t *cuts)
 {
     *best = INFINITY;
@@ -387,7 +407,7 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
             PS_TRY(ps_grow((void **)&ws->heap, &ws->heap_cap, (size_t)j + 1, sizeof(int)));
             if (k == 0) {
                 double c = COST(0, 0, j);
-                if (isfinite(c) && !(p->weight_max * c + c > thr)) {
+                if (isfinite(c) && !above(p, c, c, thr)) {
                     PS_TRY(ps_grow((void **)&ws->tmp, &ws->tmp_cap, 1, sizeof(front_entry)));
                     ws->tmp[nt++] = (front_entry){c, c, 0, -1};
                     ws->run_pos[nr] = 0;
@@ -396,7 +416,7 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
             } else {
                 for (int i = k; i < j; i++) {
                     double c = COST(k, i, j);
-                    if (!isfinite(c) || p->weight_max * c + c > thr) continue;
+                    if (!isfinite(c) || above(p, c, c, thr)) continue;
                     size_t pk = (size_t)(k - 1) * N + (size_t)i;
                     int64_t n = ws->len[pk];
                     if (n == 0) continue;
@@ -408,11 +428,11 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
                         int64_t lo = 0;
                         for (e = 1; e < n && f[e].max <= c; e++)
                             if (f[e].sum + c < f[lo].sum + c) lo = e;
-                        if (!(p->weight_max * c + (f[lo].sum + c) > thr))
+                        if (!above(p, c, f[lo].sum + c, thr))
                             ws->tmp[nt++] = (front_entry){c, f[lo].sum + c, i, (int)lo};
                     }
                     for (; e < n; e++)
-                        if (!(p->weight_max * f[e].max + (f[e].sum + c) > thr))
+                        if (!above(p, f[e].max, f[e].sum + c, thr))
                             ws->tmp[nt++] = (front_entry){f[e].max, f[e].sum + c, i, (int)e};
                     if (nt == r0) continue;
                     ws->run_pos[nr] = r0;

@@ -595,15 +595,6 @@ static ps_status cost_partition(worker *w, const stage_ctx *x, const ps_cost_par
     return evaluate(w, cp, m, c, o, &plan, index, where);
 }
 
-/* The worker's schedule is the candidate's order (one (kind, d, n, v) is one order, whoever built it). */
-static ps_status ensure_sched(worker *w, const outer *oc)
-{
-    if (ps_sched_devices(w->sched) == oc->pp && ps_sched_micro_batches(w->sched) == (int)oc->micro &&
-        ps_sched_chunks(w->sched) == oc->vpp && strcmp(ps_sched_kind(w->sched), oc->sched) == 0)
-        return PS_OK;
-    return ps_sched_build(w->sched, oc->sched, oc->pp, (int)oc->micro, oc->vpp);
-}
-
 static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
                               const ps_search_opts *o, const outer *oc, int64_t index)
 {
@@ -744,7 +735,7 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
     }
     /* In-flight micro-batches per stage, from the schedule itself (unit times, unit activations). */
     double inflight[4096];
-    PS_TRY(ensure_sched(w, oc));
+    PS_TRY(ps_sched_ensure(w->sched, oc->sched, K, (int)oc->micro, oc->vpp));
     PS_TRY(ps_grow((void **)&w->ones, &w->cap_ones, (size_t)K * 3, sizeof(double)));
     for (int i = 0; i < 3 * K; i++) w->ones[i] = 1;
     ps_sched_costs uc = {.f = w->ones, .b = w->ones + K, .w = w->ones + 2 * K};

@@ -398,13 +398,15 @@ static void test_custom_orders(void **state)
     ps_sched_destroy(s);
 }
 
-/* ps_sched_check refuses exactly what ps_sched_build refuses, with the same status, over every kind and a grid of
- * sizes that breaks each rule (n not a multiple of d, chunks out of range, too many passes). */
+/* ps_sched_check and ps_sched_ensure refuse exactly what ps_sched_build refuses, with the same status, over every kind
+ * and a grid of sizes that breaks each rule (n not a multiple of d, chunks out of range, too many passes); what
+ * ps_sched_ensure builds is that order. */
 static void test_check_matches_build(void **state)
 {
     (void)state;
-    ps_sched *s;
+    ps_sched *s, *e;
     assert_int_equal(ps_sched_create(&s), PS_OK);
+    assert_int_equal(ps_sched_create(&e), PS_OK);
     const int ds[] = {0, 1, 3, 4}, ns[] = {0, 1, 6, 8, 1 << 30}, vs[] = {-1, 0, 1, 2, 3};
     int refused = 0, built = 0;
     for (int k = -1; k < ps_sched_kind_count(); k++) {
@@ -419,12 +421,25 @@ static void test_check_matches_build(void **state)
                     if (got != want)
                         fail_msg("%s d %d n %d v %d: check %d, build %d", kind, ds[a], ns[b], vs[c], (int)got,
                                  (int)want);
+                    /* ensure on a workspace holding some other order (or none): the same answer, that order */
+                    assert_int_equal(ps_sched_build(e, "1f1b", 2, 4, 1), PS_OK);
+                    got = ps_sched_ensure(e, kind, ds[a], ns[b], vs[c]);
+                    ps_error_clear();
+                    assert_int_equal(got, want);
+                    if (want == PS_OK) {
+                        assert_string_equal(ps_sched_kind(e), kind);
+                        assert_int_equal(ps_sched_devices(e), ds[a]);
+                        assert_int_equal(ps_sched_micro_batches(e), ns[b]);
+                        assert_int_equal(ps_sched_total_passes(e), ps_sched_total_passes(s));
+                        assert_int_equal(ps_sched_ensure(e, kind, ds[a], ns[b], vs[c]), PS_OK); /* held: kept */
+                    }
                     refused += want != PS_OK;
                     built += want == PS_OK;
                 }
     }
     assert_true(refused > 0 && built > 0);
     ps_sched_destroy(s);
+    ps_sched_destroy(e);
 }
 
 /* One workspace through growing and shrinking problems gives the same answers as fresh ones. */
