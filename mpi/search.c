@@ -237,7 +237,10 @@ static char *rank_json(const ps_search_result *r, const ps_model *m, const key *
                           (json_int_t)r->pruned, "dp_cells", r->dp_cells, "binding", r->binding);
     if (!j) return NULL;
     /* JSON has no infinity: no shortfall seen is no field */
-    if (isfinite(r->min_over)) json_object_set_new(j, "min_over", json_real(r->min_over));
+    if (isfinite(r->min_over)) {
+        json_object_set_new(j, "min_over", json_real(r->min_over));
+        json_object_set_new(j, "min_over_bound", json_boolean(r->min_over_bound));
+    }
     json_t *a = json_array();
     for (int x = 0; x < k; x++)
         if (keys[x].k.index >= 0 && keys[x].rank == rank)
@@ -281,6 +284,7 @@ static ps_status assemble(const ps_cost_params *cp, const ps_model *m, const ps_
     int k = o->top_k;
     memset(all, 0, sizeof *all);
     all->min_over = INFINITY;
+    all->min_over_bound = 1;
     json_t **js = ps_calloc((size_t)n, sizeof *js);
     if (!js) return PS_ERR_SYSTEM;
     ps_status st = PS_OK;
@@ -302,8 +306,10 @@ static ps_status assemble(const ps_cost_params *cp, const ps_model *m, const ps_
         all->dp_cells += json_number_value(json_object_get(j, "dp_cells"));
         /* the binding of the plan closest to fitting, whichever rank tried it (lowest rank on ties) */
         json_t *mo = json_object_get(j, "min_over");
-        if (mo && json_number_value(mo) < all->min_over) {
+        int mb = json_is_true(json_object_get(j, "min_over_bound"));
+        if (mo && ps_search_over_less(json_number_value(mo), mb, all->min_over, all->min_over_bound)) {
             all->min_over = json_number_value(mo);
+            all->min_over_bound = mb;
             ps_strlcpy(all->binding, json_string_value(json_object_get(j, "binding")), sizeof all->binding);
         }
     }

@@ -76,6 +76,11 @@ ps_status ps_sched_build(ps_sched *s, const char *kind, int d, int n, int v) PS_
  * plans of one candidate calls. */
 ps_status ps_sched_ensure(ps_sched *s, const char *kind, int d, int n, int v) PS_NODISCARD;
 
+/* The order alone, unless `s` already holds it: generated, not verified, so it serves the accessors and
+ * ps_sched_peak_points but not ps_sched_simulate until ps_sched_ensure (or ps_sched_build) completes it. For a caller
+ * that often needs only the order's shape (a search checking memory); the same refusals as ps_sched_build. */
+ps_status ps_sched_generate(ps_sched *s, const char *kind, int d, int n, int v) PS_NODISCARD;
+
 /* What ps_sched_build would refuse, without building: the same PS_ERR_INPUT for the same (kind, d, n, v). Cheap, for
  * a caller that may not need the order at all. */
 ps_status ps_sched_check(const char *kind, int d, int n, int v) PS_NODISCARD;
@@ -98,6 +103,15 @@ const ps_sched_pass *ps_sched_device_passes(const ps_sched *s, int dev, int64_t 
 int64_t ps_sched_pass_offset(const ps_sched *s, int dev);
 int ps_sched_stage_of(const ps_sched *s, int dev, int chunk);
 int ps_sched_device_of(const ps_sched *s, int stage);
+
+/* What can set a device's activation peak, from the order alone (no times): at the end of every run of F passes of
+ * device dev, the vector n[0..v-1] of micro-batches whose chunk-c activation the device then holds (an F takes it, the
+ * W or BW of that micro-batch and chunk gives it back, as ps_sched_simulate counts). Only vectors that no other one
+ * dominates are kept, so for any per-chunk activation sizes a[c] >= 0 the device's peak_act equals the largest
+ * sum_c n[c] a[c] over them (up to rounding: the simulation adds pass by pass). A search can then check memory for
+ * many strategies without simulating each. pts receives *n_pts vectors of v ints; one more vector of room than
+ * returned is used as scratch. PS_ERR_INPUT: no order built, dev outside 0..d-1, or more than cap - 1 vectors. */
+ps_status ps_sched_peak_points(const ps_sched *s, int dev, int *pts, int cap, int *n_pts) PS_NODISCARD;
 
 /* ---- simulation ---- */
 /* Per-stage costs, each array indexed by stage 0 .. d*v-1 (uneven partitions and mixed GPUs make them differ). */

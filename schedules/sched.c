@@ -100,6 +100,7 @@ static ps_status setup(ps_sched *s, int d, int n, int v, ps_sched_placement plac
 {
     s->kind = NULL;
     s->d = s->n = s->v = s->stages = 0;
+    s->verified = false;
     s->npass = 0;
     PS_TRY(check_sizes(d, n, v, place));
     int64_t stages = (int64_t)d * v, sm = stages * n, passes = 3 * sm;
@@ -194,7 +195,8 @@ ps_status ps_sched_check(const char *kind, int d, int n, int v)
     return check_kind(kind, d, n, &v, &K);
 }
 
-static ps_status build(ps_sched *s, const ps_sched_kind_def *K, int d, int n, int v)
+/* The kind's order, unverified: enough for the accessors and ps_sched_peak_points. */
+static ps_status generate(ps_sched *s, const ps_sched_kind_def *K, int d, int n, int v)
 {
     PS_TRY(setup(s, d, n, v, K->place, 0));
     s->kind = K; /* generators read their kind (the V kinds share one) */
@@ -207,6 +209,12 @@ static ps_status build(ps_sched *s, const ps_sched_kind_def *K, int d, int n, in
         }
         s->dev_off[d] = s->npass;
     }
+    return PS_OK;
+}
+
+/* Verify a generated order and record its dependency order, so that it may be simulated. */
+static ps_status complete(ps_sched *s)
+{
     ps_status st = verify(s);
     if (st != PS_OK) {
         /* a generator bug: nothing half-built may be simulated */
@@ -214,22 +222,36 @@ static ps_status build(ps_sched *s, const ps_sched_kind_def *K, int d, int n, in
         s->d = 0;
         return ps_error_trace(st, __FILE__, __LINE__);
     }
+    s->verified = true;
     return PS_OK;
+}
+
+static bool holds(const ps_sched *s, const ps_sched_kind_def *K, int d, int n, int v)
+{
+    return s->kind == K && s->d == d && s->n == n && s->v == v;
 }
 
 ps_status ps_sched_build(ps_sched *s, const char *kind, int d, int n, int v)
 {
     const ps_sched_kind_def *K;
     PS_TRY(check_kind(kind, d, n, &v, &K));
-    return build(s, K, d, n, v);
+    PS_TRY(generate(s, K, d, n, v));
+    return complete(s);
 }
 
 ps_status ps_sched_ensure(ps_sched *s, const char *kind, int d, int n, int v)
 {
     const ps_sched_kind_def *K;
     PS_TRY(check_kind(kind, d, n, &v, &K));
-    if (s->kind == K && s->d == d && s->n == n && s->v == v) return PS_OK;
-    return build(s, K, d, n, v);
+    if (!holds(s, K, d, n, v)) PS_TRY(generate(s, K, d, n, v));
+    return s->verified ? PS_OK : complete(s);
+}
+
+ps_status ps_sched_generate(ps_sched *s, const char *kind, int d, int n, int v)
+{
+    const ps_sched_kind_def *K;
+    PS_TRY(check_kind(kind, d, n, &v, &K));
+    return holds(s, K, d, n, v) ? PS_OK : generate(s, K, d, n, v);
 }
 
 ps_status ps_sched_set_order(ps_sched *s, int d, int n, int v, ps_sched_placement place, const ps_sched_pass *passes,
@@ -255,6 +277,7 @@ ps_status ps_sched_set_order(ps_sched *s, int d, int n, int v, ps_sched_placemen
         s->d = 0; /* an order that failed verification must not be simulated */
         return ps_error_trace(st, __FILE__, __LINE__);
     }
+    s->verified = true;
     return PS_OK;
 }
 
@@ -263,6 +286,7 @@ ps_status ps_sched_set_order(ps_sched *s, int d, int n, int v, ps_sched_placemen
 static ps_status check_costs(const ps_sched *s, const ps_sched_costs *c)
 {
     PS_CHECK_INPUT(s->d >= 1, "no schedule built in this workspace (or the last build failed)");
+    PS_CHECK_INPUT(s->verified, "the order is generated but not verified yet (ps_sched_ensure completes it)");
     PS_CHECK_INPUT(c && c->f && c->b, "costs need the per-stage F and B times");
     const double *arr[] = {c->f, c->b, c->w, c->act};
     const char *name[] = {"F time", "B time", "W time", "activation size"};
@@ -504,6 +528,57 @@ int ps_sched_stage_of(const ps_sched *s, int dev, int chunk)
     return dev >= 0 && dev < s->d && chunk >= 0 && chunk < s->v ? s->dev_stage[(size_t)dev * s->v + chunk] : -1;
 }
 int ps_sched_device_of(const ps_sched *s, int stage) { return stage >= 0 && stage < s->stages ? s->stage_dev[stage] : -1; }
+
+/* a <= b in every chunk */
+static bool covered(const int *a, const int *b, int v)
+{
+    for (int c = 0; c < v; c++)
+        if (a[c] > b[c]) return false;
+    return true;
+}
+
+ps_status ps_sched_peak_points(const ps_sched *s, int dev, int *pts, int cap, int *n_pts)
+{
+    *n_pts = 0;
+    PS_CHECK_INPUT(s->d >= 1, "no schedule built in this workspace (or the last build failed)");
+    PS_CHECK_INPUT(dev >= 0 && dev < s->d, "device %d is outside 0..%d", dev, s->d - 1);
+    const int v = s->v;
+    int n = 0; /* vectors kept in pts[0 .. n-1]; the held counts run in pts[n] */
+    PS_CHECK_INPUT(cap >= 1, "peak points need room for at least one vector");
+    int *cur = pts;
+    for (int c = 0; c < v; c++) cur[c] = 0;
+    const int64_t lo = s->dev_off[dev], hi = s->dev_off[dev + 1];
+    for (int64_t k = lo; k < hi; k++) {
+        const ps_sched_pass *p = &s->pass[k];
+        /* a generated order may not be verified yet: nothing outside the counts is touched */
+        PS_CHECK_INPUT(p->chunk < v, "device %d pass %lld: chunk %d is outside 0..%d", dev, (long long)(k - lo),
+                       (int)p->chunk, v - 1);
+        if (p->op == PS_SCHED_F) {
+            cur[p->chunk]++;
+            if (k + 1 < hi && s->pass[k + 1].op == PS_SCHED_F) continue; /* the held set still grows */
+            bool dominated = false;
+            for (int i = 0; i < n && !dominated; i++) dominated = covered(cur, pts + (size_t)i * v, v);
+            if (dominated) continue;
+            /* drop the kept vectors this one covers, keep it, and go on counting in the next slot */
+            int kept = 0;
+            for (int i = 0; i < n; i++)
+                if (!covered(pts + (size_t)i * v, cur, v)) {
+                    if (kept != i) memcpy(pts + (size_t)kept * v, pts + (size_t)i * v, (size_t)v * sizeof *pts);
+                    kept++;
+                }
+            if (kept != n) memmove(pts + (size_t)kept * v, cur, (size_t)v * sizeof *pts);
+            n = kept + 1;
+            PS_CHECK_INPUT(n < cap, "device %d has more than %d in-flight vectors that may set its peak", dev,
+                           cap - 1);
+            cur = pts + (size_t)n * v;
+            memcpy(cur, pts + (size_t)(n - 1) * v, (size_t)v * sizeof *pts);
+        } else if (p->op != PS_SCHED_B) {
+            cur[p->chunk]--;
+        }
+    }
+    *n_pts = n;
+    return PS_OK;
+}
 
 /* ---- closed forms ---- */
 

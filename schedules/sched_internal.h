@@ -32,6 +32,7 @@ typedef struct ps_sched_kind_def {
 struct ps_sched {
     const ps_sched_kind_def *kind; /* NULL for an order installed with set_order */
     int d, n, v, stages;
+    bool verified; /* the order passed verify() and its dependency record (prog) is made: it may be simulated */
 
     ps_sched_pass *pass; /* flat, device by device */
     ps_sched_pass *tmp;  /* [pass_cap] generator scratch (V-ZB keeps the building-block order here) */

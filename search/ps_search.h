@@ -63,7 +63,13 @@ typedef struct {
     char binding[320];    /* when nothing fits: the constraint that bound (memory, divisibility, batch) */
     double min_over;      /* bytes the plan closest to fitting lacks on its worst stage (INFINITY: none tried);
                              merging results keeps the binding of the smallest, so it does not depend on ranks */
+    int min_over_bound;   /* 1: min_over is only a lower bound (a plan skipped by its static memory, never costed);
+                             a costed plan's shortfall always ranks first (ps_search_over_less) */
 } ps_search_result;
+
+/* The order of "closest to fitting" when results merge: a costed plan's shortfall (bound 0) before any lower bound's
+ * (bound 1), then the smaller shortfall. */
+bool ps_search_over_less(double a, int a_bound, double b, int b_bound);
 
 /* Search. PS_OK with n_top == 0 when nothing is feasible (binding says why): the caller turns that into exit 1. */
 ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c, const ps_search_opts *o,

@@ -244,8 +244,12 @@ typedef struct {
     size_t cap_C, cap_Carg, cap_Cm, cap_Cmarg;
     int64_t *parts;  /* partitions of one candidate */
     size_t cap_parts;
-    double *ones;    /* unit pass times for the in-flight count */
-    size_t cap_ones;
+    int *pts, *pts_off; /* the peak points of a candidate's order (ps_sched_peak_points), device by device, and
+                           where each device's begin [K + 1] */
+    size_t cap_pts, cap_pts_off;
+    double *dmem;    /* chunked plans' memory check: [K] static, [K] transient per device, [K x vpp] activation per
+                        stage */
+    size_t cap_dmem;
     int even_K;      /* the even split last computed (0: none), whether it exists, and its cuts */
     bool even_ok;
     int64_t *even_cuts;
@@ -262,6 +266,7 @@ typedef struct {
     int64_t evaluated, feasible, pruned;
     double cells;
     double min_over;       /* smallest (peak - capacity) of the plans that did not fit */
+    int min_over_bound;    /* min_over is a lower bound only (ps_search_result) */
     char min_over_msg[320];
     ps_status st_err;
     int64_t err_index;
@@ -302,6 +307,34 @@ static ps_status cand_clone(const ps_search_cand *a, int64_t n_layers, ps_search
     return PS_OK;
 }
 
+bool ps_search_over_less(double a, int a_bound, double b, int b_bound)
+{
+    if (a_bound != b_bound) return a_bound < b_bound;
+    return a < b;
+}
+
+/* A plan that does not fit (pp stages, `s` on its first layer): `peak` bytes on its worst stage against `cap`. The
+ * search reports the plan closest to fitting when none fits. stage < 0: peak is a lower bound for every stage. */
+static void note_over(worker *w, int pp, const ps_strategy *s, int stage, double peak, double cap)
+{
+    double over = peak - cap;
+    int bound = stage < 0;
+    if (!ps_search_over_less(over, bound, w->min_over, w->min_over_bound)) return;
+    w->min_over = over;
+    w->min_over_bound = bound;
+    int n = snprintf(w->min_over_msg, sizeof w->min_over_msg,
+                     "the lightest plan tried (pp %d, tp %d x dp %d, ZeRO %d, recompute %s) needs ", pp, s->tp, s->dp,
+                     s->zero, ps_recompute_name(s->ckpt));
+    if (n < 0 || (size_t)n >= sizeof w->min_over_msg) return;
+    if (stage >= 0)
+        snprintf(w->min_over_msg + n, sizeof w->min_over_msg - (size_t)n, "%.1f GiB on stage %d; its GPUs have %.1f GiB",
+                 peak / 1073741824.0, stage, cap / 1073741824.0);
+    else
+        snprintf(w->min_over_msg + n, sizeof w->min_over_msg - (size_t)n,
+                 "at least %.1f GiB per GPU for weights, gradients and optimizer states; its GPUs have %.1f GiB",
+                 peak / 1073741824.0, cap / 1073741824.0);
+}
+
 /* Cost a plan with the full model and offer it where `where` says (EV_TOP, EV_EVEN). The plan is consumed. */
 static ps_status evaluate(worker *w, const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
                           const ps_search_opts *o, ps_plan *plan, int64_t index, int where)
@@ -315,19 +348,10 @@ static ps_status evaluate(worker *w, const ps_cost_params *cp, const ps_model *m
     }
     w->evaluated++;
     if (!cand.pred.fits) {
-        /* a plan is as far from fitting as its worst stage; the search reports the plan closest to fitting */
+        /* a plan is as far from fitting as its worst stage */
         int ws_ = ps_prediction_worst_stage(&cand.pred);
-        const ps_stage_pred *sp = &cand.pred.stages[ws_];
-        double over = sp->mem_peak - sp->mem_capacity;
-        if (over < w->min_over) {
-            w->min_over = over;
-            snprintf(w->min_over_msg, sizeof w->min_over_msg,
-                     "the lightest plan tried (pp %d, tp %d x dp %d, ZeRO %d, recompute %s) needs %.1f GiB on "
-                     "stage %d; its GPUs have %.1f GiB",
-                     cand.plan.pp, cand.plan.layer[0].tp, cand.plan.layer[0].dp, cand.plan.layer[0].zero,
-                     ps_recompute_name(cand.plan.layer[0].ckpt), sp->mem_peak / 1073741824.0, ws_,
-                     sp->mem_capacity / 1073741824.0);
-        }
+        note_over(w, cand.plan.pp, &cand.plan.layer[0], ws_, cand.pred.stages[ws_].mem_peak,
+                  cand.pred.stages[ws_].mem_capacity);
         cand_free(&cand);
         return PS_OK;
     }
@@ -595,6 +619,93 @@ static ps_status cost_partition(worker *w, const stage_ctx *x, const ps_cost_par
     return evaluate(w, cp, m, c, o, &plan, index, where);
 }
 
+/* Room for the in-flight vectors of one device that may set its activation peak (ps_sched_peak_points); schedules
+ * of this project need a handful (tests/schedules: at most 7). A device with more is not checked ahead. */
+#define PS_SEARCH_PEAK_POINTS 256
+
+/* What chunked_fits needs of search_outer's layer tables, and the peak points of the candidate's order (found on the
+ * first call: state 0 not yet, 1 found, -1 a device has too many, so plans are costed unchecked). */
+typedef struct {
+    bool uni;
+    int nS;
+    size_t LS;
+    const double *cap_mem;
+    int state;
+    int *off; /* [K + 1] each device's first point in w->pts */
+} chunked_mem;
+
+/* Whether a chunked plan with one strategy (index s) fits, before costing it: each device's memory added up as
+ * ps_cost_plan does (static + activation peak of the order + largest transient + reserve) from the layer tables, the
+ * activation peak from the order's peak points (ps_sched_peak_points) instead of a simulation. The sums may round
+ * differently from ps_cost_plan's, so only a device over its capacity by more than a relative 1e-9 counts; such a
+ * plan is noted (note_over) as ps_cost_plan would have, with the same worst stage. Plans of a chunked candidate
+ * mostly do not fit (case (a) of bench/search: 15,570 of 16,447 costed), and this is what they cost now. */
+static ps_status chunked_fits(worker *w, const ps_cost_params *cp, chunked_mem *cm, const outer *oc,
+                              const ps_plan *plan, int s, bool *fits)
+{
+    int K = oc->pp, v = oc->vpp, S2 = K * v;
+    *fits = true;
+    if (cm->state < 0) return PS_OK;
+    if (cm->state == 0) {
+        PS_TRY(ps_sched_generate(w->sched, oc->sched, K, (int)oc->micro, v)); /* verified once a plan is costed */
+        PS_TRY(ps_grow((void **)&w->dmem, &w->cap_dmem, (size_t)K * 2 + (size_t)S2, sizeof(double)));
+        PS_TRY(ps_grow((void **)&w->pts_off, &w->cap_pts_off, (size_t)K + 1, sizeof(int)));
+        cm->off = w->pts_off;
+        cm->off[0] = 0;
+        for (int dev = 0; dev < K; dev++) {
+            int np = 0;
+            size_t at = (size_t)cm->off[dev] * (size_t)v;
+            PS_TRY(ps_grow((void **)&w->pts, &w->cap_pts, at + (size_t)PS_SEARCH_PEAK_POINTS * (size_t)v, sizeof(int)));
+            if (ps_sched_peak_points(w->sched, dev, w->pts + at, PS_SEARCH_PEAK_POINTS, &np) != PS_OK) {
+                ps_error_clear();
+                cm->state = -1;
+                return PS_OK;
+            }
+            cm->off[dev + 1] = cm->off[dev] + np;
+        }
+        cm->state = 1;
+    }
+    double *stat = w->dmem, *tmp = stat + K, *act = tmp + K;
+    for (int d = 0; d < K; d++) stat[d] = tmp[d] = 0;
+    for (int st = 0; st < S2; st++) {
+        int dev = ps_sched_device_of(w->sched, st);
+        size_t g = cm->uni ? 0 : (size_t)dev;
+        double sst = 0, a = 0;
+        for (int64_t l = plan->cuts[st]; l < plan->cuts[st + 1]; l++) {
+            size_t e = g * cm->LS + (size_t)l * (size_t)cm->nS + (size_t)s;
+            sst += w->st[e];
+            a += w->act[e];
+            tmp[dev] = fmax(tmp[dev], w->tmp[e]);
+        }
+        stat[dev] += sst;
+        act[st] = a;
+    }
+    int worst = -1;
+    double worst_over = 0, worst_peak = 0, worst_cap = 0;
+    for (int st = 0; st < S2; st++) { /* stage order: the worst stage is the first of the worst device */
+        int dev = ps_sched_device_of(w->sched, st);
+        double cap = cm->cap_mem[cm->uni ? 0 : dev], pk = 0;
+        for (int i = cm->off[dev]; i < cm->off[dev + 1]; i++) {
+            const int *n = w->pts + (size_t)i * (size_t)v;
+            double sum = 0;
+            for (int c = 0; c < v; c++) sum += n[c] * act[ps_sched_stage_of(w->sched, dev, c)];
+            pk = fmax(pk, sum);
+        }
+        double peak = stat[dev] + pk + tmp[dev] + cp->reserve_bytes;
+        if (peak * (1 - 1e-9) > cap && (worst < 0 || peak - cap > worst_over)) {
+            worst = st;
+            worst_over = peak - cap;
+            worst_peak = peak;
+            worst_cap = cap;
+        }
+    }
+    if (worst >= 0) {
+        *fits = false;
+        note_over(w, plan->pp, &plan->layer[0], worst, worst_peak, worst_cap);
+    }
+    return PS_OK;
+}
+
 static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
                               const ps_search_opts *o, const outer *oc, int64_t index)
 {
@@ -687,6 +798,7 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
     if (oc->vpp > 1) {
         double maxcap = 0;
         for (int g = 0; g < G; g++) maxcap = fmax(maxcap, cap_mem[g]);
+        chunked_mem cm = {.uni = uni, .nS = nS, .LS = LS, .cap_mem = cap_mem};
         for (int s = 0; s < nS; s++) {
             bool ok = true;
             double fbs = 0, stat = 0;
@@ -703,8 +815,13 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
             }
             if (!ok) continue;
             /* The busiest device holds at least the average static memory and compute (bounds as in prunable). */
-            if (stat / (double)K * (1 - 1e-9) + cp->reserve_bytes > maxcap ||
-                prunable(w, o, oc->gbs, (double)oc->micro * fbs / (double)K, EV_TOP | EV_EVEN)) {
+            double stat_lb = stat / (double)K * (1 - 1e-9) + cp->reserve_bytes;
+            if (stat_lb > maxcap) {
+                note_over(w, K, &S[s].s, -1, stat_lb, maxcap);
+                w->pruned++;
+                continue;
+            }
+            if (prunable(w, o, oc->gbs, (double)oc->micro * fbs / (double)K, EV_TOP | EV_EVEN)) {
                 w->pruned++;
                 continue;
             }
@@ -713,6 +830,14 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
             if (ps_plan_uniform(m, oc->gbs, mbs, oc->pp, oc->vpp, oc->sched, &S[s].s, &plan) != PS_OK) {
                 ps_error_clear();
                 return PS_OK; /* too few layers for pp x vpp stages: not a candidate */
+            }
+            bool fits = true;
+            ps_status mst = chunked_fits(w, cp, &cm, oc, &plan, s, &fits);
+            if (mst != PS_OK || !fits) {
+                ps_plan_free(&plan);
+                PS_TRY(mst);
+                w->pruned++;
+                continue;
             }
             /* chunked schedules keep the even split: every one is also an "even split" plan */
             PS_TRY(evaluate(w, cp, m, c, o, &plan, index * PS_IDX_STRIDE + s, EV_TOP | EV_EVEN));
@@ -733,15 +858,16 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
             return PS_OK;
         }
     }
-    /* In-flight micro-batches per stage, from the schedule itself (unit times, unit activations). */
+    /* In-flight micro-batches per stage, from the schedule's order (one chunk per device: one peak point, the most
+     * micro-batches a device holds at once). */
     double inflight[4096];
-    PS_TRY(ps_sched_ensure(w->sched, oc->sched, K, (int)oc->micro, oc->vpp));
-    PS_TRY(ps_grow((void **)&w->ones, &w->cap_ones, (size_t)K * 3, sizeof(double)));
-    for (int i = 0; i < 3 * K; i++) w->ones[i] = 1;
-    ps_sched_costs uc = {.f = w->ones, .b = w->ones + K, .w = w->ones + 2 * K};
-    ps_sched_result ur;
-    PS_TRY(ps_sched_simulate(w->sched, &uc, &ur));
-    for (int k = 0; k < K; k++) inflight[k] = ur.peak_act[ps_sched_device_of(w->sched, k)];
+    PS_TRY(ps_sched_generate(w->sched, oc->sched, K, (int)oc->micro, oc->vpp)); /* verified once a plan is costed */
+    PS_TRY(ps_grow((void **)&w->pts, &w->cap_pts, 2, sizeof(int)));
+    for (int k = 0; k < K; k++) {
+        int np = 0;
+        PS_TRY(ps_sched_peak_points(w->sched, ps_sched_device_of(w->sched, k), w->pts, 2, &np));
+        inflight[k] = np > 0 ? w->pts[0] : 0;
+    }
 
     /* 2. stage tables for [i, j) on stage k, over the strategies whose memory (static + in-flight activations +
      * transient) fits the stage's budget: C the fastest (time per micro-batch), Cm the lightest (bytes) */
@@ -1097,7 +1223,9 @@ static void worker_free(worker *w)
     free(w->Cm);
     free(w->Cmarg);
     free(w->parts);
-    free(w->ones);
+    free(w->pts);
+    free(w->pts_off);
+    free(w->dmem);
     free(w->even_cuts);
     free(w->ltime);
     free(w->lmem);
@@ -1144,6 +1272,7 @@ ps_status ps_search_job_run(ps_search_job *j, const ps_search_source *src, ps_se
     for (int t = 0; t < nthreads && st == PS_OK; t++) {
         ws[t].job = j;
         ws[t].min_over = INFINITY;
+        ws[t].min_over_bound = 1;
         ws[t].err_index = INT64_MAX;
         ws[t].top = ps_calloc((size_t)o->top_k + 1, sizeof *ws[t].top);
         if (!ws[t].top || ps_ldp_create(&ws[t].ldp) != PS_OK || ps_pdp_create(&ws[t].pdp) != PS_OK ||
@@ -1185,6 +1314,7 @@ ps_status ps_search_job_run(ps_search_job *j, const ps_search_source *src, ps_se
     /* merge */
     out->top = ps_calloc((size_t)o->top_k + 1, sizeof *out->top);
     double min_over = INFINITY;
+    int min_over_bound = 1;
     int64_t err_index = INT64_MAX;
     ps_status err = PS_OK;
     char err_msg[512] = "";
@@ -1195,8 +1325,9 @@ ps_status ps_search_job_run(ps_search_job *j, const ps_search_source *src, ps_se
         out->feasible += w->feasible;
         out->pruned += w->pruned;
         out->dp_cells += w->cells;
-        if (w->min_over < min_over) {
+        if (ps_search_over_less(w->min_over, w->min_over_bound, min_over, min_over_bound)) {
             min_over = w->min_over;
+            min_over_bound = w->min_over_bound;
             ps_strlcpy(out->binding, w->min_over_msg, sizeof out->binding);
         }
         if (w->st_err != PS_OK && w->err_index < err_index) {
@@ -1226,6 +1357,7 @@ ps_status ps_search_job_run(ps_search_job *j, const ps_search_source *src, ps_se
         return st;
     }
     out->min_over = min_over;
+    out->min_over_bound = min_over_bound;
     ps_search_explain(out, o, c);
     return PS_OK;
 }

@@ -421,6 +421,27 @@ static void test_check_matches_build(void **state)
                     if (got != want)
                         fail_msg("%s d %d n %d v %d: check %d, build %d", kind, ds[a], ns[b], vs[c], (int)got,
                                  (int)want);
+                    /* generate: the same refusals; the order alone is not simulated until ensure completes it */
+                    assert_int_equal(ps_sched_build(e, "1f1b", 2, 4, 1), PS_OK);
+                    got = ps_sched_generate(e, kind, ds[a], ns[b], vs[c]);
+                    ps_error_clear();
+                    assert_int_equal(got, want);
+                    if (want == PS_OK) {
+                        assert_int_equal(ps_sched_total_passes(e), ps_sched_total_passes(s));
+                        double one[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+                        ps_sched_costs uc = {.f = one, .b = one};
+                        ps_sched_result ur;
+                        bool unit = ps_sched_stages(e) <= 8;
+                        if (unit) {
+                            assert_int_equal(ps_sched_simulate(e, &uc, &ur), PS_ERR_INPUT);
+                            ps_error_clear();
+                        }
+                        assert_int_equal(ps_sched_ensure(e, kind, ds[a], ns[b], vs[c]), PS_OK);
+                        if (unit) assert_int_equal(ps_sched_simulate(e, &uc, &ur), PS_OK);
+                        /* held and verified: generate keeps it so */
+                        assert_int_equal(ps_sched_generate(e, kind, ds[a], ns[b], vs[c]), PS_OK);
+                        if (unit) assert_int_equal(ps_sched_simulate(e, &uc, &ur), PS_OK);
+                    }
                     /* ensure on a workspace holding some other order (or none): the same answer, that order */
                     assert_int_equal(ps_sched_build(e, "1f1b", 2, 4, 1), PS_OK);
                     got = ps_sched_ensure(e, kind, ds[a], ns[b], vs[c]);
@@ -443,6 +464,82 @@ static void test_check_matches_build(void **state)
 }
 
 /* One workspace through growing and shrinking problems gives the same answers as fresh ones. */
+/* ps_sched_peak_points against the simulation: for every kind over a grid of sizes and random per-chunk activation
+ * sizes, the best point of each device is its simulated peak_act (to rounding), every point is reached by no more
+ * than that peak, and no point dominates another. Also its refusals. */
+static void test_peak_points(void **state)
+{
+    (void)state;
+    ps_sched *s;
+    assert_int_equal(ps_sched_create(&s), PS_OK);
+    int pts[64 * 3], np = 0;
+    assert_int_equal(ps_sched_peak_points(s, 0, pts, 64, &np), PS_ERR_INPUT); /* nothing built */
+    ps_error_clear();
+    uint64_t rng = 12345;
+    int checked = 0, most = 0;
+    for (int k = 0; k < ps_sched_kind_count(); k++) {
+        const char *kind = ps_sched_kind_name(k);
+        for (int d = 1; d <= 6; d++)
+            for (int n = 1; n <= 13; n++)
+                for (int v = 1; v <= 3; v++) {
+                    if (ps_sched_build(s, kind, d, n, v) != PS_OK) {
+                        ps_error_clear();
+                        continue;
+                    }
+                    int S = d * v;
+                    double f[18], b[18], w[18], act[18];
+                    for (int rep = 0; rep < 3; rep++) {
+                        for (int st = 0; st < S; st++) {
+                            rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+                            f[st] = 1 + (double)(rng >> 40 & 7);
+                            b[st] = 2 * f[st];
+                            w[st] = f[st];
+                            act[st] = rep == 0 ? 1 : 0.5 + (double)(rng >> 20 & 1023) / 64;
+                        }
+                        ps_sched_costs costs = {.f = f, .b = b, .w = w, .act = act};
+                        ps_sched_result r;
+                        assert_int_equal(ps_sched_simulate(s, &costs, &r), PS_OK);
+                        for (int dev = 0; dev < d; dev++) {
+                            assert_int_equal(ps_sched_peak_points(s, dev, pts, 64, &np), PS_OK);
+                            assert_true(np >= 1);
+                            most = np > most ? np : most;
+                            double best = 0;
+                            for (int i = 0; i < np; i++) {
+                                double sum = 0;
+                                for (int c = 0; c < v; c++) {
+                                    assert_true(pts[i * v + c] >= 0 && pts[i * v + c] <= n);
+                                    sum += pts[i * v + c] * act[ps_sched_stage_of(s, dev, c)];
+                                }
+                                best = sum > best ? sum : best;
+                                for (int j = 0; j < np; j++) {
+                                    bool le = j != i;
+                                    for (int c = 0; c < v && le; c++) le = pts[i * v + c] <= pts[j * v + c];
+                                    if (le) fail_msg("%s d %d n %d v %d dev %d: point %d is covered by point %d", kind,
+                                                     d, n, v, dev, i, j);
+                                }
+                            }
+                            if (fabs(best - r.peak_act[dev]) > 1e-9 * r.peak_act[dev])
+                                fail_msg("%s d %d n %d v %d dev %d: points give %.17g, simulation %.17g", kind, d, n,
+                                         v, dev, best, r.peak_act[dev]);
+                            checked++;
+                        }
+                    }
+                }
+    }
+    assert_true(checked > 1000);
+    printf("# %d device peaks matched, at most %d points per device\n", checked, most);
+    assert_int_equal(ps_sched_build(s, "1f1b", 4, 8, 1), PS_OK);
+    assert_int_equal(ps_sched_peak_points(s, 4, pts, 64, &np), PS_ERR_INPUT); /* no device 4 */
+    ps_error_clear();
+    assert_int_equal(ps_sched_peak_points(s, 0, pts, 0, &np), PS_ERR_INPUT); /* no room */
+    ps_error_clear();
+    assert_int_equal(ps_sched_build(s, "interleaved", 4, 8, 3), PS_OK);
+    assert_int_equal(ps_sched_peak_points(s, 0, pts, 1, &np), PS_ERR_INPUT); /* room for the scratch only */
+    assert_non_null(strstr(ps_error_message(), "more than 0"));
+    ps_error_clear();
+    ps_sched_destroy(s);
+}
+
 static void test_reuse(void **state)
 {
     (void)state;
@@ -620,7 +717,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kinds_table),  cmocka_unit_test(test_sweep),       cmocka_unit_test(test_closed_forms),
         cmocka_unit_test(test_latency_uneven), cmocka_unit_test(test_bad_input), cmocka_unit_test(test_custom_orders),
-        cmocka_unit_test(test_reuse),        cmocka_unit_test(test_check_matches_build),        cmocka_unit_test(test_golden),      cmocka_unit_test(test_svg),
+        cmocka_unit_test(test_reuse),        cmocka_unit_test(test_check_matches_build), cmocka_unit_test(test_peak_points),        cmocka_unit_test(test_golden),      cmocka_unit_test(test_svg),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
