@@ -226,6 +226,9 @@ typedef struct {
     /* per stage-group tables: [K][L][S] */
     double *t, *st, *act, *tmp;
     size_t cap_t, cap_st, cap_act, cap_tmp;
+    bool tab_valid;  /* the layer tables below (t .. lmin) are whole, for this (batch, pipeline degree, micro-batches) */
+    int64_t tab_gbs, tab_micro;
+    int tab_pp;
     double *sy, *bw; /* [G][L][S] the layer's DP synchronisation per iteration and its backward per micro-batch: the
                         stage tables charge the part of a stage's synchronisation its last backward does not hide */
     size_t cap_sy, cap_bw;
@@ -237,7 +240,8 @@ typedef struct {
     size_t cap_ex;
     double *fb;      /* [G][L][S] a lower bound on the layer's fwd + bwd_b + bwd_w per micro-batch in any plan (exact
                         for plain TP; the computation alone for overlapped TP, whose collectives may all hide) */
-    double *lmin;    /* [G][L] fastest fb of any strategy of the layer: the lower bounds below */
+    double *lmin;    /* [2][G][L] fastest fb of any strategy of the layer, then the fastest fb less its bwd_w (a
+                        lower bound on its F + B passes, without W): the lower bounds (pipeline_lb) */
     size_t cap_fb, cap_lmin;
     double *C, *Cm;  /* [K][L+1][L+1] fastest time / lowest memory of a fitting single strategy per stage */
     int *Carg, *Cmarg; /* the strategy reaching it */
@@ -401,6 +405,22 @@ static double job_floor(const ps_search_job *j, int which)
 #pragma omp atomic read
     v = *p;
     return v;
+}
+
+/* A lower bound on the makespan of an unchunked pipeline (stage d on device d) from the F + B pass times u_d of its
+ * stages for one micro-batch, m micro-batches (ps_sched_simulate's rules): device d's first pass is a forward that
+ * follows the first micro-batch's forwards on every stage before it; its last B (or BW) comes after all of its m F
+ * and m B passes; the B of that micro-batch then still runs through every stage before it. So
+ *     makespan >= max_d ( sum_{k<d} u_k + m u_d ),
+ * in every schedule kind without chunks (a kind that splits off W only adds W passes). The search uses it with the
+ * stages' fastest u (the bound grows with every u_k). Over every partition of a total U it is least when all terms
+ * are equal: u_d = (C/m)(1 - 1/m)^d, so C = U / (1 - (1 - 1/m)^K), pipeline_lb_any (the least of a max of linear
+ * functions over the simplex, reached where they are equal). For m >> K that is about (m + (K - 1)/2) U / K: half
+ * of 1F1B's bubble on top of the busy-time bound m U / K. */
+static double pipeline_lb_any(double U, int K, int64_t m)
+{
+    double keep = expm1((double)K * log1p(-1.0 / (double)m)); /* (1 - 1/m)^K - 1, accurate for large m */
+    return m == 1 ? U : U / -keep;
 }
 
 static bool prunable(const worker *w, const ps_search_opts *o, int64_t gbs, double t_lb, int where)
@@ -584,14 +604,22 @@ static ps_status cost_partition(worker *w, const stage_ctx *x, const ps_cost_par
                                 const ps_cluster *c, const ps_search_opts *o, const outer *oc, const int64_t *cuts,
                                 int64_t index, int where)
 {
-    double busiest = 0;
+    double busiest = 0, chain = 0, prefix = 0;
+    size_t GL = (size_t)(x->uni ? 1 : x->K) * (size_t)m->n_layers;
     for (int k = 0; k < x->K; k++) {
-        double sum = 0;
-        const double *lm = w->lmin + (size_t)(x->uni ? 0 : k) * (size_t)m->n_layers;
-        for (int64_t l = cuts[k]; l < cuts[k + 1]; l++) sum += lm[l];
+        double sum = 0, sumb = 0;
+        const double *lm = w->lmin + (size_t)(x->uni ? 0 : k) * (size_t)m->n_layers, *lb = lm + GL;
+        for (int64_t l = cuts[k]; l < cuts[k + 1]; l++) {
+            sum += lm[l];
+            sumb += lb[l];
+        }
         busiest = fmax(busiest, sum);
+        /* pipeline_lb: stage k's F and B passes after the first micro-batch's forward through the stages before
+         * it, and before the last backward through them */
+        chain = fmax(chain, prefix + (double)x->micro * sumb);
+        prefix += sumb;
     }
-    if (prunable(w, o, oc->gbs, (double)x->micro * busiest, where)) {
+    if (prunable(w, o, oc->gbs, fmax((double)x->micro * busiest, chain), where)) {
         w->pruned++;
         return PS_OK;
     }
@@ -742,13 +770,21 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
     PS_TRY(ps_grow((void **)&w->sy, &w->cap_sy, (size_t)G * LS, sizeof(double)));
     PS_TRY(ps_grow((void **)&w->bw, &w->cap_bw, (size_t)G * LS, sizeof(double)));
     PS_TRY(ps_grow((void **)&w->fb, &w->cap_fb, (size_t)G * LS, sizeof(double)));
-    PS_TRY(ps_grow((void **)&w->lmin, &w->cap_lmin, (size_t)G * (size_t)L, sizeof(double)));
+    PS_TRY(ps_grow((void **)&w->lmin, &w->cap_lmin, 2 * (size_t)G * (size_t)L, sizeof(double)));
+    double *lminb = w->lmin + (size_t)G * (size_t)L;
     double cap_mem[4096];
     for (int g = 0; g < G; g++) {
         int64_t first = (int64_t)g * width;
         cap_mem[g] = INFINITY;
         for (int64_t x = first; x < first + width; x++)
             cap_mem[g] = fmin(cap_mem[g], ps_cluster_group_of(c, x)->gpu.mem_bytes);
+    }
+    /* The tables depend on (batch, pipeline degree, micro-batches) alone, not on the schedule: the schedules of one
+     * such triple are neighbouring units (ps_search_job_create), so the tables a worker holds often serve. */
+    bool have_tables = w->tab_valid && w->tab_gbs == oc->gbs && w->tab_pp == oc->pp && w->tab_micro == oc->micro;
+    w->tab_valid = false; /* until they are whole again */
+    for (int g = 0; g < G && !have_tables; g++) {
+        int64_t first = (int64_t)g * width;
         for (int64_t l = 0; l < L; l++) {
             size_t row = (size_t)g * LS + (size_t)l * (size_t)nS;
             if (l > 0 && ps_layer_equal(&m->layers[l], &m->layers[l - 1])) {
@@ -762,9 +798,10 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
                 memcpy(w->bw + row, w->bw + prev, (size_t)nS * sizeof(double));
                 memcpy(w->fb + row, w->fb + prev, (size_t)nS * sizeof(double));
                 w->lmin[(size_t)g * (size_t)L + (size_t)l] = w->lmin[(size_t)g * (size_t)L + (size_t)l - 1];
+                lminb[(size_t)g * (size_t)L + (size_t)l] = lminb[(size_t)g * (size_t)L + (size_t)l - 1];
                 continue;
             }
-            double lmin = INFINITY;
+            double lmin = INFINITY, lmb = INFINITY;
             for (int s = 0; s < nS; s++) {
                 if (!layer_allows(&m->layers[l], &S[s].s)) {
                     w->fb[row + (size_t)s] = INFINITY;
@@ -789,10 +826,16 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
                                              ? lc.comp_fwd + lc.comp_bwd_b + lc.bwd_w
                                              : lc.fwd + lc.bwd_b + lc.bwd_w;
                 lmin = fmin(lmin, w->fb[row + (size_t)s]);
+                lmb = fmin(lmb, w->fb[row + (size_t)s] - lc.bwd_w);
             }
             w->lmin[(size_t)g * (size_t)L + (size_t)l] = lmin;
+            lminb[(size_t)g * (size_t)L + (size_t)l] = fmax(0, lmb);
         }
     }
+    w->tab_valid = true;
+    w->tab_gbs = oc->gbs;
+    w->tab_pp = oc->pp;
+    w->tab_micro = oc->micro;
 
     /* Chunked schedules: Megatron's even split, one strategy for all layers. */
     if (oc->vpp > 1) {
@@ -845,15 +888,21 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
         return PS_OK;
     }
 
-    /* The whole candidate: its busiest stage holds at least 1/K of the fastest compute of every layer. */
+    /* The whole candidate: its busiest stage holds at least 1/K of the fastest compute of every layer, and the
+     * pipeline's fill and drain (pipeline_lb) cost at least their least over every partition. */
     {
-        double tot = 0;
+        double tot = 0, totb = 0;
         for (int64_t l = 0; l < L; l++) {
-            double f1 = INFINITY;
-            for (int g = 0; g < G; g++) f1 = fmin(f1, w->lmin[(size_t)g * (size_t)L + (size_t)l]);
+            double f1 = INFINITY, b1 = INFINITY;
+            for (int g = 0; g < G; g++) {
+                f1 = fmin(f1, w->lmin[(size_t)g * (size_t)L + (size_t)l]);
+                b1 = fmin(b1, lminb[(size_t)g * (size_t)L + (size_t)l]);
+            }
             tot += f1;
+            totb += b1;
         }
-        if (prunable(w, o, oc->gbs, (double)oc->micro * tot / (double)K, EV_TOP | EV_EVEN)) {
+        double lb = fmax((double)oc->micro * tot / (double)K, pipeline_lb_any(totb, K, oc->micro));
+        if (prunable(w, o, oc->gbs, lb, EV_TOP | EV_EVEN)) {
             w->pruned++;
             return PS_OK;
         }
@@ -1121,18 +1170,20 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
     outer *cands = ps_calloc(cap, sizeof *cands);
     ps_status st = cands ? PS_OK : PS_ERR_SYSTEM;
     /* Largest batch first: it is usually the fastest, so the pruning floors (prunable) rise early. The order changes
-     * how much is pruned, never the result. */
+     * how much is pruned, never the result. The schedules of one (batch, pipeline degree, micro-batch count) are
+     * neighbours: they share the layer tables (search_outer step 1), which a worker then computes once. */
     int64_t n_gbs = o->gbs_lo == o->gbs_hi ? 1 : (o->gbs_hi - o->gbs_lo) / o->gbs_step + 1;
     for (int64_t kg = n_gbs - 1; kg >= 0 && st == PS_OK; kg--) {
         int64_t gbs = o->gbs_lo + kg * (n_gbs > 1 ? o->gbs_step : 0);
         for (int a = 0; a < npp && st == PS_OK; a++) {
             int64_t pp = pps[a];
-            for (int s = 0; s < nk && st == PS_OK; s++) {
-                int vpp = ps_sched_kind_default_chunks(ps_sched_kind_find(j->kinds[s])); /* chunked kinds: 2 */
-                if (pp * vpp > blocks || (pp == 1 && strcmp(j->kinds[s], "1f1b") != 0)) continue; /* pp 1: one */
-                /* beyond the caps on micro-batches (and x stages) the cost model refuses a plan: not a candidate */
-                for (int64_t micro = 1; micro <= gbs && ps_plan_size_ok(micro, pp * vpp); micro++) {
-                    if (gbs % micro) continue;
+            for (int64_t micro = 1; micro <= gbs && ps_plan_size_ok(micro, pp) && st == PS_OK; micro++) {
+                if (gbs % micro) continue;
+                for (int s = 0; s < nk; s++) {
+                    int vpp = ps_sched_kind_default_chunks(ps_sched_kind_find(j->kinds[s])); /* chunked kinds: 2 */
+                    if (pp * vpp > blocks || (pp == 1 && strcmp(j->kinds[s], "1f1b") != 0)) continue; /* pp 1: one */
+                    /* beyond the caps on micro-batches (x stages) the cost model refuses a plan: not a candidate */
+                    if (!ps_plan_size_ok(micro, pp * vpp)) continue;
                     if (n == cap) {
                         outer *nc = realloc(cands, 2 * cap * sizeof *cands);
                         if (!nc) {
