@@ -67,6 +67,16 @@ typedef struct {
                              a costed plan's shortfall always ranks first (ps_search_over_less) */
 } ps_search_result;
 
+/* A lower bound on the makespan of an unchunked pipeline (stage d on device d) with m micro-batches, from each stage's
+ * F + B pass times u[d] for one micro-batch (B without W where the kind splits W off): under ps_sched_simulate's rules
+ * device d's first pass is a forward after the first micro-batch's forwards on every stage before it, its last B (or
+ * BW) comes after all of its m F and m B passes, and that micro-batch's backward then still runs through every stage
+ * before it. So makespan >= max_d (sum_{k<d} u[k] + m u[d]) for every schedule kind without chunks. It only grows
+ * with each u[d], so lower bounds of the u[d] give a lower bound. The search prunes with it (tests/search). */
+double ps_search_pipeline_lb(const double *u, int K, int64_t m);
+/* The least of ps_search_pipeline_lb over every split of a total U into K stage times: a bound before a partition. */
+double ps_search_pipeline_lb_any(double U, int K, int64_t m);
+
 /* The order of "closest to fitting" when results merge: a costed plan's shortfall (bound 0) before any lower bound's
  * (bound 1), then the smaller shortfall. */
 bool ps_search_over_less(double a, int a_bound, double b, int b_bound);

@@ -241,7 +241,7 @@ typedef struct {
     double *fb;      /* [G][L][S] a lower bound on the layer's fwd + bwd_b + bwd_w per micro-batch in any plan (exact
                         for plain TP; the computation alone for overlapped TP, whose collectives may all hide) */
     double *lmin;    /* [2][G][L] fastest fb of any strategy of the layer, then the fastest fb less its bwd_w (a
-                        lower bound on its F + B passes, without W): the lower bounds (pipeline_lb) */
+                        lower bound on its F + B passes, without W): the lower bounds (ps_search_pipeline_lb) */
     size_t cap_fb, cap_lmin;
     double *C, *Cm;  /* [K][L+1][L+1] fastest time / lowest memory of a fitting single strategy per stage */
     int *Carg, *Cmarg; /* the strategy reaching it */
@@ -407,20 +407,23 @@ static double job_floor(const ps_search_job *j, int which)
     return v;
 }
 
-/* A lower bound on the makespan of an unchunked pipeline (stage d on device d) from the F + B pass times u_d of its
- * stages for one micro-batch, m micro-batches (ps_sched_simulate's rules): device d's first pass is a forward that
- * follows the first micro-batch's forwards on every stage before it; its last B (or BW) comes after all of its m F
- * and m B passes; the B of that micro-batch then still runs through every stage before it. So
- *     makespan >= max_d ( sum_{k<d} u_k + m u_d ),
- * in every schedule kind without chunks (a kind that splits off W only adds W passes). The search uses it with the
- * stages' fastest u (the bound grows with every u_k). Over every partition of a total U it is least when all terms
- * are equal: u_d = (C/m)(1 - 1/m)^d, so C = U / (1 - (1 - 1/m)^K), pipeline_lb_any (the least of a max of linear
- * functions over the simplex, reached where they are equal). For m >> K that is about (m + (K - 1)/2) U / K: half
- * of 1F1B's bubble on top of the busy-time bound m U / K. */
-static double pipeline_lb_any(double U, int K, int64_t m)
+double ps_search_pipeline_lb(const double *u, int K, int64_t m)
 {
-    double keep = expm1((double)K * log1p(-1.0 / (double)m)); /* (1 - 1/m)^K - 1, accurate for large m */
-    return m == 1 ? U : U / -keep;
+    double lb = 0, prefix = 0;
+    for (int d = 0; d < K; d++) {
+        lb = fmax(lb, prefix + (double)m * u[d]);
+        prefix += u[d];
+    }
+    return lb;
+}
+
+/* Over every partition of a total U the bound is least when all its terms are equal: u_d = (C/m)(1 - 1/m)^d, so
+ * C = U / (1 - (1 - 1/m)^K) (the least of a max of linear functions over the simplex, reached where they are equal).
+ * For m >> K that is about (m + (K - 1)/2) U / K: half of 1F1B's bubble on top of the busy-time bound m U / K. */
+double ps_search_pipeline_lb_any(double U, int K, int64_t m)
+{
+    if (m <= 1) return U;
+    return U / -expm1((double)K * log1p(-1.0 / (double)m)); /* (1 - 1/m)^K - 1, accurate for large m */
 }
 
 static bool prunable(const worker *w, const ps_search_opts *o, int64_t gbs, double t_lb, int where)
@@ -614,7 +617,7 @@ static ps_status cost_partition(worker *w, const stage_ctx *x, const ps_cost_par
             sumb += lb[l];
         }
         busiest = fmax(busiest, sum);
-        /* pipeline_lb: stage k's F and B passes after the first micro-batch's forward through the stages before
+        /* ps_search_pipeline_lb, summed as it goes: stage k's F and B passes after the first micro-batch's forward through the stages before
          * it, and before the last backward through them */
         chain = fmax(chain, prefix + (double)x->micro * sumb);
         prefix += sumb;
@@ -889,7 +892,7 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
     }
 
     /* The whole candidate: its busiest stage holds at least 1/K of the fastest compute of every layer, and the
-     * pipeline's fill and drain (pipeline_lb) cost at least their least over every partition. */
+     * pipeline's fill and drain (ps_search_pipeline_lb_any) cost at least their least over every partition. */
     {
         double tot = 0, totb = 0;
         for (int64_t l = 0; l < L; l++) {
@@ -901,7 +904,7 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
             tot += f1;
             totb += b1;
         }
-        double lb = fmax((double)oc->micro * tot / (double)K, pipeline_lb_any(totb, K, oc->micro));
+        double lb = fmax((double)oc->micro * tot / (double)K, ps_search_pipeline_lb_any(totb, K, oc->micro));
         if (prunable(w, o, oc->gbs, lb, EV_TOP | EV_EVEN)) {
             w->pruned++;
             return PS_OK;

@@ -7,9 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
+#include "ps_schedules.h"
 #include "ps_search.h"
 
 typedef struct {
@@ -150,12 +152,77 @@ static void test_bad_options(void **state)
     ps_cluster_free(&c);
 }
 
+/* The pipeline bounds the search prunes with, against the schedule simulation: for every kind without chunks,
+ * random stage times (W apart or not) and p2p latencies, the simulated makespan is never below
+ * ps_search_pipeline_lb of the F + B times, which is never below ps_search_pipeline_lb_any of their sum; with equal
+ * stages and no W or p2p, 1F1B's makespan (m + K - 1)(f + b) is the bound itself. */
+static void test_pipeline_lb(void **state)
+{
+    (void)state;
+    ps_sched *s;
+    assert_int_equal(ps_sched_create(&s), PS_OK);
+    uint64_t rng = 99;
+    int checked = 0;
+    for (int k = 0; k < ps_sched_kind_count(); k++) {
+        if (ps_sched_kind_default_chunks(k) != 1) continue;
+        const char *kind = ps_sched_kind_name(k);
+        for (int K = 1; K <= 6; K++)
+            for (int m = 1; m <= 12; m++) {
+                if (ps_sched_build(s, kind, K, m, 1) != PS_OK) {
+                    ps_error_clear();
+                    continue;
+                }
+                for (int rep = 0; rep < 20; rep++) {
+                    double f[6], b[6], w[6], p2p[6], u[6], U = 0;
+                    for (int d = 0; d < K; d++) {
+                        rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+                        f[d] = 0.1 + (double)(rng >> 33 & 1023) / 256;
+                        b[d] = f[d] * (1 + (double)(rng >> 20 & 7) / 4);
+                        w[d] = rep % 2 ? (double)(rng >> 10 & 255) / 128 : 0;
+                        p2p[d] = rep % 3 == 0 ? (double)(rng >> 45 & 63) / 64 : 0;
+                        u[d] = f[d] + b[d];
+                        U += u[d];
+                    }
+                    ps_sched_costs costs = {.f = f, .b = b, .w = w, .p2p = K > 1 ? p2p : NULL};
+                    ps_sched_result r;
+                    assert_int_equal(ps_sched_simulate(s, &costs, &r), PS_OK);
+                    double lb = ps_search_pipeline_lb(u, K, m), any = ps_search_pipeline_lb_any(U, K, m);
+                    if (r.makespan < lb * (1 - 1e-12) || lb < any * (1 - 1e-12))
+                        fail_msg("%s K %d m %d: makespan %.17g, bound %.17g, bound over partitions %.17g", kind, K, m,
+                                 r.makespan, lb, any);
+                    checked++;
+                }
+                if (strcmp(kind, "1f1b") == 0) {
+                    double f[6], b[6], u[6];
+                    for (int d = 0; d < K; d++) f[d] = 1, b[d] = 2, u[d] = 3;
+                    ps_sched_costs costs = {.f = f, .b = b};
+                    ps_sched_result r;
+                    assert_int_equal(ps_sched_simulate(s, &costs, &r), PS_OK);
+                    assert_true(fabs(r.makespan - 3.0 * (m + K - 1)) < 1e-12);
+                    assert_true(fabs(ps_search_pipeline_lb(u, K, m) - r.makespan) < 1e-12);
+                }
+            }
+    }
+    assert_true(checked > 1000);
+    /* the least over partitions is reached: the geometric split meets it */
+    for (int K = 1; K <= 8; K++)
+        for (int m = 1; m <= 64; m *= 2) {
+            double u[8], any = ps_search_pipeline_lb_any(1.0, K, m), sum = 0;
+            for (int d = 0; d < K; d++) sum += u[d] = any / m * pow(1 - 1.0 / m, d);
+            assert_true(fabs(sum - 1) < 1e-9 || m == 1);
+            if (m > 1) assert_true(fabs(ps_search_pipeline_lb(u, K, m) - any) < 1e-9);
+            assert_true(any >= (double)m / K * (1 - 1e-12) && any <= m * (1 + 1e-12)); /* between busy time and one stage */
+        }
+    ps_sched_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_beats_baselines),
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_overlap_pays),
+        cmocka_unit_test(test_pipeline_lb),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
