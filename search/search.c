@@ -211,6 +211,26 @@ _Static_assert(PS_IDX_LIGHT < PS_IDX_STRIDE, "candidate variants must fit the in
 /* where evaluate() offers a plan: the top k, the best even-split plan (the "even split" baseline), or both */
 enum { EV_TOP = 1, EV_EVEN = 2 };
 
+/* Room for the in-flight vectors of one device that may set its activation peak (ps_sched_peak_points); schedules
+ * of this project need a handful (tests/schedules: at most 7). A device with more is not checked ahead. */
+#define PS_SEARCH_PEAK_POINTS 256
+
+/* What the memory checks need of a schedule's order: each device's peak points and the stage <-> device maps. One
+ * order serves many units (the same kind, pp and micro-batch count recur for every batch of a sweep), so a worker
+ * keeps the shapes of recent orders instead of generating them again. */
+typedef struct {
+    const char *kind; /* NULL: empty slot */
+    int K, v, n_pts;
+    int64_t micro;
+    bool too_many;    /* a device has more than PS_SEARCH_PEAK_POINTS - 1 points: no check ahead for this order */
+    int *off, *stage_dev, *dev_stage, *pts; /* [K + 1], [K v], [K v], [n_pts v], in one buffer */
+    int *buf;
+    size_t cap;
+} order_shape;
+
+/* Direct-mapped by (kind, K, micro-batches, v). */
+#define PS_SEARCH_SHAPES 2048
+
 /* ---- per-candidate work ---- */
 /* The sums of a stage table row after some layers (search_outer step 2). */
 typedef struct {
@@ -248,9 +268,7 @@ typedef struct {
     size_t cap_C, cap_Carg, cap_Cm, cap_Cmarg;
     int64_t *parts;  /* partitions of one candidate */
     size_t cap_parts;
-    int *pts, *pts_off; /* the peak points of a candidate's order (ps_sched_peak_points), device by device, and
-                           where each device's begin [K + 1] */
-    size_t cap_pts, cap_pts_off;
+    order_shape shapes[PS_SEARCH_SHAPES]; /* of recent orders (order_shape_get) */
     double *dmem;    /* chunked plans' memory check: [K] static, [K] transient per device, [K x vpp] activation per
                         stage */
     size_t cap_dmem;
@@ -650,19 +668,61 @@ static ps_status cost_partition(worker *w, const stage_ctx *x, const ps_cost_par
     return evaluate(w, cp, m, c, o, &plan, index, where);
 }
 
-/* Room for the in-flight vectors of one device that may set its activation peak (ps_sched_peak_points); schedules
- * of this project need a handful (tests/schedules: at most 7). A device with more is not checked ahead. */
-#define PS_SEARCH_PEAK_POINTS 256
+/* The shape of the unit's order, from the memo or generated into w->sched (unverified: a plan costed later
+ * completes it). */
+static ps_status order_shape_get(worker *w, const outer *oc, const order_shape **out)
+{
+    int K = oc->pp, v = oc->vpp;
+    uint64_t h = PS_HASH64_INIT;
+    const int64_t key[3] = {K, v, oc->micro};
+    h = ps_hash64(oc->sched, strlen(oc->sched), h);
+    h = ps_hash64(key, sizeof key, h);
+    order_shape *sh = &w->shapes[h % PS_SEARCH_SHAPES];
+    if (sh->kind && strcmp(sh->kind, oc->sched) == 0 && sh->K == K && sh->v == v && sh->micro == oc->micro) {
+        *out = sh;
+        return PS_OK;
+    }
+    sh->kind = NULL; /* until it is whole */
+    PS_TRY(ps_sched_generate(w->sched, oc->sched, K, (int)oc->micro, v));
+    size_t kv = (size_t)K * (size_t)v, fixed = (size_t)K + 1 + 2 * kv;
+    PS_TRY(ps_grow((void **)&sh->buf, &sh->cap, fixed + (size_t)PS_SEARCH_PEAK_POINTS * (size_t)v, sizeof(int)));
+    sh->too_many = false;
+    int n = 0;
+    for (int dev = 0; dev < K && !sh->too_many; dev++) {
+        int np = 0;
+        size_t at = fixed + (size_t)n * (size_t)v;
+        PS_TRY(ps_grow((void **)&sh->buf, &sh->cap, at + (size_t)PS_SEARCH_PEAK_POINTS * (size_t)v, sizeof(int)));
+        sh->buf[dev] = n;
+        if (ps_sched_peak_points(w->sched, dev, sh->buf + at, PS_SEARCH_PEAK_POINTS, &np) != PS_OK) {
+            ps_error_clear();
+            sh->too_many = true;
+        }
+        n += np;
+    }
+    sh->buf[K] = n;
+    sh->off = sh->buf;
+    sh->stage_dev = sh->buf + K + 1;
+    sh->dev_stage = sh->stage_dev + kv;
+    sh->pts = sh->buf + fixed;
+    for (int st = 0; st < (int)kv; st++) sh->stage_dev[st] = ps_sched_device_of(w->sched, st);
+    for (int dev = 0; dev < K; dev++)
+        for (int c = 0; c < v; c++) sh->dev_stage[(size_t)dev * v + c] = ps_sched_stage_of(w->sched, dev, c);
+    sh->n_pts = n;
+    sh->K = K;
+    sh->v = v;
+    sh->micro = oc->micro;
+    sh->kind = oc->sched;
+    *out = sh;
+    return PS_OK;
+}
 
-/* What chunked_fits needs of search_outer's layer tables, and the peak points of the candidate's order (found on the
- * first call: state 0 not yet, 1 found, -1 a device has too many, so plans are costed unchecked). */
+/* What chunked_fits needs of search_outer's layer tables, and the unit's order shape (NULL until the first call). */
 typedef struct {
     bool uni;
     int nS;
     size_t LS;
     const double *cap_mem;
-    int state;
-    int *off; /* [K + 1] each device's first point in w->pts */
+    const order_shape *sh;
 } chunked_mem;
 
 /* Whether a chunked plan with one strategy (index s) fits, before costing it: each device's memory added up as
@@ -676,30 +736,16 @@ static ps_status chunked_fits(worker *w, const ps_cost_params *cp, chunked_mem *
 {
     int K = oc->pp, v = oc->vpp, S2 = K * v;
     *fits = true;
-    if (cm->state < 0) return PS_OK;
-    if (cm->state == 0) {
-        PS_TRY(ps_sched_generate(w->sched, oc->sched, K, (int)oc->micro, v)); /* verified once a plan is costed */
+    if (!cm->sh) {
+        PS_TRY(order_shape_get(w, oc, &cm->sh));
         PS_TRY(ps_grow((void **)&w->dmem, &w->cap_dmem, (size_t)K * 2 + (size_t)S2, sizeof(double)));
-        PS_TRY(ps_grow((void **)&w->pts_off, &w->cap_pts_off, (size_t)K + 1, sizeof(int)));
-        cm->off = w->pts_off;
-        cm->off[0] = 0;
-        for (int dev = 0; dev < K; dev++) {
-            int np = 0;
-            size_t at = (size_t)cm->off[dev] * (size_t)v;
-            PS_TRY(ps_grow((void **)&w->pts, &w->cap_pts, at + (size_t)PS_SEARCH_PEAK_POINTS * (size_t)v, sizeof(int)));
-            if (ps_sched_peak_points(w->sched, dev, w->pts + at, PS_SEARCH_PEAK_POINTS, &np) != PS_OK) {
-                ps_error_clear();
-                cm->state = -1;
-                return PS_OK;
-            }
-            cm->off[dev + 1] = cm->off[dev] + np;
-        }
-        cm->state = 1;
     }
+    const order_shape *sh = cm->sh;
+    if (sh->too_many) return PS_OK;
     double *stat = w->dmem, *tmp = stat + K, *act = tmp + K;
     for (int d = 0; d < K; d++) stat[d] = tmp[d] = 0;
     for (int st = 0; st < S2; st++) {
-        int dev = ps_sched_device_of(w->sched, st);
+        int dev = sh->stage_dev[st];
         size_t g = cm->uni ? 0 : (size_t)dev;
         double sst = 0, a = 0;
         for (int64_t l = plan->cuts[st]; l < plan->cuts[st + 1]; l++) {
@@ -714,12 +760,12 @@ static ps_status chunked_fits(worker *w, const ps_cost_params *cp, chunked_mem *
     int worst = -1;
     double worst_over = 0, worst_peak = 0, worst_cap = 0;
     for (int st = 0; st < S2; st++) { /* stage order: the worst stage is the first of the worst device */
-        int dev = ps_sched_device_of(w->sched, st);
+        int dev = sh->stage_dev[st];
         double cap = cm->cap_mem[cm->uni ? 0 : dev], pk = 0;
-        for (int i = cm->off[dev]; i < cm->off[dev + 1]; i++) {
-            const int *n = w->pts + (size_t)i * (size_t)v;
+        for (int i = sh->off[dev]; i < sh->off[dev + 1]; i++) {
+            const int *n = sh->pts + (size_t)i * (size_t)v;
             double sum = 0;
-            for (int c = 0; c < v; c++) sum += n[c] * act[ps_sched_stage_of(w->sched, dev, c)];
+            for (int c = 0; c < v; c++) sum += n[c] * act[sh->dev_stage[(size_t)dev * v + c]];
             pk = fmax(pk, sum);
         }
         double peak = stat[dev] + pk + tmp[dev] + cp->reserve_bytes;
@@ -844,7 +890,7 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
     if (oc->vpp > 1) {
         double maxcap = 0;
         for (int g = 0; g < G; g++) maxcap = fmax(maxcap, cap_mem[g]);
-        chunked_mem cm = {.uni = uni, .nS = nS, .LS = LS, .cap_mem = cap_mem};
+        chunked_mem cm = {.uni = uni, .nS = nS, .LS = LS, .cap_mem = cap_mem, .sh = NULL};
         for (int s = 0; s < nS; s++) {
             bool ok = true;
             double fbs = 0, stat = 0;
@@ -913,12 +959,11 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
     /* In-flight micro-batches per stage, from the schedule's order (one chunk per device: one peak point, the most
      * micro-batches a device holds at once). */
     double inflight[4096];
-    PS_TRY(ps_sched_generate(w->sched, oc->sched, K, (int)oc->micro, oc->vpp)); /* verified once a plan is costed */
-    PS_TRY(ps_grow((void **)&w->pts, &w->cap_pts, 2, sizeof(int)));
+    const order_shape *sh;
+    PS_TRY(order_shape_get(w, oc, &sh));
     for (int k = 0; k < K; k++) {
-        int np = 0;
-        PS_TRY(ps_sched_peak_points(w->sched, ps_sched_device_of(w->sched, k), w->pts, 2, &np));
-        inflight[k] = np > 0 ? w->pts[0] : 0;
+        int dev = sh->stage_dev[k];
+        inflight[k] = sh->off[dev + 1] > sh->off[dev] ? sh->pts[sh->off[dev]] : 0;
     }
 
     /* 2. stage tables for [i, j) on stage k, over the strategies whose memory (static + in-flight activations +
@@ -928,7 +973,15 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
     PS_TRY(ps_grow((void **)&w->Carg, &w->cap_Carg, (size_t)K * N * N, sizeof(int)));
     PS_TRY(ps_grow((void **)&w->Cm, &w->cap_Cm, (size_t)K * N * N, sizeof(double)));
     PS_TRY(ps_grow((void **)&w->Cmarg, &w->cap_Cmarg, (size_t)K * N * N, sizeof(int)));
-    for (size_t x = 0; x < (size_t)K * N * N; x++) w->C[x] = w->Cm[x] = INFINITY;
+    /* Every reader takes entries with i < j only (a stage holds a layer at least): those start as "does not fit". */
+    {
+        double *restrict C = w->C, *restrict Cm = w->Cm;
+        for (size_t k = 0; k < (size_t)K; k++)
+            for (size_t i = 0; i + 1 < N; i++) {
+                size_t row = (k * N + i) * N;
+                for (size_t j = i + 1; j < N; j++) C[row + j] = Cm[row + j] = INFINITY;
+            }
+    }
     /* The sums over [i, j) depend on the stage's placement group only: with a uniform placement every stage that may
      * start at layer i (stage 0 at 0, the others after it) shares them, and only the memory check (its in-flight
      * micro-batches) is per stage. So the stages of one group walk j together.
@@ -1277,8 +1330,7 @@ static void worker_free(worker *w)
     free(w->Cm);
     free(w->Cmarg);
     free(w->parts);
-    free(w->pts);
-    free(w->pts_off);
+    for (int i = 0; i < PS_SEARCH_SHAPES; i++) free(w->shapes[i].buf);
     free(w->dmem);
     free(w->even_cuts);
     free(w->ltime);
