@@ -23,6 +23,8 @@ struct ps_ldp_ws {
     size_t lay_cap, lay_arg_cap;
     double *into;  /* [Lay][B+1]: best arrival into a layout (resharding included) */
     size_t into_cap;
+    int64_t *rest; /* [L+1]: the least memory layers l.. can use */
+    size_t rest_cap;
     /* Answers to recent problems, direct-mapped by a hash of the whole input. A search solves the same stage again
      * and again: partitions of one candidate share stages, and runs of identical layers give identical problems at
      * other offsets. A hit is checked byte for byte, so it returns exactly what solving would. */
@@ -53,6 +55,7 @@ void ps_ldp_destroy(ps_ldp_ws *ws)
     free(ws->lay);
     free(ws->lay_arg);
     free(ws->into);
+    free(ws->rest);
     for (int i = 0; i < LDP_MEMO_SLOTS; i++) {
         free(ws->memo[i].key);
         free(ws->memo[i].choice);
@@ -198,18 +201,36 @@ LDP_CLONES static ps_status ldp_solve_dp(ps_ldp_ws *ws, const ps_ldp_problem *p,
     PS_TRY(ps_grow((void **)&ws->lay, &ws->lay_cap, BL, sizeof(double)));
     PS_TRY(ps_grow((void **)&ws->lay_arg, &ws->lay_arg_cap, BL, sizeof(int)));
     PS_TRY(ps_grow((void **)&ws->into, &ws->into_cap, BL, sizeof(double)));
+    /* Levels above end(l) are of no use at layer l: the layers after it need at least rest[l + 1] quanta. No loop
+     * reads or writes them, and no complete choice passes through them, so the optimum and its ties are those of
+     * the whole table. */
+    PS_TRY(ps_grow((void **)&ws->rest, &ws->rest_cap, (size_t)L + 1, sizeof(int64_t)));
+    int64_t *rest = ws->rest;
+    rest[L] = 0;
+    for (int l = L - 1; l >= 0; l--) {
+        int64_t wmin = budget + 1;
+        for (int s = 0; s < S; s++) {
+            int64_t w = p->mem[(size_t)l * (size_t)S + (size_t)s];
+            if (isfinite(p->time[(size_t)l * (size_t)S + (size_t)s]) && w >= 0 && w < wmin) wmin = w;
+        }
+        rest[l] = rest[l + 1] + wmin;
+        if (rest[l] > budget) return PS_OK; /* nothing fits: *best stays INFINITY */
+    }
+#define LDP_END(l) (B - (size_t)rest[(l) + 1])
     double *prev = ws->cost, *cur = ws->cost + row;
     for (size_t i = 0; i < row; i++) cur[i] = INFINITY;
     /* Levels below lo are unreachable at the current layer (a lower bound of the least memory layers 0..l can use):
-     * no loop reads or writes them. */
-    size_t lo = B;
+     * no loop reads or writes them. lo = B: nothing reachable. */
+    size_t lo = B, end = LDP_END(0);
     for (int s = 0; s < S; s++) {
-        size_t m = reach_from(p->time[s], p->mem[s], budget, 0, B);
-        if (m == B) continue;
+        size_t m = reach_from(p->time[s], p->mem[s], budget, 0, end);
+        if (m == end) continue;
         cur[(size_t)s * B + m] = p->time[s];
         lo = m < lo ? m : lo;
     }
     for (int l = 1; l < L && lo < B; l++) {
+        size_t pend = end; /* levels [lo, pend) of layer l - 1 hold its values */
+        end = LDP_END(l);
         double *t0 = prev;
         prev = cur;
         cur = t0;
@@ -217,7 +238,7 @@ LDP_CLONES static ps_status ldp_solve_dp(ps_ldp_ws *ws, const ps_ldp_problem *p,
         /* Best per layout at layer l-1 and each memory level: resharding depends only on the two layouts, so the
          * transition is O(S x layouts), not O(S^2). Strict < in strategy order keeps the smallest index on ties. */
         for (int a = 0; a < Lay; a++)
-            for (size_t m = mlo; m < B; m++) {
+            for (size_t m = mlo; m < pend; m++) {
                 ws->lay[(size_t)a * B + m] = INFINITY;
                 ws->lay_arg[(size_t)a * B + m] = -1;
             }
@@ -225,7 +246,7 @@ LDP_CLONES static ps_status ldp_solve_dp(ps_ldp_ws *ws, const ps_ldp_problem *p,
             const double *ps = prev + (size_t)s * B;
             double *la = ws->lay + (size_t)p->layout[s] * B;
             int *aa = ws->lay_arg + (size_t)p->layout[s] * B;
-            for (size_t m = mlo; m < B; m++) {
+            for (size_t m = mlo; m < pend; m++) {
                 bool lt = ps[m] < la[m];
                 la[m] = lt ? ps[m] : la[m];
                 aa[m] = lt ? s : aa[m];
@@ -238,7 +259,7 @@ LDP_CLONES static ps_status ldp_solve_dp(ps_ldp_ws *ws, const ps_ldp_problem *p,
         for (int b = 0; b < Lay; b++) {
             double *in = ws->into + (size_t)b * B;
             int *bk = back + (size_t)b * B;
-            for (size_t m = mlo; m < B; m++) {
+            for (size_t m = mlo; m < pend; m++) {
                 in[m] = INFINITY;
                 bk[m] = -1;
             }
@@ -246,7 +267,7 @@ LDP_CLONES static ps_status ldp_solve_dp(ps_ldp_ws *ws, const ps_ldp_problem *p,
                 const double *la = ws->lay + (size_t)a * B;
                 const int *aa = ws->lay_arg + (size_t)a * B;
                 double r = p->reshard ? p->reshard[a * Lay + b] : 0.0;
-                for (size_t m = mlo; m < B; m++) {
+                for (size_t m = mlo; m < pend; m++) {
                     double c = la[m] + r;
                     bool lt = c < in[m];
                     in[m] = lt ? c : in[m];
@@ -255,25 +276,28 @@ LDP_CLONES static ps_status ldp_solve_dp(ps_ldp_ws *ws, const ps_ldp_problem *p,
             }
         }
         /* Layer l under strategy s with memory w reaches level m from level m - w of its layout's arrivals (an
-         * unreachable one is INFINITY, and stays so after adding a finite time). */
+         * unreachable one is INFINITY, and stays so after adding a finite time); m < end reads below pend, as
+         * end = pend + the layer's least memory. */
         const double *t = p->time + (size_t)l * (size_t)S;
         const int64_t *mm = p->mem + (size_t)l * (size_t)S;
-        lo = B;
+        lo = end;
         for (int s = 0; s < S; s++) {
-            size_t from = reach_from(t[s], mm[s], budget, mlo, B);
+            size_t from = reach_from(t[s], mm[s], budget, mlo, end);
             lo = from < lo ? from : lo;
         }
         for (int s = 0; s < S; s++) {
             double *cs = cur + (size_t)s * B;
-            size_t from = reach_from(t[s], mm[s], budget, mlo, B);
+            size_t from = reach_from(t[s], mm[s], budget, mlo, end);
             for (size_t m = lo; m < from; m++) cs[m] = INFINITY;
-            if (from == B) continue;
+            if (from == end) continue;
             const double *in = ws->into + (size_t)p->layout[s] * B;
             size_t w = (size_t)mm[s];
             double ts = t[s];
-            for (size_t m = from; m < B; m++) cs[m] = in[m - w] + ts;
+            for (size_t m = from; m < end; m++) cs[m] = in[m - w] + ts;
         }
+        if (lo == end) lo = B;
     }
+#undef LDP_END
     /* Smallest cost; ties: least memory, then smallest strategy index. */
     size_t bm = 0;
     int bs = -1;
