@@ -340,6 +340,9 @@ struct ps_pdp_ws {
     size_t run_pos_cap, run_end_cap, heap_cap;
     double *suffix;     /* min-max DP: [K][L+1] best max over stages k..K-1 covering [i, L) */
     size_t suffix_cap;
+    double *rest;       /* ps_pdp_solve with a bound: [2][K+1][L+1] the least sum and the least max of stages
+                           k..K-1 covering [i, L) */
+    size_t rest_cap;
 };
 
 ps_status ps_pdp_create(ps_pdp_ws **out)
@@ -359,6 +362,7 @@ void ps_pdp_destroy(ps_pdp_ws *ws)
     free(ws->run_end);
     free(ws->heap);
     free(ws->suffix);
+    free(ws->rest);
     free(ws);
 }
 
@@ -392,10 +396,12 @@ static void heap_down(ps_pdp_ws *ws, size_t n, size_t i)
     }
 }
 
-/* Is a partial partition with this (max, sum) above the bound thr (ps_pdp_solve)? */
-static inline bool above(const ps_pdp_problem *p, double max, double sum, double thr)
+/* Is every completion of a partial partition with this (max, sum) above the bound thr (ps_pdp_solve)? The stages
+ * still to come add a sum of at least rsum and have a max of at least rmax (0, 0 when none are left). */
+static inline bool above(const ps_pdp_problem *p, double max, double sum, double rmax, double rsum, double thr)
 {
-    return p->weight_max * max + sum > thr;
+    double m = max > rmax ? max : rmax;
+    return (p->weight_max > 0 ? p->weight_max * m : 0) + sum + rsum > thr; /* 0 x INFINITY would be NaN */
 }
 
 ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int64_t *cuts)
@@ -413,6 +419,26 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
      * partition in another order. */
     double thr = p->upper > 0 && isfinite(p->upper) ? p->upper * (1 + 1e-9) : INFINITY;
 #define COST(k, i, j) p->cost[((size_t)(k) * N + (size_t)(i)) * N + (size_t)(j)]
+    /* With a bound, what the stages after k must add at least: the least sum and the least max over the
+     * partitions of [j, L) into stages k+1..K-1, taken apart (each a lower bound on its part of any one
+     * completion). O(K L^2), against fronts merged at every (k, j). */
+    PS_TRY(ps_grow((void **)&ws->rest, &ws->rest_cap, 2 * ((size_t)K + 1) * N, sizeof(double)));
+    double *rsum = ws->rest, *rmax = ws->rest + ((size_t)K + 1) * N;
+    for (size_t i = 0; i < N; i++) rsum[(size_t)K * N + i] = rmax[(size_t)K * N + i] = i == (size_t)L ? 0 : INFINITY;
+    for (int k = K - 1; k >= 0 && isfinite(thr); k--)
+        for (int i = 0; i <= L; i++) {
+            double bs = INFINITY, bm = INFINITY;
+            for (int j = i + 1; j <= L - (K - 1 - k); j++) {
+                double c = COST(k, i, j), ns = rsum[(size_t)(k + 1) * N + (size_t)j],
+                       nm = rmax[(size_t)(k + 1) * N + (size_t)j];
+                if (c + ns < bs) bs = c + ns;
+                if ((c > nm ? c : nm) < bm) bm = c > nm ? c : nm;
+            }
+            rsum[(size_t)k * N + (size_t)i] = bs;
+            rmax[(size_t)k * N + (size_t)i] = bm;
+        }
+    if (!isfinite(thr)) /* no bound: nothing to add */
+        for (size_t x = 0; x < ((size_t)K + 1) * N; x++) rsum[x] = rmax[x] = 0;
     for (int k = 0; k < K; k++) {
         for (int j = 0; j <= L; j++) {
             size_t kj = (size_t)k * N + (size_t)j;
@@ -420,6 +446,7 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
             ws->len[kj] = 0;
             /* stage k ends at j: needs k earlier stages of >= 1 layer and L - j layers for the K-1-k later ones */
             if (j < k + 1 || L - j < K - 1 - k) continue;
+            const double rm = rmax[(size_t)(k + 1) * N + (size_t)j], rs = rsum[(size_t)(k + 1) * N + (size_t)j];
             /* The candidates, one run per start layer i of stage k: the front of (k-1, i), max ascending and sum
              * strictly descending, extended by c = cost(k, i, j). Entries whose max is at most c all become max c;
              * of those only the least sum (ties: the first) can reach the new front, so the run starts there and
@@ -431,7 +458,7 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
             PS_TRY(ps_grow((void **)&ws->heap, &ws->heap_cap, (size_t)j + 1, sizeof(int)));
             if (k == 0) {
                 double c = COST(0, 0, j);
-                if (isfinite(c) && !above(p, c, c, thr)) {
+                if (isfinite(c) && !above(p, c, c, rm, rs, thr)) {
                     PS_TRY(ps_grow((void **)&ws->tmp, &ws->tmp_cap, 1, sizeof(front_entry)));
                     ws->tmp[nt++] = (front_entry){c, c, 0, -1};
                     ws->run_pos[nr] = 0;
@@ -440,7 +467,7 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
             } else {
                 for (int i = k; i < j; i++) {
                     double c = COST(k, i, j);
-                    if (!isfinite(c) || above(p, c, c, thr)) continue;
+                    if (!isfinite(c) || above(p, c, c, rm, rs, thr)) continue;
                     size_t pk = (size_t)(k - 1) * N + (size_t)i;
                     int64_t n = ws->len[pk];
                     if (n == 0) continue;
@@ -452,11 +479,11 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
                         int64_t lo = 0;
                         for (e = 1; e < n && f[e].max <= c; e++)
                             if (f[e].sum + c < f[lo].sum + c) lo = e;
-                        if (!above(p, c, f[lo].sum + c, thr))
+                        if (!above(p, c, f[lo].sum + c, rm, rs, thr))
                             ws->tmp[nt++] = (front_entry){c, f[lo].sum + c, i, (int)lo};
                     }
                     for (; e < n; e++)
-                        if (!above(p, f[e].max, f[e].sum + c, thr))
+                        if (!above(p, f[e].max, f[e].sum + c, rm, rs, thr))
                             ws->tmp[nt++] = (front_entry){f[e].max, f[e].sum + c, i, (int)e};
                     if (nt == r0) continue;
                     ws->run_pos[nr] = r0;
