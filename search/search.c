@@ -279,7 +279,8 @@ typedef struct {
     double *ltime;   /* layer DP inputs [L*S] */
     int64_t *lmem;
     int *choice;
-    size_t cap_ltime, cap_lmem, cap_choice;
+    int64_t *rows; /* refine: a stage's distinct layers */
+    size_t cap_ltime, cap_lmem, cap_choice, cap_rows;
     /* results of this thread */
     ps_search_cand *top;
     int n_top;
@@ -533,6 +534,7 @@ static ps_status refine(worker *w, const stage_ctx *x, const ps_cost_params *cp,
     PS_TRY(ps_grow((void **)&w->ltime, &w->cap_ltime, LS, sizeof(double)));
     PS_TRY(ps_grow((void **)&w->lmem, &w->cap_lmem, LS, sizeof(int64_t)));
     PS_TRY(ps_grow((void **)&w->choice, &w->cap_choice, (size_t)L, sizeof(int)));
+    PS_TRY(ps_grow((void **)&w->rows, &w->cap_rows, (size_t)L, sizeof(int64_t)));
     for (int k = 0; k < K; k++) {
         int g = x->uni ? 0 : k;
         int64_t a = plan->cuts[k], b = plan->cuts[k + 1], n = b - a;
@@ -546,13 +548,16 @@ static ps_status refine(worker *w, const stage_ctx *x, const ps_cost_params *cp,
          * layout. Galvatron-BMW's Takeaways prune by rule; this prunes by the numbers. Rows of identical layers are
          * checked once. Memory is rounded up to whole quanta and the budget down: the DP can only under-use. */
         int keep[PS_SEARCH_MAX_STRATS], nk = 0;
+        int64_t *rows = w->rows, nrows = 0; /* the stage's distinct rows: a run of identical layers is one */
+        for (int64_t l = a; l < b; l++)
+            if (l == a || !ps_layer_equal(&m->layers[l], &m->layers[l - 1])) rows[nrows++] = l;
         for (int s = 0; s < nS; s++) {
             bool dominated = false;
             for (int u = 0; u < nS && !dominated; u++) {
                 if (u == s || x->S[u].layout != x->S[s].layout) continue;
                 bool no_worse = true, better = false;
-                for (int64_t l = a; l < b && no_worse; l++) {
-                    if (l > a && ps_layer_equal(&m->layers[l], &m->layers[l - 1])) continue;
+                for (int64_t r = 0; r < nrows && no_worse; r++) {
+                    int64_t l = rows[r];
                     size_t es = (size_t)g * LS + (size_t)l * nS + (size_t)s, eu = (size_t)g * LS + (size_t)l * nS + (size_t)u;
                     double ts = w->t[es], tu = w->t[eu];
                     double ms = ceil((w->st[es] + f * w->act[es]) / q), mu = ceil((w->st[eu] + f * w->act[eu]) / q);
@@ -1336,6 +1341,7 @@ static void worker_free(worker *w)
     free(w->ltime);
     free(w->lmem);
     free(w->choice);
+    free(w->rows);
     ps_ldp_destroy(w->ldp);
     ps_pdp_destroy(w->pdp);
     ps_sched_destroy(w->sched);
