@@ -220,10 +220,10 @@ enum { EV_TOP = 1, EV_EVEN = 2 };
  * keeps the shapes of recent orders instead of generating them again. */
 typedef struct {
     const char *kind; /* NULL: empty slot */
-    int K, v, n_pts;
+    int K, v;
     int64_t micro;
     bool too_many;    /* a device has more than PS_SEARCH_PEAK_POINTS - 1 points: no check ahead for this order */
-    int *off, *stage_dev, *dev_stage, *pts; /* [K + 1], [K v], [K v], [n_pts v], in one buffer */
+    int *off, *stage_dev, *dev_stage, *pts; /* [K + 1], [K v], [K v], [off[K] v], in one buffer */
     int *buf;
     size_t cap;
 } order_shape;
@@ -246,7 +246,7 @@ typedef struct {
     /* per stage-group tables: [K][L][S] */
     double *t, *st, *act, *tmp;
     size_t cap_t, cap_st, cap_act, cap_tmp;
-    bool tab_valid;  /* the layer tables below (t .. lmin) are whole, for this (batch, pipeline degree, micro-batches) */
+    bool tab_valid;  /* the layer tables below (t .. lmin) are whole, for this (batch, pp, micro-batches) */
     int64_t tab_gbs, tab_micro;
     int tab_pp;
     double *sy, *bw; /* [G][L][S] the layer's DP synchronisation per iteration and its backward per micro-batch: the
@@ -270,7 +270,7 @@ typedef struct {
     size_t cap_parts;
     order_shape shapes[PS_SEARCH_SHAPES]; /* of recent orders (order_shape_get) */
     double *dmem;    /* chunked plans' memory check: [K] static, [K] transient per device, [K x vpp] activation per
-                        stage */
+                        stage; the pipeline bound of a partition: [K] F + B per stage */
     size_t cap_dmem;
     int even_K;      /* the even split last computed (0: none), whether it exists, and its cuts */
     bool even_ok;
@@ -350,8 +350,8 @@ static void note_over(worker *w, int pp, const ps_strategy *s, int stage, double
                      s->zero, ps_recompute_name(s->ckpt));
     if (n < 0 || (size_t)n >= sizeof w->min_over_msg) return;
     if (stage >= 0)
-        snprintf(w->min_over_msg + n, sizeof w->min_over_msg - (size_t)n, "%.1f GiB on stage %d; its GPUs have %.1f GiB",
-                 peak / 1073741824.0, stage, cap / 1073741824.0);
+        snprintf(w->min_over_msg + n, sizeof w->min_over_msg - (size_t)n,
+                 "%.1f GiB on stage %d; its GPUs have %.1f GiB", peak / 1073741824.0, stage, cap / 1073741824.0);
     else
         snprintf(w->min_over_msg + n, sizeof w->min_over_msg - (size_t)n,
                  "at least %.1f GiB per GPU for weights, gradients and optimizer states; its GPUs have %.1f GiB",
@@ -630,22 +630,21 @@ static ps_status cost_partition(worker *w, const stage_ctx *x, const ps_cost_par
                                 const ps_cluster *c, const ps_search_opts *o, const outer *oc, const int64_t *cuts,
                                 int64_t index, int where)
 {
-    double busiest = 0, chain = 0, prefix = 0;
+    /* the busiest stage's compute, and the pipeline bound of the stages' fastest F + B passes */
+    double busiest = 0, *u = w->dmem;
     size_t GL = (size_t)(x->uni ? 1 : x->K) * (size_t)m->n_layers;
     for (int k = 0; k < x->K; k++) {
-        double sum = 0, sumb = 0;
-        const double *lm = w->lmin + (size_t)(x->uni ? 0 : k) * (size_t)m->n_layers, *lb = lm + GL;
+        double sum = 0;
+        const double *lm = w->lmin + (size_t)(x->uni ? 0 : k) * (size_t)m->n_layers, *lmb = lm + GL;
+        u[k] = 0;
         for (int64_t l = cuts[k]; l < cuts[k + 1]; l++) {
             sum += lm[l];
-            sumb += lb[l];
+            u[k] += lmb[l];
         }
         busiest = fmax(busiest, sum);
-        /* ps_search_pipeline_lb, summed as it goes: stage k's F and B passes after the first micro-batch's forward through the stages before
-         * it, and before the last backward through them */
-        chain = fmax(chain, prefix + (double)x->micro * sumb);
-        prefix += sumb;
     }
-    if (prunable(w, o, oc->gbs, fmax((double)x->micro * busiest, chain), where)) {
+    double lb = fmax((double)x->micro * busiest, ps_search_pipeline_lb(u, x->K, x->micro));
+    if (prunable(w, o, oc->gbs, lb, where)) {
         w->pruned++;
         return PS_OK;
     }
@@ -712,7 +711,6 @@ static ps_status order_shape_get(worker *w, const outer *oc, const order_shape *
     for (int st = 0; st < (int)kv; st++) sh->stage_dev[st] = ps_sched_device_of(w->sched, st);
     for (int dev = 0; dev < K; dev++)
         for (int c = 0; c < v; c++) sh->dev_stage[(size_t)dev * v + c] = ps_sched_stage_of(w->sched, dev, c);
-    sh->n_pts = n;
     sh->K = K;
     sh->v = v;
     sh->micro = oc->micro;
@@ -966,6 +964,7 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
     double inflight[4096];
     const order_shape *sh;
     PS_TRY(order_shape_get(w, oc, &sh));
+    PS_TRY(ps_grow((void **)&w->dmem, &w->cap_dmem, (size_t)K, sizeof(double))); /* cost_partition's bound */
     for (int k = 0; k < K; k++) {
         int dev = sh->stage_dev[k];
         inflight[k] = sh->off[dev + 1] > sh->off[dev] ? sh->pts[sh->off[dev]] : 0;

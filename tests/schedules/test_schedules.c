@@ -717,7 +717,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kinds_table),  cmocka_unit_test(test_sweep),       cmocka_unit_test(test_closed_forms),
         cmocka_unit_test(test_latency_uneven), cmocka_unit_test(test_bad_input), cmocka_unit_test(test_custom_orders),
-        cmocka_unit_test(test_reuse),        cmocka_unit_test(test_check_matches_build), cmocka_unit_test(test_peak_points),        cmocka_unit_test(test_golden),      cmocka_unit_test(test_svg),
+        cmocka_unit_test(test_reuse),        cmocka_unit_test(test_check_matches_build),
+        cmocka_unit_test(test_peak_points),  cmocka_unit_test(test_golden),      cmocka_unit_test(test_svg),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -211,7 +211,8 @@ static void test_pipeline_lb(void **state)
             for (int d = 0; d < K; d++) sum += u[d] = any / m * pow(1 - 1.0 / m, d);
             assert_true(fabs(sum - 1) < 1e-9 || m == 1);
             if (m > 1) assert_true(fabs(ps_search_pipeline_lb(u, K, m) - any) < 1e-9);
-            assert_true(any >= (double)m / K * (1 - 1e-12) && any <= m * (1 + 1e-12)); /* between busy time and one stage */
+            /* between the busy-time bound and one stage holding everything */
+            assert_true(any >= (double)m / K * (1 - 1e-12) && any <= m * (1 + 1e-12));
         }
     ps_sched_destroy(s);
 }
