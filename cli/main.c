@@ -54,7 +54,7 @@ int main(int argc, char **argv)
         /* SERIALIZED: the search's OpenMP threads take work units from rank 0 and share pruning floors one at a time
          * (a critical section), from whichever thread is free. With less, mpi/search.c falls back to a static split
          * without shared floors. */
-        if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+        if (ps_mpi_init(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
             fprintf(stderr, "psearch: error: MPI_Init_thread failed\n");
             return PS_ERR_SYSTEM;
         }

@@ -154,3 +154,25 @@ done:
     free(data);
     return st;
 }
+
+bool ps_mpi_launched(void)
+{
+    /* What Open MPI's mpirun (OMPI_COMM_WORLD_SIZE, PMIX_*) and Slurm's srun (--mpi=pmix: PMIX_*; pmi2: PMI_*) put
+     * in every rank's environment. */
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMIX_NAMESPACE", "PMI_RANK", "PMI_FD",
+                                       "PMI_SIZE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (getenv(vars[i])) return true;
+    return false;
+}
+
+int ps_mpi_init(int *argc, char ***argv, int required, int *provided)
+{
+#ifdef OPEN_MPI
+    if (!ps_mpi_launched()) {
+        setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
+        setenv("OMPI_MCA_pml", "ob1", 0);
+    }
+#endif
+    return MPI_Init_thread(argc, argv, required, provided);
+}

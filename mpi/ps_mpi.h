@@ -12,6 +12,15 @@
 extern "C" {
 #endif
 
+/* MPI_Init_thread for the psearch command. A process started without a launcher (no mpirun, srun or PMI
+ * environment) is an MPI singleton of one rank; Open MPI would still start a helper daemon for it and try every
+ * point-to-point transport, which took 0.2-0.4 s of a 0.45 s single-GPU search. For such a process only, and only
+ * where the user has not set them, this asks Open MPI for no daemon (ess_singleton_isolated: no MPI_Comm_spawn, which
+ * psearch never calls) and the ob1 messaging layer (a singleton talks only to itself). Launched ranks are untouched. */
+int ps_mpi_init(int *argc, char ***argv, int required, int *provided);
+/* Whether this process was started by an MPI launcher (mpirun, srun with PMI/PMIx), from its environment. */
+bool ps_mpi_launched(void);
+
 /* Turn an MPI return code into PS_OK or PS_ERR_SYSTEM with "what: <MPI error string>". Needs an error handler
  * that returns (MPI_ERRORS_RETURN) on the communicator, which the psearch command installs. */
 ps_status ps_mpi_status(int rc, const char *what, const char *file, int line);

@@ -240,6 +240,7 @@ static char *rank_json(const ps_search_result *r, const ps_model *m, const key *
     if (isfinite(r->min_over)) {
         json_object_set_new(j, "min_over", json_real(r->min_over));
         json_object_set_new(j, "min_over_bound", json_boolean(r->min_over_bound));
+        json_object_set_new(j, "min_over_unit", json_integer(r->min_over_unit));
     }
     json_t *a = json_array();
     for (int x = 0; x < k; x++)
@@ -285,6 +286,7 @@ static ps_status assemble(const ps_cost_params *cp, const ps_model *m, const ps_
     memset(all, 0, sizeof *all);
     all->min_over = INFINITY;
     all->min_over_bound = 1;
+    all->min_over_unit = INT64_MAX;
     json_t **js = ps_calloc((size_t)n, sizeof *js);
     if (!js) return PS_ERR_SYSTEM;
     ps_status st = PS_OK;
@@ -307,9 +309,12 @@ static ps_status assemble(const ps_cost_params *cp, const ps_model *m, const ps_
         /* the binding of the plan closest to fitting, whichever rank tried it (lowest rank on ties) */
         json_t *mo = json_object_get(j, "min_over");
         int mb = json_is_true(json_object_get(j, "min_over_bound"));
-        if (mo && ps_search_over_less(json_number_value(mo), mb, all->min_over, all->min_over_bound)) {
+        int64_t mu = json_integer_value(json_object_get(j, "min_over_unit"));
+        if (mo && ps_search_over_less(json_number_value(mo), mb, mu, all->min_over, all->min_over_bound,
+                                      all->min_over_unit)) {
             all->min_over = json_number_value(mo);
             all->min_over_bound = mb;
+            all->min_over_unit = mu;
             ps_strlcpy(all->binding, json_string_value(json_object_get(j, "binding")), sizeof all->binding);
         }
     }

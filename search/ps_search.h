@@ -65,6 +65,8 @@ typedef struct {
                              merging results keeps the binding of the smallest, so it does not depend on ranks */
     int min_over_bound;   /* 1: min_over is only a lower bound (a plan skipped by its static memory, never costed);
                              a costed plan's shortfall always ranks first (ps_search_over_less) */
+    int64_t min_over_unit; /* the work unit of that plan: equal shortfalls rank by unit, so the binding message names
+                              the same plan whichever thread or rank searched it */
 } ps_search_result;
 
 /* A lower bound on the makespan of an unchunked pipeline (stage d on device d) with m micro-batches, from each stage's
@@ -78,8 +80,9 @@ double ps_search_pipeline_lb(const double *u, int K, int64_t m);
 double ps_search_pipeline_lb_any(double U, int K, int64_t m);
 
 /* The order of "closest to fitting" when results merge: a costed plan's shortfall (bound 0) before any lower bound's
- * (bound 1), then the smaller shortfall. */
-bool ps_search_over_less(double a, int a_bound, double b, int b_bound);
+ * (bound 1), then the smaller shortfall, then the earlier work unit (plans of one unit are tried in a fixed order by
+ * one thread, the first kept). */
+bool ps_search_over_less(double a, int a_bound, int64_t a_unit, double b, int b_bound, int64_t b_unit);
 
 /* Search. PS_OK with n_top == 0 when nothing is feasible (binding says why): the caller turns that into exit 1. */
 ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c, const ps_search_opts *o,

@@ -290,6 +290,8 @@ typedef struct {
     double cells;
     double min_over;       /* smallest (peak - capacity) of the plans that did not fit */
     int min_over_bound;    /* min_over is a lower bound only (ps_search_result) */
+    int64_t min_over_unit; /* its work unit */
+    int64_t unit;          /* the work unit being searched */
     char min_over_msg[320];
     ps_status st_err;
     int64_t err_index;
@@ -330,10 +332,11 @@ static ps_status cand_clone(const ps_search_cand *a, int64_t n_layers, ps_search
     return PS_OK;
 }
 
-bool ps_search_over_less(double a, int a_bound, double b, int b_bound)
+bool ps_search_over_less(double a, int a_bound, int64_t a_unit, double b, int b_bound, int64_t b_unit)
 {
     if (a_bound != b_bound) return a_bound < b_bound;
-    return a < b;
+    if (a != b) return a < b;
+    return a_unit < b_unit;
 }
 
 /* A plan that does not fit (pp stages, `s` on its first layer): `peak` bytes on its worst stage against `cap`. The
@@ -342,9 +345,10 @@ static void note_over(worker *w, int pp, const ps_strategy *s, int stage, double
 {
     double over = peak - cap;
     int bound = stage < 0;
-    if (!ps_search_over_less(over, bound, w->min_over, w->min_over_bound)) return;
+    if (!ps_search_over_less(over, bound, w->unit, w->min_over, w->min_over_bound, w->min_over_unit)) return;
     w->min_over = over;
     w->min_over_bound = bound;
+    w->min_over_unit = w->unit;
     int n = snprintf(w->min_over_msg, sizeof w->min_over_msg,
                      "the lightest plan tried (pp %d, tp %d x dp %d, ZeRO %d, recompute %s) needs ", pp, s->tp, s->dp,
                      s->zero, ps_recompute_name(s->ckpt));
@@ -791,6 +795,7 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
 {
     int64_t L = m->n_layers, width = c->n_gpus / oc->pp, global_mb = oc->gbs / oc->micro;
     int max_tp = ps_search_max_tp(o, c);
+    w->unit = index;
     strat S[PS_SEARCH_MAX_STRATS];
     ps_strategy lay_rep[PS_SEARCH_MAX_LAYOUTS];
     int n_layouts = 0;
@@ -1384,6 +1389,7 @@ ps_status ps_search_job_run(ps_search_job *j, const ps_search_source *src, ps_se
         ws[t].job = j;
         ws[t].min_over = INFINITY;
         ws[t].min_over_bound = 1;
+        ws[t].min_over_unit = INT64_MAX;
         ws[t].err_index = INT64_MAX;
         ws[t].top = ps_calloc((size_t)o->top_k + 1, sizeof *ws[t].top);
         if (!ws[t].top || ps_ldp_create(&ws[t].ldp) != PS_OK || ps_pdp_create(&ws[t].pdp) != PS_OK ||
@@ -1426,6 +1432,7 @@ ps_status ps_search_job_run(ps_search_job *j, const ps_search_source *src, ps_se
     out->top = ps_calloc((size_t)o->top_k + 1, sizeof *out->top);
     double min_over = INFINITY;
     int min_over_bound = 1;
+    int64_t min_over_unit = INT64_MAX;
     int64_t err_index = INT64_MAX;
     ps_status err = PS_OK;
     char err_msg[512] = "";
@@ -1436,9 +1443,11 @@ ps_status ps_search_job_run(ps_search_job *j, const ps_search_source *src, ps_se
         out->feasible += w->feasible;
         out->pruned += w->pruned;
         out->dp_cells += w->cells;
-        if (ps_search_over_less(w->min_over, w->min_over_bound, min_over, min_over_bound)) {
+        if (ps_search_over_less(w->min_over, w->min_over_bound, w->min_over_unit, min_over, min_over_bound,
+                                min_over_unit)) {
             min_over = w->min_over;
             min_over_bound = w->min_over_bound;
+            min_over_unit = w->min_over_unit;
             ps_strlcpy(out->binding, w->min_over_msg, sizeof out->binding);
         }
         if (w->st_err != PS_OK && w->err_index < err_index) {
@@ -1469,6 +1478,7 @@ ps_status ps_search_job_run(ps_search_job *j, const ps_search_source *src, ps_se
     }
     out->min_over = min_over;
     out->min_over_bound = min_over_bound;
+    out->min_over_unit = min_over_unit;
     ps_search_explain(out, o, c);
     return PS_OK;
 }
