@@ -46,6 +46,15 @@ int main(int argc, char **argv)
         return 0;
     }
 
+    /* Two outputs on one file: the second write would silently replace the first (--out F --svg F). */
+    const char *outs[] = {o.out, o.svg, o.db_out, o.record};
+    const char *names[] = {"--out", "--svg", "--out", "--record"};
+    if ((st = ps_outputs_distinct(outs, names, 4)) != PS_OK) {
+        print_error(&o, 0, 1);
+        return st;
+    }
+    /* before any output or database temporary exists: a SIGTERM from the user or the launcher removes them */
+    ps_cleanup_install();
     int use_mpi = ps_cli_needs_mpi(&o);
     int rank = 0, nranks = 1;
     MPI_Comm comm = MPI_COMM_NULL;

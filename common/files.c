@@ -48,20 +48,39 @@ int ps_remove_stale_temporaries(const char *dir, const char *name)
     return removed;
 }
 
-ps_status ps_write_file_atomic(const char *path, const char *data, size_t len)
+static ps_status write_stream(const ps_output *o, const char *path, const char *data, size_t len)
 {
-    if (strcmp(path, "-") == 0) {
+    if (o->fd == 1) {
         if (fwrite(data, 1, len, stdout) != len || fflush(stdout) != 0)
             return PS_FAIL(PS_ERR_SYSTEM, "writing to standard output failed: %s", strerror(errno));
         return PS_OK;
     }
-    /* The temporary lives in the target's directory so rename() is atomic (same file system). */
+    if (o->fd >= 0) {
+        if (o->fd == 2) fflush(stderr);
+        return ps_write_all(o->fd, data, len, path);
+    }
+    /* a device or FIFO: opened for writing in place, never created, truncated or replaced */
+    int fd = open(o->path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return PS_FAIL(PS_ERR_INPUT, "%s: cannot open the output: %s", path, strerror(errno));
+    ps_status st = ps_write_all(fd, data, len, path);
+    if (close(fd) != 0 && st == PS_OK) st = PS_FAIL(PS_ERR_SYSTEM, "%s: close failed: %s", path, strerror(errno));
+    return st;
+}
+
+ps_status ps_write_file_atomic(const char *path, const char *data, size_t len)
+{
+    ps_output o;
+    PS_TRY(ps_output_resolve(path, &o));
+    if (o.kind == PS_OUTPUT_STREAM) return write_stream(&o, path, data, len);
+    /* The temporary lives in the directory of the resolved file so rename() is atomic (same file system) and a
+     * symbolic link at `path` keeps pointing at the file it named. */
     char tmp[PATH_MAX];
-    int n = snprintf(tmp, sizeof tmp, "%s" TMP_SUFFIX, path);
+    int n = snprintf(tmp, sizeof tmp, "%s" TMP_SUFFIX, o.path);
     if (n < 0 || (size_t)n >= sizeof tmp) return PS_FAIL(PS_ERR_INPUT, "%s: output path too long", path);
     int fd = mkstemp(tmp);
     if (fd < 0)
         return PS_FAIL(PS_ERR_INPUT, "%s: cannot create output file: %s", path, strerror(errno));
+    int slot = ps_cleanup_add(tmp);
     ps_status st = ps_write_all(fd, data, len, path);
     if (st == PS_OK && fsync(fd) != 0) st = PS_FAIL(PS_ERR_SYSTEM, "%s: fsync failed: %s", path, strerror(errno));
     /* mkstemp creates 0600; outputs are ordinary files, readable like any other the user writes. */
@@ -71,21 +90,27 @@ ps_status ps_write_file_atomic(const char *path, const char *data, size_t len)
         if (fchmod(fd, 0666 & ~mask) != 0) st = PS_FAIL(PS_ERR_SYSTEM, "%s: chmod: %s", path, strerror(errno));
     }
     if (close(fd) != 0 && st == PS_OK) st = PS_FAIL(PS_ERR_SYSTEM, "%s: close failed: %s", path, strerror(errno));
-    if (st == PS_OK && rename(tmp, path) != 0)
+    if (st == PS_OK && rename(tmp, o.path) != 0)
         st = PS_FAIL(PS_ERR_INPUT, "%s: cannot replace output file: %s", path, strerror(errno));
     if (st != PS_OK) unlink(tmp);
+    ps_cleanup_remove(slot);
     return st;
 }
 
 ps_status ps_read_file(const char *path, char **out, size_t *len)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return PS_FAIL(PS_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    int fd = ps_open_input(path, "the input");
+    if (fd < 0) return ps_error_trace(PS_ERR_INPUT, __FILE__, __LINE__);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return PS_FAIL(PS_ERR_SYSTEM, "%s: cannot open: %s", path, strerror(errno));
+    }
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fileno(f), &sb) != 0) {
         fclose(f);
-        return PS_FAIL(PS_ERR_INPUT, "%s: not a regular file", path);
+        return PS_FAIL(PS_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
     }
     /* Inputs are descriptions, not data sets: anything this large is a wrong path, not a model. */
     if (sb.st_size > (off_t)64 * 1024 * 1024) {

@@ -106,11 +106,58 @@ int ps_edit_distance(const char *a, const char *b);
 void ps_utc_now_iso(char *buf, size_t cap);
 
 /* ---- files ---- */
-/* Write a whole file atomically: a temporary file beside `path`, fsync, rename. On any failure the temporary is
- * removed and the previous content of `path` (if any) is untouched. path "-" writes to stdout. */
+/* Write a whole output. A regular file, or a new name, is written atomically: a temporary file beside the file the
+ * path resolves to (through symbolic links, which stay links), fsync, rename; on any failure the temporary is removed
+ * and the previous content is untouched. A device, a FIFO, "-" or /dev/stdout (any /dev/fd, /proc/self/fd path) is
+ * written directly as a stream: no atomicity there. A directory is refused (PS_ERR_INPUT). */
 ps_status ps_write_file_atomic(const char *path, const char *data, size_t len);
-/* Read a whole file into a NUL-terminated heap buffer. Missing/unreadable file -> PS_ERR_INPUT naming it. */
+/* Read a whole file into a NUL-terminated heap buffer. Missing/unreadable file, or anything but a regular file (a
+ * FIFO, a device, a directory: never opened in a way that blocks) -> PS_ERR_INPUT naming it. */
 ps_status ps_read_file(const char *path, char **out, size_t *len);
+
+/* What an output path names, resolved before writing (common/paths.c). */
+typedef enum {
+    PS_OUTPUT_FILE,  /* a regular file or a new name: replaced atomically at `path` (links resolved, canonical) */
+    PS_OUTPUT_STREAM /* a device, a FIFO or an open file of this process (fd >= 0): written in place */
+} ps_output_kind;
+typedef struct {
+    ps_output_kind kind;
+    int fd;              /* STREAM through /dev/fd/N, /proc/self/fd/N, /dev/stdout, "-": that descriptor; else -1 */
+    char path[4096];     /* FILE: the canonical path of the file to replace; STREAM: the device or FIFO */
+} ps_output;
+/* Resolve an output path; a directory, a link loop or a missing folder -> PS_ERR_INPUT naming `path`. */
+ps_status ps_output_resolve(const char *path, ps_output *out);
+/* Refuse (PS_ERR_INPUT) two of n outputs (NULL entries skipped) that resolve to one file, naming both options. */
+ps_status ps_outputs_distinct(const char *const *paths, const char *const *options, int n);
+/* The one check of an input path before it is opened: PS_OK for a regular file (links followed); else PS_ERR_INPUT
+ * naming the path, `what` it was meant to be ("the model", "the cost database") and what it is instead. */
+ps_status ps_input_check(const char *path, const char *what);
+/* Open an input for reading without ever blocking (a FIFO is refused, not waited on): a descriptor of a regular
+ * file, or -1 with PS_ERR_INPUT recorded as ps_input_check words it. */
+int ps_open_input(const char *path, const char *what);
+/* "a regular file", "a FIFO (named pipe)", "a directory", ... for a st_mode. */
+const char *ps_file_type_name(unsigned mode);
+
+/* Advisory locks (fcntl: per process, released when it ends, however it ends; they hold on local file systems, on
+ * NFS v4 and v3 with lockd, and on Lustre mounted with -o flock; docs/design.md). One writer per destination. */
+/* Lock the whole file fd for writing without waiting: PS_ERR_INPUT "<what> is being written by another psearch
+ * (process N)" when another process holds it. */
+ps_status ps_lock_fd(int fd, const char *what);
+typedef struct {
+    int fd;
+    int cleanup_slot; /* the lock file goes on SIGTERM / SIGINT too (ps_cleanup_add) */
+    char path[4096 + 16];
+} ps_lock;
+/* Hold "<dir>/.<name>.lock" beside a resolved output file while it is written; ps_output_unlock removes it. */
+ps_status ps_output_lock(const char *resolved, ps_lock *lk);
+void ps_output_unlock(ps_lock *lk);
+
+/* Temporaries that SIGTERM, SIGINT or SIGHUP must not leave behind: ps_cleanup_install (once, in main) sets handlers
+ * that remove every registered path and then end the process by the same signal. At most 8 at once; add returns a
+ * slot (-1 when full: the path is then not removed on a signal). */
+void ps_cleanup_install(void);
+int ps_cleanup_add(const char *path);
+void ps_cleanup_remove(int slot);
 /* Copy the path of an input into dst (cap bytes: the path field of a model or cluster source, which every later
  * message names), or refuse it whole, since a cut path names another file: PS_ERR_INPUT saying it cannot be opened,
  * as ps_read_file would say of a missing one. */

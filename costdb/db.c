@@ -279,20 +279,33 @@ struct ps_costdb_writer {
     hid_t file, dxpl;
     MPI_Comm comm;
     int rank;
-    char path[512];
-    char tmp[600];
+    char path[512];   /* as the user gave it: messages name it */
+    char target[4096]; /* the file it resolves to (through links): the temporary goes beside it, then replaces it */
+    char tmp[4200];
+    ps_lock lock;     /* rank 0: one writer per database file */
+    int cleanup_slot; /* the temporary, removed on SIGTERM / SIGINT (ps_cleanup_add) */
 };
 
 const char *ps_costdb_temp_path(const ps_costdb_writer *w) { return w->tmp; }
 
-/* "<dir>/.<name>.tmp-<pid>": hidden, beside the target (same file system, so rename is atomic), and never a name a
- * user would pass as the database. */
-static void temp_name(const char *path, char *out, size_t cap)
+/* Where the database goes: the regular file (or new name) the path resolves to through links, never a device, a FIFO
+ * or a directory, since HDF5 writes a whole file and it only takes its name once complete. The temporary is
+ * "<dir>/.<name>.tmp-<pid>": hidden, beside the target (same file system, so rename is atomic), and never a name a
+ * user would pass as the database. Holds the target's lock (ps_output_lock) on success. */
+static ps_status writer_target(ps_costdb_writer *w, bool lock)
 {
-    char a[512], b[512];
-    ps_strlcpy(a, path, sizeof a);
-    ps_strlcpy(b, path, sizeof b);
-    snprintf(out, cap, "%s/.%s.tmp-%ld", dirname(a), basename(b), (long)getpid());
+    ps_output o;
+    PS_TRY(ps_output_resolve(w->path, &o));
+    if (o.kind != PS_OUTPUT_FILE)
+        return PS_FAIL(PS_ERR_INPUT, "%s: a cost database is written whole and then renamed into place: give the path "
+                                     "of a regular file, not a device, FIFO or standard output", w->path);
+    ps_strlcpy(w->target, o.path, sizeof w->target);
+    char a[4096], b[4096];
+    ps_strlcpy(a, o.path, sizeof a);
+    ps_strlcpy(b, o.path, sizeof b);
+    int n = snprintf(w->tmp, sizeof w->tmp, "%s/.%s.tmp-%ld", dirname(a), basename(b), (long)getpid());
+    if (n < 0 || (size_t)n >= sizeof w->tmp) return PS_FAIL(PS_ERR_INPUT, "%s: path too long", w->path);
+    return lock ? ps_output_lock(w->target, &w->lock) : PS_OK;
 }
 
 static ps_status write_prov(hid_t f, const ps_costdb_prov *p, const char *where)
@@ -346,30 +359,41 @@ static ps_status create_layout(ps_costdb_writer *w, const ps_costdb_prov *prov)
     return PS_OK;
 }
 
-ps_status ps_costdb_create(const char *path, MPI_Comm comm, const ps_costdb_prov *prov, ps_costdb_writer **out)
+/* lock false: the caller already holds the target's lock (a read-modify-write, ps_costdb_add_measurements). */
+static ps_status create_writer(const char *path, MPI_Comm comm, const ps_costdb_prov *prov, bool lock,
+                               ps_costdb_writer **out)
 {
     char d[160];
     *out = NULL;
     h5_quiet();
     ps_costdb_writer *w = ps_calloc(1, sizeof *w);
-    ps_status st = create_agree(comm, path, w ? PS_OK : PS_ERR_SYSTEM);
-    if (st != PS_OK) {
+    ps_status st = w ? PS_OK : PS_ERR_SYSTEM;
+    if (w) {
+        w->lock.fd = w->lock.cleanup_slot = -1;
+        w->cleanup_slot = -1;
+        w->file = w->dxpl = -1;
+        w->comm = comm;
+        ps_strlcpy(w->path, path, sizeof w->path);
+    }
+    if (st == PS_OK && comm != MPI_COMM_NULL) st = ps_mpi_status(MPI_Comm_rank(comm, &w->rank), "MPI_Comm_rank",
+                                                                 __FILE__, __LINE__);
+    /* Rank 0 decides where the file goes and holds it against a second writer until the rename. */
+    if (st == PS_OK && w->rank == 0) st = writer_target(w, lock);
+    if ((st = create_agree(comm, path, st)) != PS_OK) {
+        if (w) ps_output_unlock(&w->lock);
         free(w);
         return st;
     }
-    w->file = w->dxpl = -1;
-    w->comm = comm;
-    ps_strlcpy(w->path, path, sizeof w->path);
-    temp_name(path, w->tmp, sizeof w->tmp);
     if (comm != MPI_COMM_NULL) {
-        /* Every rank must open the same name: the lowest rank's pid names it. */
-        int rc = MPI_Comm_rank(comm, &w->rank);
-        if (rc == MPI_SUCCESS) rc = MPI_Bcast(w->tmp, (int)sizeof w->tmp, MPI_CHAR, 0, comm);
+        /* Every rank must open the same name: rank 0's pid names it. */
+        int rc = MPI_Bcast(w->tmp, (int)sizeof w->tmp, MPI_CHAR, 0, comm);
         if (rc != MPI_SUCCESS) {
+            ps_output_unlock(&w->lock);
             free(w);
             return ps_mpi_status(rc, "MPI_Bcast of the temporary name", __FILE__, __LINE__);
         }
     }
+    w->cleanup_slot = ps_cleanup_add(w->tmp);
     /* The 1.8+ file format checksums its metadata (superblock v2+, object headers v2): a reader then detects a
      * damaged header before parsing it, which HDF5 1.10 does not survive for the old format (fuzz_costdb). */
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
@@ -388,6 +412,8 @@ ps_status ps_costdb_create(const char *path, MPI_Comm comm, const ps_costdb_prov
     if (fapl >= 0) H5Pclose(fapl);
     if (st != PS_OK) {
         if (w->file >= 0) H5Fclose(w->file);
+        ps_cleanup_remove(w->cleanup_slot);
+        ps_output_unlock(&w->lock);
         free(w);
         return st;
     }
@@ -413,6 +439,11 @@ static void method_text(ps_costdb_table t, char *buf, size_t cap)
         if (ps_cost_param_range(coefs[i], &lo, &hi))
             ps_strcatf(buf, cap, "%s%s in [%g, %g]", i ? ", " : "; ranges: ", coefs[i], lo, hi);
     }
+}
+
+ps_status ps_costdb_create(const char *path, MPI_Comm comm, const ps_costdb_prov *prov, ps_costdb_writer **out)
+{
+    return create_writer(path, comm, prov, true, out);
 }
 
 ps_status ps_costdb_write_rows(ps_costdb_writer *w, ps_costdb_table t, const void *rows, size_t n)
@@ -502,6 +533,8 @@ void ps_costdb_abort(ps_costdb_writer *w)
     writer_close(w, d);
     if (w->comm != MPI_COMM_NULL) MPI_Barrier(w->comm);
     if (w->rank == 0) unlink(w->tmp);
+    ps_cleanup_remove(w->cleanup_slot);
+    ps_output_unlock(&w->lock);
     free(w);
 }
 
@@ -520,7 +553,7 @@ ps_status ps_costdb_commit(ps_costdb_writer *w)
     if (w->rank == 0 && ok) {
         /* Data on disk before the name points at it: a crash after the rename never shows a half-written file. */
         int fd = open(w->tmp, O_RDONLY);
-        if (fd < 0 || fsync(fd) != 0 || rename(w->tmp, w->path) != 0) {
+        if (fd < 0 || fsync(fd) != 0 || rename(w->tmp, w->target) != 0) {
             st = PS_FAIL(PS_ERR_INPUT, "%s: cannot put the cost database in place (from %s): %s", w->path, w->tmp,
                          strerror(errno));
             ok = 0;
@@ -537,14 +570,16 @@ ps_status ps_costdb_commit(ps_costdb_writer *w)
         if (!ok && st == PS_OK) st = PS_FAIL(PS_ERR_SYSTEM, "%s: rank 0 could not put the cost database in place",
                                              w->path);
     }
+    ps_cleanup_remove(w->cleanup_slot);
+    ps_output_unlock(&w->lock);
     free(w);
     return st;
 }
 
-ps_status ps_costdb_write(const char *path, const ps_costdb *db)
+static ps_status write_db(const char *path, const ps_costdb *db, bool lock)
 {
     ps_costdb_writer *w = NULL;
-    PS_TRY(ps_costdb_create(path, MPI_COMM_NULL, &db->prov, &w));
+    PS_TRY(create_writer(path, MPI_COMM_NULL, &db->prov, lock, &w));
     const void *rows[PS_COSTDB_N_TABLES] = {db->dev, db->gemm, db->bw, db->coll, db->ovl, db->meas, db->fit};
     size_t n[PS_COSTDB_N_TABLES] = {db->n_dev, db->n_gemm, db->n_bw, db->n_coll, db->n_ovl, db->n_meas, db->n_fit};
     for (int t = 0; t < PS_COSTDB_N_TABLES; t++) {
@@ -557,6 +592,8 @@ ps_status ps_costdb_write(const char *path, const ps_costdb *db)
     PS_TRY(ps_costdb_commit(w));
     return PS_OK;
 }
+
+ps_status ps_costdb_write(const char *path, const ps_costdb *db) { return write_db(path, db, true); }
 
 /* ---- reading -------------------------------------------------------------------------------------------------------- */
 
@@ -1003,14 +1040,14 @@ ps_status ps_costdb_read(const char *path, ps_costdb *db)
     char d[160];
     memset(db, 0, sizeof *db);
     h5_quiet();
-    struct stat sb;
-    if (stat(path, &sb) != 0) return PS_FAIL(PS_ERR_INPUT, "%s: cannot open the cost database: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode)) return PS_FAIL(PS_ERR_INPUT, "%s: the cost database is not a regular file", path);
     unsigned char head[9];
-    FILE *hf = fopen(path, "rb");
-    if (!hf) return PS_FAIL(PS_ERR_INPUT, "%s: cannot open the cost database: %s", path, strerror(errno));
-    size_t got = fread(head, 1, sizeof head, hf);
-    fclose(hf);
+    int fd = ps_open_input(path, "the cost database");
+    if (fd < 0) return ps_error_trace(PS_ERR_INPUT, __FILE__, __LINE__);
+    ssize_t r;
+    size_t got = 0;
+    while (got < sizeof head && ((r = read(fd, head + got, sizeof head - got)) > 0 || (r < 0 && errno == EINTR)))
+        if (r > 0) got += (size_t)r;
+    close(fd);
     PS_TRY(check_head(head, got, path));
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0)
@@ -1133,6 +1170,8 @@ ps_status ps_costdb_merge(const ps_costdb *a, const ps_costdb *b, ps_costdb *out
 
 /* ---- executed plans ------------------------------------------------------------------------------------------------ */
 
+static ps_status record_locked(const char *path, const ps_bench_measurement *rows, size_t n);
+
 ps_status ps_costdb_add_measurements(const char *path, const ps_bench_measurement *rows, size_t n)
 {
     if (n == 0) return PS_OK;
@@ -1141,6 +1180,22 @@ ps_status ps_costdb_add_measurements(const char *path, const ps_bench_measuremen
         const char *why = row_problem(PS_COSTDB_MEASUREMENTS, &rows[i], wb, sizeof wb);
         if (why) return PS_FAIL(PS_ERR_INPUT, "%s: measurement %zu to record: %s", path, i, why);
     }
+    /* One writer from the read to the rename: two runs recording at once would each write back the rows they read,
+     * and the first one's would be lost. */
+    ps_output o;
+    PS_TRY(ps_output_resolve(path, &o));
+    if (o.kind != PS_OUTPUT_FILE)
+        return PS_FAIL(PS_ERR_INPUT, "%s: measurements are recorded into a cost database file: give the path of a "
+                                     "regular file, not a device, FIFO or standard output", path);
+    ps_lock lock;
+    PS_TRY(ps_output_lock(o.path, &lock));
+    ps_status st = record_locked(path, rows, n);
+    ps_output_unlock(&lock);
+    return st;
+}
+
+static ps_status record_locked(const char *path, const ps_bench_measurement *rows, size_t n)
+{
     ps_costdb db;
     struct stat sb;
     if (stat(path, &sb) == 0) {
@@ -1171,7 +1226,7 @@ ps_status ps_costdb_add_measurements(const char *path, const ps_bench_measuremen
     db.meas = all;
     db.n_meas += n;
     /* The whole file again, through a temporary and a rename: an interrupted append leaves the old file. */
-    ps_status st = ps_costdb_write(path, &db);
+    ps_status st = write_db(path, &db, false);
     ps_costdb_free(&db);
     PS_TRY(st);
     return PS_OK;

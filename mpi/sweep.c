@@ -117,6 +117,9 @@ ps_status ps_sweep_log_open(const char *path, ps_sweep_log **out, size_t *torn_b
         st = PS_FAIL(PS_ERR_INPUT, "%s: cannot open the sweep records: %s", path, strerror(errno));
         goto fail;
     }
+    /* One sweep per folder: a second one would record every cell again, and the folder could never be resumed. The
+     * lock goes with the process, however it ends (a killed sweep leaves none behind). */
+    PS_TRY_GOTO(st, ps_lock_fd(lg->fd, path), fail);
     if (!existed) PS_TRY_GOTO(st, fsync_dir_of(path), fail);
     size_t len = 0;
     PS_TRY_GOTO(st, read_fd(lg, &buf, &len), fail);

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# One writer per destination (issue #23): a second sweep into a folder another sweep is writing, and a second
+# calibration into a database another one is writing, are refused at once (exit 2, naming the other process), and
+# the first finishes untouched: every cell recorded once, the folder resumable, the database readable.
+#   one_writer.sh PSEARCH
+set -u
+psearch=$1
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/cli/test_lib.sh
+source "$here/test_lib.sh"
+scratch=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$scratch"' EXIT
+cd "$scratch" || exit 1
+
+wait_for() { # path seconds: until the path exists
+  local i
+  for ((i = 0; i < $2 * 20; i++)); do
+    [[ -e $1 ]] && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+# ---- two sweeps, one folder ----
+"$psearch" sweep --models gpt3-65b,gpt3-175b,llama2-70b --clusters dgx-a100-80g:1,2,4,8,16 --out tables \
+  >first.out 2>&1 &
+first=$!
+if wait_for tables/cells.jsonl 30; then
+  "$psearch" sweep --models gpt3-65b,gpt3-175b,llama2-70b --clusters dgx-a100-80g:1,2,4,8,16 --out tables \
+    >second.out 2>&1
+  rc=$?
+  if kill -0 $first 2>/dev/null; then
+    check "second sweep refused (exit 2), got $rc" test $rc -eq 2
+    check "second sweep names the other process" grep -q 'being written by another psearch (process' second.out
+  else
+    echo "# the first sweep ended before the second started: the lock was not exercised"
+  fi
+else
+  bad "the first sweep never opened its records"
+fi
+wait $first
+check "first sweep completed" test $? -eq 0
+check "each cell recorded once" test "$(wc -l <tables/cells.jsonl)" -eq 15
+dups=$(grep -o '"key": *"[^"]*"' tables/cells.jsonl | sort | uniq -d | wc -l)
+check "no cell recorded twice" test "$dups" -eq 0
+"$psearch" sweep --models gpt3-65b,gpt3-175b,llama2-70b --clusters dgx-a100-80g:1,2,4,8,16 --out tables --resume \
+  >resume.out 2>&1
+check "the folder resumes" test $? -eq 0
+
+# ---- two calibrations, one database ----
+"$psearch" calibrate --quick --out site.h5 >cal1.out 2>&1 &
+first=$!
+if wait_for .site.h5.lock 30; then
+  "$psearch" calibrate --quick --out site.h5 >cal2.out 2>&1
+  rc=$?
+  if kill -0 $first 2>/dev/null; then
+    check "second calibration refused (exit 2), got $rc" test $rc -eq 2
+    check "second calibration names the other process" grep -q 'being written by another psearch (process' cal2.out
+  else
+    echo "# the first calibration ended before the second started: the lock was not exercised"
+  fi
+else
+  bad "the first calibration never took its lock"
+fi
+wait $first
+check "first calibration completed" test $? -eq 0
+"$psearch" costdb show site.h5 >/dev/null 2>&1
+check "the database reads back" test $? -eq 0
+check "no lock file left" test ! -e .site.h5.lock
+check "no temporary left" test -z "$(ls -A | grep tmp)"
+
+# ---- SIGTERM: no temporary left behind ----
+"$psearch" calibrate --quick --out killed.h5 >cal3.out 2>&1 &
+victim=$!
+if wait_for .killed.h5.lock 30; then
+  sleep 0.5
+  kill -TERM $victim
+  wait $victim
+  rc=$?
+  check "SIGTERM ends calibrate by that signal (143), got $rc" test $rc -eq 143
+  check "no temporary left after SIGTERM" test -z "$(ls -A | grep 'killed.h5.tmp')"
+  check "no database appeared" test ! -e killed.h5
+else
+  bad "the calibration to kill never took its lock"
+fi
+finish
