@@ -132,6 +132,12 @@ ps_status ps_read_file(const char *path, char **out, size_t *len)
         return PS_FAIL(PS_ERR_INPUT, "%s: read failed", path);
     }
     buf[n] = '\0';
+    /* A UTF-8 byte-order mark (EF BB BF), which some editors put first: no reader means it, and left in place it is
+     * an invisible first character in every message about line 1. Dropped, as RFC 8259 lets a JSON reader do. */
+    if (n >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0) {
+        memmove(buf, buf + 3, n - 2);
+        n -= 3;
+    }
     *out = buf;
     if (len) *len = n;
     return PS_OK;

@@ -146,6 +146,18 @@ static ps_status unknown_key(const char *key, const char *val, const lpos *pos, 
     return PS_FAIL(PS_ERR_INPUT, "%s:%d:%d: %s=%s: unknown key '%s'", pos->path, pos->line, col, key, val, key);
 }
 
+/* A key given twice on one line: which value would win is a guess the reader should not have to make (the JSON
+ * readers refuse duplicate keys too). keys[0..n) are the keys before this one on the line, cols their columns. */
+static ps_status once_per_line(const char *key, const char *const *keys, const int *cols, int n, const lpos *pos,
+                               int col)
+{
+    for (int j = 0; j < n; j++)
+        if (strcmp(keys[j], key) == 0)
+            return PS_FAIL(PS_ERR_INPUT, "%s:%d:%d: '%s' is given twice on this line (first at column %d)", pos->path,
+                           pos->line, col, key, cols[j]);
+    return PS_OK;
+}
+
 /* Split "key=value" in place; false when there is no '=' or the key is empty. */
 static bool split_kv(char *t, char **key, char **val)
 {
@@ -160,12 +172,17 @@ static bool split_kv(char *t, char **key, char **val)
 static ps_status set_line(token *tok, int n, const lpos *pos, ps_model *m, ps_layer_spec *defaults)
 {
     if (n == 1) return PS_FAIL(PS_ERR_INPUT, "%s:%d: 'set' needs key=value pairs", pos->path, pos->line);
+    const char *keys[MAX_TOKENS];
+    int cols[MAX_TOKENS], nk = 0;
     for (int i = 1; i < n; i++) {
         char *key, *val;
         if (!split_kv(tok[i].text, &key, &val))
             return PS_FAIL(PS_ERR_INPUT, "%s:%d:%d: '%s': expected key=value", pos->path, pos->line, tok[i].col,
                            tok[i].text);
         int col = tok[i].col;
+        PS_TRY(once_per_line(key, keys, cols, nk, pos, col));
+        keys[nk] = key;
+        cols[nk++] = col;
         if (!strcmp(key, "name")) {
             PS_TRY(put_string(m->name, sizeof m->name, key, val, pos, col));
         } else if (!strcmp(key, "family")) {
@@ -209,12 +226,22 @@ static ps_status layer_line(token *tok, int n, const lpos *pos, const ps_layer_s
     }
     ps_layer_spec group;
     memset(&group, 0, sizeof group);
+    /* "x24" counts as the line's repeat key */
+    const char *keys[MAX_TOKENS];
+    int cols[MAX_TOKENS], nk = 0;
+    if (first == 2) {
+        keys[nk] = "repeat";
+        cols[nk++] = tok[1].col;
+    }
     for (int i = first; i < n; i++) {
         char *key, *val;
         if (!split_kv(tok[i].text, &key, &val))
             return PS_FAIL(PS_ERR_INPUT, "%s:%d:%d: '%s': expected key=value (a repeat count goes right after the "
                            "kind, as in 'decoder x24')",
                            pos->path, pos->line, tok[i].col, tok[i].text);
+        PS_TRY(once_per_line(key, keys, cols, nk, pos, tok[i].col));
+        keys[nk] = key;
+        cols[nk++] = tok[i].col;
         if (!strcmp(key, "repeat")) {
             if (!ps_parse_i64(val, &repeat) || repeat < 1)
                 return PS_FAIL(PS_ERR_INPUT, "%s:%d:%d: repeat=%s: must be a positive integer", pos->path, pos->line,
@@ -266,9 +293,22 @@ static ps_status parse_text(char *buf, const char *path, ps_model *m, ps_layer_v
     return PS_OK;
 }
 
-ps_status ps_model_from_layer_list(const char *text, const char *path, const ps_model_opts *opts, ps_model *out)
+ps_status ps_model_from_layer_list(const char *text, size_t len, const char *path, const ps_model_opts *opts,
+                                   ps_model *out)
 {
     memset(out, 0, sizeof *out);
+    /* A NUL byte would end the text early and silently drop every layer after it: say where it is. */
+    const char *nul = memchr(text, '\0', len);
+    if (nul) {
+        int line = 1, col = 1;
+        for (const char *p = text; p < nul; p++, col++)
+            if (*p == '\n') {
+                line++;
+                col = 0;
+            }
+        return PS_FAIL(PS_ERR_INPUT, "%s:%d:%d: a NUL byte: a layer list is text (is this a binary file?)", path, line,
+                       col);
+    }
     out->dtype = PS_DTYPE_BF16;
     ps_model_stem(path, out->name, sizeof out->name);
     ps_layer_vec vec = {0};

@@ -258,7 +258,7 @@ ps_status ps_model_parse(const ps_model_source *src, const char *text, size_t le
         /* .layers files are layer lists; anything else that does not open like a JSON object is sniffed as one
          * too, so a user's "model.txt" works, while a broken .json still gets the JSON parser's line:column. */
         if (ends_with(path, ".layers") || (*p != '{' && !ends_with(path, ".json"))) {
-            st = ps_model_from_layer_list(text, path, opts, out);
+            st = ps_model_from_layer_list(text, len, path, opts, out);
         } else {
             st = ps_json_load_buffer(text, len, path, &root);
             if (st == PS_OK) st = load_json_root(root, path, opts, out);
@@ -292,8 +292,9 @@ ps_status ps_model_load_layer_list(const char *path, const ps_model_opts *opts, 
 {
     memset(out, 0, sizeof *out);
     char *text = NULL;
-    PS_TRY(ps_read_file(path, &text, NULL));
-    ps_status st = ps_model_from_layer_list(text, path, opts, out);
+    size_t len = 0;
+    PS_TRY(ps_read_file(path, &text, &len));
+    ps_status st = ps_model_from_layer_list(text, len, path, opts, out);
     free(text);
     return st == PS_OK ? PS_OK : ps_error_trace(st, __FILE__, __LINE__);
 }

@@ -80,7 +80,9 @@ ps_status ps_model_finish(ps_model *m, ps_layer_vec *vec, const ps_model_opts *o
  * the file in messages. They initialise *out first and leave it empty on failure. */
 ps_status ps_model_from_json(const json_t *root, const char *path, const ps_model_opts *opts, ps_model *out);
 ps_status ps_model_from_hf(const json_t *root, const char *path, const ps_model_opts *opts, ps_model *out);
-ps_status ps_model_from_layer_list(const char *text, const char *path, const ps_model_opts *opts, ps_model *out);
+/* text holds len bytes (a NUL among them is refused, naming its line and column) and a NUL after them. */
+ps_status ps_model_from_layer_list(const char *text, size_t len, const char *path, const ps_model_opts *opts,
+                                   ps_model *out);
 
 /* Name of the file without directories and extension ("dir/gpt2.json" -> "gpt2"), into out. */
 void ps_model_stem(const char *path, char *out, size_t cap);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -91,6 +92,77 @@ static void test_atomic_write(void **state)
     char cmd[512];
     snprintf(cmd, sizeof cmd, "test $(ls %s | wc -l) -eq 1", g_dir);
     assert_int_equal(system(cmd), 0);
+}
+
+/* What a path names (common/paths.c): links are written through, a FIFO is never opened for reading, a BOM is
+ * dropped, two names of one file are told apart from two files. */
+static void test_paths(void **state)
+{
+    (void)state;
+    char target[300], link[300], fifo[300], bom[300];
+    snprintf(target, sizeof target, "%s/target.txt", g_dir);
+    snprintf(link, sizeof link, "%s/link.txt", g_dir);
+    snprintf(fifo, sizeof fifo, "%s/fifo", g_dir);
+    snprintf(bom, sizeof bom, "%s/bom.txt", g_dir);
+    assert_int_equal(ps_write_file_atomic(target, "old\n", 4), PS_OK);
+    assert_int_equal(symlink("target.txt", link), 0);
+    assert_int_equal(ps_write_file_atomic(link, "new\n", 4), PS_OK);
+    struct stat sb;
+    assert_int_equal(lstat(link, &sb), 0);
+    assert_true(S_ISLNK(sb.st_mode)); /* the link stays a link */
+    char *buf = NULL;
+    assert_int_equal(ps_read_file(target, &buf, NULL), PS_OK);
+    assert_string_equal(buf, "new\n"); /* and its target got the bytes */
+    free(buf);
+    ps_output o;
+    assert_int_equal(ps_output_resolve(link, &o), PS_OK);
+    assert_int_equal(o.kind, PS_OUTPUT_FILE);
+    assert_non_null(strstr(o.path, "/target.txt"));
+    assert_int_equal(ps_output_resolve("/dev/stdout", &o), PS_OK);
+    assert_int_equal(o.kind, PS_OUTPUT_STREAM);
+    assert_int_equal(o.fd, 1);
+    assert_int_equal(ps_output_resolve(g_dir, &o), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "is a directory"));
+    const char *same[] = {target, link}, *names[] = {"--out", "--svg"};
+    assert_int_equal(ps_outputs_distinct(same, names, 2), PS_ERR_INPUT);
+    const char *apart[] = {target, bom};
+    assert_int_equal(ps_outputs_distinct(apart, names, 2), PS_OK);
+
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    buf = NULL;
+    assert_int_equal(ps_read_file(fifo, &buf, NULL), PS_ERR_INPUT); /* at once: no writer is waited for */
+    assert_non_null(strstr(ps_error_message(), "FIFO"));
+    assert_null(buf);
+    assert_int_equal(ps_input_check(g_dir, "the model"), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "the model must be a regular file; this is a directory"));
+
+    assert_int_equal(ps_write_file_atomic(bom, "\xEF\xBB\xBF{}", 5), PS_OK);
+    size_t len = 0;
+    assert_int_equal(ps_read_file(bom, &buf, &len), PS_OK);
+    assert_string_equal(buf, "{}");
+    assert_int_equal(len, 2);
+    free(buf);
+
+    /* one writer: a second lock on the same output, from another process, is refused naming the holder */
+    ps_lock lk;
+    assert_int_equal(ps_output_lock(target, &lk), PS_OK);
+    char cmd[700];
+    pid_t pid = fork();
+    if (pid == 0) {
+        ps_lock other;
+        ps_status st = ps_output_lock(target, &other);
+        _exit(st == PS_ERR_INPUT && strstr(ps_error_message(), "being written by another psearch") ? 0 : 1);
+    }
+    int wst = 0;
+    assert_int_equal(waitpid(pid, &wst, 0), pid);
+    assert_true(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+    ps_output_unlock(&lk);
+    snprintf(cmd, sizeof cmd, "test ! -e %s/.target.txt.lock", g_dir);
+    assert_int_equal(system(cmd), 0);
+    unlink(link);
+    unlink(target);
+    unlink(fifo);
+    unlink(bom);
 }
 
 static void test_read_missing(void **state)
@@ -220,7 +292,7 @@ int main(void)
         cmocka_unit_test(test_parse),            cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_read_missing),     cmocka_unit_test(test_json_syntax_error),
         cmocka_unit_test(test_json_fields),      cmocka_unit_test(test_utc_now_iso),
-        cmocka_unit_test(test_fmt_rel_err),
+        cmocka_unit_test(test_fmt_rel_err),      cmocka_unit_test(test_paths),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

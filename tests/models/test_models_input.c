@@ -54,6 +54,10 @@ static const bad_case g_cases[] = {
     {"missing-seq.layers", {"missing-seq.layers:2: seq: missing", NULL}},
     {"overflow.layers", {"overflow.layers:2:9: hidden=99999999999999999999: not an integer", NULL}},
     {"bad-bool.layers", {"bad-bool.layers:2:9: bias=maybe: must be true or false", NULL}},
+    {"dup-key.layers", {"dup-key.layers:2:22: 'heads' is given twice on this line (first at column 13)", NULL}},
+    {"dup-repeat.layers", {"dup-repeat.layers:2:13: 'repeat' is given twice on this line (first at column 9)", NULL}},
+    {"dup-set.layers", {"dup-set.layers:1:34: 'heads' is given twice", NULL}},
+    {"nul-byte.layers", {"nul-byte.layers:2:11: a NUL byte", NULL}},
 };
 
 static void run_case(const bad_case *c)
