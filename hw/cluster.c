@@ -739,7 +739,13 @@ ps_link ps_cluster_link(const ps_cluster *c, int64_t a, int64_t b)
 
 bool ps_cluster_supports_dtype(const ps_cluster *c, const char *dtype)
 {
-    for (int g = 0; g < c->n_groups; g++)
+    /* CPU-only groups (gpus_per_node 0) hold no stage: only the GPUs decide, or a login node's missing tensor cores
+     * would block the fp16 fallback of a V100 cluster */
+    int gpu_groups = 0;
+    for (int g = 0; g < c->n_groups; g++) {
+        if (c->groups[g].gpus_per_node == 0) continue;
         if (!(ps_gpu_peak_flops(&c->groups[g].gpu, dtype) > 0)) return false;
-    return c->n_groups > 0;
+        gpu_groups++;
+    }
+    return gpu_groups > 0;
 }
