@@ -201,6 +201,13 @@ static void gen_v(ps_sched *s, int dev)
  * warm-up fills every device with chunk-0 activations and the V stalls until the B chain comes back). The result:
  * with F = B = W each device idles d-1 units (the lower bound: the last device starts at d-1 and has 6n units of
  * work), against 1F1B's 6(d-1) — Table 1's "0" up to the small constant it ignores. */
+/* d^2 n, the order of gen_vzb's steps x devices x look-ahead. Measured with `psearch schedule --kind v-zb` on the
+ * 2-core development machine: d 256, n 1024 (2^26) took 1.9 s; d 512, n 1024 (2^28) 22 s; d 1024, n 2048 over
+ * 120 s. The cap, 2^27, keeps a build within about 10 s; the search never comes near it (it caps micro-batches x
+ * stages at 2^18, so d^2 n <= 2^18 d). */
+#define VZB_MAX_WORK 134217728.0
+static double vzb_work(int d, int n) { return (double)d * (double)d * (double)n; }
+
 static void gen_vzb(ps_sched *s)
 {
     const int d = s->d, n = s->n, S = s->stages;
@@ -320,6 +327,6 @@ const ps_sched_kind_def ps_sched_kinds_[] = {
      .description = "V-ZB: V-shape building block, offsets 4/2, warm-up/cool-down reordered; 1F1B's memory, d-1 idle",
      .default_chunks = 2, .min_chunks = 2, .max_chunks = 2,
      .place = PS_SCHED_PLACE_V, .n_rule = PS_SCHED_N_ANY, .v = &k_vzb,
-     .gen_all = gen_vzb},
+     .gen_all = gen_vzb, .gen_work = vzb_work, .max_gen_work = VZB_MAX_WORK},
 };
 const int ps_sched_nkinds_ = (int)(sizeof ps_sched_kinds_ / sizeof ps_sched_kinds_[0]);

@@ -9,8 +9,12 @@
 /* Beyond these the planner has no use and the (stage, micro-batch) tables would not fit in memory anyway. */
 #define PS_SCHED_MAX_DEVICES (1 << 20)
 #define PS_SCHED_MAX_MB (1 << 30)
-/* less the end-time padding (PS_SCHED_PAD per device), so a padded flat index still fits the int32 of a step */
-#define PS_SCHED_MAX_PASSES (((int64_t)1 << 31) - 8 * ((int64_t)PS_SCHED_MAX_DEVICES + 1))
+/* Passes (F, B, W of every micro-batch on every stage) in one schedule: 3 x 2^24, about 50 M. The workspace takes
+ * about 42 bytes per pass (V-ZB, 4096 stages x 65536 micro-batches asked for 34 GB and failed with "out of memory"),
+ * so this cap keeps it near 2 GB and a simulation within seconds, and refuses larger sizes at once with their
+ * numbers. Real pipelines are far below: the search itself caps a plan at 2^18 micro-batch stages (ps_plan_size_ok).
+ * It also stays below the int32 flat index of a padded step (2^31 less PS_SCHED_PAD per device). */
+#define PS_SCHED_MAX_PASSES ((int64_t)3 << 24)
 
 ps_status ps_sched_create(ps_sched **out)
 {
@@ -91,7 +95,8 @@ static ps_status check_sizes(int d, int n, int v, ps_sched_placement place)
     int64_t stages, sm, passes;
     PS_CHECK_INPUT(ps_mul_i64(d, v, &stages) && stages <= INT32_MAX, "d*v = %d*%d stages is too many", d, v);
     PS_CHECK_INPUT(ps_mul_i64(stages, n, &sm) && ps_mul_i64(sm, 3, &passes) && passes <= PS_SCHED_MAX_PASSES,
-                   "d*v*n = %d*%d*%d micro-batch stages is too many to schedule", d, v, n);
+                   "d*v*n = %d*%d*%d micro-batch stages is too many to schedule (at most %lld passes, 3 per "
+                   "micro-batch stage: about 2 GB of workspace)", d, v, n, (long long)PS_SCHED_MAX_PASSES);
     return PS_OK;
 }
 
@@ -185,6 +190,10 @@ static ps_status check_kind(const char *kind, int d, int n, int *v, const ps_sch
                    "schedule '%s' needs the micro-batches n to be a multiple of the devices d (n=%d, d=%d)", K->name,
                    n, d);
     PS_TRY(check_sizes(d, n, *v, K->place));
+    PS_CHECK_INPUT(!K->gen_work || K->gen_work(d, n) <= K->max_gen_work,
+                   "schedule '%s' with d = %d devices and n = %d micro-batches is too large to generate (its "
+                   "reordering takes about d^2 n = %.3g steps, at most %.3g: fewer devices or micro-batches)", K->name,
+                   d, n, K->gen_work(d, n), K->max_gen_work);
     *out = K;
     return PS_OK;
 }
@@ -301,6 +310,18 @@ static ps_status check_costs(const ps_sched *s, const ps_sched_costs *c)
             PS_CHECK_INPUT(isfinite(c->p2p[st]) && c->p2p[st] >= 0,
                            "p2p latency between stages %d and %d must be finite and >= 0 (got %g)", st, st + 1,
                            c->p2p[st]);
+    /* Each value finite is not enough: the makespan is at most the sum of every pass and every hand-over, and that
+     * sum must be finite too, or the result reads "makespan inf, bubble nan%". Likewise the activation peak. */
+    double work = 0, held = 0;
+    for (int st = 0; st < s->stages; st++) {
+        work += (c->f[st] + c->b[st] + (c->w ? c->w[st] : 0) + (c->p2p && st + 1 < s->stages ? 2 * c->p2p[st] : 0)) *
+                (double)s->n;
+        if (c->act) held += c->act[st] * (double)s->n;
+    }
+    PS_CHECK_INPUT(isfinite(work), "the pass times of %d stages x %d micro-batches add up beyond the largest double: "
+                   "give them in a larger unit", s->stages, s->n);
+    PS_CHECK_INPUT(isfinite(held), "the activation sizes of %d stages x %d micro-batches add up beyond the largest "
+                   "double: give them in a larger unit", s->stages, s->n);
     return PS_OK;
 }
 

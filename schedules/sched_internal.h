@@ -27,6 +27,10 @@ typedef struct ps_sched_kind_def {
      * pass[] device by device (device i owns [i*per, (i+1)*per) with per = passes per device), set dev_off and
      * npass. May use end_f / end_b / scratch as scratch: verification re-initialises them. */
     void (*gen_all)(ps_sched *s);
+    /* The generator's work, where it grows faster than the passes (V-ZB's greedy reordering looks up to 12d passes
+     * ahead on every device at every step: about d^2 n), and its cap; 0: the pass cap alone bounds the work. */
+    double (*gen_work)(int d, int n);
+    double max_gen_work;
 } ps_sched_kind_def;
 
 struct ps_sched {
