@@ -398,6 +398,11 @@ ps_status ps_cluster_finish(ps_cluster *c, const char *where)
         if (!ps_add_i64(n_gpus, gpus, &n_gpus))
             return PS_FAIL(PS_ERR_INPUT, "%s: node_groups[%d]: %lld GPUs: the total GPU count overflows", where, i,
                            (long long)gpus);
+        if (n_nodes > PS_CLUSTER_MAX_NODES || n_gpus > PS_CLUSTER_MAX_GPUS)
+            return PS_FAIL(PS_ERR_INPUT, "%s: node_groups[%d]: nodes = %lld x gpus_per_node = %lld makes %lld nodes and "
+                           "%lld GPUs in all; psearch plans for at most %d nodes and %d GPUs", where, i,
+                           (long long)g->nodes, (long long)g->gpus_per_node, (long long)n_nodes, (long long)n_gpus,
+                           PS_CLUSTER_MAX_NODES, PS_CLUSTER_MAX_GPUS);
         if (g->gpus_per_node > 0) {
             const ps_gpu *p = &g->gpu;
             if (!(p->mem_bytes > 0) || !(p->fp16_flops > 0) || !(p->fp32_flops > 0) || !(p->hbm_Bps > 0))
@@ -638,9 +643,12 @@ ps_status ps_cluster_locate(const char *spec, ps_cluster_source *src)
         if (!ps_parse_i64(count, &nodes))
             return PS_FAIL(PS_ERR_INPUT, "cluster '%s': the node count '%s' is not a whole number (use e.g. '%s:4')",
                            spec, count, name);
-        if (nodes < 1)
-            return PS_FAIL(PS_ERR_INPUT, "cluster '%s': the node count must be >= 1 (got %lld)", spec,
-                           (long long)nodes);
+        if (nodes < 1 || nodes > PS_CLUSTER_MAX_NODES)
+            return PS_FAIL(PS_ERR_INPUT, "cluster '%s': the node count must be in 1..%d (got %lld)", spec,
+                           PS_CLUSTER_MAX_NODES, (long long)nodes);
+        if (!name[0])
+            return PS_FAIL(PS_ERR_INPUT, "cluster '%s': no preset name before ':%s' (e.g. dgx-a100-80g:%s; "
+                           "psearch cluster list shows them)", spec, count, count);
     }
     PS_TRY(locate_preset(name, nodes, src));
     return PS_OK;

@@ -117,6 +117,12 @@ ps_status ps_cluster_load_json(const char *path, ps_cluster *out);
 ps_status ps_cluster_preset(const char *name, int64_t nodes, ps_cluster *out);
 ps_status ps_cluster_detect(MPI_Comm comm, ps_cluster *out);
 void ps_cluster_free(ps_cluster *c);
+/* The largest cluster psearch plans for: 2^20 GPUs and 2^20 nodes, ten times the largest training clusters
+ * announced (about 10^5 GPUs, 2024-2025). The search counts strategy degrees in int and enumerates divisors of the
+ * GPU count, so a cluster.json with 10^9 nodes once overflowed them ("dp -294967292") or ran for minutes; it is now
+ * refused at load, naming the group. */
+#define PS_CLUSTER_MAX_GPUS (1 << 20)
+#define PS_CLUSTER_MAX_NODES (1 << 20)
 /* True when every GPU of the cluster has a tensor peak for `dtype` ("bf16", "fp16", ...). */
 bool ps_cluster_supports_dtype(const ps_cluster *c, const char *dtype);
 /* Compute the derived fields and check invariants (sizes > 0, bandwidths > 0, ...); `where` names the source. */
