@@ -348,10 +348,18 @@ static void test_spec_errors(void **state)
     assert_int_equal(ps_cluster_load("", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
     assert_int_equal(ps_cluster_load(NULL, MPI_COMM_WORLD, &c), PS_ERR_INPUT);
 
-    /* nodes x 8 GPUs overflows int64 */
+    /* nodes x 8 GPUs would overflow int64: refused as beyond the largest cluster planned for (PS_CLUSTER_MAX_*),
+     * by the spec and by the preset loader alike */
     assert_int_equal(ps_cluster_load("dgx-h100:9223372036854775807", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
-    assert_msg_has("overflow");
+    assert_msg_has("the node count must be in 1..1048576");
+    assert_int_equal(ps_cluster_preset("dgx-h100", 131073, &c), PS_ERR_INPUT);
     assert_msg_has("dgx-h100.json");
+    assert_msg_has("1048584 GPUs in all; psearch plans for at most 1048576 nodes and 1048576 GPUs");
+    assert_int_equal(ps_cluster_preset("dgx-h100", 131072, &c), PS_OK); /* exactly 2^20 GPUs */
+    assert_int_equal(c.n_gpus, 1 << 20);
+    ps_cluster_free(&c);
+    assert_int_equal(ps_cluster_load(":4", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_msg_has("no preset name before ':4'");
     assert_int_equal(ps_cluster_preset("dgx-h100", 0, &c), PS_ERR_INPUT);
     assert_int_equal(ps_cluster_preset(NULL, 1, &c), PS_ERR_INPUT);
 
@@ -555,7 +563,7 @@ static void test_json_bad(void **state)
         {"bad-missing-gpus.json", {"missing field 'node_groups[0].gpus_per_node'", NULL, NULL}},
         {"bad-unknown-gpu.json", {"node_groups[0].gpu", "'a100-80gb'", "did you mean 'a100-80g'"}},
         {"bad-overflow.json", {"node_groups[0]", "1099511627776 x 1073741824", "overflow"}},
-        {"bad-overflow-sum.json", {"node_groups[1].nodes", "overflow", NULL}},
+        {"bad-overflow-sum.json", {"node_groups[0]", "psearch plans for at most 1048576 nodes", NULL}},
         {"bad-island.json", {"node_groups[0].island.size", "got 3", NULL}},
         {"bad-both-bw.json", {"node_groups[0].intra", "both bw_GBps and bw_Gbps", NULL}},
         {"bad-no-inter.json", {"node_groups[0].inter", "2 nodes", NULL}},
@@ -761,7 +769,7 @@ static void test_locate_and_parse(void **state)
     assert_int_equal(ps_cluster_locate("auto", &src), PS_OK);
     assert_true(src.detect);
     assert_int_equal(ps_cluster_locate("dgx-a100-80g:0", &src), PS_ERR_INPUT);
-    assert_msg_has("node count must be >= 1");
+    assert_msg_has("node count must be in 1..");
     assert_int_equal(ps_cluster_locate("dgx-a10:2", &src), PS_ERR_INPUT);
     assert_msg_has("unknown cluster preset 'dgx-a10'");
     /* A path is taken as given: whether it can be read is the reader's business (rank 0's, under MPI). */
