@@ -267,6 +267,10 @@ ps_status ps_cmd_costdb(const ps_cli_opts *o, ps_out *out)
     }
     /* merge */
     if (!o->db_out) return PS_FAIL(PS_ERR_INPUT, "'costdb merge' needs --out FILE.h5 (the merged database)");
+    /* A database merged with itself would count its ranks and rows twice, as if two allocations had been measured. */
+    if (ps_same_file(o->db_args[0], o->db_args[1]))
+        return PS_FAIL(PS_ERR_INPUT, "'costdb merge': %s and %s are the same file; merge databases of different "
+                       "allocations", o->db_args[0], o->db_args[1]);
     ps_costdb a, b, m;
     PS_TRY(ps_costdb_read(o->db_args[0], &a));
     ps_status st = ps_costdb_read(o->db_args[1], &b);

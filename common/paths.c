@@ -179,6 +179,12 @@ ps_status ps_outputs_distinct(const char *const *paths, const char *const *optio
     return PS_OK;
 }
 
+bool ps_same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 /* ---- advisory locks ---- */
 
 ps_status ps_lock_fd(int fd, const char *what)

@@ -135,6 +135,8 @@ ps_status ps_input_check(const char *path, const char *what);
 /* Open an input for reading without ever blocking (a FIFO is refused, not waited on): a descriptor of a regular
  * file, or -1 with PS_ERR_INPUT recorded as ps_input_check words it. */
 int ps_open_input(const char *path, const char *what);
+/* Whether two existing paths name one file (links followed: same device and inode). */
+bool ps_same_file(const char *a, const char *b);
 /* "a regular file", "a FIFO (named pipe)", "a directory", ... for a st_mode. */
 const char *ps_file_type_name(unsigned mode);
 

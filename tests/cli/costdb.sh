@@ -63,7 +63,15 @@ expect fp16_refused 2 'no fp16 tensor peak' "$psearch" estimate --costdb "$db" -
 expect other_kind 2 "t\.h5: the cost database measured 'cpu:.*another device kind than cluster dgx-a100-80g:1" \
   "$psearch" estimate --costdb "$db" --cluster dgx-a100-80g:1 --tp 8
 expect no_costdb 2 'give the database with --costdb FILE' "$psearch" estimate --cluster costdb
-expect merge 0 'devices +4 rank\(s\) on 2 node\(s\)' "$psearch" costdb merge "$db" "$db" --out "$scratch/m.h5"
+expect merge_self 2 'are the same file' "$psearch" costdb merge "$db" "$db" --out "$scratch/m.h5"
+ln -s "$db" "$scratch/link.h5"
+expect merge_self_link 2 'are the same file' "$psearch" costdb merge "$db" "$scratch/link.h5" --out "$scratch/m.h5"
+rm -f "$scratch/link.h5"
+[[ ! -e $scratch/m.h5 ]] && ok || bad "merge_self wrote $scratch/m.h5"
+# two databases of the same machine stand for two allocations here: a copy is another file
+cp "$db" "$scratch/copy.h5"
+expect merge 0 'devices +4 rank\(s\) on 2 node\(s\)' "$psearch" costdb merge "$db" "$scratch/copy.h5" --out "$scratch/m.h5"
+rm -f "$scratch/copy.h5"
 expect merged_cluster 0 'nodes +2 +GPUs 4' "$psearch" cluster show costdb --costdb "$scratch/m.h5"
 rm -f "$scratch/m.h5"
 expect calibrate_no_out 2 'needs --out FILE.h5' $launch "$psearch" calibrate --quick
