@@ -673,7 +673,8 @@ static const char *check_row(ps_costdb_table t, const void *row, char *buf, size
     }
     case PS_COSTDB_COLLECTIVES: {
         const ps_bench_coll *r = row;
-        if (ps_bench_busbw_factor(r->op, 2) <= 0)
+        ps_coll_op op;
+        if (!ps_coll_op_parse(r->op, &op))
             return "op must be allreduce, allgather, reducescatter, alltoall or sendrecv";
         if (r->group_size < 2 || r->group_size > PS_COSTDB_MAX_RANK) return "group_size must be in [2, 2^24]";
         if (r->inter_node != 0 && r->inter_node != 1) return "inter_node must be 0 or 1";

@@ -1,6 +1,6 @@
 /* Cluster descriptions from presets ("name:nodes") and cluster.json files, their invariants and derived counts, and
  * the placement queries the cost model asks (which node a GPU sits on, which link two GPUs talk over).
- * Nothing here needs MPI: only "auto" (hw/detect.c) does, so tools and tests can load clusters without MPI_Init. */
+ * Nothing here needs MPI: only "auto" (calib/detect.c) does, so tools and tests can load clusters without MPI_Init. */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -646,15 +646,14 @@ ps_status ps_cluster_locate(const char *spec, ps_cluster_source *src)
     return PS_OK;
 }
 
-ps_status ps_cluster_load(const char *spec, MPI_Comm comm, ps_cluster *out)
+ps_status ps_cluster_load(const char *spec, ps_cluster *out)
 {
     memset(out, 0, sizeof *out);
     ps_cluster_source src;
     PS_TRY(ps_cluster_locate(spec, &src));
-    if (src.detect) {
-        PS_TRY(ps_cluster_detect(comm, out));
-        return PS_OK;
-    }
+    if (src.detect)
+        return PS_FAIL(PS_ERR_INPUT, "cluster 'auto' describes the MPI job psearch runs in: ps_cluster_detect "
+                                     "(calib/) reads it, not the preset and cluster.json loader");
     PS_TRY(load_source(&src, out));
     return PS_OK;
 }

@@ -1,6 +1,6 @@
-/* Cluster descriptions: the GPU catalog, cluster presets, cluster.json for heterogeneous clusters, and detection of
- * the allocation psearch runs on (MPI, Slurm, hwloc, CUDA). Later also the calibration microbenchmarks.
- * Describes hardware; never decides plans. */
+/* Cluster descriptions: the GPU catalog, cluster presets, cluster.json for heterogeneous clusters, and the placement
+ * queries the cost model asks. Pure: no MPI, no hwloc, no CUDA (describing the allocation psearch runs on, `--cluster
+ * auto`, is calib/'s ps_cluster_detect). Describes hardware; never decides plans. */
 #ifndef PS_HW_H
 #define PS_HW_H
 
@@ -8,8 +8,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include <mpi.h>
 
 #include "ps_common.h"
 
@@ -94,10 +92,10 @@ void ps_gpu_key_from_device_name(const char *device_name, char *out, size_t cap)
 double ps_link_default_latency(const char *kind);
 
 /* ---- clusters ---- */
-/* `spec`: "preset:nodes" (e.g. "dgx-a100-80g:4"; ":nodes" defaults to 1), a path to a cluster.json, or "auto"
- * (describe the allocation: needs MPI initialized; `comm` is the communicator to describe).
- * Unknown preset -> PS_ERR_INPUT listing the known presets. */
-ps_status ps_cluster_load(const char *spec, MPI_Comm comm, ps_cluster *out);
+/* `spec`: "preset:nodes" (e.g. "dgx-a100-80g:4"; ":nodes" defaults to 1) or a path to a cluster.json. Unknown
+ * preset -> PS_ERR_INPUT listing the known presets; "auto" -> PS_ERR_INPUT (the allocation is described by
+ * ps_cluster_detect, calib/, which needs MPI). */
+ps_status ps_cluster_load(const char *spec, ps_cluster *out);
 /* ps_cluster_load in two halves, so that an MPI program can find and read the file on one rank and have every rank
  * parse the same bytes (cli/inputs.c): ranks then never describe different clusters from a file edited during the
  * launch or seen on one node only. */
@@ -105,7 +103,7 @@ typedef struct {
     char path[PATH_MAX + 96]; /* cluster.json or preset file to read (every message names it); "" for auto */
     char preset[48];          /* the preset's name ("dgx-a100-80g"), "" for a cluster.json */
     int64_t nodes;            /* the preset's node count */
-    bool detect;              /* "auto": nothing to read, ps_cluster_detect describes the allocation */
+    bool detect;              /* "auto": nothing to read, ps_cluster_detect (calib/) describes the allocation */
 } ps_cluster_source;
 /* What `spec` names, as ps_cluster_load resolves it (the node count checked, the preset file found), without
  * reading any file; the same errors for a spec that names nothing. */
@@ -115,7 +113,6 @@ ps_status ps_cluster_locate(const char *spec, ps_cluster_source *src);
 ps_status ps_cluster_parse(const ps_cluster_source *src, const char *text, size_t len, ps_cluster *out);
 ps_status ps_cluster_load_json(const char *path, ps_cluster *out);
 ps_status ps_cluster_preset(const char *name, int64_t nodes, ps_cluster *out);
-ps_status ps_cluster_detect(MPI_Comm comm, ps_cluster *out);
 void ps_cluster_free(ps_cluster *c);
 /* True when every GPU of the cluster has a tensor peak for `dtype` ("bf16", "fp16", ...). */
 bool ps_cluster_supports_dtype(const ps_cluster *c, const char *dtype);

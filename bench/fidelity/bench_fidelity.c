@@ -114,7 +114,7 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
     memset(&p, 0, sizeof p);
     memset(&r, 0, sizeof r);
     PS_TRY(ps_model_load(mpath, &mo, &m));
-    ps_status st = ps_cluster_load(cpath, MPI_COMM_NULL, &cl);
+    ps_status st = ps_cluster_load(cpath, &cl);
     if (st != PS_OK) {
         ps_model_free(&m);
         return st;

@@ -181,37 +181,37 @@ static void test_interpolation(void **state)
     assert_int_equal(ps_costdb_model_device(m, "a100-80g"), -1);
     /* exact at table points */
     for (int i = 0; i < 3; i++)
-        assert_true(fabs(ps_costdb_model_gemm_rate(m, k, "fp32", 1e6 * pow(100, i)) - 1e9 * pow(10, i)) <
+        assert_true(fabs(ps_costdb_model_gemm_rate(m, k, PS_DTYPE_FP32, 1e6 * pow(100, i)) - 1e9 * pow(10, i)) <
                     1e-6 * 1e9 * pow(10, i));
     /* monotone between them (the table rises), log-log: halfway in log FLOPs is halfway in log rate */
     double prev = 0;
     for (double f = 1e6; f <= 1e10; f *= 1.3) {
-        double r = ps_costdb_model_gemm_rate(m, k, "fp32", f);
+        double r = ps_costdb_model_gemm_rate(m, k, PS_DTYPE_FP32, f);
         assert_true(r >= prev);
         prev = r;
     }
-    assert_true(fabs(ps_costdb_model_gemm_rate(m, k, "fp32", 1e7) - sqrt(1e9 * 1e10)) < 1e-3 * 3.2e9);
+    assert_true(fabs(ps_costdb_model_gemm_rate(m, k, PS_DTYPE_FP32, 1e7) - sqrt(1e9 * 1e10)) < 1e-3 * 3.2e9);
     /* beyond the ends: the end rates; no such dtype: negative */
-    assert_true(fabs(ps_costdb_model_gemm_rate(m, k, "fp32", 1e3) - 1e9) < 1);
-    assert_true(fabs(ps_costdb_model_gemm_rate(m, k, "fp32", 1e13) - 1e11) < 1);
-    assert_true(ps_costdb_model_gemm_rate(m, k, "bf16", 1e8) < 0);
+    assert_true(fabs(ps_costdb_model_gemm_rate(m, k, PS_DTYPE_FP32, 1e3) - 1e9) < 1);
+    assert_true(fabs(ps_costdb_model_gemm_rate(m, k, PS_DTYPE_FP32, 1e13) - 1e11) < 1);
+    assert_true(ps_costdb_model_gemm_rate(m, k, PS_DTYPE_BF16, 1e8) < 0);
     /* collectives: exact time at table points, latency floor below, constant busbw above, nearest group size */
     for (int i = 0; i < 3; i++)
-        assert_true(fabs(ps_costdb_model_coll_time(m, k, "allreduce", 2, false, db.coll[i].bytes) - db.coll[i].time_s) <
+        assert_true(fabs(ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 2, false, db.coll[i].bytes) - db.coll[i].time_s) <
                     1e-9 * db.coll[i].time_s);
-    assert_true(fabs(ps_costdb_model_coll_time(m, k, "allreduce", 2, false, 10) - db.coll[0].time_s) < 1e-15);
-    assert_true(fabs(ps_costdb_model_coll_time(m, k, "allreduce", 2, false, 1048576.0 * 4) - 4 * db.coll[2].time_s) <
+    assert_true(fabs(ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 2, false, 10) - db.coll[0].time_s) < 1e-15);
+    assert_true(fabs(ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 2, false, 1048576.0 * 4) - 4 * db.coll[2].time_s) <
                 1e-9);
     double prevt = 0;
     for (double b = 1024; b <= 1048576; b *= 1.5) {
-        double t = ps_costdb_model_coll_time(m, k, "allreduce", 2, false, b);
+        double t = ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 2, false, b);
         assert_true(t >= prevt);
         prevt = t;
     }
     /* 4 ranks use the 2-rank busbw with the 4-rank factor 2(n-1)/n = 1.5 */
-    assert_true(fabs(ps_costdb_model_coll_time(m, k, "allreduce", 4, false, 1048576) - 1.5 * 1048576 / 8e9) < 1e-12);
-    assert_true(ps_costdb_model_coll_time(m, k, "allreduce", 2, true, 1024) < 0); /* no across-node rows */
-    assert_true(ps_costdb_model_coll_time(m, k, "alltoall", 2, false, 1024) < 0);
+    assert_true(fabs(ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 4, false, 1048576) - 1.5 * 1048576 / 8e9) < 1e-12);
+    assert_true(ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 2, true, 1024) < 0); /* no across-node rows */
+    assert_true(ps_costdb_model_coll_time(m, k, PS_COLL_ALLTOALL, 2, false, 1024) < 0);
     assert_true(fabs(ps_costdb_model_mem_Bps(m, k) - 2e10) < 1);
     assert_true(fabs(ps_costdb_model_overlap(m, k) - 1.2) < 1e-12);
 }
@@ -226,7 +226,7 @@ static void test_cost_model(void **state)
     assert_int_equal(cal.n_gpus, 2);
     assert_string_equal(cal.groups[0].gpu.name, "cpu:test");
     assert_true(cal.groups[0].gpu.fp16_flops == 0); /* no fp16 measured: fp16 plans are refused */
-    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", MPI_COMM_NULL, &dgx), PS_OK);
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", &dgx), PS_OK);
 
     ps_cost_params an, with;
     ps_cost_params_default(&an);
@@ -270,7 +270,7 @@ static void test_cost_model(void **state)
     head.seq = 64;
     head.hidden = 64;
     head.vocab = 1000;
-    double F = 2.0 * 64 * 1000 * 64, rate = ps_costdb_model_gemm_rate(m, 0, "fp32", F);
+    double F = 2.0 * 64 * 1000 * 64, rate = ps_costdb_model_gemm_rate(m, 0, PS_DTYPE_FP32, F);
     assert_true(rate > 1e9 && rate < 1e10); /* interpolated, not an end of the table */
     ps_layer_cost hw, ha;
     assert_int_equal(ps_cost_layer(&with, &cal, &head, PS_DTYPE_FP32, 1, &s, 0, &hw), PS_OK);
@@ -365,13 +365,13 @@ static void test_gpu_collectives_ignored(void **state)
     assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
     int k = ps_costdb_model_device(m, "a100-80g");
     assert_int_equal(k, 0);
-    assert_true(fabs(ps_costdb_model_gemm_rate(m, k, "bf16", 1e8) - 1e10) < 1e-6 * 1e10);
+    assert_true(fabs(ps_costdb_model_gemm_rate(m, k, PS_DTYPE_BF16, 1e8) - 1e10) < 1e-6 * 1e10);
     assert_true(fabs(ps_costdb_model_mem_Bps(m, k) - 2e10) < 1);
-    assert_true(ps_costdb_model_coll_time(m, k, "allreduce", 2, false, 65536) < 0);
+    assert_true(ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 2, false, 65536) < 0);
     assert_true(ps_costdb_model_overlap(m, k) < 0);
 
     ps_cluster dgx;
-    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", MPI_COMM_NULL, &dgx), PS_OK);
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", &dgx), PS_OK);
     ps_cost_params an, with;
     ps_cost_params_default(&an);
     ps_cost_params_default(&with);
@@ -397,11 +397,11 @@ static void test_gpu_collectives_nccl(void **state)
     assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
     int k = ps_costdb_model_device(m, "a100-80g");
     assert_int_equal(k, 0);
-    assert_true(ps_costdb_model_coll_time(m, k, "allreduce", 2, false, 65536) > 0);
+    assert_true(ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 2, false, 65536) > 0);
     assert_true(fabs(ps_costdb_model_overlap(m, k) - 1.2) < 1e-12);
 
     ps_cluster dgx;
-    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", MPI_COMM_NULL, &dgx), PS_OK);
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", &dgx), PS_OK);
     ps_cost_params with;
     ps_cost_params_default(&with);
     assert_int_equal(ps_costdb_attach(m, &dgx, &with), PS_OK);
@@ -626,7 +626,7 @@ static void test_schema1_file(void **state)
     assert_int_equal(db.n_fit, 0);
     ps_costdb_model *m = NULL;
     assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
-    assert_true(fabs(ps_costdb_model_gemm_rate(m, 0, "fp32", 2e9) - 1e11) < 1);
+    assert_true(fabs(ps_costdb_model_gemm_rate(m, 0, PS_DTYPE_FP32, 2e9) - 1e11) < 1);
     ps_costdb_model_free(m);
     /* recording a plan into a copy upgrades the copy; the fixture itself is only read */
     char p[512], cmd[1200];
@@ -950,7 +950,7 @@ static void test_fit_attach(void **state)
     db.fit[1] = fit_row("cpu:test", "comm_scale", 0.75);
     ps_cluster cal, dgx;
     assert_int_equal(ps_costdb_cluster(&db, &cal), PS_OK);
-    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", MPI_COMM_NULL, &dgx), PS_OK);
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", &dgx), PS_OK);
     ps_costdb_model *m = NULL;
     assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
     ps_cost_params p;
@@ -1031,7 +1031,7 @@ static void test_cli_attach_rollback(void **state)
     assert_int_equal(ps_costdb_write(p, &db), PS_OK);
     ps_cluster cal, dgx;
     assert_int_equal(ps_costdb_cluster(&db, &cal), PS_OK);
-    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", MPI_COMM_NULL, &dgx), PS_OK);
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", &dgx), PS_OK);
     ps_costdb_free(&db);
 
     ps_cli_opts o;

@@ -13,7 +13,7 @@
 
 #include <hwloc.h>
 
-#include "ps_hw.h"
+#include "ps_bench.h"
 #include "ps_mpi.h"
 
 #if PS_HAVE_CUDA

@@ -5,11 +5,10 @@
 #include <string.h>
 
 #include "ps_cost.h"
-#include "ps_costdb.h"
 
 /* The measured time of `op` over the group when the cost database measured every member's device (one kind), with
  * the group inside one node or spanning nodes; negative when there is no database or no such measurement. */
-static double db_coll(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, const char *op, double bytes)
+static double db_coll(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, ps_coll_op op, double bytes)
 {
     if (!p->db) return -1;
     int kind = -1;
@@ -29,6 +28,36 @@ static double db_coll(const ps_cost_params *p, const ps_cluster *c, const ps_gro
         if (pl.node != node0) inter = true;
     }
     return ps_costdb_model_coll_time(p->db, kind, op, g->n, inter, bytes);
+}
+
+static const char *const k_coll_names[PS_COLL_N_OPS] = {"allreduce", "allgather", "reducescatter", "alltoall",
+                                                         "sendrecv"};
+
+const char *ps_coll_op_name(ps_coll_op op) { return op >= 0 && op < PS_COLL_N_OPS ? k_coll_names[op] : "?"; }
+
+bool ps_coll_op_parse(const char *name, ps_coll_op *op)
+{
+    for (int i = 0; i < PS_COLL_N_OPS; i++)
+        if (strcmp(name, k_coll_names[i]) == 0) {
+            *op = (ps_coll_op)i;
+            return true;
+        }
+    return false;
+}
+
+double ps_coll_busbw_factor(ps_coll_op op, int n)
+{
+    if (n < 1) return 0;
+    double f = (double)(n - 1) / n;
+    switch (op) {
+    case PS_COLL_ALLREDUCE: return 2 * f;
+    case PS_COLL_ALLGATHER:
+    case PS_COLL_REDUCESCATTER:
+    case PS_COLL_ALLTOALL: return f;
+    case PS_COLL_SENDRECV: return 1;
+    case PS_COLL_N_OPS: break;
+    }
+    return 0;
 }
 
 static double link_eff(const ps_cost_params *p, const char *kind)
@@ -89,7 +118,7 @@ invalid:
 double ps_coll_allreduce(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes)
 {
     if (g->n <= 1 || bytes <= 0) return 0;
-    double t = db_coll(p, c, g, "allreduce", bytes);
+    double t = db_coll(p, c, g, PS_COLL_ALLREDUCE, bytes);
     if (t >= 0) return p->comm_scale * t;
     double bw, lat, n = (double)g->n;
     ps_coll_ring_link(p, c, g, &bw, &lat);
@@ -112,21 +141,21 @@ static double ring_gather(const ps_cost_params *p, const ps_cluster *c, const ps
 double ps_coll_allgather(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes)
 {
     if (g->n <= 1 || bytes <= 0) return 0;
-    double t = db_coll(p, c, g, "allgather", bytes);
+    double t = db_coll(p, c, g, PS_COLL_ALLGATHER, bytes);
     return p->comm_scale * (t >= 0 ? t : ring_gather(p, c, g, bytes));
 }
 
 double ps_coll_reducescatter(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes)
 {
     if (g->n <= 1 || bytes <= 0) return 0;
-    double t = db_coll(p, c, g, "reducescatter", bytes);
+    double t = db_coll(p, c, g, PS_COLL_REDUCESCATTER, bytes);
     return p->comm_scale * (t >= 0 ? t : ring_gather(p, c, g, bytes)); /* the same traffic pattern, reversed */
 }
 
 double ps_coll_alltoall(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes)
 {
     if (g->n <= 1 || bytes <= 0) return 0;
-    double t = db_coll(p, c, g, "alltoall", bytes);
+    double t = db_coll(p, c, g, PS_COLL_ALLTOALL, bytes);
     /* Each GPU keeps 1/n of its buffer and sends the rest, one peer per step. */
     return p->comm_scale * (t >= 0 ? t : ring_gather(p, c, g, bytes));
 }
@@ -136,7 +165,7 @@ double ps_p2p(const ps_cost_params *p, const ps_cluster *c, int64_t a, int64_t b
     if (a == b || bytes <= 0) return 0;
     if (p->db) {
         ps_group pair = {a, 2, b - a};
-        double t = db_coll(p, c, &pair, "sendrecv", bytes);
+        double t = db_coll(p, c, &pair, PS_COLL_SENDRECV, bytes);
         if (t >= 0) return p->comm_scale * t;
     }
     ps_link l = ps_cluster_link(c, a, b);

@@ -149,16 +149,6 @@ ps_status ps_bench_gemm_need_of(void *ctx, const char *op, int tp, int64_t m, in
     return PS_OK;
 }
 
-double ps_bench_busbw_factor(const char *op, int n)
-{
-    if (n < 1) return 0;
-    double f = (double)(n - 1) / n;
-    if (strcmp(op, "allreduce") == 0) return 2 * f;
-    if (strcmp(op, "allgather") == 0 || strcmp(op, "reducescatter") == 0 || strcmp(op, "alltoall") == 0) return f;
-    if (strcmp(op, "sendrecv") == 0) return 1;
-    return 0;
-}
-
 ps_status ps_bench_for_shapes(const ps_bench_shapes *s, ps_bench_shape_fn fn, void *ctx)
 {
     /* The generic grid: (m x k).(k x n) with m and n = k each over the log-spaced sizes, square and skinny. */
