@@ -60,16 +60,19 @@ double ps_coll_busbw_factor(ps_coll_op op, int n)
     return 0;
 }
 
-static double link_eff(const ps_cost_params *p, const char *kind)
+static double link_eff(const ps_cost_params *p, ps_link_class cls)
 {
+    switch (cls) {
     /* --cluster costdb describes its links by the bandwidth a send/recv reached (costdb/db_model.c): already what
      * the link achieves, so derating it again would count the protocol overhead twice */
-    if (kind[0] == 'm' && strcmp(kind, "measured") == 0) return 1.0;
-    if (kind[0] == 'n' && kind[1] == 'v') return p->link_eff_nvlink; /* nvlink*, nvswitch */
-    if (kind[0] == 'p' && kind[1] == 'c') return p->link_eff_pcie;
-    if ((kind[0] == 'i' && kind[1] == 'b') || (kind[0] == 'r' && kind[1] == 'o')) return p->link_eff_ib;
-    if (kind[0] == 'e' || kind[0] == 't') return p->link_eff_eth; /* ethernet, tcp */
-    return p->link_eff_pcie; /* an unnamed link: assume the commonest inside-node path */
+    case PS_LINK_MEASURED: return 1.0;
+    case PS_LINK_NVLINK: return p->link_eff_nvlink;
+    case PS_LINK_IB: return p->link_eff_ib;
+    case PS_LINK_ETHERNET: return p->link_eff_eth;
+    case PS_LINK_PCIE:
+    case PS_LINK_NONE: break; /* no link ("none", "self"): the commonest inside-node path, as ever */
+    }
+    return p->link_eff_pcie;
 }
 
 /* Members of the group on the node of member i: they share that node's network in a collective. GPU indices grow
@@ -95,7 +98,7 @@ void ps_coll_ring_link(const ps_cost_params *p, const ps_cluster *c, const ps_gr
     for (int64_t i = 0; i < g->n; i++) {
         if (!ps_cluster_place(c, g->first + ((i + 1) % g->n) * g->stride, &pb)) goto invalid;
         ps_link l = ps_cluster_link_placed(c, &pa, &pb);
-        double e = l.bw_Bps * link_eff(p, l.kind);
+        double e = l.bw_Bps * link_eff(p, l.cls);
         if (pa.node != pb.node) {
             /* Every GPU of the node runs the same kind of collective at the same time in a uniform plan (the other
              * DP or TP groups), so the node's NICs are shared: this group gets its members' share of the node. */
@@ -169,5 +172,5 @@ double ps_p2p(const ps_cost_params *p, const ps_cluster *c, int64_t a, int64_t b
         if (t >= 0) return p->comm_scale * t;
     }
     ps_link l = ps_cluster_link(c, a, b);
-    return p->comm_scale * (l.latency_s + bytes / (l.bw_Bps * link_eff(p, l.kind)));
+    return p->comm_scale * (l.latency_s + bytes / (l.bw_Bps * link_eff(p, l.cls)));
 }

@@ -505,8 +505,9 @@ ps_status ps_costdb_cluster(const ps_costdb *db, ps_cluster *out)
             bw[1] = bw[0];
             lat[1] = lat[0];
         }
-        g->intra = (ps_link){.kind = "measured", .bw_Bps = bw[0], .latency_s = lat[0]};
-        g->inter = (ps_link){.kind = "measured", .bw_Bps = bw[1] * (double)per, .latency_s = lat[1]};
+        g->intra = (ps_link){.kind = "measured", .cls = PS_LINK_MEASURED, .bw_Bps = bw[0], .latency_s = lat[0]};
+        g->inter = (ps_link){.kind = "measured", .cls = PS_LINK_MEASURED, .bw_Bps = bw[1] * (double)per,
+                             .latency_s = lat[1]};
         g->cores_per_node = 0; /* unknown: ranks may share cores (oversubscribed) */
     }
     free(dkind);

@@ -21,15 +21,16 @@
  * answers collectives for its device kinds, and GPUs without one keep these defaults (docs/costdb.md). */
 static const struct {
     const char *prefix;
+    ps_link_class cls;
     double latency_s;
 } k_link_kinds[] = {
-    {"nvlink", 3e-6},    /* NVLink 2/3/4, NVSwitch or bridge: ~1 us hop + NCCL base latency */
-    {"nvswitch", 3e-6},
-    {"pcie", 10e-6},     /* PCIe P2P through switches / root complex, or staged through host memory */
-    {"ib", 5e-6},        /* InfiniBand EDR/HDR/NDR with GPUDirect RDMA */
-    {"roce", 5e-6},      /* RDMA over Converged Ethernet: IB verbs, similar latency */
-    {"ethernet", 30e-6}, /* kernel TCP sockets (e.g. AWS ENA): 25-50 us round trips are typical */
-    {"tcp", 30e-6},
+    {"nvlink", PS_LINK_NVLINK, 3e-6},      /* NVLink 2/3/4, NVSwitch or bridge: ~1 us hop + NCCL base latency */
+    {"nvswitch", PS_LINK_NVLINK, 3e-6},
+    {"pcie", PS_LINK_PCIE, 10e-6},         /* PCIe P2P through switches / root complex, or staged through host memory */
+    {"ib", PS_LINK_IB, 5e-6},              /* InfiniBand EDR/HDR/NDR with GPUDirect RDMA */
+    {"roce", PS_LINK_IB, 5e-6},            /* RDMA over Converged Ethernet: IB verbs, similar latency */
+    {"ethernet", PS_LINK_ETHERNET, 30e-6}, /* kernel TCP sockets (e.g. AWS ENA): 25-50 us round trips are typical */
+    {"tcp", PS_LINK_ETHERNET, 30e-6},
 };
 
 /* "pcie4" and "ib-hdr" take the default of "pcie" and "ib"; "ibm" does not take that of "ib". */
@@ -39,6 +40,22 @@ static bool kind_matches(const char *kind, const char *prefix)
     if (strncmp(kind, prefix, n) != 0) return false;
     char c = kind[n];
     return c == '\0' || c == '-' || c == '_' || (c >= '0' && c <= '9');
+}
+
+bool ps_link_class_of(const char *kind, ps_link_class *out)
+{
+    if (!kind) return false;
+    /* a measured link has no default latency: whoever measured it gives one */
+    if (strcmp(kind, "measured") == 0) {
+        *out = PS_LINK_MEASURED;
+        return true;
+    }
+    for (size_t i = 0; i < sizeof k_link_kinds / sizeof k_link_kinds[0]; i++)
+        if (kind_matches(kind, k_link_kinds[i].prefix)) {
+            *out = k_link_kinds[i].cls;
+            return true;
+        }
+    return false;
 }
 
 double ps_link_default_latency(const char *kind)
@@ -112,6 +129,12 @@ static ps_status parse_link(const json_t *obj, const ps_jloc *loc, link_role rol
     memset(out, 0, sizeof *out);
     if (role == LINK_ISLAND) PS_TRY(ps_json_int(obj, loc, "size", true, 2, INT64_MAX, size));
     PS_TRY(ps_json_str(obj, loc, "kind", true, out->kind, sizeof out->kind));
+    /* Refused here, not priced as some other link later: the cost model's efficiency depends on the class. */
+    if (!ps_link_class_of(out->kind, &out->cls)) {
+        ps_jloc fl = ps_jloc_key(loc, "kind");
+        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s': unknown link kind '%s' (known: nvlink*, nvswitch*, pcie*, ib*, "
+                                     "roce*, ethernet*, tcp*, measured)", loc->file, fl.path, out->kind);
+    }
 
     /* Both units are in use (NVLink is quoted in GB/s, NICs in Gb/s); the key says which, and one must be chosen. */
     bool has_B = json_object_get(obj, "bw_GBps") != NULL, has_b = json_object_get(obj, "bw_Gbps") != NULL;
@@ -269,6 +292,7 @@ static ps_status parse_group(const json_t *obj, const ps_jloc *loc, bool preset,
         return PS_FAIL(PS_ERR_INPUT, "%s: missing field '%s' (needed when gpus_per_node > 1)", loc->file, il.path);
     } else {
         ps_strlcpy(out->intra.kind, "none", sizeof out->intra.kind);
+        out->intra.cls = PS_LINK_NONE;
     }
 
     v = json_object_get(obj, "island");
@@ -289,6 +313,7 @@ static ps_status parse_group(const json_t *obj, const ps_jloc *loc, bool preset,
     } else {
         /* Only a one-node cluster may omit the network; ps_cluster_finish checks that once the node count is known. */
         ps_strlcpy(out->inter.kind, "none", sizeof out->inter.kind);
+        out->inter.cls = PS_LINK_NONE;
     }
     PS_TRY(ps_json_int(obj, loc, "cores_per_node", false, 1, INT64_MAX, &out->cores_per_node));
     PS_TRY(ps_json_int(obj, loc, "numa_per_node", false, 1, INT64_MAX, &out->numa_per_node));

@@ -29,9 +29,21 @@ typedef struct {
     char source[128];     /* datasheet the numbers come from */
 } ps_gpu;
 
+/* What a link is, as the cost model prices it (its achievable fraction of the nominal bandwidth). Parsed from the
+ * link's kind name once, when a cluster is loaded; the name stays for messages and output. */
+typedef enum {
+    PS_LINK_NONE = 0,     /* no link to cross: "none" (one GPU per node, no network), "self", "invalid" */
+    PS_LINK_NVLINK,       /* nvlink*, nvswitch* */
+    PS_LINK_PCIE,         /* pcie* */
+    PS_LINK_IB,           /* ib*, roce* (InfiniBand verbs) */
+    PS_LINK_ETHERNET,     /* ethernet*, tcp* */
+    PS_LINK_MEASURED      /* "measured": the bandwidth a send/recv reached (--cluster costdb), already achieved */
+} ps_link_class;
+
 /* A link class: bandwidth per direction per GPU (or per node for networks) and latency. */
 typedef struct {
     char kind[32];        /* "nvlink3", "pcie3", "ib-hdr", "ethernet", ... */
+    ps_link_class cls;    /* parsed from kind (ps_link_class_of) */
     double bw_Bps;        /* bytes/s per direction */
     double latency_s;     /* one-way latency, seconds */
 } ps_link;
@@ -87,6 +99,10 @@ const char *ps_gpu_match_device(const char *device_name);
 void ps_gpu_key_from_device_name(const char *device_name, char *out, size_t cap);
 
 /* ---- links ---- */
+/* The class of a link kind a cluster description may name: nvlink*, nvswitch*, pcie*, ib*, roce*, ethernet*, tcp*
+ * (a prefix followed by nothing, a digit, '-' or '_': "pcie4", "ib-hdr", "nvlink3-bridge"), or "measured"; false (and
+ * *out untouched) for any other name. */
+bool ps_link_class_of(const char *kind, ps_link_class *out);
 /* Default one-way latency in seconds of a link kind ("nvlink3", "pcie4", "ib-hdr", "ethernet", ...), used when a
  * cluster.json gives no latency_us; negative when the kind has no default (docs/clusters.md explains the values). */
 double ps_link_default_latency(const char *kind);

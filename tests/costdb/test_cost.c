@@ -83,8 +83,9 @@ static void test_placement(void **state)
         assert_int_equal(ps_gpu_lookup(gpus[i], &g[i].gpu), PS_OK);
         g[i].nodes = nodes[i];
         g[i].gpus_per_node = per[i];
-        g[i].intra = (ps_link){.kind = "nvlink3", .bw_Bps = 300e9, .latency_s = 2e-6};
-        g[i].inter = (ps_link){.kind = "ib-hdr", .bw_Bps = (double)(i + 1) * 25e9, .latency_s = (double)(i + 1) * 1e-6};
+        g[i].intra = (ps_link){.kind = "nvlink3", .cls = PS_LINK_NVLINK, .bw_Bps = 300e9, .latency_s = 2e-6};
+        g[i].inter = (ps_link){.kind = "ib-hdr", .cls = PS_LINK_IB, .bw_Bps = (double)(i + 1) * 25e9,
+                               .latency_s = (double)(i + 1) * 1e-6};
     }
     ps_cluster c;
     memset(&c, 0, sizeof c);
@@ -190,8 +191,8 @@ static void test_measured_links(void **state)
     assert_int_equal(ps_gpu_lookup("a100-80g", &g.gpu), PS_OK);
     g.nodes = 2;
     g.gpus_per_node = 4;
-    g.intra = (ps_link){.kind = "measured", .bw_Bps = 100e9, .latency_s = 1e-6};
-    g.inter = (ps_link){.kind = "measured", .bw_Bps = 40e9, .latency_s = 5e-6};
+    g.intra = (ps_link){.kind = "measured", .cls = PS_LINK_MEASURED, .bw_Bps = 100e9, .latency_s = 1e-6};
+    g.inter = (ps_link){.kind = "measured", .cls = PS_LINK_MEASURED, .bw_Bps = 40e9, .latency_s = 5e-6};
     ps_cluster c;
     memset(&c, 0, sizeof c);
     c.groups = &g;
