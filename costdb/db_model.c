@@ -329,7 +329,8 @@ static void quote_list(const char *list, char *out, size_t cap)
     }
 }
 
-ps_status ps_costdb_attach(ps_costdb_model *m, const ps_cluster *c, ps_cost_params *p)
+/* ps_costdb_attach without the overrides; changes nothing on failure. */
+static ps_status attach_tables(ps_costdb_model *m, const ps_cluster *c, ps_cost_params *p)
 {
     int used = 0, fit_group = -1;
     double slow = -1;
@@ -401,6 +402,21 @@ ps_status ps_costdb_attach(ps_costdb_model *m, const ps_cluster *c, ps_cost_para
     double lo = 1, hi = 1;
     ps_cost_param_range("overlap_slowdown", &lo, &hi);
     if (slow > 0) p->overlap_slowdown = slow < lo ? lo : slow > hi ? hi : slow;
+    return PS_OK;
+}
+
+ps_status ps_costdb_attach(ps_costdb_model *m, const ps_cluster *c, const char *const *overrides, int n_overrides,
+                           ps_cost_params *p)
+{
+    ps_cost_params before = *p;
+    ps_status st = attach_tables(m, c, p);
+    /* What the user set by name wins over what the file measured or fitted (overlap_slowdown, compute_scale,
+     * comm_scale): the attach may have replaced them, so they are set again, last. */
+    for (int i = 0; i < n_overrides && st == PS_OK; i++) st = ps_cost_params_set(p, overrides[i]);
+    if (st != PS_OK) {
+        *p = before; /* no half-applied file: the parameters are as the caller gave them */
+        return ps_error_trace(st, __FILE__, __LINE__);
+    }
     return PS_OK;
 }
 

@@ -157,9 +157,11 @@ void ps_costdb_model_free(ps_costdb_model *m);
  * measured nor a /fit row for its GPU; otherwise sets p->db, the measured overlap slowdown, and p->compute_scale /
  * p->comm_scale from the /fit rows of the first node group whose GPU has some (the whole plan runs with one of each;
  * the note names the device used and says when other kinds' fits were ignored). Groups of other devices keep the
- * analytic model. Callers that let the user override (--cost-param) set those values again afterwards. The model
- * keeps a line saying which groups use the file: ps_costdb_model_note. */
-ps_status ps_costdb_attach(ps_costdb_model *m, const ps_cluster *c, ps_cost_params *p);
+ * analytic model. Then the n_overrides assignments ("name=value", ps_cost_params_set: --cost-param) are set again,
+ * last: a constant the user set by name wins over the file's. On any failure *p is left as it was. The model keeps a
+ * line saying which groups use the file: ps_costdb_model_note. */
+ps_status ps_costdb_attach(ps_costdb_model *m, const ps_cluster *c, const char *const *overrides, int n_overrides,
+                           ps_cost_params *p);
 /* The calibrated allocation as a cluster (`--cluster costdb`): one node group per device kind, its ranks as the
  * devices, measured peak, memory, bandwidth and links. PS_ERR_INPUT for a file without /devices rows (executed
  * plans and fits only). */

@@ -233,11 +233,11 @@ static void test_cost_model(void **state)
     ps_cost_params_default(&with);
     assert_null(an.db);
     /* another device kind is refused, naming the file and the kinds */
-    assert_int_equal(ps_costdb_attach(m, &dgx, &with), PS_ERR_INPUT);
+    assert_int_equal(ps_costdb_attach(m, &dgx, NULL, 0, &with), PS_ERR_INPUT);
     assert_non_null(strstr(ps_error_message(), "another device kind"));
     assert_null(with.db);
     assert_string_equal(ps_costdb_model_note(m), "");
-    assert_int_equal(ps_costdb_attach(m, &cal, &with), PS_OK);
+    assert_int_equal(ps_costdb_attach(m, &cal, NULL, 0, &with), PS_OK);
     assert_ptr_equal(with.db, m);
     char want[160];
     snprintf(want, sizeof want, "measured tables for node group(s): %s", cal.groups[0].name);
@@ -375,7 +375,7 @@ static void test_gpu_collectives_ignored(void **state)
     ps_cost_params an, with;
     ps_cost_params_default(&an);
     ps_cost_params_default(&with);
-    assert_int_equal(ps_costdb_attach(m, &dgx, &with), PS_OK);
+    assert_int_equal(ps_costdb_attach(m, &dgx, NULL, 0, &with), PS_OK);
     assert_ptr_equal(with.db, m);
     assert_true(with.overlap_slowdown == an.overlap_slowdown);
     assert_non_null(strstr(ps_costdb_model_note(m), "overlap slowdown not measured"));
@@ -404,7 +404,7 @@ static void test_gpu_collectives_nccl(void **state)
     assert_int_equal(ps_cluster_load("dgx-a100-80g:1", &dgx), PS_OK);
     ps_cost_params with;
     ps_cost_params_default(&with);
-    assert_int_equal(ps_costdb_attach(m, &dgx, &with), PS_OK);
+    assert_int_equal(ps_costdb_attach(m, &dgx, NULL, 0, &with), PS_OK);
     assert_true(fabs(with.overlap_slowdown - 1.2) < 1e-12);
     assert_null(strstr(ps_costdb_model_note(m), "overlap slowdown not measured"));
     ps_cluster_free(&dgx);
@@ -955,13 +955,22 @@ static void test_fit_attach(void **state)
     assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
     ps_cost_params p;
     ps_cost_params_default(&p);
-    assert_int_equal(ps_costdb_attach(m, &cal, &p), PS_OK);
+    assert_int_equal(ps_costdb_attach(m, &cal, NULL, 0, &p), PS_OK);
     assert_true(p.compute_scale == 1.5 && p.comm_scale == 0.75);
     assert_non_null(strstr(ps_costdb_model_note(m), "measured tables for node group(s): "));
     assert_non_null(strstr(ps_costdb_model_note(m), "compute_scale 1.5 (3 plan(s)), comm_scale 0.75"));
+    /* a constant set by name (--cost-param) wins over the fit; a bad one leaves the parameters as given */
+    const char *const over[] = {"comm_scale=2"}, *const bad[] = {"comm_scale=99"};
+    ps_cost_params_default(&p);
+    assert_int_equal(ps_costdb_attach(m, &cal, over, 1, &p), PS_OK);
+    assert_true(p.compute_scale == 1.5 && p.comm_scale == 2 && p.db == m);
+    ps_cost_params_default(&p);
+    ps_cost_params given = p;
+    assert_int_equal(ps_costdb_attach(m, &cal, bad, 1, &p), PS_ERR_INPUT);
+    assert_memory_equal(&p, &given, sizeof p);
     /* the tables are for cpu:test only: the dgx is still refused, naming the fits too */
     ps_cost_params_default(&p);
-    assert_int_equal(ps_costdb_attach(m, &dgx, &p), PS_ERR_INPUT);
+    assert_int_equal(ps_costdb_attach(m, &dgx, NULL, 0, &p), PS_ERR_INPUT);
     assert_non_null(strstr(ps_error_message(), "another device kind"));
     ps_costdb_model_free(m);
     ps_costdb_free(&db);
@@ -978,7 +987,7 @@ static void test_fit_attach(void **state)
     ps_cost_params_default(&with);
     ps_cost_params_default(&by_hand);
     assert_int_equal(ps_cost_params_set(&by_hand, "compute_scale=2"), PS_OK);
-    assert_int_equal(ps_costdb_attach(m, &dgx, &with), PS_OK);
+    assert_int_equal(ps_costdb_attach(m, &dgx, NULL, 0, &with), PS_OK);
     assert_ptr_equal(with.db, m);
     assert_true(with.compute_scale == 2 && with.comm_scale == 1);
     assert_non_null(strstr(ps_costdb_model_note(m), "no measured tables"));
@@ -995,7 +1004,7 @@ static void test_fit_attach(void **state)
     ps_model_free(&mdl);
     /* fits of another kind only: refused */
     ps_cost_params_default(&p);
-    assert_int_equal(ps_costdb_attach(m, &cal, &p), PS_ERR_INPUT);
+    assert_int_equal(ps_costdb_attach(m, &cal, NULL, 0, &p), PS_ERR_INPUT);
     assert_non_null(strstr(ps_error_message(), "fits.h5: the cost database has fits for 'a100-80g', another device kind"));
     ps_costdb_model_free(m);
     ps_costdb_free(&db);
@@ -1007,7 +1016,7 @@ static void test_fit_attach(void **state)
     db.meas = calloc(1, sizeof *db.meas);
     db.meas[0] = meas_row("a100-80g", 1, 1, 1, 0, 0, 1, 1);
     assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
-    assert_int_equal(ps_costdb_attach(m, &dgx, &p), PS_ERR_INPUT);
+    assert_int_equal(ps_costdb_attach(m, &dgx, NULL, 0, &p), PS_ERR_INPUT);
     assert_non_null(strstr(ps_error_message(), "run psearch calibrate --from-measurements plans.h5 first"));
     ps_costdb_model_free(m);
     ps_costdb_free(&db);
@@ -1178,14 +1187,14 @@ static void test_fit_names_exact(void **state)
     c.n_groups = 3;
     ps_cost_params p;
     ps_cost_params_default(&p);
-    assert_int_equal(ps_costdb_attach(m, &c, &p), PS_OK);
+    assert_int_equal(ps_costdb_attach(m, &c, NULL, 0, &p), PS_OK);
     assert_true(p.compute_scale == 1.5);
     assert_non_null(strstr(ps_costdb_model_note(m), "; the fits of 'a100-80g', 'a100' are not used"));
     /* a cluster of none of them: the refusal names both fitted kinds */
     ps_strlcpy(g[0].gpu.name, "h100", sizeof g[0].gpu.name);
     c.n_groups = 1;
     ps_cost_params_default(&p);
-    assert_int_equal(ps_costdb_attach(m, &c, &p), PS_ERR_INPUT);
+    assert_int_equal(ps_costdb_attach(m, &c, NULL, 0, &p), PS_ERR_INPUT);
     assert_non_null(strstr(ps_error_message(), "has fits for 'cpu:test', 'a100-80g', 'a100', another device kind"));
     ps_costdb_model_free(m);
     ps_costdb_free(&db);

@@ -56,7 +56,7 @@ static void use(const ps_costdb *db)
         ps_cost_params p;
         ps_cost_params_default(&p);
         double dflt = p.overlap_slowdown;
-        FUZZ_CHECK(ps_costdb_attach(m, &c, &p) == PS_OK);
+        FUZZ_CHECK(ps_costdb_attach(m, &c, NULL, 0, &p) == PS_OK);
         FUZZ_CHECK(strncmp(ps_costdb_model_note(m), "measured tables for node group(s): ", 35) == 0);
         /* the plan's slowdown is the worst measured over the cluster's kinds, clamped to [1, 3], else the default */
         double worst = -1;
