@@ -2,7 +2,7 @@
  * device): cublasGemmStridedBatchedEx GEMMs in fp32, fp16 and bf16 (fp32 accumulate) over the same kinds of shapes as
  * the CPU backend at full size (hidden 8192, 64 heads, sequence 2048; quick: hidden 4096, 32 heads, sequence 1024),
  * timed with CUDA events; memory bandwidth as a device-to-device copy of 1 GiB (quick 256 MiB), 2 x size bytes moved.
- * With NCCL too, the single steps of the collective and overlap benchmarks of hw/bench_coll.c (which owns their
+ * With NCCL too, the single steps of the collective and overlap benchmarks of calib/bench_coll.c (which owns their
  * groups, sizes, timing and rows): one NCCL communicator per group, bootstrapped over MPI (the group's rank 0 makes
  * the id, MPI_Bcast, ncclCommInitRank), on the GPU ps_bench_cuda_probe chose by the rank's place on its node; each
  * collective on a stream of its own, complete at cudaStreamSynchronize; all-to-all and the send/recv ring as grouped

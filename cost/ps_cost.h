@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-/* ---- constants: every default has a unit and a source (costdb/params.c, docs/costmodel.md) ---- */
+/* ---- constants: every default has a unit and a source (cost/params.c, docs/costmodel.md) ---- */
 typedef struct {
     double gemm_eff;          /* fraction of dense tensor peak a large, math-bound GEMM reaches [1] */
     double hbm_eff;           /* fraction of nominal memory bandwidth a streaming kernel reaches [1] */
@@ -367,6 +367,12 @@ void ps_prediction_free(ps_prediction *r);
 /* Highest per-GPU peak memory over the stages [bytes]: what a plan needs of its fullest device (the search's memory
  * objective, the tables of plan and sweep, and what exec compares its measured peak with). */
 double ps_prediction_peak(const ps_prediction *r);
+
+/* ---- plan.json (cost/plan_json.c) ---- */
+/* Read a plan for model `m` from a parsed plan.json; errors name `file` and the field path. */
+ps_status ps_plan_from_json(const json_t *root, const char *file, const ps_model *m, ps_plan *out);
+/* The plan's fields (batch, pipeline, stages with per-layer strategies, uniform summary). */
+json_t *ps_plan_to_json(const ps_plan *p, const ps_model *m);
 
 #ifdef __cplusplus
 }

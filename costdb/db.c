@@ -401,7 +401,7 @@ ps_status ps_costdb_create(const char *path, MPI_Comm comm, const ps_costdb_prov
     return PS_OK;
 }
 
-/* A table's "method" attribute. /fit's states the ranges its values were clamped to, taken from costdb/params.c
+/* A table's "method" attribute. /fit's states the ranges its values were clamped to, taken from cost/params.c
  * (the one place they are written down), so an h5dump shows them. */
 static void method_text(ps_costdb_table t, char *buf, size_t cap)
 {

@@ -397,7 +397,7 @@ static ps_status attach_tables(ps_costdb_model *m, const ps_cluster *c, ps_cost_
         }
     }
     p->db = m;
-    /* The overlap form's slowdown is bounded like the --cost-param of the same name (costdb/params.c: [1, 3]): a
+    /* The overlap form's slowdown is bounded like the --cost-param of the same name (cost/params.c: [1, 3]): a
      * measurement below 1 is noise (overlap cannot make both faster), above 3 a broken run. */
     double lo = 1, hi = 1;
     ps_cost_param_range("overlap_slowdown", &lo, &hi);
@@ -560,7 +560,7 @@ static double rel_err(double predicted, double measured)
     return fmin(fabs(predicted - measured) / measured, DBL_MAX);
 }
 
-/* A fitted coefficient in the range --cost-param accepts for it (costdb/params.c), so a fit is always a value the
+/* A fitted coefficient in the range --cost-param accepts for it (cost/params.c), so a fit is always a value the
  * user could have set, and the reader's check of /fit holds. */
 static double clamp_fit(double v, const char *coef)
 {

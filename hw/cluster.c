@@ -10,14 +10,13 @@
 #include <sys/stat.h>
 
 #include "ps_hw.h"
-#include "ps_json.h"
 
 /* ---- link kinds -------------------------------------------------------------------------------------------------- */
 
 /* Default latencies are the alpha of an alpha-beta transfer model for one small GPU-to-GPU message through NCCL, not
  * the raw hardware figure: NCCL's own tuning model adds a few microseconds of base latency to sub-microsecond
  * NVLink/PCIe hops and ~5 us network hops. docs/clusters.md gives the reasoning. `psearch calibrate` measures
- * collectives with MPI on CPU ranks and with NCCL on GPU ranks (hw/bench_coll.c); a cost database from such a run
+ * collectives with MPI on CPU ranks and with NCCL on GPU ranks (calib/bench_coll.c); a cost database from such a run
  * answers collectives for its device kinds, and GPUs without one keep these defaults (docs/costdb.md). */
 static const struct {
     const char *prefix;

@@ -1,13 +1,12 @@
 /* Fidelity of the cost model: predict every plan whose measured result the seed papers publish
  * (bench/fidelity/cases.json, docs/fidelity.md) and print predicted vs published with the error, per case and as
  * median / maximum absolute error overall, per paper and per confidence level. One JSON document on stdout.
- * Nothing here feeds back into the constants: they stay as documented in costdb/params.c. */
+ * Nothing here feeds back into the constants: they stay as documented in cost/params.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ps_cost.h"
-#include "ps_json.h"
 
 #ifndef PS_SOURCE_DIR
 #define PS_SOURCE_DIR "."

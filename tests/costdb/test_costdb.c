@@ -197,11 +197,11 @@ static void test_interpolation(void **state)
     assert_true(ps_costdb_model_gemm_rate(m, k, PS_DTYPE_BF16, 1e8) < 0);
     /* collectives: exact time at table points, latency floor below, constant busbw above, nearest group size */
     for (int i = 0; i < 3; i++)
-        assert_true(fabs(ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 2, false, db.coll[i].bytes) - db.coll[i].time_s) <
-                    1e-9 * db.coll[i].time_s);
+        assert_true(fabs(ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 2, false, db.coll[i].bytes) -
+                         db.coll[i].time_s) < 1e-9 * db.coll[i].time_s);
     assert_true(fabs(ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 2, false, 10) - db.coll[0].time_s) < 1e-15);
-    assert_true(fabs(ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 2, false, 1048576.0 * 4) - 4 * db.coll[2].time_s) <
-                1e-9);
+    assert_true(fabs(ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 2, false, 1048576.0 * 4) -
+                     4 * db.coll[2].time_s) < 1e-9);
     double prevt = 0;
     for (double b = 1024; b <= 1048576; b *= 1.5) {
         double t = ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 2, false, b);
@@ -209,7 +209,8 @@ static void test_interpolation(void **state)
         prevt = t;
     }
     /* 4 ranks use the 2-rank busbw with the 4-rank factor 2(n-1)/n = 1.5 */
-    assert_true(fabs(ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 4, false, 1048576) - 1.5 * 1048576 / 8e9) < 1e-12);
+    assert_true(fabs(ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 4, false, 1048576) - 1.5 * 1048576 / 8e9) <
+                1e-12);
     assert_true(ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 2, true, 1024) < 0); /* no across-node rows */
     assert_true(ps_costdb_model_coll_time(m, k, PS_COLL_ALLTOALL, 2, false, 1024) < 0);
     assert_true(fabs(ps_costdb_model_mem_Bps(m, k) - 2e10) < 1);
@@ -289,7 +290,7 @@ static void test_cost_model(void **state)
     ps_cluster_free(&dgx);
 }
 
-/* A GPU's device key is the one `--cluster auto` gives it (hw/detect.c), so a database matches the allocation it
+/* A GPU's device key is the one `--cluster auto` gives it (calib/detect.c), so a database matches the allocation it
  * measured: the catalog key for a known board, the name made lower-case-and-hyphens otherwise. */
 static void test_device_key(void **state)
 {

@@ -4,7 +4,7 @@
  * on AMP's heterogeneous 16-GPU cluster (V100s and T4s). Vocabularies are padded to 1024, as --vocab-pad would, so
  * any tp up to 1024 divides them. */
 #include "fuzz_common.h"
-#include "ps_plan_json.h"
+#include "ps_cost.h"
 
 static ps_model g_model[2];
 static ps_cluster g_cluster[2];
