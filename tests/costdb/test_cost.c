@@ -208,6 +208,28 @@ static void test_measured_links(void **state)
     assert_rel(ps_coll_allgather(&p, &c, &across, M), 0.5 * M / (40e9 / 4) + 5e-6, 1e-12);
 }
 
+/* Collective names are parsed once (a database's rows) and the factor is a switch on the op. */
+static void test_coll_ops(void **state)
+{
+    (void)state;
+    for (int i = 0; i < PS_COLL_N_OPS; i++) {
+        ps_coll_op op = PS_COLL_N_OPS;
+        assert_true(ps_coll_op_parse(ps_coll_op_name((ps_coll_op)i), &op));
+        assert_int_equal(op, i);
+    }
+    ps_coll_op op = PS_COLL_SENDRECV;
+    assert_false(ps_coll_op_parse("broadcast", &op));
+    assert_false(ps_coll_op_parse("AllReduce", &op));
+    assert_int_equal(op, PS_COLL_SENDRECV);
+    assert_true(ps_coll_busbw_factor(PS_COLL_ALLREDUCE, 4) == 1.5);
+    assert_true(ps_coll_busbw_factor(PS_COLL_ALLGATHER, 4) == 0.75);
+    assert_true(ps_coll_busbw_factor(PS_COLL_REDUCESCATTER, 4) == 0.75);
+    assert_true(ps_coll_busbw_factor(PS_COLL_ALLTOALL, 4) == 0.75);
+    assert_true(ps_coll_busbw_factor(PS_COLL_SENDRECV, 2) == 1);
+    assert_true(ps_coll_busbw_factor(PS_COLL_ALLREDUCE, 0) == 0);
+    assert_true(ps_coll_busbw_factor(PS_COLL_N_OPS, 4) == 0);
+}
+
 static void test_zero_memory(void **state)
 {
     (void)state;
@@ -515,6 +537,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_allreduce), cmocka_unit_test(test_placement),
         cmocka_unit_test(test_peaks),          cmocka_unit_test(test_measured_links),
+        cmocka_unit_test(test_coll_ops),
         cmocka_unit_test(test_zero_memory),
         cmocka_unit_test(test_monotone),       cmocka_unit_test(test_plan_rules),
         cmocka_unit_test(test_plan_prediction), cmocka_unit_test(test_plan_workspace),

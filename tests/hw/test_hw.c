@@ -195,6 +195,39 @@ static void test_link_latency_defaults(void **state)
     assert_true(ps_link_default_latency(NULL) < 0);
 }
 
+/* A link's class comes from the same prefixes as its default latency, and nothing else has one: a name the cost
+ * model cannot class is refused at load, not priced by its first letters ("tofu" was Ethernet, "nvidia" NVLink). */
+static void test_link_classes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *kind;
+        ps_link_class cls;
+    } known[] = {{"nvlink3", PS_LINK_NVLINK},  {"nvlink3-bridge", PS_LINK_NVLINK}, {"nvswitch", PS_LINK_NVLINK},
+                 {"pcie4", PS_LINK_PCIE},      {"ib-hdr", PS_LINK_IB},             {"ib", PS_LINK_IB},
+                 {"roce", PS_LINK_IB},         {"ethernet", PS_LINK_ETHERNET},     {"tcp", PS_LINK_ETHERNET},
+                 {"measured", PS_LINK_MEASURED}};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        ps_link_class c = PS_LINK_NONE;
+        assert_true(ps_link_class_of(known[i].kind, &c));
+        assert_int_equal(c, known[i].cls);
+    }
+    static const char *const unknown[] = {"tofu", "tofu-d", "nvidia", "ibm",      "pci",
+                                          "myfabric", "none", "",       "measuredx"};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        ps_link_class c = PS_LINK_PCIE;
+        assert_false(ps_link_class_of(unknown[i], &c));
+        assert_int_equal(c, PS_LINK_PCIE); /* untouched */
+    }
+    assert_false(ps_link_class_of(NULL, NULL));
+    /* a preset's links carry their class */
+    ps_cluster c;
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:2", &c), PS_OK);
+    assert_int_equal(c.groups[0].intra.cls, PS_LINK_NVLINK);
+    assert_int_equal(c.groups[0].inter.cls, PS_LINK_IB);
+    ps_cluster_free(&c);
+}
+
 /* ---- presets ----------------------------------------------------------------------------------------------------- */
 
 static const char *const k_presets[] = {"dgx-a100-80g", "dgx-a100-40g", "dgx-h100",   "hgx-h200",
@@ -787,6 +820,7 @@ int main(void)
         cmocka_unit_test(test_catalog_figures),   cmocka_unit_test(test_catalog_invariants),
         cmocka_unit_test(test_catalog_unknown),   cmocka_unit_test(test_peak_flops),
         cmocka_unit_test(test_match_device),      cmocka_unit_test(test_link_latency_defaults),
+        cmocka_unit_test(test_link_classes),
         cmocka_unit_test(test_preset_list),       cmocka_unit_test(test_every_preset_loads),
         cmocka_unit_test(test_preset_figures),    cmocka_unit_test(test_spec_errors),
         cmocka_unit_test(test_links),             cmocka_unit_test(test_amp_mixed_example),
