@@ -24,7 +24,7 @@ static const ps_search_bench_case ps_search_bench_cases[] = {
  * it (the search may choose TP up to a node). The command's dtype fallback never applies: these GPUs have bf16. */
 static inline ps_status ps_search_bench_load(const ps_search_bench_case *bc, ps_model *m, ps_cluster *c)
 {
-    PS_TRY(ps_cluster_load(bc->cluster, MPI_COMM_NULL, c));
+    PS_TRY(ps_cluster_load(bc->cluster, c));
     ps_model_opts mo;
     ps_model_opts_init(&mo);
     mo.vocab_pad = 128 * (c->groups[0].gpus_per_node > 0 ? c->groups[0].gpus_per_node : 1);

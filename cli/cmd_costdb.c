@@ -29,14 +29,10 @@ ps_status ps_cli_costdb_attach(const ps_cli_opts *o, const ps_cluster *c, ps_cos
     ps_status st = ps_costdb_model_build(&db, &m);
     ps_costdb_free(&db);
     PS_TRY(st);
-    ps_cost_params before = *cp;
-    st = ps_costdb_attach(m, c, cp);
-    /* What the user set by name overrides what the file measured or fitted (overlap_slowdown, compute_scale,
-     * comm_scale): the callers set --cost-param before, the attach may have replaced them, so set them again. */
-    for (int i = 0; i < o->n_cost_params && st == PS_OK; i++) st = ps_cost_params_set(cp, o->cost_params[i]);
+    /* --cost-param wins over the file: costdb/'s rule (the overrides are applied last, or nothing is) */
+    st = ps_costdb_attach(m, c, o->cost_params, o->n_cost_params, cp);
     if (st != PS_OK) {
         ps_costdb_model_free(m);
-        *cp = before; /* no half-applied file: the parameters are as the caller gave them */
         return ps_error_trace(st, __FILE__, __LINE__);
     }
     *out = m;

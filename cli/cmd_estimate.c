@@ -6,8 +6,6 @@
 
 #include "cli.h"
 #include "ps_cost.h"
-#include "ps_json.h"
-#include "ps_plan_json.h"
 #include "ps_schedules.h"
 
 static ps_status plan_from_flags(const ps_cli_opts *o, const ps_model *m, const ps_cluster *c, ps_plan *plan)

@@ -11,8 +11,8 @@
 
 #include "cli.h"
 #include "ps_mpi.h"
+#include "ps_mpi_search.h"
 #include "ps_schedules.h"
-#include "ps_sweep.h"
 #include "sweep_tables.h"
 
 /* Cells in one sweep: far more than any nightly table shows, small enough to keep every cell's model in memory. */

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ps_json.h"
+#include "ps_common.h"
 
 ps_jloc ps_jloc_root(const char *file)
 {

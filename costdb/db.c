@@ -427,7 +427,7 @@ static ps_status create_writer(const char *path, MPI_Comm comm, const ps_costdb_
     return PS_OK;
 }
 
-/* A table's "method" attribute. /fit's states the ranges its values were clamped to, taken from costdb/params.c
+/* A table's "method" attribute. /fit's states the ranges its values were clamped to, taken from cost/params.c
  * (the one place they are written down), so an h5dump shows them. */
 static void method_text(ps_costdb_table t, char *buf, size_t cap)
 {
@@ -710,7 +710,8 @@ static const char *check_row(ps_costdb_table t, const void *row, char *buf, size
     }
     case PS_COSTDB_COLLECTIVES: {
         const ps_bench_coll *r = row;
-        if (ps_bench_busbw_factor(r->op, 2) <= 0)
+        ps_coll_op op;
+        if (!ps_coll_op_parse(r->op, &op))
             return "op must be allreduce, allgather, reducescatter, alltoall or sendrecv";
         if (r->group_size < 2 || r->group_size > PS_COSTDB_MAX_RANK) return "group_size must be in [2, 2^24]";
         if (r->inter_node != 0 && r->inter_node != 1) return "inter_node must be 0 or 1";

@@ -1,14 +1,12 @@
-/* The measured tables as the cost model uses them, one set per device kind of the file:
- * - GEMM: achieved rate vs FLOPs per call, per dtype; rows of equal FLOPs (ranks, shapes) give their median; log-log
- *   linear between points, the end rate beyond them (a GEMM bigger than any measured runs at the largest one's rate,
- *   a smaller one at the smallest one's rate).
+/* The measured tables the cost model reads (ps_costdb_model, cost/ps_cost.h; its queries are cost/measured.c), built
+ * from a database's rows, one set per device kind of the file, names parsed into enums once here:
+ * - GEMM: achieved rate vs FLOPs per call, per training dtype (fp64 rows, which no plan asks for, make no curve);
+ *   rows of equal FLOPs (ranks, shapes) give their median.
  * - collectives: bus bandwidth vs size per (op, group size, inside / across nodes); the slowest of the concurrent
- *   groups; log-log linear in size; above the largest size the largest size's busbw, below the smallest size the
- *   smallest size's time (latency floor); the nearest measured group size (in log2) stands for the one asked, busbw
- *   being nearly independent of group size (that is what the nccl-tests factor normalises).
+ *   groups.
  * - memory bandwidth and overlap slowdown: medians over the kind's ranks.
  * A GPU kind takes its collective and overlap rows only from a file whose nccl_version is set: NCCL measured them
- * (hw/bench_cuda.c). Without it they are MPI-on-host numbers, which say nothing of NVLink, InfiniBand or GPU kernels
+ * (calib/bench_cuda.c). Without it they are MPI-on-host numbers, which say nothing of NVLink, InfiniBand or GPU kernels
  * (files written before calibrate stopped writing such rows for GPU ranks still have them): the analytic links and
  * overlap slowdown stay for that GPU kind.
  * The refit of compute_scale / comm_scale from executed plans (ps_costdb_refit) and its use on attach live here too.
@@ -20,41 +18,19 @@
 
 #include "ps_costdb.h"
 
-typedef struct {
-    char dtype[8];
-    int n;
-    double *flops, *rate;
-} gemm_curve;
-
-typedef struct {
-    char op[16];
-    int gs, inter, n;
-    double *bytes, *busbw;
-    double t0; /* time at the smallest size: the latency floor below it [s] */
-} coll_curve;
-
-typedef struct {
-    char name[32];
-    bool gpu; /* a /devices row of this key has kind "gpu" and the file's collectives are not NCCL's: its collective
-                 and overlap rows are not used */
-    gemm_curve *gemm;
-    int n_gemm;
-    coll_curve *coll;
-    int n_coll;
-    double mem_Bps, overlap;
-} dev_kind;
-
-struct ps_costdb_model {
-    char path[512];
-    dev_kind *kind;
-    int n_kind;
-    ps_costdb_fit *fit; /* /fit as read: coefficients refitted from executed plans, per device key */
-    size_t n_fit;
-    char note[512]; /* which node groups of the cluster last attached use the tables and the fit (ps_costdb_attach) */
-};
-
 /* The median of n values (sorted in place); -1, the model's "not measured", when there are none. */
 static double median(double *v, int n) { return n > 0 ? ps_bench_median(v, (size_t)n) : -1; }
+
+/* The training dtype a GEMM row measured; false for one no plan is costed in (fp64, measured on CPUs). */
+static bool training_dtype(const char *name, ps_dtype *out)
+{
+    for (int d = PS_DTYPE_FP32; d <= PS_DTYPE_FP8; d++)
+        if (strcmp(name, ps_dtype_name((ps_dtype)d)) == 0) {
+            *out = (ps_dtype)d;
+            return true;
+        }
+    return false;
+}
 
 static int cmp_i32(const void *a, const void *b)
 {
@@ -94,35 +70,11 @@ static int fold_points(pt *p, int n, bool use_min, double *scratch)
     return out;
 }
 
-/* log-log interpolation of y at x over sorted points; the end values beyond them. */
-static double interp(const double *xs, const double *ys, int n, double x)
-{
-    if (n <= 0) return -1;
-    if (x <= xs[0]) return ys[0];
-    if (x >= xs[n - 1]) return ys[n - 1];
-    int lo = 0, hi = n - 1;
-    while (hi - lo > 1) {
-        int mid = (lo + hi) / 2;
-        if (xs[mid] <= x)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    double dx = log(xs[hi]) - log(xs[lo]);
-    if (!(dx > 0)) return ys[lo]; /* equal abscissae (sizes that round together): no slope to follow */
-    double f = (log(x) - log(xs[lo])) / dx;
-    double v = exp(log(ys[lo]) + f * (log(ys[hi]) - log(ys[lo])));
-    /* Extreme but valid rows (1e-300 next to 1e300) over/underflow the log-log form: take the slower neighbour,
-     * the conservative side for a rate or a bandwidth (found by fuzz_costdb). */
-    if (!isfinite(v) || !(v > 0)) v = fmin(ys[lo], ys[hi]);
-    return v;
-}
-
 void ps_costdb_model_free(ps_costdb_model *m)
 {
     if (!m) return;
     for (int k = 0; k < m->n_kind; k++) {
-        dev_kind *d = &m->kind[k];
+        ps_costdb_kind *d = &m->kind[k];
         for (int i = 0; i < d->n_gemm; i++) {
             free(d->gemm[i].flops);
             free(d->gemm[i].rate);
@@ -211,20 +163,21 @@ static ps_status row_kinds_build(const ps_costdb *db, const ps_costdb_model *m, 
 static ps_status build_kind(const ps_costdb *db, const row_kinds *rk, ps_costdb_model *m, int k, pt *pts,
                             double *scratch)
 {
-    dev_kind *d = &m->kind[k];
+    ps_costdb_kind *d = &m->kind[k];
     /* GEMM curves: one per dtype of this kind */
     for (size_t i = 0; i < db->n_gemm; i++) {
-        if (rk->gemm[i] != k) continue;
+        ps_dtype dt;
+        if (rk->gemm[i] != k || !training_dtype(db->gemm[i].dtype, &dt)) continue;
         int c = 0;
-        while (c < d->n_gemm && strcmp(d->gemm[c].dtype, db->gemm[i].dtype) != 0) c++;
+        while (c < d->n_gemm && d->gemm[c].dtype != dt) c++;
         if (c < d->n_gemm) continue; /* already built */
         int n = 0;
         for (size_t j = i; j < db->n_gemm; j++)
             if (rk->gemm[j] == k && strcmp(db->gemm[j].dtype, db->gemm[i].dtype) == 0)
                 pts[n++] = (pt){db->gemm[j].flops, db->gemm[j].flops / db->gemm[j].time_s};
         n = fold_points(pts, n, false, scratch);
-        gemm_curve *gc = &d->gemm[d->n_gemm];
-        ps_strlcpy(gc->dtype, db->gemm[i].dtype, sizeof gc->dtype);
+        ps_costdb_gemm_curve *gc = &d->gemm[d->n_gemm];
+        gc->dtype = dt;
         gc->flops = ps_calloc((size_t)n, sizeof(double));
         gc->rate = ps_calloc((size_t)n, sizeof(double));
         if (!gc->flops || !gc->rate) {
@@ -242,9 +195,10 @@ static ps_status build_kind(const ps_costdb *db, const row_kinds *rk, ps_costdb_
     /* collective curves: one per (op, group size, inside/across) */
     for (size_t i = 0; i < db->n_coll && !d->gpu; i++) {
         const ps_bench_coll *r = &db->coll[i];
-        if (rk->coll[i] != k) continue;
+        ps_coll_op op;
+        if (rk->coll[i] != k || !ps_coll_op_parse(r->op, &op)) continue; /* the reader refuses unknown ops */
         int c = 0;
-        while (c < d->n_coll && !(strcmp(d->coll[c].op, r->op) == 0 && d->coll[c].gs == r->group_size &&
+        while (c < d->n_coll && !(d->coll[c].op == op && d->coll[c].gs == r->group_size &&
                                   d->coll[c].inter == r->inter_node))
             c++;
         if (c < d->n_coll) continue;
@@ -257,8 +211,8 @@ static ps_status build_kind(const ps_costdb *db, const row_kinds *rk, ps_costdb_
         }
         /* concurrent groups of one shape: the slowest decides, as every group must finish before the step does */
         n = fold_points(pts, n, true, scratch);
-        coll_curve *cc = &d->coll[d->n_coll];
-        ps_strlcpy(cc->op, r->op, sizeof cc->op);
+        ps_costdb_coll_curve *cc = &d->coll[d->n_coll];
+        cc->op = op;
         cc->gs = r->group_size;
         cc->inter = r->inter_node;
         cc->bytes = ps_calloc((size_t)n, sizeof(double));
@@ -272,7 +226,7 @@ static ps_status build_kind(const ps_costdb *db, const row_kinds *rk, ps_costdb_
             cc->bytes[q] = pts[q].x;
             cc->busbw[q] = pts[q].y;
         }
-        cc->t0 = pts[0].x * ps_bench_busbw_factor(r->op, r->group_size) / pts[0].y;
+        cc->t0 = pts[0].x * ps_coll_busbw_factor(op, r->group_size) / pts[0].y;
         cc->n = n;
         d->n_coll++;
     }
@@ -319,7 +273,7 @@ ps_status ps_costdb_model_build(const ps_costdb *db, ps_costdb_model **out)
     row_kinds rk;
     if ((st = row_kinds_build(db, m, &rk)) != PS_OK) goto done;
     for (int k = 0; k < m->n_kind && st == PS_OK; k++) {
-        dev_kind *d = &m->kind[k];
+        ps_costdb_kind *d = &m->kind[k];
         /* at most one curve per row: enough room whatever the rows hold */
         d->gemm = ps_calloc(db->n_gemm + 1, sizeof *d->gemm);
         d->coll = ps_calloc(db->n_coll + 1, sizeof *d->coll);
@@ -339,63 +293,6 @@ done:
     }
     *out = m;
     return PS_OK;
-}
-
-int ps_costdb_model_n_devices(const ps_costdb_model *m) { return m->n_kind; }
-const char *ps_costdb_model_device_name(const ps_costdb_model *m, int dev)
-{
-    return dev >= 0 && dev < m->n_kind ? m->kind[dev].name : "";
-}
-const char *ps_costdb_model_path(const ps_costdb_model *m) { return m->path; }
-
-int ps_costdb_model_device(const ps_costdb_model *m, const char *gpu_name)
-{
-    for (int k = 0; k < m->n_kind; k++)
-        if (strcmp(m->kind[k].name, gpu_name) == 0) return k;
-    return -1;
-}
-
-double ps_costdb_model_gemm_rate(const ps_costdb_model *m, int dev, const char *dtype, double flops)
-{
-    if (dev < 0 || dev >= m->n_kind || !(flops > 0)) return -1;
-    const dev_kind *d = &m->kind[dev];
-    for (int i = 0; i < d->n_gemm; i++)
-        if (strcmp(d->gemm[i].dtype, dtype) == 0) return interp(d->gemm[i].flops, d->gemm[i].rate, d->gemm[i].n, flops);
-    return -1;
-}
-
-double ps_costdb_model_coll_time(const ps_costdb_model *m, int dev, const char *op, int64_t n, bool inter,
-                                 double bytes)
-{
-    if (dev < 0 || dev >= m->n_kind) return -1;
-    if (n <= 1 || bytes <= 0) return 0;
-    const dev_kind *d = &m->kind[dev];
-    const coll_curve *best = NULL;
-    double bestd = INFINITY, ln = log2((double)n);
-    for (int i = 0; i < d->n_coll; i++) {
-        const coll_curve *c = &d->coll[i];
-        if (strcmp(c->op, op) != 0 || c->inter != (int)inter || c->n < 1) continue;
-        double dist = fabs(log2((double)c->gs) - ln);
-        /* ties go to the larger group: its busbw is the more conservative */
-        if (dist < bestd - 1e-12 || (fabs(dist - bestd) <= 1e-12 && best && c->gs > best->gs)) {
-            best = c;
-            bestd = dist;
-        }
-    }
-    if (!best) return -1;
-    if (bytes <= best->bytes[0]) return best->t0; /* latency floor */
-    double bw = interp(best->bytes, best->busbw, best->n, bytes);
-    return bytes * ps_bench_busbw_factor(op, (int)(n > 1 << 24 ? 1 << 24 : n)) / bw;
-}
-
-double ps_costdb_model_mem_Bps(const ps_costdb_model *m, int dev)
-{
-    return dev >= 0 && dev < m->n_kind ? m->kind[dev].mem_Bps : -1;
-}
-
-double ps_costdb_model_overlap(const ps_costdb_model *m, int dev)
-{
-    return dev >= 0 && dev < m->n_kind ? m->kind[dev].overlap : -1;
 }
 
 /* ---- using it for a cluster ------------------------------------------------------------------------------------ */
@@ -432,7 +329,8 @@ static void quote_list(const char *list, char *out, size_t cap)
     }
 }
 
-ps_status ps_costdb_attach(ps_costdb_model *m, const ps_cluster *c, ps_cost_params *p)
+/* ps_costdb_attach without the overrides; changes nothing on failure. */
+static ps_status attach_tables(ps_costdb_model *m, const ps_cluster *c, ps_cost_params *p)
 {
     int used = 0, fit_group = -1;
     double slow = -1;
@@ -499,7 +397,7 @@ ps_status ps_costdb_attach(ps_costdb_model *m, const ps_cluster *c, ps_cost_para
         }
     }
     p->db = m;
-    /* The overlap form's slowdown is bounded like the --cost-param of the same name (costdb/params.c: [1, 3]): a
+    /* The overlap form's slowdown is bounded like the --cost-param of the same name (cost/params.c: [1, 3]): a
      * measurement below 1 is noise (overlap cannot make both faster), above 3 a broken run. */
     double lo = 1, hi = 1;
     ps_cost_param_range("overlap_slowdown", &lo, &hi);
@@ -507,7 +405,20 @@ ps_status ps_costdb_attach(ps_costdb_model *m, const ps_cluster *c, ps_cost_para
     return PS_OK;
 }
 
-const char *ps_costdb_model_note(const ps_costdb_model *m) { return m->note; }
+ps_status ps_costdb_attach(ps_costdb_model *m, const ps_cluster *c, const char *const *overrides, int n_overrides,
+                           ps_cost_params *p)
+{
+    ps_cost_params before = *p;
+    ps_status st = attach_tables(m, c, p);
+    /* What the user set by name wins over what the file measured or fitted (overlap_slowdown, compute_scale,
+     * comm_scale): the attach may have replaced them, so they are set again, last. */
+    for (int i = 0; i < n_overrides && st == PS_OK; i++) st = ps_cost_params_set(p, overrides[i]);
+    if (st != PS_OK) {
+        *p = before; /* no half-applied file: the parameters are as the caller gave them */
+        return ps_error_trace(st, __FILE__, __LINE__);
+    }
+    return PS_OK;
+}
 
 ps_status ps_costdb_cluster(const ps_costdb *db, ps_cluster *out)
 {
@@ -594,8 +505,8 @@ ps_status ps_costdb_cluster(const ps_costdb *db, ps_cluster *out)
         const double k_fallback_latency_s = 1e-6;
         double bw[2] = {0, 0}, lat[2] = {0, 0};
         for (int inter = 0; inter <= 1; inter++) {
-            double t = ps_costdb_model_coll_time(m, k, "sendrecv", 2, inter, 1e12);
-            double t0 = ps_costdb_model_coll_time(m, k, "sendrecv", 2, inter, 1);
+            double t = ps_costdb_model_coll_time(m, k, PS_COLL_SENDRECV, 2, inter, 1e12);
+            double t0 = ps_costdb_model_coll_time(m, k, PS_COLL_SENDRECV, 2, inter, 1);
             if (t > 0 && t0 > 0) {
                 bw[inter] = 1e12 / t;
                 lat[inter] = t0;
@@ -610,8 +521,9 @@ ps_status ps_costdb_cluster(const ps_costdb *db, ps_cluster *out)
             bw[1] = bw[0];
             lat[1] = lat[0];
         }
-        g->intra = (ps_link){.kind = "measured", .bw_Bps = bw[0], .latency_s = lat[0]};
-        g->inter = (ps_link){.kind = "measured", .bw_Bps = bw[1] * (double)per, .latency_s = lat[1]};
+        g->intra = (ps_link){.kind = "measured", .cls = PS_LINK_MEASURED, .bw_Bps = bw[0], .latency_s = lat[0]};
+        g->inter = (ps_link){.kind = "measured", .cls = PS_LINK_MEASURED, .bw_Bps = bw[1] * (double)per,
+                             .latency_s = lat[1]};
         g->cores_per_node = 0; /* unknown: ranks may share cores (oversubscribed) */
     }
     free(dkind);
@@ -648,7 +560,7 @@ static double rel_err(double predicted, double measured)
     return fmin(fabs(predicted - measured) / measured, DBL_MAX);
 }
 
-/* A fitted coefficient in the range --cost-param accepts for it (costdb/params.c), so a fit is always a value the
+/* A fitted coefficient in the range --cost-param accepts for it (cost/params.c), so a fit is always a value the
  * user could have set, and the reader's check of /fit holds. */
 static double clamp_fit(double v, const char *coef)
 {

@@ -1,8 +1,8 @@
-/* The HDF5 cost database (docs/costdb.md): one file per calibrated allocation, written collectively by `psearch
- * calibrate` (parallel HDF5, each rank its own rows), read and validated here, merged across node kinds, and turned
- * into the interpolation tables the cost model consumes (ps_cost_params.db). `psearch exec --record` appends the
- * plans it ran (/measurements); `psearch calibrate --from-measurements` refits compute_scale and comm_scale from them
- * (/fit), which --costdb then applies. */
+/* costdb/: the HDF5 cost database (docs/costdb.md): one file per calibrated allocation, written collectively by
+ * `psearch calibrate` (parallel HDF5, each rank its own rows), read and validated here, merged across node kinds, and
+ * turned into the measured tables the cost model reads (ps_costdb_model, cost/ps_cost.h; ps_cost_params.db).
+ * `psearch exec --record` appends the plans it ran (/measurements); `psearch calibrate --from-measurements` refits
+ * compute_scale and comm_scale from them (/fit), which --costdb then applies. */
 #ifndef PS_COSTDB_H
 #define PS_COSTDB_H
 
@@ -27,7 +27,7 @@ extern "C" {
 /* One refitted cost-model coefficient (/fit, `psearch calibrate --from-measurements`): for the ranks of one device
  * key, the median over the executed plans of measured / predicted (the prediction with the scale it ran with divided
  * out). Errors are medians over the device's rows of |predicted - measured| / measured [1]. */
-typedef struct {
+typedef struct ps_costdb_fit {
     char device[32];      /* device key of the measurement rows (ps_bench_measurement.device) */
     char coefficient[32]; /* "compute_scale" or "comm_scale" */
     double value;         /* in the coefficient's --cost-param range (ps_cost_param_range) [1] */
@@ -147,39 +147,21 @@ ps_status ps_costdb_refit(const ps_costdb *db, ps_costdb_fit **rows, size_t *n);
  * devices it saw and keeps the others). */
 ps_status ps_costdb_fit_replace(ps_costdb *db, const ps_costdb_fit *fit, size_t n);
 
-/* ---- the tables the cost model interpolates (costdb/db_model.c) ---- */
-typedef struct ps_costdb_model ps_costdb_model;
+/* ---- the measured tables the cost model reads (ps_costdb_model, cost/ps_cost.h; built in costdb/db_model.c) ---- */
 /* The tables of every device kind of /devices, and a copy of /fit (a file of only measurements and fits builds a model
  * of no device kind). */
 ps_status ps_costdb_model_build(const ps_costdb *db, ps_costdb_model **out);
 void ps_costdb_model_free(ps_costdb_model *m);
-/* 0 for a file of executed plans and fits only. */
-int ps_costdb_model_n_devices(const ps_costdb_model *m);
-const char *ps_costdb_model_device_name(const ps_costdb_model *m, int dev);
-/* Index of the device kind whose key is `gpu_name`, or -1. */
-int ps_costdb_model_device(const ps_costdb_model *m, const char *gpu_name);
-/* Achieved GEMM rate [FLOP/s] at `flops` per call, log-log interpolated over the device's table for the dtype
- * ("fp32", "bf16", ...); -1 when the file has no GEMM of that dtype for the device. */
-double ps_costdb_model_gemm_rate(const ps_costdb_model *m, int dev, const char *dtype, double flops);
-/* Time [s] of a collective ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv") of `bytes` over n
- * devices, inside one node or across nodes; -1 when the file has no such measurement (a GPU kind never has one). */
-double ps_costdb_model_coll_time(const ps_costdb_model *m, int dev, const char *op, int64_t n, bool inter,
-                                 double bytes);
-/* Measured memory bandwidth [bytes/s], overlap slowdown [1]; -1 when absent (a GPU kind's overlap always is). */
-double ps_costdb_model_mem_Bps(const ps_costdb_model *m, int dev);
-double ps_costdb_model_overlap(const ps_costdb_model *m, int dev);
-const char *ps_costdb_model_path(const ps_costdb_model *m);
 
 /* Use the model for cluster c: refuses (PS_ERR_INPUT) a cluster none of whose node groups has a device the file
  * measured nor a /fit row for its GPU; otherwise sets p->db, the measured overlap slowdown, and p->compute_scale /
  * p->comm_scale from the /fit rows of the first node group whose GPU has some (the whole plan runs with one of each;
  * the note names the device used and says when other kinds' fits were ignored). Groups of other devices keep the
- * analytic model. Callers that let the user override (--cost-param) set those values again afterwards. The model
- * keeps a line saying which groups use the file: ps_costdb_model_note. */
-ps_status ps_costdb_attach(ps_costdb_model *m, const ps_cluster *c, ps_cost_params *p);
-/* "measured tables for node group(s): ..." (or "no measured tables for this cluster ..."), then the fit applied, from
- * the last successful ps_costdb_attach; "" before one. */
-const char *ps_costdb_model_note(const ps_costdb_model *m);
+ * analytic model. Then the n_overrides assignments ("name=value", ps_cost_params_set: --cost-param) are set again,
+ * last: a constant the user set by name wins over the file's. On any failure *p is left as it was. The model keeps a
+ * line saying which groups use the file: ps_costdb_model_note. */
+ps_status ps_costdb_attach(ps_costdb_model *m, const ps_cluster *c, const char *const *overrides, int n_overrides,
+                           ps_cost_params *p);
 /* The calibrated allocation as a cluster (`--cluster costdb`): one node group per device kind, its ranks as the
  * devices, measured peak, memory, bandwidth and links. PS_ERR_INPUT for a file without /devices rows (executed
  * plans and fits only). */

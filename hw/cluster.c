@@ -1,6 +1,6 @@
 /* Cluster descriptions from presets ("name:nodes") and cluster.json files, their invariants and derived counts, and
  * the placement queries the cost model asks (which node a GPU sits on, which link two GPUs talk over).
- * Nothing here needs MPI: only "auto" (hw/detect.c) does, so tools and tests can load clusters without MPI_Init. */
+ * Nothing here needs MPI: only "auto" (calib/detect.c) does, so tools and tests can load clusters without MPI_Init. */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -10,26 +10,26 @@
 #include <sys/stat.h>
 
 #include "ps_hw.h"
-#include "ps_json.h"
 
 /* ---- link kinds -------------------------------------------------------------------------------------------------- */
 
 /* Default latencies are the alpha of an alpha-beta transfer model for one small GPU-to-GPU message through NCCL, not
  * the raw hardware figure: NCCL's own tuning model adds a few microseconds of base latency to sub-microsecond
  * NVLink/PCIe hops and ~5 us network hops. docs/clusters.md gives the reasoning. `psearch calibrate` measures
- * collectives with MPI on CPU ranks and with NCCL on GPU ranks (hw/bench_coll.c); a cost database from such a run
+ * collectives with MPI on CPU ranks and with NCCL on GPU ranks (calib/bench_coll.c); a cost database from such a run
  * answers collectives for its device kinds, and GPUs without one keep these defaults (docs/costdb.md). */
 static const struct {
     const char *prefix;
+    ps_link_class cls;
     double latency_s;
 } k_link_kinds[] = {
-    {"nvlink", 3e-6},    /* NVLink 2/3/4, NVSwitch or bridge: ~1 us hop + NCCL base latency */
-    {"nvswitch", 3e-6},
-    {"pcie", 10e-6},     /* PCIe P2P through switches / root complex, or staged through host memory */
-    {"ib", 5e-6},        /* InfiniBand EDR/HDR/NDR with GPUDirect RDMA */
-    {"roce", 5e-6},      /* RDMA over Converged Ethernet: IB verbs, similar latency */
-    {"ethernet", 30e-6}, /* kernel TCP sockets (e.g. AWS ENA): 25-50 us round trips are typical */
-    {"tcp", 30e-6},
+    {"nvlink", PS_LINK_NVLINK, 3e-6},      /* NVLink 2/3/4, NVSwitch or bridge: ~1 us hop + NCCL base latency */
+    {"nvswitch", PS_LINK_NVLINK, 3e-6},
+    {"pcie", PS_LINK_PCIE, 10e-6},         /* PCIe P2P through switches / root complex, or staged through host memory */
+    {"ib", PS_LINK_IB, 5e-6},              /* InfiniBand EDR/HDR/NDR with GPUDirect RDMA */
+    {"roce", PS_LINK_IB, 5e-6},            /* RDMA over Converged Ethernet: IB verbs, similar latency */
+    {"ethernet", PS_LINK_ETHERNET, 30e-6}, /* kernel TCP sockets (e.g. AWS ENA): 25-50 us round trips are typical */
+    {"tcp", PS_LINK_ETHERNET, 30e-6},
 };
 
 /* "pcie4" and "ib-hdr" take the default of "pcie" and "ib"; "ibm" does not take that of "ib". */
@@ -39,6 +39,22 @@ static bool kind_matches(const char *kind, const char *prefix)
     if (strncmp(kind, prefix, n) != 0) return false;
     char c = kind[n];
     return c == '\0' || c == '-' || c == '_' || (c >= '0' && c <= '9');
+}
+
+bool ps_link_class_of(const char *kind, ps_link_class *out)
+{
+    if (!kind) return false;
+    /* a measured link has no default latency: whoever measured it gives one */
+    if (strcmp(kind, "measured") == 0) {
+        *out = PS_LINK_MEASURED;
+        return true;
+    }
+    for (size_t i = 0; i < sizeof k_link_kinds / sizeof k_link_kinds[0]; i++)
+        if (kind_matches(kind, k_link_kinds[i].prefix)) {
+            *out = k_link_kinds[i].cls;
+            return true;
+        }
+    return false;
 }
 
 double ps_link_default_latency(const char *kind)
@@ -112,6 +128,12 @@ static ps_status parse_link(const json_t *obj, const ps_jloc *loc, link_role rol
     memset(out, 0, sizeof *out);
     if (role == LINK_ISLAND) PS_TRY(ps_json_int(obj, loc, "size", true, 2, INT64_MAX, size));
     PS_TRY(ps_json_str(obj, loc, "kind", true, out->kind, sizeof out->kind));
+    /* Refused here, not priced as some other link later: the cost model's efficiency depends on the class. */
+    if (!ps_link_class_of(out->kind, &out->cls)) {
+        ps_jloc fl = ps_jloc_key(loc, "kind");
+        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s': unknown link kind '%s' (known: nvlink*, nvswitch*, pcie*, ib*, "
+                                     "roce*, ethernet*, tcp*, measured)", loc->file, fl.path, out->kind);
+    }
 
     /* Both units are in use (NVLink is quoted in GB/s, NICs in Gb/s); the key says which, and one must be chosen. */
     bool has_B = json_object_get(obj, "bw_GBps") != NULL, has_b = json_object_get(obj, "bw_Gbps") != NULL;
@@ -269,6 +291,7 @@ static ps_status parse_group(const json_t *obj, const ps_jloc *loc, bool preset,
         return PS_FAIL(PS_ERR_INPUT, "%s: missing field '%s' (needed when gpus_per_node > 1)", loc->file, il.path);
     } else {
         ps_strlcpy(out->intra.kind, "none", sizeof out->intra.kind);
+        out->intra.cls = PS_LINK_NONE;
     }
 
     v = json_object_get(obj, "island");
@@ -289,6 +312,7 @@ static ps_status parse_group(const json_t *obj, const ps_jloc *loc, bool preset,
     } else {
         /* Only a one-node cluster may omit the network; ps_cluster_finish checks that once the node count is known. */
         ps_strlcpy(out->inter.kind, "none", sizeof out->inter.kind);
+        out->inter.cls = PS_LINK_NONE;
     }
     PS_TRY(ps_json_int(obj, loc, "cores_per_node", false, 1, INT64_MAX, &out->cores_per_node));
     PS_TRY(ps_json_int(obj, loc, "numa_per_node", false, 1, INT64_MAX, &out->numa_per_node));
@@ -654,15 +678,14 @@ ps_status ps_cluster_locate(const char *spec, ps_cluster_source *src)
     return PS_OK;
 }
 
-ps_status ps_cluster_load(const char *spec, MPI_Comm comm, ps_cluster *out)
+ps_status ps_cluster_load(const char *spec, ps_cluster *out)
 {
     memset(out, 0, sizeof *out);
     ps_cluster_source src;
     PS_TRY(ps_cluster_locate(spec, &src));
-    if (src.detect) {
-        PS_TRY(ps_cluster_detect(comm, out));
-        return PS_OK;
-    }
+    if (src.detect)
+        return PS_FAIL(PS_ERR_INPUT, "cluster 'auto' describes the MPI job psearch runs in: ps_cluster_detect "
+                                     "(calib/) reads it, not the preset and cluster.json loader");
     PS_TRY(load_source(&src, out));
     return PS_OK;
 }

@@ -1,6 +1,6 @@
-/* Cluster descriptions: the GPU catalog, cluster presets, cluster.json for heterogeneous clusters, and detection of
- * the allocation psearch runs on (MPI, Slurm, hwloc, CUDA). Later also the calibration microbenchmarks.
- * Describes hardware; never decides plans. */
+/* Cluster descriptions: the GPU catalog, cluster presets, cluster.json for heterogeneous clusters, and the placement
+ * queries the cost model asks. Pure: no MPI, no hwloc, no CUDA (describing the allocation psearch runs on, `--cluster
+ * auto`, is calib/'s ps_cluster_detect). Describes hardware; never decides plans. */
 #ifndef PS_HW_H
 #define PS_HW_H
 
@@ -8,8 +8,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include <mpi.h>
 
 #include "ps_common.h"
 
@@ -31,9 +29,21 @@ typedef struct {
     char source[128];     /* datasheet the numbers come from */
 } ps_gpu;
 
+/* What a link is, as the cost model prices it (its achievable fraction of the nominal bandwidth). Parsed from the
+ * link's kind name once, when a cluster is loaded; the name stays for messages and output. */
+typedef enum {
+    PS_LINK_NONE = 0,     /* no link to cross: "none" (one GPU per node, no network), "self", "invalid" */
+    PS_LINK_NVLINK,       /* nvlink*, nvswitch* */
+    PS_LINK_PCIE,         /* pcie* */
+    PS_LINK_IB,           /* ib*, roce* (InfiniBand verbs) */
+    PS_LINK_ETHERNET,     /* ethernet*, tcp* */
+    PS_LINK_MEASURED      /* "measured": the bandwidth a send/recv reached (--cluster costdb), already achieved */
+} ps_link_class;
+
 /* A link class: bandwidth per direction per GPU (or per node for networks) and latency. */
 typedef struct {
     char kind[32];        /* "nvlink3", "pcie3", "ib-hdr", "ethernet", ... */
+    ps_link_class cls;    /* parsed from kind (ps_link_class_of) */
     double bw_Bps;        /* bytes/s per direction */
     double latency_s;     /* one-way latency, seconds */
 } ps_link;
@@ -89,15 +99,19 @@ const char *ps_gpu_match_device(const char *device_name);
 void ps_gpu_key_from_device_name(const char *device_name, char *out, size_t cap);
 
 /* ---- links ---- */
+/* The class of a link kind a cluster description may name: nvlink*, nvswitch*, pcie*, ib*, roce*, ethernet*, tcp*
+ * (a prefix followed by nothing, a digit, '-' or '_': "pcie4", "ib-hdr", "nvlink3-bridge"), or "measured"; false (and
+ * *out untouched) for any other name. */
+bool ps_link_class_of(const char *kind, ps_link_class *out);
 /* Default one-way latency in seconds of a link kind ("nvlink3", "pcie4", "ib-hdr", "ethernet", ...), used when a
  * cluster.json gives no latency_us; negative when the kind has no default (docs/clusters.md explains the values). */
 double ps_link_default_latency(const char *kind);
 
 /* ---- clusters ---- */
-/* `spec`: "preset:nodes" (e.g. "dgx-a100-80g:4"; ":nodes" defaults to 1), a path to a cluster.json, or "auto"
- * (describe the allocation: needs MPI initialized; `comm` is the communicator to describe).
- * Unknown preset -> PS_ERR_INPUT listing the known presets. */
-ps_status ps_cluster_load(const char *spec, MPI_Comm comm, ps_cluster *out);
+/* `spec`: "preset:nodes" (e.g. "dgx-a100-80g:4"; ":nodes" defaults to 1) or a path to a cluster.json. Unknown
+ * preset -> PS_ERR_INPUT listing the known presets; "auto" -> PS_ERR_INPUT (the allocation is described by
+ * ps_cluster_detect, calib/, which needs MPI). */
+ps_status ps_cluster_load(const char *spec, ps_cluster *out);
 /* ps_cluster_load in two halves, so that an MPI program can find and read the file on one rank and have every rank
  * parse the same bytes (cli/inputs.c): ranks then never describe different clusters from a file edited during the
  * launch or seen on one node only. */
@@ -105,7 +119,7 @@ typedef struct {
     char path[PATH_MAX + 96]; /* cluster.json or preset file to read (every message names it); "" for auto */
     char preset[48];          /* the preset's name ("dgx-a100-80g"), "" for a cluster.json */
     int64_t nodes;            /* the preset's node count */
-    bool detect;              /* "auto": nothing to read, ps_cluster_detect describes the allocation */
+    bool detect;              /* "auto": nothing to read, ps_cluster_detect (calib/) describes the allocation */
 } ps_cluster_source;
 /* What `spec` names, as ps_cluster_load resolves it (the node count checked, the preset file found), without
  * reading any file; the same errors for a spec that names nothing. */
@@ -115,7 +129,6 @@ ps_status ps_cluster_locate(const char *spec, ps_cluster_source *src);
 ps_status ps_cluster_parse(const ps_cluster_source *src, const char *text, size_t len, ps_cluster *out);
 ps_status ps_cluster_load_json(const char *path, ps_cluster *out);
 ps_status ps_cluster_preset(const char *name, int64_t nodes, ps_cluster *out);
-ps_status ps_cluster_detect(MPI_Comm comm, ps_cluster *out);
 void ps_cluster_free(ps_cluster *c);
 /* The largest cluster psearch plans for: 2^20 GPUs and 2^20 nodes, ten times the largest training clusters
  * announced (about 10^5 GPUs, 2024-2025). The search counts strategy degrees in int and enumerates divisors of the

@@ -17,7 +17,6 @@
 
 #include "exec_internal.h"
 #include "ps_mpi.h"
-#include "ps_mpi_nccl.h"
 
 typedef struct {
     MPI_Comm mpi;

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ps_json.h"
+#include "ps_common.h"
 #include "ps_models.h"
 
 /* Upper bound on expanded layers: a description asking for more is a typo in a repeat count, and the planner's

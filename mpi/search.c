@@ -19,10 +19,8 @@
 #include <omp.h>
 #endif
 
-#include "ps_json.h"
 #include "ps_mpi.h"
 #include "ps_mpi_search.h"
-#include "ps_plan_json.h"
 
 const char *ps_dist_name(ps_dist d) { return d == PS_DIST_STATIC ? "static" : "dynamic"; }
 

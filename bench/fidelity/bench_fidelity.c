@@ -1,13 +1,12 @@
 /* Fidelity of the cost model: predict every plan whose measured result the seed papers publish
  * (bench/fidelity/cases.json, docs/fidelity.md) and print predicted vs published with the error, per case and as
  * median / maximum absolute error overall, per paper and per confidence level. One JSON document on stdout.
- * Nothing here feeds back into the constants: they stay as documented in costdb/params.c. */
+ * Nothing here feeds back into the constants: they stay as documented in cost/params.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ps_cost.h"
-#include "ps_json.h"
 
 #ifndef PS_SOURCE_DIR
 #define PS_SOURCE_DIR "."
@@ -114,7 +113,7 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
     memset(&p, 0, sizeof p);
     memset(&r, 0, sizeof r);
     PS_TRY(ps_model_load(mpath, &mo, &m));
-    ps_status st = ps_cluster_load(cpath, MPI_COMM_NULL, &cl);
+    ps_status st = ps_cluster_load(cpath, &cl);
     if (st != PS_OK) {
         ps_model_free(&m);
         return st;

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "ps_json.h"
+#include "ps_common.h"
 
 static ps_status fails_deep(void) { return PS_FAIL(PS_ERR_INPUT, "field 'x' must be > 0 (got %d)", -3); }
 static ps_status passes_through(void)

@@ -17,7 +17,7 @@
 static ps_cluster load_cluster(const char *spec)
 {
     ps_cluster c;
-    assert_int_equal(ps_cluster_load(spec, MPI_COMM_NULL, &c), PS_OK);
+    assert_int_equal(ps_cluster_load(spec, &c), PS_OK);
     return c;
 }
 
@@ -83,8 +83,9 @@ static void test_placement(void **state)
         assert_int_equal(ps_gpu_lookup(gpus[i], &g[i].gpu), PS_OK);
         g[i].nodes = nodes[i];
         g[i].gpus_per_node = per[i];
-        g[i].intra = (ps_link){.kind = "nvlink3", .bw_Bps = 300e9, .latency_s = 2e-6};
-        g[i].inter = (ps_link){.kind = "ib-hdr", .bw_Bps = (double)(i + 1) * 25e9, .latency_s = (double)(i + 1) * 1e-6};
+        g[i].intra = (ps_link){.kind = "nvlink3", .cls = PS_LINK_NVLINK, .bw_Bps = 300e9, .latency_s = 2e-6};
+        g[i].inter = (ps_link){.kind = "ib-hdr", .cls = PS_LINK_IB, .bw_Bps = (double)(i + 1) * 25e9,
+                               .latency_s = (double)(i + 1) * 1e-6};
     }
     ps_cluster c;
     memset(&c, 0, sizeof c);
@@ -190,8 +191,8 @@ static void test_measured_links(void **state)
     assert_int_equal(ps_gpu_lookup("a100-80g", &g.gpu), PS_OK);
     g.nodes = 2;
     g.gpus_per_node = 4;
-    g.intra = (ps_link){.kind = "measured", .bw_Bps = 100e9, .latency_s = 1e-6};
-    g.inter = (ps_link){.kind = "measured", .bw_Bps = 40e9, .latency_s = 5e-6};
+    g.intra = (ps_link){.kind = "measured", .cls = PS_LINK_MEASURED, .bw_Bps = 100e9, .latency_s = 1e-6};
+    g.inter = (ps_link){.kind = "measured", .cls = PS_LINK_MEASURED, .bw_Bps = 40e9, .latency_s = 5e-6};
     ps_cluster c;
     memset(&c, 0, sizeof c);
     c.groups = &g;
@@ -205,6 +206,28 @@ static void test_measured_links(void **state)
     assert_rel(ps_p2p(&p, &c, 0, 4, M), 5e-6 + M / 40e9, 1e-12);
     ps_group across = {0, 2, 4};
     assert_rel(ps_coll_allgather(&p, &c, &across, M), 0.5 * M / (40e9 / 4) + 5e-6, 1e-12);
+}
+
+/* Collective names are parsed once (a database's rows) and the factor is a switch on the op. */
+static void test_coll_ops(void **state)
+{
+    (void)state;
+    for (int i = 0; i < PS_COLL_N_OPS; i++) {
+        ps_coll_op op = PS_COLL_N_OPS;
+        assert_true(ps_coll_op_parse(ps_coll_op_name((ps_coll_op)i), &op));
+        assert_int_equal(op, i);
+    }
+    ps_coll_op op = PS_COLL_SENDRECV;
+    assert_false(ps_coll_op_parse("broadcast", &op));
+    assert_false(ps_coll_op_parse("AllReduce", &op));
+    assert_int_equal(op, PS_COLL_SENDRECV);
+    assert_true(ps_coll_busbw_factor(PS_COLL_ALLREDUCE, 4) == 1.5);
+    assert_true(ps_coll_busbw_factor(PS_COLL_ALLGATHER, 4) == 0.75);
+    assert_true(ps_coll_busbw_factor(PS_COLL_REDUCESCATTER, 4) == 0.75);
+    assert_true(ps_coll_busbw_factor(PS_COLL_ALLTOALL, 4) == 0.75);
+    assert_true(ps_coll_busbw_factor(PS_COLL_SENDRECV, 2) == 1);
+    assert_true(ps_coll_busbw_factor(PS_COLL_ALLREDUCE, 0) == 0);
+    assert_true(ps_coll_busbw_factor(PS_COLL_N_OPS, 4) == 0);
 }
 
 static void test_zero_memory(void **state)
@@ -514,6 +537,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_allreduce), cmocka_unit_test(test_placement),
         cmocka_unit_test(test_peaks),          cmocka_unit_test(test_measured_links),
+        cmocka_unit_test(test_coll_ops),
         cmocka_unit_test(test_zero_memory),
         cmocka_unit_test(test_monotone),       cmocka_unit_test(test_plan_rules),
         cmocka_unit_test(test_plan_prediction), cmocka_unit_test(test_plan_workspace),

@@ -181,37 +181,38 @@ static void test_interpolation(void **state)
     assert_int_equal(ps_costdb_model_device(m, "a100-80g"), -1);
     /* exact at table points */
     for (int i = 0; i < 3; i++)
-        assert_true(fabs(ps_costdb_model_gemm_rate(m, k, "fp32", 1e6 * pow(100, i)) - 1e9 * pow(10, i)) <
+        assert_true(fabs(ps_costdb_model_gemm_rate(m, k, PS_DTYPE_FP32, 1e6 * pow(100, i)) - 1e9 * pow(10, i)) <
                     1e-6 * 1e9 * pow(10, i));
     /* monotone between them (the table rises), log-log: halfway in log FLOPs is halfway in log rate */
     double prev = 0;
     for (double f = 1e6; f <= 1e10; f *= 1.3) {
-        double r = ps_costdb_model_gemm_rate(m, k, "fp32", f);
+        double r = ps_costdb_model_gemm_rate(m, k, PS_DTYPE_FP32, f);
         assert_true(r >= prev);
         prev = r;
     }
-    assert_true(fabs(ps_costdb_model_gemm_rate(m, k, "fp32", 1e7) - sqrt(1e9 * 1e10)) < 1e-3 * 3.2e9);
+    assert_true(fabs(ps_costdb_model_gemm_rate(m, k, PS_DTYPE_FP32, 1e7) - sqrt(1e9 * 1e10)) < 1e-3 * 3.2e9);
     /* beyond the ends: the end rates; no such dtype: negative */
-    assert_true(fabs(ps_costdb_model_gemm_rate(m, k, "fp32", 1e3) - 1e9) < 1);
-    assert_true(fabs(ps_costdb_model_gemm_rate(m, k, "fp32", 1e13) - 1e11) < 1);
-    assert_true(ps_costdb_model_gemm_rate(m, k, "bf16", 1e8) < 0);
+    assert_true(fabs(ps_costdb_model_gemm_rate(m, k, PS_DTYPE_FP32, 1e3) - 1e9) < 1);
+    assert_true(fabs(ps_costdb_model_gemm_rate(m, k, PS_DTYPE_FP32, 1e13) - 1e11) < 1);
+    assert_true(ps_costdb_model_gemm_rate(m, k, PS_DTYPE_BF16, 1e8) < 0);
     /* collectives: exact time at table points, latency floor below, constant busbw above, nearest group size */
     for (int i = 0; i < 3; i++)
-        assert_true(fabs(ps_costdb_model_coll_time(m, k, "allreduce", 2, false, db.coll[i].bytes) - db.coll[i].time_s) <
-                    1e-9 * db.coll[i].time_s);
-    assert_true(fabs(ps_costdb_model_coll_time(m, k, "allreduce", 2, false, 10) - db.coll[0].time_s) < 1e-15);
-    assert_true(fabs(ps_costdb_model_coll_time(m, k, "allreduce", 2, false, 1048576.0 * 4) - 4 * db.coll[2].time_s) <
-                1e-9);
+        assert_true(fabs(ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 2, false, db.coll[i].bytes) -
+                         db.coll[i].time_s) < 1e-9 * db.coll[i].time_s);
+    assert_true(fabs(ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 2, false, 10) - db.coll[0].time_s) < 1e-15);
+    assert_true(fabs(ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 2, false, 1048576.0 * 4) -
+                     4 * db.coll[2].time_s) < 1e-9);
     double prevt = 0;
     for (double b = 1024; b <= 1048576; b *= 1.5) {
-        double t = ps_costdb_model_coll_time(m, k, "allreduce", 2, false, b);
+        double t = ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 2, false, b);
         assert_true(t >= prevt);
         prevt = t;
     }
     /* 4 ranks use the 2-rank busbw with the 4-rank factor 2(n-1)/n = 1.5 */
-    assert_true(fabs(ps_costdb_model_coll_time(m, k, "allreduce", 4, false, 1048576) - 1.5 * 1048576 / 8e9) < 1e-12);
-    assert_true(ps_costdb_model_coll_time(m, k, "allreduce", 2, true, 1024) < 0); /* no across-node rows */
-    assert_true(ps_costdb_model_coll_time(m, k, "alltoall", 2, false, 1024) < 0);
+    assert_true(fabs(ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 4, false, 1048576) - 1.5 * 1048576 / 8e9) <
+                1e-12);
+    assert_true(ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 2, true, 1024) < 0); /* no across-node rows */
+    assert_true(ps_costdb_model_coll_time(m, k, PS_COLL_ALLTOALL, 2, false, 1024) < 0);
     assert_true(fabs(ps_costdb_model_mem_Bps(m, k) - 2e10) < 1);
     assert_true(fabs(ps_costdb_model_overlap(m, k) - 1.2) < 1e-12);
 }
@@ -226,18 +227,18 @@ static void test_cost_model(void **state)
     assert_int_equal(cal.n_gpus, 2);
     assert_string_equal(cal.groups[0].gpu.name, "cpu:test");
     assert_true(cal.groups[0].gpu.fp16_flops == 0); /* no fp16 measured: fp16 plans are refused */
-    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", MPI_COMM_NULL, &dgx), PS_OK);
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", &dgx), PS_OK);
 
     ps_cost_params an, with;
     ps_cost_params_default(&an);
     ps_cost_params_default(&with);
     assert_null(an.db);
     /* another device kind is refused, naming the file and the kinds */
-    assert_int_equal(ps_costdb_attach(m, &dgx, &with), PS_ERR_INPUT);
+    assert_int_equal(ps_costdb_attach(m, &dgx, NULL, 0, &with), PS_ERR_INPUT);
     assert_non_null(strstr(ps_error_message(), "another device kind"));
     assert_null(with.db);
     assert_string_equal(ps_costdb_model_note(m), "");
-    assert_int_equal(ps_costdb_attach(m, &cal, &with), PS_OK);
+    assert_int_equal(ps_costdb_attach(m, &cal, NULL, 0, &with), PS_OK);
     assert_ptr_equal(with.db, m);
     char want[160];
     snprintf(want, sizeof want, "measured tables for node group(s): %s", cal.groups[0].name);
@@ -270,7 +271,7 @@ static void test_cost_model(void **state)
     head.seq = 64;
     head.hidden = 64;
     head.vocab = 1000;
-    double F = 2.0 * 64 * 1000 * 64, rate = ps_costdb_model_gemm_rate(m, 0, "fp32", F);
+    double F = 2.0 * 64 * 1000 * 64, rate = ps_costdb_model_gemm_rate(m, 0, PS_DTYPE_FP32, F);
     assert_true(rate > 1e9 && rate < 1e10); /* interpolated, not an end of the table */
     ps_layer_cost hw, ha;
     assert_int_equal(ps_cost_layer(&with, &cal, &head, PS_DTYPE_FP32, 1, &s, 0, &hw), PS_OK);
@@ -289,7 +290,7 @@ static void test_cost_model(void **state)
     ps_cluster_free(&dgx);
 }
 
-/* A GPU's device key is the one `--cluster auto` gives it (hw/detect.c), so a database matches the allocation it
+/* A GPU's device key is the one `--cluster auto` gives it (calib/detect.c), so a database matches the allocation it
  * measured: the catalog key for a known board, the name made lower-case-and-hyphens otherwise. */
 static void test_device_key(void **state)
 {
@@ -365,17 +366,17 @@ static void test_gpu_collectives_ignored(void **state)
     assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
     int k = ps_costdb_model_device(m, "a100-80g");
     assert_int_equal(k, 0);
-    assert_true(fabs(ps_costdb_model_gemm_rate(m, k, "bf16", 1e8) - 1e10) < 1e-6 * 1e10);
+    assert_true(fabs(ps_costdb_model_gemm_rate(m, k, PS_DTYPE_BF16, 1e8) - 1e10) < 1e-6 * 1e10);
     assert_true(fabs(ps_costdb_model_mem_Bps(m, k) - 2e10) < 1);
-    assert_true(ps_costdb_model_coll_time(m, k, "allreduce", 2, false, 65536) < 0);
+    assert_true(ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 2, false, 65536) < 0);
     assert_true(ps_costdb_model_overlap(m, k) < 0);
 
     ps_cluster dgx;
-    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", MPI_COMM_NULL, &dgx), PS_OK);
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", &dgx), PS_OK);
     ps_cost_params an, with;
     ps_cost_params_default(&an);
     ps_cost_params_default(&with);
-    assert_int_equal(ps_costdb_attach(m, &dgx, &with), PS_OK);
+    assert_int_equal(ps_costdb_attach(m, &dgx, NULL, 0, &with), PS_OK);
     assert_ptr_equal(with.db, m);
     assert_true(with.overlap_slowdown == an.overlap_slowdown);
     assert_non_null(strstr(ps_costdb_model_note(m), "overlap slowdown not measured"));
@@ -397,14 +398,14 @@ static void test_gpu_collectives_nccl(void **state)
     assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
     int k = ps_costdb_model_device(m, "a100-80g");
     assert_int_equal(k, 0);
-    assert_true(ps_costdb_model_coll_time(m, k, "allreduce", 2, false, 65536) > 0);
+    assert_true(ps_costdb_model_coll_time(m, k, PS_COLL_ALLREDUCE, 2, false, 65536) > 0);
     assert_true(fabs(ps_costdb_model_overlap(m, k) - 1.2) < 1e-12);
 
     ps_cluster dgx;
-    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", MPI_COMM_NULL, &dgx), PS_OK);
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", &dgx), PS_OK);
     ps_cost_params with;
     ps_cost_params_default(&with);
-    assert_int_equal(ps_costdb_attach(m, &dgx, &with), PS_OK);
+    assert_int_equal(ps_costdb_attach(m, &dgx, NULL, 0, &with), PS_OK);
     assert_true(fabs(with.overlap_slowdown - 1.2) < 1e-12);
     assert_null(strstr(ps_costdb_model_note(m), "overlap slowdown not measured"));
     ps_cluster_free(&dgx);
@@ -626,7 +627,7 @@ static void test_schema1_file(void **state)
     assert_int_equal(db.n_fit, 0);
     ps_costdb_model *m = NULL;
     assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
-    assert_true(fabs(ps_costdb_model_gemm_rate(m, 0, "fp32", 2e9) - 1e11) < 1);
+    assert_true(fabs(ps_costdb_model_gemm_rate(m, 0, PS_DTYPE_FP32, 2e9) - 1e11) < 1);
     ps_costdb_model_free(m);
     /* recording a plan into a copy upgrades the copy; the fixture itself is only read */
     char p[512], cmd[1200];
@@ -950,18 +951,27 @@ static void test_fit_attach(void **state)
     db.fit[1] = fit_row("cpu:test", "comm_scale", 0.75);
     ps_cluster cal, dgx;
     assert_int_equal(ps_costdb_cluster(&db, &cal), PS_OK);
-    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", MPI_COMM_NULL, &dgx), PS_OK);
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", &dgx), PS_OK);
     ps_costdb_model *m = NULL;
     assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
     ps_cost_params p;
     ps_cost_params_default(&p);
-    assert_int_equal(ps_costdb_attach(m, &cal, &p), PS_OK);
+    assert_int_equal(ps_costdb_attach(m, &cal, NULL, 0, &p), PS_OK);
     assert_true(p.compute_scale == 1.5 && p.comm_scale == 0.75);
     assert_non_null(strstr(ps_costdb_model_note(m), "measured tables for node group(s): "));
     assert_non_null(strstr(ps_costdb_model_note(m), "compute_scale 1.5 (3 plan(s)), comm_scale 0.75"));
+    /* a constant set by name (--cost-param) wins over the fit; a bad one leaves the parameters as given */
+    const char *const over[] = {"comm_scale=2"}, *const bad[] = {"comm_scale=99"};
+    ps_cost_params_default(&p);
+    assert_int_equal(ps_costdb_attach(m, &cal, over, 1, &p), PS_OK);
+    assert_true(p.compute_scale == 1.5 && p.comm_scale == 2 && p.db == m);
+    ps_cost_params_default(&p);
+    ps_cost_params given = p;
+    assert_int_equal(ps_costdb_attach(m, &cal, bad, 1, &p), PS_ERR_INPUT);
+    assert_memory_equal(&p, &given, sizeof p);
     /* the tables are for cpu:test only: the dgx is still refused, naming the fits too */
     ps_cost_params_default(&p);
-    assert_int_equal(ps_costdb_attach(m, &dgx, &p), PS_ERR_INPUT);
+    assert_int_equal(ps_costdb_attach(m, &dgx, NULL, 0, &p), PS_ERR_INPUT);
     assert_non_null(strstr(ps_error_message(), "another device kind"));
     ps_costdb_model_free(m);
     ps_costdb_free(&db);
@@ -978,7 +988,7 @@ static void test_fit_attach(void **state)
     ps_cost_params_default(&with);
     ps_cost_params_default(&by_hand);
     assert_int_equal(ps_cost_params_set(&by_hand, "compute_scale=2"), PS_OK);
-    assert_int_equal(ps_costdb_attach(m, &dgx, &with), PS_OK);
+    assert_int_equal(ps_costdb_attach(m, &dgx, NULL, 0, &with), PS_OK);
     assert_ptr_equal(with.db, m);
     assert_true(with.compute_scale == 2 && with.comm_scale == 1);
     assert_non_null(strstr(ps_costdb_model_note(m), "no measured tables"));
@@ -995,7 +1005,7 @@ static void test_fit_attach(void **state)
     ps_model_free(&mdl);
     /* fits of another kind only: refused */
     ps_cost_params_default(&p);
-    assert_int_equal(ps_costdb_attach(m, &cal, &p), PS_ERR_INPUT);
+    assert_int_equal(ps_costdb_attach(m, &cal, NULL, 0, &p), PS_ERR_INPUT);
     assert_non_null(strstr(ps_error_message(), "fits.h5: the cost database has fits for 'a100-80g', another device kind"));
     ps_costdb_model_free(m);
     ps_costdb_free(&db);
@@ -1007,7 +1017,7 @@ static void test_fit_attach(void **state)
     db.meas = calloc(1, sizeof *db.meas);
     db.meas[0] = meas_row("a100-80g", 1, 1, 1, 0, 0, 1, 1);
     assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
-    assert_int_equal(ps_costdb_attach(m, &dgx, &p), PS_ERR_INPUT);
+    assert_int_equal(ps_costdb_attach(m, &dgx, NULL, 0, &p), PS_ERR_INPUT);
     assert_non_null(strstr(ps_error_message(), "run psearch calibrate --from-measurements plans.h5 first"));
     ps_costdb_model_free(m);
     ps_costdb_free(&db);
@@ -1031,7 +1041,7 @@ static void test_cli_attach_rollback(void **state)
     assert_int_equal(ps_costdb_write(p, &db), PS_OK);
     ps_cluster cal, dgx;
     assert_int_equal(ps_costdb_cluster(&db, &cal), PS_OK);
-    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", MPI_COMM_NULL, &dgx), PS_OK);
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", &dgx), PS_OK);
     ps_costdb_free(&db);
 
     ps_cli_opts o;
@@ -1178,14 +1188,14 @@ static void test_fit_names_exact(void **state)
     c.n_groups = 3;
     ps_cost_params p;
     ps_cost_params_default(&p);
-    assert_int_equal(ps_costdb_attach(m, &c, &p), PS_OK);
+    assert_int_equal(ps_costdb_attach(m, &c, NULL, 0, &p), PS_OK);
     assert_true(p.compute_scale == 1.5);
     assert_non_null(strstr(ps_costdb_model_note(m), "; the fits of 'a100-80g', 'a100' are not used"));
     /* a cluster of none of them: the refusal names both fitted kinds */
     ps_strlcpy(g[0].gpu.name, "h100", sizeof g[0].gpu.name);
     c.n_groups = 1;
     ps_cost_params_default(&p);
-    assert_int_equal(ps_costdb_attach(m, &c, &p), PS_ERR_INPUT);
+    assert_int_equal(ps_costdb_attach(m, &c, NULL, 0, &p), PS_ERR_INPUT);
     assert_non_null(strstr(ps_error_message(), "has fits for 'cpu:test', 'a100-80g', 'a100', another device kind"));
     ps_costdb_model_free(m);
     ps_costdb_free(&db);

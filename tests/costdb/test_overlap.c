@@ -18,7 +18,7 @@
 static ps_cluster load_cluster(const char *spec)
 {
     ps_cluster c;
-    assert_int_equal(ps_cluster_load(spec, MPI_COMM_NULL, &c), PS_OK);
+    assert_int_equal(ps_cluster_load(spec, &c), PS_OK);
     return c;
 }
 

@@ -48,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         snprintf(spec, sizeof spec, "%s:%lld", name, (long long)nodes[fuzz_hash(data, size) % 5]);
         snprintf(file, sizeof file, "%s/clusters/%s.json", g_fuzz_dir, name);
         fuzz_write_file(file, data, size);
-        if (ps_cluster_load(spec, MPI_COMM_NULL, &c) == PS_OK) {
+        if (ps_cluster_load(spec, &c) == PS_OK) {
             fuzz_cluster_check(&c);
         } else {
             FUZZ_CHECK(c.groups == NULL && c.n_groups == 0);

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "ps_json.h"
+#include "ps_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);

@@ -39,12 +39,11 @@ static void use(const ps_costdb *db)
     FUZZ_CHECK(ps_costdb_model_n_devices(m) >= (db->n_dev > 0 ? 1 : 0));
     /* every lookup is -1 (not measured) or a finite number in range */
     for (int k = 0; k < ps_costdb_model_n_devices(m); k++) {
-        double r = ps_costdb_model_gemm_rate(m, k, "fp32", 1e9);
+        double r = ps_costdb_model_gemm_rate(m, k, PS_DTYPE_FP32, 1e9);
         FUZZ_CHECK(r == -1 || (isfinite(r) && r > 0));
-        static const char *const ops[] = {"allreduce", "allgather", "reducescatter", "alltoall", "sendrecv"};
-        for (int i = 0; i < 5; i++)
+        for (int i = 0; i < PS_COLL_N_OPS; i++)
             for (int inter = 0; inter <= 1; inter++) {
-                double t = ps_costdb_model_coll_time(m, k, ops[i], 3, inter, 1e6);
+                double t = ps_costdb_model_coll_time(m, k, (ps_coll_op)i, 3, inter, 1e6);
                 FUZZ_CHECK(t == -1 || (isfinite(t) && t >= 0));
             }
         double b = ps_costdb_model_mem_Bps(m, k), o = ps_costdb_model_overlap(m, k);
@@ -57,7 +56,7 @@ static void use(const ps_costdb *db)
         ps_cost_params p;
         ps_cost_params_default(&p);
         double dflt = p.overlap_slowdown;
-        FUZZ_CHECK(ps_costdb_attach(m, &c, &p) == PS_OK);
+        FUZZ_CHECK(ps_costdb_attach(m, &c, NULL, 0, &p) == PS_OK);
         FUZZ_CHECK(strncmp(ps_costdb_model_note(m), "measured tables for node group(s): ", 35) == 0);
         /* the plan's slowdown is the worst measured over the cluster's kinds, clamped to [1, 3], else the default */
         double worst = -1;

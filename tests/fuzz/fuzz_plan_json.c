@@ -4,7 +4,7 @@
  * on AMP's heterogeneous 16-GPU cluster (V100s and T4s). Vocabularies are padded to 1024, as --vocab-pad would, so
  * any tp up to 1024 divides them. */
 #include "fuzz_common.h"
-#include "ps_plan_json.h"
+#include "ps_cost.h"
 
 static ps_model g_model[2];
 static ps_cluster g_cluster[2];
@@ -18,9 +18,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     o16.dtype = PS_DTYPE_FP16; /* V100 and T4 have no bf16 */
     if (ps_model_load("gpt3-1.3b", &o, &g_model[0]) != PS_OK ||
         ps_model_load("t5-512-4-32", &o16, &g_model[1]) != PS_OK ||
-        ps_cluster_load("dgx-a100-80g:4", MPI_COMM_NULL, &g_cluster[0]) != PS_OK ||
-        ps_cluster_load(PS_FUZZ_SOURCE_DIR "/examples/clusters/amp-mixed-v100-t4.json", MPI_COMM_NULL,
-                        &g_cluster[1]) != PS_OK) {
+        ps_cluster_load("dgx-a100-80g:4", &g_cluster[0]) != PS_OK ||
+        ps_cluster_load(PS_FUZZ_SOURCE_DIR "/examples/clusters/amp-mixed-v100-t4.json", &g_cluster[1]) != PS_OK) {
         fprintf(stderr, "fuzz_plan_json: cannot load the fixed model/cluster: %s\n", ps_error_message());
         abort();
     }

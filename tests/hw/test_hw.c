@@ -195,6 +195,39 @@ static void test_link_latency_defaults(void **state)
     assert_true(ps_link_default_latency(NULL) < 0);
 }
 
+/* A link's class comes from the same prefixes as its default latency, and nothing else has one: a name the cost
+ * model cannot class is refused at load, not priced by its first letters ("tofu" was Ethernet, "nvidia" NVLink). */
+static void test_link_classes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *kind;
+        ps_link_class cls;
+    } known[] = {{"nvlink3", PS_LINK_NVLINK},  {"nvlink3-bridge", PS_LINK_NVLINK}, {"nvswitch", PS_LINK_NVLINK},
+                 {"pcie4", PS_LINK_PCIE},      {"ib-hdr", PS_LINK_IB},             {"ib", PS_LINK_IB},
+                 {"roce", PS_LINK_IB},         {"ethernet", PS_LINK_ETHERNET},     {"tcp", PS_LINK_ETHERNET},
+                 {"measured", PS_LINK_MEASURED}};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        ps_link_class c = PS_LINK_NONE;
+        assert_true(ps_link_class_of(known[i].kind, &c));
+        assert_int_equal(c, known[i].cls);
+    }
+    static const char *const unknown[] = {"tofu", "tofu-d", "nvidia", "ibm",      "pci",
+                                          "myfabric", "none", "",       "measuredx"};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        ps_link_class c = PS_LINK_PCIE;
+        assert_false(ps_link_class_of(unknown[i], &c));
+        assert_int_equal(c, PS_LINK_PCIE); /* untouched */
+    }
+    assert_false(ps_link_class_of(NULL, NULL));
+    /* a preset's links carry their class */
+    ps_cluster c;
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:2", &c), PS_OK);
+    assert_int_equal(c.groups[0].intra.cls, PS_LINK_NVLINK);
+    assert_int_equal(c.groups[0].inter.cls, PS_LINK_IB);
+    ps_cluster_free(&c);
+}
+
 /* ---- presets ----------------------------------------------------------------------------------------------------- */
 
 static const char *const k_presets[] = {"dgx-a100-80g", "dgx-a100-40g", "dgx-h100",   "hgx-h200",
@@ -252,7 +285,7 @@ static void test_every_preset_loads(void **state)
 
             /* the spec form gives the same cluster */
             ps_cluster d;
-            assert_int_equal(ps_cluster_load(want, MPI_COMM_WORLD, &d), PS_OK);
+            assert_int_equal(ps_cluster_load(want, &d), PS_OK);
             assert_string_equal(d.name, c.name);
             assert_int_equal(d.n_gpus, c.n_gpus);
             ps_cluster_free(&d);
@@ -266,7 +299,7 @@ static void test_preset_figures(void **state)
 {
     (void)state;
     ps_cluster c;
-    assert_int_equal(ps_cluster_load("dgx-a100-80g", MPI_COMM_WORLD, &c), PS_OK); /* ":1" by default */
+    assert_int_equal(ps_cluster_load("dgx-a100-80g", &c), PS_OK); /* ":1" by default */
     assert_string_equal(c.name, "dgx-a100-80g:1");
     assert_int_equal(c.n_gpus, 8);
     assert_string_equal(c.groups[0].gpu.name, "a100-80g");
@@ -275,22 +308,22 @@ static void test_preset_figures(void **state)
     assert_int_equal(c.groups[0].cores_per_node, 128);
     ps_cluster_free(&c);
 
-    assert_int_equal(ps_cluster_load("dgx-a100-40g:2", MPI_COMM_WORLD, &c), PS_OK);
+    assert_int_equal(ps_cluster_load("dgx-a100-40g:2", &c), PS_OK);
     assert_string_equal(c.groups[0].gpu.name, "a100-40g");
     ps_cluster_free(&c);
 
-    assert_int_equal(ps_cluster_load("dgx-h100:16", MPI_COMM_WORLD, &c), PS_OK);
+    assert_int_equal(ps_cluster_load("dgx-h100:16", &c), PS_OK);
     assert_int_equal(c.n_gpus, 128);
     assert_near(c.groups[0].intra.bw_Bps, 450e9, 1e-9);
     assert_near(c.groups[0].inter.bw_Bps, 8 * 400e9 / 8, 1e-9);
     ps_cluster_free(&c);
 
-    assert_int_equal(ps_cluster_load("hgx-h200:2", MPI_COMM_WORLD, &c), PS_OK);
+    assert_int_equal(ps_cluster_load("hgx-h200:2", &c), PS_OK);
     assert_string_equal(c.groups[0].gpu.name, "h200");
     assert_near(c.groups[0].intra.bw_Bps, 450e9, 1e-9);
     ps_cluster_free(&c);
 
-    assert_int_equal(ps_cluster_load("titan-pcie3:2", MPI_COMM_WORLD, &c), PS_OK);
+    assert_int_equal(ps_cluster_load("titan-pcie3:2", &c), PS_OK);
     assert_string_equal(c.groups[0].gpu.name, "rtx-titan");
     assert_int_equal(c.groups[0].gpus_per_node, 8);
     assert_string_equal(c.groups[0].intra.kind, "pcie3");
@@ -298,33 +331,33 @@ static void test_preset_figures(void **state)
     assert_near(c.groups[0].inter.bw_Bps, 100e9 / 8, 1e-9);
     ps_cluster_free(&c);
 
-    assert_int_equal(ps_cluster_load("a100-ib100:8", MPI_COMM_WORLD, &c), PS_OK);
+    assert_int_equal(ps_cluster_load("a100-ib100:8", &c), PS_OK);
     assert_int_equal(c.n_gpus, 64);
     assert_string_equal(c.groups[0].gpu.name, "a100-40g");
     assert_near(c.groups[0].inter.bw_Bps, 100e9 / 8, 1e-9);
     ps_cluster_free(&c);
 
-    assert_int_equal(ps_cluster_load("g4dn-12xlarge:4", MPI_COMM_WORLD, &c), PS_OK);
+    assert_int_equal(ps_cluster_load("g4dn-12xlarge:4", &c), PS_OK);
     assert_string_equal(c.groups[0].gpu.name, "t4");
     assert_int_equal(c.groups[0].gpus_per_node, 4);
     assert_near(c.groups[0].intra.bw_Bps, 50e9 / 8, 1e-9);
     assert_near(c.groups[0].inter.bw_Bps, 50e9 / 8, 1e-9);
     ps_cluster_free(&c);
 
-    assert_int_equal(ps_cluster_load("p3-8xlarge:4", MPI_COMM_WORLD, &c), PS_OK);
+    assert_int_equal(ps_cluster_load("p3-8xlarge:4", &c), PS_OK);
     assert_string_equal(c.groups[0].gpu.name, "v100-16g");
     assert_near(c.groups[0].intra.bw_Bps, 170e9 / 8, 1e-9);
     assert_near(c.groups[0].inter.bw_Bps, 10e9 / 8, 1e-9);
     ps_cluster_free(&c);
 
-    assert_int_equal(ps_cluster_load("rtx3090-nvlink:8", MPI_COMM_WORLD, &c), PS_OK);
+    assert_int_equal(ps_cluster_load("rtx3090-nvlink:8", &c), PS_OK);
     assert_int_equal(c.groups[0].island_size, 2);
     assert_near(c.groups[0].island.bw_Bps, 56.25e9, 1e-9);
     assert_near(c.groups[0].intra.bw_Bps, 31.5e9, 1e-9);
     assert_int_equal(c.groups[0].numa_per_node, 2);
     ps_cluster_free(&c);
 
-    assert_int_equal(ps_cluster_load("rtx3090-pcie:8", MPI_COMM_WORLD, &c), PS_OK);
+    assert_int_equal(ps_cluster_load("rtx3090-pcie:8", &c), PS_OK);
     assert_int_equal(c.groups[0].island_size, 0);
     ps_cluster_free(&c);
 }
@@ -334,23 +367,23 @@ static void test_spec_errors(void **state)
     (void)state;
     ps_cluster c;
     ps_error_clear();
-    assert_int_equal(ps_cluster_load("dgx-a100-80g:abc", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:abc", &c), PS_ERR_INPUT);
     assert_msg_has("'abc'");
-    assert_int_equal(ps_cluster_load("dgx-a100-80g:0", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:0", &c), PS_ERR_INPUT);
     assert_msg_has("got 0");
-    assert_int_equal(ps_cluster_load("dgx-a100-80g:-2", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:-2", &c), PS_ERR_INPUT);
     assert_msg_has("got -2");
-    assert_int_equal(ps_cluster_load("dgx-a100-80g:", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:", &c), PS_ERR_INPUT);
     assert_msg_has("''");
-    assert_int_equal(ps_cluster_load("dgx-a100-80g:1.5", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:1.5", &c), PS_ERR_INPUT);
     assert_msg_has("'1.5'");
-    assert_int_equal(ps_cluster_load("dgx-a100-80g:99999999999999999999", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
-    assert_int_equal(ps_cluster_load("", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
-    assert_int_equal(ps_cluster_load(NULL, MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:99999999999999999999", &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load("", &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load(NULL, &c), PS_ERR_INPUT);
 
     /* nodes x 8 GPUs would overflow int64: refused as beyond the largest cluster planned for (PS_CLUSTER_MAX_*),
      * by the spec and by the preset loader alike */
-    assert_int_equal(ps_cluster_load("dgx-h100:9223372036854775807", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load("dgx-h100:9223372036854775807", &c), PS_ERR_INPUT);
     assert_msg_has("the node count must be in 1..1048576");
     assert_int_equal(ps_cluster_preset("dgx-h100", 131073, &c), PS_ERR_INPUT);
     assert_msg_has("dgx-h100.json");
@@ -358,30 +391,30 @@ static void test_spec_errors(void **state)
     assert_int_equal(ps_cluster_preset("dgx-h100", 131072, &c), PS_OK); /* exactly 2^20 GPUs */
     assert_int_equal(c.n_gpus, 1 << 20);
     ps_cluster_free(&c);
-    assert_int_equal(ps_cluster_load(":4", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load(":4", &c), PS_ERR_INPUT);
     assert_msg_has("no preset name before ':4'");
     assert_int_equal(ps_cluster_preset("dgx-h100", 0, &c), PS_ERR_INPUT);
     assert_int_equal(ps_cluster_preset(NULL, 1, &c), PS_ERR_INPUT);
 
-    assert_int_equal(ps_cluster_load("dgx-a100", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load("dgx-a100", &c), PS_ERR_INPUT);
     assert_msg_has("unknown cluster preset 'dgx-a100'");
     assert_msg_has("did you mean 'dgx-a100-");
     assert_msg_has("dgx-h100");
     assert_msg_has("rtx3090-pcie");
-    assert_int_equal(ps_cluster_load("dgx h100:2", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load("dgx h100:2", &c), PS_ERR_INPUT);
     assert_msg_has("known presets");
-    assert_int_equal(ps_cluster_load("..:2", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load("..:2", &c), PS_ERR_INPUT);
     assert_msg_has("unknown cluster preset");
 
     /* a path: the file is named */
-    assert_int_equal(ps_cluster_load("/nonexistent/cluster.json", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load("/nonexistent/cluster.json", &c), PS_ERR_INPUT);
     assert_msg_has("/nonexistent/cluster.json");
-    assert_int_equal(ps_cluster_load("missing.json", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load("missing.json", &c), PS_ERR_INPUT);
     assert_msg_has("missing.json");
 
-    /* "auto" needs MPI; this test never initializes it, so the answer is an error, not a crash */
-    assert_int_equal(ps_cluster_load("auto", MPI_COMM_WORLD, &c), PS_ERR_SYSTEM);
-    assert_msg_has("MPI");
+    /* "auto" is calib/'s (ps_cluster_detect, which needs MPI): the pure loader refuses it, it does not crash */
+    assert_int_equal(ps_cluster_load("auto", &c), PS_ERR_INPUT);
+    assert_msg_has("ps_cluster_detect");
     /* a failed load leaves nothing to free, and freeing it is harmless */
     ps_cluster_free(&c);
     ps_cluster_free(NULL);
@@ -393,7 +426,7 @@ static void test_links(void **state)
 {
     (void)state;
     ps_cluster c;
-    assert_int_equal(ps_cluster_load("dgx-a100-80g:2", MPI_COMM_WORLD, &c), PS_OK);
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:2", &c), PS_OK);
     ps_link l = ps_cluster_link(&c, 3, 3);
     assert_true(isinf(l.bw_Bps) && l.latency_s == 0);
     l = ps_cluster_link(&c, 0, 7);
@@ -417,7 +450,7 @@ static void test_links(void **state)
     ps_cluster_free(&c);
 
     /* NVLink pairs of the Oases 3090 nodes: 0-1 and 2-3 are islands, 1-2 crosses PCIe */
-    assert_int_equal(ps_cluster_load("rtx3090-nvlink:2", MPI_COMM_WORLD, &c), PS_OK);
+    assert_int_equal(ps_cluster_load("rtx3090-nvlink:2", &c), PS_OK);
     l = ps_cluster_link(&c, 0, 1);
     assert_string_equal(l.kind, "nvlink3-bridge");
     assert_near(l.bw_Bps, 56.25e9, 1e-9);
@@ -454,7 +487,7 @@ static void test_amp_mixed_example(void **state)
     char path[512];
     snprintf(path, sizeof path, "%s/clusters/amp-mixed-v100-t4.json", PS_EXAMPLES_DIR);
     ps_cluster c;
-    ps_status st = ps_cluster_load(path, MPI_COMM_WORLD, &c);
+    ps_status st = ps_cluster_load(path, &c);
     if (st != PS_OK) fail_msg("%s", ps_error_message());
     assert_string_equal(c.name, "amp-mixed-v100-t4");
     assert_int_equal(c.n_groups, 2);
@@ -485,7 +518,7 @@ static void test_json_good(void **state)
     char path[512];
     ps_cluster c;
     data_path(path, sizeof path, "good-custom.json");
-    ps_status st = ps_cluster_load(path, MPI_COMM_WORLD, &c);
+    ps_status st = ps_cluster_load(path, &c);
     if (st != PS_OK) fail_msg("%s", ps_error_message());
     assert_int_equal(c.n_groups, 3);
     assert_int_equal(c.n_nodes, 6);
@@ -534,7 +567,7 @@ static void test_json_good(void **state)
     ps_cluster_free(&c);
 
     data_path(path, sizeof path, "good-one-node.json");
-    st = ps_cluster_load(path, MPI_COMM_WORLD, &c);
+    st = ps_cluster_load(path, &c);
     if (st != PS_OK) fail_msg("%s", ps_error_message());
     assert_int_equal(c.n_nodes, 1);
     assert_int_equal(c.n_gpus, 4);
@@ -567,7 +600,8 @@ static void test_json_bad(void **state)
         {"bad-island.json", {"node_groups[0].island.size", "got 3", NULL}},
         {"bad-both-bw.json", {"node_groups[0].intra", "both bw_GBps and bw_Gbps", NULL}},
         {"bad-no-inter.json", {"node_groups[0].inter", "2 nodes", NULL}},
-        {"bad-no-latency.json", {"node_groups[0].inter.latency_us", "'myfabric'", NULL}},
+        {"bad-no-latency.json", {"node_groups[0].inter.kind", "unknown link kind 'myfabric'", NULL}},
+        {"bad-link-kind.json", {"node_groups[0].inter.kind", "unknown link kind 'tofu-d'", NULL}},
         {"bad-gpu-object.json", {"node_groups[0].gpu.fp16_TFLOPs", "missing", NULL}},
         {"bad-zero-bw.json", {"node_groups[0].intra.bw_GBps", "got 0", NULL}},
         {"bad-empty-groups.json", {"node_groups", "empty", NULL}},
@@ -580,7 +614,7 @@ static void test_json_bad(void **state)
         data_path(path, sizeof path, cases[i].file);
         ps_cluster c;
         ps_error_clear();
-        ps_status st = ps_cluster_load(path, MPI_COMM_WORLD, &c);
+        ps_status st = ps_cluster_load(path, &c);
         if (st != PS_ERR_INPUT)
             fail_msg("%s: want PS_ERR_INPUT, got %d (%s)", cases[i].file, (int)st, ps_error_message());
         /* every message names the file */
@@ -696,24 +730,24 @@ static void test_preset_rules(void **state)
 
     ps_data_dir_override(dir);
     ps_cluster c;
-    assert_int_equal(ps_cluster_load("ok:3", MPI_COMM_WORLD, &c), PS_OK);
+    assert_int_equal(ps_cluster_load("ok:3", &c), PS_OK);
     assert_int_equal(c.n_gpus, 6);
     assert_near(c.groups[0].inter.latency_s, 30e-6, 1e-9);
     ps_cluster_free(&c);
     ps_error_clear();
-    assert_int_equal(ps_cluster_load("misnamed", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load("misnamed", &c), PS_ERR_INPUT);
     assert_msg_has("misnamed.json");
     assert_msg_has("'other'");
-    assert_int_equal(ps_cluster_load("two:2", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load("two:2", &c), PS_ERR_INPUT);
     assert_msg_has("exactly one");
-    assert_int_equal(ps_cluster_load("nodes:2", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load("nodes:2", &c), PS_ERR_INPUT);
     assert_msg_has("node_groups[0].nodes");
     assert_msg_has("nodes:N");
-    assert_int_equal(ps_cluster_load("nosource", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load("nosource", &c), PS_ERR_INPUT);
     assert_msg_has("'source'");
-    assert_int_equal(ps_cluster_load("broken", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load("broken", &c), PS_ERR_INPUT);
     assert_msg_has("broken.json:2:");
-    assert_int_equal(ps_cluster_load("okay", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load("okay", &c), PS_ERR_INPUT);
     assert_msg_has("did you mean 'ok'");
 
     char **names = NULL;
@@ -727,7 +761,7 @@ static void test_preset_rules(void **state)
     ps_data_dir_override("/nonexistent-psearch-data");
     assert_int_not_equal(ps_cluster_list(&names, &n), PS_OK);
     assert_null(names);
-    assert_int_equal(ps_cluster_load("dgx-h100", MPI_COMM_WORLD, &c), PS_ERR_INPUT);
+    assert_int_equal(ps_cluster_load("dgx-h100", &c), PS_ERR_INPUT);
     ps_data_dir_override(NULL);
 
     static const char *const files[] = {"ok", "misnamed", "two", "nodes", "nosource", "broken"};
@@ -757,7 +791,7 @@ static void test_locate_and_parse(void **state)
     assert_int_equal(ps_read_file(src.path, &text, &len), PS_OK);
     ps_cluster a, b;
     assert_int_equal(ps_cluster_parse(&src, text, len, &a), PS_OK);
-    assert_int_equal(ps_cluster_load("dgx-a100-80g:4", MPI_COMM_NULL, &b), PS_OK);
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:4", &b), PS_OK);
     assert_string_equal(a.name, b.name);
     assert_int_equal(a.n_gpus, 32);
     assert_int_equal(a.n_gpus, b.n_gpus);
@@ -794,6 +828,7 @@ int main(void)
         cmocka_unit_test(test_catalog_figures),   cmocka_unit_test(test_catalog_invariants),
         cmocka_unit_test(test_catalog_unknown),   cmocka_unit_test(test_peak_flops),
         cmocka_unit_test(test_match_device),      cmocka_unit_test(test_link_latency_defaults),
+        cmocka_unit_test(test_link_classes),
         cmocka_unit_test(test_preset_list),       cmocka_unit_test(test_every_preset_loads),
         cmocka_unit_test(test_preset_figures),    cmocka_unit_test(test_spec_errors),
         cmocka_unit_test(test_links),             cmocka_unit_test(test_amp_mixed_example),

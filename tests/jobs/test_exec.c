@@ -241,7 +241,7 @@ int main(int argc, char **argv)
     CHECK(ok, "model: %s", ps_error_message());
     ok = ok && ps_model_scaled(&full, 16, 8, &m) == PS_OK;
     CHECK(ok, "scaled model: %s", ps_error_message());
-    int okc = ps_cluster_load("p3-8xlarge:1", MPI_COMM_NULL, &c) == PS_OK;
+    int okc = ps_cluster_load("p3-8xlarge:1", &c) == PS_OK;
     CHECK(okc, "cluster: %s", ps_error_message());
     if (ok && okc) {
         ps_cost_params cp;

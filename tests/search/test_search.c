@@ -28,7 +28,7 @@ static const scenario k_cases[] = {
 
 static void load(const scenario *s, ps_model *m, ps_cluster *c)
 {
-    assert_int_equal(ps_cluster_load(s->cluster, MPI_COMM_NULL, c), PS_OK);
+    assert_int_equal(ps_cluster_load(s->cluster, c), PS_OK);
     ps_model_opts mo;
     ps_model_opts_init(&mo);
     mo.vocab_pad = 128 * c->groups[0].gpus_per_node;
@@ -105,7 +105,7 @@ static void test_overlap_pays(void **state)
     ps_cost_params cp;
     ps_cost_params_default(&cp);
     ps_cluster c;
-    assert_int_equal(ps_cluster_load("rtx3090-pcie:2", MPI_COMM_NULL, &c), PS_OK);
+    assert_int_equal(ps_cluster_load("rtx3090-pcie:2", &c), PS_OK);
     ps_model_opts mo;
     ps_model_opts_init(&mo);
     mo.vocab_pad = 128 * c.groups[0].gpus_per_node;

@@ -169,7 +169,7 @@ static void run_scenario(const scenario *sc)
     ps_cost_params cp;
     ps_cost_params_default(&cp);
     ps_cluster c;
-    assert_int_equal(ps_cluster_load(sc->cluster, MPI_COMM_NULL, &c), PS_OK);
+    assert_int_equal(ps_cluster_load(sc->cluster, &c), PS_OK);
     ps_model m;
     ps_model_opts mo;
     ps_model_opts_init(&mo);

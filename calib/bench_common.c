@@ -149,22 +149,12 @@ ps_status ps_bench_gemm_need_of(void *ctx, const char *op, int tp, int64_t m, in
     return PS_OK;
 }
 
-double ps_bench_busbw_factor(const char *op, int n)
-{
-    if (n < 1) return 0;
-    double f = (double)(n - 1) / n;
-    if (strcmp(op, "allreduce") == 0) return 2 * f;
-    if (strcmp(op, "allgather") == 0 || strcmp(op, "reducescatter") == 0 || strcmp(op, "alltoall") == 0) return f;
-    if (strcmp(op, "sendrecv") == 0) return 1;
-    return 0;
-}
-
 ps_status ps_bench_for_shapes(const ps_bench_shapes *s, ps_bench_shape_fn fn, void *ctx)
 {
     /* The generic grid: (m x k).(k x n) with m and n = k each over the log-spaced sizes, square and skinny. */
     for (int i = 0; i < s->n_grid; i++)
         for (int j = 0; j < s->n_grid; j++) PS_TRY(fn(ctx, "grid", 0, s->grid[i], s->grid[j], s->grid[j], 1));
-    /* A decoder block's GEMMs under Megatron TP (costdb/layer_cost.c issues the same ones). */
+    /* A decoder block's GEMMs under Megatron TP (cost/layer_cost.c issues the same ones). */
     int64_t h = s->hidden, q = s->heads * s->head_dim, f = 4 * s->hidden;
     for (int ti = 0; ti < s->n_tps; ti++) {
         int tp = s->tps[ti];
@@ -233,7 +223,7 @@ ps_status ps_bench_device_init(MPI_Comm comm, ps_bench_results *r)
     MPI_Comm node = MPI_COMM_NULL, leaders = MPI_COMM_NULL;
     int rank = 0, lrank = 0, lsize = 1, nodeid = 0;
     PS_MPI(MPI_Comm_rank(comm, &rank));
-    /* Ranks that share memory are one node: the same split `--cluster auto` makes (hw/detect.c). */
+    /* Ranks that share memory are one node: the same split `--cluster auto` makes (calib/detect.c). */
     PS_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
     PS_MPI_GOTO(st, MPI_Comm_rank(node, &lrank), done);
     PS_MPI_GOTO(st, MPI_Comm_size(node, &lsize), done);
@@ -252,13 +242,13 @@ ps_status ps_bench_device_init(MPI_Comm comm, ps_bench_results *r)
 
     ps_strlcpy(r->backend, "cpu", sizeof r->backend);
 #if PS_HAVE_CUDA && PS_HAVE_CUBLAS
-    char gname[256]; /* cudaDeviceProp.name's size: the key is made from the whole name, as hw/detect.c does */
+    char gname[256]; /* cudaDeviceProp.name's size: the key is made from the whole name, as calib/detect.c does */
     double gmem = 0;
     if (ps_bench_cuda_probe(lrank, gname, sizeof gname, &gmem) > 0) {
         ps_strlcpy(r->backend, "cuda", sizeof r->backend);
         ps_strlcpy(d->kind, "gpu", sizeof d->kind);
         ps_strlcpy(d->model, gname, sizeof d->model);
-        /* the key `--cluster auto` gives the same GPU (hw/detect.c), or the database would not match it */
+        /* the key `--cluster auto` gives the same GPU (calib/detect.c), or the database would not match it */
         ps_gpu_key_from_device_name(gname, d->name, sizeof d->name);
         d->mem_bytes = gmem;
     }

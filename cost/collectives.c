@@ -5,11 +5,10 @@
 #include <string.h>
 
 #include "ps_cost.h"
-#include "ps_costdb.h"
 
 /* The measured time of `op` over the group when the cost database measured every member's device (one kind), with
  * the group inside one node or spanning nodes; negative when there is no database or no such measurement. */
-static double db_coll(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, const char *op, double bytes)
+static double db_coll(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, ps_coll_op op, double bytes)
 {
     if (!p->db) return -1;
     int kind = -1;
@@ -31,16 +30,49 @@ static double db_coll(const ps_cost_params *p, const ps_cluster *c, const ps_gro
     return ps_costdb_model_coll_time(p->db, kind, op, g->n, inter, bytes);
 }
 
-static double link_eff(const ps_cost_params *p, const char *kind)
+static const char *const k_coll_names[PS_COLL_N_OPS] = {"allreduce", "allgather", "reducescatter", "alltoall",
+                                                         "sendrecv"};
+
+const char *ps_coll_op_name(ps_coll_op op) { return op >= 0 && op < PS_COLL_N_OPS ? k_coll_names[op] : "?"; }
+
+bool ps_coll_op_parse(const char *name, ps_coll_op *op)
 {
+    for (int i = 0; i < PS_COLL_N_OPS; i++)
+        if (strcmp(name, k_coll_names[i]) == 0) {
+            *op = (ps_coll_op)i;
+            return true;
+        }
+    return false;
+}
+
+double ps_coll_busbw_factor(ps_coll_op op, int n)
+{
+    if (n < 1) return 0;
+    double f = (double)(n - 1) / n;
+    switch (op) {
+    case PS_COLL_ALLREDUCE: return 2 * f;
+    case PS_COLL_ALLGATHER:
+    case PS_COLL_REDUCESCATTER:
+    case PS_COLL_ALLTOALL: return f;
+    case PS_COLL_SENDRECV: return 1;
+    case PS_COLL_N_OPS: break;
+    }
+    return 0;
+}
+
+static double link_eff(const ps_cost_params *p, ps_link_class cls)
+{
+    switch (cls) {
     /* --cluster costdb describes its links by the bandwidth a send/recv reached (costdb/db_model.c): already what
      * the link achieves, so derating it again would count the protocol overhead twice */
-    if (kind[0] == 'm' && strcmp(kind, "measured") == 0) return 1.0;
-    if (kind[0] == 'n' && kind[1] == 'v') return p->link_eff_nvlink; /* nvlink*, nvswitch */
-    if (kind[0] == 'p' && kind[1] == 'c') return p->link_eff_pcie;
-    if ((kind[0] == 'i' && kind[1] == 'b') || (kind[0] == 'r' && kind[1] == 'o')) return p->link_eff_ib;
-    if (kind[0] == 'e' || kind[0] == 't') return p->link_eff_eth; /* ethernet, tcp */
-    return p->link_eff_pcie; /* an unnamed link: assume the commonest inside-node path */
+    case PS_LINK_MEASURED: return 1.0;
+    case PS_LINK_NVLINK: return p->link_eff_nvlink;
+    case PS_LINK_IB: return p->link_eff_ib;
+    case PS_LINK_ETHERNET: return p->link_eff_eth;
+    case PS_LINK_PCIE:
+    case PS_LINK_NONE: break; /* no link ("none", "self"): the commonest inside-node path, as ever */
+    }
+    return p->link_eff_pcie;
 }
 
 /* Members of the group on the node of member i: they share that node's network in a collective. GPU indices grow
@@ -66,7 +98,7 @@ void ps_coll_ring_link(const ps_cost_params *p, const ps_cluster *c, const ps_gr
     for (int64_t i = 0; i < g->n; i++) {
         if (!ps_cluster_place(c, g->first + ((i + 1) % g->n) * g->stride, &pb)) goto invalid;
         ps_link l = ps_cluster_link_placed(c, &pa, &pb);
-        double e = l.bw_Bps * link_eff(p, l.kind);
+        double e = l.bw_Bps * link_eff(p, l.cls);
         if (pa.node != pb.node) {
             /* Every GPU of the node runs the same kind of collective at the same time in a uniform plan (the other
              * DP or TP groups), so the node's NICs are shared: this group gets its members' share of the node. */
@@ -89,7 +121,7 @@ invalid:
 double ps_coll_allreduce(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes)
 {
     if (g->n <= 1 || bytes <= 0) return 0;
-    double t = db_coll(p, c, g, "allreduce", bytes);
+    double t = db_coll(p, c, g, PS_COLL_ALLREDUCE, bytes);
     if (t >= 0) return p->comm_scale * t;
     double bw, lat, n = (double)g->n;
     ps_coll_ring_link(p, c, g, &bw, &lat);
@@ -112,21 +144,21 @@ static double ring_gather(const ps_cost_params *p, const ps_cluster *c, const ps
 double ps_coll_allgather(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes)
 {
     if (g->n <= 1 || bytes <= 0) return 0;
-    double t = db_coll(p, c, g, "allgather", bytes);
+    double t = db_coll(p, c, g, PS_COLL_ALLGATHER, bytes);
     return p->comm_scale * (t >= 0 ? t : ring_gather(p, c, g, bytes));
 }
 
 double ps_coll_reducescatter(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes)
 {
     if (g->n <= 1 || bytes <= 0) return 0;
-    double t = db_coll(p, c, g, "reducescatter", bytes);
+    double t = db_coll(p, c, g, PS_COLL_REDUCESCATTER, bytes);
     return p->comm_scale * (t >= 0 ? t : ring_gather(p, c, g, bytes)); /* the same traffic pattern, reversed */
 }
 
 double ps_coll_alltoall(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes)
 {
     if (g->n <= 1 || bytes <= 0) return 0;
-    double t = db_coll(p, c, g, "alltoall", bytes);
+    double t = db_coll(p, c, g, PS_COLL_ALLTOALL, bytes);
     /* Each GPU keeps 1/n of its buffer and sends the rest, one peer per step. */
     return p->comm_scale * (t >= 0 ? t : ring_gather(p, c, g, bytes));
 }
@@ -136,9 +168,9 @@ double ps_p2p(const ps_cost_params *p, const ps_cluster *c, int64_t a, int64_t b
     if (a == b || bytes <= 0) return 0;
     if (p->db) {
         ps_group pair = {a, 2, b - a};
-        double t = db_coll(p, c, &pair, "sendrecv", bytes);
+        double t = db_coll(p, c, &pair, PS_COLL_SENDRECV, bytes);
         if (t >= 0) return p->comm_scale * t;
     }
     ps_link l = ps_cluster_link(c, a, b);
-    return p->comm_scale * (l.latency_s + bytes / (l.bw_Bps * link_eff(p, l.kind)));
+    return p->comm_scale * (l.latency_s + bytes / (l.bw_Bps * link_eff(p, l.cls)));
 }

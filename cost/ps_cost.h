@@ -1,7 +1,8 @@
-/* The cost model: time and memory of one layer under one strategy on concrete devices, of collectives and p2p
- * transfers over the real placement, and of a whole plan (pipeline schedule included). Shared by the search,
- * `psearch estimate` and `psearch exec`. Pure computation: no MPI, no I/O. Numbers come from the GPU catalog and
- * documented constants (ps_cost_params); a cost database (ps_costdb.h, --costdb) replaces them for its devices. */
+/* cost/: the cost model: time and memory of one layer under one strategy on concrete devices, of collectives and p2p
+ * transfers over the real placement, and of a whole plan (pipeline schedule included); plan.json. Shared by the
+ * search, `psearch estimate` and `psearch exec`. Pure computation: no MPI, no HDF5, no I/O but plan JSON. Numbers
+ * come from the GPU catalog and documented constants (ps_cost_params); a cost database's measured tables
+ * (ps_costdb_model, built by costdb/ from --costdb) replace them for its devices. */
 #ifndef PS_COST_H
 #define PS_COST_H
 
@@ -16,7 +17,7 @@
 extern "C" {
 #endif
 
-/* ---- constants: every default has a unit and a source (costdb/params.c, docs/costmodel.md) ---- */
+/* ---- constants: every default has a unit and a source (cost/params.c, docs/costmodel.md) ---- */
 typedef struct {
     double gemm_eff;          /* fraction of dense tensor peak a large, math-bound GEMM reaches [1] */
     double hbm_eff;           /* fraction of nominal memory bandwidth a streaming kernel reaches [1] */
@@ -33,9 +34,9 @@ typedef struct {
     double grad_reduce_bytes; /* bytes per gradient element in the data-parallel reduction [bytes] */
     double compute_scale;     /* every computation time (GEMMs, elementwise, optimizer) is multiplied by this [1] */
     double comm_scale;        /* every collective and point-to-point time is multiplied by this [1] */
-    /* Measured tables (costdb/ps_costdb.h, docs/costdb.md) that replace the analytic GEMM, memory-bandwidth and
-     * collective formulas for the devices they measured; NULL (the default): analytic model only. Not a named
-     * constant: ps_cost_param_name does not list it. */
+    /* Measured tables (ps_costdb_model below, built by costdb/, docs/costdb.md) that replace the analytic GEMM,
+     * memory-bandwidth and collective formulas for the devices they measured; NULL (the default): analytic model
+     * only. Not a named constant: ps_cost_param_name does not list it. */
     const struct ps_costdb_model *db;
 } ps_cost_params;
 
@@ -113,6 +114,23 @@ static inline bool ps_plan_size_ok(int64_t micro_batches, int64_t stages)
 bool ps_plan_is_uniform(const ps_plan *p, int64_t n_layers);
 
 /* ---- collectives: alpha-beta over a group of GPUs ---- */
+/* The collectives the cost model prices and a cost database measures. Names ("allreduce", "allgather",
+ * "reducescatter", "alltoall", "sendrecv") are for I/O only: a database's rows are parsed into these once. */
+typedef enum {
+    PS_COLL_ALLREDUCE = 0,
+    PS_COLL_ALLGATHER,
+    PS_COLL_REDUCESCATTER,
+    PS_COLL_ALLTOALL,
+    PS_COLL_SENDRECV,
+    PS_COLL_N_OPS
+} ps_coll_op;
+const char *ps_coll_op_name(ps_coll_op op);
+/* False (and *op untouched) for a name not among ps_coll_op_name's. */
+bool ps_coll_op_parse(const char *name, ps_coll_op *op);
+/* nccl-tests bus-bandwidth factor of a collective over n ranks: allreduce 2(n-1)/n, allgather, reducescatter and
+ * alltoall (n-1)/n, sendrecv 1; 0 for n < 1 or no such op. */
+double ps_coll_busbw_factor(ps_coll_op op, int n);
+
 /* A group: `n` GPUs first, first+stride, ... (global indices into the cluster). */
 typedef struct {
     int64_t first;
@@ -251,6 +269,61 @@ enum { PS_RESHARD_FWD = 1, PS_RESHARD_BWD = 2 };
 int ps_cost_reshard_group(const ps_layer *boundary, ps_dtype dtype, int64_t global_mb, const ps_strategy *a,
                           const ps_strategy *b, int64_t first, ps_group *g, double *bytes);
 
+/* ---- measured tables: a cost database as the cost functions read it ----
+ * One set of curves per device kind the database measured. costdb/ builds and frees it from the file's rows
+ * (ps_costdb_model_build, ps_costdb_model_free, ps_costdb_attach in ps_costdb.h); the functions below only read it.
+ * The fields are public for costdb/'s builder; nothing else writes them. */
+typedef struct {
+    ps_dtype dtype;
+    int n;
+    double *flops, *rate; /* [n] sorted by flops: FLOPs per call [FLOP], achieved rate [FLOP/s] */
+} ps_costdb_gemm_curve;
+typedef struct {
+    ps_coll_op op;
+    int gs, inter, n;     /* group size; 0 inside one node, 1 across nodes; points */
+    double *bytes, *busbw; /* [n] sorted by bytes [bytes], [bytes/s] */
+    double t0;            /* time at the smallest size: the latency floor below it [s] */
+} ps_costdb_coll_curve;
+typedef struct {
+    char name[32];        /* device key, compared with the cluster's GPU names */
+    bool gpu;             /* a GPU kind whose collectives NCCL did not measure: its collective and overlap rows are
+                             not used (costdb/db_model.c) */
+    ps_costdb_gemm_curve *gemm;
+    int n_gemm;
+    ps_costdb_coll_curve *coll;
+    int n_coll;
+    double mem_Bps, overlap; /* medians over the kind's ranks; -1 when not measured */
+} ps_costdb_kind;
+struct ps_costdb_fit;
+typedef struct ps_costdb_model {
+    char path[512];
+    ps_costdb_kind *kind;
+    int n_kind;
+    struct ps_costdb_fit *fit; /* /fit as read (costdb/'s rows; the cost functions do not read them) */
+    size_t n_fit;
+    char note[512]; /* which node groups of the cluster last attached use the tables and the fit (ps_costdb_attach) */
+} ps_costdb_model;
+
+/* 0 for a file of executed plans and fits only. */
+int ps_costdb_model_n_devices(const ps_costdb_model *m);
+const char *ps_costdb_model_device_name(const ps_costdb_model *m, int dev);
+/* Index of the device kind whose key is `gpu_name`, or -1. */
+int ps_costdb_model_device(const ps_costdb_model *m, const char *gpu_name);
+/* Achieved GEMM rate [FLOP/s] at `flops` per call, log-log interpolated over the device's table for the dtype; -1
+ * when the file has no GEMM of that dtype for the device. */
+double ps_costdb_model_gemm_rate(const ps_costdb_model *m, int dev, ps_dtype dtype, double flops);
+/* Time [s] of a collective of `bytes` over n devices, inside one node or across nodes; -1 when the file has no such
+ * measurement (a GPU kind never has one without NCCL's). */
+double ps_costdb_model_coll_time(const ps_costdb_model *m, int dev, ps_coll_op op, int64_t n, bool inter,
+                                 double bytes);
+/* Measured memory bandwidth [bytes/s], overlap slowdown [1]; -1 when absent (a GPU kind's overlap always is). */
+double ps_costdb_model_mem_Bps(const ps_costdb_model *m, int dev);
+double ps_costdb_model_overlap(const ps_costdb_model *m, int dev);
+const char *ps_costdb_model_path(const ps_costdb_model *m);
+/* "measured tables for node group(s): ..." (or "no measured tables for this cluster ..."), then the fit applied, from
+ * the last successful ps_costdb_attach; "" before one. */
+const char *ps_costdb_model_note(const ps_costdb_model *m);
+
 /* ---- a whole plan ---- */
 typedef struct {
     double fwd, bwd_b, bwd_w;   /* per micro-batch, seconds */
@@ -294,6 +367,12 @@ void ps_prediction_free(ps_prediction *r);
 /* Highest per-GPU peak memory over the stages [bytes]: what a plan needs of its fullest device (the search's memory
  * objective, the tables of plan and sweep, and what exec compares its measured peak with). */
 double ps_prediction_peak(const ps_prediction *r);
+
+/* ---- plan.json (cost/plan_json.c) ---- */
+/* Read a plan for model `m` from a parsed plan.json; errors name `file` and the field path. */
+ps_status ps_plan_from_json(const json_t *root, const char *file, const ps_model *m, ps_plan *out);
+/* The plan's fields (batch, pipeline, stages with per-layer strategies, uniform summary). */
+json_t *ps_plan_to_json(const ps_plan *p, const ps_model *m);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,7 @@
  * device): cublasGemmStridedBatchedEx GEMMs in fp32, fp16 and bf16 (fp32 accumulate) over the same kinds of shapes as
  * the CPU backend at full size (hidden 8192, 64 heads, sequence 2048; quick: hidden 4096, 32 heads, sequence 1024),
  * timed with CUDA events; memory bandwidth as a device-to-device copy of 1 GiB (quick 256 MiB), 2 x size bytes moved.
- * With NCCL too, the single steps of the collective and overlap benchmarks of hw/bench_coll.c (which owns their
+ * With NCCL too, the single steps of the collective and overlap benchmarks of calib/bench_coll.c (which owns their
  * groups, sizes, timing and rows): one NCCL communicator per group, bootstrapped over MPI (the group's rank 0 makes
  * the id, MPI_Bcast, ncclCommInitRank), on the GPU ps_bench_cuda_probe chose by the rank's place on its node; each
  * collective on a stream of its own, complete at cudaStreamSynchronize; all-to-all and the send/recv ring as grouped
@@ -207,8 +207,6 @@ done:
 #if PS_HAVE_NCCL
 #include <nccl.h>
 
-#include "ps_mpi_nccl.h"
-
 /* For the NCCL steps, which return at the first failure (what they made is left for their close). */
 #define CUDA_TRY(call)                                                                                                  \
     do {                                                                                                                \
@@ -282,7 +280,7 @@ static ncclResult_t nccl_p2p(const nccl_coll *s, int op, int n, int me, size_t c
     size_t share = count / (size_t)n;
     ncclResult_t e = ncclGroupStart(), end;
     if (e != ncclSuccess) return e;
-    if (op == PS_BENCH_ALLTOALL) {
+    if (op == PS_COLL_ALLTOALL) {
         for (int p = 0; p < n && e == ncclSuccess; p++) {
             e = ncclSend(s->sbuf + (size_t)p * share, share, ncclFloat32, p, s->comm, s->stream);
             if (e == ncclSuccess) e = ncclRecv(s->rbuf + (size_t)p * share, share, ncclFloat32, p, s->comm, s->stream);
@@ -302,11 +300,11 @@ static ps_status nccl_coll_run(void *state, int op, MPI_Comm g, int n, int me, s
     size_t share = count / (size_t)n;
     ncclResult_t e;
     switch (op) {
-    case PS_BENCH_ALLREDUCE:
+    case PS_COLL_ALLREDUCE:
         e = ncclAllReduce(s->sbuf, s->rbuf, count, ncclFloat32, ncclSum, s->comm, s->stream);
         break;
-    case PS_BENCH_ALLGATHER: e = ncclAllGather(s->sbuf, s->rbuf, share, ncclFloat32, s->comm, s->stream); break;
-    case PS_BENCH_REDUCESCATTER:
+    case PS_COLL_ALLGATHER: e = ncclAllGather(s->sbuf, s->rbuf, share, ncclFloat32, s->comm, s->stream); break;
+    case PS_COLL_REDUCESCATTER:
         e = ncclReduceScatter(s->sbuf, s->rbuf, share, ncclFloat32, ncclSum, s->comm, s->stream);
         break;
     default: e = nccl_p2p(s, op, n, me, count); break;

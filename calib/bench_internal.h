@@ -1,4 +1,4 @@
-/* Shared by the benchmark sources of hw/ (not installed): the backend tables. A GEMM / memory backend measures one
+/* Shared by the benchmark sources of calib/ (not installed): the backend tables. A GEMM / memory backend measures one
  * device; the MPI side (which ranks run at once, barriers) stays in the callers, so it is plain local code. The
  * collective and overlap backends run one step on this rank; the loops around them are bench_coll.c's. */
 #ifndef PS_BENCH_INTERNAL_H
@@ -25,10 +25,6 @@ int ps_bench_cuda_probe(int local_rank, char *name, size_t cap, double *mem_byte
 
 const ps_bench_backend *ps_bench_backend_of(const ps_bench_results *r);
 
-/* The collectives of bench_coll.c, in the order of their names there. */
-enum { PS_BENCH_ALLREDUCE, PS_BENCH_ALLGATHER, PS_BENCH_REDUCESCATTER, PS_BENCH_ALLTOALL, PS_BENCH_SENDRECV,
-       PS_BENCH_N_COLL_OPS };
-
 /* How one rank runs collectives: MPI on host memory (CPU ranks) or NCCL on device memory (GPU ranks). bench_coll.c
  * owns the rest, shared by both: the groups, sizes, timing loop (barrier, host clock, the slowest member), statistics
  * and rows. Every function returns with this rank's part complete, so a host clock around `run` times it. */
@@ -38,7 +34,7 @@ typedef struct {
     ps_status (*open)(size_t bytes, void **state);
     /* Ready collectives over g (NCCL: a communicator of its members). Collective over g, agreed over g. */
     ps_status (*bind)(void *state, MPI_Comm g);
-    /* One collective `op` (PS_BENCH_*) of `count` floats (a multiple of n, nccl-tests sizing) over the bound group
+    /* One collective `op` (a ps_coll_op) of `count` floats (a multiple of n, nccl-tests sizing) over the bound group
      * g of n ranks, this rank being me; complete on this rank at return. */
     ps_status (*run)(void *state, int op, MPI_Comm g, int n, int me, size_t count);
     void (*unbind)(void *state);

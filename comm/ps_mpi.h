@@ -1,6 +1,7 @@
-/* MPI plumbing shared by every part that communicates: MPI return codes as ps_status, agreeing on one outcome
- * across ranks, and one rank's input file for all. The search across ranks is in ps_mpi_search.h, sweep records in
- * ps_sweep.h. */
+/* comm/: the MPI floor under every part that communicates (hw detection and calibration, the cost database, the
+ * distributed search, the executor): MPI return codes as ps_status, agreeing on one outcome across ranks, gathering
+ * strings, one rank's input file for all, and NCCL communicators bootstrapped over MPI. No psearch logic above
+ * common/. The search across ranks and the sweep records are mpi/'s. */
 #ifndef PS_MPI_H
 #define PS_MPI_H
 
@@ -62,6 +63,16 @@ void ps_mpi_strings_free(char **all, int n);
  * and "reading the input file failed on rank R: " followed by root's message, so the usual agreement prints the
  * cause once. Collective over comm; MPI_COMM_NULL (a command run without MPI) just reads the file. */
 ps_status ps_mpi_bcast_file(MPI_Comm comm, int root, const char *path, char **buf, size_t *len);
+
+/* ---- NCCL communicators over MPI (comm/nccl.c, built with NCCL only; the caller links NCCL::NCCL) ----
+ * For the code that runs collectives on GPUs: the calibration's (calib/) and the executor's cuda backend (jobs/).
+ * `struct ncclComm *` is NCCL's ncclComm_t, named without <nccl.h> so that this header needs no NCCL. */
+struct ncclComm;
+/* A communicator of g's members: g's rank 0 makes the unique id and broadcasts it, every member joins with its rank
+ * in g. `local` is a failure the calling member had before (PS_OK if none): it still takes part in the broadcast and
+ * the agreement, so that no member waits alone, and every member then returns the failure. On any failure no member
+ * keeps a communicator (*out NULL; one made on this member is aborted, locally). Collective over g. */
+ps_status ps_mpi_nccl_comm(MPI_Comm g, ps_status local, struct ncclComm **out);
 
 #ifdef __cplusplus
 }

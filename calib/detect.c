@@ -13,7 +13,7 @@
 
 #include <hwloc.h>
 
-#include "ps_hw.h"
+#include "ps_bench.h"
 #include "ps_mpi.h"
 
 #if PS_HAVE_CUDA
@@ -415,6 +415,14 @@ static void node_facts_fill(node_facts *f, const rank_gpus *rg, int nranks)
     }
 }
 
+/* The link with its class: detection names only known kinds ("ib-hdr", "roce", "ethernet", "pcie4", "nvlink3"), and
+ * "none" where there is no link to cross (one GPU, or none, on the node). */
+static ps_link classified(ps_link l)
+{
+    if (!ps_link_class_of(l.kind, &l.cls)) l.cls = PS_LINK_NONE;
+    return l;
+}
+
 /* ---- gathering and building -------------------------------------------------------------------------------------- */
 
 /* Ranks that share memory share a node, except where MPI cannot tell nodes apart: Slurm's emulated nodes all run on
@@ -496,8 +504,8 @@ static ps_status build(const node_facts *all, int n, int ranks, bool by_slurm, p
         g->nodes = count[j];
         g->gpus_per_node = f->gpus;
         g->gpu = f->gpu;
-        g->intra = f->intra;
-        g->inter = f->inter;
+        g->intra = classified(f->intra);
+        g->inter = classified(f->inter);
         g->cores_per_node = f->cores;
         g->numa_per_node = f->numa;
     }

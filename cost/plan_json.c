@@ -3,8 +3,7 @@
  * strategies, and the summary tp/dp/zero/ckpt/sp when the strategy is uniform. */
 #include <string.h>
 
-#include "ps_json.h"
-#include "ps_plan_json.h"
+#include "ps_cost.h"
 
 static ps_status read_strategy(const json_t *o, const ps_jloc *loc, ps_strategy *s)
 {

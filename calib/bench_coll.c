@@ -19,9 +19,6 @@
 #include "bench_internal.h"
 #include "ps_mpi.h"
 
-static const char *const k_ops[PS_BENCH_N_COLL_OPS] = {"allreduce", "allgather", "reducescatter", "alltoall",
-                                                       "sendrecv"};
-
 /* ---- collectives, MPI backend: host memory -------------------------------------------------------------------- */
 
 typedef struct {
@@ -56,17 +53,17 @@ static ps_status mpi_coll_run(void *state, int op, MPI_Comm g, int n, int me, si
     mpi_coll *m = state;
     int share = (int)(count / (size_t)n), rc;
     switch (op) {
-    case PS_BENCH_ALLREDUCE: rc = MPI_Allreduce(m->sbuf, m->rbuf, (int)count, MPI_FLOAT, MPI_SUM, g); break;
-    case PS_BENCH_ALLGATHER: rc = MPI_Allgather(m->sbuf, share, MPI_FLOAT, m->rbuf, share, MPI_FLOAT, g); break;
-    case PS_BENCH_REDUCESCATTER: rc = MPI_Reduce_scatter_block(m->sbuf, m->rbuf, share, MPI_FLOAT, MPI_SUM, g); break;
-    case PS_BENCH_ALLTOALL: rc = MPI_Alltoall(m->sbuf, share, MPI_FLOAT, m->rbuf, share, MPI_FLOAT, g); break;
+    case PS_COLL_ALLREDUCE: rc = MPI_Allreduce(m->sbuf, m->rbuf, (int)count, MPI_FLOAT, MPI_SUM, g); break;
+    case PS_COLL_ALLGATHER: rc = MPI_Allgather(m->sbuf, share, MPI_FLOAT, m->rbuf, share, MPI_FLOAT, g); break;
+    case PS_COLL_REDUCESCATTER: rc = MPI_Reduce_scatter_block(m->sbuf, m->rbuf, share, MPI_FLOAT, MPI_SUM, g); break;
+    case PS_COLL_ALLTOALL: rc = MPI_Alltoall(m->sbuf, share, MPI_FLOAT, m->rbuf, share, MPI_FLOAT, g); break;
     default:
         /* a ring: every rank sends to the next and receives from the previous, as nccl-tests sendrecv does */
         rc = MPI_Sendrecv(m->sbuf, (int)count, MPI_FLOAT, (me + 1) % n, 7, m->rbuf, (int)count, MPI_FLOAT,
                           (me + n - 1) % n, 7, g, MPI_STATUS_IGNORE);
         break;
     }
-    return ps_mpi_status(rc, k_ops[op], __FILE__, __LINE__);
+    return ps_mpi_status(rc, ps_coll_op_name((ps_coll_op)op), __FILE__, __LINE__);
 }
 
 static const ps_bench_coll_backend k_coll_mpi = {
@@ -216,7 +213,7 @@ typedef struct {
 static ps_status measure_group(const coll_run *c, MPI_Comm g, int n, int me, int inter, int groups)
 {
     const ps_bench_opts *o = c->o;
-    for (int op = 0; op < PS_BENCH_N_COLL_OPS; op++) {
+    for (int op = 0; op < PS_COLL_N_OPS; op++) {
         for (size_t bytes = 1024; bytes <= c->max_bytes; bytes *= c->step) {
             size_t count = bytes / sizeof(float) / (size_t)n * (size_t)n;
             if (count == 0) continue;
@@ -234,7 +231,7 @@ static ps_status measure_group(const coll_run *c, MPI_Comm g, int n, int me, int
             ps_bench_stat s = ps_bench_stats(c->tmax, o->reps);
             ps_bench_coll row;
             memset(&row, 0, sizeof row);
-            ps_strlcpy(row.op, k_ops[op], sizeof row.op);
+            ps_strlcpy(row.op, ps_coll_op_name((ps_coll_op)op), sizeof row.op);
             row.group_size = n;
             row.inter_node = inter;
             row.root_rank = c->L->rank;
@@ -242,11 +239,11 @@ static ps_status measure_group(const coll_run *c, MPI_Comm g, int n, int me, int
             row.bytes = (double)count * sizeof(float);
             row.time_s = s.median;
             row.algbw_Bps = s.median > 0 ? row.bytes / s.median : 0;
-            row.busbw_Bps = row.algbw_Bps * ps_bench_busbw_factor(k_ops[op], n);
+            row.busbw_Bps = row.algbw_Bps * ps_coll_busbw_factor((ps_coll_op)op, n);
             row.spread = s.spread;
             row.reps = o->reps;
             char what[96];
-            snprintf(what, sizeof what, "%s %d ranks %s, %.0f bytes", k_ops[op], n,
+            snprintf(what, sizeof what, "%s %d ranks %s, %.0f bytes", ps_coll_op_name((ps_coll_op)op), n,
                      inter ? "across nodes" : "in a node", row.bytes);
             ps_bench_check_spread(o, c->r, what, &s);
             PS_TRY(ps_bench_push((void **)&c->r->coll, &c->r->n_coll, &c->r->cap_coll, sizeof row, &row));

@@ -6,14 +6,13 @@
 #include <string.h>
 
 #include "ps_cost.h"
-#include "ps_costdb.h"
 
 /* The devices a layer runs on: the slowest GPU of the stage sets the pace (stragglers, heterogeneous clusters). */
 typedef struct {
     double peak;  /* FLOP/s of the training dtype */
     double stream; /* bytes/s a streaming kernel reaches: hbm x hbm_eff, or the measured bandwidth */
     int dbdev;    /* the device kind of p->db every GPU of the stage is, or -1 (analytic) */
-    const char *dtype;
+    ps_dtype dtype;
 } dev_speed;
 
 double ps_cost_stream_Bps(const ps_cost_params *p, const ps_gpu *g)
@@ -47,7 +46,7 @@ static ps_status stage_speed(const ps_cost_params *p, const ps_cluster *c, ps_dt
     out->stream = INFINITY;
     out->dbdev = -1;
     const char *dn = ps_dtype_name(dtype);
-    out->dtype = dn;
+    out->dtype = dtype;
     double hbm = INFINITY;
     int kind = -2; /* -2: none seen yet; -1: some GPU the database did not measure, or two kinds */
     const int64_t end = first + n;

@@ -1,4 +1,6 @@
-/* Calibration microbenchmarks (`psearch calibrate`): GEMMs of the shapes transformer layers issue, memory bandwidth,
+/* calib/: what psearch measures on the allocation it runs on (MPI, hwloc, CUDA, BLAS, NCCL allowed here, not in
+ * hw/): the description of the allocation (`--cluster auto`, calib/detect.c), and the calibration microbenchmarks
+ * (`psearch calibrate`): GEMMs of the shapes transformer layers issue, memory bandwidth,
  * collectives the nccl-tests way, and the slowdown of computation and communication that overlap. Each result is a
  * plain row struct: costdb/ stores these rows in its HDF5 tables (docs/costdb.md), so the layout here is the schema.
  * Backends: CPU (OpenBLAS + OpenMP + MPI) always; CUDA (cuBLAS, device copies; NCCL for collectives and overlap)
@@ -14,6 +16,8 @@
 #include <mpi.h>
 
 #include "ps_common.h"
+#include "ps_cost.h"
+#include "ps_hw.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -116,6 +120,12 @@ typedef struct {
     char date[32];           /* ISO 8601 UTC */
 } ps_bench_measurement;
 
+/* ---- describing the allocation (calib/detect.c) ---- */
+/* `--cluster auto`: the allocation of comm's ranks as a cluster: nodes and ranks from MPI (or Slurm's node ids),
+ * cores and NUMA domains from hwloc, GPUs from the CUDA runtime, links from the GPU model and sysfs. Every rank ends
+ * with the same description. Needs MPI initialized. Collective over comm. */
+ps_status ps_cluster_detect(MPI_Comm comm, ps_cluster *out);
+
 /* ---- running the benchmarks ---- */
 typedef struct {
     bool quick;              /* CI-sized: small shapes and sizes, few repetitions (docs/costdb.md gives both) */
@@ -171,10 +181,6 @@ ps_status ps_bench_overlap_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_r
 /* The version of the library ps_bench_coll_run will measure collectives with when it is NCCL ("2.28.9"), else ""
  * (MPI, or nothing measured): the cost database's nccl_version. Collective over comm. */
 ps_status ps_bench_coll_library(MPI_Comm comm, const ps_bench_results *r, char *version, size_t cap);
-
-/* nccl-tests bus-bandwidth factor of a collective over n ranks: allreduce 2(n-1)/n, allgather, reducescatter and
- * alltoall (n-1)/n, sendrecv 1; 0 for an unknown name. */
-double ps_bench_busbw_factor(const char *op, int n);
 
 #ifdef __cplusplus
 }
