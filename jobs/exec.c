@@ -119,8 +119,8 @@ typedef struct {
     double rs_bytes, rs_pf, rs_pb;
 } layer_job;
 
-/* Named limits of one plan: the distinct TP degrees and resharding group shapes it may use, so the communicators'
- * records fit in the context (a plan near them is far past any real model's). */
+/* Named limits of one plan: the distinct TP degrees and resharding group shapes it may use, so that the
+ * communicators' records fit in the context without an allocation. */
 enum { MAX_TP_DEGREES = 32, MAX_RESHARD_SHAPES = 32, MAX_COMMS = 3 * MAX_TP_DEGREES + MAX_RESHARD_SHAPES };
 
 /* What a communicator is for. Per TP degree of the plan: its TP group, its DP group and, when an overlapped layer has

@@ -40,8 +40,9 @@ bool ps_exec_backend_usable(const char *name, char *why, size_t cap);
 ps_status ps_exec_check(const ps_plan *plan, const ps_model *m, const ps_cluster *c, int nranks);
 
 /* ---- running ---- */
-/* A fault injected on purpose, for tests only (no user option sets it; docs/exec.md, "Failures"): rank `rank` fails
- * alone at one point of the run, so a test can see every other rank fail with it instead of hanging. */
+/* A fault injected on purpose, for tests only (no user option sets it; docs/exec.md, "Phases and the agreement
+ * rule"): rank `rank` fails alone at one point of the run, so a test can see every other rank fail with it instead
+ * of hanging. */
 typedef enum {
     PS_EXEC_FAULT_NONE = 0,
     PS_EXEC_FAULT_SKIP_SEND, /* "skip-send:R": R drops its first pipeline message; its peer's watchdog must catch it */
