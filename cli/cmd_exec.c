@@ -88,6 +88,7 @@ ps_status ps_cli_exec(const ps_cli_opts *o, MPI_Comm comm, const ps_model *m, co
     if (o->warmup >= 0) eo.warmup = o->warmup;
     if (o->watchdog > 0) eo.watchdog_s = o->watchdog;
     eo.log = rank == 0 && o->format != PS_FMT_JSON ? stderr : NULL;
+    ps_exec_fault_parse(getenv("PS_EXEC_FAULT"), &eo.fault); /* tests' fault injection, no user option (docs/exec.md) */
     /* ps_exec_run checks the scaled plan again (scaling keeps every rule: widths stay multiples of the TP degrees) */
     ps_status st = ps_exec_run(comm, plan, &run->model, c, cp, &eo, &run->r);
     if (st != PS_OK) {

@@ -82,8 +82,9 @@ static ps_status cpu_open(const ps_exec_need *need, ps_exec_net *net, void **sta
         s->ov[1] = falloc(need->coll + 64);
         ov_ok = s->ov[0] && s->ov[1];
     }
-    if (!ov_ok || !s->a || !s->b || !s->c || !s->x || !s->y || !s->z || !s->coll || !s->coll2 || !s->p2p_out ||
-        !s->p2p_in) {
+    bool sends_ok = ps_exec_sends_reserve(&s->sends, need->sends) == PS_OK;
+    if (!ov_ok || !sends_ok || !s->a || !s->b || !s->c || !s->x || !s->y || !s->z || !s->coll || !s->coll2 ||
+        !s->p2p_out || !s->p2p_in) {
         cpu_close(s);
         return PS_FAIL(PS_ERR_SYSTEM, "the cpu backend could not allocate its buffers (GEMM %.3g + %.3g + %.3g bytes, "
                                       "collectives 2 x %.3g bytes): lower the shapes with --scale",

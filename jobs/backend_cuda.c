@@ -129,13 +129,9 @@ static ps_status dalloc(void **p, double bytes)
 static ps_status cuda_open_inner(cuda_state *s, const ps_exec_need *need, ps_exec_net *net)
 {
     /* one GPU per rank of a node, by the rank's place on its node */
-    MPI_Comm node;
-    int local = 0, count = 0;
-    PS_MPI(MPI_Comm_split_type(net->world, MPI_COMM_TYPE_SHARED, net->rank, MPI_INFO_NULL, &node));
-    MPI_Comm_rank(node, &local);
-    MPI_Comm_free(&node);
+    int count = 0;
     CU(cudaGetDeviceCount(&count));
-    s->device = local % count;
+    s->device = net->node_rank % count;
     CU(cudaSetDevice(s->device));
     CU(cudaFree(NULL)); /* create the context before measuring what is already in use */
     size_t free_b = 0, total = 0;
@@ -170,6 +166,7 @@ static ps_status cuda_open_inner(cuda_state *s, const ps_exec_need *need, ps_exe
         PS_TRY(dalloc(&s->ov[0], need->coll));
         PS_TRY(dalloc(&s->ov[1], need->coll));
     }
+    PS_TRY(ps_exec_sends_reserve(&s->sends, need->sends));
     CU(cudaMallocHost((void **)&s->h_out, (size_t)ceil(need->p2p) + 256));
     CU(cudaMallocHost((void **)&s->h_in, (size_t)ceil(need->p2p) + 256));
     note_peak(s);

@@ -93,7 +93,7 @@ ps_status ps_exec_mpi_send(ps_exec_net *net, ps_exec_sends *s, const void *buf, 
                            const ps_exec_where *where)
 {
     (void)where;
-    if (net->fault_skip_send == net->rank && !net->sent_once) {
+    if (net->skip_first_send && !net->sent_once) {
         net->sent_once = true; /* the test hook: this message is never sent, and the peer's watchdog must say so */
         return PS_OK;
     }
@@ -123,6 +123,11 @@ ps_status ps_exec_mpi_flush(ps_exec_net *net, ps_exec_sends *s)
     for (size_t i = 0; i < s->n; i++) PS_TRY(ps_exec_mpi_wait(net, &s->req[i], &w));
     s->n = 0;
     return PS_OK;
+}
+
+ps_status ps_exec_sends_reserve(ps_exec_sends *s, int64_t n)
+{
+    return ps_grow((void **)&s->req, &s->cap, n > 0 ? (size_t)n : 1, sizeof *s->req);
 }
 
 void ps_exec_sends_free(ps_exec_sends *s)

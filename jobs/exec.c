@@ -50,6 +50,27 @@ void ps_exec_opts_default(ps_exec_opts *o)
     o->watchdog_s = 60;
 }
 
+void ps_exec_fault_parse(const char *spec, ps_exec_fault *f)
+{
+    static const struct {
+        const char *prefix;
+        ps_exec_fault_kind kind;
+    } k_faults[] = {
+        {"skip-send:", PS_EXEC_FAULT_SKIP_SEND},
+        {"fail-setup:", PS_EXEC_FAULT_SETUP},
+        {"fail-open:", PS_EXEC_FAULT_OPEN},
+    };
+    f->kind = PS_EXEC_FAULT_NONE;
+    f->rank = -1;
+    for (size_t i = 0; spec && i < sizeof k_faults / sizeof k_faults[0]; i++) {
+        size_t n = strlen(k_faults[i].prefix);
+        if (strncmp(spec, k_faults[i].prefix, n) == 0) {
+            f->kind = k_faults[i].kind;
+            f->rank = atoi(spec + n);
+        }
+    }
+}
+
 void ps_exec_result_free(ps_exec_result *r)
 {
     free(r->iter_s);
@@ -82,7 +103,8 @@ typedef struct {
     ps_layer_gemms g;
     ps_layer_cost pred;
     const ps_strategy *s;
-    int tpi;            /* index of s->tp in the run's TP degrees */
+    int c_tp, c_dp;     /* its TP and DP groups: indices in exec_ctx.comm */
+    int c_ov;           /* the duplicate of its TP group for overlapped all-reduces, -1: not overlapped */
     double act_full;    /* activation bytes of the layer without recomputation (elementwise traffic) */
     double act_sel;     /* with selective recomputation */
     double param_bytes; /* the layer's weights on one GPU of its TP group, unsharded by ZeRO */
@@ -92,39 +114,68 @@ typedef struct {
     ps_layer_gemms og[2];
     ps_ov_pass ovp[2][2]; /* [sub-batch][PS_OV_FWD / PS_OV_BWD] */
     /* resharding from the previous layer of the stage (ps_cost_reshard_group): passes, payload, communicator
-     * index, and the cost model's times of the forward and backward all-gather */
-    int rs_dirs, rs_k;
+     * (index in exec_ctx.comm, -1: none), and the cost model's times of the forward and backward all-gather */
+    int rs_dirs, c_rs;
     double rs_bytes, rs_pf, rs_pb;
 } layer_job;
+
+/* Named limits of one plan: the distinct TP degrees and resharding group shapes it may use, so that the
+ * communicators' records fit in the context without an allocation. */
+enum { MAX_TP_DEGREES = 32, MAX_RESHARD_SHAPES = 32, MAX_COMMS = 3 * MAX_TP_DEGREES + MAX_RESHARD_SHAPES };
+
+/* What a communicator is for. Per TP degree of the plan: its TP group, its DP group and, when an overlapped layer has
+ * that degree, a duplicate of the TP group for the overlapped all-reduces (Oases' second stream: NCCL runs one
+ * communicator's work in order, so a separate one runs beside the TP group's); per resharding group shape
+ * (ps_cost_reshard_group): its group. */
+typedef enum { COMM_TP, COMM_DP, COMM_TP_OV, COMM_RESHARD } comm_kind;
+
+/* One communicator: what it is for, how it is made, its handle. plan_comms fills the records (local: every rank
+ * holds the same records in the same order, only the colors differ); create_comms makes them in array order and the
+ * backend binds them in that order (both collective); free_ctx frees them in that order. */
+typedef struct {
+    comm_kind kind;
+    int tp;        /* the TP degree (TP, DP, overlapped TP) */
+    int n, stride; /* the group's shape: members, and their distance in ranks (resharding) */
+    int dup_of;    /* the record this one duplicates, or -1: a split of the world by color */
+    int color;     /* this rank's group (key: its world rank) */
+    MPI_Comm comm; /* MPI_COMM_NULL until created */
+} exec_comm;
 
 typedef struct {
     const ps_plan *plan;
     const ps_model *m;
     const ps_cost_params *cp;
     const ps_exec_backend *be;
+    ps_exec_fault fault; /* the test hook (ps_exec_opts) */
     void *bs;
     ps_exec_net net;
     ps_sched *sch;
+    ps_prediction pred;  /* the cost model's for the plan, built with sch */
     int dev, local, width, S;
     layer_job *lj;       /* [n_layers] */
-    int n_tp;
-    int tps[32];
-    MPI_Comm tp_comm[32], dp_comm[32];
-    MPI_Comm tp_ov_comm[32]; /* a duplicate of tp_comm for the overlapped all-reduces (MPI_COMM_NULL: none) */
-    int n_rs;                /* resharding groups: n members at a stride, one communicator per shape */
-    int rs_n[32], rs_stride[32];
-    MPI_Comm rs_comm[32];
+    exec_comm comm[MAX_COMMS];
+    int n_comm;
     double *boundary;    /* [S] bytes a stage sends to the next (its last layer's output for one micro-batch) */
     double *act_mb;      /* [S] activation bytes of one micro-batch on the stage */
+    /* this rank's work: its passes, the buffers they need, the cost model's computation and collectives for them */
+    const ps_sched_pass *passes;
+    int64_t count;
+    ps_exec_need need;
+    double static_bytes;
+    double p_comp, p_comm;
     /* measured in the current iteration */
     double t_comp, t_comm, t_wait;
     int64_t n_icoll, n_reshard; /* overlapped all-reduces started, resharding all-gathers run */
     double *st_sum;      /* [S x 3] F, B, W pass times (computation + collectives) */
     int64_t *st_n;       /* [S x 3] */
+    /* summed over the timed iterations */
+    double comp, comm_t, wait;
     /* the trace of the iteration being run */
     ps_sched_pass *trace;
     int *from, *to;
     int64_t n_trace;
+    /* the reduction's scratch, allocated in the set-up: [iters] sorted iteration times, [S x 3 x 2] stage means */
+    double *sorted, *mean;
 } exec_ctx;
 
 static double now(void) { return MPI_Wtime(); }
@@ -161,7 +212,7 @@ static ps_status do_coll(exec_ctx *x, MPI_Comm comm, ps_exec_coll op, double byt
 static ps_status tp_collective(exec_ctx *x, const layer_job *l, const ps_exec_where *w)
 {
     if (l->s->tp <= 1) return PS_OK;
-    MPI_Comm c = x->tp_comm[l->tpi];
+    MPI_Comm c = x->comm[l->c_tp].comm;
     if (l->s->sp && l->s->tp > 1) {
         PS_TRY(do_coll(x, c, PS_EXEC_REDUCESCATTER, l->pred.tp_bytes, w));
         return do_coll(x, c, PS_EXEC_ALLGATHER, l->pred.tp_bytes, w);
@@ -176,7 +227,7 @@ static ps_status layer_forward(exec_ctx *x, const layer_job *l, bool recompute, 
     const ps_cost_params *cp = x->cp;
     if (zero3(l) && !recompute) {
         w->what = "a ZeRO-3 weight all-gather";
-        PS_TRY(do_coll(x, x->dp_comm[l->tpi], PS_EXEC_ALLGATHER, l->param_bytes, w));
+        PS_TRY(do_coll(x, x->comm[l->c_dp].comm, PS_EXEC_ALLGATHER, l->param_bytes, w));
     }
     for (int i = 0; i < l->g.n; i++) PS_TRY(do_gemm(x, &l->g.g[i], 1));
     PS_TRY(do_stream(x, cp->elementwise_passes * l->act_full));
@@ -209,9 +260,9 @@ static ps_status layer_backward_w(exec_ctx *x, const layer_job *l, ps_exec_where
         if (!l->g.g[i].attn) PS_TRY(do_gemm(x, &l->g.g[i], 1)); /* weight gradients (wgrad) */
     if (zero3(l)) {
         w->what = "a ZeRO-3 weight all-gather of the backward";
-        PS_TRY(do_coll(x, x->dp_comm[l->tpi], PS_EXEC_ALLGATHER, l->param_bytes, w));
+        PS_TRY(do_coll(x, x->comm[l->c_dp].comm, PS_EXEC_ALLGATHER, l->param_bytes, w));
         w->what = "a ZeRO-3 gradient reduce-scatter";
-        PS_TRY(do_coll(x, x->dp_comm[l->tpi], PS_EXEC_REDUCESCATTER, l->grad_bytes, w));
+        PS_TRY(do_coll(x, x->comm[l->c_dp].comm, PS_EXEC_REDUCESCATTER, l->grad_bytes, w));
     }
     return PS_OK;
 }
@@ -285,7 +336,7 @@ static ps_status ov_run(exec_ctx *x, int64_t a, int64_t b, int pass, ps_exec_whe
         const layer_job *l = &x->lj[pass == PS_OV_FWD ? a + j : b - j];
         if (pass == PS_OV_FWD && zero3(l)) {
             w->what = "a ZeRO-3 weight all-gather";
-            PS_TRY(do_coll(x, x->dp_comm[l->tpi], PS_EXEC_ALLGATHER, l->param_bytes, w));
+            PS_TRY(do_coll(x, x->comm[l->c_dp].comm, PS_EXEC_ALLGATHER, l->param_bytes, w));
         }
         for (int i = 0; i < l->ovp[0][pass].n; i++)
             for (int k = 0; k < 2; k++) {
@@ -296,7 +347,7 @@ static ps_status ov_run(exec_ctx *x, int64_t a, int64_t b, int pass, ps_exec_whe
                 if (op->b[i].coll && l->s->tp > 1) {
                     w->what = "starting an overlapped TP all-reduce";
                     double t0 = now();
-                    PS_TRY(x->be->icoll(x->bs, &x->net, x->tp_ov_comm[l->tpi], k, op->coll_bytes, w));
+                    PS_TRY(x->be->icoll(x->bs, &x->net, x->comm[l->c_ov].comm, k, op->coll_bytes, w));
                     x->t_comm += now() - t0;
                     busy[k] = true;
                     x->n_icoll++;
@@ -314,7 +365,7 @@ static ps_status reshard(exec_ctx *x, const layer_job *l, int dir, ps_exec_where
     if (!(l->rs_dirs & dir)) return PS_OK;
     w->what = "a resharding all-gather between TP layouts";
     x->n_reshard++;
-    return do_coll(x, x->rs_comm[l->rs_k], PS_EXEC_ALLGATHER, l->rs_bytes, w);
+    return do_coll(x, x->comm[l->c_rs].comm, PS_EXEC_ALLGATHER, l->rs_bytes, w);
 }
 
 static int peer_rank(const exec_ctx *x, int stage) { return ps_sched_device_of(x->sch, stage) * x->width + x->local; }
@@ -432,7 +483,7 @@ static ps_status iteration_tail(exec_ctx *x, double static_bytes)
         for (int64_t i = x->plan->cuts[s]; i < x->plan->cuts[s + 1]; i++) {
             const layer_job *l = &x->lj[i];
             if (l->s->dp <= 1 || l->s->zero >= 3) continue;
-            MPI_Comm dc = x->dp_comm[l->tpi];
+            MPI_Comm dc = x->comm[l->c_dp].comm;
             if (l->s->zero == 0) {
                 PS_TRY(do_coll(x, dc, PS_EXEC_ALLREDUCE, l->grad_bytes, &w));
             } else {
@@ -446,8 +497,85 @@ static ps_status iteration_tail(exec_ctx *x, double static_bytes)
 
 /* ---- set-up ---- */
 
-static ps_status build_layers(exec_ctx *x, const ps_cluster *c, const ps_prediction *pred)
+static int find_comm(const exec_ctx *x, comm_kind kind, int tp, int n, int stride)
 {
+    for (int i = 0; i < x->n_comm; i++) {
+        const exec_comm *e = &x->comm[i];
+        if (e->kind == kind && e->tp == tp && e->n == n && e->stride == stride) return i;
+    }
+    return -1;
+}
+
+static int add_comm(exec_ctx *x, exec_comm e)
+{
+    e.comm = MPI_COMM_NULL;
+    x->comm[x->n_comm] = e;
+    return x->n_comm++;
+}
+
+/* The communicators of the plan as records (exec_comm), in the order every rank creates them: per TP degree,
+ * ascending, its TP group (t consecutive ranks of a stage: TP innermost), its DP group (the ranks of the stage at
+ * stride t: the cost model's placement, ps_cost_layer) and the overlapped duplicate when a layer needs it; then
+ * every resharding group shape of the plan in the plan's order, also those only other stages use (the stage's ranks
+ * cut into blocks of n x stride, members a stride apart). Local: fails, on every rank alike, with PS_ERR_INPUT for a
+ * plan past the limits or a resharding group that does not tile a stage. */
+static ps_status plan_comms(exec_ctx *x)
+{
+    const ps_plan *plan = x->plan;
+    int tps[MAX_TP_DEGREES], n_tp = 0;
+    for (int64_t i = 0; i < x->m->n_layers; i++) {
+        int t = plan->layer[i].tp, k = 0;
+        while (k < n_tp && tps[k] != t) k++;
+        if (k == n_tp) {
+            if (n_tp == MAX_TP_DEGREES) return PS_FAIL(PS_ERR_INPUT, "the plan uses more than %d TP degrees", n_tp);
+            tps[n_tp++] = t;
+        }
+    }
+    for (int a = 1; a < n_tp; a++)
+        for (int b = a; b > 0 && tps[b - 1] > tps[b]; b--) {
+            int t = tps[b];
+            tps[b] = tps[b - 1];
+            tps[b - 1] = t;
+        }
+    int rank = x->net.rank;
+    for (int k = 0; k < n_tp; k++) {
+        int t = tps[k];
+        int tp = add_comm(x, (exec_comm){.kind = COMM_TP, .tp = t, .dup_of = -1, .color = rank / t});
+        add_comm(x, (exec_comm){.kind = COMM_DP, .tp = t, .dup_of = -1, .color = x->dev * t + x->local % t});
+        bool ov = false;
+        for (int64_t i = 0; i < x->m->n_layers; i++)
+            ov = ov || (plan->layer[i].tp == t && plan->layer[i].overlap != PS_OVERLAP_NONE && t > 1);
+        if (ov) add_comm(x, (exec_comm){.kind = COMM_TP_OV, .tp = t, .dup_of = tp});
+    }
+    int64_t n_mb = ps_plan_micro_batches(plan), global_mb = plan->gbs / n_mb;
+    int n_rs = 0;
+    for (int s = 0; s < x->S; s++)
+        for (int64_t i = plan->cuts[s] + 1; i < plan->cuts[s + 1]; i++) {
+            ps_group g;
+            double bytes;
+            if (!ps_cost_reshard_group(&x->m->layers[i - 1], x->m->dtype, global_mb, &plan->layer[i - 1],
+                                       &plan->layer[i], 0, &g, &bytes))
+                continue;
+            if (find_comm(x, COMM_RESHARD, 0, (int)g.n, (int)g.stride) >= 0) continue;
+            int64_t blk = g.n * g.stride;
+            if (blk <= 0 || x->width % blk != 0)
+                return PS_FAIL(PS_ERR_INPUT, "layer %lld: a resharding group of %lld GPUs at stride %lld does not "
+                                             "tile a stage of %d", (long long)i, (long long)g.n, (long long)g.stride,
+                               x->width);
+            if (n_rs == MAX_RESHARD_SHAPES)
+                return PS_FAIL(PS_ERR_INPUT, "the plan reshards between more than %d group shapes", n_rs);
+            n_rs++;
+            int color = (int)(x->dev * x->width + x->local / blk * blk + x->local % g.stride);
+            add_comm(x, (exec_comm){.kind = COMM_RESHARD, .n = (int)g.n, .stride = (int)g.stride, .dup_of = -1,
+                                    .color = color});
+        }
+    return PS_OK;
+}
+
+/* The work of every layer of the plan, with its communicators from plan_comms. Local. */
+static ps_status build_layers(exec_ctx *x, const ps_cluster *c)
+{
+    const ps_prediction *pred = &x->pred;
     const ps_plan *plan = x->plan;
     const ps_model *m = x->m;
     int64_t n_mb = ps_plan_micro_batches(plan), global_mb = plan->gbs / n_mb;
@@ -472,14 +600,18 @@ static ps_status build_layers(exec_ctx *x, const ps_cluster *c, const ps_predict
             /* the cost model's weights per GPU, before the ZeRO-3 shard it divides them by */
             l->param_bytes = l->pred.mem_params * (l->s->zero >= 3 ? l->s->dp : 1);
             l->grad_bytes = l->param_bytes / elt * x->cp->grad_reduce_bytes;
-            l->tpi = -1;
-            for (int k = 0; k < x->n_tp; k++)
-                if (x->tps[k] == l->s->tp) l->tpi = k;
-            if (l->tpi < 0) return PS_FAIL(PS_ERR_SYSTEM, "layer %lld: TP degree %d has no communicator", (long long)i,
-                                           l->s->tp);
+            l->c_tp = find_comm(x, COMM_TP, l->s->tp, 0, 0);
+            l->c_dp = find_comm(x, COMM_DP, l->s->tp, 0, 0);
+            if (l->c_tp < 0 || l->c_dp < 0)
+                return PS_FAIL(PS_ERR_SYSTEM, "layer %lld: TP degree %d has no communicator", (long long)i, l->s->tp);
             /* the cost model's sub-batches (the larger first) and blocks: exec runs the work it priced */
             l->ov = l->s->overlap != PS_OVERLAP_NONE && l->s->tp > 1;
+            l->c_ov = -1;
             if (l->ov) {
+                l->c_ov = find_comm(x, COMM_TP_OV, l->s->tp, 0, 0);
+                if (l->c_ov < 0)
+                    return PS_FAIL(PS_ERR_SYSTEM, "layer %lld: no communicator for its overlapped all-reduces",
+                                   (long long)i);
                 int64_t sub[2] = {mbs - mbs / 2, mbs / 2};
                 for (int k = 0; k < 2; k++) {
                     ps_layer_gemm_shapes(ly, sub[k], l->s->tp, &l->og[k]);
@@ -492,16 +624,15 @@ static ps_status build_layers(exec_ctx *x, const ps_cluster *c, const ps_predict
                                          &l->ovp[k][pass]);
                 }
             }
-            l->rs_k = -1;
+            l->c_rs = -1;
             if (i > plan->cuts[s]) {
                 ps_group g;
                 l->rs_dirs = ps_cost_reshard_group(&m->layers[i - 1], m->dtype, global_mb, &plan->layer[i - 1], l->s,
                                                    first, &g, &l->rs_bytes);
                 ps_cost_reshard(x->cp, c, &m->layers[i - 1], m->dtype, global_mb, &plan->layer[i - 1], l->s, first,
                                 &l->rs_pf, &l->rs_pb);
-                for (int k = 0; k < x->n_rs; k++)
-                    if (x->rs_n[k] == g.n && x->rs_stride[k] == g.stride) l->rs_k = k;
-                if (l->rs_dirs && l->rs_k < 0)
+                if (l->rs_dirs) l->c_rs = find_comm(x, COMM_RESHARD, 0, (int)g.n, (int)g.stride);
+                if (l->rs_dirs && l->c_rs < 0)
                     return PS_FAIL(PS_ERR_SYSTEM, "layer %lld: no communicator for its resharding group", (long long)i);
             }
         }
@@ -540,99 +671,6 @@ static void rank_needs(const exec_ctx *x, ps_exec_need *need, double *static_byt
      * room for one more element per member of the largest group, the stage */
     need->coll += 4.0 * x->width;
     need->static_bytes = *static_bytes;
-}
-
-static ps_status make_comms(exec_ctx *x)
-{
-    /* free_ctx frees every handle of the n_tp degrees seen, also when a split below fails */
-    for (int k = 0; k < (int)(sizeof x->tps / sizeof x->tps[0]); k++)
-        x->tp_comm[k] = x->dp_comm[k] = x->tp_ov_comm[k] = x->rs_comm[k] = MPI_COMM_NULL;
-    const ps_plan *plan = x->plan;
-    for (int64_t i = 0; i < x->m->n_layers; i++) {
-        int t = plan->layer[i].tp, k = 0;
-        while (k < x->n_tp && x->tps[k] != t) k++;
-        if (k == x->n_tp) {
-            if (x->n_tp == (int)(sizeof x->tps / sizeof x->tps[0]))
-                return PS_FAIL(PS_ERR_INPUT, "the plan uses more than %d TP degrees", x->n_tp);
-            x->tps[x->n_tp++] = t;
-        }
-    }
-    /* ascending, so every rank creates the communicators in one order (MPI_Comm_split is collective) */
-    for (int a = 1; a < x->n_tp; a++)
-        for (int b = a; b > 0 && x->tps[b - 1] > x->tps[b]; b--) {
-            int t = x->tps[b];
-            x->tps[b] = x->tps[b - 1];
-            x->tps[b - 1] = t;
-        }
-    for (int k = 0; k < x->n_tp; k++) {
-        int t = x->tps[k];
-        /* TP innermost: t consecutive ranks of a stage; DP: the ranks of the stage at stride t (the cost model's
-         * placement, ps_cost_layer) */
-        PS_MPI(MPI_Comm_split(x->net.world, x->net.rank / t, x->net.rank, &x->tp_comm[k]));
-        PS_MPI(MPI_Comm_split(x->net.world, x->dev * t + x->local % t, x->net.rank, &x->dp_comm[k]));
-        PS_MPI(MPI_Comm_set_errhandler(x->tp_comm[k], MPI_ERRORS_RETURN));
-        PS_MPI(MPI_Comm_set_errhandler(x->dp_comm[k], MPI_ERRORS_RETURN));
-        /* Overlapped layers of this degree: their all-reduces on a communicator of their own (Oases' second
-         * stream: NCCL runs one communicator's work in order, so a separate one runs beside the TP group's) */
-        bool ov = false;
-        for (int64_t i = 0; i < x->m->n_layers; i++)
-            ov = ov || (plan->layer[i].tp == t && plan->layer[i].overlap != PS_OVERLAP_NONE && t > 1);
-        if (ov) {
-            PS_MPI(MPI_Comm_dup(x->tp_comm[k], &x->tp_ov_comm[k]));
-            PS_MPI(MPI_Comm_set_errhandler(x->tp_ov_comm[k], MPI_ERRORS_RETURN));
-        }
-    }
-    /* The resharding all-gathers between consecutive layers of a stage (ps_cost_reshard_group): one communicator
-     * per group shape, the stage's ranks cut into blocks of n x stride, members a stride apart. Every rank creates
-     * every shape of the plan, in the plan's order, also those only other stages use (the split is collective). */
-    int64_t n_mb = ps_plan_micro_batches(plan), global_mb = plan->gbs / n_mb;
-    for (int s = 0; s < x->S; s++)
-        for (int64_t i = plan->cuts[s] + 1; i < plan->cuts[s + 1]; i++) {
-            ps_group g;
-            double bytes;
-            if (!ps_cost_reshard_group(&x->m->layers[i - 1], x->m->dtype, global_mb, &plan->layer[i - 1],
-                                       &plan->layer[i], 0, &g, &bytes))
-                continue;
-            int k = 0;
-            while (k < x->n_rs && !(x->rs_n[k] == g.n && x->rs_stride[k] == g.stride)) k++;
-            if (k < x->n_rs) continue;
-            int64_t blk = g.n * g.stride;
-            if (blk <= 0 || x->width % blk != 0)
-                return PS_FAIL(PS_ERR_INPUT, "layer %lld: a resharding group of %lld GPUs at stride %lld does not "
-                                             "tile a stage of %d", (long long)i, (long long)g.n, (long long)g.stride,
-                               x->width);
-            if (x->n_rs == (int)(sizeof x->rs_comm / sizeof x->rs_comm[0]))
-                return PS_FAIL(PS_ERR_INPUT, "the plan reshards between more than %d group shapes", x->n_rs);
-            x->rs_n[x->n_rs] = (int)g.n;
-            x->rs_stride[x->n_rs] = (int)g.stride;
-            int color = (int)(x->dev * x->width + x->local / blk * blk + x->local % g.stride);
-            PS_MPI(MPI_Comm_split(x->net.world, color, x->net.rank, &x->rs_comm[x->n_rs]));
-            PS_MPI(MPI_Comm_set_errhandler(x->rs_comm[x->n_rs], MPI_ERRORS_RETURN));
-            x->n_rs++;
-        }
-    return PS_OK;
-}
-
-static void free_ctx(exec_ctx *x)
-{
-    if (x->be && x->bs) x->be->close(x->bs);
-    for (int k = 0; k < x->n_tp; k++) {
-        if (x->tp_comm[k] != MPI_COMM_NULL) MPI_Comm_free(&x->tp_comm[k]);
-        if (x->dp_comm[k] != MPI_COMM_NULL) MPI_Comm_free(&x->dp_comm[k]);
-        if (x->tp_ov_comm[k] != MPI_COMM_NULL) MPI_Comm_free(&x->tp_ov_comm[k]);
-    }
-    for (int k = 0; k < x->n_rs; k++)
-        if (x->rs_comm[k] != MPI_COMM_NULL) MPI_Comm_free(&x->rs_comm[k]);
-    if (x->net.world != MPI_COMM_NULL) MPI_Comm_free(&x->net.world);
-    ps_sched_destroy(x->sch);
-    free(x->lj);
-    free(x->boundary);
-    free(x->act_mb);
-    free(x->st_sum);
-    free(x->st_n);
-    free(x->trace);
-    free(x->from);
-    free(x->to);
 }
 
 /* The cost model's time of the overlapped run a..b (ps_cost_plan's run: the layers' blocks in one two-stream pipeline)
@@ -716,8 +754,117 @@ static ps_status predict_rank(const exec_ctx *x, const ps_sched_pass *passes, in
     return PS_OK;
 }
 
-static ps_status run_iteration(exec_ctx *x, const ps_sched_pass *passes, int64_t count, double static_bytes,
-                               double *dt)
+static bool fault_here(const exec_ctx *x, ps_exec_fault_kind kind)
+{
+    return x->fault.kind == kind && x->fault.rank == x->net.rank;
+}
+
+/* Every buffer the run and the reduction use, so that neither allocates: a rank that could not would leave alone
+ * while the others wait for it in a collective. */
+static ps_status alloc_buffers(exec_ctx *x, int iters, ps_exec_result *r)
+{
+    size_t S3 = (size_t)x->S * 3, n = (size_t)x->count + 1;
+    x->st_sum = ps_calloc(S3, sizeof *x->st_sum);
+    x->st_n = ps_calloc(S3, sizeof *x->st_n);
+    x->trace = ps_calloc(n, sizeof *x->trace);
+    x->from = ps_calloc(n, sizeof *x->from);
+    x->to = ps_calloc(n, sizeof *x->to);
+    x->sorted = ps_calloc((size_t)iters, sizeof *x->sorted);
+    x->mean = ps_calloc(S3 * 2, sizeof *x->mean);
+    r->iter_s = ps_calloc((size_t)iters + 1, sizeof *r->iter_s);
+    r->stages = ps_calloc((size_t)x->S, sizeof *r->stages);
+    if (!x->st_sum || !x->st_n || !x->trace || !x->from || !x->to || !x->sorted || !x->mean || !r->iter_s ||
+        !r->stages)
+        return PS_ERR_SYSTEM; /* ps_calloc said what */
+    if (fault_here(x, PS_EXEC_FAULT_SETUP))
+        return PS_FAIL(PS_ERR_SYSTEM, "out of memory allocating the execution's buffers (injected by the test hook "
+                                      "fail-setup:%d)", x->net.rank);
+    return PS_OK;
+}
+
+/* What the set-up does on this rank alone: the schedule and the cost model's prediction, the communicators' records,
+ * the layers' work, the backend's needs, this rank's predicted work and every buffer of the later phases. */
+static ps_status setup_local(exec_ctx *x, const ps_cluster *c, int iters, ps_exec_result *r)
+{
+    const ps_plan *plan = x->plan;
+    PS_TRY(ps_sched_create(&x->sch));
+    /* the prediction builds the schedule into x->sch: the order run below is the one the prediction simulated */
+    PS_TRY(ps_cost_plan_ws(x->cp, x->m, c, plan, x->sch, &x->pred));
+    int64_t n_mb = ps_plan_micro_batches(plan);
+    void *ub = NULL;
+    int flag = 0;
+    /* MPI_TAG_UB is an attribute of MPI_COMM_WORLD, the same for every communicator of the job */
+    PS_MPI(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag));
+    int64_t top = (n_mb * x->S) * 2 + 2;
+    if (flag && top > *(int *)ub)
+        return PS_FAIL(PS_ERR_INPUT, "%lld micro-batches x %d stages need message tags up to %lld; this MPI allows %d",
+                       (long long)n_mb, x->S, (long long)top, *(int *)ub);
+    PS_TRY(plan_comms(x));
+    PS_TRY(build_layers(x, c));
+    x->passes = ps_sched_device_passes(x->sch, x->dev, &x->count);
+    rank_needs(x, &x->need, &x->static_bytes);
+    x->need.dtype = (int)x->m->dtype;
+    x->need.sends = x->count; /* a pass sends at most one message */
+    PS_TRY(alloc_buffers(x, iters, r));
+    double opt_s = x->pred.stages[ps_sched_stage_of(x->sch, x->dev, 0)].opt_s;
+    return predict_rank(x, x->passes, x->count, opt_s, &x->p_comp, &x->p_comm);
+}
+
+/* Set-up. Collective over comm, and the first collective of the run: everything a rank may fail at alone before the
+ * passes (memory, most likely) happens here, and one agreement at the end makes such a failure every rank's before
+ * any other collective. Fails with PS_ERR_INPUT the same on every rank (a plan past this MPI's tags or the limits of
+ * plan_comms) or PS_ERR_SYSTEM (memory), in both cases on every rank. The caller frees x (free_ctx) and r
+ * (ps_exec_result_free) whatever it returns. */
+static ps_status exec_setup(exec_ctx *x, MPI_Comm comm, const ps_cluster *c, int iters, ps_exec_result *r)
+{
+    return ps_mpi_agree_status(comm, setup_local(x, c, iters, r), "setting up the execution");
+}
+
+/* ---- binding ---- */
+
+/* Every communicator of x->comm, in array order (MPI_Comm_split and MPI_Comm_dup are collective over their parent). */
+static ps_status create_comms(exec_ctx *x)
+{
+    for (int i = 0; i < x->n_comm; i++) {
+        exec_comm *e = &x->comm[i];
+        if (e->dup_of >= 0)
+            PS_MPI(MPI_Comm_dup(x->comm[e->dup_of].comm, &e->comm));
+        else
+            PS_MPI(MPI_Comm_split(x->net.world, e->color, x->net.rank, &e->comm));
+        PS_MPI(MPI_Comm_set_errhandler(e->comm, MPI_ERRORS_RETURN));
+    }
+    return PS_OK;
+}
+
+/* Bind: the communicators and the backend. Collective over comm: duplicates it into x->net.world, learns this rank's
+ * place on its node, creates the communicators, opens the backend (local: a rank that fails to, out of device
+ * memory, fails every rank by the agreement after it) and binds every communicator to it (collective per
+ * communicator, NCCL's bootstrap for the cuda backend: agreed after each). May fail with an MPI failure of a
+ * collective, which MPI reports where it happens, or with an agreed failure of the backend, on every rank. */
+static ps_status exec_bind(exec_ctx *x, MPI_Comm comm)
+{
+    PS_MPI(MPI_Comm_dup(comm, &x->net.world));
+    PS_MPI(MPI_Comm_set_errhandler(x->net.world, MPI_ERRORS_RETURN));
+    MPI_Comm node;
+    PS_MPI(MPI_Comm_split_type(x->net.world, MPI_COMM_TYPE_SHARED, x->net.rank, MPI_INFO_NULL, &node));
+    int rc = MPI_Comm_rank(node, &x->net.node_rank);
+    MPI_Comm_free(&node);
+    PS_TRY(ps_mpi_status(rc, "MPI_Comm_rank", __FILE__, __LINE__));
+    PS_TRY(create_comms(x));
+    ps_status st = fault_here(x, PS_EXEC_FAULT_OPEN)
+                       ? PS_FAIL(PS_ERR_SYSTEM, "the %s backend could not allocate its buffers (injected by the test "
+                                                "hook fail-open:%d)", x->be->name, x->net.rank)
+                       : x->be->open(&x->need, &x->net, &x->bs);
+    PS_TRY(ps_mpi_agree_status(x->net.world, st, "setting up the execution"));
+    for (int i = 0; i < x->n_comm; i++)
+        PS_TRY(ps_mpi_agree_status(x->net.world, x->be->bind(x->bs, &x->net, x->comm[i].comm),
+                                   "binding a communicator"));
+    return PS_OK;
+}
+
+/* ---- running ---- */
+
+static ps_status run_iteration(exec_ctx *x, double *dt)
 {
     ps_exec_where w = {.what = "every rank to start the iteration (a barrier)", .op = -1, .peer = -1};
     MPI_Request req;
@@ -725,183 +872,95 @@ static ps_status run_iteration(exec_ctx *x, const ps_sched_pass *passes, int64_t
     PS_TRY(ps_exec_mpi_wait(&x->net, &req, &w));
     x->n_trace = 0;
     double t0 = now();
-    for (int64_t i = 0; i < count; i++) PS_TRY(run_pass(x, &passes[i]));
+    for (int64_t i = 0; i < x->count; i++) PS_TRY(run_pass(x, &x->passes[i]));
     double f0 = now();
     PS_TRY(x->be->flush(x->bs, &x->net));
     x->t_wait += now() - f0;
-    PS_TRY(iteration_tail(x, static_bytes));
+    PS_TRY(iteration_tail(x, x->static_bytes));
     PS_TRY(x->be->sync(x->bs));
     *dt = now() - t0;
     return PS_OK;
 }
 
-ps_status ps_exec_run(MPI_Comm comm, const ps_plan *plan, const ps_model *m, const ps_cluster *c,
-                      const ps_cost_params *cp, const ps_exec_opts *o, ps_exec_result *r)
+/* Run: the warm-up and timed iterations, this rank's times into r->iter_s and the sums of x. Collective over
+ * x->net.world: a rank that fails (its watchdog, MPI, the backend) stops; the others stop at their own watchdog, every
+ * wait of an iteration being under it, or finish; all meet in one agreement at the end, so a failure here is every
+ * rank's before the reduction. */
+static ps_status exec_iterate(exec_ctx *x, const ps_exec_opts *o, ps_exec_result *r)
 {
-    memset(r, 0, sizeof *r);
-    exec_ctx X, *x = &X;
-    memset(x, 0, sizeof *x);
-    x->net.world = MPI_COMM_NULL;
-    x->plan = plan;
-    x->m = m;
-    x->cp = cp;
-    x->be = find_backend(o->backend);
-    if (!x->be) return PS_FAIL(PS_ERR_INPUT, "unknown exec backend '%s'", o->backend);
-    int nranks = 0, rank = 0;
-    PS_MPI(MPI_Comm_size(comm, &nranks));
-    PS_MPI(MPI_Comm_rank(comm, &rank));
-    PS_TRY(ps_exec_check(plan, m, c, nranks));
-
-    ps_status st = PS_OK;
-    ps_prediction pred;
-    memset(&pred, 0, sizeof pred);
-    PS_TRY_GOTO(st, ps_sched_create(&x->sch), done);
-    /* the prediction builds the schedule into x->sch: the order run below is the one the prediction simulated */
-    PS_TRY_GOTO(st, ps_cost_plan_ws(cp, m, c, plan, x->sch, &pred), done);
-    PS_MPI_GOTO(st, MPI_Comm_dup(comm, &x->net.world), done);
-    PS_MPI_GOTO(st, MPI_Comm_set_errhandler(x->net.world, MPI_ERRORS_RETURN), done);
-    x->net.rank = rank;
-    x->net.nranks = nranks;
-    x->net.watchdog_s = o->watchdog_s > 0 ? o->watchdog_s : 60;
-    x->net.fault_skip_send = -1;
-    const char *fault = getenv("PS_EXEC_FAULT");
-    if (fault && strncmp(fault, "skip-send:", 10) == 0) x->net.fault_skip_send = atoi(fault + 10);
-    x->width = plan->layer[0].tp * plan->layer[0].dp;
-    x->dev = rank / x->width;
-    x->local = rank % x->width;
-    x->S = plan->pp * plan->vpp;
-    {
-        int64_t n_mb = ps_plan_micro_batches(plan);
-        void *ub = NULL;
-        int flag = 0;
-        PS_MPI_GOTO(st, MPI_Comm_get_attr(x->net.world, MPI_TAG_UB, &ub, &flag), done);
-        int64_t top = (n_mb * x->S) * 2 + 2;
-        if (flag && top > *(int *)ub) {
-            st = PS_FAIL(PS_ERR_INPUT, "%lld micro-batches x %d stages need message tags up to %lld; this MPI allows %d",
-                         (long long)n_mb, x->S, (long long)top, *(int *)ub);
-            goto done;
-        }
-    }
-    PS_TRY_GOTO(st, make_comms(x), done);
-    /* From here every failure is agreed before the next collective, so no rank is left waiting in one. */
-    st = build_layers(x, c, &pred);
-    ps_exec_need need;
-    double static_bytes = 0;
-    int64_t count = 0;
-    const ps_sched_pass *passes = ps_sched_device_passes(x->sch, x->dev, &count);
-    if (st == PS_OK) {
-        rank_needs(x, &need, &static_bytes);
-        need.dtype = (int)m->dtype;
-        x->st_sum = ps_calloc((size_t)x->S * 3, sizeof *x->st_sum);
-        x->st_n = ps_calloc((size_t)x->S * 3, sizeof *x->st_n);
-        x->trace = ps_calloc((size_t)count + 1, sizeof *x->trace);
-        x->from = ps_calloc((size_t)count + 1, sizeof *x->from);
-        x->to = ps_calloc((size_t)count + 1, sizeof *x->to);
-        r->iter_s = ps_calloc((size_t)o->iters + 1, sizeof *r->iter_s);
-        r->stages = ps_calloc((size_t)x->S, sizeof *r->stages);
-        if (!x->st_sum || !x->st_n || !x->trace || !x->from || !x->to || !r->iter_s || !r->stages)
-            st = PS_ERR_SYSTEM;
-    }
-    /* A backend that cannot open on one rank (memory) fails the run on all, before any pass. */
-    if (st == PS_OK) st = x->be->open(&need, &x->net, &x->bs);
-    PS_TRY_GOTO(st, ps_mpi_agree_status(x->net.world, st, "setting up the execution"), done);
-    /* binding is collective per communicator (the cuda backend builds an NCCL communicator): agree after each */
-    for (int k = 0; k < 3 * x->n_tp + x->n_rs; k++) {
-        MPI_Comm cm = k >= 3 * x->n_tp ? x->rs_comm[k - 3 * x->n_tp]
-                      : k % 3 == 0     ? x->tp_comm[k / 3]
-                      : k % 3 == 1     ? x->dp_comm[k / 3]
-                                       : x->tp_ov_comm[k / 3];
-        if (cm == MPI_COMM_NULL) continue; /* no overlapped layer of this degree (the same on every rank) */
-        PS_TRY_GOTO(st, ps_mpi_agree_status(x->net.world, x->be->bind(x->bs, &x->net, cm), "binding a communicator"),
-                    done);
-    }
-
-    double p_comp = 0, p_comm = 0;
-    st = predict_rank(x, passes, count, pred.stages[ps_sched_stage_of(x->sch, x->dev, 0)].opt_s, &p_comp, &p_comm);
-    PS_TRY_GOTO(st, ps_mpi_agree_status(x->net.world, st, "predicting this rank's work"), done);
-
-    if (o->log && rank == 0)
+    if (o->log && x->net.rank == 0)
         fprintf(o->log, "# exec: %d rank(s), backend %s, %d warm-up + %d timed iteration(s), %lld passes on rank 0\n",
-                nranks, x->be->name, o->warmup, o->iters, (long long)count);
-    double comp = 0, comm_t = 0, wait = 0;
+                x->net.nranks, x->be->name, o->warmup, o->iters, (long long)x->count);
+    ps_status st = PS_OK;
     for (int it = 0; it < o->warmup + o->iters && st == PS_OK; it++) {
         bool timed = it >= o->warmup;
         x->t_comp = x->t_comm = x->t_wait = 0;
         x->n_icoll = x->n_reshard = 0;
         double dt = 0;
-        st = run_iteration(x, passes, count, static_bytes, &dt);
+        st = run_iteration(x, &dt);
         if (st != PS_OK) break;
         if (timed) {
-            comp += x->t_comp;
-            comm_t += x->t_comm;
-            wait += x->t_wait;
+            x->comp += x->t_comp;
+            x->comm_t += x->t_comm;
+            x->wait += x->t_wait;
             r->iter_s[it - o->warmup] = dt;
-            if (o->log && rank == 0) fprintf(o->log, "# iteration %d: %.4g s on rank 0\n", it - o->warmup + 1, dt);
+            if (o->log && x->net.rank == 0)
+                fprintf(o->log, "# iteration %d: %.4g s on rank 0\n", it - o->warmup + 1, dt);
         } else { /* warm-up passes do not count in the stage times */
             memset(x->st_sum, 0, (size_t)x->S * 3 * sizeof *x->st_sum);
             memset(x->st_n, 0, (size_t)x->S * 3 * sizeof *x->st_n);
         }
     }
-    /* A rank that failed (its watchdog, MPI) stopped; the others stop at their own watchdog or finish: all meet here. */
-    PS_TRY_GOTO(st, ps_mpi_agree_status(x->net.world, st, "executing the plan"), done);
-    /* an iteration's time is its slowest rank's */
-    PS_MPI_GOTO(st, MPI_Allreduce(MPI_IN_PLACE, r->iter_s, o->iters, MPI_DOUBLE, MPI_MAX, x->net.world), done);
+    return ps_mpi_agree_status(x->net.world, st, "executing the plan");
+}
 
-    /* ---- results on every rank ---- */
-    r->iters = o->iters;
-    {
-        double *sorted = ps_calloc((size_t)o->iters, sizeof *sorted);
-        if (!sorted) {
-            st = PS_ERR_SYSTEM;
-            goto done;
-        }
-        memcpy(sorted, r->iter_s, (size_t)o->iters * sizeof *sorted);
-        /* the calibration's statistics: median, p10, p90 and spread = (p90 - p10) / median */
-        ps_bench_stat bs = ps_bench_stats(sorted, o->iters);
-        r->median_s = bs.median;
-        r->p10_s = bs.p10;
-        r->p90_s = bs.p90;
-        r->spread = bs.spread;
-        free(sorted);
-    }
-    double mine[5] = {comp / o->iters, comm_t / o->iters, wait / o->iters, p_comp, p_comm};
+/* ---- the reduction ---- */
+
+/* Reduce: the results every rank gets. Collective over x->net.world, and nothing else: the buffers came from the
+ * set-up, so only an MPI failure of a collective, which MPI reports where it happens, can end it. Moves this rank's
+ * trace into r. */
+static ps_status exec_reduce(exec_ctx *x, int iters, ps_exec_result *r)
+{
+    int nranks = x->net.nranks, S3 = x->S * 3;
+    /* an iteration's time is its slowest rank's */
+    PS_MPI(MPI_Allreduce(MPI_IN_PLACE, r->iter_s, iters, MPI_DOUBLE, MPI_MAX, x->net.world));
+    r->iters = iters;
+    memcpy(x->sorted, r->iter_s, (size_t)iters * sizeof *x->sorted);
+    /* the calibration's statistics: median, p10, p90 and spread = (p90 - p10) / median */
+    ps_bench_stat bs = ps_bench_stats(x->sorted, iters);
+    r->median_s = bs.median;
+    r->p10_s = bs.p10;
+    r->p90_s = bs.p90;
+    r->spread = bs.spread;
+    double mine[5] = {x->comp / iters, x->comm_t / iters, x->wait / iters, x->p_comp, x->p_comm};
     double sum[5];
-    PS_MPI_GOTO(st, MPI_Allreduce(mine, sum, 5, MPI_DOUBLE, MPI_SUM, x->net.world), done);
+    PS_MPI(MPI_Allreduce(mine, sum, 5, MPI_DOUBLE, MPI_SUM, x->net.world));
     r->compute_s = sum[0] / nranks;
     r->comm_s = sum[1] / nranks;
     r->wait_s = sum[2] / nranks;
     r->pred_compute_s = sum[3] / nranks;
     r->pred_comm_s = sum[4] / nranks;
-    r->predicted_s = pred.iter_time_s;
-    r->pred_peak_bytes = ps_prediction_peak(&pred);
+    r->predicted_s = x->pred.iter_time_s;
+    r->pred_peak_bytes = ps_prediction_peak(&x->pred);
     double peak = x->be->peak_bytes(x->bs), peak_all = 0;
-    PS_MPI_GOTO(st, MPI_Allreduce(&peak, &peak_all, 1, MPI_DOUBLE, MPI_MAX, x->net.world), done);
+    PS_MPI(MPI_Allreduce(&peak, &peak_all, 1, MPI_DOUBLE, MPI_MAX, x->net.world));
     r->peak_bytes = peak_all;
-    {
-        double *mean = ps_calloc((size_t)x->S * 3 * 2, sizeof *mean);
-        if (!mean) {
-            st = PS_ERR_SYSTEM;
-            goto done;
-        }
-        for (int i = 0; i < x->S * 3; i++) mean[i] = x->st_n[i] ? x->st_sum[i] / (double)x->st_n[i] : 0;
-        PS_MPI_GOTO(st, MPI_Allreduce(mean, mean + x->S * 3, x->S * 3, MPI_DOUBLE, MPI_MAX, x->net.world), done_mean);
-        r->n_stages = x->S;
-        for (int s = 0; s < x->S; s++) {
-            ps_exec_stage *e = &r->stages[s];
-            e->f = mean[x->S * 3 + s * 3];
-            e->b = mean[x->S * 3 + s * 3 + 1];
-            e->w = mean[x->S * 3 + s * 3 + 2];
-            e->pred_f = pred.stages[s].fwd;
-            e->pred_b = pred.stages[s].bwd_b;
-            e->pred_w = pred.stages[s].bwd_w;
-        }
-    done_mean:
-        free(mean);
-        if (st != PS_OK) goto done;
+    double *mean = x->mean;
+    for (int i = 0; i < S3; i++) mean[i] = x->st_n[i] ? x->st_sum[i] / (double)x->st_n[i] : 0;
+    PS_MPI(MPI_Allreduce(mean, mean + S3, S3, MPI_DOUBLE, MPI_MAX, x->net.world));
+    r->n_stages = x->S;
+    for (int s = 0; s < x->S; s++) {
+        ps_exec_stage *e = &r->stages[s];
+        e->f = mean[S3 + s * 3];
+        e->b = mean[S3 + s * 3 + 1];
+        e->w = mean[S3 + s * 3 + 2];
+        e->pred_f = x->pred.stages[s].fwd;
+        e->pred_b = x->pred.stages[s].bwd_b;
+        e->pred_w = x->pred.stages[s].bwd_w;
     }
     /* the last iteration's passes, overlapped all-reduces and resharding all-gathers, summed over the ranks */
     int64_t n_all[3] = {0, 0, 0}, mine_n[3] = {x->n_trace, x->n_icoll, x->n_reshard};
-    PS_MPI_GOTO(st, MPI_Allreduce(mine_n, n_all, 3, MPI_INT64_T, MPI_SUM, x->net.world), done);
+    PS_MPI(MPI_Allreduce(mine_n, n_all, 3, MPI_INT64_T, MPI_SUM, x->net.world));
     r->passes = n_all[0];
     r->ov_colls = n_all[1];
     r->reshards = n_all[2];
@@ -913,9 +972,62 @@ ps_status ps_exec_run(MPI_Comm comm, const ps_plan *plan, const ps_model *m, con
     r->trace_to = x->to;
     x->trace = NULL;
     x->from = x->to = NULL;
+    return PS_OK;
+}
 
-done:
-    ps_prediction_free(&pred);
+/* Frees what the phases made, the communicators in the order every rank made them (MPI_Comm_free is collective). */
+static void free_ctx(exec_ctx *x)
+{
+    if (x->be && x->bs) x->be->close(x->bs);
+    for (int i = 0; i < x->n_comm; i++)
+        if (x->comm[i].comm != MPI_COMM_NULL) MPI_Comm_free(&x->comm[i].comm);
+    if (x->net.world != MPI_COMM_NULL) MPI_Comm_free(&x->net.world);
+    ps_prediction_free(&x->pred);
+    ps_sched_destroy(x->sch);
+    free(x->lj);
+    free(x->boundary);
+    free(x->act_mb);
+    free(x->st_sum);
+    free(x->st_n);
+    free(x->trace);
+    free(x->from);
+    free(x->to);
+    free(x->sorted);
+    free(x->mean);
+}
+
+/* The phases in order, each agreed on every rank before the next begins: a failure in any of them is every rank's,
+ * so all leave together (docs/exec.md, "Phases and the agreement rule"). */
+ps_status ps_exec_run(MPI_Comm comm, const ps_plan *plan, const ps_model *m, const ps_cluster *c,
+                      const ps_cost_params *cp, const ps_exec_opts *o, ps_exec_result *r)
+{
+    memset(r, 0, sizeof *r);
+    exec_ctx X, *x = &X;
+    memset(x, 0, sizeof *x);
+    x->net.world = MPI_COMM_NULL;
+    x->plan = plan;
+    x->m = m;
+    x->cp = cp;
+    x->fault = o->fault;
+    x->be = find_backend(o->backend);
+    if (!x->be) return PS_FAIL(PS_ERR_INPUT, "unknown exec backend '%s'", o->backend);
+    int nranks = 0, rank = 0;
+    PS_MPI(MPI_Comm_size(comm, &nranks));
+    PS_MPI(MPI_Comm_rank(comm, &rank));
+    PS_TRY(ps_exec_check(plan, m, c, nranks));
+    x->net.rank = rank;
+    x->net.nranks = nranks;
+    x->net.watchdog_s = o->watchdog_s > 0 ? o->watchdog_s : 60;
+    x->net.skip_first_send = fault_here(x, PS_EXEC_FAULT_SKIP_SEND);
+    x->width = plan->layer[0].tp * plan->layer[0].dp;
+    x->dev = rank / x->width;
+    x->local = rank % x->width;
+    x->S = plan->pp * plan->vpp;
+
+    ps_status st = exec_setup(x, comm, c, o->iters, r);
+    if (st == PS_OK) st = exec_bind(x, comm);
+    if (st == PS_OK) st = exec_iterate(x, o, r);
+    if (st == PS_OK) st = exec_reduce(x, o->iters, r);
     free_ctx(x);
     if (st != PS_OK) {
         ps_exec_result_free(r);

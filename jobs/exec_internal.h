@@ -15,6 +15,7 @@ typedef struct {
     double static_bytes;           /* weights + gradients + optimizer states of this rank */
     int dtype;                     /* ps_dtype of the plan (the cuda backend computes and reduces in it) */
     bool overlap;                  /* some layer of the rank runs overlapped TP: buffers for two sub-batches' icoll */
+    int64_t sends;                 /* pipeline messages one iteration sends at most (the sends list's length) */
 } ps_exec_need;
 
 typedef enum { PS_EXEC_ALLREDUCE = 0, PS_EXEC_ALLGATHER, PS_EXEC_REDUCESCATTER } ps_exec_coll;
@@ -32,13 +33,15 @@ typedef struct {
     MPI_Comm world;      /* a duplicate of the caller's comm: pipeline messages and barriers */
     int rank, nranks;
     double watchdog_s;
-    int fault_skip_send; /* test hook (PS_EXEC_FAULT=skip-send:RANK, docs/exec.md): this rank drops its first send */
+    int node_rank;        /* this rank's index among the ranks of its node (the cuda backend's GPU) */
+    bool skip_first_send; /* the test hook PS_EXEC_FAULT_SKIP_SEND on this rank: its first send is dropped */
     bool sent_once;
 } ps_exec_net;
 
 struct ps_exec_backend {
     const char *name;
     bool (*usable)(char *why, size_t cap);
+    /* every buffer the run needs; local (no communication), so the executor can agree on its outcome */
     ps_status (*open)(const ps_exec_need *need, ps_exec_net *net, void **state);
     void (*close)(void *state);
     /* (m x k) . (k x n), count times */
@@ -91,6 +94,8 @@ ps_status ps_exec_mpi_send(ps_exec_net *net, ps_exec_sends *s, const void *buf, 
                            const ps_exec_where *where);
 ps_status ps_exec_mpi_recv(ps_exec_net *net, void *buf, int peer, int tag, double bytes, const ps_exec_where *where);
 ps_status ps_exec_mpi_flush(ps_exec_net *net, ps_exec_sends *s);
+/* Room for n sends in flight, reserved at open so that sending allocates nothing. */
+ps_status ps_exec_sends_reserve(ps_exec_sends *s, int64_t n);
 /* The overlapped all-reduces of the two sub-batches on host buffers: MPI_Iallreduce, progressed by MPI_Test (Open
  * MPI moves a non-blocking collective only inside MPI calls), completed under the watchdog. */
 typedef struct {

@@ -40,12 +40,31 @@ bool ps_exec_backend_usable(const char *name, char *why, size_t cap);
 ps_status ps_exec_check(const ps_plan *plan, const ps_model *m, const ps_cluster *c, int nranks);
 
 /* ---- running ---- */
+/* A fault injected on purpose, for tests only (no user option sets it; docs/exec.md, "Phases and the agreement
+ * rule"): rank `rank` fails alone at one point of the run, so a test can see every other rank fail with it instead
+ * of hanging. */
+typedef enum {
+    PS_EXEC_FAULT_NONE = 0,
+    PS_EXEC_FAULT_SKIP_SEND, /* "skip-send:R": R drops its first pipeline message; its peer's watchdog must catch it */
+    PS_EXEC_FAULT_SETUP,     /* "fail-setup:R": R's set-up fails as out of memory after allocating its buffers */
+    PS_EXEC_FAULT_OPEN,      /* "fail-open:R": R's backend fails to open, as out of device memory */
+} ps_exec_fault_kind;
+
+typedef struct {
+    ps_exec_fault_kind kind;
+    int rank;
+} ps_exec_fault;
+
+/* A fault from its spec ("skip-send:R", "fail-setup:R", "fail-open:R"); NULL or any other text: none. */
+void ps_exec_fault_parse(const char *spec, ps_exec_fault *f);
+
 typedef struct {
     const char *backend; /* "cpu" or "cuda" (resolved by the caller) */
     int iters;           /* timed iterations */
     int warmup;          /* untimed iterations first */
     double watchdog_s;   /* a wait longer than this fails the run, naming the rank, the pass and the peer */
     FILE *log;           /* progress '#' lines (rank 0), or NULL */
+    ps_exec_fault fault; /* tests only: none by default */
 } ps_exec_opts;
 
 void ps_exec_opts_default(ps_exec_opts *o);
@@ -83,9 +102,11 @@ typedef struct {
 void ps_exec_result_free(ps_exec_result *r);
 
 /* Run `plan` of model m for cluster c on every rank of comm (one rank per GPU of the plan; ps_exec_check first).
- * cp predicts the same plan. Collective over comm. On failure every rank returns an error; a rank whose wait exceeds
- * o->watchdog_s fails with PS_ERR_SYSTEM naming itself, the pass and the peer. Results are complete on every rank
- * (the rank-local fields describe the calling rank). */
+ * cp predicts the same plan. Collective over comm, in four phases (set-up, binding, iterations, reduction), each
+ * agreed on every rank before the next: on failure every rank returns an error (the failing rank its own, the others
+ * "<phase> failed on rank N: <its message>"); a rank whose wait exceeds o->watchdog_s fails with PS_ERR_SYSTEM naming
+ * itself, the pass and the peer. Results are complete on every rank (the rank-local fields describe the calling
+ * rank); free them with ps_exec_result_free (on failure r holds nothing). */
 ps_status ps_exec_run(MPI_Comm comm, const ps_plan *plan, const ps_model *m, const ps_cluster *c,
                       const ps_cost_params *cp, const ps_exec_opts *o, ps_exec_result *r);
 

@@ -5,7 +5,8 @@
 #  - plans that do not fit the run (tests/data/plans/exec-*.json, too few ranks) are refused with exit 2 and one
 #    message naming the problem, before any communicator is built, leaving no --out file;
 #  - a GPU plan without --backend on a machine without a GPU is refused, naming --backend cpu;
-#  - a dropped pipeline send (PS_EXEC_FAULT=skip-send:0) is caught by the watchdog within a bounded time;
+#  - a dropped pipeline send (PS_EXEC_FAULT=skip-send:0) is caught by the watchdog within a bounded time; a set-up
+#    failure on one rank (PS_EXEC_FAULT=fail-setup:2) fails the job at once with its cause;
 #  - --record is refused for a GPU plan run on CPUs; on a calibrated CPU cluster (--cluster costdb) it appends rows a
 #    second run keeps, which costdb show counts and calibrate --from-measurements refits;
 #  - overlapped TP: plain, cross-pass and oases plans of one shape run on the calibrated CPU cluster; the overlapped
@@ -198,6 +199,21 @@ wd_re='watchdog: rank [0-3] waited [0-9.]+ s for .* from rank [0-3] in pass (F|B
 check "watchdog: the message names the watchdog, a rank, its peer, the pass and micro-batch: ${msg:-none}" \
   grep -q -E "$wd_re.*--watchdog 3" <<<"$msg"
 check "watchdog: no --out file left" test ! -e "$scratch/wd.json"
+# The same hook fails rank 2's set-up alone, as out of memory: the failure is agreed before any collective, so the job
+# ends at once with exit 3 and the cause named, instead of leaving the other ranks waiting (docs/exec.md).
+t0=$(date +%s.%N)
+# shellcheck disable=SC2086 # the launcher is a command line
+PS_EXEC_FAULT=fail-setup:2 timeout -k 5 60 $launch4 "$psearch" exec "$committed" --model "$model" --backend cpu \
+  --iters 2 --out "$scratch/fs.json" </dev/null >/dev/null 2>"$scratch/err"
+rc=$?
+el=$(secs_since "$t0")
+msg=$(grep '^psearch: error' "$scratch/err")
+echo "# agreement: a set-up failure on rank 2 ended the job in $el s with exit $rc: $msg"
+check "agreement: exit $rc, expected 3" test $rc -eq 3
+check "agreement: one error message, got $(grep -c . <<<"$msg")" test "$(grep -c . <<<"$msg")" -eq 1
+check "agreement: the message names rank 2 and its cause: ${msg:-none}" \
+  grep -q -E 'setting up the execution failed on rank 2: .*fail-setup:2' <<<"$msg"
+check "agreement: no --out file left" test ! -e "$scratch/fs.json"
 
 # ---- 5. --record: refused for a run not predicted for the devices that ran it; on a calibrated CPU cluster two
 #      runs append two rows, the first stays as it was, and calibrate refits from them ----

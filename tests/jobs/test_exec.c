@@ -2,8 +2,9 @@
  * ZeRO-3, per-layer TP degrees with recomputation and sequence parallelism, and every schedule kind run to the end
  * (no deadlock), with each rank's executed passes compared with an order built here independently from the schedules
  * library, the peer of every pipeline message checked against the placement rule (device of the neighbouring stage,
- * same index in the stage), and the measured times positive and finite. Every rank runs every check; the exit code
- * reports a failure on any rank. */
+ * same index in the stage), and the measured times positive and finite. With --faults instead: one rank failing
+ * alone (the fault hook) fails every rank alike, without a hang. Every rank runs every check; the exit code reports a
+ * failure on any rank. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,14 +221,72 @@ static void check_case(const exec_case *k, const ps_model *m, const ps_cluster *
     ps_plan_free(&plan);
 }
 
+/* One rank fails alone at one point of the run (the fault hook of ps_exec_opts): every rank must return an error, the
+ * same status, with the failing rank's cause in its message, and without hanging (the ctest timeout ends a hang). A
+ * failure of the set-up or of the backend's open is agreed before any other collective, so no rank waits for the
+ * watchdog there; a dropped message is caught by it. A clean run after each shows that all ranks left together,
+ * freeing the same communicators. */
+static void check_faults(const ps_model *m, const ps_cluster *c, const ps_cost_params *cp)
+{
+    static const struct {
+        const char *spec, *want; /* the hook, and what every rank's message must contain */
+        double watchdog_s, most_s; /* the watchdog, and the longest the failed run may take */
+    } faults[] = {
+        {"fail-setup:2", "fail-setup:2", 60, 20},
+        {"fail-open:1", "fail-open:1", 60, 20},
+        {"fail-setup:0", "fail-setup:0", 60, 20},
+        {"skip-send:0", "watchdog: rank", 2, 30},
+    };
+    ps_strategy s = {.tp = 2, .dp = 1};
+    ps_plan plan;
+    ps_status st = ps_plan_uniform(m, 8, 1, 2, 1, "1f1b", &s, &plan);
+    CHECK(st == PS_OK, "fault plan: %s", ps_error_message());
+    if (st != PS_OK) return;
+    for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) {
+        for (int clean = 0; clean < 2; clean++) {
+            ps_exec_opts o;
+            ps_exec_opts_default(&o);
+            o.iters = 1;
+            o.warmup = 0;
+            o.watchdog_s = clean ? 60 : faults[i].watchdog_s; /* a slow machine (valgrind) must not fail a clean run */
+            if (!clean) ps_exec_fault_parse(faults[i].spec, &o.fault);
+            ps_exec_result r;
+            double t0 = MPI_Wtime();
+            st = ps_exec_run(MPI_COMM_WORLD, &plan, m, c, cp, &o, &r);
+            double el = MPI_Wtime() - t0;
+            int lo = 0, hi = 0, mine = (int)st;
+            MPI_Allreduce(&mine, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+            MPI_Allreduce(&mine, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+            if (clean) {
+                CHECK(st == PS_OK, "a clean run after %s: %s", faults[i].spec, ps_error_message());
+                if (st == PS_OK) ps_exec_result_free(&r);
+                continue;
+            }
+            if (g_rank == 0)
+                printf("# fault %-14s status %d on every rank: %s, in %.2f s\n", faults[i].spec, hi,
+                       lo == hi ? "yes" : "NO", el);
+            CHECK(st == PS_ERR_SYSTEM, "%s: rank %d returned %d (%s)", faults[i].spec, g_rank, (int)st,
+                  st == PS_OK ? "success" : ps_error_message());
+            CHECK(lo == hi, "%s: the ranks returned different statuses (%d to %d)", faults[i].spec, lo, hi);
+            CHECK(st == PS_OK || strstr(ps_error_message(), faults[i].want) != NULL,
+                  "%s: rank %d's message lacks '%s': %s", faults[i].spec, g_rank, faults[i].want, ps_error_message());
+            CHECK(el < faults[i].most_s, "%s: rank %d took %.1f s to fail (at most %g)", faults[i].spec, g_rank, el,
+                  faults[i].most_s);
+            if (st == PS_OK) ps_exec_result_free(&r);
+        }
+    }
+    ps_plan_free(&plan);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    bool faults = argc > 2 && strcmp(argv[2], "--faults") == 0;
     if (argc < 2 || g_size != 4) {
-        if (g_rank == 0) fprintf(stderr, "usage: mpiexec -n 4 test_exec MODEL.json\n");
+        if (g_rank == 0) fprintf(stderr, "usage: mpiexec -n 4 test_exec MODEL.json [--faults]\n");
         MPI_Finalize();
         return 2;
     }
@@ -279,14 +338,15 @@ int main(int argc, char **argv)
              PS_OVERLAP_OASES},
         };
         int kinds_seen = 0;
-        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i], &m, &c, &cp);
+        if (faults) check_faults(&m, &c, &cp);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0] && !faults; i++) check_case(&cases[i], &m, &c, &cp);
         for (int kk = 0; kk < ps_sched_kind_count(); kk++)
             for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
                 if (strcmp(cases[i].sched, ps_sched_kind_name(kk)) == 0) {
                     kinds_seen++;
                     break;
                 }
-        CHECK(kinds_seen == ps_sched_kind_count(), "the cases run %d of the %d schedule kinds", kinds_seen,
+        CHECK(faults || kinds_seen == ps_sched_kind_count(), "the cases run %d of the %d schedule kinds", kinds_seen,
               ps_sched_kind_count());
 
         /* refused locally, before any communicator: another rank count, a plan the cluster cannot hold */
