@@ -1,4 +1,4 @@
-/* File I/O with the guarantees of DESIGN.md: outputs appear whole or not at all; inputs are named in errors;
+/* File I/O with the guarantees of docs/design.md: outputs appear whole or not at all; inputs are named in errors;
  * installed data is found relative to the executable so an installed psearch needs no environment. */
 #include <dirent.h>
 #include <errno.h>

@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-/* The status values are the process exit codes of DESIGN.md, so main() can return them unchanged. */
+/* The status values are the process exit codes of docs/design.md, so main() can return them unchanged. */
 typedef enum {
     PS_OK = 0,
     PS_ERR_INFEASIBLE = 1, /* no feasible plan: the message names the binding constraint */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# psearch sweep end to end under 2 MPI ranks: the tables and records of a 2 x 2 sweep (the DESIGN.md cluster
+# psearch sweep end to end under 2 MPI ranks: the tables and records of a 2 x 2 sweep (the docs/design.md cluster
 # shorthand PRESET:N,N), --resume after a complete sweep doing no work, a torn last record dropped and its cell
 # searched again, an infeasible cell recorded with its binding constraint, and the refusals (exit 2) that protect a
 # folder: bad names before any cell runs, a folder holding another sweep, other options, fewer cells.
