@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Build the libFuzzer targets (tests/fuzz) with clang, ASan and UBSan into build-fuzz/, replay their seeds and kept
-# crash inputs, then fuzz each target for N seconds from a scratch copy of its seed corpus.
-#   scripts/fuzz.sh [SECONDS] [TARGET...]     SECONDS defaults to $PS_FUZZ_SECONDS or 60; TARGET to the default set
+# crash inputs, then fuzz each target for N seconds (or N executions) from a scratch copy of its kept corpus
+# (tests/fuzz/corpus/<target>/) and its seeds.
+#   scripts/fuzz.sh [SECONDS] [TARGET...]      SECONDS defaults to $PS_FUZZ_SECONDS or 60; TARGET to the default set
+#   scripts/fuzz.sh --runs N [--keep] [TARGET...]
+#                                              the long run: N executions per target (10000000 in docs), no time
+#                                              limit; --keep merges what the run found into tests/fuzz/corpus/
+#                                              (minimised by libFuzzer's -merge=1), so the next run starts there
 # Prints one line per target ("# fuzz_model_json: 123456 execs in 60 s, 0 crashes") and exits 1 when any target
 # crashed, leaked, hung or ran out of memory, naming the input that did it (kept under build-fuzz/fuzz-artifacts/).
 # Environment: PS_FUZZ_BUILD_DIR (build-fuzz), PS_FUZZ_TIMEOUT (seconds one input may take, 2), PS_FUZZ_JOBS.
@@ -9,10 +14,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 secs=${PS_FUZZ_SECONDS:-60}
-if [[ $# -gt 0 && $1 =~ ^[0-9]+$ ]]; then
-  secs=$1
-  shift
-fi
+runs=0
+keep=0
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --runs)
+      [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "fuzz: --runs needs a positive number of executions" >&2; exit 2; }
+      runs=$2
+      shift 2
+      ;;
+    --keep) keep=1; shift ;;
+    *)
+      if [[ $1 =~ ^[0-9]+$ ]]; then secs=$1; shift; else break; fi
+      ;;
+  esac
+done
 build=${PS_FUZZ_BUILD_DIR:-build-fuzz}
 timeout=${PS_FUZZ_TIMEOUT:-2}
 # The default run: every reader of outside input (plan.json goes through the whole cost model).
@@ -53,16 +69,20 @@ failed=()
 for t in "${targets[@]}"; do
   corpus="$scratch/$t/corpus"
   mkdir -p "$corpus" "$scratch/$t/tmp" "$artifacts/$t"
-  # Seeds by content hash: two seed files with one content become one corpus entry.
+  # Seeds by content hash: two seed files with one content become one corpus entry. The kept corpus of earlier long
+  # runs (tests/fuzz/corpus/<target>/, already named by hash) starts the run where they left off.
   while IFS= read -r f; do
     [[ -n $f && -f $f ]] && cp "$f" "$corpus/$(sha1sum "$f" | cut -c1-40)"
   done <"$build/tests/fuzz/$t.seeds"
+  [[ -d tests/fuzz/corpus/$t ]] && cp tests/fuzz/corpus/"$t"/* "$corpus/" 2>/dev/null || true
   dict=()
   [[ -f tests/fuzz/dict/$t.dict ]] && dict=(-dict="tests/fuzz/dict/$t.dict")
   log="$logs/$t.log"
   start=$(date +%s)
   rc=0
-  TMPDIR="$scratch/$t/tmp" "$build/tests/fuzz/$t" "$corpus" "${dict[@]}" -max_total_time="$secs" \
+  limit=(-max_total_time="$secs")
+  ((runs > 0)) && limit=(-runs="$runs")
+  TMPDIR="$scratch/$t/tmp" "$build/tests/fuzz/$t" "$corpus" "${dict[@]}" "${limit[@]}" \
     -timeout="$timeout" -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts/$t/" \
     >"$log" 2>&1 || rc=$?
   elapsed=$(($(date +%s) - start))
@@ -71,6 +91,13 @@ for t in "${targets[@]}"; do
   crash=$(grep -oE "Test unit written to .*" "$log" | sed 's/^Test unit written to //' | tail -n1 || true)
   if ((rc == 0)); then
     echo "# $t: ${execs:-0} execs in $elapsed s, 0 crashes"
+    if ((keep)); then
+      # only the inputs that add coverage, named by content hash, beside what was kept before
+      mkdir -p "tests/fuzz/corpus/$t"
+      TMPDIR="$scratch/$t/tmp" "$build/tests/fuzz/$t" -merge=1 "tests/fuzz/corpus/$t" "$corpus" \
+        >"$logs/$t.merge.log" 2>&1 || echo "#   corpus merge failed: $logs/$t.merge.log"
+      echo "#   corpus: $(ls "tests/fuzz/corpus/$t" | wc -l) inputs kept in tests/fuzz/corpus/$t"
+    fi
   else
     echo "# $t: ${execs:-0} execs in $elapsed s, 1 crash (exit $rc): ${crash:-see $log}"
     grep -E "^(==[0-9]+==ERROR|SUMMARY|.*runtime error|.*invariant broken|==[0-9]+== ERROR: libFuzzer)" "$log" |
@@ -85,4 +112,8 @@ if ((${#failed[@]})); then
   echo "# fuzz: FAILED: ${failed[*]}"
   exit 1
 fi
-echo "# fuzz: ${#targets[@]} targets, $secs s each, no crash"
+if ((runs > 0)); then
+  echo "# fuzz: ${#targets[@]} targets, $runs executions each, no crash"
+else
+  echo "# fuzz: ${#targets[@]} targets, $secs s each, no crash"
+fi
