@@ -12,6 +12,11 @@ scratch=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$scratch"' EXIT
 cd "$scratch" || exit 1
 
+show() { # file...: the outputs, for a failure's diagnosis
+  local f
+  for f in "$@"; do [[ -f $f ]] && sed "s|^|     $f: |" "$f" | tail -5; done
+}
+
 wait_for() { # path seconds: until the path exists
   local i
   for ((i = 0; i < $2 * 20; i++)); do
@@ -39,8 +44,8 @@ else
   bad "the first sweep never opened its records"
 fi
 wait $first
-check "first sweep completed" test $? -eq 0
-check "each cell recorded once" test "$(wc -l <tables/cells.jsonl)" -eq 15
+check "first sweep completed" test $? -eq 0 || show first.out second.out
+check "each cell recorded once" test "$(wc -l <tables/cells.jsonl)" -eq 15 || show first.out second.out
 dups=$(grep -o '"key": *"[^"]*"' tables/cells.jsonl | sort | uniq -d | wc -l)
 check "no cell recorded twice" test "$dups" -eq 0
 "$psearch" sweep --models gpt3-65b,gpt3-175b,llama2-70b --clusters dgx-a100-80g:1,2,4,8,16 --out tables --resume \
@@ -63,7 +68,7 @@ else
   bad "the first calibration never took its lock"
 fi
 wait $first
-check "first calibration completed" test $? -eq 0
+check "first calibration completed" test $? -eq 0 || show cal1.out cal2.out
 "$psearch" costdb show site.h5 >/dev/null 2>&1
 check "the database reads back" test $? -eq 0
 check "no lock file left" test ! -e .site.h5.lock
@@ -77,7 +82,7 @@ if wait_for .killed.h5.lock 30; then
   kill -TERM $victim
   wait $victim
   rc=$?
-  check "SIGTERM ends calibrate by that signal (143), got $rc" test $rc -eq 143
+  check "SIGTERM ends calibrate by that signal (143), got $rc" test $rc -eq 143 || show cal3.out
   check "no temporary left after SIGTERM" test -z "$(ls -A | grep 'killed.h5.tmp')"
   check "no database appeared" test ! -e killed.h5
 else
