@@ -8,7 +8,7 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 check() { # description command...: the command's success is the check
   local what=$1
   shift
-  if "$@"; then ok; else bad "$what"; fi
+  if "$@"; then ok; else bad "$what"; return 1; fi
 }
 finish() { # the counts; the script's exit status
   echo "$pass passed, $fail failed"
