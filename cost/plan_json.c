@@ -59,7 +59,12 @@ ps_status ps_plan_from_json(const json_t *root, const char *file, const ps_model
 
     json_t *stages = json_object_get(root, "stages");
     if (!stages) {
-        /* Summary fields only: Megatron's even split. */
+        /* Summary fields only: Megatron's even split. Without stages and without any degree the plan says nothing
+         * about its strategy; tp 1 x dp 1 would then be blamed on the cluster's GPU count, not on the file. */
+        if (!json_object_get(root, "tp") && !json_object_get(root, "dp"))
+            return PS_FAIL(PS_ERR_INPUT, "%s: the plan has no 'stages' and no 'tp' or 'dp': give the stages with their "
+                                         "layers and strategies (as psearch --format json writes them), or the "
+                                         "uniform fields tp, dp (and pp, zero, ckpt, sp)", file);
         PS_TRY(ps_plan_uniform(m, gbs, mbs, (int)pp, (int)vpp, sched, &base, out));
         return PS_OK;
     }
@@ -102,6 +107,15 @@ ps_status ps_plan_from_json(const json_t *root, const char *file, const ps_model
             st = PS_FAIL(PS_ERR_INPUT, "%s: '%s' must be an array", file, tl.path);
             break;
         }
+        if (json_array_size(strs) == 0) {
+            st = PS_FAIL(PS_ERR_INPUT, "%s: '%s' is empty: list the stage's layer ranges with their strategies, or "
+                                       "leave the field out to give every layer the plan's summary strategy", file,
+                         tl.path);
+            break;
+        }
+        /* The ranges tile the stage in order: each starts where the one before ended (an overlap would give a layer
+         * two strategies, a gap none). */
+        int64_t next = a;
         for (size_t k = 0; k < json_array_size(strs) && st == PS_OK; k++) {
             json_t *g = json_array_get(strs, k);
             ps_jloc gl = ps_jloc_idx(&tl, k);
@@ -111,15 +125,32 @@ ps_status ps_plan_from_json(const json_t *root, const char *file, const ps_model
                 break;
             }
             int64_t ga = json_integer_value(json_array_get(glr, 0)), gb = json_integer_value(json_array_get(glr, 1));
+            if (!json_is_integer(json_array_get(glr, 0)) || !json_is_integer(json_array_get(glr, 1))) {
+                st = PS_FAIL(PS_ERR_INPUT, "%s: '%s.layers' must be [first, end) as two integers", file, gl.path);
+                break;
+            }
             if (ga < a || gb > b || gb <= ga) {
                 st = PS_FAIL(PS_ERR_INPUT, "%s: '%s.layers' = [%lld, %lld) is not inside the stage's [%lld, %lld)",
                              file, gl.path, (long long)ga, (long long)gb, (long long)a, (long long)b);
                 break;
             }
+            if (ga != next) {
+                st = PS_FAIL(PS_ERR_INPUT, "%s: '%s.layers' = [%lld, %lld) %s: the ranges of a stage must follow each "
+                                           "other from its first layer (%lld expected)", file, gl.path,
+                             (long long)ga, (long long)gb,
+                             ga < next ? "overlaps the range before it" : "leaves a gap after the range before it",
+                             (long long)next);
+                break;
+            }
+            next = gb;
             ps_strategy gs = base;
             st = read_strategy(g, &gl, &gs);
             for (int64_t i = ga; i < gb && st == PS_OK; i++) out->layer[i] = gs;
         }
+        if (st == PS_OK && next != b)
+            st = PS_FAIL(PS_ERR_INPUT, "%s: '%s' covers layers [%lld, %lld) of the stage's [%lld, %lld): layers %lld.. "
+                                       "have no strategy", file, tl.path, (long long)a, (long long)next, (long long)a,
+                         (long long)b, (long long)next);
     }
     if (st == PS_OK && out->cuts[S] != m->n_layers)
         st = PS_FAIL(PS_ERR_INPUT, "%s: the stages end at layer %lld; %s has %lld layers", file,
