@@ -14,7 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "ps_cli.h"
+#include "ps_hw.h"
 #include "ps_json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
