@@ -45,6 +45,10 @@ const ps_cli_command *ps_cli_command_find(const char *name);
 const ps_cli_command *ps_cli_commands(int *n);
 /* `psearch CMD --help`'s list of options (cli/options.c). */
 void ps_cli_options_help(FILE *f, const ps_cli_command *cmd);
+/* The option table's own rules (tests/cli/test_cli_tables.c): names and letters unique, a parser exactly for OPT_FN,
+ * a value name exactly for options with a value, scopes naming commands of the table, help lines only for commands
+ * that list options and that the option applies to. PS_ERR_INPUT naming the first row that breaks one. */
+ps_status ps_cli_options_check(void);
 
 ps_status ps_cmd_model(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
 ps_status ps_cmd_cluster(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);

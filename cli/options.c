@@ -321,17 +321,24 @@ static const opt_row k_options[] = {
      {{"plan", NULL, "this help; `psearch model --help`, `psearch cluster --help` for those", NULL}}},
     {"version", 0, OPT_FLAG, NULL, AT(version), NULL, 0, NULL,
      {{"plan", NULL, "version and library versions", NULL}}},
-    {"from-measurements", 0, OPT_FILE, "DB.h5", AT(from_meas), "calibrate", 0, NULL, {{NULL}}},
+    /* calibrate --help tells of it in a paragraph of its own */
+    {"from-measurements", 0, OPT_FILE, "DB.h5", AT(from_meas), "calibrate", 0, NULL, {{NULL, NULL, NULL, NULL}}},
 };
 
 enum { N_OPTIONS = sizeof k_options / sizeof k_options[0], OPT_LONG_ONLY = 256 };
 
+/* Whether the space-separated list has the word w. */
+static bool has_word(const char *list, const char *w)
+{
+    size_t n = strlen(w);
+    for (const char *p = list; n && (p = strstr(p, w)) != NULL; p += n)
+        if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return true;
+    return false;
+}
+
 static ps_status check_scope(const opt_row *r, const char *cmd)
 {
-    if (!r->cmds) return PS_OK;
-    size_t n = strlen(cmd);
-    for (const char *w = r->cmds; (w = strstr(w, cmd)) != NULL; w += n)
-        if ((w == r->cmds || w[-1] == ' ') && (w[n] == ' ' || w[n] == '\0')) return PS_OK;
+    if (!r->cmds || has_word(r->cmds, cmd)) return PS_OK;
     return PS_FAIL(PS_ERR_INPUT, "option --%s does not apply to 'psearch%s%s' (it is an option of: %s)", r->name,
                    strcmp(cmd, "plan") ? " " : "", strcmp(cmd, "plan") ? cmd : "", r->cmds);
 }
@@ -450,6 +457,38 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
     if (cmd->inputs_from_plan) return PS_OK;
     if (!o->model) o->model = PS_DEFAULT_MODEL;
     if (!o->cluster) o->cluster = PS_DEFAULT_CLUSTER;
+    return PS_OK;
+}
+
+ps_status ps_cli_options_check(void)
+{
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const opt_row *r = &k_options[i];
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(r->name, k_options[j].name) == 0 || (r->letter && r->letter == k_options[j].letter))
+                return PS_FAIL(PS_ERR_INPUT, "option --%s: name or letter taken by --%s", r->name, k_options[j].name);
+        if ((r->type == OPT_FN) != (r->parse != NULL))
+            return PS_FAIL(PS_ERR_INPUT, "option --%s: a parser exactly when its type is OPT_FN", r->name);
+        if ((r->type == OPT_FLAG) != (r->arg == NULL))
+            return PS_FAIL(PS_ERR_INPUT, "option --%s: a value name exactly when it takes a value", r->name);
+        for (const char *w = r->cmds; w && *w;) {
+            char cmd[32];
+            size_t n = strcspn(w, " ");
+            ps_strlcpy(cmd, w, n + 1 < sizeof cmd ? n + 1 : sizeof cmd);
+            if (!ps_cli_command_find(cmd))
+                return PS_FAIL(PS_ERR_INPUT, "option --%s applies to an unknown command '%s'", r->name, cmd);
+            w += n + (w[n] == ' ');
+        }
+        for (size_t k = 0; k < sizeof r->help / sizeof r->help[0] && r->help[k].cmd; k++) {
+            const ps_cli_command *c = ps_cli_command_find(r->help[k].cmd);
+            if (!c || !c->help_col)
+                return PS_FAIL(PS_ERR_INPUT, "option --%s: help for '%s', which lists no options", r->name,
+                               r->help[k].cmd);
+            if (r->cmds && !has_word(r->cmds, c->name))
+                return PS_FAIL(PS_ERR_INPUT, "option --%s: help for '%s', to which it does not apply", r->name,
+                               c->name);
+        }
+    }
     return PS_OK;
 }
 
