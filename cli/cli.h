@@ -1,108 +1,63 @@
-/* psearch command line: options shared by every subcommand, and the subcommand entry points. */
-#ifndef PS_CLI_H
-#define PS_CLI_H
+/* The inside of the ps_cli library (cli/ps_cli.h is its public face): the command and option tables, the commands,
+ * and the helpers the commands share. Tests of single commands' pieces include it too. */
+#ifndef PS_CLI_INTERNAL_H
+#define PS_CLI_INTERNAL_H
 
 #include <jansson.h>
 #include <mpi.h>
 
+#include "ps_cli.h"
 #include "ps_common.h"
 #include "ps_hw.h"
 #include "ps_models.h"
 
-#define PS_DEFAULT_MODEL "gpt3-65b"
-/* Galvatron-BMW Table VI's setting: 4 DGX A100 80 GB nodes, 32 GPUs. */
-#define PS_DEFAULT_CLUSTER "dgx-a100-80g:4"
-
-typedef enum { PS_FMT_TABLE = 0, PS_FMT_JSON } ps_format;
-
-typedef struct {
-    const char *cmd;      /* "plan" (default), "model", "cluster", "estimate", "schedule", "sweep" */
-    const char *sub;      /* model/cluster: "list" or "show" */
-    const char *model;    /* --model or positional of `model show` */
-    const char *cluster;  /* --cluster or positional of `cluster show` */
-    ps_model_opts mopts;  /* --seq, --vocab-pad, --dtype */
-    ps_format format;
-    const char *out;      /* --out FILE: write the output there (atomically) instead of stdout */
-    const char *data_dir; /* --data-dir */
-    int verbose;
-    int help;
-    int version;
-    /* estimate: the plan given by flags (0 = default) or by --plan */
-    const char *plan;
-    int64_t tp, pp, dp, mbs, gbs, vpp;
-    int zero;             /* -1 = default (0) */
-    const char *recompute;
-    int seq_parallel;
-    const char *tp_overlap; /* --tp-overlap: estimate none|cross-pass|oases; plan and sweep auto|none (NULL: default) */
-    const char *schedule;
-    const char *cost_params[16];
-    int n_cost_params;
-    /* search */
-    const char *gbs_range;
-    int top;
-    int64_t mbs_max;
-    int64_t max_tp;
-    const char *schedules;
-    int objective;  /* --objective: PS_SEARCH_THROUGHPUT (0, the default) or PS_SEARCH_MEMORY */
-    int distribute; /* --distribute: a ps_dist (mpi/ps_mpi_search.h), PS_DIST_DYNAMIC (0) by default */
-    const char *export_kind; /* --export megatron|deepspeed */
-    /* schedule */
-    const char *sched_kind;
-    int64_t stages, micro;
-    const char *fbw, *times, *svg;
-    int passes;
-    /* cost database (docs/costdb.md) */
-    const char *costdb;   /* --costdb FILE: measured tables for the search and estimate */
-    int quick;            /* calibrate --quick */
-    int reps;             /* calibrate --reps N (0 = the mode's default) */
-    const char *db_out;   /* calibrate / costdb merge: the database written (their --out) */
-    const char *db_args[2]; /* costdb show FILE / costdb merge A B */
-    int n_db_args;
-    /* sweep */
-    const char *models;    /* --models LIST */
-    const char *clusters;  /* --clusters LIST */
-    const char *sweep_dir; /* --out DIR of `sweep` (o->out stays NULL: the summary goes to stdout) */
-    int resume;
-    /* exec (docs/exec.md): psearch exec PLAN, and psearch --exec-top K after a search */
-    const char *exec_plan; /* the plan file (positional) */
-    int exec_top;          /* --exec-top K: execute the K best plans of the search and re-rank them */
-    int iters;             /* --iters N (0 = default) */
-    int warmup;            /* --warmup W (-1 = default; 0 is a valid choice) */
-    int64_t scale;         /* --scale F: every width and token count divided by F (0 = default) */
-    const char *backend;   /* --backend auto|cpu|cuda (NULL = auto) */
-    const char *record;    /* --record DB.h5: append the measurements to this cost database */
-    double watchdog;       /* --watchdog S: a wait longer than this fails the run naming the pass (0 = default) */
-    /* calibrate --from-measurements DB.h5: refit compute_scale / comm_scale from the executed plans in DB */
-    const char *from_meas;
-} ps_cli_opts;
-
-/* Parse argv. On bad usage returns PS_ERR_INPUT with the message set. */
-ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o);
-void ps_cli_usage(FILE *f, const char *cmd);
-/* True when the command needs MPI (searching, describing the allocation). */
-int ps_cli_needs_mpi(const ps_cli_opts *o);
-
-/* Output sink: text or JSON collected in memory, then written atomically to --out or stdout by rank 0. */
-typedef struct {
-    char *buf;
-    size_t len;
-    FILE *f;
-} ps_out;
-ps_status ps_out_open(ps_out *o);
-ps_status ps_out_commit(ps_out *o, const char *path);
-void ps_out_discard(ps_out *o);
 /* Print one JSON document (indented, keys in order) and release it; NULL means an allocation failed. */
 ps_status ps_out_json(ps_out *o, json_t *j);
 
-ps_status ps_cmd_model(const ps_cli_opts *o, ps_out *out);
+/* One row of the command table (cli/commands.c): everything the parser, the help, main's MPI start and the
+ * dispatch need to know of a command. */
+typedef struct ps_cli_command {
+    const char *name;
+    /* The command the parser takes without a command word (the search); its name is no command word. */
+    bool implicit;
+    /* The words after the command word (subcommand, file names), from argv[2] on; *first is set to the index of the
+     * first word getopt_long is to see. NULL: none. */
+    ps_status (*words)(int argc, char **argv, ps_cli_opts *o, int *first);
+    /* Checks and rewrites once every option is read (a subcommand required, --out redirected, ...); NULL: none. */
+    ps_status (*finish)(ps_cli_opts *o);
+    /* exec: --model and --cluster default to the plan file's own, not to PS_DEFAULT_MODEL / PS_DEFAULT_CLUSTER. */
+    bool inputs_from_plan;
+    /* Whether the run needs MPI started; NULL: never. */
+    bool (*needs_mpi)(const ps_cli_opts *o);
+    ps_status (*run)(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
+    /* Help: the command's line in `psearch --help` (what follows "psearch ", and what it does), the text of
+     * `psearch CMD --help` before and after its list of options (the option rows that name this command in their
+     * help), the column that list's texts start at, and whether it shows short options ("-m, "). */
+    const char *synopsis, *summary;
+    const char *usage, *usage_end;
+    int help_col;
+    bool short_col;
+} ps_cli_command;
+
+/* The command named name (the implicit one for "plan"), or NULL. */
+const ps_cli_command *ps_cli_command_find(const char *name);
+/* The rows, in the order `psearch --help` lists them; ps_cli_commands()[i] for i < *n. */
+const ps_cli_command *ps_cli_commands(int *n);
+/* `psearch CMD --help`'s list of options (cli/options.c). */
+void ps_cli_options_help(FILE *f, const ps_cli_command *cmd);
+/* The option table's own rules (tests/cli/test_cli_tables.c): names and letters unique, a parser exactly for OPT_FN,
+ * a value name exactly for options with a value, scopes naming commands of the table, help lines only for commands
+ * that list options and that the option applies to. PS_ERR_INPUT naming the first row that breaks one. */
+ps_status ps_cli_options_check(void);
+
+ps_status ps_cmd_model(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
 ps_status ps_cmd_cluster(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
 ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
-ps_status ps_cmd_estimate(const ps_cli_opts *o, ps_out *out);
-ps_status ps_cmd_schedule(const ps_cli_opts *o, ps_out *out);
+ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
+ps_status ps_cmd_schedule(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
 ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
-void ps_cmd_version(FILE *f);
 ps_status ps_cmd_calibrate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
-ps_status ps_cmd_costdb(const ps_cli_opts *o, ps_out *out);
+ps_status ps_cmd_costdb(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
 ps_status ps_cmd_exec(const ps_cli_opts *o, MPI_Comm comm, ps_out *out);
 
 #include "ps_search.h"
@@ -194,17 +149,11 @@ ps_status ps_cli_costdb_show(const ps_costdb *db, ps_format fmt, ps_out *out);
 /* One /fit row as `costdb show` and `calibrate --from-measurements` print it in JSON: its columns, the iteration
  * errors null when no plan of the device measured an iteration (iter_n 0). NULL when out of memory. */
 json_t *ps_cli_fit_json(const ps_costdb_fit *f);
-json_t *ps_prediction_json(const ps_model *m, const ps_cluster *c, const ps_plan *plan, const ps_prediction *r,
-                           const ps_cost_params *cp);
 void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
                          const ps_prediction *r);
 /* The plan as Megatron-LM arguments (text) or a DeepSpeed config (JSON); unknown kind -> PS_ERR_INPUT. */
 ps_status ps_plan_export(ps_out *out, const char *kind, const ps_model *m, const ps_plan *p);
 /* The plan's pipeline timeline as an SVG document (malloc'd), from the per-stage times of its prediction. */
 ps_status ps_plan_svg(const ps_plan *p, const ps_prediction *r, char **svg, size_t *len);
-json_t *ps_model_to_json(const ps_model *m);
-json_t *ps_cluster_to_json(const ps_cluster *c);
-void ps_model_print(FILE *f, const ps_model *m);
-void ps_cluster_print(FILE *f, const ps_cluster *c);
 
 #endif

@@ -252,8 +252,9 @@ static ps_status show(const ps_costdb *db, ps_format fmt, ps_out *out)
 
 ps_status ps_cli_costdb_show(const ps_costdb *db, ps_format fmt, ps_out *out) { return show(db, fmt, out); }
 
-ps_status ps_cmd_costdb(const ps_cli_opts *o, ps_out *out)
+ps_status ps_cmd_costdb(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
 {
+    (void)comm; /* runs on this process alone */
     if (strcmp(o->sub, "show") == 0) {
         ps_costdb db;
         PS_TRY(ps_costdb_read(o->db_args[0], &db));

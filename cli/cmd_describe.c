@@ -16,8 +16,9 @@ static ps_status print_list(const ps_cli_opts *o, ps_out *out, const char *what,
     return PS_OK;
 }
 
-ps_status ps_cmd_model(const ps_cli_opts *o, ps_out *out)
+ps_status ps_cmd_model(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
 {
+    (void)comm; /* runs on this process alone */
     if (strcmp(o->sub, "list") == 0) {
         char **names = NULL;
         int n = 0;

@@ -40,75 +40,6 @@ static ps_status plan_from_flags(const ps_cli_opts *o, const ps_model *m, const 
 
 static double gib(double b) { return b / (1024.0 * 1024 * 1024); }
 
-json_t *ps_prediction_json(const ps_model *m, const ps_cluster *c, const ps_plan *plan, const ps_prediction *r,
-                               const ps_cost_params *cp)
-{
-    json_t *j = json_object();
-    json_object_set_new(j, "psearch_version", json_string(PS_VERSION));
-    json_object_set_new(j, "model", json_string(m->name));
-    json_object_set_new(j, "cluster", json_string(c->name));
-    json_object_set_new(j, "gpus", json_integer(c->n_gpus));
-    json_t *pj = ps_plan_to_json(plan, m);
-    json_object_update(j, pj);
-    json_decref(pj);
-    /* the stages gain their devices */
-    json_t *stages = json_object_get(j, "stages");
-    for (int s = 0; s < r->n_stages; s++) {
-        json_t *so = json_array_get(stages, (size_t)s);
-        json_object_set_new(so, "devices", json_pack("[II]", (json_int_t)r->stages[s].first_gpu,
-                                                     (json_int_t)(r->stages[s].first_gpu + r->stages[s].n_gpus)));
-    }
-    json_t *pr = json_object();
-    json_object_set_new(pr, "iter_time_s", json_real(r->iter_time_s));
-    json_object_set_new(pr, "samples_per_s", json_real(r->samples_per_s));
-    json_object_set_new(pr, "tokens_per_s", json_real(r->tokens_per_s));
-    json_object_set_new(pr, "tflops_per_gpu", json_real(r->tflops_per_gpu));
-    json_object_set_new(pr, "hw_tflops_per_gpu", json_real(r->hw_tflops_per_gpu));
-    json_object_set_new(pr, "mfu", json_real(r->mfu));
-    json_object_set_new(pr, "bubble_frac", json_real(r->bubble_frac));
-    json_object_set_new(pr, "fits", json_boolean(r->fits));
-    json_t *mem = json_array(), *cap = json_array(), *st = json_array();
-    for (int s = 0; s < r->n_stages; s++) {
-        const ps_stage_pred *sp = &r->stages[s];
-        json_array_append_new(mem, json_real(gib(sp->mem_peak)));
-        json_array_append_new(cap, json_real(gib(sp->mem_capacity)));
-        json_t *so = json_object();
-        json_object_set_new(so, "fwd_s", json_real(sp->fwd));
-        json_object_set_new(so, "bwd_b_s", json_real(sp->bwd_b));
-        json_object_set_new(so, "bwd_w_s", json_real(sp->bwd_w));
-        json_object_set_new(so, "p2p_s", json_real(sp->p2p));
-        json_object_set_new(so, "dp_sync_exposed_s", json_real(sp->dp_sync_exposed));
-        json_object_set_new(so, "mem_static_gib", json_real(gib(sp->mem_static)));
-        json_object_set_new(so, "mem_act_per_mb_gib", json_real(gib(sp->mem_act_per_mb)));
-        json_object_set_new(so, "in_flight", json_integer(sp->in_flight));
-        json_object_set_new(so, "mem_temp_gib", json_real(gib(sp->mem_temp)));
-        json_array_append_new(st, so);
-    }
-    json_object_set_new(pr, "peak_mem_gib", mem);
-    json_object_set_new(pr, "mem_capacity_gib", cap);
-    json_object_set_new(pr, "reserve_gib", json_real(gib(cp->reserve_bytes)));
-    json_t *bd = json_object();
-    json_object_set_new(bd, "compute_s", json_real(r->compute_s));
-    json_object_set_new(bd, "comm_exposed_s", json_real(r->comm_exposed_s));
-    json_object_set_new(bd, "bubble_s", json_real(r->bubble_s));
-    json_object_set_new(bd, "recompute_s", json_real(r->recompute_s));
-    json_object_set_new(pr, "breakdown", bd);
-    json_object_set_new(pr, "stages", st);
-    json_object_set_new(j, "predicted", pr);
-    json_object_set_new(j, "flops_convention",
-                        json_string("tflops_per_gpu and mfu count model FLOPs (forward + backward = 3 x forward, "
-                                    "no recompute, attention s^2 terms included); hw_tflops_per_gpu counts hardware "
-                                    "FLOPs including recomputation; peaks are dense tensor peaks of the dtype"));
-    json_t *params = json_object();
-    double v;
-    const char *name;
-    for (int i = 0; (name = ps_cost_param_name(i, &v, NULL, NULL, cp)) != NULL; i++)
-        json_object_set_new(params, name, json_real(v));
-    json_object_set_new(j, "cost_params", params);
-    if (cp->db) json_object_set_new(j, "costdb", json_string(ps_costdb_model_path(cp->db)));
-    return j;
-}
-
 void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
                              const ps_prediction *r)
 {
@@ -142,8 +73,9 @@ void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const 
                "transient buffers + reserve; times per micro-batch)\n");
 }
 
-ps_status ps_cmd_estimate(const ps_cli_opts *o, ps_out *out)
+ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
 {
+    (void)comm; /* runs on this process alone */
     ps_cost_params cp;
     ps_model m;
     ps_cluster c;

@@ -74,8 +74,9 @@ static const char *op_name(int op)
     return op >= 0 && op < 4 ? n[op] : "?";
 }
 
-ps_status ps_cmd_schedule(const ps_cli_opts *o, ps_out *out)
+ps_status ps_cmd_schedule(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
 {
+    (void)comm; /* runs on this process alone */
     if (!o->sched_kind) {
         char known[512] = "";
         for (int i = 0; i < ps_sched_kind_count(); i++)

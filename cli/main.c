@@ -1,9 +1,10 @@
-/* psearch entry point: parse, start MPI when the command needs it, run, agree on the outcome across ranks, print
- * one error message, and turn the status into the exit code. The only place that finalizes or aborts MPI. */
+/* psearch entry point: parse, start MPI when the command needs it, run (the command table of the ps_cli library),
+ * agree on the outcome across ranks, print one error message, and turn the status into the exit code. The only place
+ * that starts, finalizes or aborts MPI. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "ps_cli.h"
 #include "ps_mpi.h"
 
 static void print_error(const ps_cli_opts *o, int rank, int nranks)
@@ -15,18 +16,24 @@ static void print_error(const ps_cli_opts *o, int rank, int nranks)
     if (o && o->verbose) fprintf(stderr, "psearch: raised at %s\n", ps_error_traceback());
 }
 
-static ps_status run(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
+/* MPI for a command that needs it: comm becomes MPI_COMM_WORLD, with this process's rank and the number of ranks. */
+static ps_status start_mpi(int *argc, char ***argv, MPI_Comm *comm, int *rank, int *nranks)
 {
-    if (o->data_dir) ps_data_dir_override(o->data_dir);
-    if (strcmp(o->cmd, "model") == 0) return ps_cmd_model(o, out);
-    if (strcmp(o->cmd, "cluster") == 0) return ps_cmd_cluster(o, comm, out);
-    if (strcmp(o->cmd, "estimate") == 0) return ps_cmd_estimate(o, out);
-    if (strcmp(o->cmd, "schedule") == 0) return ps_cmd_schedule(o, out);
-    if (strcmp(o->cmd, "calibrate") == 0) return ps_cmd_calibrate(o, comm, out);
-    if (strcmp(o->cmd, "costdb") == 0) return ps_cmd_costdb(o, out);
-    if (strcmp(o->cmd, "sweep") == 0) return ps_cmd_sweep(o, comm, out);
-    if (strcmp(o->cmd, "exec") == 0) return ps_cmd_exec(o, comm, out);
-    return ps_cmd_plan(o, comm, out);
+    int provided = 0;
+    /* ps_mpi_init: the cheapest start-up for a process run without a launcher (comm/ps_mpi.h).
+     * SERIALIZED: the search's OpenMP threads take work units from rank 0 and share pruning floors one at a time
+     * (a critical section), from whichever thread is free. With less, mpi/search.c falls back to a static split
+     * without shared floors. */
+    if (ps_mpi_init(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "psearch: error: MPI_Init_thread failed\n");
+        return PS_ERR_SYSTEM;
+    }
+    /* Errors come back as codes we turn into messages, instead of MPI aborting the job from inside a library. */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    *comm = MPI_COMM_WORLD;
+    MPI_Comm_rank(*comm, rank);
+    MPI_Comm_size(*comm, nranks);
+    return PS_OK;
 }
 
 int main(int argc, char **argv)
@@ -58,25 +65,11 @@ int main(int argc, char **argv)
     int use_mpi = ps_cli_needs_mpi(&o);
     int rank = 0, nranks = 1;
     MPI_Comm comm = MPI_COMM_NULL;
-    if (use_mpi) {
-        int provided = 0;
-        /* SERIALIZED: the search's OpenMP threads take work units from rank 0 and share pruning floors one at a time
-         * (a critical section), from whichever thread is free. With less, mpi/search.c falls back to a static split
-         * without shared floors. */
-        if (ps_mpi_init(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
-            fprintf(stderr, "psearch: error: MPI_Init_thread failed\n");
-            return PS_ERR_SYSTEM;
-        }
-        /* Errors come back as codes we turn into messages, instead of MPI aborting the job from inside a library. */
-        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-        comm = MPI_COMM_WORLD;
-        MPI_Comm_rank(comm, &rank);
-        MPI_Comm_size(comm, &nranks);
-    }
+    if (use_mpi && start_mpi(&argc, &argv, &comm, &rank, &nranks) != PS_OK) return PS_ERR_SYSTEM;
 
     ps_out out;
     st = ps_out_open(&out);
-    if (st == PS_OK) st = run(&o, comm, &out);
+    if (st == PS_OK) st = ps_cli_run(&o, comm, &out);
 
     if (use_mpi) {
         /* A rank may fail alone (a cost database missing on its node, memory, a failed step of a collective

@@ -143,6 +143,10 @@ ps_status ps_cluster_finish(ps_cluster *c, const char *where);
 
 ps_status ps_cluster_list(char ***names, int *count);
 void ps_cluster_list_free(char **names, int count);
+/* hw/cluster_print.c: the cluster as `psearch cluster show` prints it, in JSON (NULL when out of memory) and as a
+ * table. (struct json_t is jansson's json_t, named so that this header needs no jansson.h.) */
+struct json_t *ps_cluster_to_json(const ps_cluster *c);
+void ps_cluster_print(FILE *f, const ps_cluster *c);
 
 /* Placement queries over global GPU indices 0..n_gpus-1 (node-major: group by group, node by node, GPU by GPU), on
  * a cluster ps_cluster_finish has derived; O(1) on one node group, O(log groups) otherwise. */

@@ -157,6 +157,12 @@ ps_status ps_model_scaled(const ps_model *m, int64_t f, int64_t align, ps_model 
  * `where` names the file for the message. */
 ps_status ps_model_validate(const ps_model *m, const char *where);
 
+/* models/render.c: the model as `psearch model show` prints it, in JSON (NULL when out of memory) and as a table;
+ * runs of identical layers are one group. (struct json_t is jansson's json_t, named so that this header needs no
+ * jansson.h.) */
+struct json_t *ps_model_to_json(const ps_model *m);
+void ps_model_print(FILE *f, const ps_model *m);
+
 #ifdef __cplusplus
 }
 #endif
