@@ -181,7 +181,9 @@ static const opt_row k_options[] = {
       {"exec", NULL, "the cluster the plan is for [the plan file's \"cluster\"]; --model likewise", NULL}}},
     {"seq", 0, OPT_I64, "N", AT(mopts.seq), NULL, 0, NULL,
      {{"plan", NULL, "sequence length in tokens", "the model's own"}}},
-    {"vocab-pad", 0, OPT_I64, "N", AT(mopts.vocab_pad), NULL, 0, NULL,
+    /* at most 2^20: a pad is 128 x TP (Megatron's make-vocab-size-divisible-by), 8192 at TP 64; a value past the
+     * largest vocabularies (about 2.6 x 10^5) is a typo, and the padded vocabulary x hidden would overflow */
+    {"vocab-pad", 0, OPT_I64, "N", AT(mopts.vocab_pad), NULL, 1 << 20, NULL,
      {{"plan", NULL, "pad the vocabulary up to a multiple of N",
        "search: 128 x GPUs per node, as\nMegatron pads to 128 x TP; model show / estimate: no padding"}}},
     {"dtype", 0, OPT_FN, "T", AT(mopts.dtype), NULL, 0, parse_dtype,
