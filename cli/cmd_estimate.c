@@ -1,5 +1,5 @@
 /* `psearch estimate`: predict one plan given by flags or plan.json with the cost model the search uses, and print
- * it as a table or as the plan JSON of DESIGN.md (plan fields + `predicted`). */
+ * it as a table or as the plan JSON of docs/design.md (plan fields + `predicted`). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

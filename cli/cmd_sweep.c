@@ -72,7 +72,7 @@ static ps_status split_list(const char *list, const char *opt, char ***items, in
 
 /* --clusters: items are PRESET[:NODES], cluster files (a '/' or a .json ending, as ps_cluster_load tells them
  * apart), auto or costdb (the machine --costdb measured); an item of digits alone is one more node count for the preset item before it, so
- * "dgx-a100-80g:1,2,4" is the DESIGN.md shorthand for dgx-a100-80g:1,dgx-a100-80g:2,dgx-a100-80g:4. A preset name is
+ * "dgx-a100-80g:1,2,4" is the shorthand (docs/design.md) for dgx-a100-80g:1,dgx-a100-80g:2,dgx-a100-80g:4. A preset name is
  * never all digits and a file named by digits is written ./8, so the two readings never collide. */
 static ps_status parse_clusters(const char *list, char ***out, int *n)
 {
