@@ -21,21 +21,21 @@
 
 #include "ps_mpi.h"
 
-#define CUDA_OK(call, what)                                                                                             \
-    do {                                                                                                                \
-        cudaError_t e_ = (call);                                                                                        \
-        if (e_ != cudaSuccess) {                                                                                        \
-            st = PS_FAIL(PS_ERR_SYSTEM, "%s: %s", what, cudaGetErrorString(e_));                                        \
-            goto done;                                                                                                  \
-        }                                                                                                               \
+#define CUDA_OK(call, what)                                                                                            \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) {                                                                                       \
+            st = PS_FAIL(PS_ERR_SYSTEM, "%s: %s", what, cudaGetErrorString(e_));                                       \
+            goto done;                                                                                                 \
+        }                                                                                                              \
     } while (0)
-#define CUBLAS_OK(call, what)                                                                                           \
-    do {                                                                                                                \
-        cublasStatus_t e_ = (call);                                                                                     \
-        if (e_ != CUBLAS_STATUS_SUCCESS) {                                                                              \
-            st = PS_FAIL(PS_ERR_SYSTEM, "%s: cuBLAS status %d", what, (int)e_);                                         \
-            goto done;                                                                                                  \
-        }                                                                                                               \
+#define CUBLAS_OK(call, what)                                                                                          \
+    do {                                                                                                               \
+        cublasStatus_t e_ = (call);                                                                                    \
+        if (e_ != CUBLAS_STATUS_SUCCESS) {                                                                             \
+            st = PS_FAIL(PS_ERR_SYSTEM, "%s: cuBLAS status %d", what, (int)e_);                                        \
+            goto done;                                                                                                 \
+        }                                                                                                              \
     } while (0)
 
 int ps_bench_cuda_probe(int local_rank, char *name, size_t cap, double *mem_bytes)
@@ -208,15 +208,15 @@ done:
 #include <nccl.h>
 
 /* For the NCCL steps, which return at the first failure (what they made is left for their close). */
-#define CUDA_TRY(call)                                                                                                  \
-    do {                                                                                                                \
-        cudaError_t e_ = (call);                                                                                        \
-        if (e_ != cudaSuccess) return PS_FAIL(PS_ERR_SYSTEM, "%s: %s", #call, cudaGetErrorString(e_));                  \
+#define CUDA_TRY(call)                                                                                                 \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) return PS_FAIL(PS_ERR_SYSTEM, "%s: %s", #call, cudaGetErrorString(e_));                 \
     } while (0)
-#define NCCL_TRY(call)                                                                                                  \
-    do {                                                                                                                \
-        ncclResult_t e_ = (call);                                                                                       \
-        if (e_ != ncclSuccess) return PS_FAIL(PS_ERR_SYSTEM, "%s: %s", #call, ncclGetErrorString(e_));                  \
+#define NCCL_TRY(call)                                                                                                 \
+    do {                                                                                                               \
+        ncclResult_t e_ = (call);                                                                                      \
+        if (e_ != ncclSuccess) return PS_FAIL(PS_ERR_SYSTEM, "%s: %s", #call, ncclGetErrorString(e_));                 \
     } while (0)
 
 void ps_bench_nccl_version(char *out, size_t cap)
@@ -262,7 +262,10 @@ static ps_status nccl_coll_open(size_t bytes, void **state)
     return PS_OK;
 }
 
-static ps_status nccl_coll_bind(void *state, MPI_Comm g) { return ps_mpi_nccl_comm(g, PS_OK, &((nccl_coll *)state)->comm); }
+static ps_status nccl_coll_bind(void *state, MPI_Comm g)
+{
+    return ps_mpi_nccl_comm(g, PS_OK, &((nccl_coll *)state)->comm);
+}
 
 static void nccl_coll_unbind(void *state)
 {

@@ -113,7 +113,8 @@ typedef struct {
     double spread;           /* (p90 - p10) / median of the measured iterations [1] */
     double predicted_compute_s; /* computation per iteration, mean over ranks [s] */
     double measured_compute_s;
-    double predicted_comm_s; /* collectives issued per iteration (TP, ZeRO, DP; not pipeline messages), mean over ranks [s] */
+    /* collectives issued per iteration (TP, ZeRO, DP; not pipeline messages), mean over ranks [s] */
+    double predicted_comm_s;
     double measured_comm_s;  /* time spent in them, waits for the slowest member included */
     double predicted_peak_bytes; /* largest per-GPU peak memory predicted [bytes] */
     double measured_peak_bytes;  /* largest per-rank peak measured; 0 where not measured (CPU backend) [bytes] */

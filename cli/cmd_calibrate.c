@@ -41,7 +41,7 @@ static ps_status distinct(MPI_Comm comm, const char *mine, size_t width, char *o
     return PS_OK;
 }
 
-/* ---- --from-measurements ------------------------------------------------------------------------------------------ */
+/* ---- --from-measurements ----------------------------------------------------------------------------------------- */
 
 static ps_status print_fit(const ps_cli_opts *o, const ps_costdb *db, const char *dst, const ps_costdb_fit *fit,
                            size_t n, ps_out *out)

@@ -65,7 +65,7 @@ void ps_cli_costdb_note(FILE *f, const ps_cost_params *cp, const ps_cluster *c)
             ps_costdb_model_note(cp->db), cp->overlap_slowdown);
 }
 
-/* ---- summary ------------------------------------------------------------------------------------------------------ */
+/* ---- summary ----------------------------------------------------------------------------------------------------- */
 
 json_t *ps_cli_fit_json(const ps_costdb_fit *f)
 {

@@ -72,9 +72,10 @@ ps_status ps_cli_exec(const ps_cli_opts *o, MPI_Comm comm, const ps_model *m, co
     /* A record feeds the refit of the devices that ran it; a CPU run of a GPU plan would fit the CPU's speed into
      * the GPU's coefficients. */
     if (o->record && !run->comparable)
-        return PS_FAIL(PS_ERR_INPUT, "--record keeps runs predicted for the devices that ran them, but this plan is for "
-                                     "the %s of %s and runs on the %s backend: on CPUs, plan and execute with "
-                                     "--cluster costdb --costdb site.h5 (psearch calibrate; docs/exec.md)",
+        return PS_FAIL(PS_ERR_INPUT,
+                       "--record keeps runs predicted for the devices that ran them, but this plan is for "
+                       "the %s of %s and runs on the %s backend: on CPUs, plan and execute with "
+                       "--cluster costdb --costdb site.h5 (psearch calibrate; docs/exec.md)",
                        c->groups[0].gpu.name, c->name, run->backend);
     run->scale = o->scale > 0 ? o->scale : (cpu && !cluster_is_cpu(c) ? 16 : 1);
     /* widths stay multiples of every TP degree of the plan (and of 8, for sane GEMM shapes) */
@@ -190,8 +191,9 @@ void ps_cli_exec_table(FILE *f, const ps_cli_exec_run *run, const ps_cluster *c)
                              "scaled model)" : "",
             r->iters, run->warmup, (long long)r->passes);
     fprintf(f, "%-24s %12s %12s %9s\n", "", "predicted", "measured", "error");
-    fprintf(f, "%-24s %11.4gs %11.4gs %+8.1f%%   (p10 %.4g s, p90 %.4g s, spread %.0f%%)\n", "iteration", r->predicted_s,
-            r->median_s, ps_cli_err_pct(r->median_s, r->predicted_s), r->p10_s, r->p90_s, 100 * r->spread);
+    fprintf(f, "%-24s %11.4gs %11.4gs %+8.1f%%   (p10 %.4g s, p90 %.4g s, spread %.0f%%)\n", "iteration",
+            r->predicted_s, r->median_s, ps_cli_err_pct(r->median_s, r->predicted_s), r->p10_s, r->p90_s,
+            100 * r->spread);
     fprintf(f, "%-24s %11.4gs %11.4gs %+8.1f%%\n", "computation per rank", r->pred_compute_s, r->compute_s,
             ps_cli_err_pct(r->compute_s, r->pred_compute_s));
     fprintf(f, "%-24s %11.4gs %11.4gs %+8.1f%%\n", "collectives per rank", r->pred_comm_s, r->comm_s,
@@ -307,8 +309,9 @@ ps_status ps_cmd_exec(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
             fprintf(out->f, "# psearch %s exec %s: %s on %s (%lld GPUs)\n", PS_VERSION, o->exec_plan, m.name, c.name,
                     (long long)c.n_gpus);
             const ps_strategy *s = &plan.layer[0];
-            fprintf(out->f, "plan        tp %d x dp %d x pp %d%s, mbs %lld, gbs %lld (%lld micro-batches), schedule %s, "
-                            "vpp %d\n",
+            fprintf(out->f,
+                    "plan        tp %d x dp %d x pp %d%s, mbs %lld, gbs %lld (%lld micro-batches), schedule %s, "
+                    "vpp %d\n",
                     s->tp, s->dp, plan.pp, ps_plan_is_uniform(&plan, m.n_layers) ? "" : " (per-layer strategies)",
                     (long long)plan.mbs, (long long)plan.gbs, (long long)ps_plan_micro_batches(&plan), plan.schedule,
                     plan.vpp);

@@ -276,8 +276,9 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     ps_status st = ps_cli_cost_model(o, comm, &c, &cp, &db);
     /* --exec-top runs one rank per GPU: refuse another count before the search, not after it */
     if (st == PS_OK && o->exec_top && c.n_gpus != nranks)
-        st = PS_FAIL(PS_ERR_INPUT, "--exec-top runs the plans on this allocation, one MPI rank per GPU: %s has %lld GPUs "
-                                   "but this run has %d rank%s (mpirun -n %lld psearch ... --exec-top %d)",
+        st = PS_FAIL(PS_ERR_INPUT,
+                     "--exec-top runs the plans on this allocation, one MPI rank per GPU: %s has %lld GPUs "
+                     "but this run has %d rank%s (mpirun -n %lld psearch ... --exec-top %d)",
                      c.name, (long long)c.n_gpus, nranks, nranks == 1 ? "" : "s", (long long)c.n_gpus, o->exec_top);
     exec_top xt;
     memset(&xt, 0, sizeof xt);

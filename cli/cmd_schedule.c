@@ -159,7 +159,8 @@ ps_status ps_cmd_schedule(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
         fprintf(out->f, "\n%6s %12s %12s %14s\n", "device", "busy", "idle", "peak act");
         for (int i = 0; i < d; i++)
             fprintf(out->f, "%6d %12.6g %12.6g %14.4g\n", i, r.busy[i], r.idle[i], r.peak_act[i]);
-        fprintf(out->f, "(peak act: activations held at once, counted from each micro-batch's F start to its W end;%s)\n",
+        fprintf(out->f,
+                "(peak act: activations held at once, counted from each micro-batch's F start to its W end;%s)\n",
                 o->times ? " in the ACT units of --times" : " in micro-batches of a device's whole share of layers");
     }
 done:

@@ -28,7 +28,8 @@ static bool all_digits(const char *s)
 
 static ps_status push(char ***v, int *n, const char *s, const char *opt)
 {
-    if (*n >= SWEEP_MAX_CELLS) return PS_FAIL(PS_ERR_INPUT, "option --%s lists more than %d items", opt, SWEEP_MAX_CELLS);
+    if (*n >= SWEEP_MAX_CELLS)
+        return PS_FAIL(PS_ERR_INPUT, "option --%s lists more than %d items", opt, SWEEP_MAX_CELLS);
     for (int i = 0; i < *n; i++)
         if (strcmp((*v)[i], s) == 0) return PS_FAIL(PS_ERR_INPUT, "option --%s lists '%s' twice", opt, s);
     char **nv = realloc(*v, (size_t)(*n + 1) * sizeof *nv);
@@ -71,9 +72,10 @@ static ps_status split_list(const char *list, const char *opt, char ***items, in
 }
 
 /* --clusters: items are PRESET[:NODES], cluster files (a '/' or a .json ending, as ps_cluster_load tells them
- * apart), auto or costdb (the machine --costdb measured); an item of digits alone is one more node count for the preset item before it, so
- * "dgx-a100-80g:1,2,4" is the shorthand (docs/design.md) for dgx-a100-80g:1,dgx-a100-80g:2,dgx-a100-80g:4. A preset name is
- * never all digits and a file named by digits is written ./8, so the two readings never collide. */
+ * apart), auto or costdb (the machine --costdb measured); an item of digits alone is one more node count for the preset
+ * item before it, so "dgx-a100-80g:1,2,4" is the shorthand (docs/design.md) for
+ * dgx-a100-80g:1,dgx-a100-80g:2,dgx-a100-80g:4. A preset name is never all digits and a file named by digits is written
+ * ./8, so the two readings never collide. */
 static ps_status parse_clusters(const char *list, char ***out, int *n)
 {
     char **raw = NULL;
@@ -124,7 +126,8 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *c
 /* The search options a cell on cluster c ran with, resolved as the search resolves them (the batch sizes, the largest
  * TP degree, the schedule kinds sorted), plus the model and cost options given, in one canonical line. Records carry
  * it, and --resume refuses records made with another: a table must not mix plans searched under different settings,
- * while spelling the same settings differently (--gbs 64 for the default on 8 GPUs, --schedules b,a) changes nothing. */
+ * while spelling the same settings differently (--gbs 64 for the default on 8 GPUs, --schedules b,a) changes
+ * nothing. */
 static char *options_line(const ps_cli_opts *o, const ps_cluster *c, const ps_search_opts *so)
 {
     char buf[8192] = "";
@@ -212,11 +215,14 @@ static ps_status open_records(const ps_cli_opts *o, ps_sweep_grid *g, ps_sweep_l
                                        "%s\n  now:      %s\nrerun with the recorded options, or use another folder",
                          path, i + 1, ps_sweep_str(r, "cell"), ps_sweep_str(r, "options"), g->options[ci]);
         else if (strcmp(ps_sweep_str(r, "psearch"), PS_VERSION) != 0)
-            st = PS_FAIL(PS_ERR_INPUT, "--resume: %s record %d (%s) was searched by psearch %s, this is psearch %s: "
-                                       "its cost model may differ; finish the sweep with that version, or use "
-                                       "another folder", path, i + 1, ps_sweep_str(r, "cell"), ps_sweep_str(r, "psearch"), PS_VERSION);
+            st = PS_FAIL(PS_ERR_INPUT,
+                         "--resume: %s record %d (%s) was searched by psearch %s, this is psearch %s: "
+                         "its cost model may differ; finish the sweep with that version, or use "
+                         "another folder",
+                         path, i + 1, ps_sweep_str(r, "cell"), ps_sweep_str(r, "psearch"), PS_VERSION);
         else if (done[mi * g->n_clusters + ci])
-            st = PS_FAIL(PS_ERR_INPUT, "%s: cell '%s' is recorded twice (line %d)", path, ps_sweep_str(r, "cell"), i + 1);
+            st = PS_FAIL(PS_ERR_INPUT, "%s: cell '%s' is recorded twice (line %d)", path, ps_sweep_str(r, "cell"),
+                         i + 1);
         else {
             done[mi * g->n_clusters + ci] = 1;
             g->rec[mi * g->n_clusters + ci] = r;
@@ -499,7 +505,8 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
 
     if (rank == 0) {
         int inf_total = 0;
-        for (int i = 0; i < n_cells; i++) inf_total += in.g.rec[i] && strcmp(ps_sweep_str(in.g.rec[i], "status"), "infeasible") == 0;
+        for (int i = 0; i < n_cells; i++)
+            inf_total += in.g.rec[i] && strcmp(ps_sweep_str(in.g.rec[i], "status"), "infeasible") == 0;
         double wall = MPI_Wtime() - t0;
         if (o->format == PS_FMT_JSON) {
             json_t *opts = json_object(); /* cluster -> the options its cells ran with */

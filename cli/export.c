@@ -38,8 +38,9 @@ static void megatron(FILE *f, const ps_model *m, const ps_plan *p)
     for (int64_t i = 0; i < m->n_layers; i++)
         if (p->layer[i].overlap != PS_OVERLAP_NONE) {
             /* no Megatron-LM flag runs Oases' sub-batch schedule: say so rather than drop it silently */
-            fprintf(f, "# NOTE: the plan overlaps TP collectives with computation (Oases, %s) on some layers; Megatron-LM "
-                       "has no such schedule:\n#       its predicted time needs an Oases-style implementation.\n",
+            fprintf(f,
+                    "# NOTE: the plan overlaps TP collectives with computation (Oases, %s) on some layers; Megatron-LM "
+                    "has no such schedule:\n#       its predicted time needs an Oases-style implementation.\n",
                     ps_overlap_name(p->layer[i].overlap));
             break;
         }
@@ -47,8 +48,8 @@ static void megatron(FILE *f, const ps_model *m, const ps_plan *p)
         fprintf(f, "# NOTE: the plan sets tp/zero/recompute per layer; Megatron-LM takes one setting for all layers.\n"
                    "#       The arguments below use the first layer's strategy (tp %d, recompute %s).\n",
                 s0->tp, ps_recompute_name(s0->ckpt));
-    fprintf(f, "--num-layers %lld --hidden-size %lld --num-attention-heads %lld", (long long)total, (long long)b->hidden,
-            (long long)b->heads);
+    fprintf(f, "--num-layers %lld --hidden-size %lld --num-attention-heads %lld", (long long)total,
+            (long long)b->hidden, (long long)b->heads);
     if (b->kv_heads && b->kv_heads != b->heads)
         fprintf(f, " --group-query-attention --num-query-groups %lld", (long long)b->kv_heads);
     if (b->ffn_hidden) fprintf(f, " --ffn-hidden-size %lld", (long long)b->ffn_hidden);
@@ -84,8 +85,10 @@ static void megatron(FILE *f, const ps_model *m, const ps_plan *p)
         fprintf(f, "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1\n");
     if (s0->zero == 1) fprintf(f, "--use-distributed-optimizer\n");
     if (s0->zero >= 2)
-        fprintf(f, "# NOTE: ZeRO stage %d has no Megatron-LM flag; --use-distributed-optimizer shards only the optimizer "
-                   "states (ZeRO-1)\n--use-distributed-optimizer\n", s0->zero);
+        fprintf(f,
+                "# NOTE: ZeRO stage %d has no Megatron-LM flag; --use-distributed-optimizer shards only the optimizer "
+                "states (ZeRO-1)\n--use-distributed-optimizer\n",
+                s0->zero);
     if (m->dtype == PS_DTYPE_BF16) fprintf(f, "--bf16\n");
     if (m->dtype == PS_DTYPE_FP16) fprintf(f, "--fp16\n");
     if (m->dtype == PS_DTYPE_FP8) fprintf(f, "--bf16 --fp8-format hybrid\n"); /* FP8 GEMMs inside bf16 training */

@@ -361,7 +361,8 @@ static void render_html(FILE *f, const ps_sweep_grid *g)
                 } else {
                     html_td(f, t.text[c], k_cols[c].numeric ? "n" : NULL);
                 }
-            if (t.n == N_COLS) timeline_td(f, ps_sweep_str(r, "timeline_svg"), g->timeline_missing[mi * g->n_clusters + ci]);
+            if (t.n == N_COLS)
+                timeline_td(f, ps_sweep_str(r, "timeline_svg"), g->timeline_missing[mi * g->n_clusters + ci]);
             fputs("</tr>\n", f);
         }
         fputs("</tbody>\n</table>\n", f);
@@ -391,7 +392,8 @@ ps_status ps_sweep_render(const char *dir, const ps_sweep_grid *g)
 
 void ps_sweep_remove_temporaries(const char *dir)
 {
-    for (size_t i = 0; i < sizeof k_tables / sizeof k_tables[0]; i++) ps_remove_stale_temporaries(dir, k_tables[i].name);
+    for (size_t i = 0; i < sizeof k_tables / sizeof k_tables[0]; i++)
+        ps_remove_stale_temporaries(dir, k_tables[i].name);
     char sub[4096];
     snprintf(sub, sizeof sub, "%s/%s", dir, PS_SWEEP_TIMELINES);
     ps_remove_stale_temporaries(sub, NULL); /* the sweep's own folder: any temporary there is a timeline's */

@@ -91,7 +91,8 @@ ps_status ps_mpi_gather_strings(MPI_Comm comm, int root, const char *mine, char 
             displs[i] = (int)total;
             total += lens[i];
         }
-        if (total > INT32_MAX) st = PS_FAIL(PS_ERR_SYSTEM, "gathered results of %lld bytes are too large", (long long)total);
+        if (total > INT32_MAX)
+            st = PS_FAIL(PS_ERR_SYSTEM, "gathered results of %lld bytes are too large", (long long)total);
         else if (!(buf = ps_calloc((size_t)total, 1))) st = PS_ERR_SYSTEM;
     }
     ok = st == PS_OK;

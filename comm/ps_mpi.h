@@ -27,13 +27,13 @@ bool ps_mpi_launched(void);
 ps_status ps_mpi_status(int rc, const char *what, const char *file, int line);
 #define PS_MPI(call) PS_TRY(ps_mpi_status((call), #call, __FILE__, __LINE__))
 /* For functions that release resources: sets `st` and jumps to `label` on failure. */
-#define PS_MPI_GOTO(st, call, label)                                                                                    \
-    do {                                                                                                                \
-        int ps_mpi_rc_ = (call);                                                                                        \
-        if (ps_mpi_rc_ != MPI_SUCCESS) {                                                                                \
-            (st) = ps_mpi_status(ps_mpi_rc_, #call, __FILE__, __LINE__);                                                \
-            goto label;                                                                                                 \
-        }                                                                                                               \
+#define PS_MPI_GOTO(st, call, label)                                                                                   \
+    do {                                                                                                               \
+        int ps_mpi_rc_ = (call);                                                                                       \
+        if (ps_mpi_rc_ != MPI_SUCCESS) {                                                                               \
+            (st) = ps_mpi_status(ps_mpi_rc_, #call, __FILE__, __LINE__);                                               \
+            goto label;                                                                                                \
+        }                                                                                                              \
     } while (0)
 
 /* Every rank passes its local status; all get the worst one (PS_OK < ... < PS_ERR_SYSTEM) and the lowest rank whose

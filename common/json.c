@@ -110,7 +110,8 @@ ps_status ps_json_int(const json_t *obj, const ps_jloc *loc, const char *key, bo
             return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be an integer (got %g)", loc->file, fl.path, d);
         x = (int64_t)d;
     } else {
-        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be an integer (got %s)", loc->file, fl.path, ps_json_type_name(v));
+        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be an integer (got %s)", loc->file, fl.path,
+                       ps_json_type_name(v));
     }
     if (x < lo || x > hi)
         return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be in [%lld, %lld] (got %lld)", loc->file, fl.path,
@@ -127,7 +128,8 @@ ps_status ps_json_num(const json_t *obj, const ps_jloc *loc, const char *key, bo
     PS_TRY(field(obj, loc, key, required, &v, &fl));
     if (!v) return PS_OK;
     if (!json_is_number(v))
-        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be a number (got %s)", loc->file, fl.path, ps_json_type_name(v));
+        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be a number (got %s)", loc->file, fl.path,
+                       ps_json_type_name(v));
     double x = json_number_value(v);
     if (!isfinite(x) || x < lo || x > hi)
         return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be in [%g, %g] (got %g)", loc->file, fl.path, lo, hi, x);
@@ -155,7 +157,8 @@ ps_status ps_json_str(const json_t *obj, const ps_jloc *loc, const char *key, bo
     PS_TRY(field(obj, loc, key, required, &v, &fl));
     if (!v) return PS_OK;
     if (!json_is_string(v))
-        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be a string (got %s)", loc->file, fl.path, ps_json_type_name(v));
+        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be a string (got %s)", loc->file, fl.path,
+                       ps_json_type_name(v));
     const char *s = json_string_value(v);
     if (strlen(s) >= cap)
         return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' is longer than %zu characters", loc->file, fl.path, cap - 1);

@@ -47,24 +47,24 @@ void ps_error_clear(void);
 
 #define PS_FAIL(st, ...) ps_error_set((st), __FILE__, __LINE__, __VA_ARGS__)
 /* Propagate a failure from a callee, adding this frame to the trace. */
-#define PS_TRY(expr)                                                                                                    \
-    do {                                                                                                                \
-        ps_status ps_try_st_ = (expr);                                                                                  \
-        if (ps_try_st_ != PS_OK) return ps_error_trace(ps_try_st_, __FILE__, __LINE__);                                 \
+#define PS_TRY(expr)                                                                                                   \
+    do {                                                                                                               \
+        ps_status ps_try_st_ = (expr);                                                                                 \
+        if (ps_try_st_ != PS_OK) return ps_error_trace(ps_try_st_, __FILE__, __LINE__);                                \
     } while (0)
 /* Same, for functions that must release resources: sets `st` and jumps to `label`. */
-#define PS_TRY_GOTO(st, expr, label)                                                                                    \
-    do {                                                                                                                \
-        (st) = (expr);                                                                                                  \
-        if ((st) != PS_OK) {                                                                                            \
-            ps_error_trace((st), __FILE__, __LINE__);                                                                   \
-            goto label;                                                                                                 \
-        }                                                                                                               \
+#define PS_TRY_GOTO(st, expr, label)                                                                                   \
+    do {                                                                                                               \
+        (st) = (expr);                                                                                                 \
+        if ((st) != PS_OK) {                                                                                           \
+            ps_error_trace((st), __FILE__, __LINE__);                                                                  \
+            goto label;                                                                                                \
+        }                                                                                                              \
     } while (0)
 /* Always-on check of user input (never compiled out, unlike assert). */
-#define PS_CHECK_INPUT(cond, ...)                                                                                       \
-    do {                                                                                                                \
-        if (!(cond)) return PS_FAIL(PS_ERR_INPUT, __VA_ARGS__);                                                         \
+#define PS_CHECK_INPUT(cond, ...)                                                                                      \
+    do {                                                                                                               \
+        if (!(cond)) return PS_FAIL(PS_ERR_INPUT, __VA_ARGS__);                                                        \
     } while (0)
 
 /* ---- memory ---- */

@@ -102,8 +102,8 @@ void ps_layer_gemm_shapes(const ps_layer *l, int64_t mbs, int tp, ps_layer_gemms
     double Q = (double)(l->heads * l->head_dim), K = (double)(l->kv_heads * l->head_dim), F = (double)l->ffn_hidden;
     bool gated = l->act == PS_ACT_SWIGLU || l->act == PS_ACT_GEGLU;
     int blk = 0; /* the forward block the next GEMMs belong to (ps_gemm_shape.blk) */
-#define GEMM(M, N, K_, cnt, at)                                                                                         \
-    out->g[out->n++] = (ps_gemm_shape){.m = (M), .n = (N), .k = (K_), .count = (cnt), .attn = (at), .blk = blk}
+#define GEMM(M, N, K_, cnt, at)                                                                                        \
+    out->g[out->n++] = (ps_gemm_shape) { .m = (M), .n = (N), .k = (K_), .count = (cnt), .attn = (at), .blk = blk }
     switch (l->kind) {
     case PS_LAYER_ENCODER:
     case PS_LAYER_DECODER:

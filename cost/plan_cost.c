@@ -106,8 +106,9 @@ ps_status ps_plan_check(const ps_plan *p, const ps_model *m, const ps_cluster *c
                    "the stages must cover layers 0..%lld of %s (they cover %lld..%lld)", (long long)n - 1, m->name,
                    (long long)p->cuts[0], (long long)p->cuts[stages] - 1);
     for (int64_t s = 0; s < stages; s++)
-        PS_CHECK_INPUT(p->cuts[s + 1] > p->cuts[s], "stage %lld holds no layer (layer ranges must increase: %lld, %lld)",
-                       (long long)s, (long long)p->cuts[s], (long long)p->cuts[s + 1]);
+        PS_CHECK_INPUT(p->cuts[s + 1] > p->cuts[s],
+                       "stage %lld holds no layer (layer ranges must increase: %lld, %lld)", (long long)s,
+                       (long long)p->cuts[s], (long long)p->cuts[s + 1]);
     const ps_strategy *s0 = &p->layer[0];
     int64_t width = (int64_t)s0->tp * s0->dp;
     int64_t gpus = width * p->pp;
@@ -118,8 +119,8 @@ ps_status ps_plan_check(const ps_plan *p, const ps_model *m, const ps_cluster *c
     if (!ps_mul_i64(p->mbs, s0->dp, &per_mb))
         return PS_FAIL(PS_ERR_INPUT, "micro-batch %lld x dp %d overflows", (long long)p->mbs, s0->dp);
     if (p->gbs % per_mb != 0)
-        return PS_FAIL(PS_ERR_INPUT, "global batch %lld is not a multiple of micro-batch %lld x dp %d", (long long)p->gbs,
-                       (long long)p->mbs, s0->dp);
+        return PS_FAIL(PS_ERR_INPUT, "global batch %lld is not a multiple of micro-batch %lld x dp %d",
+                       (long long)p->gbs, (long long)p->mbs, s0->dp);
     int64_t mb = p->gbs / per_mb, global_mb = p->gbs / mb;
     /* The schedule is simulated pass by pass: millions of micro-batches per iteration is a wrong batch, not a plan
      * (and would take minutes and gigabytes to simulate). */
@@ -207,7 +208,7 @@ double ps_prediction_peak(const ps_prediction *r)
 typedef struct {
     int64_t n, cap;          /* layers in the run; room for */
     int nf;                  /* forward blocks so far */
-    double *fc, *fm;         /* [cap * 2 * PS_OV_MAX_BLOCKS] forward computation / collectives, ps_cost_two_stream order */
+    double *fc, *fm; /* [cap * 2 * PS_OV_MAX_BLOCKS] forward computation / collectives, ps_cost_two_stream order */
     double *bc, *bm;         /* [cap][2 * PS_OV_MAX_BLOCKS] backward, per layer */
     int *bn;                 /* [cap] backward blocks per layer */
     double extra_f;          /* forward time outside the pipeline (ZeRO-3 exposure) */
@@ -321,7 +322,8 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
 
     /* the blocks of a run of overlapped layers: forward in layer order, backward per layer (reversed at the end) */
     int64_t most = 0;
-    for (int s = 0; s < S; s++) most = plan->cuts[s + 1] - plan->cuts[s] > most ? plan->cuts[s + 1] - plan->cuts[s] : most;
+    for (int s = 0; s < S; s++)
+        most = plan->cuts[s + 1] - plan->cuts[s] > most ? plan->cuts[s + 1] - plan->cuts[s] : most;
     PS_TRY_GOTO(st, run_buf_alloc(&rb, most), done);
 
     double hw_flops_mb = 0; /* summed over stages: one micro-batch through the whole model, per GPU of a stage */

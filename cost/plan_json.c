@@ -1,6 +1,6 @@
 /* plan.json: reading a plan (what `psearch --format json` and `psearch estimate --format json` write) and writing
- * one. The layout is docs/design.md's: batch and pipeline fields at the top, stages with their layer ranges and per-layer
- * strategies, and the summary tp/dp/zero/ckpt/sp when the strategy is uniform. */
+ * one. The layout is docs/design.md's: batch and pipeline fields at the top, stages with their layer ranges and
+ * per-layer strategies, and the summary tp/dp/zero/ckpt/sp when the strategy is uniform. */
 #include <string.h>
 
 #include "ps_cost.h"

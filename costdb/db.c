@@ -225,7 +225,7 @@ static ps_status put_int_attr(hid_t obj, const char *name, int32_t value, const 
     return PS_OK;
 }
 
-/* ---- provenance --------------------------------------------------------------------------------------------------- */
+/* ---- provenance -------------------------------------------------------------------------------------------------- */
 
 void ps_costdb_versions_get(ps_costdb_versions *v)
 {
@@ -273,7 +273,7 @@ void ps_costdb_prov_init(ps_costdb_prov *p, const char *backend, const char *mod
     ps_strlcpy(p->mode, mode, sizeof p->mode);
 }
 
-/* ---- writing -------------------------------------------------------------------------------------------------------- */
+/* ---- writing ----------------------------------------------------------------------------------------------------- */
 
 struct ps_costdb_writer {
     hid_t file, dxpl;
@@ -595,7 +595,7 @@ static ps_status write_db(const char *path, const ps_costdb *db, bool lock)
 
 ps_status ps_costdb_write(const char *path, const ps_costdb *db) { return write_db(path, db, true); }
 
-/* ---- reading -------------------------------------------------------------------------------------------------------- */
+/* ---- reading ----------------------------------------------------------------------------------------------------- */
 
 void ps_costdb_free(ps_costdb *db)
 {
@@ -615,7 +615,8 @@ static ps_status get_str_attr(hid_t obj, const char *name, char *buf, size_t cap
     char d[160];
     buf[0] = '\0';
     htri_t ex = H5Aexists(obj, name);
-    if (ex < 0) return PS_FAIL(PS_ERR_INPUT, "%s: cannot read the attributes of the root group: %s", file, h5_detail(d));
+    if (ex < 0)
+        return PS_FAIL(PS_ERR_INPUT, "%s: cannot read the attributes of the root group: %s", file, h5_detail(d));
     if (ex == 0) {
         if (required) return PS_FAIL(PS_ERR_INPUT, "%s: attribute '%s' is missing at the root", file, name);
         return PS_OK;
@@ -652,7 +653,8 @@ static ps_status get_int_attr(hid_t obj, const char *name, int32_t *v, bool requ
     char d[160];
     *v = 0;
     htri_t ex = H5Aexists(obj, name);
-    if (ex < 0) return PS_FAIL(PS_ERR_INPUT, "%s: cannot read the attributes of the root group: %s", file, h5_detail(d));
+    if (ex < 0)
+        return PS_FAIL(PS_ERR_INPUT, "%s: cannot read the attributes of the root group: %s", file, h5_detail(d));
     if (ex == 0) {
         if (required)
             return PS_FAIL(PS_ERR_INPUT, "%s: attribute '%s' is missing at the root: not a psearch cost database "
@@ -824,7 +826,8 @@ static ps_status read_table(hid_t file, const char *fname, ps_costdb_table t, hs
     *rows = NULL;
     *n = 0;
     htri_t ex = H5Lexists(file, td->group, H5P_DEFAULT);
-    if (ex <= 0) return PS_FAIL(PS_ERR_INPUT, "%s: group %s is missing (docs/costdb.md lists the groups)", fname, td->group);
+    if (ex <= 0)
+        return PS_FAIL(PS_ERR_INPUT, "%s: group %s is missing (docs/costdb.md lists the groups)", fname, td->group);
     char dpath[64];
     snprintf(dpath, sizeof dpath, "%s/table", td->group);
     ex = H5Lexists(file, dpath, H5P_DEFAULT);
@@ -1058,7 +1061,7 @@ ps_status ps_costdb_read(const char *path, ps_costdb *db)
     return PS_OK;
 }
 
-/* ---- merge ---------------------------------------------------------------------------------------------------------- */
+/* ---- merge ------------------------------------------------------------------------------------------------------- */
 
 static ps_status cat(void **out, const void *a, size_t na, const void *b, size_t nb, size_t elt)
 {
@@ -1129,8 +1132,10 @@ ps_status ps_costdb_merge(const ps_costdb *a, const ps_costdb *b, ps_costdb *out
     ps_costdb_list_add(out->prov.devices, sizeof out->prov.devices, b->prov.devices);
     out->prov.merged_from[0] = '\0';
     ps_strcatf(out->prov.merged_from, sizeof out->prov.merged_from, "%s,%s", a->path, b->path);
-    if (out->prov.cuda_version[0] == '\0') ps_strlcpy(out->prov.cuda_version, b->prov.cuda_version, sizeof out->prov.cuda_version);
-    if (out->prov.nccl_version[0] == '\0') ps_strlcpy(out->prov.nccl_version, b->prov.nccl_version, sizeof out->prov.nccl_version);
+    if (out->prov.cuda_version[0] == '\0')
+        ps_strlcpy(out->prov.cuda_version, b->prov.cuda_version, sizeof out->prov.cuda_version);
+    if (out->prov.nccl_version[0] == '\0')
+        ps_strlcpy(out->prov.nccl_version, b->prov.nccl_version, sizeof out->prov.nccl_version);
     /* b's ranks and nodes come after a's, so every row still names its own device. */
     int32_t rank_off = 0, node_off = 0;
     for (size_t i = 0; i < a->n_dev; i++) {
@@ -1169,7 +1174,7 @@ ps_status ps_costdb_merge(const ps_costdb *a, const ps_costdb *b, ps_costdb *out
     return PS_OK;
 }
 
-/* ---- executed plans ------------------------------------------------------------------------------------------------ */
+/* ---- executed plans ---------------------------------------------------------------------------------------------- */
 
 static ps_status record_locked(const char *path, const ps_bench_measurement *rows, size_t n);
 

@@ -552,7 +552,7 @@ ps_status ps_costdb_cluster(const ps_costdb *db, ps_cluster *out)
     return PS_OK;
 }
 
-/* ---- refitting compute_scale and comm_scale from executed plans ---------------------------------------------------- */
+/* ---- refitting compute_scale and comm_scale from executed plans -------------------------------------------------- */
 
 /* |predicted - measured| / measured, measured > 0; an overflow stays finite (the /fit columns must be). */
 static double rel_err(double predicted, double measured)

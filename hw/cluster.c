@@ -423,10 +423,11 @@ ps_status ps_cluster_finish(ps_cluster *c, const char *where)
             return PS_FAIL(PS_ERR_INPUT, "%s: node_groups[%d]: %lld GPUs: the total GPU count overflows", where, i,
                            (long long)gpus);
         if (n_nodes > PS_CLUSTER_MAX_NODES || n_gpus > PS_CLUSTER_MAX_GPUS)
-            return PS_FAIL(PS_ERR_INPUT, "%s: node_groups[%d]: nodes = %lld x gpus_per_node = %lld makes %lld nodes and "
-                           "%lld GPUs in all; psearch plans for at most %d nodes and %d GPUs", where, i,
-                           (long long)g->nodes, (long long)g->gpus_per_node, (long long)n_nodes, (long long)n_gpus,
-                           PS_CLUSTER_MAX_NODES, PS_CLUSTER_MAX_GPUS);
+            return PS_FAIL(PS_ERR_INPUT,
+                           "%s: node_groups[%d]: nodes = %lld x gpus_per_node = %lld makes %lld nodes and "
+                           "%lld GPUs in all; psearch plans for at most %d nodes and %d GPUs",
+                           where, i, (long long)g->nodes, (long long)g->gpus_per_node, (long long)n_nodes,
+                           (long long)n_gpus, PS_CLUSTER_MAX_NODES, PS_CLUSTER_MAX_GPUS);
         if (g->gpus_per_node > 0) {
             const ps_gpu *p = &g->gpu;
             if (!(p->mem_bytes > 0) || !(p->fp16_flops > 0) || !(p->fp32_flops > 0) || !(p->hbm_Bps > 0))

@@ -61,15 +61,15 @@ static ps_status cuda_fail(cudaError_t e, const char *what)
 {
     return PS_FAIL(PS_ERR_SYSTEM, "%s: %s", what, cudaGetErrorString(e));
 }
-#define CU(call)                                                                                                        \
-    do {                                                                                                                \
-        cudaError_t e_ = (call);                                                                                        \
-        if (e_ != cudaSuccess) return cuda_fail(e_, #call);                                                             \
+#define CU(call)                                                                                                       \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) return cuda_fail(e_, #call);                                                            \
     } while (0)
-#define NC(call)                                                                                                        \
-    do {                                                                                                                \
-        ncclResult_t r_ = (call);                                                                                       \
-        if (r_ != ncclSuccess) return PS_FAIL(PS_ERR_SYSTEM, "%s: %s", #call, ncclGetErrorString(r_));                  \
+#define NC(call)                                                                                                       \
+    do {                                                                                                               \
+        ncclResult_t r_ = (call);                                                                                      \
+        if (r_ != ncclSuccess) return PS_FAIL(PS_ERR_SYSTEM, "%s: %s", #call, ncclGetErrorString(r_));                 \
     } while (0)
 
 static bool cuda_usable(char *why, size_t cap)

@@ -7,7 +7,8 @@
  * cost model's prediction of the same plan.
  *
  * Backends are a const table chosen at run time: "cpu" (OpenBLAS sgemm, a STREAM-like pass, MPI) always, "cuda"
- * (cuBLAS, device buffers whose peak is measured, NCCL over MPI-exchanged ids) when built with CUDA, cuBLAS and NCCL. */
+ * (cuBLAS, device buffers whose peak is measured, NCCL over MPI-exchanged ids) when built with CUDA, cuBLAS and
+ * NCCL. */
 #ifndef PS_JOBS_H
 #define PS_JOBS_H
 

@@ -29,7 +29,8 @@ typedef enum {
 typedef enum { PS_NORM_LAYERNORM = 0, PS_NORM_RMSNORM } ps_norm_kind;
 typedef enum { PS_ACT_GELU = 0, PS_ACT_RELU, PS_ACT_SWIGLU, PS_ACT_GEGLU } ps_mlp_act; /* *GLU = gated, 3 matrices */
 typedef enum { PS_DTYPE_FP32 = 0, PS_DTYPE_FP16, PS_DTYPE_BF16, PS_DTYPE_FP8 } ps_dtype;
-/* Activation recomputation (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"). */
+/* Activation recomputation (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+ * Models"). */
 typedef enum { PS_RECOMP_NONE = 0, PS_RECOMP_SELECTIVE, PS_RECOMP_FULL } ps_recompute;
 
 /* One layer. Sizes are int64 so that products never overflow in 32 bits. Fields that do not apply to a kind are 0. */

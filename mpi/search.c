@@ -288,7 +288,8 @@ static ps_status assemble(const ps_cost_params *cp, const ps_model *m, const ps_
     json_t **js = ps_calloc((size_t)n, sizeof *js);
     if (!js) return PS_ERR_SYSTEM;
     ps_status st = PS_OK;
-    for (int r = 0; r < n && st == PS_OK; r++) st = ps_json_load_buffer(texts[r], strlen(texts[r]), "search results", &js[r]);
+    for (int r = 0; r < n && st == PS_OK; r++)
+        st = ps_json_load_buffer(texts[r], strlen(texts[r]), "search results", &js[r]);
     for (int r = 0; r < n && st == PS_OK; r++) {
         json_t *err = json_object_get(js[r], "error");
         if (!err) continue;

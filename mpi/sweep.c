@@ -29,7 +29,8 @@ static ps_status fsync_dir_of(const char *path)
     int rc = fsync(dfd);
     int err = errno;
     close(dfd);
-    if (rc != 0 && err != EINVAL) return PS_FAIL(PS_ERR_SYSTEM, "%s: fsync of its folder failed: %s", path, strerror(err));
+    if (rc != 0 && err != EINVAL)
+        return PS_FAIL(PS_ERR_SYSTEM, "%s: fsync of its folder failed: %s", path, strerror(err));
     return PS_OK;
 }
 
@@ -58,7 +59,8 @@ static ps_status parse_records(ps_sweep_log *lg, const char *buf, size_t len)
                                              "last line: move it away to start the sweep again",
                                lg->path, line, j ? "a JSON object with a \"cell\" string is expected" : err.text);
             }
-            if (json_array_append_new(lg->recs, j) != 0) return PS_FAIL(PS_ERR_SYSTEM, "out of memory reading %s", lg->path);
+            if (json_array_append_new(lg->recs, j) != 0)
+                return PS_FAIL(PS_ERR_SYSTEM, "out of memory reading %s", lg->path);
         }
         i += n + 1;
     }
@@ -157,7 +159,8 @@ ps_status ps_sweep_log_append(ps_sweep_log *lg, json_t *rec)
     snprintf(what, sizeof what, "%s: appending a record", lg->path);
     ps_status st = ps_write_all(lg->fd, line, n, what);
     free(line);
-    if (st == PS_OK && fsync(lg->fd) != 0) st = PS_FAIL(PS_ERR_SYSTEM, "%s: fsync failed: %s", lg->path, strerror(errno));
+    if (st == PS_OK && fsync(lg->fd) != 0)
+        st = PS_FAIL(PS_ERR_SYSTEM, "%s: fsync failed: %s", lg->path, strerror(errno));
     if (st != PS_OK) return st;
     if (json_array_append(lg->recs, rec) != 0) return PS_FAIL(PS_ERR_SYSTEM, "out of memory keeping a sweep record");
     return PS_OK;

@@ -1,6 +1,6 @@
 /* psearch pipeline schedules: the per-device order of F / B / W passes of each schedule kind (GPipe, 1F1B,
- * interleaved 1F1B, ZB-H1, ZB-H2, V-Min, V-Half, V-ZB), its verification, and an event simulation of that order (makespan, idle, bubble,
- * per-pass start/end, per-device peak activation memory). Pure computation: no MPI, no I/O.
+ * interleaved 1F1B, ZB-H1, ZB-H2, V-Min, V-Half, V-ZB), its verification, and an event simulation of that order
+ * (makespan, idle, bubble, per-pass start/end, per-device peak activation memory). Pure computation: no MPI, no I/O.
  *
  * Use: create one workspace, then build (kind, d, n, v) and simulate with per-stage costs as often as needed; the
  * workspace keeps its buffers between calls, so a search loop allocates only when a call needs more than before.

@@ -373,7 +373,9 @@ static ps_status order_run(ps_sched *s)
                 end_b[idx] = 0;
                 if (st > 0) wake = s->stage_dev[st - 1];
             }
-            s->prog[nprog++] = (ps_sched_step_){.k = (int32_t)(base + k + (int64_t)PS_SCHED_PAD * dev), .dev = dev, .idx = (int32_t)idx,
+            s->prog[nprog++] = (ps_sched_step_){.k = (int32_t)(base + k + (int64_t)PS_SCHED_PAD * dev),
+                                                .dev = dev,
+                                                .idx = (int32_t)idx,
                                                 .st_op = (uint32_t)st << 2 | p->op};
             if (wake >= 0 && wake != dev && !s->queued[wake]) {
                 int tail = head + queued >= d ? head + queued - d : head + queued;
@@ -548,7 +550,10 @@ int ps_sched_stage_of(const ps_sched *s, int dev, int chunk)
 {
     return dev >= 0 && dev < s->d && chunk >= 0 && chunk < s->v ? s->dev_stage[(size_t)dev * s->v + chunk] : -1;
 }
-int ps_sched_device_of(const ps_sched *s, int stage) { return stage >= 0 && stage < s->stages ? s->stage_dev[stage] : -1; }
+int ps_sched_device_of(const ps_sched *s, int stage)
+{
+    return stage >= 0 && stage < s->stages ? s->stage_dev[stage] : -1;
+}
 
 /* a <= b in every chunk */
 static bool covered(const int *a, const int *b, int v)

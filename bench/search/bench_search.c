@@ -65,8 +65,8 @@ int main(int argc, char **argv)
     }
     ps_cost_params cp;
     ps_cost_params_default(&cp);
-    printf("{\n  \"benchmark\": \"search\",\n  \"triad_GBps\": {\"1\": %.2f, \"2\": %.2f},\n  \"runs\": [", triad_gbs(1),
-           triad_gbs(2));
+    printf("{\n  \"benchmark\": \"search\",\n  \"triad_GBps\": {\"1\": %.2f, \"2\": %.2f},\n  \"runs\": [",
+           triad_gbs(1), triad_gbs(2));
     int first = 1, rc = 0;
     for (size_t k = 0; k < PS_SEARCH_BENCH_N_CASES && !(quick && k > 0); k++) {
         const ps_search_bench_case *bc = &ps_search_bench_cases[k];
@@ -100,15 +100,16 @@ int main(int argc, char **argv)
                 index1 = best_index;
             }
             bool same = best == best1 && best_index == index1;
-            printf("%s\n    {\"case\": \"%s\", \"model\": \"%s\", \"cluster\": \"%s\", \"gpus\": %lld, \"gbs\": [%lld, %lld, "
-                   "%lld], \"threads\": %d, \"tp_overlap\": %s, \"wall_s\": %.4f, \"target_s\": %g, \"meets_target\": %s, "
-                   "\"candidates\": %lld, \"plans_costed\": %lld, \"pruned\": %lld, \"dp_cells_nominal\": %.6g, "
-                   "\"dp_cells_nominal_per_s\": %.6g, \"best_samples_per_s\": %.6g, \"same_best_as_1_thread\": %s}",
-                   first ? "" : ",", bc->name, bc->model, bc->cluster, (long long)c.n_gpus, (long long)bc->gbs_lo,
-                   (long long)bc->gbs_hi, (long long)bc->gbs_step, threads, overlap ? "true" : "false", wall, bc->target_s,
-                   bc->target_s > 0 ? (wall <= bc->target_s ? "true" : "false") : "null", (long long)r.candidates,
-                   (long long)r.evaluated, (long long)r.pruned, r.dp_cells, r.dp_cells / wall, best,
-                   same ? "true" : "false");
+            printf(
+                "%s\n    {\"case\": \"%s\", \"model\": \"%s\", \"cluster\": \"%s\", \"gpus\": %lld, "
+                "\"gbs\": [%lld, %lld, %lld], \"threads\": %d, \"tp_overlap\": %s, \"wall_s\": %.4f, \"target_s\": %g, \"meets_target\": %s, "
+                "\"candidates\": %lld, \"plans_costed\": %lld, \"pruned\": %lld, \"dp_cells_nominal\": %.6g, "
+                "\"dp_cells_nominal_per_s\": %.6g, \"best_samples_per_s\": %.6g, \"same_best_as_1_thread\": %s}",
+                first ? "" : ",", bc->name, bc->model, bc->cluster, (long long)c.n_gpus, (long long)bc->gbs_lo,
+                (long long)bc->gbs_hi, (long long)bc->gbs_step, threads, overlap ? "true" : "false", wall, bc->target_s,
+                bc->target_s > 0 ? (wall <= bc->target_s ? "true" : "false") : "null", (long long)r.candidates,
+                (long long)r.evaluated, (long long)r.pruned, r.dp_cells, r.dp_cells / wall, best,
+                same ? "true" : "false");
             if (!same) rc = 1; /* the search must not depend on the thread count */
             fflush(stdout);
             first = 0;

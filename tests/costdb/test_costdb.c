@@ -1006,7 +1006,8 @@ static void test_fit_attach(void **state)
     /* fits of another kind only: refused */
     ps_cost_params_default(&p);
     assert_int_equal(ps_costdb_attach(m, &cal, NULL, 0, &p), PS_ERR_INPUT);
-    assert_non_null(strstr(ps_error_message(), "fits.h5: the cost database has fits for 'a100-80g', another device kind"));
+    assert_non_null(
+        strstr(ps_error_message(), "fits.h5: the cost database has fits for 'a100-80g', another device kind"));
     ps_costdb_model_free(m);
     ps_costdb_free(&db);
 

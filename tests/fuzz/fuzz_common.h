@@ -22,13 +22,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 /* Report a broken invariant the way libFuzzer reports a crash: abort() saves the input as crash-<sha1>. */
-#define FUZZ_CHECK(cond)                                                                                                \
-    do {                                                                                                                \
-        if (!(cond)) {                                                                                                  \
+#define FUZZ_CHECK(cond)                                                                                               \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
             fprintf(stderr, "%s:%d: invariant broken: %s (last psearch error: %s)\n", __FILE__, __LINE__, #cond,       \
-                    ps_error_message());                                                                                \
-            abort();                                                                                                    \
-        }                                                                                                               \
+                    ps_error_message());                                                                               \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 /* FNV-1a of the input: picks options deterministically, so a saved crash input replays with the same options. */

@@ -1,10 +1,10 @@
 /* libFuzzer target: cost database files (HDF5) as `--costdb FILE` reads them (written to a scratch file and read
  * through the same path as the command: HDF5's in-memory core driver overflows on damaged images where the file driver
- * does not, and the command never uses it), then everything a search does with an accepted file: the interpolation tables, the calibrated
- * machine as a cluster, attaching the tables to the cost model, and a layer costed with them. A file the reader
- * accepted must never make the later stages produce non-finite or negative times. Seeds: a --quick calibration on
- * 2 ranks (seeds/fuzz_costdb). HDF5 itself parses the bytes: a crash inside libhdf5 is a finding to report upstream
- * and to guard against here when it can be (docs/costdb.md). */
+ * does not, and the command never uses it), then everything a search does with an accepted file: the interpolation
+ * tables, the calibrated machine as a cluster, attaching the tables to the cost model, and a layer costed with them. A
+ * file the reader accepted must never make the later stages produce non-finite or negative times. Seeds: a --quick
+ * calibration on 2 ranks (seeds/fuzz_costdb). HDF5 itself parses the bytes: a crash inside libhdf5 is a finding to
+ * report upstream and to guard against here when it can be (docs/costdb.md). */
 #include "fuzz_common.h"
 #include "ps_costdb.h"
 

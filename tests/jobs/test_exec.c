@@ -174,10 +174,13 @@ static void check_case(const exec_case *k, const ps_model *m, const ps_cluster *
                     int found = 0;
                     for (int j = displs[to]; j < displs[to] + counts[to] && !found; j += 5) {
                         int *f = all + j;
-                        bool same_dir = e[2] == PS_SCHED_F ? f[2] == PS_SCHED_F : (f[2] == PS_SCHED_B || f[2] == PS_SCHED_BW);
-                        found = same_dir && f[0] == e[0] && f[3] == q && ps_sched_stage_of(ref, to / width, f[1]) == dst;
+                        bool same_dir =
+                            e[2] == PS_SCHED_F ? f[2] == PS_SCHED_F : (f[2] == PS_SCHED_B || f[2] == PS_SCHED_BW);
+                        found =
+                            same_dir && f[0] == e[0] && f[3] == q && ps_sched_stage_of(ref, to / width, f[1]) == dst;
                     }
-                    CHECK(found, "%s: rank %d's %s of micro-batch %d (stage %d) to rank %d is received by no pass there",
+                    CHECK(found,
+                          "%s: rank %d's %s of micro-batch %d (stage %d) to rank %d is received by no pass there",
                           k->name, q, ps_sched_op_name(e[2]), e[0], stg, to);
                 }
             CHECK(sends == recvs, "%s: %d messages sent, %d received", k->name, sends, recvs);
@@ -198,7 +201,8 @@ static void check_case(const exec_case *k, const ps_model *m, const ps_cluster *
     if (k->ov != PS_OVERLAP_NONE || k->ov2 != PS_OVERLAP_NONE) CHECK(want_ov > 0, "%s: nothing overlapped", k->name);
     if (k->mixed) CHECK(want_rs > 0, "%s: nothing resharded", k->name);
     CHECK(isfinite(r.median_s) && r.median_s > 0, "%s: median %g", k->name, r.median_s);
-    for (int i = 0; i < r.iters; i++) CHECK(isfinite(r.iter_s[i]) && r.iter_s[i] > 0, "%s: iteration %d took %g", k->name, i, r.iter_s[i]);
+    for (int i = 0; i < r.iters; i++)
+        CHECK(isfinite(r.iter_s[i]) && r.iter_s[i] > 0, "%s: iteration %d took %g", k->name, i, r.iter_s[i]);
     CHECK(r.compute_s > 0 && r.pred_compute_s > 0, "%s: computation measured %g, predicted %g", k->name, r.compute_s,
           r.pred_compute_s);
     CHECK(r.median_s >= r.compute_s * 0.5, "%s: an iteration (%g s) shorter than half its computation (%g s)",

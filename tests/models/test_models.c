@@ -587,7 +587,7 @@ static void test_validate_api(void **state)
     ps_model_free(NULL);
 }
 
-/* ---- scaled copies (ps_model_scaled, which psearch exec runs on CPUs) --------------------------------------------- */
+/* ---- scaled copies (ps_model_scaled, which psearch exec runs on CPUs) -------------------------------------------- */
 
 /* What ps_models.h promises a width or token count becomes: ceil(x / f) rounded up to a multiple of align; 0 (a
  * field the kind does not use) stays 0. */

@@ -19,7 +19,10 @@ static int g_failures;
 
 /* The root's content: every byte value, NULs included, over more than MPI's eager limit (the broadcast is a real
  * transfer, not one small message); `salt` makes another rank's file differ. */
-static unsigned char content_byte(size_t i, int salt) { return (unsigned char)((i * 131u + 7u + (unsigned)salt) & 0xffu); }
+static unsigned char content_byte(size_t i, int salt)
+{
+    return (unsigned char)((i * 131u + 7u + (unsigned)salt) & 0xffu);
+}
 
 /* A file of n bytes of content_byte(., salt) in the temporary folder; its path in path. */
 static int write_temp(char *path, size_t cap, size_t n, int salt)
