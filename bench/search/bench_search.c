@@ -102,7 +102,8 @@ int main(int argc, char **argv)
             bool same = best == best1 && best_index == index1;
             printf(
                 "%s\n    {\"case\": \"%s\", \"model\": \"%s\", \"cluster\": \"%s\", \"gpus\": %lld, "
-                "\"gbs\": [%lld, %lld, %lld], \"threads\": %d, \"tp_overlap\": %s, \"wall_s\": %.4f, \"target_s\": %g, \"meets_target\": %s, "
+                "\"gbs\": [%lld, %lld, %lld], \"threads\": %d, \"tp_overlap\": %s, \"wall_s\": %.4f, \"target_s\": %g, "
+                "\"meets_target\": %s, "
                 "\"candidates\": %lld, \"plans_costed\": %lld, \"pruned\": %lld, \"dp_cells_nominal\": %.6g, "
                 "\"dp_cells_nominal_per_s\": %.6g, \"best_samples_per_s\": %.6g, \"same_best_as_1_thread\": %s}",
                 first ? "" : ",", bc->name, bc->model, bc->cluster, (long long)c.n_gpus, (long long)bc->gbs_lo,
