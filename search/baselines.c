@@ -1,6 +1,6 @@
 /* Baselines: the plans people pick without a search, costed with the same model as the search, so every table shows
- * what the search gained. The even-split baseline comes out of the search itself (ps_search_result.base[PS_BASE_EVEN]); this file
- * computes the three that follow a rule:
+ * what the search gained. The even-split baseline comes out of the search itself (ps_search_result.base[PS_BASE_EVEN]);
+ * this file computes the three that follow a rule:
  *  - Megatron heuristic: TP inside a node, the smallest TP x PP that fits, an even layer split, 1F1B, sequence
  *    parallelism with TP (Megatron-LM's recommended setting), no ZeRO; recompute none, selective or full and the
  *    micro-batch size are then picked for speed, as a user tuning those two flags would (Narayanan et al., SC'21,

@@ -172,8 +172,9 @@ static int build_strategies(int64_t width, int max_tp, int64_t global_mb, int64_
         /* variants: 0 plain, 1 SP, 2 overlapped */
         for (int v = 0; v <= (tp > 1 ? 1 + can_ov : 0); v++) {
             bool first = true;
-            for (int ov = v == 2 ? PS_OVERLAP_CROSS : PS_OVERLAP_NONE; ov <= (v == 2 ? PS_OVERLAP_OASES : PS_OVERLAP_NONE);
-                 ov++)
+            int ov_lo = v == 2 ? PS_OVERLAP_CROSS : PS_OVERLAP_NONE;
+            int ov_hi = v == 2 ? PS_OVERLAP_OASES : PS_OVERLAP_NONE;
+            for (int ov = ov_lo; ov <= ov_hi; ov++)
                 for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
                     for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL && n < cap; rc++) {
                         if (ov == PS_OVERLAP_OASES && rc != PS_RECOMP_FULL) continue;
@@ -659,7 +660,8 @@ static ps_status refine(worker *w, const unit_ctx *x, const ps_plan *plan, ps_pl
                 bool no_worse = true, better = false;
                 for (int64_t r = 0; r < nrows && no_worse; r++) {
                     int64_t l = rows[r];
-                    size_t es = (size_t)g * LS + (size_t)l * nS + (size_t)s, eu = (size_t)g * LS + (size_t)l * nS + (size_t)u;
+                    size_t es = (size_t)g * LS + (size_t)l * nS + (size_t)s;
+                    size_t eu = (size_t)g * LS + (size_t)l * nS + (size_t)u;
                     double ts = lt->t[es], tu = lt->t[eu];
                     double ms = ceil((lt->st[es] + f * lt->act[es]) / q), mu = ceil((lt->st[eu] + f * lt->act[eu]) / q);
                     if (tu > ts || mu > ms) no_worse = false;
