@@ -800,9 +800,14 @@ static ps_status order_shape_get(worker *w, const unit_ctx *x, const order_shape
         size_t at = fixed + (size_t)n * (size_t)v;
         PS_TRY(ps_grow((void **)&sh->buf, &sh->cap, at + (size_t)PS_SEARCH_PEAK_POINTS * (size_t)v, sizeof(int)));
         sh->buf[dev] = n;
-        if (ps_sched_peak_points(w->sched, dev, sh->buf + at, PS_SEARCH_PEAK_POINTS, &np) != PS_OK) {
+        /* schedules/ has no predicate for "more points than room": that refusal (PS_ERR_INPUT) is the expected case
+         * here, any other failure is passed up */
+        ps_status pst = ps_sched_peak_points(w->sched, dev, sh->buf + at, PS_SEARCH_PEAK_POINTS, &np);
+        if (pst == PS_ERR_INPUT) {
             ps_error_clear();
             sh->too_many = true;
+        } else {
+            PS_TRY(pst);
         }
         n += np;
     }
