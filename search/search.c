@@ -1,12 +1,15 @@
-/* The search driver. For every (global batch, pipeline degree, schedule, micro-batch count) it
+/* The search driver (docs/search.md). For every (global batch, pipeline degree, schedule, micro-batch count) unit,
+ * search_unit
  *   1. costs each distinct layer under every strategy of the stage width (tp x dp = GPUs / pp; ZeRO 0-3;
- *      recompute none/selective/full; sequence parallelism with tp > 1),
- *   2. builds the stage table C[k][i][j]: the fastest single strategy for layers [i, j) on stage k whose memory
- *      (static + in-flight activations from the schedule + transient + reserve) fits the stage's GPUs,
- *   3. runs the partition DP (AMP Eq. 5 objective) over the cut points,
- *   4. refines every stage with the per-layer DP (Galvatron-BMW Sec. IV-A) under the stage's memory budget,
- *   5. costs the resulting plans with the full cost model (schedule simulation) and keeps the top k.
- * Chunked schedules (interleaved, V-shapes) keep Megatron's even split and search one strategy for all layers.
+ *      recompute none/selective/full; sequence parallelism with tp > 1): layer_tables_build,
+ *   2. for chunked schedules (interleaved, V-shapes), which keep Megatron's even split and one strategy for all
+ *      layers, checks and costs those plans: search_chunked; otherwise
+ *   3. builds the stage table C[k][i][j]: the fastest single strategy for layers [i, j) on stage k whose memory
+ *      (static + in-flight activations from the schedule + transient + reserve) fits the stage's GPUs:
+ *      stage_tables_build,
+ *   4. runs the partition DPs (AMP Eq. 5 objective) over the cut points, refines every stage with the per-layer DP
+ *      (Galvatron-BMW Sec. IV-A) under the stage's memory budget, and costs the resulting plans with the full cost
+ *      model (schedule simulation), keeping the top k: search_partitions.
  * The DP objectives are proxies; the ranking uses ps_cost_plan only, so every reported number is the cost model's. */
 #include <math.h>
 #include <stdlib.h>
