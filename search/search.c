@@ -302,9 +302,11 @@ typedef struct {
     int64_t blocks;
 } stage_acc;
 
-/* A unit's scratch: each buffer is written before it is read within one unit, so growing one drops its contents
- * instead of copying them (no old pages touched again), every buffer is sized by the unit that needs it, and
- * scratch_free releases them all. A buffer is one line here: X(element type, name) [size]. */
+/* A unit's scratch: nothing in it outlives the unit that wrote it. Every buffer is sized by the unit that needs it
+ * and grows geometrically through SCRATCH (ps_grow: realloc, which moves a large block's pages without touching
+ * them; dropping the contents with free + malloc instead faulted 650 more pages on bench_search's case (a), as the
+ * allocator then hands large blocks back and maps them again). scratch_free releases them all. A buffer is one line
+ * here: X(element type, name) [size]. */
 #define SCRATCH_BUFFERS(X)                                                                                             \
     X(strat, S)              /* [S] the unit's strategies */                                                         \
     X(ps_strategy, lay_rep)  /* [layouts] a strategy of each layout */                                               \
@@ -338,16 +340,8 @@ typedef struct {
 #undef X
 } scratch;
 
-static ps_status scratch_grow(void **buf, size_t *cap, size_t need, size_t elt)
-{
-    if (need <= *cap) return PS_OK;
-    free(*buf);
-    *buf = NULL;
-    *cap = 0;
-    return ps_grow(buf, cap, need, elt);
-}
 /* Room for n elements of scratch buffer `name` of worker w. */
-#define SCRATCH(w, name, n) scratch_grow((void **)&(w)->sc.name, &(w)->sc.cap_##name, (n), sizeof *(w)->sc.name)
+#define SCRATCH(w, name, n) ps_grow((void **)&(w)->sc.name, &(w)->sc.cap_##name, (n), sizeof *(w)->sc.name)
 
 static void scratch_free(scratch *s)
 {
@@ -914,7 +908,7 @@ static ps_status layer_tables_build(worker *w, const unit_ctx *x)
 #undef X
         lt->cap = cap; /* ps_grow sized every column alike */
     }
-    PS_TRY(scratch_grow((void **)&lt->lmin, &lt->cap_lmin, 2 * GL, sizeof(double)));
+    PS_TRY(ps_grow((void **)&lt->lmin, &lt->cap_lmin, 2 * GL, sizeof(double)));
     double *lminb = lt->lmin + GL, micro = (double)oc->micro;
     int nS = x->nS;
     for (int g = 0; g < x->G; g++) {
