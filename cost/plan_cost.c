@@ -44,14 +44,31 @@ ps_status ps_plan_alloc(const ps_model *m, int64_t gbs, int64_t mbs, int pp, int
     return PS_OK;
 }
 
+/* The layers [*lo, *hi) between the embedding and the head: what ps_plan_uniform splits evenly. */
+static void uniform_blocks(const ps_model *m, int64_t *lo, int64_t *hi)
+{
+    int64_t n = m->n_layers;
+    *lo = 0;
+    *hi = n;
+    while (*lo < n && is_prefix_layer(m->layers[*lo].kind)) ++*lo;
+    while (*hi > *lo && is_suffix_layer(m->layers[*hi - 1].kind)) --*hi;
+}
+
+bool ps_plan_uniform_ok(const ps_model *m, int pp, int vpp)
+{
+    int64_t lo, hi;
+    if (pp < 1 || vpp < 1) return false;
+    uniform_blocks(m, &lo, &hi);
+    return hi - lo >= (int64_t)pp * vpp;
+}
+
 ps_status ps_plan_uniform(const ps_model *m, int64_t gbs, int64_t mbs, int pp, int vpp, const char *schedule,
                           const ps_strategy *s, ps_plan *out)
 {
     memset(out, 0, sizeof *out);
     PS_CHECK_INPUT(pp >= 1 && vpp >= 1, "pipeline degree and chunks must be >= 1 (pp %d, vpp %d)", pp, vpp);
-    int64_t n = m->n_layers, lo = 0, hi = n;
-    while (lo < n && is_prefix_layer(m->layers[lo].kind)) lo++;
-    while (hi > lo && is_suffix_layer(m->layers[hi - 1].kind)) hi--;
+    int64_t lo, hi;
+    uniform_blocks(m, &lo, &hi);
     int64_t stages = (int64_t)pp * vpp, blocks = hi - lo;
     if (blocks < stages)
         return PS_FAIL(PS_ERR_INPUT, "%s has %lld transformer layers, fewer than the %lld pipeline stages (pp %d x "

@@ -89,6 +89,10 @@ typedef struct {
  * embedding, the last the head; the remainder goes to the later stages). */
 ps_status ps_plan_uniform(const ps_model *m, int64_t gbs, int64_t mbs, int pp, int vpp, const char *schedule,
                           const ps_strategy *s, ps_plan *out);
+/* Whether ps_plan_uniform can split m over pp x vpp stages (pp, vpp >= 1, and a transformer layer per stage at
+ * least), without side effects: a caller that tries many shapes checks this first, so that a failure of
+ * ps_plan_uniform is a real one. */
+bool ps_plan_uniform_ok(const ps_model *m, int pp, int vpp);
 /* A plan with room for its cuts and per-layer strategies (all set to *s), cuts left for the caller to fill:
  * for partitions given explicitly (plan.json, the search). */
 ps_status ps_plan_alloc(const ps_model *m, int64_t gbs, int64_t mbs, int pp, int vpp, const char *schedule,

@@ -1,6 +1,6 @@
 /* Baselines: the plans people pick without a search, costed with the same model as the search, so every table shows
- * what the search gained. The even-split baseline comes out of the search itself (ps_search_result.base[PS_BASE_EVEN]); this file
- * computes the three that follow a rule:
+ * what the search gained. The even-split baseline comes out of the search itself (ps_search_result.base[PS_BASE_EVEN]);
+ * this file computes the three that follow a rule:
  *  - Megatron heuristic: TP inside a node, the smallest TP x PP that fits, an even layer split, 1F1B, sequence
  *    parallelism with TP (Megatron-LM's recommended setting), no ZeRO; recompute none, selective or full and the
  *    micro-batch size are then picked for speed, as a user tuning those two flags would (Narayanan et al., SC'21,
@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ps_search.h"
+#include "search_internal.h"
 
 static const char *const k_names[PS_BASE_COUNT] = {"megatron", "dp-only", "zero3-only", "even-split"};
 static const char *const k_desc[PS_BASE_COUNT] = {
@@ -33,21 +34,18 @@ typedef struct {
     int64_t tried;
 } base_acc;
 
-/* Cost one uniform plan; keep it when it fits and beats the current best. Divisibility failures are not errors. */
+/* Cost one uniform plan; keep it when it fits and beats the current best. A shape the model cannot take (too few
+ * layers for pp stages, a layer tp does not divide) is skipped: try_layout sets the batch, micro-batch and degrees so
+ * that these are the only rules of ps_plan_check such a plan can break, so any failure after them is a real one. */
 static ps_status try_plan(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c, int objective,
                           int64_t gbs, int64_t mbs, int pp, const ps_strategy *s, int64_t index, base_acc *acc)
 {
+    if (!ps_plan_uniform_ok(m, pp, 1)) return PS_OK;
+    for (int64_t l = 0; l < m->n_layers; l++)
+        if (!ps_search_layer_allows(&m->layers[l], s)) return PS_OK;
     ps_search_cand cand = {.index = index};
-    if (ps_plan_uniform(m, gbs, mbs, pp, 1, "1f1b", s, &cand.plan) != PS_OK) {
-        ps_error_clear();
-        return PS_OK;
-    }
+    PS_TRY(ps_plan_uniform(m, gbs, mbs, pp, 1, "1f1b", s, &cand.plan));
     ps_status st = ps_plan_check(&cand.plan, m, c);
-    if (st == PS_ERR_INPUT) {
-        ps_error_clear();
-        ps_plan_free(&cand.plan);
-        return PS_OK;
-    }
     if (st == PS_OK) st = ps_cost_plan(cp, m, c, &cand.plan, &cand.pred);
     if (st != PS_OK) {
         ps_plan_free(&cand.plan);
@@ -121,7 +119,7 @@ ps_status ps_search_baseline(const ps_cost_params *cp, const ps_model *m, const 
             for (int tp = 1; tp <= max_tp && tp <= node && st == PS_OK; tp++) {
                 if (prod % tp || node % tp) continue;
                 int64_t pp = prod / tp;
-                if (pp > m->n_layers || pp > 4096) continue;
+                if (pp > m->n_layers || pp > PS_SEARCH_MAX_PP) continue;
                 st = try_layout(cp, m, c, o, tp, (int)pp, 0, true, &index, &acc);
             }
         }

@@ -1,10 +1,10 @@
-/* The layer DP and the partition DP (see ps_kernels.h). Workspaces grow geometrically and are reused, so a search
+/* The layer DP and the partition DP (see kernels_internal.h). Workspaces grow geometrically and are reused, so a search
  * loop stops allocating after its first few calls. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ps_kernels.h"
+#include "kernels_internal.h"
 
 /* ---- layer DP ------------------------------------------------------------------------------------------------- */
 

@@ -38,6 +38,11 @@ typedef struct {
 
 void ps_search_opts_default(ps_search_opts *o);
 
+/* The largest pipeline degree the search and the baselines take. Every stage holds at least one transformer layer
+ * and the largest models here have a few hundred, so a degree above this is a wrong input, not a plan; the search's
+ * workspaces are sized by the unit's degree, not by this. */
+#define PS_SEARCH_MAX_PP 4096
+
 typedef struct {
     ps_plan plan;
     ps_prediction pred;

@@ -1,12 +1,15 @@
-/* The search driver. For every (global batch, pipeline degree, schedule, micro-batch count) it
+/* The search driver (docs/search.md). For every (global batch, pipeline degree, schedule, micro-batch count) unit,
+ * search_unit
  *   1. costs each distinct layer under every strategy of the stage width (tp x dp = GPUs / pp; ZeRO 0-3;
- *      recompute none/selective/full; sequence parallelism with tp > 1),
- *   2. builds the stage table C[k][i][j]: the fastest single strategy for layers [i, j) on stage k whose memory
- *      (static + in-flight activations from the schedule + transient + reserve) fits the stage's GPUs,
- *   3. runs the partition DP (AMP Eq. 5 objective) over the cut points,
- *   4. refines every stage with the per-layer DP (Galvatron-BMW Sec. IV-A) under the stage's memory budget,
- *   5. costs the resulting plans with the full cost model (schedule simulation) and keeps the top k.
- * Chunked schedules (interleaved, V-shapes) keep Megatron's even split and search one strategy for all layers.
+ *      recompute none/selective/full; sequence parallelism with tp > 1): layer_tables_build,
+ *   2. for chunked schedules (interleaved, V-shapes), which keep Megatron's even split and one strategy for all
+ *      layers, checks and costs those plans: search_chunked; otherwise
+ *   3. builds the stage table C[k][i][j]: the fastest single strategy for layers [i, j) on stage k whose memory
+ *      (static + in-flight activations from the schedule + transient + reserve) fits the stage's GPUs:
+ *      stage_tables_build,
+ *   4. runs the partition DPs (AMP Eq. 5 objective) over the cut points, refines every stage with the per-layer DP
+ *      (Galvatron-BMW Sec. IV-A) under the stage's memory budget, and costs the resulting plans with the full cost
+ *      model (schedule simulation), keeping the top k: search_partitions.
  * The DP objectives are proxies; the ranking uses ps_cost_plan only, so every reported number is the cost model's. */
 #include <math.h>
 #include <stdlib.h>
@@ -16,9 +19,10 @@
 #include <omp.h>
 #endif
 
-#include "ps_kernels.h"
+#include "kernels_internal.h"
 #include "ps_schedules.h"
 #include "ps_search.h"
+#include "search_internal.h"
 
 void ps_search_opts_default(ps_search_opts *o)
 {
@@ -113,8 +117,14 @@ void ps_search_result_free(ps_search_result *r)
 typedef struct {
     int64_t gbs, micro; /* micro-batches */
     int pp, vpp;
-    const char *sched;
+    int kind;           /* schedule kind (schedules/: ps_sched_kind_name gives its name) */
 } outer;
+
+/* Schedule kinds one job tries: a list naming each kind of schedules/ once fits (it has 10); names past this are
+ * dropped, as repeating a kind only repeats units. */
+#define PS_SEARCH_MAX_KINDS 32
+/* Pipeline degrees listed: every divisor of the GPU count. A count below 2^31 has at most 1600 divisors. */
+#define PS_SEARCH_MAX_DIVISORS 4096
 
 /* The job: the units, and the pruning floors shared by its threads and (through the source) ranks. */
 struct ps_search_job {
@@ -122,7 +132,7 @@ struct ps_search_job {
     const ps_model *m;
     const ps_cluster *c;
     ps_search_opts o;
-    const char *kinds[32];
+    int kinds[PS_SEARCH_MAX_KINDS];
     outer *units;
     int64_t n;
     double *work;
@@ -150,7 +160,8 @@ typedef struct {
 
 /* Every strategy of one stage width, grouped by layout; lay_rep[l] is a strategy of layout l (what resharding and
  * overlap depend on). Overlapped TP (Oases) joins when `overlap` is set: cross-pass with every recomputation, and
- * oases with full recomputation, for tp > 1 without SP and at least two samples per replica to split. */
+ * oases with full recomputation, for tp > 1 without SP and at least two samples per replica to split. out == NULL:
+ * only count them (and the layouts). */
 static int build_strategies(int64_t width, int max_tp, int64_t global_mb, int64_t mbs_max, int overlap, strat *out,
                             int cap, int *n_layouts, ps_strategy *lay_rep)
 {
@@ -164,15 +175,19 @@ static int build_strategies(int64_t width, int max_tp, int64_t global_mb, int64_
         /* variants: 0 plain, 1 SP, 2 overlapped */
         for (int v = 0; v <= (tp > 1 ? 1 + can_ov : 0); v++) {
             bool first = true;
-            for (int ov = v == 2 ? PS_OVERLAP_CROSS : PS_OVERLAP_NONE; ov <= (v == 2 ? PS_OVERLAP_OASES : PS_OVERLAP_NONE);
-                 ov++)
+            int ov_lo = v == 2 ? PS_OVERLAP_CROSS : PS_OVERLAP_NONE;
+            int ov_hi = v == 2 ? PS_OVERLAP_OASES : PS_OVERLAP_NONE;
+            for (int ov = ov_lo; ov <= ov_hi; ov++)
                 for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
                     for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL && n < cap; rc++) {
                         if (ov == PS_OVERLAP_OASES && rc != PS_RECOMP_FULL) continue;
-                        out[n].s = (ps_strategy){.tp = (int)tp, .dp = (int)dp, .zero = zero,
-                                                 .ckpt = (ps_recompute)rc, .sp = v == 1, .overlap = (ps_overlap)ov};
-                        out[n].layout = lay;
-                        if (first) lay_rep[lay] = out[n].s;
+                        if (out) {
+                            out[n].s = (ps_strategy){.tp = (int)tp, .dp = (int)dp, .zero = zero,
+                                                     .ckpt = (ps_recompute)rc, .sp = v == 1,
+                                                     .overlap = (ps_overlap)ov};
+                            out[n].layout = lay;
+                            if (first) lay_rep[lay] = out[n].s;
+                        }
                         first = false;
                         n++;
                     }
@@ -183,8 +198,7 @@ static int build_strategies(int64_t width, int max_tp, int64_t global_mb, int64_
     return n;
 }
 
-/* The divisibility rules of ps_plan_check, per layer, so the DPs never pick a strategy the plan check refuses. */
-static bool layer_allows(const ps_layer *l, const ps_strategy *s)
+bool ps_search_layer_allows(const ps_layer *l, const ps_strategy *s)
 {
     int t = s->tp;
     if (t == 1) return true;
@@ -193,6 +207,13 @@ static bool layer_allows(const ps_layer *l, const ps_strategy *s)
     if (l->ffn_hidden && l->ffn_hidden % t) return false;
     if (l->vocab && l->vocab % t) return false;
     if (s->sp && l->seq % t) return false;
+    return true;
+}
+
+static bool model_allows(const ps_model *m, const ps_strategy *s)
+{
+    for (int64_t l = 0; l < m->n_layers; l++)
+        if (!ps_search_layer_allows(&m->layers[l], s)) return false;
     return true;
 }
 
@@ -219,8 +240,8 @@ enum { EV_TOP = 1, EV_EVEN = 2 };
  * order serves many units (the same kind, pp and micro-batch count recur for every batch of a sweep), so a worker
  * keeps the shapes of recent orders instead of generating them again. */
 typedef struct {
-    const char *kind; /* NULL: empty slot */
-    int K, v;
+    bool whole;       /* false: an empty slot, or one being filled */
+    int kind, K, v;
     int64_t micro;
     bool too_many;    /* a device has more than PS_SEARCH_PEAK_POINTS - 1 points: no check ahead for this order */
     int *off, *stage_dev, *dev_stage, *pts; /* [K + 1], [K v], [K v], [off[K] v], in one buffer */
@@ -231,57 +252,106 @@ typedef struct {
 /* Direct-mapped by (kind, K, micro-batches, v). */
 #define PS_SEARCH_SHAPES 2048
 
-/* ---- per-candidate work ---- */
-/* The sums of a stage table row after some layers (search_outer step 2). */
+/* ---- a worker: layer tables, scratch, caches and results ---- */
+/* The layer tables of a unit (search step 1): for stage group g, layer l and strategy s, entry e = (g L + l) S + s of
+ * every column below. Each column is its own contiguous [G][L][S] array, as the stage-table walk and the layer DP
+ * read a few columns along a row; this list is the only place a column is written down: its storage, growth, copy
+ * for a repeated layer, value where the layer does not allow the strategy (ps_search_layer_allows), and value from the
+ * layer's cost (lc: ps_layer_cost, sv: the strategy, micro: micro-batches). */
+#define PS_LAYER_COLUMNS(X)                                                                                            \
+    /* seconds per micro-batch; the once-per-iteration DP sync spread over the micro-batches, so the DP sees that    \
+     * ZeRO stages and wide DP cost something. Overlapped TP: the time inside a run of overlapped layers, its ends'  \
+     * exposure apart (ex) */                                                                                        \
+    X(t, INFINITY, lc.fwd_run + lc.bwd_b_run + lc.bwd_w + lc.dp_sync / micro)                                          \
+    /* static bytes: parameters, gradients and optimizer states */                                                   \
+    X(st, 0, lc.mem_params + lc.mem_grads + lc.mem_optim)                                                            \
+    /* activation bytes of one micro-batch in flight */                                                              \
+    X(act, 0, lc.mem_act)                                                                                            \
+    /* transient bytes */                                                                                            \
+    X(tmp, 0, lc.mem_temp)                                                                                           \
+    /* what an overlapped layer adds when it starts or ends a run: its first computation and last collective,        \
+     * exposed (0 for plain TP) */                                                                                   \
+    X(ex, 0, fmax(0, lc.fwd + lc.bwd_b - lc.fwd_run - lc.bwd_b_run))                                                 \
+    /* the layer's DP synchronisation per iteration and its backward per micro-batch: the stage tables charge the    \
+     * part of a stage's synchronisation its last backward does not hide */                                          \
+    X(sy, 0, lc.dp_sync)                                                                                             \
+    X(bw, 0, lc.bwd_b + lc.bwd_w)                                                                                    \
+    /* a lower bound on the layer's fwd + bwd_b + bwd_w per micro-batch in any plan (exact for plain TP; the         \
+     * computation alone for overlapped TP, whose collectives may all hide) */                                       \
+    X(fb, INFINITY,                                                                                                  \
+      sv->overlap != PS_OVERLAP_NONE ? lc.comp_fwd + lc.comp_bwd_b + lc.bwd_w : lc.fwd + lc.bwd_b + lc.bwd_w)
+
+typedef struct {
+#define X(col, none, value) double *col;
+    PS_LAYER_COLUMNS(X)
+#undef X
+    size_t cap;     /* entries of every column */
+    double *lmin;   /* [2][G][L] fastest fb of any strategy of the layer, then the fastest fb less its bwd_w (a lower
+                       bound on its F + B passes, without W): the lower bounds (ps_search_pipeline_lb) */
+    size_t cap_lmin;
+    /* The tables depend on (batch, pipeline degree, micro-batches) alone, not on the schedule: the schedules of one
+     * such triple are neighbouring units (ps_search_job_create), so the tables a worker holds often serve. */
+    bool valid;     /* whole, for this key */
+    int64_t gbs, micro;
+    int pp;
+} layer_tables;
+
+/* The sums of a stage table row after some layers (search step 3). */
 typedef struct {
     double tt, sm, am, tm, exm, sync, bwd;
     int64_t blocks;
 } stage_acc;
 
+/* A unit's scratch: nothing in it outlives the unit that wrote it. Every buffer is sized by the unit that needs it
+ * and grows geometrically through SCRATCH (ps_grow: realloc, which moves a large block's pages without touching
+ * them; dropping the contents with free + malloc instead faulted 650 more pages on bench_search's case (a), as the
+ * allocator then hands large blocks back and maps them again). scratch_free releases them all. A buffer is one line
+ * here: X(element type, name) [size]. */
+#define SCRATCH_BUFFERS(X)                                                                                             \
+    X(strat, S)              /* [S] the unit's strategies */                                                         \
+    X(ps_strategy, lay_rep)  /* [layouts] a strategy of each layout */                                               \
+    X(double, cap_mem)       /* [G] the least GPU memory of a stage group */                                          \
+    X(double, inflight)      /* [K] micro-batches in flight on stage k (its order's first peak point) */              \
+    X(int, ks)               /* [K] stage tables: the stages that share a row's sums */                               \
+    X(bool, live)            /* [K] ... and whose budget those sums still fit */                                      \
+    X(stage_acc, snap)       /* [S][L+1] the sums of a run's first stage-table row after n layers */                  \
+    X(int64_t, snap_n)       /* [S] how many layers that row got through (alive) */                                   \
+    X(double, C)             /* [K][L+1][L+1] fastest time of a fitting single strategy per stage */                  \
+    X(int, Carg)             /* ... the strategy reaching it */                                                       \
+    X(double, Cm)            /* [K][L+1][L+1] lowest memory of a fitting single strategy per stage */                 \
+    X(int, Cmarg)            /* ... the strategy reaching it */                                                       \
+    X(int64_t, parts)        /* [4][K+1] partitions of one unit */                                                    \
+    X(double, dmem)          /* chunked plans' memory check: [K] static, [K] transient per device, [K x vpp]          \
+                                activation per stage; the pipeline bound of a partition: [K] F + B per stage */       \
+    X(double, ltime)         /* [L x S] layer DP inputs: time */                                                      \
+    X(int64_t, lmem)         /* [L x S] ... memory in quanta */                                                       \
+    X(int, choice)           /* [L] ... its answer */                                                                 \
+    X(int64_t, rows)         /* [L] refine: a stage's distinct layers */                                              \
+    X(int, keep)             /* [S] refine: the strategies no other of their layout dominates */                      \
+    X(int, lay)              /* [S] ... their layouts, numbered among the layouts used */                             \
+    X(double, resh)          /* [layouts^2] ... resharding between the layouts used */
+
 typedef struct {
-    const struct ps_search_job *job; /* the floors shared with the other threads and ranks */
-    ps_ldp_ws *ldp;
-    ps_pdp_ws *pdp;
-    ps_sched *sched;
-    /* per stage-group tables: [K][L][S] */
-    double *t, *st, *act, *tmp;
-    size_t cap_t, cap_st, cap_act, cap_tmp;
-    bool tab_valid;  /* the layer tables below (t .. lmin) are whole, for this (batch, pp, micro-batches) */
-    int64_t tab_gbs, tab_micro;
-    int tab_pp;
-    double *sy, *bw; /* [G][L][S] the layer's DP synchronisation per iteration and its backward per micro-batch: the
-                        stage tables charge the part of a stage's synchronisation its last backward does not hide */
-    size_t cap_sy, cap_bw;
-    stage_acc *snap;     /* [S][L+1] the sums of a run's first stage-table row after n layers */
-    int64_t *snap_n;     /* [S] how many layers that row got through (alive) */
-    size_t cap_snap, cap_snap_n;
-    double *ex;      /* [G][L][S] what an overlapped layer adds when it starts or ends a run: its first computation
-                        and last collective, exposed (0 for plain TP) */
-    size_t cap_ex;
-    double *fb;      /* [G][L][S] a lower bound on the layer's fwd + bwd_b + bwd_w per micro-batch in any plan (exact
-                        for plain TP; the computation alone for overlapped TP, whose collectives may all hide) */
-    double *lmin;    /* [2][G][L] fastest fb of any strategy of the layer, then the fastest fb less its bwd_w (a
-                        lower bound on its F + B passes, without W): the lower bounds (ps_search_pipeline_lb) */
-    size_t cap_fb, cap_lmin;
-    double *C, *Cm;  /* [K][L+1][L+1] fastest time / lowest memory of a fitting single strategy per stage */
-    int *Carg, *Cmarg; /* the strategy reaching it */
-    size_t cap_C, cap_Carg, cap_Cm, cap_Cmarg;
-    int64_t *parts;  /* partitions of one candidate */
-    size_t cap_parts;
-    order_shape shapes[PS_SEARCH_SHAPES]; /* of recent orders (order_shape_get) */
-    double *dmem;    /* chunked plans' memory check: [K] static, [K] transient per device, [K x vpp] activation per
-                        stage; the pipeline bound of a partition: [K] F + B per stage */
-    size_t cap_dmem;
-    int even_K;      /* the even split last computed (0: none), whether it exists, and its cuts */
-    bool even_ok;
-    int64_t *even_cuts;
-    size_t cap_even_cuts;
-    double *ltime;   /* layer DP inputs [L*S] */
-    int64_t *lmem;
-    int *choice;
-    int64_t *rows; /* refine: a stage's distinct layers */
-    size_t cap_ltime, cap_lmem, cap_choice, cap_rows;
-    /* results of this thread */
+#define X(type, name) type *name;
+    SCRATCH_BUFFERS(X)
+#undef X
+#define X(type, name) size_t cap_##name;
+    SCRATCH_BUFFERS(X)
+#undef X
+} scratch;
+
+/* Room for n elements of scratch buffer `name` of worker w. */
+#define SCRATCH(w, name, n) ps_grow((void **)&(w)->sc.name, &(w)->sc.cap_##name, (n), sizeof *(w)->sc.name)
+
+static void scratch_free(scratch *s)
+{
+#define X(type, name) free(s->name);
+    SCRATCH_BUFFERS(X)
+#undef X
+}
+
+/* What a worker found: its top k, its best even split, the counters and the closest miss, and its first error. */
+typedef struct {
     ps_search_cand *top;
     int n_top;
     ps_search_cand even; /* best plan with an even split (a baseline) */
@@ -291,29 +361,45 @@ typedef struct {
     double min_over;       /* smallest (peak - capacity) of the plans that did not fit */
     int min_over_bound;    /* min_over is a lower bound only (ps_search_result) */
     int64_t min_over_unit; /* its work unit */
-    int64_t unit;          /* the work unit being searched */
     char min_over_msg[320];
     ps_status st_err;
     int64_t err_index;
     char err_msg[512];
+} worker_results;
+
+typedef struct {
+    const struct ps_search_job *job; /* the floors shared with the other threads and ranks */
+    ps_ldp_ws *ldp;
+    ps_pdp_ws *pdp;
+    ps_sched *sched;
+    layer_tables lt;
+    scratch sc;
+    /* caches across units */
+    order_shape *shapes;   /* [PS_SEARCH_SHAPES] of recent orders (order_shape_get), allocated on first use */
+    int even_K;            /* the even split last computed (0: none), whether it exists, and its cuts */
+    bool even_ok;
+    int64_t *even_cuts;
+    size_t cap_even_cuts;
+    int64_t unit; /* the work unit being searched (the tie-break of note_over) */
+    worker_results r;
 } worker;
 
 /* Keep the top k of this worker, ordered by ps_search_cand_order. Takes ownership of *c. */
-static void offer(worker *w, int k, int objective, ps_search_cand *c)
+static void offer(worker_results *r, int k, int objective, ps_search_cand *c)
 {
-    int pos = w->n_top;
-    while (pos > 0 && ps_search_cand_order(c, &w->top[pos - 1], objective) < 0) pos--;
+    int pos = r->n_top;
+    while (pos > 0 && ps_search_cand_order(c, &r->top[pos - 1], objective) < 0) pos--;
     if (pos >= k) {
         cand_free(c);
         return;
     }
-    if (w->n_top == k) {
-        cand_free(&w->top[k - 1]);
-        w->n_top--;
+    if (r->n_top == k) {
+        cand_free(&r->top[k - 1]);
+        r->n_top--;
     }
-    memmove(&w->top[pos + 1], &w->top[pos], (size_t)(w->n_top - pos) * sizeof *w->top);
-    w->top[pos] = *c;
-    w->n_top++;
+    memmove(&r->top[pos + 1], &r->top[pos], (size_t)(r->n_top - pos) * sizeof *r->top);
+    r->top[pos] = *c;
+    r->n_top++;
 }
 
 static ps_status cand_clone(const ps_search_cand *a, int64_t n_layers, ps_search_cand *b)
@@ -345,19 +431,19 @@ static void note_over(worker *w, int pp, const ps_strategy *s, int stage, double
 {
     double over = peak - cap;
     int bound = stage < 0;
-    if (!ps_search_over_less(over, bound, w->unit, w->min_over, w->min_over_bound, w->min_over_unit)) return;
-    w->min_over = over;
-    w->min_over_bound = bound;
-    w->min_over_unit = w->unit;
-    int n = snprintf(w->min_over_msg, sizeof w->min_over_msg,
+    if (!ps_search_over_less(over, bound, w->unit, w->r.min_over, w->r.min_over_bound, w->r.min_over_unit)) return;
+    w->r.min_over = over;
+    w->r.min_over_bound = bound;
+    w->r.min_over_unit = w->unit;
+    int n = snprintf(w->r.min_over_msg, sizeof w->r.min_over_msg,
                      "the lightest plan tried (pp %d, tp %d x dp %d, ZeRO %d, recompute %s) needs ", pp, s->tp, s->dp,
                      s->zero, ps_recompute_name(s->ckpt));
-    if (n < 0 || (size_t)n >= sizeof w->min_over_msg) return;
+    if (n < 0 || (size_t)n >= sizeof w->r.min_over_msg) return;
     if (stage >= 0)
-        snprintf(w->min_over_msg + n, sizeof w->min_over_msg - (size_t)n,
+        snprintf(w->r.min_over_msg + n, sizeof w->r.min_over_msg - (size_t)n,
                  "%.1f GiB on stage %d; its GPUs have %.1f GiB", peak / 1073741824.0, stage, cap / 1073741824.0);
     else
-        snprintf(w->min_over_msg + n, sizeof w->min_over_msg - (size_t)n,
+        snprintf(w->r.min_over_msg + n, sizeof w->r.min_over_msg - (size_t)n,
                  "at least %.1f GiB per GPU for weights, gradients and optimizer states; its GPUs have %.1f GiB",
                  peak / 1073741824.0, cap / 1073741824.0);
 }
@@ -373,7 +459,7 @@ static ps_status evaluate(worker *w, const ps_cost_params *cp, const ps_model *m
         ps_plan_free(&cand.plan);
         return st;
     }
-    w->evaluated++;
+    w->r.evaluated++;
     if (!cand.pred.fits) {
         /* a plan is as far from fitting as its worst stage */
         int ws_ = ps_prediction_worst_stage(&cand.pred);
@@ -382,8 +468,8 @@ static ps_status evaluate(worker *w, const ps_cost_params *cp, const ps_model *m
         cand_free(&cand);
         return PS_OK;
     }
-    w->feasible++;
-    if ((where & EV_EVEN) && (!w->have_even || ps_search_cand_order(&cand, &w->even, o->objective) < 0)) {
+    w->r.feasible++;
+    if ((where & EV_EVEN) && (!w->r.have_even || ps_search_cand_order(&cand, &w->r.even, o->objective) < 0)) {
         ps_search_cand copy;
         if (where & EV_TOP) {
             ps_status cst = cand_clone(&cand, m->n_layers, &copy);
@@ -394,17 +480,18 @@ static ps_status evaluate(worker *w, const ps_cost_params *cp, const ps_model *m
         } else {
             copy = cand;
         }
-        if (w->have_even) cand_free(&w->even);
-        w->even = copy;
-        w->have_even = 1;
+        if (w->r.have_even) cand_free(&w->r.even);
+        w->r.even = copy;
+        w->r.have_even = 1;
         if (!(where & EV_TOP)) return PS_OK;
     } else if (!(where & EV_TOP)) {
         cand_free(&cand);
         return PS_OK;
     }
-    offer(w, o->top_k, o->objective, &cand);
+    offer(&w->r, o->top_k, o->objective, &cand);
     return PS_OK;
 }
+
 
 /* All stage groups see the same GPUs and links when the cluster is one node group and a stage fills whole nodes or
  * sits inside one: then the layer tables of stage 0 serve every stage. */
@@ -455,44 +542,51 @@ static bool prunable(const worker *w, const ps_search_opts *o, int64_t gbs, doub
     double ub = (double)gbs / (t_lb * (1 - 1e-9));
     if (where & EV_TOP) {
         double f = job_floor(w->job, 0);
-        if (w->n_top >= o->top_k) f = fmax(f, w->top[o->top_k - 1].pred.samples_per_s);
+        if (w->r.n_top >= o->top_k) f = fmax(f, w->r.top[o->top_k - 1].pred.samples_per_s);
         if (!(ub < f)) return false;
     }
     if (where & EV_EVEN) {
         double f = job_floor(w->job, 1);
-        if (w->have_even) f = fmax(f, w->even.pred.samples_per_s);
+        if (w->r.have_even) f = fmax(f, w->r.even.pred.samples_per_s);
         if (!(ub < f)) return false;
     }
     return true;
 }
 
-/* What the per-partition steps need of search_outer's tables. */
+/* One unit's problem, as the steps of search_unit share it. */
 typedef struct {
-    const strat *S;
+    const ps_cost_params *cp;
+    const ps_model *m;
+    const ps_cluster *c;
+    const ps_search_opts *o;
+    const outer *oc;
+    int64_t index;            /* the unit's position in the enumeration */
+    const char *sched;        /* its schedule kind's name: what plans and schedules/ take */
+    const strat *S;           /* its strategies (scratch S) */
     int nS, n_layouts;
     const ps_strategy *lay_rep;
-    const double *inflight, *cap_mem;
-    bool uni;
-    size_t LS;
-    int64_t width, global_mb, micro;
-    int K;
-    size_t N;
-} stage_ctx;
+    int64_t L, width, global_mb, micro;
+    int K, G;                 /* stages, and stage groups with their own layer tables (1 when uni) */
+    bool uni;                 /* every stage sees the same GPUs and links (uniform_placement) */
+    size_t LS, N;             /* L x S: one group's layer table; L + 1: the side of a stage table */
+    const double *cap_mem;    /* [G] (scratch cap_mem) */
+    const double *inflight;   /* [K] (scratch inflight), from the stage tables on */
+} unit_ctx;
 
 /* Megatron's even split over K stages (ps_plan_uniform's rule). False when the model has too few layers. It depends on
  * K alone, so each worker keeps the last one instead of building a plan per candidate. */
 static ps_status even_cuts(worker *w, const ps_model *m, int K, int64_t *cuts, bool *ok)
 {
     if (w->even_K != K) {
-        ps_plan u;
         ps_strategy s1 = {.tp = 1, .dp = 1};
+        w->even_K = 0; /* until the cuts are whole */
         PS_TRY(ps_grow((void **)&w->even_cuts, &w->cap_even_cuts, (size_t)K + 1, sizeof(int64_t)));
-        w->even_ok = ps_plan_uniform(m, 1, 1, K, 1, "1f1b", &s1, &u) == PS_OK;
+        w->even_ok = ps_plan_uniform_ok(m, K, 1);
         if (w->even_ok) {
+            ps_plan u;
+            PS_TRY(ps_plan_uniform(m, 1, 1, K, 1, "1f1b", &s1, &u));
             memcpy(w->even_cuts, u.cuts, ((size_t)K + 1) * sizeof *cuts);
             ps_plan_free(&u);
-        } else {
-            ps_error_clear();
         }
         w->even_K = K;
     }
@@ -509,10 +603,9 @@ static bool partition_fits(const double *C, int K, size_t N, const int64_t *cuts
 }
 
 /* The plan of a partition with each stage's strategy from a stage table's argmin. */
-static ps_status plan_from_cuts(const stage_ctx *x, const ps_model *m, const outer *oc, const int64_t *cuts,
-                                const int *arg, ps_plan *plan)
+static ps_status plan_from_cuts(const unit_ctx *x, const int64_t *cuts, const int *arg, ps_plan *plan)
 {
-    PS_TRY(ps_plan_alloc(m, oc->gbs, 1, x->K, 1, oc->sched, &x->S[0].s, plan));
+    PS_TRY(ps_plan_alloc(x->m, x->oc->gbs, 1, x->K, 1, x->sched, &x->S[0].s, plan));
     for (int k = 0; k < x->K; k++) {
         plan->cuts[k + 1] = cuts[k + 1];
         int s = arg[((size_t)k * x->N + (size_t)cuts[k]) * x->N + (size_t)cuts[k + 1]];
@@ -524,35 +617,41 @@ static ps_status plan_from_cuts(const stage_ctx *x, const ps_model *m, const out
 
 /* Galvatron-BMW Sec. IV-A: one strategy per layer of each stage, fastest under the stage's memory budget, with
  * resharding between layouts. *changed tells whether any layer differs from `plan`. */
-static ps_status refine(worker *w, const stage_ctx *x, const ps_cost_params *cp, const ps_model *m,
-                        const ps_cluster *c, const ps_search_opts *o, const ps_plan *plan, ps_plan *ref,
-                        bool *changed)
+static ps_status refine(worker *w, const unit_ctx *x, const ps_plan *plan, ps_plan *ref, bool *changed)
 {
+    const ps_cost_params *cp = x->cp;
+    const ps_model *m = x->m;
     int K = x->K, nS = x->nS, n_layouts = x->n_layouts;
     size_t LS = x->LS;
     int64_t L = m->n_layers;
+    const layer_tables *lt = &w->lt;
     *changed = false;
     PS_TRY(ps_plan_alloc(m, plan->gbs, plan->mbs, K, 1, plan->schedule, &x->S[0].s, ref));
     memcpy(ref->cuts, plan->cuts, ((size_t)K + 1) * sizeof *ref->cuts);
     memcpy(ref->layer, plan->layer, (size_t)L * sizeof *ref->layer);
-    PS_TRY(ps_grow((void **)&w->ltime, &w->cap_ltime, LS, sizeof(double)));
-    PS_TRY(ps_grow((void **)&w->lmem, &w->cap_lmem, LS, sizeof(int64_t)));
-    PS_TRY(ps_grow((void **)&w->choice, &w->cap_choice, (size_t)L, sizeof(int)));
-    PS_TRY(ps_grow((void **)&w->rows, &w->cap_rows, (size_t)L, sizeof(int64_t)));
+    PS_TRY(SCRATCH(w, ltime, LS));
+    PS_TRY(SCRATCH(w, lmem, LS));
+    PS_TRY(SCRATCH(w, choice, (size_t)L));
+    PS_TRY(SCRATCH(w, rows, (size_t)L));
+    PS_TRY(SCRATCH(w, keep, (size_t)nS));
+    PS_TRY(SCRATCH(w, lay, (size_t)nS));
+    PS_TRY(SCRATCH(w, resh, (size_t)n_layouts * (size_t)n_layouts));
+    int *keep = w->sc.keep, *lay = w->sc.lay;
+    double *resh = w->sc.resh;
     for (int k = 0; k < K; k++) {
         int g = x->uni ? 0 : k;
         int64_t a = plan->cuts[k], b = plan->cuts[k + 1], n = b - a;
         double f = x->inflight[k], tmax = 0;
         for (int64_t l = a; l < b; l++)
-            for (int s = 0; s < nS; s++) tmax = fmax(tmax, w->tmp[(size_t)g * LS + (size_t)l * nS + (size_t)s]);
-        double budget = x->cap_mem[g] - cp->reserve_bytes - tmax, q = x->cap_mem[g] / o->quanta;
+            for (int s = 0; s < nS; s++) tmax = fmax(tmax, lt->tmp[(size_t)g * LS + (size_t)l * nS + (size_t)s]);
+        double budget = x->cap_mem[g] - cp->reserve_bytes - tmax, q = x->cap_mem[g] / x->o->quanta;
         if (budget <= 0) continue;
         /* Strategies dominated inside their layout (another is no slower and no heavier on every layer of the
          * stage; on a full tie the lower index stays) never improve the optimum: resharding depends only on the
          * layout. Galvatron-BMW's Takeaways prune by rule; this prunes by the numbers. Rows of identical layers are
          * checked once. Memory is rounded up to whole quanta and the budget down: the DP can only under-use. */
-        int keep[PS_SEARCH_MAX_STRATS], nk = 0;
-        int64_t *rows = w->rows, nrows = 0; /* the stage's distinct rows: a run of identical layers is one */
+        int nk = 0;
+        int64_t *rows = w->sc.rows, nrows = 0; /* the stage's distinct rows: a run of identical layers is one */
         for (int64_t l = a; l < b; l++)
             if (l == a || !ps_layer_equal(&m->layers[l], &m->layers[l - 1])) rows[nrows++] = l;
         for (int s = 0; s < nS; s++) {
@@ -562,9 +661,10 @@ static ps_status refine(worker *w, const stage_ctx *x, const ps_cost_params *cp,
                 bool no_worse = true, better = false;
                 for (int64_t r = 0; r < nrows && no_worse; r++) {
                     int64_t l = rows[r];
-                    size_t es = (size_t)g * LS + (size_t)l * nS + (size_t)s, eu = (size_t)g * LS + (size_t)l * nS + (size_t)u;
-                    double ts = w->t[es], tu = w->t[eu];
-                    double ms = ceil((w->st[es] + f * w->act[es]) / q), mu = ceil((w->st[eu] + f * w->act[eu]) / q);
+                    size_t es = (size_t)g * LS + (size_t)l * nS + (size_t)s;
+                    size_t eu = (size_t)g * LS + (size_t)l * nS + (size_t)u;
+                    double ts = lt->t[es], tu = lt->t[eu];
+                    double ms = ceil((lt->st[es] + f * lt->act[es]) / q), mu = ceil((lt->st[eu] + f * lt->act[eu]) / q);
                     if (tu > ts || mu > ms) no_worse = false;
                     else if (tu < ts || mu < ms) better = true;
                 }
@@ -575,18 +675,18 @@ static ps_status refine(worker *w, const stage_ctx *x, const ps_cost_params *cp,
         for (int64_t l = 0; l < n; l++)
             for (int i = 0; i < nk; i++) {
                 size_t e = (size_t)g * LS + (size_t)(a + l) * nS + (size_t)keep[i];
-                w->ltime[(size_t)l * nk + (size_t)i] = w->t[e];
-                w->lmem[(size_t)l * nk + (size_t)i] = (int64_t)ceil((w->st[e] + f * w->act[e]) / q);
+                w->sc.ltime[(size_t)l * nk + (size_t)i] = lt->t[e];
+                w->sc.lmem[(size_t)l * nk + (size_t)i] = (int64_t)ceil((lt->st[e] + f * lt->act[e]) / q);
             }
         /* Changing layout between layers: the resharding all-gather (ps_cost_reshard, Oases Eq. 4), and where an
          * overlapped run ends or starts, half of the exposure a run has at its two ends (the largest of the stage's
          * layers under that layout). The stage's own first and last run pay none here: ps_cost_plan ranks. */
-        double resh[PS_SEARCH_MAX_LAYOUTS * PS_SEARCH_MAX_LAYOUTS], exl[PS_SEARCH_MAX_LAYOUTS];
+        double exl[PS_SEARCH_MAX_LAYOUTS];
         for (int u = 0; u < n_layouts; u++) exl[u] = 0;
         for (int i = 0; i < nk; i++) {
             int u = x->S[keep[i]].layout;
             for (int64_t l = a; l < b; l++)
-                exl[u] = fmax(exl[u], w->ex[(size_t)g * LS + (size_t)l * nS + (size_t)keep[i]]);
+                exl[u] = fmax(exl[u], lt->ex[(size_t)g * LS + (size_t)l * nS + (size_t)keep[i]]);
         }
         const ps_layer *bl = &m->layers[a];
         /* only the layouts some kept strategy has: the DP's transitions cost layouts squared per memory level */
@@ -607,20 +707,20 @@ static ps_status refine(worker *w, const stage_ctx *x, const ps_cost_params *cp,
                     continue;
                 }
                 double rf, rb;
-                ps_cost_reshard(cp, c, bl, m->dtype, x->global_mb, &x->lay_rep[u], &x->lay_rep[v],
+                ps_cost_reshard(cp, x->c, bl, m->dtype, x->global_mb, &x->lay_rep[u], &x->lay_rep[v],
                                 (int64_t)g * x->width, &rf, &rb);
                 resh[i * nu + j] = rf + rb + (exl[u] + exl[v]) / 2;
             }
-        int lay[PS_SEARCH_MAX_STRATS];
         for (int i = 0; i < nk; i++) lay[i] = slot[x->S[keep[i]].layout];
-        ps_ldp_problem lp = {(int)n, nk, w->ltime, w->lmem, nu, lay, resh};
+        ps_ldp_problem lp = {(int)n, nk, w->sc.ltime, w->sc.lmem, nu, lay, resh};
         double best;
-        PS_TRY(ps_ldp_solve(w->ldp, &lp, (int64_t)floor(budget / q), &best, w->choice));
-        w->cells += (double)n * (double)(o->quanta + 1) * (double)nk;
+        PS_TRY(ps_ldp_solve(w->ldp, &lp, (int64_t)floor(budget / q), &best, w->sc.choice));
+        w->r.cells += (double)n * (double)(x->o->quanta + 1) * (double)nk;
         if (!isfinite(best)) continue;
-        for (int64_t l = 0; l < n; l++) w->choice[l] = keep[w->choice[l]];
+        int *choice = w->sc.choice;
+        for (int64_t l = 0; l < n; l++) choice[l] = keep[choice[l]];
         for (int64_t l = 0; l < n; l++) {
-            const ps_strategy *ns = &x->S[w->choice[l]].s;
+            const ps_strategy *ns = &x->S[choice[l]].s;
             if (!ps_strategy_equal(ns, &ref->layer[a + l])) *changed = true;
             ref->layer[a + l] = *ns;
         }
@@ -630,16 +730,16 @@ static ps_status refine(worker *w, const stage_ctx *x, const ps_cost_params *cp,
 }
 
 /* Cost a partition: its stage-wise plan, and its per-layer refinement when that changes anything. */
-static ps_status cost_partition(worker *w, const stage_ctx *x, const ps_cost_params *cp, const ps_model *m,
-                                const ps_cluster *c, const ps_search_opts *o, const outer *oc, const int64_t *cuts,
-                                int64_t index, int where)
+static ps_status cost_partition(worker *w, const unit_ctx *x, const int64_t *cuts, int64_t index, int where)
 {
+    const ps_model *m = x->m;
+    const ps_search_opts *o = x->o;
     /* the busiest stage's compute, and the pipeline bound of the stages' fastest F + B passes */
-    double busiest = 0, *u = w->dmem;
+    double busiest = 0, *u = w->sc.dmem;
     size_t GL = (size_t)(x->uni ? 1 : x->K) * (size_t)m->n_layers;
     for (int k = 0; k < x->K; k++) {
         double sum = 0;
-        const double *lm = w->lmin + (size_t)(x->uni ? 0 : k) * (size_t)m->n_layers, *lmb = lm + GL;
+        const double *lm = w->lt.lmin + (size_t)(x->uni ? 0 : k) * (size_t)m->n_layers, *lmb = lm + GL;
         u[k] = 0;
         for (int64_t l = cuts[k]; l < cuts[k + 1]; l++) {
             sum += lm[l];
@@ -648,23 +748,23 @@ static ps_status cost_partition(worker *w, const stage_ctx *x, const ps_cost_par
         busiest = fmax(busiest, sum);
     }
     double lb = fmax((double)x->micro * busiest, ps_search_pipeline_lb(u, x->K, x->micro));
-    if (prunable(w, o, oc->gbs, lb, where)) {
-        w->pruned++;
+    if (prunable(w, o, x->oc->gbs, lb, where)) {
+        w->r.pruned++;
         return PS_OK;
     }
     ps_plan plan;
-    PS_TRY(plan_from_cuts(x, m, oc, cuts, w->Carg, &plan));
+    PS_TRY(plan_from_cuts(x, cuts, w->sc.Carg, &plan));
     if (o->per_layer) {
         ps_plan ref;
         bool changed = false;
-        ps_status st = refine(w, x, cp, m, c, o, &plan, &ref, &changed);
+        ps_status st = refine(w, x, &plan, &ref, &changed);
         if (st != PS_OK) {
             ps_plan_free(&plan);
             ps_plan_free(&ref);
             return st;
         }
         if (changed) {
-            st = evaluate(w, cp, m, c, o, &ref, index + 1, where);
+            st = evaluate(w, x->cp, m, x->c, o, &ref, index + 1, where);
             if (st != PS_OK) {
                 ps_plan_free(&plan);
                 return st;
@@ -673,25 +773,25 @@ static ps_status cost_partition(worker *w, const stage_ctx *x, const ps_cost_par
             ps_plan_free(&ref);
         }
     }
-    return evaluate(w, cp, m, c, o, &plan, index, where);
+    return evaluate(w, x->cp, m, x->c, o, &plan, index, where);
 }
 
 /* The shape of the unit's order, from the memo or generated into w->sched (unverified: a plan costed later
  * completes it). */
-static ps_status order_shape_get(worker *w, const outer *oc, const order_shape **out)
+static ps_status order_shape_get(worker *w, const unit_ctx *x, const order_shape **out)
 {
+    const outer *oc = x->oc;
     int K = oc->pp, v = oc->vpp;
-    uint64_t h = PS_HASH64_INIT;
-    const int64_t key[3] = {K, v, oc->micro};
-    h = ps_hash64(oc->sched, strlen(oc->sched), h);
-    h = ps_hash64(key, sizeof key, h);
-    order_shape *sh = &w->shapes[h % PS_SEARCH_SHAPES];
-    if (sh->kind && strcmp(sh->kind, oc->sched) == 0 && sh->K == K && sh->v == v && sh->micro == oc->micro) {
+    if (!w->shapes && !(w->shapes = ps_calloc(PS_SEARCH_SHAPES, sizeof *w->shapes)))
+        return PS_FAIL(PS_ERR_SYSTEM, "out of memory for the schedule shapes");
+    const int64_t key[4] = {oc->kind, K, v, oc->micro};
+    order_shape *sh = &w->shapes[ps_hash64(key, sizeof key, PS_HASH64_INIT) % PS_SEARCH_SHAPES];
+    if (sh->whole && sh->kind == oc->kind && sh->K == K && sh->v == v && sh->micro == oc->micro) {
         *out = sh;
         return PS_OK;
     }
-    sh->kind = NULL; /* until it is whole */
-    PS_TRY(ps_sched_generate(w->sched, oc->sched, K, (int)oc->micro, v));
+    sh->whole = false;
+    PS_TRY(ps_sched_generate(w->sched, x->sched, K, (int)oc->micro, v));
     size_t kv = (size_t)K * (size_t)v, fixed = (size_t)K + 1 + 2 * kv;
     PS_TRY(ps_grow((void **)&sh->buf, &sh->cap, fixed + (size_t)PS_SEARCH_PEAK_POINTS * (size_t)v, sizeof(int)));
     sh->too_many = false;
@@ -701,9 +801,14 @@ static ps_status order_shape_get(worker *w, const outer *oc, const order_shape *
         size_t at = fixed + (size_t)n * (size_t)v;
         PS_TRY(ps_grow((void **)&sh->buf, &sh->cap, at + (size_t)PS_SEARCH_PEAK_POINTS * (size_t)v, sizeof(int)));
         sh->buf[dev] = n;
-        if (ps_sched_peak_points(w->sched, dev, sh->buf + at, PS_SEARCH_PEAK_POINTS, &np) != PS_OK) {
+        /* schedules/ has no predicate for "more points than room": that refusal (PS_ERR_INPUT) is the expected case
+         * here, any other failure is passed up */
+        ps_status pst = ps_sched_peak_points(w->sched, dev, sh->buf + at, PS_SEARCH_PEAK_POINTS, &np);
+        if (pst == PS_ERR_INPUT) {
             ps_error_clear();
             sh->too_many = true;
+        } else {
+            PS_TRY(pst);
         }
         n += np;
     }
@@ -715,51 +820,45 @@ static ps_status order_shape_get(worker *w, const outer *oc, const order_shape *
     for (int st = 0; st < (int)kv; st++) sh->stage_dev[st] = ps_sched_device_of(w->sched, st);
     for (int dev = 0; dev < K; dev++)
         for (int c = 0; c < v; c++) sh->dev_stage[(size_t)dev * v + c] = ps_sched_stage_of(w->sched, dev, c);
+    sh->kind = oc->kind;
     sh->K = K;
     sh->v = v;
     sh->micro = oc->micro;
-    sh->kind = oc->sched;
+    sh->whole = true;
     *out = sh;
     return PS_OK;
 }
-
-/* What chunked_fits needs of search_outer's layer tables, and the unit's order shape (NULL until the first call). */
-typedef struct {
-    bool uni;
-    int nS;
-    size_t LS;
-    const double *cap_mem;
-    const order_shape *sh;
-} chunked_mem;
 
 /* Whether a chunked plan with one strategy (index s) fits, before costing it: each device's memory added up as
  * ps_cost_plan does (static + activation peak of the order + largest transient + reserve) from the layer tables, the
  * activation peak from the order's peak points (ps_sched_peak_points) instead of a simulation. The sums may round
  * differently from ps_cost_plan's, so only a device over its capacity by more than a relative 1e-9 counts; such a
  * plan is noted (note_over) as ps_cost_plan would have, with the same worst stage. Plans of a chunked candidate
- * mostly do not fit (case (a) of bench/search: 15,570 of 16,447 costed), and this is what they cost now. */
-static ps_status chunked_fits(worker *w, const ps_cost_params *cp, chunked_mem *cm, const outer *oc,
-                              const ps_plan *plan, int s, bool *fits)
+ * mostly do not fit (case (a) of bench/search: 15,570 of 16,447 costed), and this is what they cost now. *sh: the
+ * unit's order shape, NULL until the first call. */
+static ps_status chunked_fits(worker *w, const unit_ctx *x, const order_shape **shp, const ps_plan *plan, int s,
+                              bool *fits)
 {
-    int K = oc->pp, v = oc->vpp, S2 = K * v;
+    int K = x->K, v = x->oc->vpp, S2 = K * v;
+    const layer_tables *lt = &w->lt;
     *fits = true;
-    if (!cm->sh) {
-        PS_TRY(order_shape_get(w, oc, &cm->sh));
-        PS_TRY(ps_grow((void **)&w->dmem, &w->cap_dmem, (size_t)K * 2 + (size_t)S2, sizeof(double)));
+    if (!*shp) {
+        PS_TRY(order_shape_get(w, x, shp));
+        PS_TRY(SCRATCH(w, dmem, (size_t)K * 2 + (size_t)S2));
     }
-    const order_shape *sh = cm->sh;
+    const order_shape *sh = *shp;
     if (sh->too_many) return PS_OK;
-    double *stat = w->dmem, *tmp = stat + K, *act = tmp + K;
+    double *stat = w->sc.dmem, *tmp = stat + K, *act = tmp + K;
     for (int d = 0; d < K; d++) stat[d] = tmp[d] = 0;
     for (int st = 0; st < S2; st++) {
         int dev = sh->stage_dev[st];
-        size_t g = cm->uni ? 0 : (size_t)dev;
+        size_t g = x->uni ? 0 : (size_t)dev;
         double sst = 0, a = 0;
         for (int64_t l = plan->cuts[st]; l < plan->cuts[st + 1]; l++) {
-            size_t e = g * cm->LS + (size_t)l * (size_t)cm->nS + (size_t)s;
-            sst += w->st[e];
-            a += w->act[e];
-            tmp[dev] = fmax(tmp[dev], w->tmp[e]);
+            size_t e = g * x->LS + (size_t)l * (size_t)x->nS + (size_t)s;
+            sst += lt->st[e];
+            a += lt->act[e];
+            tmp[dev] = fmax(tmp[dev], lt->tmp[e]);
         }
         stat[dev] += sst;
         act[st] = a;
@@ -768,14 +867,14 @@ static ps_status chunked_fits(worker *w, const ps_cost_params *cp, chunked_mem *
     double worst_over = 0, worst_peak = 0, worst_cap = 0;
     for (int st = 0; st < S2; st++) { /* stage order: the worst stage is the first of the worst device */
         int dev = sh->stage_dev[st];
-        double cap = cm->cap_mem[cm->uni ? 0 : dev], pk = 0;
+        double cap = x->cap_mem[x->uni ? 0 : dev], pk = 0;
         for (int i = sh->off[dev]; i < sh->off[dev + 1]; i++) {
             const int *n = sh->pts + (size_t)i * (size_t)v;
             double sum = 0;
             for (int c = 0; c < v; c++) sum += n[c] * act[sh->dev_stage[(size_t)dev * v + c]];
             pk = fmax(pk, sum);
         }
-        double peak = stat[dev] + pk + tmp[dev] + cp->reserve_bytes;
+        double peak = stat[dev] + pk + tmp[dev] + x->cp->reserve_bytes;
         if (peak * (1 - 1e-9) > cap && (worst < 0 || peak - cap > worst_over)) {
             worst = st;
             worst_over = peak - cap;
@@ -790,207 +889,178 @@ static ps_status chunked_fits(worker *w, const ps_cost_params *cp, chunked_mem *
     return PS_OK;
 }
 
-static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
-                              const ps_search_opts *o, const outer *oc, int64_t index)
+/* Step 1: the layer tables of every stage group (one group when the placement is uniform), each distinct layer
+ * costed once under every strategy; kept while (batch, pipeline degree, micro-batches) stays the same. */
+static ps_status layer_tables_build(worker *w, const unit_ctx *x)
 {
-    int64_t L = m->n_layers, width = c->n_gpus / oc->pp, global_mb = oc->gbs / oc->micro;
-    int max_tp = ps_search_max_tp(o, c);
-    w->unit = index;
-    strat S[PS_SEARCH_MAX_STRATS];
-    ps_strategy lay_rep[PS_SEARCH_MAX_LAYOUTS];
-    int n_layouts = 0;
-    int nS = build_strategies(width, max_tp, global_mb, o->mbs_max, o->overlap, S, PS_SEARCH_MAX_STRATS, &n_layouts,
-                              lay_rep);
-    if (nS == 0) return PS_OK;
-
-    int K = oc->pp;
-    if (K > 4096) return PS_FAIL(PS_ERR_INPUT, "pipeline degree %d is above the 4096 the search supports", K);
-    /* The schedule's own rules (micro-batches vs devices, chunks) decide whether this is a candidate at all. The
-     * order itself is built only when needed (in-flight counts below, or costing a plan): many candidates are
-     * pruned before. */
-    ps_status bst = ps_sched_check(oc->sched, K, (int)oc->micro, oc->vpp);
-    if (bst == PS_ERR_INPUT) {
-        ps_error_clear();
-        return PS_OK;
+    layer_tables *lt = &w->lt;
+    const outer *oc = x->oc;
+    if (lt->valid && lt->gbs == oc->gbs && lt->pp == oc->pp && lt->micro == oc->micro) return PS_OK;
+    lt->valid = false; /* until they are whole again */
+    size_t n = (size_t)x->G * x->LS, GL = (size_t)x->G * (size_t)x->L;
+    /* nothing in the tables survives a new key, so growing drops the old contents */
+    if (n > lt->cap) {
+        lt->cap = 0;
+#define X(col, none, value) free(lt->col), lt->col = NULL;
+        PS_LAYER_COLUMNS(X)
+#undef X
+        size_t cap = 0;
+#define X(col, none, value)                                                                                            \
+    cap = 0;                                                                                                           \
+    PS_TRY(ps_grow((void **)&lt->col, &cap, n, sizeof(double)));
+        PS_LAYER_COLUMNS(X)
+#undef X
+        lt->cap = cap; /* ps_grow sized every column alike */
     }
-    PS_TRY(bst);
-
-    /* 1. layer tables per stage group (one group when the placement is uniform), distinct layers costed once */
-    bool uni = uniform_placement(c, width);
-    int G = uni ? 1 : K;
-    size_t LS = (size_t)L * (size_t)nS;
-    PS_TRY(ps_grow((void **)&w->t, &w->cap_t, (size_t)G * LS, sizeof(double)));
-    PS_TRY(ps_grow((void **)&w->st, &w->cap_st, (size_t)G * LS, sizeof(double)));
-    PS_TRY(ps_grow((void **)&w->act, &w->cap_act, (size_t)G * LS, sizeof(double)));
-    PS_TRY(ps_grow((void **)&w->tmp, &w->cap_tmp, (size_t)G * LS, sizeof(double)));
-    PS_TRY(ps_grow((void **)&w->ex, &w->cap_ex, (size_t)G * LS, sizeof(double)));
-    PS_TRY(ps_grow((void **)&w->sy, &w->cap_sy, (size_t)G * LS, sizeof(double)));
-    PS_TRY(ps_grow((void **)&w->bw, &w->cap_bw, (size_t)G * LS, sizeof(double)));
-    PS_TRY(ps_grow((void **)&w->fb, &w->cap_fb, (size_t)G * LS, sizeof(double)));
-    PS_TRY(ps_grow((void **)&w->lmin, &w->cap_lmin, 2 * (size_t)G * (size_t)L, sizeof(double)));
-    double *lminb = w->lmin + (size_t)G * (size_t)L;
-    double cap_mem[4096];
-    for (int g = 0; g < G; g++) {
-        int64_t first = (int64_t)g * width;
-        cap_mem[g] = INFINITY;
-        for (int64_t x = first; x < first + width; x++)
-            cap_mem[g] = fmin(cap_mem[g], ps_cluster_group_of(c, x)->gpu.mem_bytes);
-    }
-    /* The tables depend on (batch, pipeline degree, micro-batches) alone, not on the schedule: the schedules of one
-     * such triple are neighbouring units (ps_search_job_create), so the tables a worker holds often serve. */
-    bool have_tables = w->tab_valid && w->tab_gbs == oc->gbs && w->tab_pp == oc->pp && w->tab_micro == oc->micro;
-    w->tab_valid = false; /* until they are whole again */
-    for (int g = 0; g < G && !have_tables; g++) {
-        int64_t first = (int64_t)g * width;
-        for (int64_t l = 0; l < L; l++) {
-            size_t row = (size_t)g * LS + (size_t)l * (size_t)nS;
-            if (l > 0 && ps_layer_equal(&m->layers[l], &m->layers[l - 1])) {
+    PS_TRY(ps_grow((void **)&lt->lmin, &lt->cap_lmin, 2 * GL, sizeof(double)));
+    double *lminb = lt->lmin + GL, micro = (double)oc->micro;
+    int nS = x->nS;
+    for (int g = 0; g < x->G; g++) {
+        int64_t first = (int64_t)g * x->width;
+        for (int64_t l = 0; l < x->L; l++) {
+            size_t row = (size_t)g * x->LS + (size_t)l * (size_t)nS, gl = (size_t)g * (size_t)x->L + (size_t)l;
+            const ps_layer *ly = &x->m->layers[l];
+            if (l > 0 && ps_layer_equal(ly, &x->m->layers[l - 1])) {
                 size_t prev = row - (size_t)nS;
-                memcpy(w->t + row, w->t + prev, (size_t)nS * sizeof(double));
-                memcpy(w->st + row, w->st + prev, (size_t)nS * sizeof(double));
-                memcpy(w->act + row, w->act + prev, (size_t)nS * sizeof(double));
-                memcpy(w->tmp + row, w->tmp + prev, (size_t)nS * sizeof(double));
-                memcpy(w->ex + row, w->ex + prev, (size_t)nS * sizeof(double));
-                memcpy(w->sy + row, w->sy + prev, (size_t)nS * sizeof(double));
-                memcpy(w->bw + row, w->bw + prev, (size_t)nS * sizeof(double));
-                memcpy(w->fb + row, w->fb + prev, (size_t)nS * sizeof(double));
-                w->lmin[(size_t)g * (size_t)L + (size_t)l] = w->lmin[(size_t)g * (size_t)L + (size_t)l - 1];
-                lminb[(size_t)g * (size_t)L + (size_t)l] = lminb[(size_t)g * (size_t)L + (size_t)l - 1];
+#define X(col, none, value) memcpy(lt->col + row, lt->col + prev, (size_t)nS * sizeof(double));
+                PS_LAYER_COLUMNS(X)
+#undef X
+                lt->lmin[gl] = lt->lmin[gl - 1];
+                lminb[gl] = lminb[gl - 1];
                 continue;
             }
             double lmin = INFINITY, lmb = INFINITY;
             for (int s = 0; s < nS; s++) {
-                if (!layer_allows(&m->layers[l], &S[s].s)) {
-                    w->fb[row + (size_t)s] = INFINITY;
-                    w->t[row + (size_t)s] = INFINITY;
-                    w->st[row + (size_t)s] = w->act[row + (size_t)s] = w->tmp[row + (size_t)s] = 0;
-                    w->ex[row + (size_t)s] = w->sy[row + (size_t)s] = w->bw[row + (size_t)s] = 0;
+                size_t e = row + (size_t)s;
+                const ps_strategy *sv = &x->S[s].s;
+                if (!ps_search_layer_allows(ly, sv)) {
+#define X(col, none, value) lt->col[e] = none;
+                    PS_LAYER_COLUMNS(X)
+#undef X
                     continue;
                 }
                 ps_layer_cost lc;
-                PS_TRY(ps_cost_layer(cp, c, &m->layers[l], m->dtype, global_mb / S[s].s.dp, &S[s].s, first, &lc));
-                /* per micro-batch time; the once-per-iteration DP sync is spread over the micro-batches so the
-                 * DP sees that ZeRO stages and wide DP cost something. Overlapped TP: the time inside a run of
-                 * overlapped layers, its ends' exposure apart (ex). */
-                w->t[row + (size_t)s] = lc.fwd_run + lc.bwd_b_run + lc.bwd_w + lc.dp_sync / (double)oc->micro;
-                w->ex[row + (size_t)s] = fmax(0, lc.fwd + lc.bwd_b - lc.fwd_run - lc.bwd_b_run);
-                w->sy[row + (size_t)s] = lc.dp_sync;
-                w->bw[row + (size_t)s] = lc.bwd_b + lc.bwd_w;
-                w->st[row + (size_t)s] = lc.mem_params + lc.mem_grads + lc.mem_optim;
-                w->act[row + (size_t)s] = lc.mem_act;
-                w->tmp[row + (size_t)s] = lc.mem_temp;
-                w->fb[row + (size_t)s] = S[s].s.overlap != PS_OVERLAP_NONE
-                                             ? lc.comp_fwd + lc.comp_bwd_b + lc.bwd_w
-                                             : lc.fwd + lc.bwd_b + lc.bwd_w;
-                lmin = fmin(lmin, w->fb[row + (size_t)s]);
-                lmb = fmin(lmb, w->fb[row + (size_t)s] - lc.bwd_w);
+                PS_TRY(ps_cost_layer(x->cp, x->c, ly, x->m->dtype, x->global_mb / sv->dp, sv, first, &lc));
+#define X(col, none, value) lt->col[e] = value;
+                PS_LAYER_COLUMNS(X)
+#undef X
+                lmin = fmin(lmin, lt->fb[e]);
+                lmb = fmin(lmb, lt->fb[e] - lc.bwd_w);
             }
-            w->lmin[(size_t)g * (size_t)L + (size_t)l] = lmin;
-            lminb[(size_t)g * (size_t)L + (size_t)l] = fmax(0, lmb);
+            lt->lmin[gl] = lmin;
+            lminb[gl] = fmax(0, lmb);
         }
     }
-    w->tab_valid = true;
-    w->tab_gbs = oc->gbs;
-    w->tab_pp = oc->pp;
-    w->tab_micro = oc->micro;
+    lt->valid = true;
+    lt->gbs = oc->gbs;
+    lt->pp = oc->pp;
+    lt->micro = oc->micro;
+    return PS_OK;
+}
 
-    /* Chunked schedules: Megatron's even split, one strategy for all layers. */
-    if (oc->vpp > 1) {
-        double maxcap = 0;
-        for (int g = 0; g < G; g++) maxcap = fmax(maxcap, cap_mem[g]);
-        chunked_mem cm = {.uni = uni, .nS = nS, .LS = LS, .cap_mem = cap_mem, .sh = NULL};
-        for (int s = 0; s < nS; s++) {
-            bool ok = true;
-            double fbs = 0, stat = 0;
-            for (int64_t l = 0; l < L && ok; l++) {
-                ok = layer_allows(&m->layers[l], &S[s].s);
-                double f1 = INFINITY, s1 = INFINITY;
-                for (int g = 0; g < G; g++) {
-                    size_t e = (size_t)g * LS + (size_t)l * (size_t)nS + (size_t)s;
-                    f1 = fmin(f1, w->fb[e]);
-                    s1 = fmin(s1, w->st[e]);
-                }
-                fbs += f1;
-                stat += s1;
+/* Step 2, chunked schedules: Megatron's even split, one strategy for all layers. */
+static ps_status search_chunked(worker *w, const unit_ctx *x)
+{
+    const ps_model *m = x->m;
+    const outer *oc = x->oc;
+    const layer_tables *lt = &w->lt;
+    int K = x->K;
+    double maxcap = 0;
+    for (int g = 0; g < x->G; g++) maxcap = fmax(maxcap, x->cap_mem[g]);
+    const order_shape *sh = NULL;
+    for (int s = 0; s < x->nS; s++) {
+        const ps_strategy *sv = &x->S[s].s;
+        bool ok = true;
+        double fbs = 0, stat = 0;
+        for (int64_t l = 0; l < x->L && ok; l++) {
+            ok = ps_search_layer_allows(&m->layers[l], sv);
+            double f1 = INFINITY, s1 = INFINITY;
+            for (int g = 0; g < x->G; g++) {
+                size_t e = (size_t)g * x->LS + (size_t)l * (size_t)x->nS + (size_t)s;
+                f1 = fmin(f1, lt->fb[e]);
+                s1 = fmin(s1, lt->st[e]);
             }
-            if (!ok) continue;
-            /* The busiest device holds at least the average static memory and compute (bounds as in prunable). */
-            double stat_lb = stat / (double)K * (1 - 1e-9) + cp->reserve_bytes;
-            if (stat_lb > maxcap) {
-                note_over(w, K, &S[s].s, -1, stat_lb, maxcap);
-                w->pruned++;
-                continue;
-            }
-            if (prunable(w, o, oc->gbs, (double)oc->micro * fbs / (double)K, EV_TOP | EV_EVEN)) {
-                w->pruned++;
-                continue;
-            }
-            ps_plan plan;
-            int64_t mbs = global_mb / S[s].s.dp;
-            if (ps_plan_uniform(m, oc->gbs, mbs, oc->pp, oc->vpp, oc->sched, &S[s].s, &plan) != PS_OK) {
-                ps_error_clear();
-                return PS_OK; /* too few layers for pp x vpp stages: not a candidate */
-            }
-            bool fits = true;
-            ps_status mst = chunked_fits(w, cp, &cm, oc, &plan, s, &fits);
-            if (mst != PS_OK || !fits) {
-                ps_plan_free(&plan);
-                PS_TRY(mst);
-                w->pruned++;
-                continue;
-            }
-            /* chunked schedules keep the even split: every one is also an "even split" plan */
-            PS_TRY(evaluate(w, cp, m, c, o, &plan, index * PS_IDX_STRIDE + s, EV_TOP | EV_EVEN));
+            fbs += f1;
+            stat += s1;
         }
-        return PS_OK;
+        if (!ok) continue;
+        /* The busiest device holds at least the average static memory and compute (bounds as in prunable). */
+        double stat_lb = stat / (double)K * (1 - 1e-9) + x->cp->reserve_bytes;
+        if (stat_lb > maxcap) {
+            note_over(w, K, sv, -1, stat_lb, maxcap);
+            w->r.pruned++;
+            continue;
+        }
+        if (prunable(w, x->o, oc->gbs, (double)oc->micro * fbs / (double)K, EV_TOP | EV_EVEN)) {
+            w->r.pruned++;
+            continue;
+        }
+        if (!ps_plan_uniform_ok(m, oc->pp, oc->vpp)) return PS_OK; /* too few layers for pp x vpp stages */
+        ps_plan plan;
+        PS_TRY(ps_plan_uniform(m, oc->gbs, x->global_mb / sv->dp, oc->pp, oc->vpp, x->sched, sv, &plan));
+        bool fits = true;
+        ps_status mst = chunked_fits(w, x, &sh, &plan, s, &fits);
+        if (mst != PS_OK || !fits) {
+            ps_plan_free(&plan);
+            PS_TRY(mst);
+            w->r.pruned++;
+            continue;
+        }
+        /* chunked schedules keep the even split: every one is also an "even split" plan */
+        PS_TRY(evaluate(w, x->cp, m, x->c, x->o, &plan, x->index * PS_IDX_STRIDE + s, EV_TOP | EV_EVEN));
     }
+    return PS_OK;
+}
 
-    /* The whole candidate: its busiest stage holds at least 1/K of the fastest compute of every layer, and the
-     * pipeline's fill and drain (ps_search_pipeline_lb_any) cost at least their least over every partition. */
-    {
-        double tot = 0, totb = 0;
-        for (int64_t l = 0; l < L; l++) {
-            double f1 = INFINITY, b1 = INFINITY;
-            for (int g = 0; g < G; g++) {
-                f1 = fmin(f1, w->lmin[(size_t)g * (size_t)L + (size_t)l]);
-                b1 = fmin(b1, lminb[(size_t)g * (size_t)L + (size_t)l]);
-            }
-            tot += f1;
-            totb += b1;
+/* The whole unit: its busiest stage holds at least 1/K of the fastest compute of every layer, and the pipeline's
+ * fill and drain (ps_search_pipeline_lb_any) cost at least their least over every partition. */
+static bool unit_prunable(const worker *w, const unit_ctx *x)
+{
+    const double *lmin = w->lt.lmin, *lminb = lmin + (size_t)x->G * (size_t)x->L;
+    double tot = 0, totb = 0;
+    for (int64_t l = 0; l < x->L; l++) {
+        double f1 = INFINITY, b1 = INFINITY;
+        for (int g = 0; g < x->G; g++) {
+            f1 = fmin(f1, lmin[(size_t)g * (size_t)x->L + (size_t)l]);
+            b1 = fmin(b1, lminb[(size_t)g * (size_t)x->L + (size_t)l]);
         }
-        double lb = fmax((double)oc->micro * tot / (double)K, ps_search_pipeline_lb_any(totb, K, oc->micro));
-        if (prunable(w, o, oc->gbs, lb, EV_TOP | EV_EVEN)) {
-            w->pruned++;
-            return PS_OK;
-        }
+        tot += f1;
+        totb += b1;
     }
-    /* In-flight micro-batches per stage, from the schedule's order (one chunk per device: one peak point, the most
-     * micro-batches a device holds at once). */
-    double inflight[4096];
-    const order_shape *sh;
-    PS_TRY(order_shape_get(w, oc, &sh));
-    PS_TRY(ps_grow((void **)&w->dmem, &w->cap_dmem, (size_t)K, sizeof(double))); /* cost_partition's bound */
-    for (int k = 0; k < K; k++) {
-        int dev = sh->stage_dev[k];
-        inflight[k] = sh->off[dev + 1] > sh->off[dev] ? sh->pts[sh->off[dev]] : 0;
-    }
+    double lb = fmax((double)x->micro * tot / (double)x->K, ps_search_pipeline_lb_any(totb, x->K, x->micro));
+    return prunable(w, x->o, x->oc->gbs, lb, EV_TOP | EV_EVEN);
+}
 
-    /* 2. stage tables for [i, j) on stage k, over the strategies whose memory (static + in-flight activations +
-     * transient) fits the stage's budget: C the fastest (time per micro-batch), Cm the lightest (bytes) */
-    size_t N = (size_t)L + 1;
-    PS_TRY(ps_grow((void **)&w->C, &w->cap_C, (size_t)K * N * N, sizeof(double)));
-    PS_TRY(ps_grow((void **)&w->Carg, &w->cap_Carg, (size_t)K * N * N, sizeof(int)));
-    PS_TRY(ps_grow((void **)&w->Cm, &w->cap_Cm, (size_t)K * N * N, sizeof(double)));
-    PS_TRY(ps_grow((void **)&w->Cmarg, &w->cap_Cmarg, (size_t)K * N * N, sizeof(int)));
+/* Step 3: stage tables for [i, j) on stage k, over the strategies whose memory (static + in-flight activations +
+ * transient) fits the stage's budget: C the fastest (time per micro-batch), Cm the lightest (bytes). */
+static ps_status stage_tables_build(worker *w, const unit_ctx *x)
+{
+    const ps_model *m = x->m;
+    const layer_tables *lt = &w->lt;
+    int K = x->K, nS = x->nS;
+    int64_t L = x->L;
+    size_t N = x->N, LS = x->LS;
+    double micro = (double)x->micro, reserve = x->cp->reserve_bytes;
+    const double *inflight = x->inflight, *cap_mem = x->cap_mem;
+    PS_TRY(SCRATCH(w, C, (size_t)K * N * N));
+    PS_TRY(SCRATCH(w, Carg, (size_t)K * N * N));
+    PS_TRY(SCRATCH(w, Cm, (size_t)K * N * N));
+    PS_TRY(SCRATCH(w, Cmarg, (size_t)K * N * N));
+    PS_TRY(SCRATCH(w, ks, (size_t)K));
+    PS_TRY(SCRATCH(w, live, (size_t)K));
+    PS_TRY(SCRATCH(w, snap, (size_t)nS * (size_t)(L + 1)));
+    PS_TRY(SCRATCH(w, snap_n, (size_t)nS));
+    double *C = w->sc.C, *Cm = w->sc.Cm;
+    int *Carg = w->sc.Carg, *Cmarg = w->sc.Cmarg, *ks = w->sc.ks;
+    bool *live = w->sc.live;
+    stage_acc *snap = w->sc.snap;
+    int64_t *snap_n = w->sc.snap_n;
     /* Every reader takes entries with i < j only (a stage holds a layer at least): those start as "does not fit". */
-    {
-        double *restrict C = w->C, *restrict Cm = w->Cm;
-        for (size_t k = 0; k < (size_t)K; k++)
-            for (size_t i = 0; i + 1 < N; i++) {
-                size_t row = (k * N + i) * N;
-                for (size_t j = i + 1; j < N; j++) C[row + j] = Cm[row + j] = INFINITY;
-            }
-    }
+    for (size_t k = 0; k < (size_t)K; k++)
+        for (size_t i = 0; i + 1 < N; i++) {
+            size_t row = (k * N + i) * N;
+            for (size_t j = i + 1; j < N; j++) C[row + j] = Cm[row + j] = INFINITY;
+        }
     /* The sums over [i, j) depend on the stage's placement group only: with a uniform placement every stage that may
      * start at layer i (stage 0 at 0, the others after it) shares them, and only the memory check (its in-flight
      * micro-batches) is per stage. So the stages of one group walk j together.
@@ -998,10 +1068,7 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
      * i - 1 shifted by one while [i, j) stays inside the run, so those entries are copied, and its walk past the run
      * starts from the sums of the run's first row after as many layers (kept in `snap`). O(L x (K + S)) per run
      * instead of O(L^2 x S), with the same sums in the same order, so the same tables. */
-    int ks[4096];
-    bool live[4096];
-    PS_TRY(ps_grow((void **)&w->snap, &w->cap_snap, (size_t)nS * (size_t)(L + 1), sizeof *w->snap));
-    PS_TRY(ps_grow((void **)&w->snap_n, &w->cap_snap_n, (size_t)nS, sizeof *w->snap_n));
+    bool uni = x->uni;
     int64_t run_first = -1, run_last = -1; /* the run of equal layers row i is in (rows >= 1) */
     for (int64_t i = 0; i < L; i++) {
         int k_lo = i == 0 ? 0 : 1, k_hi = i == 0 ? 1 : K; /* stages that may start at i */
@@ -1020,10 +1087,10 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
                 for (int q = 0; q < nk; q++) {
                     size_t at = ((size_t)ks[q] * N + (size_t)i) * N, from = ((size_t)ks[q] * N + (size_t)i - 1) * N;
                     for (int64_t j = i + 1; j <= run_last + 1; j++) {
-                        w->C[at + (size_t)j] = w->C[from + (size_t)j - 1];
-                        w->Carg[at + (size_t)j] = w->Carg[from + (size_t)j - 1];
-                        w->Cm[at + (size_t)j] = w->Cm[from + (size_t)j - 1];
-                        w->Cmarg[at + (size_t)j] = w->Cmarg[from + (size_t)j - 1];
+                        C[at + (size_t)j] = C[from + (size_t)j - 1];
+                        Carg[at + (size_t)j] = Carg[from + (size_t)j - 1];
+                        Cm[at + (size_t)j] = Cm[from + (size_t)j - 1];
+                        Cmarg[at + (size_t)j] = Cmarg[from + (size_t)j - 1];
                     }
                 }
                 j0 = run_last + 2;
@@ -1035,34 +1102,34 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
                 if (in_run) {
                     /* the sums of [i, run_last + 1): the run's first row after that many layers, if it got there */
                     int64_t n = run_last + 1 - i;
-                    if (w->snap_n[s] < n) continue;
-                    a = w->snap[sn + (size_t)n];
+                    if (snap_n[s] < n) continue;
+                    a = snap[sn + (size_t)n];
                 } else if (record) {
-                    w->snap_n[s] = 0;
+                    snap_n[s] = 0;
                 }
                 int n_live = 0;
                 for (int q = 0; q < nk; q++) {
                     /* memory only grows with j: a stage whose budget the sums so far exceed stays out */
-                    live[q] = !(a.sm + inflight[ks[q]] * a.am + a.tm > cap_mem[g] - cp->reserve_bytes);
+                    live[q] = !(a.sm + inflight[ks[q]] * a.am + a.tm > cap_mem[g] - reserve);
                     n_live += live[q];
                 }
                 for (int64_t j = j0; j <= L && n_live > 0; j++) {
                     size_t e = (size_t)g * LS + (size_t)(j - 1) * (size_t)nS + (size_t)s;
                     /* one run of overlapped layers: its ends exposed once (the largest layer's); the gradient
                      * synchronisation apart (below) */
-                    a.tt += w->t[e] - w->sy[e] / (double)oc->micro - a.exm;
-                    a.sync += w->sy[e];
-                    a.bwd += w->bw[e];
-                    a.exm = fmax(a.exm, w->ex[e]);
+                    a.tt += lt->t[e] - lt->sy[e] / micro - a.exm;
+                    a.sync += lt->sy[e];
+                    a.bwd += lt->bw[e];
+                    a.exm = fmax(a.exm, lt->ex[e]);
                     a.tt += a.exm;
-                    a.sm += w->st[e];
-                    a.am += w->act[e];
-                    a.tm = fmax(a.tm, w->tmp[e]);
+                    a.sm += lt->st[e];
+                    a.am += lt->act[e];
+                    a.tm = fmax(a.tm, lt->tmp[e]);
                     a.blocks += ps_layer_is_block(m->layers[j - 1].kind);
                     if (!isfinite(a.tt)) break;
                     if (record && j <= run_last + 1) {
-                        w->snap[sn + (size_t)(j - i)] = a;
-                        w->snap_n[s] = j - i;
+                        snap[sn + (size_t)(j - i)] = a;
+                        snap_n[s] = j - i;
                     }
                     /* The stage's synchronisation runs beside its last backward (ps_cost_plan, Galvatron-BMW
                      * App. C): only what that backward leaves exposed costs, once per iteration, charged per
@@ -1071,55 +1138,64 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
                     for (int q = 0; q < nk; q++) {
                         if (!live[q]) continue;
                         int k = ks[q];
-                        w->cells += 1;
+                        w->r.cells += 1;
                         double mem = a.sm + inflight[k] * a.am + a.tm;
-                        if (mem > cap_mem[g] - cp->reserve_bytes) {
+                        if (mem > cap_mem[g] - reserve) {
                             live[q] = false;
                             n_live--;
                             continue;
                         }
                         if (a.blocks == 0) continue; /* an embedding or a head is never a stage alone */
                         if (tc == INFINITY)
-                            tc = a.tt + (a.sync > 0 ? ps_cost_overlapped(cp, a.bwd, a.sync) - a.bwd : 0) /
-                                            (double)oc->micro;
+                            tc = a.tt + (a.sync > 0 ? ps_cost_overlapped(x->cp, a.bwd, a.sync) - a.bwd : 0) / micro;
                         size_t ce = ((size_t)k * N + (size_t)i) * N + (size_t)j;
-                        if (tc < w->C[ce]) {
-                            w->C[ce] = tc;
-                            w->Carg[ce] = s;
+                        if (tc < C[ce]) {
+                            C[ce] = tc;
+                            Carg[ce] = s;
                         }
-                        if (mem < w->Cm[ce]) {
-                            w->Cm[ce] = mem;
-                            w->Cmarg[ce] = s;
+                        if (mem < Cm[ce]) {
+                            Cm[ce] = mem;
+                            Cmarg[ce] = s;
                         }
                     }
                 }
             }
         }
     }
+    return PS_OK;
+}
 
-    /* 3. partitions worth costing (ps_cost_plan decides among them):
-     *    throughput: the exact partition DP (AMP Eq. 5), Megatron's even split (also the "even split" baseline),
-     *                and the end of Galvatron-BMW's bi-objective walk from the memory-balanced partition;
-     *    memory:     the exact min-max partition of peak memory (CAPTURE). */
-    PS_TRY(ps_grow((void **)&w->parts, &w->cap_parts, 4 * ((size_t)K + 1), sizeof(int64_t)));
-    int64_t *pt = w->parts, *pe = pt + K + 1, *pb = pe + K + 1, *pm = pb + K + 1;
-    ps_pdp_problem tp_prob = {K, (int)L, w->C, (double)(oc->micro - 1), INFINITY};
-    ps_pdp_problem mp_prob = {K, (int)L, w->Cm, 0, INFINITY};
+/* Step 4: partitions worth costing (ps_cost_plan decides among them):
+ *    throughput: the exact partition DP (AMP Eq. 5), Megatron's even split (also the "even split" baseline), and the
+ *                end of Galvatron-BMW's bi-objective walk from the memory-balanced partition;
+ *    memory:     the exact min-max partition of peak memory (CAPTURE).
+ * When none fits, the lightest uniform plan is costed so that the binding constraint can be reported. */
+static ps_status search_partitions(worker *w, const unit_ctx *x)
+{
+    const ps_model *m = x->m;
+    const ps_search_opts *o = x->o;
+    int K = x->K;
+    size_t N = x->N;
+    int64_t base = x->index * PS_IDX_STRIDE;
+    PS_TRY(SCRATCH(w, parts, 4 * ((size_t)K + 1)));
+    int64_t *pt = w->sc.parts, *pe = pt + K + 1, *pb = pe + K + 1, *pm = pb + K + 1;
+    ps_pdp_problem tp_prob = {K, (int)x->L, w->sc.C, (double)(x->micro - 1), INFINITY};
+    ps_pdp_problem mp_prob = {K, (int)x->L, w->sc.Cm, 0, INFINITY};
     double tbest = INFINITY, mbest = INFINITY;
     bool have_e = false, have_b = false;
     if (o->objective == PS_SEARCH_MEMORY) {
         PS_TRY(ps_pdp_minmax(w->pdp, &mp_prob, &mbest, pm));
-        w->cells += (double)K * (double)N * (double)N / 2;
+        w->r.cells += (double)K * (double)N * (double)N / 2;
     } else {
         PS_TRY(even_cuts(w, m, K, pe, &have_e));
-        have_e = have_e && partition_fits(w->C, K, N, pe);
+        have_e = have_e && partition_fits(w->sc.C, K, N, pe);
         /* the even split's objective bounds the DP's: partial partitions already worse are dropped early */
         if (have_e) tp_prob.upper = ps_pdp_objective(&tp_prob, pe);
         PS_TRY(ps_pdp_solve(w->pdp, &tp_prob, &tbest, pt));
-        w->cells += (double)K * (double)N * (double)N;
+        w->r.cells += (double)K * (double)N * (double)N;
         if (o->balance && isfinite(tbest)) {
             PS_TRY(ps_pdp_minmax(w->pdp, &mp_prob, &mbest, pb));
-            w->cells += (double)K * (double)N * (double)N / 2;
+            w->r.cells += (double)K * (double)N * (double)N / 2;
             if (isfinite(mbest)) {
                 ps_pdp_balance_walk(&tp_prob, pb);
                 have_b = memcmp(pb, pt, ((size_t)K + 1) * sizeof *pb) != 0 &&
@@ -1128,48 +1204,99 @@ static ps_status search_outer(worker *w, const ps_cost_params *cp, const ps_mode
         }
     }
     if (!isfinite(tbest) && !isfinite(mbest) && !have_e) {
-        /* Nothing fits: cost the lightest uniform plan so the binding constraint can be reported. */
         int light = -1;
-        for (int s = nS - 1; s >= 0 && light < 0; s--) {
-            bool ok = true;
-            for (int64_t l = 0; l < L && ok; l++) ok = layer_allows(&m->layers[l], &S[s].s);
-            if (ok) light = s;
-        }
+        for (int s = x->nS - 1; s >= 0 && light < 0; s--)
+            if (model_allows(m, &x->S[s].s)) light = s;
         if (light < 0) return PS_OK; /* no strategy suits every layer: divisibility, not memory, binds */
+        if (!ps_plan_uniform_ok(m, K, 1)) return PS_OK;
+        const ps_strategy *sv = &x->S[light].s;
         ps_plan plan;
-        if (ps_plan_uniform(m, oc->gbs, global_mb / S[light].s.dp, K, 1, oc->sched, &S[light].s, &plan) == PS_OK) {
-            PS_TRY(evaluate(w, cp, m, c, o, &plan, index * PS_IDX_STRIDE + PS_IDX_LIGHT, EV_TOP));
-        } else {
-            ps_error_clear();
-        }
-        return PS_OK;
+        PS_TRY(ps_plan_uniform(m, x->oc->gbs, x->global_mb / sv->dp, K, 1, x->sched, sv, &plan));
+        return evaluate(w, x->cp, m, x->c, o, &plan, base + PS_IDX_LIGHT, EV_TOP);
     }
-    stage_ctx sc = {S, nS, n_layouts, lay_rep, inflight, cap_mem, uni, LS, width, global_mb, oc->micro, K, N};
     if (o->objective == PS_SEARCH_MEMORY) {
         if (isfinite(mbest)) {
             ps_plan plan;
-            PS_TRY(plan_from_cuts(&sc, m, oc, pm, w->Cmarg, &plan));
-            PS_TRY(evaluate(w, cp, m, c, o, &plan, index * PS_IDX_STRIDE + PS_IDX_MEMORY, EV_TOP));
+            PS_TRY(plan_from_cuts(x, pm, w->sc.Cmarg, &plan));
+            PS_TRY(evaluate(w, x->cp, m, x->c, o, &plan, base + PS_IDX_MEMORY, EV_TOP));
         }
         return PS_OK;
     }
+    PS_TRY(SCRATCH(w, dmem, (size_t)K)); /* cost_partition's bound */
     /* The DP's partition is often the even one (identical layers): cost it once, for both lists. */
     bool same_te = have_e && isfinite(tbest) && memcmp(pe, pt, ((size_t)K + 1) * sizeof *pe) == 0;
     if (isfinite(tbest))
-        PS_TRY(cost_partition(w, &sc, cp, m, c, o, oc, pt, index * PS_IDX_STRIDE + PS_IDX_TIME,
-                              EV_TOP | (same_te ? EV_EVEN : 0)));
-    if (have_e && !same_te)
-        PS_TRY(cost_partition(w, &sc, cp, m, c, o, oc, pe, index * PS_IDX_STRIDE + PS_IDX_EVEN, EV_TOP | EV_EVEN));
-    if (have_b) PS_TRY(cost_partition(w, &sc, cp, m, c, o, oc, pb, index * PS_IDX_STRIDE + PS_IDX_BALANCED, EV_TOP));
+        PS_TRY(cost_partition(w, x, pt, base + PS_IDX_TIME, EV_TOP | (same_te ? EV_EVEN : 0)));
+    if (have_e && !same_te) PS_TRY(cost_partition(w, x, pe, base + PS_IDX_EVEN, EV_TOP | EV_EVEN));
+    if (have_b) PS_TRY(cost_partition(w, x, pb, base + PS_IDX_BALANCED, EV_TOP));
     return PS_OK;
+}
+
+/* Search one unit (a batch, pipeline degree, schedule and micro-batch count): its strategies, then the steps above. */
+static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
+                             const ps_search_opts *o, const outer *oc, int64_t index)
+{
+    unit_ctx x = {.cp = cp, .m = m, .c = c, .o = o, .oc = oc, .index = index, .sched = ps_sched_kind_name(oc->kind),
+                  .L = m->n_layers, .width = c->n_gpus / oc->pp, .global_mb = oc->gbs / oc->micro,
+                  .micro = oc->micro, .K = oc->pp};
+    PS_TRY(SCRATCH(w, S, PS_SEARCH_MAX_STRATS));
+    PS_TRY(SCRATCH(w, lay_rep, PS_SEARCH_MAX_LAYOUTS));
+    w->unit = index;
+    x.nS = build_strategies(x.width, ps_search_max_tp(o, c), x.global_mb, o->mbs_max, o->overlap, w->sc.S,
+                            PS_SEARCH_MAX_STRATS, &x.n_layouts, w->sc.lay_rep);
+    if (x.nS == 0) return PS_OK;
+    x.S = w->sc.S;
+    x.lay_rep = w->sc.lay_rep;
+    if (x.K > PS_SEARCH_MAX_PP)
+        return PS_FAIL(PS_ERR_INPUT, "pipeline degree %d is above the %d the search supports", x.K, PS_SEARCH_MAX_PP);
+    /* The schedule's own rules (micro-batches vs devices, chunks) decide whether this is a candidate at all. The
+     * order itself is built only when needed (in-flight counts below, or costing a plan): many candidates are
+     * pruned before. */
+    ps_status bst = ps_sched_check(x.sched, x.K, (int)oc->micro, oc->vpp);
+    if (bst == PS_ERR_INPUT) {
+        ps_error_clear();
+        return PS_OK;
+    }
+    PS_TRY(bst);
+
+    x.uni = uniform_placement(c, x.width);
+    x.G = x.uni ? 1 : x.K;
+    x.LS = (size_t)x.L * (size_t)x.nS;
+    x.N = (size_t)x.L + 1;
+    PS_TRY(SCRATCH(w, cap_mem, (size_t)x.G));
+    for (int g = 0; g < x.G; g++) {
+        int64_t first = (int64_t)g * x.width;
+        w->sc.cap_mem[g] = INFINITY;
+        for (int64_t d = first; d < first + x.width; d++)
+            w->sc.cap_mem[g] = fmin(w->sc.cap_mem[g], ps_cluster_group_of(c, d)->gpu.mem_bytes);
+    }
+    x.cap_mem = w->sc.cap_mem;
+    PS_TRY(layer_tables_build(w, &x));
+    if (oc->vpp > 1) return search_chunked(w, &x);
+    if (unit_prunable(w, &x)) {
+        w->r.pruned++;
+        return PS_OK;
+    }
+    /* In-flight micro-batches per stage, from the schedule's order (one chunk per device: one peak point, the most
+     * micro-batches a device holds at once). */
+    const order_shape *sh;
+    PS_TRY(order_shape_get(w, &x, &sh));
+    PS_TRY(SCRATCH(w, inflight, (size_t)x.K));
+    for (int k = 0; k < x.K; k++) {
+        int dev = sh->stage_dev[k];
+        w->sc.inflight[k] = sh->off[dev + 1] > sh->off[dev] ? sh->pts[sh->off[dev]] : 0;
+    }
+    x.inflight = w->sc.inflight;
+    PS_TRY(stage_tables_build(w, &x));
+    return search_partitions(w, &x);
 }
 
 static int64_t *divisors(int64_t n, int *count)
 {
-    int64_t *d = ps_calloc(4096, sizeof *d);
+    int64_t *d = ps_calloc(PS_SEARCH_MAX_DIVISORS, sizeof *d);
     int k = 0;
     if (!d) return NULL;
-    for (int64_t x = 1; x <= n && k < 4096; x++)
+    for (int64_t x = 1; x <= n && k < PS_SEARCH_MAX_DIVISORS; x++)
         if (n % x == 0) d[k++] = x;
     *count = k;
     return d;
@@ -1182,12 +1309,10 @@ static int64_t *divisors(int64_t n, int *count)
  * of K x (L+1)^2) and up to four plans costed. Only ratios matter: mpi/ balances ranks by it. */
 static double unit_work(const ps_search_job *j, const outer *oc)
 {
-    strat S[PS_SEARCH_MAX_STRATS];
-    ps_strategy lr[PS_SEARCH_MAX_LAYOUTS];
     int nl = 0;
     int64_t width = j->c->n_gpus / oc->pp;
     int nS = build_strategies(width, ps_search_max_tp(&j->o, j->c), oc->gbs / oc->micro, j->o.mbs_max, j->o.overlap,
-                              S, PS_SEARCH_MAX_STRATS, &nl, lr);
+                              NULL, PS_SEARCH_MAX_STRATS, &nl, NULL);
     if (nS == 0) return 1;
     double K = oc->pp, L = (double)j->m->n_layers, N = L + 1;
     double sim = 10 * 3 * K * (double)oc->micro * oc->vpp;
@@ -1212,16 +1337,18 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
     *j = (ps_search_job){.cp = cp, .m = m, .c = c, .o = *o};
     int nk = 0;
     if (o->schedules) {
-        for (int i = 0; i < o->n_schedules && nk < 32; i++) {
-            if (ps_sched_kind_find(o->schedules[i]) < 0) {
+        for (int i = 0; i < o->n_schedules && nk < PS_SEARCH_MAX_KINDS; i++) {
+            int kind = ps_sched_kind_find(o->schedules[i]);
+            if (kind < 0) {
                 free(j);
                 return PS_FAIL(PS_ERR_INPUT, "unknown pipeline schedule '%s'", o->schedules[i]);
             }
-            j->kinds[nk++] = o->schedules[i];
+            j->kinds[nk++] = kind;
         }
     } else {
-        for (int i = 0; i < ps_sched_kind_count() && nk < 32; i++) j->kinds[nk++] = ps_sched_kind_name(i);
+        for (int i = 0; i < ps_sched_kind_count() && nk < PS_SEARCH_MAX_KINDS; i++) j->kinds[nk++] = i;
     }
+    const int k_1f1b = ps_sched_kind_find("1f1b"); /* the one kind tried without a pipeline */
 
     /* Enumerate the units in a fixed order: their index is the final tie-breaker. */
     int npp = 0;
@@ -1245,8 +1372,8 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
             for (int64_t micro = 1; micro <= gbs && ps_plan_size_ok(micro, pp) && st == PS_OK; micro++) {
                 if (gbs % micro) continue;
                 for (int s = 0; s < nk; s++) {
-                    int vpp = ps_sched_kind_default_chunks(ps_sched_kind_find(j->kinds[s])); /* chunked kinds: 2 */
-                    if (pp * vpp > blocks || (pp == 1 && strcmp(j->kinds[s], "1f1b") != 0)) continue; /* pp 1: one */
+                    int vpp = ps_sched_kind_default_chunks(j->kinds[s]); /* chunked kinds: 2 */
+                    if (pp * vpp > blocks || (pp == 1 && j->kinds[s] != k_1f1b)) continue; /* pp 1: one */
                     /* beyond the caps on micro-batches (x stages) the cost model refuses a plan: not a candidate */
                     if (!ps_plan_size_ok(micro, pp * vpp)) continue;
                     if (n == cap) {
@@ -1301,8 +1428,8 @@ static void atomic_raise(double *p, double v)
  * through the source, exchanged with other ranks. */
 static void share_floors(ps_search_job *j, const worker *w, const ps_search_source *src)
 {
-    double top = w->n_top >= j->o.top_k ? w->top[j->o.top_k - 1].pred.samples_per_s : 0;
-    double even = w->have_even ? w->even.pred.samples_per_s : 0;
+    double top = w->r.n_top >= j->o.top_k ? w->r.top[j->o.top_k - 1].pred.samples_per_s : 0;
+    double even = w->r.have_even ? w->r.even.pred.samples_per_s : 0;
     /* the source's own critical section: its calls (MPI under SERIALIZED) never overlap */
 #pragma omp critical(ps_search_source)
     {
@@ -1320,32 +1447,18 @@ static void share_floors(ps_search_job *j, const worker *w, const ps_search_sour
 /* A worker's workspaces, and the results still in it (those the merge did not take). */
 static void worker_free(worker *w)
 {
-    for (int i = 0; i < w->n_top; i++) cand_free(&w->top[i]);
-    if (w->have_even) cand_free(&w->even);
-    free(w->top);
-    free(w->t);
-    free(w->st);
-    free(w->act);
-    free(w->tmp);
-    free(w->ex);
-    free(w->sy);
-    free(w->bw);
-    free(w->snap);
-    free(w->snap_n);
-    free(w->fb);
-    free(w->lmin);
-    free(w->C);
-    free(w->Carg);
-    free(w->Cm);
-    free(w->Cmarg);
-    free(w->parts);
-    for (int i = 0; i < PS_SEARCH_SHAPES; i++) free(w->shapes[i].buf);
-    free(w->dmem);
+    for (int i = 0; i < w->r.n_top; i++) cand_free(&w->r.top[i]);
+    if (w->r.have_even) cand_free(&w->r.even);
+    free(w->r.top);
+#define X(col, none, value) free(w->lt.col);
+    PS_LAYER_COLUMNS(X)
+#undef X
+    free(w->lt.lmin);
+    scratch_free(&w->sc);
+    if (w->shapes)
+        for (int i = 0; i < PS_SEARCH_SHAPES; i++) free(w->shapes[i].buf);
+    free(w->shapes);
     free(w->even_cuts);
-    free(w->ltime);
-    free(w->lmem);
-    free(w->choice);
-    free(w->rows);
     ps_ldp_destroy(w->ldp);
     ps_pdp_destroy(w->pdp);
     ps_sched_destroy(w->sched);
@@ -1387,12 +1500,12 @@ ps_status ps_search_job_run(ps_search_job *j, const ps_search_source *src, ps_se
     ps_status st = PS_OK;
     for (int t = 0; t < nthreads && st == PS_OK; t++) {
         ws[t].job = j;
-        ws[t].min_over = INFINITY;
-        ws[t].min_over_bound = 1;
-        ws[t].min_over_unit = INT64_MAX;
-        ws[t].err_index = INT64_MAX;
-        ws[t].top = ps_calloc((size_t)o->top_k + 1, sizeof *ws[t].top);
-        if (!ws[t].top || ps_ldp_create(&ws[t].ldp) != PS_OK || ps_pdp_create(&ws[t].pdp) != PS_OK ||
+        ws[t].r.min_over = INFINITY;
+        ws[t].r.min_over_bound = 1;
+        ws[t].r.min_over_unit = INT64_MAX;
+        ws[t].r.err_index = INT64_MAX;
+        ws[t].r.top = ps_calloc((size_t)o->top_k + 1, sizeof *ws[t].r.top);
+        if (!ws[t].r.top || ps_ldp_create(&ws[t].ldp) != PS_OK || ps_pdp_create(&ws[t].pdp) != PS_OK ||
             ps_sched_create(&ws[t].sched) != PS_OK)
             st = PS_FAIL(PS_ERR_SYSTEM, "out of memory creating search workspaces");
     }
@@ -1416,12 +1529,12 @@ ps_status ps_search_job_run(ps_search_job *j, const ps_search_source *src, ps_se
                 taken++;
                 /* the result is an error now: take the units left without searching them, so that the other
                  * threads (and, through a shared source, ranks) reach the end and the failure sooner */
-                if (w->st_err != PS_OK) continue;
-                ps_status s2 = search_outer(w, cp, m, c, o, &j->units[i], i);
-                if (s2 != PS_OK && i < w->err_index) {
-                    w->st_err = s2;
-                    w->err_index = i;
-                    ps_strlcpy(w->err_msg, ps_error_message(), sizeof w->err_msg);
+                if (w->r.st_err != PS_OK) continue;
+                ps_status s2 = search_unit(w, cp, m, c, o, &j->units[i], i);
+                if (s2 != PS_OK && i < w->r.err_index) {
+                    w->r.st_err = s2;
+                    w->r.err_index = i;
+                    ps_strlcpy(w->r.err_msg, ps_error_message(), sizeof w->r.err_msg);
                 }
                 if (o->objective == PS_SEARCH_THROUGHPUT) share_floors(j, w, src);
             }
@@ -1436,35 +1549,36 @@ ps_status ps_search_job_run(ps_search_job *j, const ps_search_source *src, ps_se
     int64_t err_index = INT64_MAX;
     ps_status err = PS_OK;
     char err_msg[512] = "";
-    worker merged = {.top = out->top};
+    worker_results merged = {.top = out->top};
     for (int t = 0; t < nthreads; t++) {
         worker *w = &ws[t];
-        out->evaluated += w->evaluated;
-        out->feasible += w->feasible;
-        out->pruned += w->pruned;
-        out->dp_cells += w->cells;
-        if (ps_search_over_less(w->min_over, w->min_over_bound, w->min_over_unit, min_over, min_over_bound,
+        out->evaluated += w->r.evaluated;
+        out->feasible += w->r.feasible;
+        out->pruned += w->r.pruned;
+        out->dp_cells += w->r.cells;
+        if (ps_search_over_less(w->r.min_over, w->r.min_over_bound, w->r.min_over_unit, min_over, min_over_bound,
                                 min_over_unit)) {
-            min_over = w->min_over;
-            min_over_bound = w->min_over_bound;
-            min_over_unit = w->min_over_unit;
-            ps_strlcpy(out->binding, w->min_over_msg, sizeof out->binding);
+            min_over = w->r.min_over;
+            min_over_bound = w->r.min_over_bound;
+            min_over_unit = w->r.min_over_unit;
+            ps_strlcpy(out->binding, w->r.min_over_msg, sizeof out->binding);
         }
-        if (w->st_err != PS_OK && w->err_index < err_index) {
-            err_index = w->err_index;
-            err = w->st_err;
-            ps_strlcpy(err_msg, w->err_msg, sizeof err_msg);
+        if (w->r.st_err != PS_OK && w->r.err_index < err_index) {
+            err_index = w->r.err_index;
+            err = w->r.st_err;
+            ps_strlcpy(err_msg, w->r.err_msg, sizeof err_msg);
         }
         if (out->top) {
-            for (int i = 0; i < w->n_top; i++) offer(&merged, o->top_k, o->objective, &w->top[i]);
-            w->n_top = 0;
+            for (int i = 0; i < w->r.n_top; i++) offer(&merged, o->top_k, o->objective, &w->r.top[i]);
+            w->r.n_top = 0;
         }
         ps_search_cand *even = &out->base[PS_BASE_EVEN];
-        if (w->have_even && (!out->have_base[PS_BASE_EVEN] || ps_search_cand_order(&w->even, even, o->objective) < 0)) {
+        if (w->r.have_even &&
+            (!out->have_base[PS_BASE_EVEN] || ps_search_cand_order(&w->r.even, even, o->objective) < 0)) {
             if (out->have_base[PS_BASE_EVEN]) cand_free(even);
-            *even = w->even;
+            *even = w->r.even;
             out->have_base[PS_BASE_EVEN] = 1;
-            w->have_even = 0;
+            w->r.have_even = 0;
         }
         worker_free(w); /* and what the merge did not take */
     }

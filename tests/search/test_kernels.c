@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "ps_kernels.h"
+#include "kernels_internal.h"
 
 /* Deterministic generator so failures reproduce. */
 static uint64_t g_rng = 88172645463325252ULL;
@@ -251,7 +251,8 @@ static double minmax_eval(const ps_pdp_problem *p, const int64_t *cuts)
 {
     size_t N = (size_t)p->n_layers + 1;
     double m = -INFINITY;
-    for (int k = 0; k < p->n_stages; k++) m = fmax(m, p->cost[((size_t)k * N + (size_t)cuts[k]) * N + (size_t)cuts[k + 1]]);
+    for (int k = 0; k < p->n_stages; k++)
+        m = fmax(m, p->cost[((size_t)k * N + (size_t)cuts[k]) * N + (size_t)cuts[k + 1]]);
     return m;
 }
 

@@ -193,9 +193,10 @@ static void run_scenario(const scenario *sc)
         int64_t plans = 0;
         double want = brute_force(&cp, &m, &c, sc->gbs, &o, kind, &plans);
         bool chunked = ps_sched_kind_default_chunks(k) > 1;
-        printf("# %s on %s, gbs %lld, %-11s: search %.6g samples/s (%lld plans costed), brute force %.6g (%lld plans)%s\n",
-               m.name, c.name, (long long)sc->gbs, kind, got, (long long)r.evaluated, want, (long long)plans,
-               got < want ? "  SEARCH BEHIND" : "");
+        printf(
+            "# %s on %s, gbs %lld, %-11s: search %.6g samples/s (%lld plans costed), brute force %.6g (%lld plans)%s\n",
+            m.name, c.name, (long long)sc->gbs, kind, got, (long long)r.evaluated, want, (long long)plans,
+            got < want ? "  SEARCH BEHIND" : "");
         /* Chunked schedules: the search's space is what brute force enumerates, so the same optimum to the last bit.
          * Unchunked: the stage tables and the partition DP are exact for their per-micro-batch proxy of a stage's
          * time, which leaves out what only the schedule simulation sees (p2p, where W passes fill the bubble); the

@@ -4,8 +4,8 @@
  *  - partition DP (AMP Sec. 3.5, with memory enforced through infeasible stage costs): cut points minimising the
  *    pipeline objective (m-1) * max_k c_k + sum_k c_k (AMP Eq. 5, Galvatron-BMW Eq. 5).
  * Both are exact for their objective: tests/search compares them with brute-force enumeration. */
-#ifndef PS_KERNELS_H
-#define PS_KERNELS_H
+#ifndef PS_SEARCH_KERNELS_INTERNAL_H
+#define PS_SEARCH_KERNELS_INTERNAL_H
 
 #include <stdint.h>
 
