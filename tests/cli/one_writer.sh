@@ -26,49 +26,40 @@ wait_for() { # path seconds: until the path exists
   return 1
 }
 
-# ---- two sweeps, one folder ----
-"$psearch" sweep --models gpt3-65b,gpt3-175b,llama2-70b --clusters dgx-a100-80g:1,2,4,8,16 --out tables \
-  >first.out 2>&1 &
-first=$!
-if wait_for tables/cells.jsonl 30; then
-  "$psearch" sweep --models gpt3-65b,gpt3-175b,llama2-70b --clusters dgx-a100-80g:1,2,4,8,16 --out tables \
-    >second.out 2>&1
-  rc=$?
-  if kill -0 $first 2>/dev/null; then
-    check "second sweep refused (exit 2), got $rc" test $rc -eq 2
-    check "second sweep names the other process" grep -q 'being written by another psearch (process' second.out
+# two_writers NAME SIGN ARGS...: psearch ARGS in the background; once SIGN exists (its lock is held), the same
+# command again must be refused at once, naming the first; then the first must complete. Outputs: NAME.1, NAME.2.
+two_writers() {
+  local name=$1 sign=$2 first rc
+  shift 2
+  "$psearch" "$@" >"$name.1" 2>&1 &
+  first=$!
+  if wait_for "$sign" 30; then
+    "$psearch" "$@" >"$name.2" 2>&1
+    rc=$?
+    if kill -0 $first 2>/dev/null; then
+      check "second $name refused (exit 2), got $rc" test $rc -eq 2 || show "$name.2"
+      check "second $name names the other process" grep -q 'being written by another psearch (process' "$name.2"
+    else
+      echo "# the first $name ended before the second started: the lock was not exercised"
+    fi
   else
-    echo "# the first sweep ended before the second started: the lock was not exercised"
+    bad "the first $name never took its lock"
   fi
-else
-  bad "the first sweep never opened its records"
-fi
-wait $first
-check "first sweep completed" test $? -eq 0 || show first.out second.out
-check "each cell recorded once" test "$(wc -l <tables/cells.jsonl)" -eq 15 || show first.out second.out
+  wait $first
+  check "first $name completed" test $? -eq 0 || show "$name.1" "$name.2"
+}
+
+# ---- two sweeps, one folder ----
+sweep=(sweep --models gpt3-65b,gpt3-175b,llama2-70b --clusters dgx-a100-80g:1,2,4,8,16 --out tables)
+two_writers sweep tables/cells.jsonl "${sweep[@]}"
+check "each cell recorded once" test "$(wc -l <tables/cells.jsonl)" -eq 15 || show sweep.1 sweep.2
 dups=$(grep -o '"key": *"[^"]*"' tables/cells.jsonl | sort | uniq -d | wc -l)
 check "no cell recorded twice" test "$dups" -eq 0
-"$psearch" sweep --models gpt3-65b,gpt3-175b,llama2-70b --clusters dgx-a100-80g:1,2,4,8,16 --out tables --resume \
-  >resume.out 2>&1
-check "the folder resumes" test $? -eq 0
+"$psearch" "${sweep[@]}" --resume >resume.out 2>&1
+check "the folder resumes" test $? -eq 0 || show resume.out
 
 # ---- two calibrations, one database ----
-"$psearch" calibrate --quick --out site.h5 >cal1.out 2>&1 &
-first=$!
-if wait_for .site.h5.lock 30; then
-  "$psearch" calibrate --quick --out site.h5 >cal2.out 2>&1
-  rc=$?
-  if kill -0 $first 2>/dev/null; then
-    check "second calibration refused (exit 2), got $rc" test $rc -eq 2
-    check "second calibration names the other process" grep -q 'being written by another psearch (process' cal2.out
-  else
-    echo "# the first calibration ended before the second started: the lock was not exercised"
-  fi
-else
-  bad "the first calibration never took its lock"
-fi
-wait $first
-check "first calibration completed" test $? -eq 0 || show cal1.out cal2.out
+two_writers calibration .site.h5.lock calibrate --quick --out site.h5
 "$psearch" costdb show site.h5 >/dev/null 2>&1
 check "the database reads back" test $? -eq 0
 check "no lock file left" test ! -e .site.h5.lock
