@@ -17,7 +17,7 @@
 #include <cblas.h>
 
 #include "bench_internal.h"
-#include "ps_mpi.h"
+#include "ps_comm.h"
 
 /* ---- collectives, MPI backend: host memory -------------------------------------------------------------------- */
 

@@ -9,7 +9,7 @@
 
 #include "bench_internal.h"
 #include "ps_hw.h"
-#include "ps_mpi.h"
+#include "ps_comm.h"
 
 void ps_bench_opts_default(ps_bench_opts *o, bool quick)
 {

@@ -19,7 +19,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "ps_mpi.h"
+#include "ps_comm.h"
 
 #define CUDA_OK(call, what)                                                                                            \
     do {                                                                                                               \

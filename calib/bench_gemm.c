@@ -9,7 +9,7 @@
 #include <cblas.h>
 
 #include "bench_internal.h"
-#include "ps_mpi.h"
+#include "ps_comm.h"
 
 typedef struct {
     const ps_bench_opts *o;

@@ -4,7 +4,7 @@
 #ifndef PS_BENCH_INTERNAL_H
 #define PS_BENCH_INTERNAL_H
 
-#include "ps_bench.h"
+#include "ps_calib.h"
 
 typedef struct {
     const char *name;

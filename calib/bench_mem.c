@@ -8,7 +8,7 @@
 #include <omp.h>
 
 #include "bench_internal.h"
-#include "ps_mpi.h"
+#include "ps_comm.h"
 
 ps_status ps_bench_cpu_mem(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r)
 {

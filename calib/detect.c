@@ -13,8 +13,8 @@
 
 #include <hwloc.h>
 
-#include "ps_bench.h"
-#include "ps_mpi.h"
+#include "ps_calib.h"
+#include "ps_comm.h"
 
 #if PS_HAVE_CUDA
 #include <cuda_runtime_api.h>

@@ -110,7 +110,7 @@ ps_status ps_cli_search(MPI_Comm comm, const ps_search_opts *so, int dist, const
  * backend (auto: cuda where every rank sees a GPU; a GPU plan without GPUs is refused unless --backend cpu), the
  * shape scale (--scale; cpu backend on a GPU cluster: 16), the scaled model run and predicted, and the measurement
  * row --record appends. Collective over comm. */
-#include "ps_bench.h"
+#include "ps_calib.h"
 #include "ps_jobs.h"
 typedef struct {
     const char *backend;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "ps_mpi.h"
+#include "ps_comm.h"
 
 /* Every rank learns the worst outcome; the lowest failing rank's message is the one main() prints. */
 static ps_status agree(MPI_Comm comm, ps_status st) { return ps_mpi_agree_status(comm, st, "calibration"); }

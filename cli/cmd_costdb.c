@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "ps_mpi.h"
+#include "ps_comm.h"
 
 ps_status ps_cli_costdb_cluster(const ps_cli_opts *o, ps_cluster *c)
 {

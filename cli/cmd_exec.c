@@ -8,7 +8,7 @@
 #include "cli.h"
 #include "ps_costdb.h"
 #include "ps_jobs.h"
-#include "ps_mpi.h"
+#include "ps_comm.h"
 
 #define GIB (1024.0 * 1024 * 1024)
 

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "ps_comm.h"
 #include "ps_mpi.h"
-#include "ps_mpi_search.h"
 #include "ps_search.h"
 
 /* "pp 4 x tp 4 x dp 2, ZeRO 2, recompute none, SP, v-zb, mbs 1 x 128" (+ "per-layer" when layers differ). */

@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "ps_comm.h"
 #include "ps_mpi.h"
-#include "ps_mpi_search.h"
 #include "ps_schedules.h"
 #include "sweep_tables.h"
 

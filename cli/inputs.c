@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "ps_mpi.h"
+#include "ps_comm.h"
 #include "ps_schedules.h"
 
 /* Rank 0 resolves the spec (which preset folder, which file: that depends on its file system) and reads the file

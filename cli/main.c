@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "ps_cli.h"
-#include "ps_mpi.h"
+#include "ps_comm.h"
 
 static void print_error(const ps_cli_opts *o, int rank, int nranks)
 {
@@ -20,7 +20,7 @@ static void print_error(const ps_cli_opts *o, int rank, int nranks)
 static ps_status start_mpi(int *argc, char ***argv, MPI_Comm *comm, int *rank, int *nranks)
 {
     int provided = 0;
-    /* ps_mpi_init: the cheapest start-up for a process run without a launcher (comm/ps_mpi.h).
+    /* ps_mpi_init: the cheapest start-up for a process run without a launcher (comm/ps_comm.h).
      * SERIALIZED: the search's OpenMP threads take work units from rank 0 and share pruning floors one at a time
      * (a critical section), from whichever thread is free. With less, mpi/search.c falls back to a static split
      * without shared floors. */

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "ps_mpi_search.h"
+#include "ps_mpi.h"
 
 typedef enum {
     OPT_FLAG, /* no value: the int field becomes 1 */

@@ -47,7 +47,7 @@ typedef struct {
     int64_t max_tp;
     const char *schedules;
     int objective;  /* --objective: PS_SEARCH_THROUGHPUT (0, the default) or PS_SEARCH_MEMORY */
-    int distribute; /* --distribute: a ps_dist (mpi/ps_mpi_search.h), PS_DIST_DYNAMIC (0) by default */
+    int distribute; /* --distribute: a ps_dist (mpi/ps_mpi.h), PS_DIST_DYNAMIC (0) by default */
     const char *export_kind; /* --export megatron|deepspeed */
     /* schedule */
     const char *sched_kind;

@@ -1,8 +1,8 @@
-/* MPI error conversion and outcome agreement (see ps_mpi.h). */
+/* MPI error conversion and outcome agreement (see ps_comm.h). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "ps_mpi.h"
+#include "ps_comm.h"
 
 ps_status ps_mpi_status(int rc, const char *what, const char *file, int line)
 {

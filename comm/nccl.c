@@ -1,9 +1,9 @@
-/* NCCL communicators bootstrapped over MPI (ps_mpi.h). */
+/* NCCL communicators bootstrapped over MPI (ps_comm.h). */
 #include <string.h>
 
 #include <nccl.h>
 
-#include "ps_mpi.h"
+#include "ps_comm.h"
 
 ps_status ps_mpi_nccl_comm(MPI_Comm g, ps_status local, ncclComm_t *out)
 {

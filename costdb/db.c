@@ -14,7 +14,7 @@
 #include <hdf5.h>
 
 #include "ps_costdb.h"
-#include "ps_mpi.h"
+#include "ps_comm.h"
 
 #if PS_HAVE_CUDA
 #include <cuda_runtime_api.h>

@@ -10,7 +10,7 @@
 
 #include <mpi.h>
 
-#include "ps_bench.h"
+#include "ps_calib.h"
 #include "ps_common.h"
 #include "ps_cost.h"
 #include "ps_hw.h"

@@ -16,7 +16,7 @@
 #include <nccl.h>
 
 #include "exec_internal.h"
-#include "ps_mpi.h"
+#include "ps_comm.h"
 
 typedef struct {
     MPI_Comm mpi;

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "exec_internal.h"
-#include "ps_mpi.h"
+#include "ps_comm.h"
 
 static const char *op_name(int op) { return op < 0 ? "" : ps_sched_op_name(op); }
 

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "exec_internal.h"
-#include "ps_bench.h"
-#include "ps_mpi.h"
+#include "ps_calib.h"
+#include "ps_comm.h"
 
 static const ps_exec_backend *const k_backends[] = {
     &ps_exec_backend_cpu,

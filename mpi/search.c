@@ -1,4 +1,4 @@
-/* The search across ranks (see ps_mpi_search.h).
+/* The search across ranks (see ps_mpi.h).
  *
  * Work units are the search's (global batch, pipeline degree, schedule, micro-batch count) combinations: thousands
  * per search, each a few microseconds (pruned) to a few hundred milliseconds (pp 64 with hundreds of micro-batches),
@@ -19,8 +19,8 @@
 #include <omp.h>
 #endif
 
+#include "ps_comm.h"
 #include "ps_mpi.h"
-#include "ps_mpi_search.h"
 
 const char *ps_dist_name(ps_dist d) { return d == PS_DIST_STATIC ? "static" : "dynamic"; }
 

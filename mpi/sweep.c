@@ -1,4 +1,4 @@
-/* Sweep bookkeeping (see ps_mpi_search.h): the append-only record of finished cells, resume, and progress. */
+/* Sweep bookkeeping (see ps_mpi.h): the append-only record of finished cells, resume, and progress. */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ps_comm.h"
 #include "ps_mpi.h"
-#include "ps_mpi_search.h"
 
 struct ps_sweep_log {
     char path[PATH_MAX];

@@ -13,14 +13,14 @@ common       0      ps_common.h       -
 models       1      ps_models.h       -
 schedules    1      ps_schedules.h    -
 hw           1      ps_hw.h           -
-comm         1      ps_mpi.h          mpi nccl
+comm         1      ps_comm.h         mpi nccl
 cost         2      ps_cost.h         -
 search       3      ps_search.h       -
-calib        3      ps_bench.h        mpi hwloc cuda nccl blas
+calib        3      ps_calib.h        mpi hwloc cuda nccl blas
 costdb       4      ps_costdb.h       mpi hdf5 cuda nccl
-mpi          4      ps_mpi_search.h   mpi
+mpi          4      ps_mpi.h          mpi
 jobs         4      ps_jobs.h         mpi cuda nccl blas
-cli          5      cli.h             mpi hdf5 hwloc cuda nccl
+cli          5      ps_cli.h          mpi hdf5 hwloc cuda nccl
 '
 # library -> the system headers that belong to it (extended regular expressions on the name inside <>)
 libs='

@@ -19,8 +19,8 @@
 #endif
 
 #include "../search_cases.h"
+#include "ps_comm.h"
 #include "ps_mpi.h"
-#include "ps_mpi_search.h"
 
 static double max_over_mean(const double *v, int n)
 {

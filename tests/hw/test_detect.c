@@ -8,7 +8,7 @@
 
 #include <mpi.h>
 
-#include "ps_bench.h"
+#include "ps_calib.h"
 #include "mpi_check.h"
 
 static int g_rank;

@@ -9,7 +9,7 @@
 
 #include <mpi.h>
 
-#include "ps_mpi.h"
+#include "ps_comm.h"
 #include "mpi_check.h"
 
 static int g_rank, g_size;

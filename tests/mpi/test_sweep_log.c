@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "ps_mpi_search.h"
+#include "ps_mpi.h"
 
 static char g_dir[64];
 static char g_path[128];

@@ -6,8 +6,8 @@
  * Backends: CPU (OpenBLAS + OpenMP + MPI) always; CUDA (cuBLAS, device copies; NCCL for collectives and overlap)
  * when built with it and a GPU is seen. Collectives and overlap need one backend on every rank: an allocation mixing
  * GPU and CPU ranks gets no rows for them. */
-#ifndef PS_BENCH_H
-#define PS_BENCH_H
+#ifndef PS_CALIB_H
+#define PS_CALIB_H
 
 #include <stdbool.h>
 #include <stdint.h>

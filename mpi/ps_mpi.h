@@ -3,8 +3,8 @@
  * shared out statically or handed out one by one through an MPI window, ranks share their pruning floors through the
  * same window, and a user-defined MPI_Op merges the top k in the search's total order, so rank 0's answer is
  * byte-identical for any number of ranks and threads. */
-#ifndef PS_MPI_SEARCH_H
-#define PS_MPI_SEARCH_H
+#ifndef PS_MPI_H
+#define PS_MPI_H
 
 #include <jansson.h>
 #include <mpi.h>

@@ -2,8 +2,8 @@
  * distributed search, the executor): MPI return codes as ps_status, agreeing on one outcome across ranks, gathering
  * strings, one rank's input file for all, and NCCL communicators bootstrapped over MPI. No psearch logic above
  * common/. The search across ranks and the sweep records are mpi/'s. */
-#ifndef PS_MPI_H
-#define PS_MPI_H
+#ifndef PS_COMM_H
+#define PS_COMM_H
 
 #include <mpi.h>
 
