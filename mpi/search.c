@@ -343,7 +343,7 @@ static ps_status assemble(const ps_cost_params *cp, const ps_model *m, const ps_
         ps_search_result_free(all);
         return st;
     }
-    ps_search_explain(all, o, c); /* nothing fits and no shortfall was seen: say why, from the summed counts */
+    ps_search_explain(all, o, m, c); /* nothing fits and no shortfall was seen: say why, from the summed counts */
     return PS_OK;
 }
 

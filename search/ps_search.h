@@ -141,8 +141,9 @@ int ps_search_key_order(const ps_search_key *a, const ps_search_key *b, int obje
 int ps_prediction_worst_stage(const ps_prediction *p);
 /* The largest TP degree the search tries: --max-tp, or the GPUs of a node. */
 int ps_search_max_tp(const ps_search_opts *o, const ps_cluster *c);
-/* When nothing fits and no memory shortfall was seen, say what else bound (no divisible combination, no TP split). */
-void ps_search_explain(ps_search_result *r, const ps_search_opts *o, const ps_cluster *c);
+/* When nothing fits and no memory shortfall was seen, say what else bound: a batch smaller than the fewest
+ * data-parallel replicas, more micro-batches than plans are simulated with, no divisible combination, no TP split. */
+void ps_search_explain(ps_search_result *r, const ps_search_opts *o, const ps_model *m, const ps_cluster *c);
 
 /* ---- baselines (search/baselines.c) ---- */
 const char *ps_baseline_name(int kind); /* "megatron", "dp-only", "zero3-only", "even-split" */

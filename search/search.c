@@ -50,9 +50,31 @@ int ps_search_max_tp(const ps_search_opts *o, const ps_cluster *c)
     return (int)(c->groups[0].gpus_per_node > 0 ? c->groups[0].gpus_per_node : 1);
 }
 
-void ps_search_explain(ps_search_result *r, const ps_search_opts *o, const ps_cluster *c)
+void ps_search_explain(ps_search_result *r, const ps_search_opts *o, const ps_model *m, const ps_cluster *c)
 {
     if (r->n_top > 0 || r->binding[0]) return;
+    /* Two causes plain from the sizes alone, named before the generic ones. Every data-parallel replica takes at least
+     * one sample, and a replica spans at most max TP x max PP GPUs (a stage holds at least one layer). */
+    int max_pp = (int)(m->n_layers < PS_SEARCH_MAX_PP ? m->n_layers : PS_SEARCH_MAX_PP);
+    int64_t per_replica = (int64_t)ps_search_max_tp(o, c) * (max_pp > 0 ? max_pp : 1);
+    if (o->gbs_hi > 0 && o->gbs_hi < c->n_gpus / per_replica) {
+        snprintf(r->binding, sizeof r->binding,
+                 "a global batch of at most %lld samples is too small for %lld GPUs: with TP up to %d and at most %d "
+                 "pipeline stages (one per layer) there are at least %lld data-parallel replicas, each needing a "
+                 "sample", (long long)o->gbs_hi, (long long)c->n_gpus, ps_search_max_tp(o, c), max_pp,
+                 (long long)(c->n_gpus / per_replica));
+        return;
+    }
+    /* the fewest micro-batches any plan needs: all GPUs data-parallel, the largest micro-batch */
+    int64_t least_micro = o->gbs_lo / ((int64_t)c->n_gpus * (o->mbs_max > 0 ? o->mbs_max : 1));
+    if (least_micro > PS_PLAN_MAX_MICRO_BATCHES) {
+        snprintf(r->binding, sizeof r->binding,
+                 "a global batch of %lld samples needs at least %lld micro-batches per iteration on %lld GPUs with "
+                 "micro-batches of at most %lld samples; plans are simulated up to %d: raise --mbs-max or lower the "
+                 "batch", (long long)o->gbs_lo, (long long)least_micro, (long long)c->n_gpus, (long long)o->mbs_max,
+                 PS_PLAN_MAX_MICRO_BATCHES);
+        return;
+    }
     if (r->candidates == 0)
         snprintf(r->binding, sizeof r->binding,
                  "no (batch, pipeline, micro-batch) combination divides the %lld GPUs and batch %lld..%lld",
@@ -1593,7 +1615,7 @@ ps_status ps_search_job_run(ps_search_job *j, const ps_search_source *src, ps_se
     out->min_over = min_over;
     out->min_over_bound = min_over_bound;
     out->min_over_unit = min_over_unit;
-    ps_search_explain(out, o, c);
+    ps_search_explain(out, o, m, c);
     return PS_OK;
 }
 
