@@ -84,6 +84,9 @@ ps_status ps_sched_generate(ps_sched *s, const char *kind, int d, int n, int v) 
 /* What ps_sched_build would refuse, without building: the same PS_ERR_INPUT for the same (kind, d, n, v). Cheap, for
  * a caller that may not need the order at all. */
 ps_status ps_sched_check(const char *kind, int d, int n, int v) PS_NODISCARD;
+/* The same rules as a predicate, with no side effect (the error slot untouched): whether ps_sched_check would accept
+ * these sizes. For callers to whom a refusal is an expected answer, not a failure (the search's candidates). */
+bool ps_sched_valid(const char *kind, int d, int n, int v);
 
 /* Install an order made elsewhere (a search, a test, a recorded run): counts[i] passes of device i, concatenated in
  * `passes`. It is verified like a built one; PS_ERR_INPUT names the first pass that breaks a rule. */

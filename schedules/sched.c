@@ -82,21 +82,39 @@ static ps_status reserve(ps_sched *s, int d, int stages, int64_t sm, int64_t pas
 #undef SIZED
 }
 
+/* The rules are written once, as predicates that say why into `why` (cap bytes; NULL: only whether): the search asks
+ * whether a candidate is a schedule at all without touching the error slot, and ps_sched_check / the builders turn
+ * the same reason into a PS_ERR_INPUT. */
+#define REFUSE_UNLESS(cond, ...)                                                                                       \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            if (why) snprintf(why, cap, __VA_ARGS__);                                                                  \
+            return false;                                                                                              \
+        }                                                                                                              \
+    } while (0)
+
 /* The sizes any order must respect. */
+static bool sizes_ok(int d, int n, int v, ps_sched_placement place, char *why, size_t cap)
+{
+    REFUSE_UNLESS(d >= 1 && d <= PS_SCHED_MAX_DEVICES, "pipeline devices d must be in 1..%d (got %d)",
+                  PS_SCHED_MAX_DEVICES, d);
+    REFUSE_UNLESS(n >= 1 && n <= PS_SCHED_MAX_MB, "micro-batches n must be in 1..%d (got %d)", PS_SCHED_MAX_MB, n);
+    REFUSE_UNLESS(v >= 1 && v <= UINT16_MAX, "chunks per device v must be in 1..%d (got %d)", UINT16_MAX, v);
+    REFUSE_UNLESS(place == PS_SCHED_PLACE_LOOP || place == PS_SCHED_PLACE_V, "unknown stage placement %d",
+                  (int)place);
+    REFUSE_UNLESS(place != PS_SCHED_PLACE_V || v == 2, "the V placement needs v = 2 chunks per device (got %d)", v);
+    int64_t stages, sm, passes;
+    REFUSE_UNLESS(ps_mul_i64(d, v, &stages) && stages <= INT32_MAX, "d*v = %d*%d stages is too many", d, v);
+    REFUSE_UNLESS(ps_mul_i64(stages, n, &sm) && ps_mul_i64(sm, 3, &passes) && passes <= PS_SCHED_MAX_PASSES,
+                  "d*v*n = %d*%d*%d micro-batch stages is too many to schedule (at most %lld passes, 3 per "
+                  "micro-batch stage: about 2 GB of workspace)", d, v, n, (long long)PS_SCHED_MAX_PASSES);
+    return true;
+}
+
 static ps_status check_sizes(int d, int n, int v, ps_sched_placement place)
 {
-    PS_CHECK_INPUT(d >= 1 && d <= PS_SCHED_MAX_DEVICES, "pipeline devices d must be in 1..%d (got %d)",
-                   PS_SCHED_MAX_DEVICES, d);
-    PS_CHECK_INPUT(n >= 1 && n <= PS_SCHED_MAX_MB, "micro-batches n must be in 1..%d (got %d)", PS_SCHED_MAX_MB, n);
-    PS_CHECK_INPUT(v >= 1 && v <= UINT16_MAX, "chunks per device v must be in 1..%d (got %d)", UINT16_MAX, v);
-    PS_CHECK_INPUT(place == PS_SCHED_PLACE_LOOP || place == PS_SCHED_PLACE_V, "unknown stage placement %d",
-                   (int)place);
-    PS_CHECK_INPUT(place != PS_SCHED_PLACE_V || v == 2, "the V placement needs v = 2 chunks per device (got %d)", v);
-    int64_t stages, sm, passes;
-    PS_CHECK_INPUT(ps_mul_i64(d, v, &stages) && stages <= INT32_MAX, "d*v = %d*%d stages is too many", d, v);
-    PS_CHECK_INPUT(ps_mul_i64(stages, n, &sm) && ps_mul_i64(sm, 3, &passes) && passes <= PS_SCHED_MAX_PASSES,
-                   "d*v*n = %d*%d*%d micro-batch stages is too many to schedule (at most %lld passes, 3 per "
-                   "micro-batch stage: about 2 GB of workspace)", d, v, n, (long long)PS_SCHED_MAX_PASSES);
+    char why[256];
+    if (!sizes_ok(d, n, v, place, why, sizeof why)) return PS_FAIL(PS_ERR_INPUT, "%s", why);
     return PS_OK;
 }
 
@@ -172,29 +190,34 @@ static ps_status verify(ps_sched *s)
 }
 
 /* The kind's rules and the sizes: everything ps_sched_build can refuse before generating. */
-static ps_status check_kind(const char *kind, int d, int n, int *v, const ps_sched_kind_def **out)
+static bool kind_ok(const char *kind, int d, int n, int *v, const ps_sched_kind_def **out, char *why, size_t cap)
 {
     int k = kind ? ps_sched_kind_find(kind) : -1;
-    if (k < 0) {
-        char names[256];
-        return PS_FAIL(PS_ERR_INPUT, "unknown schedule kind '%s' (kinds: %s)", kind ? kind : "(null)",
-                       ps_sched_kind_list(names, sizeof names));
-    }
+    char names[256];
+    REFUSE_UNLESS(k >= 0, "unknown schedule kind '%s' (kinds: %s)", kind ? kind : "(null)",
+                  ps_sched_kind_list(names, sizeof names));
     const ps_sched_kind_def *K = &ps_sched_kinds_[k];
     if (*v == 0) *v = K->default_chunks;
-    PS_CHECK_INPUT(*v >= K->min_chunks && *v <= K->max_chunks, "schedule '%s' takes v in %d..%d chunks per device "
-                   "(got %d)", K->name, K->min_chunks, K->max_chunks, *v);
-    PS_CHECK_INPUT(d >= 1, "schedule '%s': pipeline devices d must be >= 1 (got %d)", K->name, d);
-    PS_CHECK_INPUT(n >= 1, "schedule '%s': micro-batches n must be >= 1 (got %d)", K->name, n);
-    PS_CHECK_INPUT(K->n_rule != PS_SCHED_N_MULTIPLE_OF_D || n % d == 0,
-                   "schedule '%s' needs the micro-batches n to be a multiple of the devices d (n=%d, d=%d)", K->name,
-                   n, d);
-    PS_TRY(check_sizes(d, n, *v, K->place));
-    PS_CHECK_INPUT(!K->gen_work || K->gen_work(d, n) <= K->max_gen_work,
-                   "schedule '%s' with d = %d devices and n = %d micro-batches is too large to generate (its "
-                   "reordering takes about d^2 n = %.3g steps, at most %.3g: fewer devices or micro-batches)", K->name,
-                   d, n, K->gen_work(d, n), K->max_gen_work);
+    REFUSE_UNLESS(*v >= K->min_chunks && *v <= K->max_chunks, "schedule '%s' takes v in %d..%d chunks per device "
+                  "(got %d)", K->name, K->min_chunks, K->max_chunks, *v);
+    REFUSE_UNLESS(d >= 1, "schedule '%s': pipeline devices d must be >= 1 (got %d)", K->name, d);
+    REFUSE_UNLESS(n >= 1, "schedule '%s': micro-batches n must be >= 1 (got %d)", K->name, n);
+    REFUSE_UNLESS(K->n_rule != PS_SCHED_N_MULTIPLE_OF_D || n % d == 0,
+                  "schedule '%s' needs the micro-batches n to be a multiple of the devices d (n=%d, d=%d)", K->name,
+                  n, d);
+    if (!sizes_ok(d, n, *v, K->place, why, cap)) return false;
+    REFUSE_UNLESS(!K->gen_work || K->gen_work(d, n) <= K->max_gen_work,
+                  "schedule '%s' with d = %d devices and n = %d micro-batches is too large to generate (its "
+                  "reordering takes about d^2 n = %.3g steps, at most %.3g: fewer devices or micro-batches)", K->name,
+                  d, n, K->gen_work(d, n), K->max_gen_work);
     *out = K;
+    return true;
+}
+
+static ps_status check_kind(const char *kind, int d, int n, int *v, const ps_sched_kind_def **out)
+{
+    char why[512];
+    if (!kind_ok(kind, d, n, v, out, why, sizeof why)) return PS_FAIL(PS_ERR_INPUT, "%s", why);
     return PS_OK;
 }
 
@@ -202,6 +225,12 @@ ps_status ps_sched_check(const char *kind, int d, int n, int v)
 {
     const ps_sched_kind_def *K;
     return check_kind(kind, d, n, &v, &K);
+}
+
+bool ps_sched_valid(const char *kind, int d, int n, int v)
+{
+    const ps_sched_kind_def *K;
+    return kind_ok(kind, d, n, &v, &K, NULL, 0);
 }
 
 /* The kind's order, unverified: enough for the accessors and ps_sched_peak_points. */

@@ -1274,12 +1274,7 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
     /* The schedule's own rules (micro-batches vs devices, chunks) decide whether this is a candidate at all. The
      * order itself is built only when needed (in-flight counts below, or costing a plan): many candidates are
      * pruned before. */
-    ps_status bst = ps_sched_check(x.sched, x.K, (int)oc->micro, oc->vpp);
-    if (bst == PS_ERR_INPUT) {
-        ps_error_clear();
-        return PS_OK;
-    }
-    PS_TRY(bst);
+    if (!ps_sched_valid(x.sched, x.K, (int)oc->micro, oc->vpp)) return PS_OK;
 
     x.uni = uniform_placement(c, x.width);
     x.G = x.uni ? 1 : x.K;

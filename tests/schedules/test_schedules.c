@@ -398,7 +398,7 @@ static void test_custom_orders(void **state)
     ps_sched_destroy(s);
 }
 
-/* ps_sched_check and ps_sched_ensure refuse exactly what ps_sched_build refuses, with the same status, over every kind
+/* ps_sched_check, ps_sched_valid and ps_sched_ensure refuse exactly what ps_sched_build refuses, with the same status, over every kind
  * and a grid of sizes that breaks each rule (n not a multiple of d, chunks out of range, too many passes); what
  * ps_sched_ensure builds is that order. */
 static void test_check_matches_build(void **state)
@@ -421,6 +421,11 @@ static void test_check_matches_build(void **state)
                     if (got != want)
                         fail_msg("%s d %d n %d v %d: check %d, build %d", kind, ds[a], ns[b], vs[c], (int)got,
                                  (int)want);
+                    /* the predicate: the same answer, and no trace of it in the error slot */
+                    if (ps_sched_valid(kind, ds[a], ns[b], vs[c]) != (want == PS_OK))
+                        fail_msg("%s d %d n %d v %d: ps_sched_valid disagrees with build (%d)", kind, ds[a], ns[b],
+                                 vs[c], (int)want);
+                    assert_int_equal(ps_error_status(), PS_OK);
                     /* generate: the same refusals; the order alone is not simulated until ensure completes it */
                     assert_int_equal(ps_sched_build(e, "1f1b", 2, 4, 1), PS_OK);
                     got = ps_sched_generate(e, kind, ds[a], ns[b], vs[c]);
