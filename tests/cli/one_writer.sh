@@ -2,9 +2,12 @@
 # One writer per destination (issue #23): a second sweep into a folder another sweep is writing, and a second
 # calibration into a database another one is writing, are refused at once (exit 2, naming the other process), and
 # the first finishes untouched: every cell recorded once, the folder resumable, the database readable.
-#   one_writer.sh PSEARCH
+# With a launcher (LAUNCH: "mpiexec -n 2 ..."), SIGTERM also goes to a calibration on 2 ranks: every rank's
+# temporary and the lock go.
+#   one_writer.sh PSEARCH [LAUNCH]
 set -u
 psearch=$1
+launch=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/cli/test_lib.sh
 source "$here/test_lib.sh"
@@ -66,17 +69,29 @@ check "no lock file left" test ! -e .site.h5.lock
 check "no temporary left" test -z "$(ls -A | grep tmp)"
 
 # ---- SIGTERM: no temporary left behind ----
-"$psearch" calibrate --quick --out killed.h5 >cal3.out 2>&1 &
-victim=$!
-if wait_for .killed.h5.lock 30; then
-  sleep 0.5
-  kill -TERM $victim
-  wait $victim
-  rc=$?
-  check "SIGTERM ends calibrate by that signal (143), got $rc" test $rc -eq 143 || show cal3.out
-  check "no temporary left after SIGTERM" test -z "$(ls -A | grep 'killed.h5.tmp')"
-  check "no database appeared" test ! -e killed.h5
-else
-  bad "the calibration to kill never took its lock"
-fi
+# sigterm NAME [LAUNCH...]: a calibration into NAME.h5, SIGTERM once it holds its lock; no temporary, no lock file, no
+# database may remain (a launcher forwards the signal to every rank)
+sigterm() {
+  local name=$1 victim rc
+  shift
+  "$@" "$psearch" calibrate --quick --out "$name.h5" >"$name.out" 2>&1 &
+  victim=$!
+  if wait_for ".$name.h5.lock" 30; then
+    sleep 0.5
+    kill -TERM $victim
+    wait $victim
+    rc=$?
+    check "SIGTERM ends the $name calibration (exit > 128 or 1 from a launcher), got $rc" test $rc -ne 0 ||
+      show "$name.out"
+    sleep 0.5
+    check "no temporary left after SIGTERM ($name)" test -z "$(ls -A | grep "$name.h5.tmp")"
+    check "no lock file left after SIGTERM ($name)" test ! -e ".$name.h5.lock"
+    check "no database appeared ($name)" test ! -e "$name.h5"
+  else
+    bad "the $name calibration never took its lock"
+  fi
+}
+sigterm killed
+# shellcheck disable=SC2086 # the launcher is a command line
+[[ -n $launch ]] && sigterm killed_mpi $launch
 finish
