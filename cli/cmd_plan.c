@@ -243,10 +243,16 @@ ps_status ps_cli_search(MPI_Comm comm, const ps_search_opts *so, int dist, const
 {
     memset(all, 0, sizeof *all);
     int rank = 0;
-    PS_MPI(MPI_Comm_rank(comm, &rank));
-    double t0 = MPI_Wtime();
-    ps_mpi_search_stats stats;
-    ps_status st = ps_mpi_search(comm, cp, m, c, so, (ps_dist)dist, all, &stats);
+    if (comm != MPI_COMM_NULL) PS_MPI(MPI_Comm_rank(comm, &rank));
+    double t0 = ps_wtime();
+    ps_status st;
+    if (comm == MPI_COMM_NULL) {
+        /* one process, no launcher: the same search (the same total order decides), without MPI */
+        st = ps_search_run(cp, m, c, so, all);
+    } else {
+        ps_mpi_search_stats stats;
+        st = ps_mpi_search(comm, cp, m, c, so, (ps_dist)dist, all, &stats);
+    }
     if (st == PS_OK && rank == 0) {
         /* The rule-based baselines are a few hundred plans: rank 0 costs them while the others wait. */
         for (int k = 0; k < PS_BASE_EVEN && st == PS_OK; k++)
@@ -256,7 +262,7 @@ ps_status ps_cli_search(MPI_Comm comm, const ps_search_opts *so, int dist, const
             snprintf(all->base_why[PS_BASE_EVEN], sizeof all->base_why[PS_BASE_EVEN],
                      "no even split of the layers fits");
     }
-    *seconds = MPI_Wtime() - t0;
+    *seconds = ps_wtime() - t0;
     return st;
 }
 
@@ -264,8 +270,10 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
 {
     ps_cost_params cp;
     int rank = 0, nranks = 1;
-    PS_MPI(MPI_Comm_rank(comm, &rank));
-    PS_MPI(MPI_Comm_size(comm, &nranks));
+    if (comm != MPI_COMM_NULL) {
+        PS_MPI(MPI_Comm_rank(comm, &rank));
+        PS_MPI(MPI_Comm_size(comm, &nranks));
+    }
     ps_model m;
     ps_cluster c;
     PS_TRY(ps_cli_load_inputs(o, comm, &m, &c));

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "ps_comm.h"
 
 static bool mpi_always(const ps_cli_opts *o)
 {
@@ -10,6 +11,13 @@ static bool mpi_always(const ps_cli_opts *o)
     return true;
 }
 
+/* A search started without a launcher is one process: the pure search (OpenMP) needs no MPI, and MPI's singleton
+ * start-up cost more than a small search (issue #19, item 9). --exec-top runs plans on ranks, and --cluster auto
+ * describes the MPI job it runs in. */
+static bool plan_needs_mpi(const ps_cli_opts *o)
+{
+    return o->exec_top > 0 || ps_mpi_launched() || (o->cluster && strcmp(o->cluster, "auto") == 0);
+}
 /* calibrate measures the MPI job it runs in; refitting from recorded measurements reads a file */
 static bool calibrate_needs_mpi(const ps_cli_opts *o) { return o->from_meas == NULL; }
 
@@ -138,7 +146,7 @@ static const ps_cli_command k_commands[] = {
         .name = "plan",
         .implicit = true,
         .finish = plan_finish,
-        .needs_mpi = mpi_always,
+        .needs_mpi = plan_needs_mpi,
         .run = ps_cmd_plan,
         .synopsis = "[OPTIONS]",
         .summary = "search the fastest plan for MODEL on CLUSTER",

@@ -106,6 +106,8 @@ int ps_edit_distance(const char *a, const char *b);
 /* The current time as ISO 8601 UTC, "2025-01-31T12:00:00Z" (20 characters: cap >= 21), the date every record of
  * psearch carries (cost database, fits, sweeps); "" when the clock cannot be read or cap is too small. */
 void ps_utc_now_iso(char *buf, size_t cap);
+/* Seconds on a monotonic clock (CLOCK_MONOTONIC), for wall times measured without MPI (MPI_Wtime needs MPI up). */
+double ps_wtime(void);
 
 /* ---- files ---- */
 /* Write a whole output. A regular file, or a new name, is written atomically: a temporary file beside the file the

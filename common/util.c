@@ -167,3 +167,10 @@ uint64_t ps_hash64(const void *data, size_t n, uint64_t h)
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
     return h;
 }
+
+double ps_wtime(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

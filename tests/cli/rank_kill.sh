@@ -61,12 +61,13 @@ kill_rank_during() {
   if [[ -n "$target" && -e "$target" ]]; then bad "$label: output $target written although the job failed"; else ok; fi
 }
 
-# A search long enough to be killed in the middle (17 s on 2 idle cores), killed once rank 1 has computed for 1 s:
-# MPI_Init and loading the inputs take a fraction of that, so the kill lands in the search however fast it gets.
+# A search long enough to be killed in the middle (a batch sweep of 8 sizes: 6.3 s of CPU on one thread, November
+# 2026; one batch alone had become 1.5 s, short enough to end before the cue under load), killed once rank 1 has
+# computed for 1 s: MPI_Init and loading the inputs take a fraction of that, so the kill lands in the search.
 searching() { [[ $(cpu_ticks "$1") -ge 100 ]]; }
 mkdir -p "$scratch/out-search"
 kill_rank_during search "$scratch/out-search/plan.json" searching --model llama3-405b --cluster dgx-h100:2048 \
-  --out "$scratch/out-search/plan.json"
+  --gbs-range 4096:32768:4096 --out "$scratch/out-search/plan.json"
 left=$(ls -A "$scratch/out-search")
 if [[ -z "$left" ]]; then ok; else bad "search: left behind: $left"; fi
 

@@ -107,7 +107,8 @@ static void test_needs_mpi(void **state)
         const char *line;
         int mpi;
     } cases[] = {
-        {"--gbs 8", 1},       {"--help", 0},
+        {"--gbs 8", 0},       {"--gbs 8 --exec-top 2", 1},
+        {"--cluster auto", 1}, {"--help", 0},
         {"--version", 0},     {"sweep --models a --clusters b --out d", 1},
         {"exec p.json", 1},   {"calibrate --out x.h5", 1},
         {"calibrate --from-measurements x.h5", 0}, {"cluster show auto", 1},
@@ -115,11 +116,21 @@ static void test_needs_mpi(void **state)
         {"estimate", 0},      {"schedule --kind 1f1b", 0},
         {"costdb show x.h5", 0},
     };
+    /* as a process started without a launcher (a search then runs without MPI) */
+    static const char *const launcher_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMIX_NAMESPACE", "PMI_RANK",
+                                                "PMI_FD", "PMI_SIZE"};
+    for (size_t i = 0; i < sizeof launcher_vars / sizeof launcher_vars[0]; i++) unsetenv(launcher_vars[i]);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ps_cli_opts o;
         assert_int_equal(parse(cases[i].line, &o), PS_OK);
         if (ps_cli_needs_mpi(&o) != cases[i].mpi) fail_msg("%s: needs MPI %d", cases[i].line, cases[i].mpi);
     }
+    /* under a launcher every search is an MPI job (its ranks share the work) */
+    setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+    ps_cli_opts o;
+    assert_int_equal(parse("--gbs 8", &o), PS_OK);
+    assert_int_equal(ps_cli_needs_mpi(&o), 1);
+    unsetenv("OMPI_COMM_WORLD_SIZE");
 }
 
 /* The help of each command lists what its option rows give it: a row added with a help line shows up. */

@@ -398,9 +398,9 @@ static void test_custom_orders(void **state)
     ps_sched_destroy(s);
 }
 
-/* ps_sched_check, ps_sched_valid and ps_sched_ensure refuse exactly what ps_sched_build refuses, with the same status, over every kind
- * and a grid of sizes that breaks each rule (n not a multiple of d, chunks out of range, too many passes); what
- * ps_sched_ensure builds is that order. */
+/* ps_sched_check, ps_sched_valid and ps_sched_ensure refuse exactly what ps_sched_build refuses, with the same
+ * status, over every kind and a grid of sizes that breaks each rule (n not a multiple of d, chunks out of range, too
+ * many passes); what ps_sched_ensure builds is that order. */
 static void test_check_matches_build(void **state)
 {
     (void)state;
