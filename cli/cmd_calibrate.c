@@ -62,7 +62,7 @@ static ps_status print_fit(const ps_cli_opts *o, const ps_costdb *db, const char
     FILE *f = out->f;
     fprintf(f, "# psearch calibrate --from-measurements: %zu executed plan(s) in %s; fit written to %s\n", db->n_meas,
             db->path, dst);
-    /* the ranges are --cost-param's (costdb/params.c): one line when the two coefficients share it */
+    /* the ranges are --cost-param's (cost/params.c): one line when the two coefficients share it */
     double lc = 0, hc = 0, lm = 0, hm = 0;
     ps_cost_param_range("compute_scale", &lc, &hc);
     ps_cost_param_range("comm_scale", &lm, &hm);
