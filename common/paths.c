@@ -17,7 +17,7 @@
 /* Linux's own limit on the links one lookup follows (MAXSYMLINKS): more is a loop. */
 #define LINK_HOPS_MAX 40
 
-const char *ps_file_type_name(unsigned mode)
+static const char *file_type_name(unsigned mode)
 {
     switch (mode & S_IFMT) {
     case S_IFREG: return "a regular file";
@@ -31,16 +31,6 @@ const char *ps_file_type_name(unsigned mode)
     }
 }
 
-ps_status ps_input_check(const char *path, const char *what)
-{
-    struct stat sb;
-    if (stat(path, &sb) != 0) return PS_FAIL(PS_ERR_INPUT, "%s: cannot open %s: %s", path, what, strerror(errno));
-    if (!S_ISREG(sb.st_mode))
-        return PS_FAIL(PS_ERR_INPUT, "%s: %s must be a regular file; this is %s", path, what,
-                       ps_file_type_name(sb.st_mode));
-    return PS_OK;
-}
-
 int ps_open_input(const char *path, const char *what)
 {
     /* O_NONBLOCK: opening a FIFO for reading would wait for a writer forever; the type check below refuses it. */
@@ -50,13 +40,13 @@ int ps_open_input(const char *path, const char *what)
         return -1;
     }
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        int e = errno;
-        if (fstat(fd, &sb) == 0)
-            PS_FAIL(PS_ERR_INPUT, "%s: %s must be a regular file; this is %s", path, what,
-                    ps_file_type_name(sb.st_mode));
-        else
-            PS_FAIL(PS_ERR_INPUT, "%s: cannot open %s: %s", path, what, strerror(e));
+    if (fstat(fd, &sb) != 0) {
+        PS_FAIL(PS_ERR_INPUT, "%s: cannot open %s: %s", path, what, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        PS_FAIL(PS_ERR_INPUT, "%s: %s must be a regular file; this is %s", path, what, file_type_name(sb.st_mode));
         close(fd);
         return -1;
     }

@@ -133,16 +133,12 @@ typedef struct {
 ps_status ps_output_resolve(const char *path, ps_output *out);
 /* Refuse (PS_ERR_INPUT) two of n outputs (NULL entries skipped) that resolve to one file, naming both options. */
 ps_status ps_outputs_distinct(const char *const *paths, const char *const *options, int n);
-/* The one check of an input path before it is opened: PS_OK for a regular file (links followed); else PS_ERR_INPUT
- * naming the path, `what` it was meant to be ("the model", "the cost database") and what it is instead. */
-ps_status ps_input_check(const char *path, const char *what);
-/* Open an input for reading without ever blocking (a FIFO is refused, not waited on): a descriptor of a regular
- * file, or -1 with PS_ERR_INPUT recorded as ps_input_check words it. */
+/* The one way inputs are opened: without ever blocking (a FIFO is refused, not waited on), and only regular files
+ * (links followed). Returns a descriptor, or -1 with PS_ERR_INPUT recorded naming the path, `what` it was meant to be
+ * ("the input", "the cost database") and what it is instead ("a FIFO (named pipe)", "a directory", ...). */
 int ps_open_input(const char *path, const char *what);
 /* Whether two existing paths name one file (links followed: same device and inode). */
 bool ps_same_file(const char *a, const char *b);
-/* "a regular file", "a FIFO (named pipe)", "a directory", ... for a st_mode. */
-const char *ps_file_type_name(unsigned mode);
 
 /* Advisory locks (fcntl: per process, released when it ends, however it ends; they hold on local file systems, on
  * NFS v4 and v3 with lockd, and on Lustre mounted with -o flock; docs/design.md). One writer per destination. */

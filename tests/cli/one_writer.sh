@@ -43,7 +43,7 @@ two_writers() {
       check "second $name refused (exit 2), got $rc" test $rc -eq 2 || show "$name.2"
       check "second $name names the other process" grep -q 'being written by another psearch (process' "$name.2"
     else
-      echo "# the first $name ended before the second started: the lock was not exercised"
+      bad "the first $name ended before the second started: the lock was not exercised (make it longer)"
     fi
   else
     bad "the first $name never took its lock"

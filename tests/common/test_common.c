@@ -133,7 +133,8 @@ static void test_paths(void **state)
     assert_int_equal(ps_read_file(fifo, &buf, NULL), PS_ERR_INPUT); /* at once: no writer is waited for */
     assert_non_null(strstr(ps_error_message(), "FIFO"));
     assert_null(buf);
-    assert_int_equal(ps_input_check(g_dir, "the model"), PS_ERR_INPUT);
+    assert_int_equal(ps_open_input(g_dir, "the model"), -1);
+    assert_int_equal(ps_error_status(), PS_ERR_INPUT);
     assert_non_null(strstr(ps_error_message(), "the model must be a regular file; this is a directory"));
 
     assert_int_equal(ps_write_file_atomic(bom, "\xEF\xBB\xBF{}", 5), PS_OK);
