@@ -381,7 +381,10 @@ ps_status ps_bench_overlap_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_r
 {
     int nranks = 0;
     PS_MPI(MPI_Comm_size(comm, &nranks));
-    if (nranks < 2) return PS_OK;
+    if (nranks < 2) {
+        if (o->log) fprintf(o->log, "# overlap: 1 rank, no collective to overlap a GEMM with (needs 2 ranks)\n");
+        return PS_OK;
+    }
     const ps_bench_coll_backend *unused = NULL;
     const ps_bench_ovl_backend *be = NULL;
     PS_TRY(backends_of(comm, r, o->log, "overlap of computation and communication", &unused, &be));

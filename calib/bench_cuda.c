@@ -1,6 +1,7 @@
 /* GPU backend of the calibration (built with CUDA + cuBLAS; chosen at run time only when the CUDA runtime sees a
- * device): cublasGemmStridedBatchedEx GEMMs in fp32, fp16 and bf16 (fp32 accumulate) over the same kinds of shapes as
- * the CPU backend at full size (hidden 8192, 64 heads, sequence 2048; quick: hidden 4096, 32 heads, sequence 1024),
+ * device): cublasGemmStridedBatchedEx GEMMs in fp32, fp16 and bf16 (fp32 accumulate), and on GPUs with FP8 tensor
+ * cores (compute capability 8.9 and later) cuBLASLt FP8 (e4m3) GEMMs with a bf16 result, over the same kinds of shapes
+ * as the CPU backend at full size (hidden 8192, 64 heads, sequence 2048; quick: hidden 4096, 32 heads, sequence 1024),
  * timed with CUDA events; memory bandwidth as a device-to-device copy of 1 GiB (quick 256 MiB), 2 x size bytes moved.
  * With NCCL too, the single steps of the collective and overlap benchmarks of calib/bench_coll.c (which owns their
  * groups, sizes, timing and rows): one NCCL communicator per group, bootstrapped over MPI (the group's rank 0 makes
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -57,26 +59,114 @@ typedef struct {
     const ps_bench_opts *o;
     ps_bench_results *r;
     cublasHandle_t h;
+    cublasLtHandle_t lt; /* FP8: cublasGemmEx has no FP8 path, cuBLASLt has */
+    void *ws;            /* cuBLASLt workspace */
+    size_t ws_bytes;
     cudaEvent_t e0, e1;
     void *a, *b, *c;
     const char *dtype;
     cudaDataType_t t;
-    double *times; /* o->reps timings of the point being measured */
+    int fp8_skipped;     /* shapes cuBLASLt offered no FP8 kernel for */
+    double *times;       /* o->reps timings of the point being measured */
 } cu_ctx;
+
+/* The layouts and the kernel of one FP8 shape: what cublasLtMatmul needs besides the pointers. */
+typedef struct {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulHeuristicResult_t algo;
+} lt_plan;
+
+static void lt_plan_free(lt_plan *p)
+{
+    if (p->pref) cublasLtMatmulPreferenceDestroy(p->pref);
+    if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
+    if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->la) cublasLtMatrixLayoutDestroy(p->la);
+    if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+}
+
+static cublasStatus_t lt_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int64_t rows, int64_t cols, int64_t batch)
+{
+    cublasStatus_t e = cublasLtMatrixLayoutCreate(l, t, (uint64_t)rows, (uint64_t)cols, rows);
+    if (e != CUBLAS_STATUS_SUCCESS || batch <= 1) return e;
+    int32_t count = (int32_t)batch;
+    int64_t stride = rows * cols;
+    e = cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count);
+    if (e == CUBLAS_STATUS_SUCCESS)
+        e = cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride);
+    return e;
+}
+
+/* Row-major C (m x n) = A (m x k) . B (k x n) is column-major C^T (n x m) = B^T . A^T. cuBLASLt's FP8 kernels on
+ * Hopper take only the "TN" form (first operand transposed, second not; cuBLAS documentation, cublasLtMatmul): the
+ * first is a k x n column-major matrix read transposed, the second k x m; the product is n x m in bf16 (an FP8 GEMM
+ * of Transformer Engine writes bf16 or fp8; bf16 here, as C must then be bf16 too). No scale pointers: scale 1. No
+ * fast accumulation: Transformer Engine uses it in the forward GEMMs only, and the two backward ones are 2/3 of the
+ * FLOPs. Returns CUBLAS_STATUS_NOT_SUPPORTED when the heuristic offers no kernel for the shape. */
+static cublasStatus_t lt_fp8_plan(cu_ctx *g, int64_t m, int64_t n, int64_t k, int64_t batch, lt_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    cublasStatus_t e = cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    if (e == CUBLAS_STATUS_SUCCESS)
+        e = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    if (e == CUBLAS_STATUS_SUCCESS)
+        e = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    if (e == CUBLAS_STATUS_SUCCESS) e = lt_layout(&p->la, CUDA_R_8F_E4M3, k, n, batch);
+    if (e == CUBLAS_STATUS_SUCCESS) e = lt_layout(&p->lb, CUDA_R_8F_E4M3, k, m, batch);
+    if (e == CUBLAS_STATUS_SUCCESS) e = lt_layout(&p->lc, CUDA_R_16BF, n, m, batch);
+    if (e == CUBLAS_STATUS_SUCCESS) e = cublasLtMatmulPreferenceCreate(&p->pref);
+    if (e == CUBLAS_STATUS_SUCCESS)
+        e = cublasLtMatmulPreferenceSetAttribute(p->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &g->ws_bytes,
+                                                 sizeof g->ws_bytes);
+    int found = 0;
+    if (e == CUBLAS_STATUS_SUCCESS)
+        e = cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->la, p->lb, p->lc, p->lc, p->pref, 1, &p->algo, &found);
+    if (e == CUBLAS_STATUS_SUCCESS && found < 1) e = CUBLAS_STATUS_NOT_SUPPORTED;
+    return e;
+}
+
+/* One GEMM of the point being measured, on the legacy stream between the caller's events. */
+static ps_status cu_launch(cu_ctx *g, const lt_plan *p, int64_t m, int64_t n, int64_t k, int64_t batch)
+{
+    ps_status st = PS_OK;
+    const float one = 1.0f, zero = 0.0f;
+    if (p) {
+        CUBLAS_OK(cublasLtMatmul(g->lt, p->desc, &one, g->b, p->la, g->a, p->lb, &zero, g->c, p->lc, g->c, p->lc,
+                                 &p->algo.algo, g->ws, g->ws_bytes, 0),
+                  "cublasLtMatmul (fp8)");
+        return PS_OK;
+    }
+    /* Row-major (m x k).(k x n) is column-major (n x k).(k x m): swap the operands. */
+    CUBLAS_OK(cublasGemmStridedBatchedEx(g->h, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m, (int)k, &one, g->b, g->t,
+                                         (int)n, (long long)(k * n), g->a, g->t, (int)k, (long long)(m * k), &zero,
+                                         g->c, g->t, (int)n, (long long)(m * n), (int)batch, CUBLAS_COMPUTE_32F,
+                                         CUBLAS_GEMM_DEFAULT),
+              "cublasGemmStridedBatchedEx");
+done:
+    return st;
+}
 
 static ps_status cu_measure(void *ctx, const char *op, int tp, int64_t m, int64_t n, int64_t k, int64_t batch)
 {
     cu_ctx *g = ctx;
     ps_status st = PS_OK;
-    const float one = 1.0f, zero = 0.0f;
-    /* Row-major (m x k).(k x n) is column-major (n x k).(k x m): swap the operands. */
+    lt_plan plan, *p = NULL;
+    if (g->t == CUDA_R_8F_E4M3) {
+        cublasStatus_t e = lt_fp8_plan(g, m, n, k, batch, &plan);
+        if (e == CUBLAS_STATUS_NOT_SUPPORTED) {
+            g->fp8_skipped++;
+            lt_plan_free(&plan);
+            return PS_OK;
+        }
+        p = &plan;
+        CUBLAS_OK(e, "cuBLASLt FP8 matmul setup");
+    }
     for (int i = -g->o->warmup; i < g->o->reps; i++) {
         CUDA_OK(cudaEventRecord(g->e0, 0), "cudaEventRecord");
-        CUBLAS_OK(cublasGemmStridedBatchedEx(g->h, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m, (int)k, &one, g->b, g->t,
-                                             (int)n, (long long)(k * n), g->a, g->t, (int)k, (long long)(m * k), &zero,
-                                             g->c, g->t, (int)n, (long long)(m * n), (int)batch, CUBLAS_COMPUTE_32F,
-                                             CUBLAS_GEMM_DEFAULT),
-                  "cublasGemmStridedBatchedEx");
+        PS_TRY_GOTO(st, cu_launch(g, p, m, n, k, batch), done);
         CUDA_OK(cudaEventRecord(g->e1, 0), "cudaEventRecord");
         CUDA_OK(cudaEventSynchronize(g->e1), "cudaEventSynchronize");
         float ms = 0;
@@ -88,7 +178,19 @@ static ps_status cu_measure(void *ctx, const char *op, int tp, int64_t m, int64_
         st = ps_bench_add_gemm(g->o, g->r, g->dtype, op, tp, m, n, k, batch, &s);
     }
 done:
+    if (p) lt_plan_free(p);
     return st;
+}
+
+/* FP8 tensor cores: compute capability 8.9 (Ada) and later. */
+static bool cu_has_fp8(void)
+{
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+        return false;
+    return major * 10 + minor >= 89;
 }
 
 ps_status ps_bench_cuda_gemm(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r)
@@ -122,13 +224,26 @@ ps_status ps_bench_cuda_gemm(MPI_Comm comm, const ps_bench_opts *o, ps_bench_res
     static const struct {
         const char *name;
         cudaDataType_t t;
-    } dt[] = {{"fp32", CUDA_R_32F}, {"fp16", CUDA_R_16F}, {"bf16", CUDA_R_16BF}};
+    } dt[] = {{"fp32", CUDA_R_32F}, {"fp16", CUDA_R_16F}, {"bf16", CUDA_R_16BF}, {"fp8", CUDA_R_8F_E4M3}};
+    bool fp8 = cu_has_fp8();
+    if (fp8) {
+        CUBLAS_OK(cublasLtCreate(&g.lt), "cublasLtCreate");
+        g.ws_bytes = (size_t)32 << 20; /* cuBLAS documentation: 32 MiB suits Hopper */
+        CUDA_OK(cudaMalloc(&g.ws, g.ws_bytes), "cudaMalloc");
+    } else if (o->log) {
+        fprintf(o->log, "# gemm: fp8 not measured: this GPU has no FP8 tensor cores (compute capability < 8.9)\n");
+    }
     for (size_t i = 0; i < sizeof dt / sizeof dt[0] && st == PS_OK; i++) {
+        if (dt[i].t == CUDA_R_8F_E4M3 && !fp8) continue;
         g.dtype = dt[i].name;
         g.t = dt[i].t;
         st = ps_bench_for_shapes(&sh, cu_measure, &g);
     }
+    if (st == PS_OK && g.fp8_skipped && o->log)
+        fprintf(o->log, "# gemm: fp8: cuBLASLt offered no kernel for %d shape(s), left unmeasured\n", g.fp8_skipped);
 done:
+    if (g.lt) cublasLtDestroy(g.lt);
+    if (g.ws) cudaFree(g.ws);
     if (g.a) cudaFree(g.a);
     if (g.b) cudaFree(g.b);
     if (g.c) cudaFree(g.c);

@@ -75,7 +75,8 @@ void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const 
 
 ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
 {
-    (void)comm; /* runs on this process alone */
+    /* Runs on this process alone, but --cluster auto describes the MPI job it runs in (comm is MPI_COMM_NULL when
+     * MPI was not started: any other cluster is read without it). */
     ps_cost_params cp;
     ps_model m;
     ps_cluster c;
@@ -84,7 +85,8 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     memset(&plan, 0, sizeof plan);
     memset(&r, 0, sizeof r);
     ps_costdb_model *db = NULL;
-    PS_TRY(ps_cli_load_cluster(o, o->cluster, MPI_COMM_NULL, false, &c));
+    /* a CPU-only allocation describes no GPU to predict for */
+    PS_TRY(ps_cli_load_cluster(o, o->cluster, comm, strcmp(o->cluster, "auto") == 0, &c));
     /* the plan given is the plan costed: no padding unless --vocab-pad asks */
     ps_status st = ps_cli_load_model(o, o->model, &c, false, MPI_COMM_NULL, &m);
     if (st != PS_OK) {

@@ -18,6 +18,12 @@ static bool plan_needs_mpi(const ps_cli_opts *o)
 {
     return o->exec_top > 0 || ps_mpi_launched() || (o->cluster && strcmp(o->cluster, "auto") == 0);
 }
+/* estimate needs MPI only to describe the job it runs in (--cluster auto) */
+static bool estimate_needs_mpi(const ps_cli_opts *o)
+{
+    return ps_mpi_launched() || (o->cluster && strcmp(o->cluster, "auto") == 0);
+}
+
 /* calibrate measures the MPI job it runs in; refitting from recorded measurements reads a file */
 static bool calibrate_needs_mpi(const ps_cli_opts *o) { return o->from_meas == NULL; }
 
@@ -190,6 +196,7 @@ static const ps_cli_command k_commands[] = {
     },
     {
         .name = "estimate",
+        .needs_mpi = estimate_needs_mpi,
         .run = ps_cmd_estimate,
         .synopsis = "estimate [PLAN OPTIONS]",
         .summary = "predict one plan (psearch estimate --help)",

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# The NCCL path of `psearch calibrate` (label gpu: needs one GPU per rank, 2 ranks): collectives and the overlap
-# slowdown measured with NCCL on the GPUs, nccl_version in the file, no "not measured" warning. Fails where no GPU is
-# seen (as gpu_detect does), skips (77) on a single-GPU machine: NCCL takes one GPU per rank.
+# The NCCL path of `psearch calibrate` (label gpu: 2 ranks, one GPU each): collectives and the overlap slowdown
+# measured with NCCL on the GPUs, nccl_version in the file, no "not measured" warning. Fails where no GPU is seen (as
+# gpu_detect does). On a single-GPU machine it skips (77), as NCCL refuses two ranks of one communicator on one
+# device, unless PSEARCH_GPU_SHARE=1 (scripts/gpu-check.sh sets it): then each rank names a host of its own
+# (NCCL_HOSTID) and NCCL joins them through its socket transport on the loopback, which runs the same code paths on
+# one shared GPU (the figures are not those of two GPUs).
 #   gpu_calibrate.sh PSEARCH "MPIEXEC -n 2 ..."
 set -u
 psearch=$1
@@ -14,15 +17,22 @@ if [[ -z $gpus || $gpus -lt 1 ]]; then
   echo "FAIL no GPU seen by the CUDA runtime (this test is labelled gpu: run ctest -LE gpu elsewhere)"
   exit 1
 fi
+share=()
 if [[ $gpus -lt 2 ]]; then
-  echo "SKIP $gpus GPU: the NCCL calibration needs 2 (one per rank)"
-  exit 77
+  if [[ ${PSEARCH_GPU_SHARE:-0} != 1 ]]; then
+    echo "SKIP $gpus GPU: the NCCL calibration needs 2 (one per rank; PSEARCH_GPU_SHARE=1 shares one, see the top)"
+    exit 77
+  fi
+  export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo} NCCL_IB_DISABLE=1
+  share=(bash -c 'export NCCL_HOSTID="psearch-rank-${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${SLURM_PROCID:-0}}}"
+                  exec "$@"' gpu-share)
+  echo "# 2 ranks on 1 GPU (PSEARCH_GPU_SHARE=1: a NCCL host per rank, sockets on the loopback)"
 fi
 
 fail=0
 db=$scratch/gpu.h5
 # shellcheck disable=SC2086 # launch is a command line
-out=$(timeout 600 $launch "$psearch" calibrate --quick --out "$db" 2>&1 </dev/null)
+out=$(timeout 600 $launch "${share[@]}" "$psearch" calibrate --quick --out "$db" 2>&1 </dev/null)
 rc=$?
 check() { # NAME REGEX: the regex must match the calibration's output
   grep -Eq -- "$2" <<<"$out" || { echo "FAIL $1: output does not match /$2/"; fail=1; }
