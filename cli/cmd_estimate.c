@@ -73,6 +73,13 @@ void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const 
                "transient buffers + reserve; times per micro-batch)\n");
 }
 
+/* --model and --cluster: the ones given, else the plan file's own (as psearch exec takes them), else the defaults */
+static const char *input_spec(const char *given, const json_t *root, const char *key, const char *fallback)
+{
+    const char *v = root ? json_string_value(json_object_get(root, key)) : NULL;
+    return given ? given : v && *v ? v : fallback;
+}
+
 ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
 {
     /* Runs on this process alone, but --cluster auto describes the MPI job it runs in (comm is MPI_COMM_NULL when
@@ -85,33 +92,42 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     memset(&plan, 0, sizeof plan);
     memset(&r, 0, sizeof r);
     ps_costdb_model *db = NULL;
+    json_t *root = NULL;
+    if (o->plan) {
+        if (o->tp || o->pp || o->dp || o->mbs || o->gbs || o->vpp || o->zero >= 0 || o->recompute || o->schedule ||
+            o->seq_parallel || o->tp_overlap)
+            return PS_FAIL(PS_ERR_INPUT, "--plan %s: give the plan either as a file or as flags, not both", o->plan);
+        PS_TRY(ps_json_load_file(o->plan, &root));
+    }
+    ps_cli_opts lo = *o;
+    lo.model = input_spec(o->model, root, "model", PS_DEFAULT_MODEL);
+    lo.cluster = input_spec(o->cluster, root, "cluster", PS_DEFAULT_CLUSTER);
     /* a CPU-only allocation describes no GPU to predict for */
-    PS_TRY(ps_cli_load_cluster(o, o->cluster, comm, strcmp(o->cluster, "auto") == 0, &c));
-    /* the plan given is the plan costed: no padding unless --vocab-pad asks */
-    ps_status st = ps_cli_load_model(o, o->model, &c, false, MPI_COMM_NULL, &m);
+    ps_status st = ps_cli_load_cluster(&lo, lo.cluster, comm, strcmp(lo.cluster, "auto") == 0, &c);
     if (st != PS_OK) {
+        json_decref(root);
+        return ps_error_trace(st, __FILE__, __LINE__);
+    }
+    /* the plan given is the plan costed: no padding unless --vocab-pad asks */
+    st = ps_cli_load_model(&lo, lo.model, &c, false, MPI_COMM_NULL, &m);
+    if (st != PS_OK) {
+        json_decref(root);
         ps_cluster_free(&c);
         return ps_error_trace(st, __FILE__, __LINE__);
     }
-    st = ps_cli_cost_model(o, MPI_COMM_NULL, &c, &cp, &db);
+    st = ps_cli_cost_model(&lo, MPI_COMM_NULL, &c, &cp, &db);
     if (st != PS_OK) {
+        json_decref(root);
         ps_model_free(&m);
         ps_cluster_free(&c);
         return ps_error_trace(st, __FILE__, __LINE__);
     }
-    if (o->plan) {
-        if (o->tp || o->pp || o->dp || o->mbs || o->gbs || o->vpp || o->zero >= 0 || o->recompute || o->schedule ||
-            o->seq_parallel || o->tp_overlap) {
-            st = PS_FAIL(PS_ERR_INPUT, "--plan %s: give the plan either as a file or as flags, not both", o->plan);
-            goto done;
-        }
-        json_t *root = NULL;
-        PS_TRY_GOTO(st, ps_json_load_file(o->plan, &root), done);
+    if (root) {
         st = ps_plan_from_json(root, o->plan, &m, &plan);
         json_decref(root);
         if (st != PS_OK) goto done;
     } else {
-        PS_TRY_GOTO(st, plan_from_flags(o, &m, &c, &plan), done);
+        PS_TRY_GOTO(st, plan_from_flags(&lo, &m, &c, &plan), done);
     }
     PS_TRY_GOTO(st, ps_cost_plan(&cp, &m, &c, &plan, &r), done);
     if (o->format == PS_FMT_JSON) {

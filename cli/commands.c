@@ -196,6 +196,7 @@ static const ps_cli_command k_commands[] = {
     },
     {
         .name = "estimate",
+        .inputs_from_plan = true, /* with --plan; ps_cmd_estimate applies the defaults */
         .needs_mpi = estimate_needs_mpi,
         .run = ps_cmd_estimate,
         .synopsis = "estimate [PLAN OPTIONS]",

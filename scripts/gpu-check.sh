@@ -163,8 +163,10 @@ cal=()
 [[ $quick -eq 1 ]] && cal=(--quick)
 step calibrate 300 "$psearch" calibrate --out "$out/gpu.h5" --reps 5 "${cal[@]}"
 step costdb_show 30 "$psearch" costdb show "$out/gpu.h5" --format json --out "$out/costdb.json"
-for rc in "${plans[@]}"; do
-  step "after_$rc" 60 "$psearch" estimate --plan "$out/plan_$rc.json" --cluster auto --costdb "$out/gpu.h5" \
+for rc in "${plans[@]}" search; do
+  src=$out/plan_$rc.json
+  [[ $rc == search ]] && src=$out/search.json
+  [[ -s $src ]] && step "after_$rc" 60 "$psearch" estimate --plan "$src" --cluster auto --costdb "$out/gpu.h5" \
     --format json --out "$out/after_$rc.json"
 done
 

@@ -64,27 +64,19 @@ def ctest_of(d):
 
 
 def exec_of(doc):
-    """The executed plan of `psearch exec --format json` or of --exec-top (the first plan that carries 'exec')."""
-    if isinstance(doc, dict) and "exec" in doc:
-        return doc
-    if isinstance(doc, dict):
-        for v in doc.values():
-            if isinstance(v, list):
-                for p in v:
-                    if isinstance(p, dict) and "exec" in p:
-                        return p
-    if isinstance(doc, list):
-        for p in doc:
-            if isinstance(p, dict) and "exec" in p:
-                return p
-    return None
+    """(plan, its execution): `psearch exec --format json` puts the execution under 'exec'; --exec-top K lists its
+    executions under 'executed', the first of them the best plan's, whose fields are the document's own."""
+    if isinstance(doc, dict) and isinstance(doc.get("exec"), dict):
+        return doc, doc["exec"]
+    if isinstance(doc, dict) and isinstance(doc.get("executed"), list) and doc["executed"]:
+        return doc, doc["executed"][0]
+    return None, None
 
 
 def plan_row(d, name, doc, after):
-    p = exec_of(doc)
+    p, e = exec_of(doc)
     if p is None:
         return {"plan": name, "executed": False}
-    e = p["exec"]
     meas, pred = e.get("measured", {}), e.get("predicted", {})
     row = {"plan": name, "executed": True, "backend": e.get("backend"), "comparable": e.get("comparable"),
            "shape": "tp %s x dp %s x pp %s, mbs %s, gbs %s, recompute %s, overlap %s" % (
@@ -144,7 +136,7 @@ def main():
             plans.append(plan_row(d, "recompute " + name, doc, load(os.path.join(d, "after_%s.json" % name))))
     doc = load(os.path.join(d, "exec_search.json"))
     if doc is not None:
-        plans.append(plan_row(d, "search best", doc, None))
+        plans.append(plan_row(d, "search best", doc, load(os.path.join(d, "after_search.json"))))
 
     db2 = load(os.path.join(d, "costdb2.json")) or {}
     two = {"shared_gpu": shared, "calibration_rows": db2.get("rows"),
@@ -190,20 +182,21 @@ def main():
                                                            fmt(cal["catalog_hbm_GBps"], "%.0f"),
                                                            fmt(cal["copy_pct_of_hbm"], "%.1f")))
     L.append("")
-    L.append("%-16s %9s %9s %8s %9s %8s %9s %9s %8s" % ("plan", "meas s", "pred s", "err %", "after s", "err %",
+    L.append("%-20s %9s %9s %8s %9s %8s %9s %9s %8s" % ("plan", "meas s", "pred s", "err %", "after s", "err %",
                                                        "meas GiB", "pred GiB", "err %"))
     for p in plans + two["exec"]:
         if not p["executed"]:
-            L.append("%-16s not executed" % p["plan"])
+            L.append("%-20s not executed" % p["plan"])
             continue
-        L.append("%-16s %9s %9s %8s %9s %8s %9s %9s %8s" % (
+        L.append("%-20s %9s %9s %8s %9s %8s %9s %9s %8s" % (
             p["plan"], fmt(p["measured_iter_s"]), fmt(p["predicted_iter_s"]), fmt(p["iter_error_pct"], "%+.1f"),
             fmt(p["predicted_after_iter_s"]), fmt(p["iter_error_after_pct"], "%+.1f"),
             fmt(p["measured_peak_gib"], "%.2f"), fmt(p["predicted_peak_gib"], "%.2f"),
             fmt(p["peak_error_pct"], "%+.1f")))
     if two["exec"]:
-        L.append("(tp2, zero3, pp2: two ranks on %s; their times are not those of two GPUs)" % (
-            "one shared GPU over NCCL's socket transport" if shared else "two GPUs"))
+        L.append("(tp2, zero3, pp2: two ranks on %s)" % (
+            "one shared GPU over NCCL's socket transport: their times are not those of two GPUs, and each rank's "
+            "measured peak holds both ranks' memory" if shared else "two GPUs"))
     if report["failed_steps"]:
         L.append("")
         L.append("FAILED: " + ", ".join(report["failed_steps"]))
