@@ -2,14 +2,14 @@
  * device): cublasGemmStridedBatchedEx GEMMs in fp32, fp16 and bf16 (fp32 accumulate), and on GPUs with FP8 tensor
  * cores (compute capability 8.9 and later) cuBLASLt FP8 (e4m3) GEMMs with a bf16 result, over the same kinds of shapes
  * as the CPU backend at full size (hidden 8192, 64 heads, sequence 2048; quick: hidden 4096, 32 heads, sequence 1024),
- * timed with CUDA events; memory bandwidth as a copy kernel's (calib/copy_kernel.cu) device-to-device copy of 1 GiB
- * (quick 256 MiB), 2 x size bytes moved.
+ * timed with CUDA events; memory bandwidth as a device-to-device cudaMemcpyAsync of 1 GiB (quick 256 MiB), 2 x size
+ * bytes moved (on an H200 it beat a STREAM copy kernel with 16-byte loads at every size, docs/gpu.md).
  * With NCCL too, the single steps of the collective and overlap benchmarks of calib/bench_coll.c (which owns their
  * groups, sizes, timing and rows): one NCCL communicator per group, bootstrapped over MPI (the group's rank 0 makes
  * the id, MPI_Bcast, ncclCommInitRank), on the GPU ps_bench_cuda_probe chose by the rank's place on its node; each
  * collective on a stream of its own, complete at cudaStreamSynchronize; all-to-all and the send/recv ring as grouped
  * ncclSend / ncclRecv. Overlap: a bf16 cuBLAS GEMM on one stream and an NCCL all-reduce over every rank on another.
- * None of this has run on a GPU in this repository's CI (no GPU machine): it builds and links here. */
+ * CI has no GPU: scripts/gpu-check.sh runs this on one (docs/gpu.md has an H200's figures). */
 #include "bench_internal.h"
 
 #if PS_HAVE_CUDA && PS_HAVE_CUBLAS
@@ -275,7 +275,7 @@ static ps_status cuda_copy_once(void *dst, const void *src, size_t bytes, cudaEv
     ps_status st = PS_OK;
     float ms = 0;
     CUDA_OK(cudaEventRecord(e0, 0), "cudaEventRecord");
-    CUDA_OK((cudaError_t)ps_cuda_copy(dst, src, bytes, NULL), "the copy kernel");
+    CUDA_OK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, 0), "cudaMemcpyAsync");
     CUDA_OK(cudaEventRecord(e1, 0), "cudaEventRecord");
     CUDA_OK(cudaEventSynchronize(e1), "cudaEventSynchronize");
     CUDA_OK(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
@@ -309,7 +309,7 @@ ps_status ps_bench_cuda_mem(MPI_Comm comm, const ps_bench_opts *o, ps_bench_resu
     PS_TRY_GOTO(st, copy, done);
     {
         ps_bench_stat s = ps_bench_stats(t, o->reps);
-        st = ps_bench_add_bw(o, r, "copy_kernel", 0, 2.0 * (double)bytes /* read + write */, &s);
+        st = ps_bench_add_bw(o, r, "d2d_copy", 0, 2.0 * (double)bytes /* read + write */, &s);
     }
 done:
     if (e0) cudaEventDestroy(e0);

@@ -59,7 +59,7 @@ typedef struct {
 
 typedef struct {
     int32_t rank;
-    char method[16];         /* "triad" (CPU, STREAM a = b + s c) or "copy_kernel" (GPU) */
+    char method[16];         /* "triad" (CPU, STREAM a = b + s c) or "d2d_copy" (GPU) */
     int32_t threads;
     double bytes;            /* bytes moved per repetition (STREAM counting: 3 arrays x 8 bytes x N) [bytes] */
     double time_s;           /* median [s] */
@@ -182,11 +182,6 @@ ps_status ps_bench_overlap_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_r
 /* The version of the library ps_bench_coll_run will measure collectives with when it is NCCL ("2.28.9"), else ""
  * (MPI, or nothing measured): the cost database's nccl_version. Collective over comm. */
 ps_status ps_bench_coll_library(MPI_Comm comm, const ps_bench_results *r, char *version, size_t cap);
-
-/* Copy `bytes` from src to dst, both on the current GPU, on `stream` (a cudaStream_t; NULL: the legacy stream) with a
- * STREAM-style copy kernel (calib/copy_kernel.cu); asynchronous. Returns the cudaError_t (0: launched). Built with
- * CUDA only (PS_HAVE_CUDA). */
-int ps_cuda_copy(void *dst, const void *src, size_t bytes, void *stream);
 
 #ifdef __cplusplus
 }
