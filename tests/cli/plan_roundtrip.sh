@@ -22,5 +22,13 @@ check() { # label file-written-by-psearch
   { echo "FAIL: the search itself failed"; exit 1; }
 check search "$scratch/search.json"
 check estimate "$scratch/search.est.json" # an estimate's own output, read back
+# without --model and --cluster, estimate --plan takes the plan file's own (as exec does), not the default gpt3-65b
+if "$psearch" estimate --vocab-pad 1024 --plan "$scratch/search.json" --format json --out "$scratch/own.json" \
+  </dev/null 2>"$scratch/err" && grep -q '"model": "gpt3-1.3b"' "$scratch/own.json" &&
+  [[ "$(sps "$scratch/own.json")" == "$(sps "$scratch/search.json")" ]]; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL estimate --plan without --model: $(cat "$scratch/err")"
+fi
 echo "$pass passed, $fail failed"
-[[ $fail -eq 0 && $pass -eq 2 ]]
+[[ $fail -eq 0 && $pass -eq 3 ]]

@@ -51,6 +51,10 @@ static void test_fields(void **state)
     assert_int_equal(o.n_cost_params, 2);
     assert_string_equal(o.cost_params[1], "b=2");
     assert_int_equal(o.verbose, 1);
+    /* estimate takes --plan's model and cluster, else the defaults, when it runs (ps_cmd_estimate) */
+    assert_null(o.model);
+    assert_null(o.cluster);
+    assert_int_equal(parse("--top 3", &o), PS_OK); /* the search: the presets at parse time */
     assert_string_equal(o.model, PS_DEFAULT_MODEL);
     assert_string_equal(o.cluster, PS_DEFAULT_CLUSTER);
 
