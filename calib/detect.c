@@ -209,8 +209,8 @@ static const struct {
     double GBps;
 } k_nvlink[] = {
     {"a100-40g", "nvlink3", 300}, {"a100-80g", "nvlink3", 300}, {"a800-80g", "nvlink3", 200},
-    {"h100", "nvlink4", 450},     {"h200", "nvlink4", 450},     {"v100-16g", "nvlink2", 150},
-    {"v100-32g", "nvlink2", 150},
+    {"h100", "nvlink4", 450},     {"h200", "nvlink4", 450},     {"b200", "nvlink5", 900},
+    {"gb200", "nvlink5", 900},    {"v100-16g", "nvlink2", 150}, {"v100-32g", "nvlink2", 150},
 };
 
 #if PS_HAVE_CUDA
@@ -284,6 +284,8 @@ static void gpu_from_props(int dev, ps_gpu *g)
     g->bf16_flops = ampere ? g->fp16_flops : 0;
     g->tf32_flops = ampere ? g->fp16_flops / 2 : 0;
     g->fp8_flops = (p.major * 10 + p.minor == 89 || p.major >= 9) ? 2 * g->fp16_flops : 0;
+    /* Blackwell (cc 10 and later) added FP4 tensor cores at twice the FP8 rate (B200: 9 vs 4.5 PF dense). */
+    g->fp4_flops = p.major >= 10 ? 2 * g->fp8_flops : 0;
     /* Never zero: ps_cluster_finish refuses a GPU without figures, and a guess beats refusing to plan. */
     if (!(g->hbm_Bps > 0)) g->hbm_Bps = 100e9;
     if (!(g->fp32_flops > 0)) g->fp32_flops = 1e12;

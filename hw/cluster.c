@@ -179,10 +179,9 @@ static ps_status parse_link(const json_t *obj, const ps_jloc *loc, link_role rol
 
 static ps_status parse_gpu_object(const json_t *obj, const ps_jloc *loc, ps_gpu *out)
 {
-    static const char *const keys[] = {"name",        "base",        "marketing",   "mem_GiB",
-                                       "hbm_GBps",    "fp32_TFLOPs", "tf32_TFLOPs", "fp16_TFLOPs",
-                                       "bf16_TFLOPs", "fp8_TFLOPs",  "source",      "comment",
-                                       NULL};
+    static const char *const keys[] = {"name",        "base",        "marketing",   "mem_GiB",     "hbm_GBps",
+                                       "fp32_TFLOPs", "tf32_TFLOPs", "fp16_TFLOPs", "bf16_TFLOPs", "fp8_TFLOPs",
+                                       "fp4_TFLOPs",  "source",      "comment",     NULL};
     PS_TRY(ps_json_known_keys(obj, loc, keys));
     PS_TRY(check_comment(obj, loc));
     memset(out, 0, sizeof *out);
@@ -208,12 +207,15 @@ static ps_status parse_gpu_object(const json_t *obj, const ps_jloc *loc, ps_gpu 
     if (fp16 > 0) out->fp16_flops = fp16 * 1e12;
     /* Optional precisions: 0 means the GPU lacks them (V100 has no BF16). */
     double tf32 = out->tf32_flops / 1e12, bf16 = out->bf16_flops / 1e12, fp8 = out->fp8_flops / 1e12;
+    double fp4 = out->fp4_flops / 1e12;
     PS_TRY(ps_json_num(obj, loc, "tf32_TFLOPs", false, 0, 1e6, &tf32));
     PS_TRY(ps_json_num(obj, loc, "bf16_TFLOPs", false, 0, 1e6, &bf16));
     PS_TRY(ps_json_num(obj, loc, "fp8_TFLOPs", false, 0, 1e6, &fp8));
+    PS_TRY(ps_json_num(obj, loc, "fp4_TFLOPs", false, 0, 1e6, &fp4));
     out->tf32_flops = tf32 * 1e12;
     out->bf16_flops = bf16 * 1e12;
     out->fp8_flops = fp8 * 1e12;
+    out->fp4_flops = fp4 * 1e12;
     if (!from_base) ps_strlcpy(out->marketing, out->name, sizeof out->marketing);
     PS_TRY(ps_json_str(obj, loc, "marketing", false, out->marketing, sizeof out->marketing));
     if (!from_base) snprintf(out->source, sizeof out->source, "custom GPU in %s", loc->file);
@@ -380,7 +382,7 @@ static bool gpu_equal(const ps_gpu *a, const ps_gpu *b)
 {
     return strcmp(a->name, b->name) == 0 && a->mem_bytes == b->mem_bytes && a->hbm_Bps == b->hbm_Bps &&
            a->fp32_flops == b->fp32_flops && a->tf32_flops == b->tf32_flops && a->fp16_flops == b->fp16_flops &&
-           a->bf16_flops == b->bf16_flops && a->fp8_flops == b->fp8_flops;
+           a->bf16_flops == b->bf16_flops && a->fp8_flops == b->fp8_flops && a->fp4_flops == b->fp4_flops;
 }
 
 /* Same GPU and same links: CPU cores and NUMA domains do not change a plan, so they do not make a cluster

@@ -38,6 +38,7 @@ json_t *ps_cluster_to_json(const ps_cluster *c)
         json_object_set_new(gpu, "fp16_TFLOPs", json_real(g->gpu.fp16_flops / 1e12));
         json_object_set_new(gpu, "bf16_TFLOPs", json_real(g->gpu.bf16_flops / 1e12));
         json_object_set_new(gpu, "fp8_TFLOPs", json_real(g->gpu.fp8_flops / 1e12));
+        json_object_set_new(gpu, "fp4_TFLOPs", json_real(g->gpu.fp4_flops / 1e12));
         json_object_set_new(gpu, "source", json_string(g->gpu.source));
         json_object_set_new(o, "gpu", gpu);
         json_object_set_new(o, "intra", link_json(&g->intra));
@@ -69,12 +70,13 @@ void ps_cluster_print(FILE *f, const ps_cluster *c)
         if (g->gpus_per_node > 0) {
             fprintf(f, "  gpu     %s (%s): %s, %.0f GB/s memory, peak TFLOP/s:", g->gpu.name, g->gpu.marketing,
                     ps_fmt_bytes(g->gpu.mem_bytes, b1, sizeof b1), g->gpu.hbm_Bps / 1e9);
-            /* Dtypes a GPU lacks (bf16 before Ampere, fp8 before Ada/Hopper) are left out, not shown as 0. */
+            /* Dtypes a GPU lacks (bf16 before Ampere, fp8 before Ada/Hopper, fp4 before Blackwell) are left out,
+             * not shown as 0. */
             const struct {
                 const char *name;
                 double v;
-            } peaks[] = {{"fp8", g->gpu.fp8_flops},   {"bf16", g->gpu.bf16_flops}, {"fp16", g->gpu.fp16_flops},
-                         {"tf32", g->gpu.tf32_flops}, {"fp32", g->gpu.fp32_flops}};
+            } peaks[] = {{"fp4", g->gpu.fp4_flops},   {"fp8", g->gpu.fp8_flops},   {"bf16", g->gpu.bf16_flops},
+                         {"fp16", g->gpu.fp16_flops}, {"tf32", g->gpu.tf32_flops}, {"fp32", g->gpu.fp32_flops}};
             for (size_t k = 0; k < sizeof peaks / sizeof peaks[0]; k++)
                 if (peaks[k].v > 0) fprintf(f, " %s %.1f", peaks[k].name, peaks[k].v / 1e12);
             fprintf(f, "\n");

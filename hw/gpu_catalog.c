@@ -25,6 +25,7 @@ static const ps_gpu k_catalog[] = {
      .fp16_flops = 312 * TF,
      .bf16_flops = 312 * TF,
      .fp8_flops = 0,
+     .fp4_flops = 0,
      .source = "NVIDIA A100 Tensor Core GPU datasheet (A100 40GB SXM column, dense)"},
     {.name = "a100-80g",
      .marketing = "NVIDIA A100-SXM4-80GB",
@@ -35,6 +36,7 @@ static const ps_gpu k_catalog[] = {
      .fp16_flops = 312 * TF,
      .bf16_flops = 312 * TF,
      .fp8_flops = 0,
+     .fp4_flops = 0,
      .source = "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM column, dense)"},
     {.name = "a800-80g",
      .marketing = "NVIDIA A800-SXM4-80GB",
@@ -45,6 +47,7 @@ static const ps_gpu k_catalog[] = {
      .fp16_flops = 312 * TF,
      .bf16_flops = 312 * TF,
      .fp8_flops = 0,
+     .fp4_flops = 0,
      .source = "NVIDIA A800 Tensor Core GPU datasheet (A800 80GB SXM; compute as A100, NVLink 400 GB/s)"},
     {.name = "h100",
      .marketing = "NVIDIA H100 80GB HBM3",
@@ -55,6 +58,7 @@ static const ps_gpu k_catalog[] = {
      .fp16_flops = 989.4 * TF,
      .bf16_flops = 989.4 * TF,
      .fp8_flops = 1978.9 * TF,
+     .fp4_flops = 0,
      .source = "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM) and Hopper architecture whitepaper, dense"},
     {.name = "h200",
      .marketing = "NVIDIA H200",
@@ -65,7 +69,44 @@ static const ps_gpu k_catalog[] = {
      .fp16_flops = 989.4 * TF,
      .bf16_flops = 989.4 * TF,
      .fp8_flops = 1978.9 * TF,
+     .fp4_flops = 0,
      .source = "NVIDIA H200 Tensor Core GPU datasheet (H200 SXM, sparse figures halved)"},
+    /* B200 as NVIDIA sells it on HGX/DGX B200 boards (1,000 W). The HGX B200 specifications give totals for the
+     * 8-GPU board, sparse (*): FP4 144 PF, FP8/FP6 72 PF, FP16/BF16 36 PF, TF32 18 PF; dense FP32 600 TF. Per GPU:
+     * / 8, tensor figures halved. Per-GPU memory from the Blackwell architecture page (HGX B200 column: 180 GB HBM3e,
+     * 7.7 TB/s) and the DGX B200 user guide (8 GPUs, 1,440 GB). The DGX B200 page gives 64 TB/s for the 8 GPUs
+     * (8 TB/s each); the lower per-GPU figure is kept, as a plan should not count on bandwidth a board may lack.
+     * https://www.nvidia.com/en-us/data-center/hgx/
+     * https://www.nvidia.com/en-us/data-center/technologies/blackwell-architecture/
+     * https://docs.nvidia.com/dgx/dgxb200-user-guide/introduction-to-dgxb200.html */
+    {.name = "b200",
+     .marketing = "NVIDIA B200",
+     .mem_bytes = 180 * GiB,
+     .hbm_Bps = 7700 * GBps,
+     .fp32_flops = 75 * TF,
+     .tf32_flops = 1125 * TF,
+     .fp16_flops = 2250 * TF,
+     .bf16_flops = 2250 * TF,
+     .fp8_flops = 4500 * TF,
+     .fp4_flops = 9000 * TF,
+     .source = "NVIDIA HGX B200 specifications (8-GPU totals / 8, sparse halved); 180 GB, 7.7 TB/s per GPU"},
+    /* One Blackwell GPU of a GB200 superchip as in GB200 NVL72 (up to 1,200 W, so faster than a B200). The GB200
+     * NVL72 specifications give rack totals for 72 GPUs, sparse (*): FP4 1,440 PF, FP8/FP6 720 PF, i.e. 20 and 10 PF
+     * per GPU, and a per-GPU column: FP16/BF16 5 PF*, TF32 2.5 PF*, FP32 80 TF, 186 GB HBM3e at 8 TB/s. Tensor
+     * figures halved for dense.
+     * https://www.nvidia.com/en-us/data-center/gb200-nvl72/
+     * https://www.nvidia.com/en-us/data-center/technologies/blackwell-architecture/ */
+    {.name = "gb200",
+     .marketing = "NVIDIA GB200",
+     .mem_bytes = 186 * GiB,
+     .hbm_Bps = 8000 * GBps,
+     .fp32_flops = 80 * TF,
+     .tf32_flops = 1250 * TF,
+     .fp16_flops = 2500 * TF,
+     .bf16_flops = 2500 * TF,
+     .fp8_flops = 5000 * TF,
+     .fp4_flops = 10000 * TF,
+     .source = "NVIDIA GB200 NVL72 specifications (72-GPU totals / 72 and per-GPU column, sparse halved)"},
     {.name = "v100-16g",
      .marketing = "Tesla V100-SXM2-16GB",
      .mem_bytes = 16 * GiB,
@@ -75,6 +116,7 @@ static const ps_gpu k_catalog[] = {
      .fp16_flops = 125 * TF,
      .bf16_flops = 0,
      .fp8_flops = 0,
+     .fp4_flops = 0,
      .source = "NVIDIA Tesla V100 GPU datasheet (V100 SXM2 16GB: 125 TFLOPS tensor, 15.7 FP32, 900 GB/s)"},
     {.name = "v100-32g",
      .marketing = "Tesla V100-SXM2-32GB",
@@ -85,6 +127,7 @@ static const ps_gpu k_catalog[] = {
      .fp16_flops = 125 * TF,
      .bf16_flops = 0,
      .fp8_flops = 0,
+     .fp4_flops = 0,
      .source = "NVIDIA Tesla V100 GPU datasheet (V100 SXM2 32GB: 125 TFLOPS tensor, 15.7 FP32, 900 GB/s)"},
     {.name = "t4",
      .marketing = "Tesla T4",
@@ -95,6 +138,7 @@ static const ps_gpu k_catalog[] = {
      .fp16_flops = 65 * TF,
      .bf16_flops = 0,
      .fp8_flops = 0,
+     .fp4_flops = 0,
      .source = "NVIDIA T4 Tensor Core GPU datasheet (65 TFLOPS mixed FP16/FP32, 8.1 FP32, 320 GB/s GDDR6)"},
     {.name = "rtx3090",
      .marketing = "NVIDIA GeForce RTX 3090",
@@ -105,6 +149,7 @@ static const ps_gpu k_catalog[] = {
      .fp16_flops = 71 * TF,
      .bf16_flops = 71 * TF,
      .fp8_flops = 0,
+     .fp4_flops = 0,
      .source = "NVIDIA Ampere GA102 GPU architecture whitepaper, RTX 3090 (FP16/BF16 tensor, FP32 accumulate, dense)"},
     {.name = "rtx-titan",
      .marketing = "NVIDIA TITAN RTX",
@@ -115,6 +160,7 @@ static const ps_gpu k_catalog[] = {
      .fp16_flops = 130 * TF,
      .bf16_flops = 0,
      .fp8_flops = 0,
+     .fp4_flops = 0,
      .source = "NVIDIA TITAN RTX specifications / Turing architecture whitepaper (130 TFLOPS tensor, FP32 accumulate)"},
     {.name = "l4",
      .marketing = "NVIDIA L4",
@@ -125,6 +171,7 @@ static const ps_gpu k_catalog[] = {
      .fp16_flops = 121 * TF,
      .bf16_flops = 121 * TF,
      .fp8_flops = 242.5 * TF,
+     .fp4_flops = 0,
      .source = "NVIDIA L4 Tensor Core GPU datasheet (sparse figures halved)"},
 };
 
@@ -190,7 +237,8 @@ double ps_gpu_peak_flops(const ps_gpu *g, const char *dtype)
 
 /* Device names as the CUDA runtime spells them. Only the exact board variant maps to an entry: an A100 PCIe or an
  * H100 PCIe has lower clocks and memory bandwidth than the SXM part in the catalog, and claiming the SXM figures
- * would make every plan on it optimistic. `avoid` rules out look-alike names ("RTX 3090 Ti", "H200 NVL"). */
+ * would make every plan on it optimistic. `avoid` rules out look-alike names ("RTX 3090 Ti", "H200 NVL", and the
+ * "B200" inside "GB200", whose GPU runs at a higher power limit). */
 static const struct {
     const char *contains;
     const char *avoid;
@@ -202,6 +250,8 @@ static const struct {
     {"H100 80GB HBM3", NULL, "h100"},
     {"H100-SXM5-80GB", NULL, "h100"},
     {"H200", "NVL", "h200"},
+    {"GB200", NULL, "gb200"},
+    {"B200", "GB200", "b200"},
     {"V100-SXM2-16GB", NULL, "v100-16g"},
     {"V100-SXM2-32GB", NULL, "v100-32g"},
     {"Tesla T4", NULL, "t4"},

@@ -26,6 +26,8 @@ typedef struct {
     double fp16_flops;    /* peak FP16 tensor FLOP/s with FP32 accumulate */
     double bf16_flops;    /* peak BF16 tensor FLOP/s, 0 if unsupported */
     double fp8_flops;     /* peak FP8 tensor FLOP/s, 0 if unsupported */
+    double fp4_flops;     /* peak FP4 tensor FLOP/s, 0 if unsupported (catalog data: no plan trains in FP4, so it
+                             has no ps_gpu_precision and ps_gpu_peak_flops(g, "fp4") is 0) */
     char source[128];     /* datasheet the numbers come from */
 } ps_gpu;
 

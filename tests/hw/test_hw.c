@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "ps_hw.h"
 
@@ -64,6 +65,33 @@ static void test_catalog_figures(void **state)
     assert_near(g.fp8_flops, 1979e12, 0.01);
     assert_near(g.hbm_Bps, 4.8e12, 1e-9);
     assert_true(g.mem_bytes == 141 * GiB);
+    assert_true(g.fp4_flops == 0); /* FP4 tensor cores came with Blackwell */
+
+    /* HGX B200: the 8-GPU totals (sparse FP4 144, FP8 72, FP16/BF16 36, TF32 18 PF; FP32 600 TF) / 8, halved */
+    assert_int_equal(ps_gpu_lookup("b200", &g), PS_OK);
+    assert_string_equal(g.marketing, "NVIDIA B200");
+    assert_near(g.fp4_flops, 9000e12, 1e-9);
+    assert_near(g.fp8_flops, 4500e12, 1e-9);
+    assert_near(g.bf16_flops, 2250e12, 1e-9);
+    assert_near(g.fp16_flops, 2250e12, 1e-9);
+    assert_near(g.tf32_flops, 1125e12, 1e-9);
+    assert_near(g.fp32_flops, 75e12, 1e-9);
+    assert_near(g.hbm_Bps, 7.7e12, 1e-9);
+    assert_true(g.mem_bytes == 180 * GiB);
+    assert_non_null(strstr(g.source, "/ 8"));
+
+    /* GB200 NVL72: rack totals / 72 (FP4 1440, FP8 720 PF sparse) and the per-GPU column, halved */
+    assert_int_equal(ps_gpu_lookup("gb200", &g), PS_OK);
+    assert_string_equal(g.marketing, "NVIDIA GB200");
+    assert_near(g.fp4_flops, 10000e12, 1e-9);
+    assert_near(g.fp8_flops, 5000e12, 1e-9);
+    assert_near(g.bf16_flops, 2500e12, 1e-9);
+    assert_near(g.fp16_flops, 2500e12, 1e-9);
+    assert_near(g.tf32_flops, 1250e12, 1e-9);
+    assert_near(g.fp32_flops, 80e12, 1e-9);
+    assert_near(g.hbm_Bps, 8e12, 1e-9);
+    assert_true(g.mem_bytes == 186 * GiB);
+    assert_non_null(strstr(g.source, "/ 72"));
 
     for (int i = 0; i < 2; i++) {
         assert_int_equal(ps_gpu_lookup(i ? "v100-32g" : "v100-16g", &g), PS_OK);
@@ -100,7 +128,7 @@ static void test_catalog_invariants(void **state)
 {
     (void)state;
     int n = ps_gpu_catalog_count();
-    assert_true(n >= 11);
+    assert_true(n >= 13);
     assert_null(ps_gpu_catalog_at(-1));
     assert_null(ps_gpu_catalog_at(n));
     for (int i = 0; i < n; i++) {
@@ -111,6 +139,9 @@ static void test_catalog_invariants(void **state)
         /* tensor cores beat the FP32 units on every catalog GPU */
         assert_true(g->fp16_flops > g->fp32_flops);
         assert_true(g->bf16_flops == 0 || g->bf16_flops == g->fp16_flops);
+        /* FP4 only where FP8 is, at twice its rate on every part so far (Blackwell) */
+        assert_true(g->fp4_flops == 0 || (g->fp8_flops > 0 && g->fp4_flops == 2 * g->fp8_flops));
+        assert_true(strlen(g->source) < sizeof g->source - 1); /* not cut by the char[128] */
         ps_gpu copy;
         assert_int_equal(ps_gpu_lookup(g->name, &copy), PS_OK);
         assert_string_equal(copy.name, g->name);
@@ -148,6 +179,12 @@ static void test_peak_flops(void **state)
     assert_near(ps_gpu_peak_flops(&g, "fp8"), 1978.9e12, 1e-9);
     assert_near(ps_gpu_peak_flops(&g, "tf32"), 494.7e12, 1e-9);
     assert_true(ps_gpu_peak_flops(&g, "int4") == 0);
+    /* FP4 is catalog data, not a dtype a plan trains in: no peak by that name even where the GPU has one */
+    assert_int_equal(ps_gpu_lookup("b200", &g), PS_OK);
+    assert_true(g.fp4_flops > 0);
+    assert_true(ps_gpu_peak_flops(&g, "fp4") == 0);
+    assert_near(ps_gpu_peak_flops(&g, "fp8"), 4500e12, 1e-9);
+    assert_near(ps_gpu_peak(&g, PS_GPU_BF16), 2250e12, 1e-9);
     assert_true(ps_gpu_peak_flops(NULL, "fp16") == 0);
     assert_true(ps_gpu_peak_flops(&g, NULL) == 0);
 }
@@ -158,15 +195,29 @@ static void test_match_device(void **state)
     static const struct {
         const char *dev, *key;
     } cases[] = {
-        {"NVIDIA A100-SXM4-80GB", "a100-80g"},  {"NVIDIA A100-SXM4-40GB", "a100-40g"},
-        {"NVIDIA A800-SXM4-80GB", "a800-80g"},  {"NVIDIA H100 80GB HBM3", "h100"},
-        {"NVIDIA H200", "h200"},                {"Tesla V100-SXM2-16GB", "v100-16g"},
-        {"Tesla V100-SXM2-32GB", "v100-32g"},   {"Tesla T4", "t4"},
-        {"NVIDIA GeForce RTX 3090", "rtx3090"}, {"NVIDIA TITAN RTX", "rtx-titan"},
-        {"NVIDIA L4", "l4"},                    {"NVIDIA A100 80GB PCIe", NULL},
-        {"NVIDIA H100 PCIe", NULL},             {"NVIDIA H200 NVL", NULL},
-        {"NVIDIA GeForce RTX 3090 Ti", NULL},   {"NVIDIA L40", NULL},
-        {"NVIDIA L40S", NULL},                  {"Tesla V100-PCIE-16GB", NULL},
+        {"NVIDIA A100-SXM4-80GB", "a100-80g"},
+        {"NVIDIA A100-SXM4-40GB", "a100-40g"},
+        {"NVIDIA A800-SXM4-80GB", "a800-80g"},
+        {"NVIDIA H100 80GB HBM3", "h100"},
+        {"NVIDIA H200", "h200"},
+        {"Tesla V100-SXM2-16GB", "v100-16g"},
+        {"Tesla V100-SXM2-32GB", "v100-32g"},
+        {"Tesla T4", "t4"},
+        {"NVIDIA GeForce RTX 3090", "rtx3090"},
+        {"NVIDIA TITAN RTX", "rtx-titan"},
+        {"NVIDIA L4", "l4"},
+        {"NVIDIA A100 80GB PCIe", NULL},
+        {"NVIDIA H100 PCIe", NULL},
+        {"NVIDIA H200 NVL", NULL},
+        {"NVIDIA GeForce RTX 3090 Ti", NULL},
+        {"NVIDIA L40", NULL},
+        {"NVIDIA L40S", NULL},
+        {"Tesla V100-PCIE-16GB", NULL},
+        {"NVIDIA B200", "b200"},
+        {"NVIDIA GB200", "gb200"},
+        {"NVIDIA B300", NULL},
+        {"NVIDIA GB300", NULL},
+        {"NVIDIA H800", NULL},
         {"", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -230,9 +281,9 @@ static void test_link_classes(void **state)
 
 /* ---- presets ----------------------------------------------------------------------------------------------------- */
 
-static const char *const k_presets[] = {"dgx-a100-80g", "dgx-a100-40g", "dgx-h100",   "hgx-h200",
-                                        "titan-pcie3",  "a100-ib100",   "a100-80g-ib400", "g4dn-12xlarge",
-                                        "p3-8xlarge",   "rtx3090-nvlink", "rtx3090-pcie"};
+static const char *const k_presets[] = {"dgx-a100-80g",  "dgx-a100-40g", "dgx-h100",       "hgx-h200",
+                                        "dgx-b200",      "titan-pcie3",  "a100-ib100",     "a100-80g-ib400",
+                                        "g4dn-12xlarge", "p3-8xlarge",   "rtx3090-nvlink", "rtx3090-pcie"};
 
 static void test_preset_list(void **state)
 {
@@ -321,6 +372,19 @@ static void test_preset_figures(void **state)
     assert_int_equal(ps_cluster_load("hgx-h200:2", &c), PS_OK);
     assert_string_equal(c.groups[0].gpu.name, "h200");
     assert_near(c.groups[0].intra.bw_Bps, 450e9, 1e-9);
+    ps_cluster_free(&c);
+
+    /* DGX B200 user guide: NVLink5 14.4 TB/s over 8 GPUs, both directions; 8x 400 Gb/s InfiniBand; 2x 56 cores */
+    assert_int_equal(ps_cluster_load("dgx-b200:4", &c), PS_OK);
+    assert_int_equal(c.n_gpus, 32);
+    assert_string_equal(c.groups[0].gpu.name, "b200");
+    assert_near(c.groups[0].gpu.fp4_flops, 9000e12, 1e-9);
+    assert_string_equal(c.groups[0].intra.kind, "nvlink5");
+    assert_int_equal(c.groups[0].intra.cls, PS_LINK_NVLINK);
+    assert_near(c.groups[0].intra.bw_Bps, 900e9, 1e-9);
+    assert_near(c.groups[0].inter.bw_Bps, 8 * 400e9 / 8, 1e-9);
+    assert_int_equal(c.groups[0].inter.cls, PS_LINK_IB);
+    assert_int_equal(c.groups[0].cores_per_node, 112);
     ps_cluster_free(&c);
 
     assert_int_equal(ps_cluster_load("titan-pcie3:2", &c), PS_OK);
@@ -531,7 +595,7 @@ static void test_json_good(void **state)
     assert_string_equal(g->gpu.marketing, "Example accelerator");
     assert_true(g->gpu.mem_bytes == 64 * GiB);
     assert_near(g->gpu.fp16_flops, 400e12, 1e-9);
-    assert_true(g->gpu.tf32_flops == 0 && g->gpu.fp8_flops == 0);
+    assert_true(g->gpu.tf32_flops == 0 && g->gpu.fp8_flops == 0 && g->gpu.fp4_flops == 0); /* absent: none */
     assert_non_null(strstr(g->gpu.source, "good-custom.json"));
     assert_near(g->intra.latency_s, 10e-6, 1e-9); /* pcie default */
     assert_int_equal(g->island_size, 4);
@@ -608,6 +672,7 @@ static void test_json_bad(void **state)
         {"bad-type.json", {"node_groups[0].nodes", "must be an integer", NULL}},
         {"bad-none-gpu.json", {"node_groups[0].gpu", "gpus_per_node is 4", NULL}},
         {"bad-unknown-base.json", {"node_groups[0].gpu.base", "'h1000'", "did you mean 'h100'"}},
+        {"bad-negative-fp4.json", {"node_groups[0].gpu.fp4_TFLOPs", "got -1", NULL}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char path[512];
@@ -822,18 +887,72 @@ static void test_locate_and_parse(void **state)
     assert_msg_has("/nonexistent/c.json:3:");
 }
 
+/* fp4_TFLOPs in a cluster.json GPU object: optional like the other optional peaks, kept from a base unless given,
+ * refused when negative (naming the field), and part of what makes two groups differ. */
+static void test_json_fp4(void **state)
+{
+    (void)state;
+    ps_cluster_source src;
+    memset(&src, 0, sizeof src);
+    ps_strlcpy(src.path, "fp4.json", sizeof src.path);
+    ps_cluster c;
+    static const char custom[] =
+        "{\"name\": \"fp4\", \"node_groups\": [{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"acc\", "
+        "\"mem_GiB\": 96, \"hbm_GBps\": 4000, \"fp32_TFLOPs\": 50, \"fp16_TFLOPs\": 1000, \"fp8_TFLOPs\": 2000, "
+        "\"fp4_TFLOPs\": 4000}}]}";
+    ps_status st = ps_cluster_parse(&src, custom, sizeof custom - 1, &c);
+    if (st != PS_OK) fail_msg("%s", ps_error_message());
+    assert_near(c.groups[0].gpu.fp4_flops, 4000e12, 1e-9);
+    assert_near(c.groups[0].gpu.fp8_flops, 2000e12, 1e-9);
+    json_t *j = ps_cluster_to_json(&c);
+    assert_non_null(j);
+    json_t *gpu = json_object_get(json_array_get(json_object_get(j, "node_groups"), 0), "gpu");
+    assert_near(json_real_value(json_object_get(gpu, "fp4_TFLOPs")), 4000, 1e-12);
+    json_decref(j);
+    ps_cluster_free(&c);
+
+    /* from a base: kept unless overridden; 0 turns it off; two groups differing only in fp4 are heterogeneous */
+    static const char based[] =
+        "{\"name\": \"fp4\", \"node_groups\": ["
+        "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"base\": \"gb200\"}, "
+        "\"inter\": {\"kind\": \"ib-ndr\", \"bw_Gbps\": 400}},"
+        "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"base\": \"gb200\", \"fp4_TFLOPs\": 0}, "
+        "\"inter\": {\"kind\": \"ib-ndr\", \"bw_Gbps\": 400}}]}";
+    st = ps_cluster_parse(&src, based, sizeof based - 1, &c);
+    if (st != PS_OK) fail_msg("%s", ps_error_message());
+    assert_near(c.groups[0].gpu.fp4_flops, 10000e12, 1e-9);
+    assert_true(c.groups[1].gpu.fp4_flops == 0);
+    assert_near(c.groups[1].gpu.fp8_flops, 5000e12, 1e-9);
+    assert_true(c.heterogeneous);
+    ps_cluster_free(&c);
+
+    /* negative or not a number: bad input naming the file and the field */
+    static const char neg[] = "{\"name\": \"fp4\", \"node_groups\": [{\"nodes\": 1, \"gpus_per_node\": 1, "
+                              "\"gpu\": {\"base\": \"b200\", \"fp4_TFLOPs\": -5}}]}";
+    ps_error_clear();
+    assert_int_equal(ps_cluster_parse(&src, neg, sizeof neg - 1, &c), PS_ERR_INPUT);
+    assert_msg_has("fp4.json");
+    assert_msg_has("'node_groups[0].gpu.fp4_TFLOPs'");
+    assert_msg_has("got -5");
+    assert_null(c.groups);
+    static const char text[] = "{\"name\": \"fp4\", \"node_groups\": [{\"nodes\": 1, \"gpus_per_node\": 1, "
+                               "\"gpu\": {\"base\": \"b200\", \"fp4_TFLOPs\": \"9000\"}}]}";
+    assert_int_equal(ps_cluster_parse(&src, text, sizeof text - 1, &c), PS_ERR_INPUT);
+    assert_msg_has("'node_groups[0].gpu.fp4_TFLOPs' must be a number");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_catalog_figures),   cmocka_unit_test(test_catalog_invariants),
-        cmocka_unit_test(test_catalog_unknown),   cmocka_unit_test(test_peak_flops),
-        cmocka_unit_test(test_match_device),      cmocka_unit_test(test_link_latency_defaults),
-        cmocka_unit_test(test_link_classes),
-        cmocka_unit_test(test_preset_list),       cmocka_unit_test(test_every_preset_loads),
-        cmocka_unit_test(test_preset_figures),    cmocka_unit_test(test_spec_errors),
-        cmocka_unit_test(test_links),             cmocka_unit_test(test_amp_mixed_example),
-        cmocka_unit_test(test_json_good),         cmocka_unit_test(test_json_bad),
-        cmocka_unit_test(test_finish_checks),     cmocka_unit_test(test_preset_rules),
+        cmocka_unit_test(test_catalog_figures),    cmocka_unit_test(test_catalog_invariants),
+        cmocka_unit_test(test_catalog_unknown),    cmocka_unit_test(test_peak_flops),
+        cmocka_unit_test(test_match_device),       cmocka_unit_test(test_link_latency_defaults),
+        cmocka_unit_test(test_link_classes),       cmocka_unit_test(test_preset_list),
+        cmocka_unit_test(test_every_preset_loads), cmocka_unit_test(test_preset_figures),
+        cmocka_unit_test(test_spec_errors),        cmocka_unit_test(test_links),
+        cmocka_unit_test(test_amp_mixed_example),  cmocka_unit_test(test_json_good),
+        cmocka_unit_test(test_json_bad),           cmocka_unit_test(test_json_fp4),
+        cmocka_unit_test(test_finish_checks),      cmocka_unit_test(test_preset_rules),
         cmocka_unit_test(test_locate_and_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
