@@ -67,31 +67,28 @@ static void test_catalog_figures(void **state)
     assert_true(g.mem_bytes == 141 * GiB);
     assert_true(g.fp4_flops == 0); /* FP4 tensor cores came with Blackwell */
 
-    /* HGX B200: the 8-GPU totals (sparse FP4 144, FP8 72, FP16/BF16 36, TF32 18 PF; FP32 600 TF) / 8, halved */
-    assert_int_equal(ps_gpu_lookup("b200", &g), PS_OK);
-    assert_string_equal(g.marketing, "NVIDIA B200");
-    assert_near(g.fp4_flops, 9000e12, 1e-9);
-    assert_near(g.fp8_flops, 4500e12, 1e-9);
-    assert_near(g.bf16_flops, 2250e12, 1e-9);
-    assert_near(g.fp16_flops, 2250e12, 1e-9);
-    assert_near(g.tf32_flops, 1125e12, 1e-9);
-    assert_near(g.fp32_flops, 75e12, 1e-9);
-    assert_near(g.hbm_Bps, 7.7e12, 1e-9);
-    assert_true(g.mem_bytes == 180 * GiB);
-    assert_non_null(strstr(g.source, "/ 8"));
-
-    /* GB200 NVL72: rack totals / 72 (FP4 1440, FP8 720 PF sparse) and the per-GPU column, halved */
-    assert_int_equal(ps_gpu_lookup("gb200", &g), PS_OK);
-    assert_string_equal(g.marketing, "NVIDIA GB200");
-    assert_near(g.fp4_flops, 10000e12, 1e-9);
-    assert_near(g.fp8_flops, 5000e12, 1e-9);
-    assert_near(g.bf16_flops, 2500e12, 1e-9);
-    assert_near(g.fp16_flops, 2500e12, 1e-9);
-    assert_near(g.tf32_flops, 1250e12, 1e-9);
-    assert_near(g.fp32_flops, 80e12, 1e-9);
-    assert_near(g.hbm_Bps, 8e12, 1e-9);
-    assert_true(g.mem_bytes == 186 * GiB);
-    assert_non_null(strstr(g.source, "/ 72"));
+    /* Blackwell, dense (sparse halved): HGX B200's 8-GPU totals (FP4 144, FP8 72, FP16/BF16 36, TF32 18 PF sparse;
+     * FP32 600 TF) / 8; GB200 NVL72's rack totals / 72 (FP4 1440, FP8 720 PF sparse) and its per-GPU column */
+    static const struct {
+        const char *key, *marketing, *per;
+        double fp4, fp8, bf16, tf32, fp32, hbm, mem_gib;
+    } bw[] = {
+        {"b200", "NVIDIA B200", "/ 8", 9000e12, 4500e12, 2250e12, 1125e12, 75e12, 7.7e12, 180},
+        {"gb200", "NVIDIA GB200", "/ 72", 10000e12, 5000e12, 2500e12, 1250e12, 80e12, 8e12, 186},
+    };
+    for (size_t i = 0; i < sizeof bw / sizeof bw[0]; i++) {
+        assert_int_equal(ps_gpu_lookup(bw[i].key, &g), PS_OK);
+        assert_string_equal(g.marketing, bw[i].marketing);
+        assert_near(g.fp4_flops, bw[i].fp4, 1e-9);
+        assert_near(g.fp8_flops, bw[i].fp8, 1e-9);
+        assert_near(g.bf16_flops, bw[i].bf16, 1e-9);
+        assert_near(g.fp16_flops, bw[i].bf16, 1e-9);
+        assert_near(g.tf32_flops, bw[i].tf32, 1e-9);
+        assert_near(g.fp32_flops, bw[i].fp32, 1e-9);
+        assert_near(g.hbm_Bps, bw[i].hbm, 1e-9);
+        assert_true(g.mem_bytes == bw[i].mem_gib * GiB);
+        assert_non_null(strstr(g.source, bw[i].per));
+    }
 
     for (int i = 0; i < 2; i++) {
         assert_int_equal(ps_gpu_lookup(i ? "v100-32g" : "v100-16g", &g), PS_OK);
