@@ -59,9 +59,16 @@ gpu_list=$("$smi" --query-gpu=name,memory.total,driver_version,compute_cap --for
 [[ -n $gpu_list ]] || refuse "no GPU: '$smi' lists none"
 n_gpus=$(grep -c . <<<"$gpu_list")
 
+# The folder is gpu-check's own (a marker file says so): the outputs of an earlier check are replaced, anything else
+# is never deleted.
+if [[ -d $out && -n $(ls -A "$out") && ! -f $out/.gpu-check ]]; then
+  echo "gpu-check: $out is not empty and was not written by gpu-check: give an empty or new folder to --out" >&2
+  exit 2
+fi
 mkdir -p "$out" || exit 2
 out=$(cd "$out" && pwd)
 rm -f "$out"/*.json "$out"/*.log "$out"/*.h5 "$out"/steps.tsv "$out"/report.txt
+touch "$out/.gpu-check"
 printf '%s\n' "$gpu_list" >"$out/nvidia-smi.csv"
 echo "gpu-check: $n_gpus GPU(s): $(head -1 <<<"$gpu_list"); output in $out"
 

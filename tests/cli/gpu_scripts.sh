@@ -30,6 +30,17 @@ grep -q "could not communicate with the NVIDIA driver" <<<"$msg" || no "gpu-chec
 rc=$?
 [[ $rc -eq 2 ]] || no "gpu-check --bogus: exit $rc, expected 2"
 "$src/scripts/gpu-check.sh" --help | grep -q -- "--prebuilt" || no "gpu-check --help does not list --prebuilt"
+# a folder of someone else's files is refused, not cleaned (a fake GPU gets it that far; nothing is built)
+printf '#!/bin/sh\necho "NVIDIA H200, 143771 MiB, 580.159.04, 9.0"\n' >"$scratch/smi-fake"
+chmod +x "$scratch/smi-fake"
+mkdir -p "$scratch/mine"
+echo '{"precious": true}' >"$scratch/mine/results.json"
+GPU_CHECK_NVIDIA_SMI=$scratch/smi-fake "$src/scripts/gpu-check.sh" --out "$scratch/mine" --prebuilt /nonexistent \
+  >/dev/null 2>"$scratch/err"
+rc=$?
+[[ $rc -eq 2 ]] || no "gpu-check --out a folder of other files: exit $rc, expected 2"
+grep -q "not written by gpu-check" "$scratch/err" || no "gpu-check does not say why it refuses the folder"
+[[ -f $scratch/mine/results.json ]] || no "gpu-check deleted a file it did not write"
 
 # ---- gpu_calibrate.sh: the skip on one GPU, the failure on none ----
 fake=$scratch/psearch-fake
