@@ -238,7 +238,8 @@ double ps_gpu_peak_flops(const ps_gpu *g, const char *dtype)
 /* Device names as the CUDA runtime spells them. Only the exact board variant maps to an entry: an A100 PCIe or an
  * H100 PCIe has lower clocks and memory bandwidth than the SXM part in the catalog, and claiming the SXM figures
  * would make every plan on it optimistic. `avoid` rules out look-alike names ("RTX 3090 Ti", "H200 NVL", and the
- * "B200" inside "GB200", whose GPU runs at a higher power limit). */
+ * "B200" inside "GB200", whose GPU runs at a higher power limit); a row without a key names a look-alike that is in
+ * no entry (the "H200" inside "GH200"), so the name is matched by nothing. */
 static const struct {
     const char *contains;
     const char *avoid;
@@ -249,6 +250,7 @@ static const struct {
     {"A800-SXM4-80GB", NULL, "a800-80g"},
     {"H100 80GB HBM3", NULL, "h100"},
     {"H100-SXM5-80GB", NULL, "h100"},
+    {"GH200", NULL, NULL}, /* the Grace Hopper superchip's GPU: H100 compute with 96 or 144 GB, not an H200 */
     {"H200", "NVL", "h200"},
     {"GB200", NULL, "gb200"},
     {"B200", "GB200", "b200"},
@@ -275,6 +277,7 @@ const char *ps_gpu_match_device(const char *device_name)
     for (size_t i = 0; i < sizeof k_device_names / sizeof k_device_names[0]; i++) {
         if (!find_ci(device_name, k_device_names[i].contains)) continue;
         if (k_device_names[i].avoid && find_ci(device_name, k_device_names[i].avoid)) continue;
+        if (!k_device_names[i].key) return NULL; /* a look-alike of no entry */
         /* "NVIDIA L4" is a prefix of "NVIDIA L40": require the name to end there. */
         if (strcmp(k_device_names[i].key, "l4") == 0) {
             const char *p = find_ci(device_name, "NVIDIA L4");

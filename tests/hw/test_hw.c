@@ -215,6 +215,8 @@ static void test_match_device(void **state)
         {"NVIDIA B300", NULL},
         {"NVIDIA GB300", NULL},
         {"NVIDIA H800", NULL},
+        {"NVIDIA GH200 480GB", NULL},
+        {"NVIDIA GH200 144G HBM3e", NULL},
         {"", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
