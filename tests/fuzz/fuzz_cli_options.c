@@ -79,8 +79,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_CHECK(!o1.sub || !strcmp(o1.sub, "show") || !strcmp(o1.sub, "merge"));
         else
             FUZZ_CHECK(!o1.sub);
-        /* exec takes its model and cluster from the plan file unless given */
-        FUZZ_CHECK((o1.model && o1.cluster) || (!strcmp(o1.cmd, "exec") && (o1.exec_plan || o1.help)));
+        /* exec takes its model and cluster from the plan file unless given; estimate too (from --plan's, else the
+         * defaults, when it runs); everything else has both after parsing */
+        FUZZ_CHECK((o1.model && o1.cluster) || (!strcmp(o1.cmd, "exec") && (o1.exec_plan || o1.help)) ||
+                   !strcmp(o1.cmd, "estimate"));
         FUZZ_CHECK(o1.format == PS_FMT_TABLE || o1.format == PS_FMT_JSON);
         FUZZ_CHECK(o1.mopts.seq >= 0 && o1.mopts.vocab_pad >= 0 && o1.mopts.dtype >= -1 &&
                    o1.mopts.dtype <= PS_DTYPE_FP8);
