@@ -89,6 +89,8 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     ps_cluster c;
     ps_plan plan;
     ps_prediction r;
+    memset(&m, 0, sizeof m);
+    memset(&c, 0, sizeof c);
     memset(&plan, 0, sizeof plan);
     memset(&r, 0, sizeof r);
     ps_costdb_model *db = NULL;
@@ -102,33 +104,16 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     ps_cli_opts lo = *o;
     lo.model = input_spec(o->model, root, "model", PS_DEFAULT_MODEL);
     lo.cluster = input_spec(o->cluster, root, "cluster", PS_DEFAULT_CLUSTER);
+    ps_status st;
     /* a CPU-only allocation describes no GPU to predict for */
-    ps_status st = ps_cli_load_cluster(&lo, lo.cluster, comm, strcmp(lo.cluster, "auto") == 0, &c);
-    if (st != PS_OK) {
-        json_decref(root);
-        return ps_error_trace(st, __FILE__, __LINE__);
-    }
+    PS_TRY_GOTO(st, ps_cli_load_cluster(&lo, lo.cluster, comm, strcmp(lo.cluster, "auto") == 0, &c), done);
     /* the plan given is the plan costed: no padding unless --vocab-pad asks */
-    st = ps_cli_load_model(&lo, lo.model, &c, false, MPI_COMM_NULL, &m);
-    if (st != PS_OK) {
-        json_decref(root);
-        ps_cluster_free(&c);
-        return ps_error_trace(st, __FILE__, __LINE__);
-    }
-    st = ps_cli_cost_model(&lo, MPI_COMM_NULL, &c, &cp, &db);
-    if (st != PS_OK) {
-        json_decref(root);
-        ps_model_free(&m);
-        ps_cluster_free(&c);
-        return ps_error_trace(st, __FILE__, __LINE__);
-    }
-    if (root) {
-        st = ps_plan_from_json(root, o->plan, &m, &plan);
-        json_decref(root);
-        if (st != PS_OK) goto done;
-    } else {
+    PS_TRY_GOTO(st, ps_cli_load_model(&lo, lo.model, &c, false, MPI_COMM_NULL, &m), done);
+    PS_TRY_GOTO(st, ps_cli_cost_model(&lo, MPI_COMM_NULL, &c, &cp, &db), done);
+    if (root)
+        PS_TRY_GOTO(st, ps_plan_from_json(root, o->plan, &m, &plan), done);
+    else
         PS_TRY_GOTO(st, plan_from_flags(&lo, &m, &c, &plan), done);
-    }
     PS_TRY_GOTO(st, ps_cost_plan(&cp, &m, &c, &plan, &r), done);
     if (o->format == PS_FMT_JSON) {
         PS_TRY_GOTO(st, ps_out_json(out, ps_prediction_json(&m, &c, &plan, &r, &cp)), done);
@@ -148,6 +133,7 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
                      gib(cp.reserve_bytes), gib(sp->mem_capacity));
     }
 done:
+    json_decref(root);
     ps_prediction_free(&r);
     ps_plan_free(&plan);
     ps_model_free(&m);

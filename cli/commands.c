@@ -11,18 +11,14 @@ static bool mpi_always(const ps_cli_opts *o)
     return true;
 }
 
-/* A search started without a launcher is one process: the pure search (OpenMP) needs no MPI, and MPI's singleton
- * start-up cost more than a small search (issue #19, item 9). --exec-top runs plans on ranks, and --cluster auto
- * describes the MPI job it runs in. */
-static bool plan_needs_mpi(const ps_cli_opts *o)
-{
-    return o->exec_top > 0 || ps_mpi_launched() || (o->cluster && strcmp(o->cluster, "auto") == 0);
-}
-/* estimate needs MPI only to describe the job it runs in (--cluster auto) */
+/* A search or an estimate started without a launcher is one process: the pure search (OpenMP) needs no MPI, and
+ * MPI's singleton start-up cost more than a small search (issue #19, item 9). --cluster auto describes the MPI job it
+ * runs in, and --exec-top (the search's) runs plans on ranks. */
 static bool estimate_needs_mpi(const ps_cli_opts *o)
 {
     return ps_mpi_launched() || (o->cluster && strcmp(o->cluster, "auto") == 0);
 }
+static bool plan_needs_mpi(const ps_cli_opts *o) { return o->exec_top > 0 || estimate_needs_mpi(o); }
 
 /* calibrate measures the MPI job it runs in; refitting from recorded measurements reads a file */
 static bool calibrate_needs_mpi(const ps_cli_opts *o) { return o->from_meas == NULL; }

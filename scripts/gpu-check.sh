@@ -139,9 +139,8 @@ launcher=$(command -v mpiexec || command -v mpirun || true)
 # Two ranks on one GPU: a host of its own per rank for NCCL, its sockets on the loopback (see the top).
 shared=()
 if [[ $n_gpus -lt 2 ]]; then
-  export PSEARCH_GPU_SHARE=1 NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo} NCCL_IB_DISABLE=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
-  shared=(bash -c 'export NCCL_HOSTID="psearch-rank-${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${SLURM_PROCID:-0}}}"
-                   exec "$@"' gpu-share)
+  export PSEARCH_GPU_SHARE=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+  shared=("$root/scripts/gpu-share.sh")
 fi
 "$psearch" --version >"$out/version.log" 2>&1
 

@@ -73,7 +73,7 @@ def exec_of(doc):
     return None, None
 
 
-def plan_row(d, name, doc, after):
+def plan_row(name, doc, after):
     p, e = exec_of(doc)
     if p is None:
         return {"plan": name, "executed": False}
@@ -133,10 +133,10 @@ def main():
     for name in ("none", "selective", "full"):
         doc = load(os.path.join(d, "exec_%s.json" % name))
         if doc is not None or os.path.exists(os.path.join(d, "plan_%s.json" % name)):
-            plans.append(plan_row(d, "recompute " + name, doc, load(os.path.join(d, "after_%s.json" % name))))
+            plans.append(plan_row("recompute " + name, doc, load(os.path.join(d, "after_%s.json" % name))))
     doc = load(os.path.join(d, "exec_search.json"))
     if doc is not None:
-        plans.append(plan_row(d, "search best", doc, load(os.path.join(d, "after_search.json"))))
+        plans.append(plan_row("search best", doc, load(os.path.join(d, "after_search.json"))))
 
     db2 = load(os.path.join(d, "costdb2.json")) or {}
     two = {"shared_gpu": shared, "calibration_rows": db2.get("rows"),
@@ -144,7 +144,7 @@ def main():
            "exec": []}
     for name in ("tp2", "zero3", "pp2"):
         if os.path.exists(os.path.join(d, "plan2_%s.json" % name)):
-            two["exec"].append(plan_row(d, name, load(os.path.join(d, "exec2_%s.json" % name)), None))
+            two["exec"].append(plan_row(name, load(os.path.join(d, "exec2_%s.json" % name)), None))
 
     report = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "device": {"name": f[0] if f else None, "memory": f[1] if len(f) > 1 else None,

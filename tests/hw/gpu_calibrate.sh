@@ -23,9 +23,7 @@ if [[ $gpus -lt 2 ]]; then
     echo "SKIP $gpus GPU: the NCCL calibration needs 2 (one per rank; PSEARCH_GPU_SHARE=1 shares one, see the top)"
     exit 77
   fi
-  export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo} NCCL_IB_DISABLE=1
-  share=(bash -c 'export NCCL_HOSTID="psearch-rank-${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${SLURM_PROCID:-0}}}"
-                  exec "$@"' gpu-share)
+  share=("$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/gpu-share.sh")
   echo "# 2 ranks on 1 GPU (PSEARCH_GPU_SHARE=1: a NCCL host per rank, sockets on the loopback)"
 fi
 
