@@ -105,8 +105,6 @@ if [[ $prebuilt -eq 0 ]]; then
 fi
 psearch=$build/cli/psearch
 [[ -x $psearch ]] || { echo "gpu-check: $psearch is not built" >&2; exit 2; }
-grep -q '^PS_HAVE_NCCL:INTERNAL=1\|PS_WITH_CUDA:STRING=ON' "$build/CMakeCache.txt" 2>/dev/null ||
-  echo "gpu-check: warning: $build may not be a CUDA build (PS_WITH_CUDA=ON)"
 
 # The CUDA, cuBLAS and NCCL libraries a build made elsewhere looks for may live where the loader does not look here
 # (a Python environment's nvidia-* packages, the driver's own folder): add the folders that hold what is missing.
@@ -143,8 +141,11 @@ if [[ $n_gpus -lt 2 ]]; then
   shared=("$root/scripts/gpu-share.sh")
 fi
 "$psearch" --version >"$out/version.log" 2>&1
+# what the binary says it was built with, not a guess from the build folder
+grep -q 'cuBLAS yes' "$out/version.log" && ! grep -q 'NCCL *not built' "$out/version.log" ||
+  echo "gpu-check: warning: $psearch was built without CUDA, cuBLAS or NCCL ($out/version.log): the GPU steps will fail"
 
-# ---- 3. detection ----------------------------------------------------------------------------------------------
+# ---- 2. detection ----------------------------------------------------------------------------------------------
 step detect 60 "$psearch" cluster show auto --format json --out "$out/cluster.json"
 
 # ---- 4. single-GPU plans: predicted from the catalog, executed on the cuda backend ------------------------------
@@ -190,10 +191,9 @@ else
 fi
 if [[ $hung -eq 1 ]]; then
   echo "gpu-check: the two-rank calibration hung: the other two-rank runs are skipped (gpu_calibrate too)"
-  PSEARCH_GPU_SHARE=0 step ctest_gpu 240 ctest --test-dir "$build" -L gpu --output-on-failure
-else
-  step ctest_gpu 240 ctest --test-dir "$build" -L gpu --output-on-failure
+  export PSEARCH_GPU_SHARE=0
 fi
+step ctest_gpu 240 ctest --test-dir "$build" -L gpu --output-on-failure
 if [[ -n $launcher && $hung -eq 0 ]]; then
   # the plans' cluster: two of the detected GPU on one node (the catalog's figures for it)
   python3 - "$out/cluster.json" "$out/cluster2.json" <<'PY' || echo "gpu-check: no GPU detected: no 2-GPU cluster"
