@@ -283,6 +283,7 @@ static void gpu_from_props(int dev, ps_gpu *g)
     bool ampere = p.major >= 8;
     g->bf16_flops = ampere ? g->fp16_flops : 0;
     g->tf32_flops = ampere ? g->fp16_flops / 2 : 0;
+    g->fused_attn = ampere; /* FlashAttention-2 and cuDNN fused attention need cc 8.0 (hw/gpu_catalog.c) */
     g->fp8_flops = (p.major * 10 + p.minor == 89 || p.major >= 9) ? 2 * g->fp16_flops : 0;
     /* Blackwell (cc 10 and later) added FP4 tensor cores at twice the FP8 rate (B200: 9 vs 4.5 PF dense). */
     g->fp4_flops = p.major >= 10 ? 2 * g->fp8_flops : 0;

@@ -14,7 +14,12 @@
  * which no training step reaches, so those are halved here. Memory follows the "N GB card = N GiB" convention
  * (docs/clusters.md): the marketed "80 GB" of an A100 is 80 GiB as the driver reports it.
  * fp16_flops is the tensor rate with FP32 accumulate (what mixed-precision training uses); on GeForce parts this is
- * half the FP16-accumulate figure the spec pages print. */
+ * half the FP16-accumulate figure the spec pages print.
+ * fused_attn: a fused attention kernel that keeps no score matrix trains on this GPU. FlashAttention-2 supports
+ * Ampere, Ada and Hopper (github.com/Dao-AILab/flash-attention README, "Installation and features": "Ampere, Ada, or
+ * Hopper GPUs (e.g., A100, RTX 3090, RTX 4090, H100)"; Turing and Volta not supported); cuDNN's fused flash attention,
+ * which Transformer Engine uses, needs compute capability 8.0 or later and covers Blackwell (cuDNN developer guide,
+ * "Scaled Dot Product Attention" support surface). V100, T4 and TITAN RTX (7.x) have neither. */
 static const ps_gpu k_catalog[] = {
     {.name = "a100-40g",
      .marketing = "NVIDIA A100-SXM4-40GB",
@@ -26,6 +31,7 @@ static const ps_gpu k_catalog[] = {
      .bf16_flops = 312 * TF,
      .fp8_flops = 0,
      .fp4_flops = 0,
+     .fused_attn = true,
      .source = "NVIDIA A100 Tensor Core GPU datasheet (A100 40GB SXM column, dense)"},
     {.name = "a100-80g",
      .marketing = "NVIDIA A100-SXM4-80GB",
@@ -37,6 +43,7 @@ static const ps_gpu k_catalog[] = {
      .bf16_flops = 312 * TF,
      .fp8_flops = 0,
      .fp4_flops = 0,
+     .fused_attn = true,
      .source = "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM column, dense)"},
     {.name = "a800-80g",
      .marketing = "NVIDIA A800-SXM4-80GB",
@@ -48,6 +55,7 @@ static const ps_gpu k_catalog[] = {
      .bf16_flops = 312 * TF,
      .fp8_flops = 0,
      .fp4_flops = 0,
+     .fused_attn = true,
      .source = "NVIDIA A800 Tensor Core GPU datasheet (A800 80GB SXM; compute as A100, NVLink 400 GB/s)"},
     {.name = "h100",
      .marketing = "NVIDIA H100 80GB HBM3",
@@ -59,6 +67,7 @@ static const ps_gpu k_catalog[] = {
      .bf16_flops = 989.4 * TF,
      .fp8_flops = 1978.9 * TF,
      .fp4_flops = 0,
+     .fused_attn = true,
      .source = "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM) and Hopper architecture whitepaper, dense"},
     {.name = "h200",
      .marketing = "NVIDIA H200",
@@ -70,6 +79,7 @@ static const ps_gpu k_catalog[] = {
      .bf16_flops = 989.4 * TF,
      .fp8_flops = 1978.9 * TF,
      .fp4_flops = 0,
+     .fused_attn = true,
      .source = "NVIDIA H200 Tensor Core GPU datasheet (H200 SXM, sparse figures halved)"},
     /* B200 as NVIDIA sells it on HGX/DGX B200 boards (1,000 W). The HGX B200 specifications give totals for the
      * 8-GPU board, sparse (*): FP4 144 PF, FP8/FP6 72 PF, FP16/BF16 36 PF, TF32 18 PF; dense FP32 600 TF. Per GPU:
@@ -89,6 +99,7 @@ static const ps_gpu k_catalog[] = {
      .bf16_flops = 2250 * TF,
      .fp8_flops = 4500 * TF,
      .fp4_flops = 9000 * TF,
+     .fused_attn = true,
      .source = "NVIDIA HGX B200 specifications (8-GPU totals / 8, sparse halved); 180 GB, 7.7 TB/s per GPU"},
     /* One Blackwell GPU of a GB200 superchip as in GB200 NVL72 (up to 1,200 W, so faster than a B200). The GB200
      * NVL72 specifications give rack totals for 72 GPUs, sparse (*): FP4 1,440 PF, FP8/FP6 720 PF, i.e. 20 and 10 PF
@@ -106,6 +117,7 @@ static const ps_gpu k_catalog[] = {
      .bf16_flops = 2500 * TF,
      .fp8_flops = 5000 * TF,
      .fp4_flops = 10000 * TF,
+     .fused_attn = true,
      .source = "NVIDIA GB200 NVL72 specifications (72-GPU totals / 72 and per-GPU column, sparse halved)"},
     {.name = "v100-16g",
      .marketing = "Tesla V100-SXM2-16GB",
@@ -117,6 +129,7 @@ static const ps_gpu k_catalog[] = {
      .bf16_flops = 0,
      .fp8_flops = 0,
      .fp4_flops = 0,
+     .fused_attn = false,
      .source = "NVIDIA Tesla V100 GPU datasheet (V100 SXM2 16GB: 125 TFLOPS tensor, 15.7 FP32, 900 GB/s)"},
     {.name = "v100-32g",
      .marketing = "Tesla V100-SXM2-32GB",
@@ -128,6 +141,7 @@ static const ps_gpu k_catalog[] = {
      .bf16_flops = 0,
      .fp8_flops = 0,
      .fp4_flops = 0,
+     .fused_attn = false,
      .source = "NVIDIA Tesla V100 GPU datasheet (V100 SXM2 32GB: 125 TFLOPS tensor, 15.7 FP32, 900 GB/s)"},
     {.name = "t4",
      .marketing = "Tesla T4",
@@ -139,6 +153,7 @@ static const ps_gpu k_catalog[] = {
      .bf16_flops = 0,
      .fp8_flops = 0,
      .fp4_flops = 0,
+     .fused_attn = false,
      .source = "NVIDIA T4 Tensor Core GPU datasheet (65 TFLOPS mixed FP16/FP32, 8.1 FP32, 320 GB/s GDDR6)"},
     {.name = "rtx3090",
      .marketing = "NVIDIA GeForce RTX 3090",
@@ -150,6 +165,7 @@ static const ps_gpu k_catalog[] = {
      .bf16_flops = 71 * TF,
      .fp8_flops = 0,
      .fp4_flops = 0,
+     .fused_attn = true,
      .source = "NVIDIA Ampere GA102 GPU architecture whitepaper, RTX 3090 (FP16/BF16 tensor, FP32 accumulate, dense)"},
     {.name = "rtx-titan",
      .marketing = "NVIDIA TITAN RTX",
@@ -161,6 +177,7 @@ static const ps_gpu k_catalog[] = {
      .bf16_flops = 0,
      .fp8_flops = 0,
      .fp4_flops = 0,
+     .fused_attn = false,
      .source = "NVIDIA TITAN RTX specifications / Turing architecture whitepaper (130 TFLOPS tensor, FP32 accumulate)"},
     {.name = "l4",
      .marketing = "NVIDIA L4",
@@ -172,6 +189,7 @@ static const ps_gpu k_catalog[] = {
      .bf16_flops = 121 * TF,
      .fp8_flops = 242.5 * TF,
      .fp4_flops = 0,
+     .fused_attn = true,
      .source = "NVIDIA L4 Tensor Core GPU datasheet (sparse figures halved)"},
 };
 

@@ -28,6 +28,8 @@ typedef struct {
     double fp8_flops;     /* peak FP8 tensor FLOP/s, 0 if unsupported */
     double fp4_flops;     /* peak FP4 tensor FLOP/s, 0 if unsupported (catalog data: no plan trains in FP4, so it
                              has no ps_gpu_precision and ps_gpu_peak_flops(g, "fp4") is 0) */
+    bool fused_attn;      /* a fused attention kernel (FlashAttention-2/3, cuDNN) trains on it: compute capability
+                             8.0 or later (sources in hw/gpu_catalog.c); psearch's default attention there */
     char source[128];     /* datasheet the numbers come from */
 } ps_gpu;
 
