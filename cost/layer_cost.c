@@ -13,7 +13,40 @@ typedef struct {
     double stream; /* bytes/s a streaming kernel reaches: hbm x hbm_eff, or the measured bandwidth */
     int dbdev;    /* the device kind of p->db every GPU of the stage is, or -1 (analytic) */
     ps_dtype dtype;
+    bool fused_ok;  /* every GPU of the stage has a fused attention kernel */
+    double attn_fwd, attn_bwd; /* fraction of the peak a fused attention kernel reaches (the stage's lowest) */
 } dev_speed;
+
+/* Fused attention kernels' share of the dense peak, by GPU generation (ps_cost_params attn_fwd_eff, attn_bwd_eff
+ * replace them when set). The papers give the best shapes (long sequences, head dim 128 or more); training shapes of
+ * 2k-8k tokens sit lower, so each figure is taken below the paper's maximum.
+ * - Hopper (H100, H200): FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608), abstract: BF16/FP16 forward "up to
+ *   740 TFLOPs/s (75% utilization)" on H100 SXM; cuDNN's fused attention, which Transformer Engine picks on Hopper,
+ *   is of the same class. Forward 0.65, backward (slower per FLOP in every FlashAttention paper) 0.55.
+ * - Blackwell (B200, GB200: the GPUs with FP4): no published paper figure; Hopper's fractions are assumed.
+ * - Every other GPU with a fused kernel (Ampere, Ada, custom GPUs): FlashAttention-2 (Dao 2023, arXiv 2307.08691),
+ *   abstract: "reaching 50-73% of the theoretical maximum FLOPs/s on A100", the forward at the top of that range
+ *   and the backward at its bottom: 0.70 and 0.50. */
+static void fused_eff(const ps_cost_params *p, const ps_gpu *g, double *fwd, double *bwd)
+{
+    bool hopper = strcmp(g->name, "h100") == 0 || strcmp(g->name, "h200") == 0;
+    bool blackwell = g->fp4_flops > 0;
+    *fwd = hopper || blackwell ? 0.65 : 0.70;
+    *bwd = hopper || blackwell ? 0.55 : 0.50;
+    if (p->attn_fwd_eff > 0) *fwd = p->attn_fwd_eff;
+    if (p->attn_bwd_eff > 0) *bwd = p->attn_bwd_eff;
+}
+
+ps_attn ps_cost_attn(const ps_cluster *c, int64_t first, int64_t n, ps_attn a)
+{
+    if (a != PS_ATTN_AUTO) return a;
+    bool ok = n > 0;
+    const int64_t end = first + n;
+    for (int gi = n > 0 ? ps_cluster_group_index(c, first) : -1;
+         gi >= 0 && gi < c->n_groups && c->groups[gi].first_gpu < end; gi++)
+        if (c->groups[gi].gpus_per_node > 0 && !c->groups[gi].gpu.fused_attn) ok = false;
+    return ok ? PS_ATTN_FUSED : PS_ATTN_UNFUSED;
+}
 
 double ps_cost_stream_Bps(const ps_cost_params *p, const ps_gpu *g)
 {
@@ -45,6 +78,8 @@ static ps_status stage_speed(const ps_cost_params *p, const ps_cluster *c, ps_dt
     out->peak = INFINITY;
     out->stream = INFINITY;
     out->dbdev = -1;
+    out->fused_ok = n > 0;
+    out->attn_fwd = out->attn_bwd = 1;
     const char *dn = ps_dtype_name(dtype);
     out->dtype = dtype;
     double hbm = INFINITY;
@@ -63,6 +98,11 @@ static ps_status stage_speed(const ps_cost_params *p, const ps_cluster *c, ps_dt
             return PS_FAIL(PS_ERR_INPUT, "GPU %s of cluster %s has no %s tensor peak; choose another --dtype",
                            ng->gpu.name, c->name, dn);
         if (pk < out->peak) out->peak = pk;
+        if (!ng->gpu.fused_attn) out->fused_ok = false;
+        double ef, eb;
+        fused_eff(p, &ng->gpu, &ef, &eb);
+        out->attn_fwd = fmin(out->attn_fwd, ef);
+        out->attn_bwd = fmin(out->attn_bwd, eb);
         if (ng->gpu.hbm_Bps < hbm) hbm = ng->gpu.hbm_Bps;
     }
     if (n > 0 && (first < 0 || end > c->n_gpus))
@@ -154,30 +194,61 @@ void ps_layer_gemm_shapes(const ps_layer *l, int64_t mbs, int tp, ps_layer_gemms
 #undef GEMM
 }
 
+/* The attention core's share of GEMM j of a layer run by kernel `a`, `times` forward-equivalents of it (1: the
+ * forward, 2: the backward, 3: both, as ps_layer_ov_pass counts them), on the stage's slowest GPU [s]. Unfused: the
+ * GEMM itself, `times` times. Fused: the kernel's forward (odd times) and backward (times / 2) over the GEMM's FLOPs as
+ * executed (causal tiles skipped) at the kernel's own efficiency, never faster than reading Q, K, V and writing the
+ * output once (the backward twice that). */
+static double attn_time(const ps_cost_params *p, const dev_speed *d, const ps_layer *l, const ps_gemm_shape *x,
+                        ps_attn a, int times, double elt)
+{
+    if (times <= 0) return 0;
+    if (a != PS_ATTN_FUSED) return times * gemm_time(p, d, x->m, x->n, x->k, x->count, elt);
+    /* the self-attention pair is block 0; cross-attention's keys are the encoder's, all attended */
+    double keys = x->blk == 0 ? ps_layer_attn_keys(l, PS_ATTN_FUSED) / ps_layer_attn_keys(l, PS_ATTN_UNFUSED) : 1;
+    double flops = 2 * x->m * x->n * x->k * x->count * keys;
+    /* one of the pair's two GEMMs (scores: s x ctx over hd; weighted sum: s x hd over ctx), so half of the traffic
+     * of Q, K, V and the output: (s + ctx) x hd per head */
+    bool scores = x->k <= x->n;
+    double hd = scores ? x->k : x->n, ctx = scores ? x->n : x->k;
+    double io = elt * x->count * (x->m + ctx) * hd;
+    double t = 0;
+    if (times % 2) t += fmax(flops / (d->peak * d->attn_fwd), io / d->stream) + p->kernel_launch_s / 2;
+    if (times >= 2)
+        t += (times / 2) * (fmax(ps_attn_bwd_ratio(PS_ATTN_FUSED) * flops / (d->peak * d->attn_bwd),
+                                 2 * io / d->stream) + p->kernel_launch_s / 2);
+    return t;
+}
+
 typedef struct {
     double gemm;   /* weight GEMMs of the forward pass (backward: the same again for B and again for W) */
-    double attn;   /* attention score GEMMs (batched, no weights) of the forward pass; backward twice this */
-    double flops;  /* forward FLOPs on this GPU */
+    double attn;   /* the attention core of the forward pass (score GEMMs or the fused kernel) */
+    double attn_bwd; /* its backward (unfused: twice the GEMMs; fused: the kernel's backward) */
+    double flops;  /* forward FLOPs on this GPU, as the model counts them (attention unmasked) */
     double attn_flops; /* the part of flops in the attention score GEMMs (what selective recompute repeats) */
+    double attn_exec;  /* the attention FLOPs the kernel executes in the forward (fused: causal tiles skipped) */
     int tp_colls;  /* TP collectives of the forward pass (the backward has as many) */
     int bwd_tp_colls;
 } fwd_work;
 
 /* The GEMMs of a layer on one GPU of a tp-way group, timed. */
-static void layer_work(const ps_cost_params *p, const dev_speed *d, const ps_layer *l, int64_t mbs, int tp, double elt,
-                       fwd_work *w)
+static void layer_work(const ps_cost_params *p, const dev_speed *d, const ps_layer *l, int64_t mbs, int tp,
+                       ps_attn a, double elt, fwd_work *w)
 {
     memset(w, 0, sizeof *w);
     ps_layer_gemms g;
     ps_layer_gemm_shapes(l, mbs, tp, &g);
+    double keys = ps_layer_attn_keys(l, a) / ps_layer_attn_keys(l, PS_ATTN_UNFUSED);
     for (int i = 0; i < g.n; i++) {
         const ps_gemm_shape *x = &g.g[i];
-        double t = gemm_time(p, d, x->m, x->n, x->k, x->count, elt), f = 2.0 * x->m * x->n * x->k * x->count;
+        double f = 2.0 * x->m * x->n * x->k * x->count;
         if (x->attn) {
-            w->attn += t;
+            w->attn += attn_time(p, d, l, x, a, 1, elt);
+            w->attn_bwd += attn_time(p, d, l, x, a, 2, elt);
             w->attn_flops += f;
+            w->attn_exec += x->blk == 0 ? f * keys : f;
         } else {
-            w->gemm += t;
+            w->gemm += gemm_time(p, d, x->m, x->n, x->k, x->count, elt);
         }
         w->flops += f;
     }
@@ -299,7 +370,8 @@ void ps_layer_ov_pass(const ps_layer *l, const ps_layer_gemms *g, const ps_strat
             if (g->g[j].blk != i) continue;
             b->times[j] = g->g[j].attn ? 2 : 1; /* input gradients: attention GEMMs twice */
             if (s->ckpt == PS_RECOMP_FULL && s->overlap == PS_OVERLAP_OASES) b->times[j] += 1; /* recompute here */
-            if (s->ckpt == PS_RECOMP_SELECTIVE && g->g[j].attn) b->times[j] += 1;
+            /* selective recomputation repeats unfused score GEMMs; a fused kernel's backward recomputes its own */
+            if (s->ckpt == PS_RECOMP_SELECTIVE && s->attn != PS_ATTN_FUSED && g->g[j].attn) b->times[j] += 1;
             has_attn = has_attn || g->g[j].attn;
         }
         b->stream_bytes = 2 * fstream;
@@ -325,13 +397,14 @@ static double params_per_gpu(const ps_layer *l, int tp)
 }
 
 /* The computation of one Oases block on the stage's slowest GPU [s]. */
-static double block_comp(const ps_cost_params *p, const dev_speed *d, const ps_layer_gemms *g, const ps_ov_block *b,
-                         double elt)
+static double block_comp(const ps_cost_params *p, const dev_speed *d, const ps_layer *l, ps_attn a,
+                         const ps_layer_gemms *g, const ps_ov_block *b, double elt)
 {
     double t = 0;
     for (int j = 0; j < g->n && j < PS_OV_MAX_GEMMS; j++)
         if (b->times[j] > 0)
-            t += b->times[j] * gemm_time(p, d, g->g[j].m, g->g[j].n, g->g[j].k, g->g[j].count, elt);
+            t += g->g[j].attn ? attn_time(p, d, l, &g->g[j], a, b->times[j], elt)
+                              : b->times[j] * gemm_time(p, d, g->g[j].m, g->g[j].n, g->g[j].k, g->g[j].count, elt);
     if (b->stream_bytes > 0) t += b->stream_bytes / d->stream + p->kernel_launch_s;
     return p->compute_scale * t;
 }
@@ -352,8 +425,8 @@ static void overlap_passes(const ps_cost_params *p, const ps_cluster *c, const d
     for (int k = 0; k < 2; k++) {
         ps_layer_gemms g;
         ps_layer_gemm_shapes(l, sub[k], s->tp, &g);
-        double full = ps_layer_act_bytes(l, dtype, s->tp, false, PS_RECOMP_NONE) * (double)sub[k];
-        double sel = ps_layer_act_bytes(l, dtype, s->tp, false, PS_RECOMP_SELECTIVE) * (double)sub[k];
+        double full = ps_layer_act_bytes_attn(l, dtype, s->tp, false, PS_RECOMP_NONE, s->attn) * (double)sub[k];
+        double sel = ps_layer_act_bytes_attn(l, dtype, s->tp, false, PS_RECOMP_SELECTIVE, s->attn) * (double)sub[k];
         double bytes = (double)sub[k] * (double)l->seq * (double)l->hidden * elt;
         double one = ps_coll_allreduce(p, c, &grp, bytes);
         for (int pass = 0; pass < 2; pass++) {
@@ -361,7 +434,7 @@ static void overlap_passes(const ps_cost_params *p, const ps_cluster *c, const d
             ps_layer_ov_pass(l, &g, s, p->elementwise_passes, full, sel, bytes, pass, &ov);
             out->ov_n[pass] = ov.n;
             for (int i = 0; i < ov.n; i++) {
-                double tc = block_comp(p, d, &g, &ov.b[i], elt), tm = ov.b[i].coll ? one : 0;
+                double tc = block_comp(p, d, l, s->attn, &g, &ov.b[i], elt), tm = ov.b[i].coll ? one : 0;
                 out->ov_comp[pass][2 * i + k] = tc;
                 out->ov_comm[pass][2 * i + k] = tm;
                 comp[pass] += tc;
@@ -376,7 +449,7 @@ static void overlap_passes(const ps_cost_params *p, const ps_cluster *c, const d
             ps_layer_ov_pass(l, &g, &bare, p->elementwise_passes, full, sel, bytes, PS_OV_BWD, &ov);
             double tc = 0, tm = 0;
             for (int i = 0; i < ov.n; i++) {
-                tc += block_comp(p, d, &g, &ov.b[i], elt);
+                tc += block_comp(p, d, l, s->attn, &g, &ov.b[i], elt);
                 tm += ov.b[i].coll ? one : 0;
             }
             for (int i = 0; i < out->ov_n[PS_OV_BWD]; i++) {
@@ -408,21 +481,32 @@ static void overlap_passes(const ps_cost_params *p, const ps_cluster *c, const d
 }
 
 ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_layer *l, ps_dtype dtype,
-                        int64_t mbs, const ps_strategy *s, int64_t first, ps_layer_cost *out)
+                        int64_t mbs, const ps_strategy *s_in, int64_t first, ps_layer_cost *out)
 {
     memset(out, 0, sizeof *out);
+    ps_strategy sr = *s_in; /* the strategy with its attention kernel resolved for this stage */
+    const ps_strategy *s = &sr;
     PS_CHECK_INPUT(s->tp >= 1 && s->dp >= 1, "strategy degrees must be >= 1 (tp %d, dp %d)", s->tp, s->dp);
     PS_CHECK_INPUT(s->zero >= 0 && s->zero <= 3, "ZeRO stage must be 0-3 (got %d)", s->zero);
     PS_CHECK_INPUT(mbs >= 1, "micro-batch size must be >= 1 (got %lld)", (long long)mbs);
     dev_speed d;
     PS_TRY(stage_speed(p, c, dtype, first, (int64_t)s->tp * s->dp, &d));
+    sr.attn = ps_cost_attn(c, first, (int64_t)s->tp * s->dp, s_in->attn);
+    bool has_attn = l->kind == PS_LAYER_ENCODER || l->kind == PS_LAYER_DECODER || l->kind == PS_LAYER_DECODER_XATTN;
+    if (sr.attn == PS_ATTN_FUSED && !d.fused_ok && has_attn)
+        return PS_FAIL(PS_ERR_INPUT, "fused attention needs compute capability 8.0 or later (FlashAttention-2, cuDNN), "
+                                     "and a GPU of cluster %s from GPU %lld on has none: use --attention unfused (or "
+                                     "auto)", c->name, (long long)first);
     double elt = ps_dtype_bytes(dtype);
 
     fwd_work w;
-    layer_work(p, &d, l, mbs, s->tp, elt, &w);
+    layer_work(p, &d, l, mbs, s->tp, s->attn, elt, &w);
     bool sp = s->sp && s->tp > 1;
-    double act_full = ps_layer_act_bytes(l, dtype, s->tp, sp, PS_RECOMP_NONE) * (double)mbs;
-    double act_sel = ps_layer_act_bytes(l, dtype, s->tp, sp, PS_RECOMP_SELECTIVE) * (double)mbs;
+    double act_full = ps_layer_act_bytes_attn(l, dtype, s->tp, sp, PS_RECOMP_NONE, s->attn) * (double)mbs;
+    double act_sel = ps_layer_act_bytes_attn(l, dtype, s->tp, sp, PS_RECOMP_SELECTIVE, s->attn) * (double)mbs;
+    /* A fused kernel keeps no scores, so selective recomputation has nothing to drop and repeats nothing: its
+     * backward already recomputes the scores (counted in attn_bwd). */
+    bool sel_recomputes = s->ckpt == PS_RECOMP_SELECTIVE && s->attn != PS_ATTN_FUSED;
     double elem_f = p->elementwise_passes * act_full / d.stream + (act_full > 0 ? p->kernel_launch_s : 0);
 
     /* TP: Megatron's all-reduces (or reduce-scatter + all-gather with SP: the same bytes) of the layer output,
@@ -441,11 +525,11 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     if (s->ckpt == PS_RECOMP_FULL) {
         recompute = comp_f; /* the whole forward again, its TP collectives included */
         recompute_comm = tp_f;
-    } else if (s->ckpt == PS_RECOMP_SELECTIVE)
+    } else if (sel_recomputes)
         /* only the attention core: score GEMMs and the elementwise work on the score tensors */
         recompute = p->compute_scale * (w.attn + p->elementwise_passes * (act_full - act_sel) / d.stream);
-    /* input gradients: dgrad GEMMs; weight gradients: wgrad GEMMs */
-    double comp_b = p->compute_scale * (w.gemm + 2 * w.attn + 2 * elem_f) + recompute;
+    /* input gradients: dgrad GEMMs and the attention core's backward; weight gradients: wgrad GEMMs */
+    double comp_b = p->compute_scale * (w.gemm + w.attn_bwd + 2 * elem_f) + recompute;
     double comp_w = p->compute_scale * w.gemm;
 
     /* Memory. Mixed-precision Adam: weights and gradients in the training dtype, fp32 master weights + two moments
@@ -456,7 +540,7 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     out->mem_params = P * elt / (s->zero >= 3 ? dp : 1);
     out->mem_grads = P * elt / (s->zero >= 2 ? dp : 1);
     out->mem_optim = P * opt / (s->zero >= 1 ? dp : 1);
-    out->mem_act = ps_layer_act_bytes(l, dtype, s->tp, sp, s->ckpt) * (double)mbs;
+    out->mem_act = ps_layer_act_bytes_attn(l, dtype, s->tp, sp, s->ckpt, s->attn) * (double)mbs;
     if (s->ckpt == PS_RECOMP_FULL)
         out->mem_temp = act_full; /* the recomputed layer lives until its backward is done */
     else if (s->ckpt == PS_RECOMP_SELECTIVE)
@@ -515,8 +599,11 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
             /* fine-grained recomputation keeps every forward collective's output, not only the layer input */
             out->mem_act += (double)(w.tp_colls - 1) * out->tp_bytes;
     }
-    double rec_flops = s->ckpt == PS_RECOMP_FULL ? w.flops : s->ckpt == PS_RECOMP_SELECTIVE ? w.attn_flops : 0;
-    out->hw_flops = 3 * w.flops + rec_flops; /* forward, dgrad, wgrad (attention: 2x in backward, same total) */
+    /* executed FLOPs: the weight GEMMs three times (forward, dgrad, wgrad), the attention core forward plus its
+     * backward (2x unfused, 2.5x fused), and what recomputation repeats of the forward */
+    double fwd_exec = w.flops - w.attn_flops + w.attn_exec;
+    double rec_flops = s->ckpt == PS_RECOMP_FULL ? fwd_exec : sel_recomputes ? w.attn_exec : 0;
+    out->hw_flops = 3 * (w.flops - w.attn_flops) + (1 + ps_attn_bwd_ratio(s->attn)) * w.attn_exec + rec_flops;
     return PS_OK;
 }
 

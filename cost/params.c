@@ -51,6 +51,11 @@ static const param_def k_params[] = {
      "1 = the model as derived above; psearch calibrate --from-measurements sets it to the median ratio of measured to "
      "predicted collective time (TP, ZeRO, DP; pipeline messages are timed apart) of the plans psearch exec ran "
      "(docs/exec.md)"},
+    {"attn_fwd_eff", P(attn_fwd_eff), 0, 0, 1.0, "fraction of dense peak (0: the GPU generation's)",
+     "0 = by GPU generation (cost/layer_cost.c fused_eff: FlashAttention-2 paper on A100, FlashAttention-3 paper on "
+     "H100, with sources); a value from a measurement of the cluster's fused attention kernel replaces it"},
+    {"attn_bwd_eff", P(attn_bwd_eff), 0, 0, 1.0, "fraction of dense peak (0: the GPU generation's)",
+     "0 = by GPU generation, as attn_fwd_eff; the backward runs 2.5x the forward's FLOPs (scores recomputed)"},
 };
 #undef P
 #define N_PARAMS ((int)(sizeof k_params / sizeof k_params[0]))

@@ -94,7 +94,7 @@ int64_t ps_plan_micro_batches(const ps_plan *p)
 bool ps_strategy_equal(const ps_strategy *a, const ps_strategy *b)
 {
     return a->tp == b->tp && a->dp == b->dp && a->zero == b->zero && a->ckpt == b->ckpt && a->sp == b->sp &&
-           a->overlap == b->overlap;
+           a->overlap == b->overlap && a->attn == b->attn;
 }
 
 bool ps_plan_is_uniform(const ps_plan *p, int64_t n_layers)

@@ -34,6 +34,10 @@ typedef struct {
     double grad_reduce_bytes; /* bytes per gradient element in the data-parallel reduction [bytes] */
     double compute_scale;     /* every computation time (GEMMs, elementwise, optimizer) is multiplied by this [1] */
     double comm_scale;        /* every collective and point-to-point time is multiplied by this [1] */
+    /* Fused attention kernels: the fraction of the dense tensor peak their forward and backward reach. 0 (the
+     * default): the figure of the GPU's generation (cost/layer_cost.c, fused_eff, with sources) [1] */
+    double attn_fwd_eff;
+    double attn_bwd_eff;
     /* Measured tables (ps_costdb_model below, built by costdb/, docs/costdb.md) that replace the analytic GEMM,
      * memory-bandwidth and collective formulas for the devices they measured; NULL (the default): analytic model
      * only. Not a named constant: ps_cost_param_name does not list it. */
@@ -71,7 +75,12 @@ typedef struct {
     ps_recompute ckpt;
     bool sp;          /* Megatron sequence parallelism (needs tp > 1 to matter) */
     ps_overlap overlap; /* TP collectives overlapped with computation (tp > 1, no sp, micro-batch >= 2 samples) */
+    ps_attn attn;     /* attention kernel; PS_ATTN_AUTO: fused where the stage's GPUs have one (ps_cost_attn) */
 } ps_strategy;
+
+/* The attention kernel a layer of strategy s runs on the GPUs [first, first + n) of c: s->attn when given, else fused
+ * when every one of them has a fused kernel (ps_gpu.fused_attn). */
+ps_attn ps_cost_attn(const ps_cluster *c, int64_t first, int64_t n, ps_attn a);
 
 bool ps_strategy_equal(const ps_strategy *a, const ps_strategy *b);
 

@@ -109,6 +109,20 @@ ps_status ps_recompute_parse(const char *s, ps_recompute *out)
     return PS_FAIL(PS_ERR_INPUT, "unknown recompute mode '%s' (known: none, selective, full)", s);
 }
 
+static const char *const k_attn_names[PS_ATTN_COUNT] = {"auto", "unfused", "fused"};
+
+const char *ps_attn_name(ps_attn a) { return (int)a >= 0 && a < PS_ATTN_COUNT ? k_attn_names[a] : "?"; }
+
+ps_status ps_attn_parse(const char *s, ps_attn *out)
+{
+    for (int a = 0; a < PS_ATTN_COUNT; a++)
+        if (strcmp(s, k_attn_names[a]) == 0) {
+            *out = (ps_attn)a;
+            return PS_OK;
+        }
+    return PS_FAIL(PS_ERR_INPUT, "unknown attention implementation '%s' (known: auto, fused, unfused)", s);
+}
+
 /* ---- parameters ------------------------------------------------------------------------------------------------ */
 
 /* Checked products and sums: one overflow anywhere poisons the whole count, so the caller tests once. */
@@ -262,21 +276,37 @@ double ps_layer_fwd_flops(const ps_layer *l)
     return 0.0;
 }
 
+double ps_layer_attn_keys(const ps_layer *l, ps_attn a)
+{
+    double ctx = attn_ctx(l), s = (double)l->seq;
+    bool causal = l->kind == PS_LAYER_DECODER || l->kind == PS_LAYER_DECODER_XATTN;
+    if (a != PS_ATTN_FUSED || !causal || !(s > 0)) return ctx;
+    /* query i (0-based) attends keys max(0, i - w + 1) .. i: min(i + 1, w) of them; the mean over the s queries */
+    double w = ctx;
+    return (w * (w + 1) / 2 + (s - w) * w) / s;
+}
+
+double ps_attn_bwd_ratio(ps_attn a) { return a == PS_ATTN_FUSED ? 2.5 : 2.0; }
+
 /* ---- activation memory ----------------------------------------------------------------------------------------- */
 
 /* Bytes of one self- or cross-attention sub-block, split into the part every tensor-parallel rank keeps whole
  * (`rep`, divided by t only under sequence parallelism) and the part split across ranks (`split`, divided by t).
  * q_tokens queries attend kv_tokens keys; `scores` gets the softmax / dropout terms that selective recompute drops. */
-static void attn_act(const ps_layer *l, double d, double q_tokens, double kv_tokens, double ctx, double *rep,
-                     double *split, double *scores)
+static void attn_act(const ps_layer *l, double d, double q_tokens, double kv_tokens, double ctx, bool fused,
+                     double *rep, double *split, double *scores, double *stats)
 {
     double h = (double)l->hidden, a = (double)l->heads;
     double q = a * (double)l->head_dim, k = (double)l->kv_heads * (double)l->head_dim;
     *rep += d * q_tokens * h;                   /* norm input */
     *rep += d * q_tokens * h;                   /* Q (and for self-attention K, V) projection input */
     *split += d * (q_tokens * q + kv_tokens * k); /* Q and K, kept for the score matmul's backward */
-    *scores += d * a * q_tokens * ctx;          /* softmax output */
-    if (l->dropout) *scores += a * q_tokens * ctx + d * a * q_tokens * ctx; /* dropout mask + dropout output */
+    if (fused) {
+        *stats += 4.0 * a * q_tokens; /* fp32 log-sum-exp per head and query: all the fused backward needs of them */
+    } else {
+        *scores += d * a * q_tokens * ctx; /* softmax output */
+        if (l->dropout) *scores += a * q_tokens * ctx + d * a * q_tokens * ctx; /* dropout mask + dropout output */
+    }
     *split += d * kv_tokens * k;                /* V */
     *split += d * q_tokens * q;                 /* output projection input */
     if (l->dropout) *rep += q_tokens * h;       /* residual dropout mask */
@@ -284,11 +314,18 @@ static void attn_act(const ps_layer *l, double d, double q_tokens, double kv_tok
 
 double ps_layer_act_bytes(const ps_layer *l, ps_dtype dtype, int tp, bool seq_parallel, ps_recompute rc)
 {
+    return ps_layer_act_bytes_attn(l, dtype, tp, seq_parallel, rc, PS_ATTN_UNFUSED);
+}
+
+double ps_layer_act_bytes_attn(const ps_layer *l, ps_dtype dtype, int tp, bool seq_parallel, ps_recompute rc,
+                               ps_attn attn)
+{
     double d = (double)ps_dtype_bytes(dtype);
     double t = tp > 0 ? (double)tp : 1.0;
     double rep_div = seq_parallel ? t : 1.0;
     double h = (double)l->hidden, s = (double)l->seq;
-    double rep = 0.0, split = 0.0, scores = 0.0;
+    double rep = 0.0, split = 0.0, scores = 0.0, stats = 0.0;
+    bool fused = attn == PS_ATTN_FUSED;
 
     switch (l->kind) {
     case PS_LAYER_ENCODER:
@@ -296,13 +333,13 @@ double ps_layer_act_bytes(const ps_layer *l, ps_dtype dtype, int tp, bool seq_pa
     case PS_LAYER_DECODER_XATTN: {
         /* Full recomputation keeps only the layer input (Korthikanti et al. 2022, Sec. 4). */
         if (rc == PS_RECOMP_FULL) return d * s * h / rep_div;
-        attn_act(l, d, s, s, attn_ctx(l), &rep, &split, &scores);
+        attn_act(l, d, s, s, attn_ctx(l), fused, &rep, &split, &scores, &stats);
         if (l->kind == PS_LAYER_DECODER_XATTN) {
             /* Cross-attention: queries from the decoder, K and V from kv_seq encoder tokens. The encoder output
              * itself is shared by every cross-attention layer of the stage and is counted once, at the boundary. */
             double kv = (double)l->kv_seq;
             double rep_x = 0.0;
-            attn_act(l, d, s, kv, kv, &rep_x, &split, &scores);
+            attn_act(l, d, s, kv, kv, fused, &rep_x, &split, &scores, &stats);
             rep += rep_x;
         }
         double f = (double)l->ffn_hidden;
@@ -311,7 +348,8 @@ double ps_layer_act_bytes(const ps_layer *l, ps_dtype dtype, int tp, bool seq_pa
         split += is_gated(l->act) ? 3.0 * d * s * f : 2.0 * d * s * f;
         if (l->dropout) rep += s * h;
         if (rc == PS_RECOMP_SELECTIVE) scores = 0.0;
-        return rep / rep_div + (split + scores) / t;
+        /* the statistics are split with the heads, like the scores they stand for */
+        return rep / rep_div + (split + scores + stats) / t;
     }
     case PS_LAYER_EMBED:
         if (l->pooler) rep += d * s * h; /* embedding norm input */

@@ -32,6 +32,18 @@ typedef enum { PS_DTYPE_FP32 = 0, PS_DTYPE_FP16, PS_DTYPE_BF16, PS_DTYPE_FP8 } p
 /* Activation recomputation (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
  * Models"). */
 typedef enum { PS_RECOMP_NONE = 0, PS_RECOMP_SELECTIVE, PS_RECOMP_FULL } ps_recompute;
+/* How the attention core (scores, softmax, dropout, weighted sum) runs.
+ * PS_ATTN_UNFUSED: two batched GEMMs around elementwise kernels that write the s x ctx scores, the softmax and the
+ *   dropout mask to memory (Megatron-LM of 2021; Korthikanti et al. 2022 count these bytes).
+ * PS_ATTN_FUSED: one kernel keeps each tile of scores on chip (FlashAttention-2/3, cuDNN fused attention): the layer
+ *   keeps Q, K, V, the output and the softmax statistics (fp32 log-sum-exp per head and query), no scores, no dropout
+ *   mask (the kernel regenerates it from the RNG state), and the backward recomputes the scores from Q and K
+ *   (FlashAttention-2, Dao 2023, Sec. 3.1.2). Causal masking skips the tiles above the diagonal.
+ * PS_ATTN_AUTO: fused where every GPU of the stage has a fused kernel (ps_gpu.fused_attn), unfused elsewhere; the
+ *   cost model and the search resolve it, plans they print carry the resolved choice. */
+typedef enum { PS_ATTN_AUTO = 0, PS_ATTN_UNFUSED, PS_ATTN_FUSED, PS_ATTN_COUNT } ps_attn;
+const char *ps_attn_name(ps_attn a);            /* "auto", "unfused", "fused" */
+ps_status ps_attn_parse(const char *s, ps_attn *out);
 
 /* One layer. Sizes are int64 so that products never overflow in 32 bits. Fields that do not apply to a kind are 0. */
 typedef struct {
@@ -119,13 +131,29 @@ void ps_model_list_free(char **names, int count);
 /* -1 when the count overflows int64 (ps_model_validate refuses such layers, so a loaded model never gives -1). */
 int64_t ps_layer_params(const ps_layer *l);
 /* Forward matmul FLOPs per sample, 2 FLOPs per multiply-add, attention s*ctx terms included (Megatron convention:
- * causal masking is not discounted). Backward = 2x forward (input + weight gradient). */
+ * causal masking is not discounted). Backward = 2x forward (input + weight gradient). These are model FLOPs (what
+ * MFU and TFLOP/s per GPU count), whatever kernel runs the attention. */
 double ps_layer_fwd_flops(const ps_layer *l);
+/* Keys a query of the layer's self-attention is scored against on average, as a kernel executes it: the context
+ * (window or sequence) for an unfused kernel, which computes every score and masks afterwards; for a fused kernel
+ * on a causal layer only the keys up to the query (within its window): (s + 1) / 2 without a window. Encoders and
+ * cross-attention attend to every key either way. */
+double ps_layer_attn_keys(const ps_layer *l, ps_attn a);
+/* Backward FLOPs of the attention core as a multiple of its forward FLOPs: 2 unfused (the input gradients of the two
+ * GEMMs: dScores, dQ, dK and dP, dV), 2.5 fused (the scores recomputed first: FlashAttention-2, Dao 2023, Sec. 4.1
+ * counts the backward as 2.5x the forward). */
+double ps_attn_bwd_ratio(ps_attn a);
 /* Activation bytes kept for the backward pass, per sample, on one GPU of a tp-way tensor-parallel group, with or
  * without sequence parallelism, under a recomputation mode. dtype gives the element size; dropout masks are 1 byte.
  * Reduces to Korthikanti et al. Table 2 for a GPT layer: sbh(34+5as/h) (tp=1), sbh(10+24/t+5as/(ht)) (TP),
  * sbh(34/t+5as/(ht)) (TP+SP), 34sbh/t (TP+SP+selective), 2sbh (full; /t with SP). */
 double ps_layer_act_bytes(const ps_layer *l, ps_dtype dtype, int tp, bool seq_parallel, ps_recompute rc);
+/* The same for an attention implementation (PS_ATTN_AUTO counts as unfused: the layer alone does not know the GPU).
+ * Fused: the score terms (5as^2/t per sample for GPT with dropout) become the fp32 softmax statistics, 4as/t bytes,
+ * for none and selective recomputation alike (selective recomputation has no scores left to drop); full
+ * recomputation keeps the layer input either way. */
+double ps_layer_act_bytes_attn(const ps_layer *l, ps_dtype dtype, int tp, bool seq_parallel, ps_recompute rc,
+                               ps_attn a);
 /* Bytes of the activation leaving the layer per sample (what a pipeline stage boundary sends). */
 double ps_layer_boundary_bytes(const ps_layer *l, ps_dtype dtype);
 
