@@ -49,11 +49,13 @@ void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const 
             s->tp, s->dp, plan->pp, uni ? "" : " (per-layer strategies vary)", (long long)plan->mbs,
             (long long)plan->gbs, (long long)ps_plan_micro_batches(plan), plan->schedule, plan->vpp);
     if (uni)
-        fprintf(f, "            zero %d, recompute %s, sequence parallel %s, TP overlap %s\n", s->zero,
-                ps_recompute_name(s->ckpt), s->sp ? "on" : "off", ps_overlap_name(s->overlap));
+        fprintf(f, "            zero %d, recompute %s, sequence parallel %s, TP overlap %s, attention %s\n", s->zero,
+                ps_recompute_name(s->ckpt), s->sp ? "on" : "off", ps_overlap_name(s->overlap),
+                ps_attn_name(s->attn));
     fprintf(f, "predicted   %.4g s per iteration, %.4g samples/s, %.4g tokens/s\n", r->iter_time_s, r->samples_per_s,
             r->tokens_per_s);
-    fprintf(f, "            %.1f TFLOP/s per GPU (model FLOPs; %.1f with recompute), MFU %.1f%%, bubble %.1f%%\n",
+    fprintf(f, "            %.1f TFLOP/s per GPU (model FLOPs; %.1f executed, recompute included), MFU %.1f%%, "
+               "bubble %.1f%%\n",
             r->tflops_per_gpu, r->hw_tflops_per_gpu, 100 * r->mfu, 100 * r->bubble_frac);
     fprintf(f, "breakdown   compute %.4g s, exposed communication %.4g s, bubble %.4g s, of which recompute %.4g s\n",
             r->compute_s, r->comm_exposed_s, r->bubble_s, r->recompute_s);
@@ -114,6 +116,12 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
         PS_TRY_GOTO(st, ps_plan_from_json(root, o->plan, &m, &plan), done);
     else
         PS_TRY_GOTO(st, plan_from_flags(&lo, &m, &c, &plan), done);
+    ps_attn attn = PS_ATTN_AUTO;
+    if (o->attention && strcmp(o->attention, "search") == 0)
+        PS_TRY_GOTO(st, PS_FAIL(PS_ERR_INPUT, "option --attention: estimate costs one plan: fused, unfused or auto "
+                                              "(search is for the search)"), done);
+    if (o->attention) PS_TRY_GOTO(st, ps_attn_parse(o->attention, &attn), done);
+    ps_plan_resolve_attention(&plan, m.n_layers, &c, attn);
     PS_TRY_GOTO(st, ps_cost_plan(&cp, &m, &c, &plan, &r), done);
     if (o->format == PS_FMT_JSON) {
         PS_TRY_GOTO(st, ps_out_json(out, ps_prediction_json(&m, &c, &plan, &r, &cp)), done);

@@ -99,6 +99,18 @@ static ps_status parse_tp_overlap(const opt_row *r, const char *val, ps_cli_opts
     return PS_OK;
 }
 
+/* estimate takes one kernel, the search also `search` (both, per layer): checked where the command is known */
+static ps_status parse_attention(const opt_row *r, const char *val, ps_cli_opts *o)
+{
+    ps_attn a;
+    if (strcmp(val, "search") != 0 && ps_attn_parse(val, &a) != PS_OK) {
+        ps_error_clear();
+        return PS_FAIL(PS_ERR_INPUT, "option --attention: expected auto, fused, unfused or search (got '%s')", val);
+    }
+    *FIELD(o, r, const char *) = val;
+    return PS_OK;
+}
+
 static ps_status parse_cost_param(const opt_row *r, const char *val, ps_cli_opts *o)
 {
     (void)r;
@@ -249,6 +261,17 @@ static const opt_row k_options[] = {
        "TP collectives overlapped with computation (Oases): none, cross-pass, or\n"
        "oases (cross-pass + fine-grained recomputation; needs --recompute full)",
        "none"}}},
+    {"attention", 0, OPT_FN, "A", AT(attention), "plan estimate sweep", 0, parse_attention,
+     {{"plan", NULL,
+       "attention kernel of every layer: fused (FlashAttention-2/3, cuDNN: no score\n"
+       "matrix kept, scores recomputed in the backward), unfused (scores, softmax and\n"
+       "dropout mask kept), auto (fused where every GPU has a fused kernel: compute\n"
+       "capability 8.0+), or search (both, chosen per layer)",
+       "auto"},
+      {"estimate", NULL,
+       "attention kernel: fused, unfused, or auto (fused where the GPUs have a\n"
+       "fused kernel); with --plan, for the layers the file leaves auto",
+       "auto"}}},
     {"distribute", 0, OPT_FN, "D", AT(distribute), "plan sweep", 0, parse_distribute,
      {{"plan", NULL,
        "how ranks share the search: dynamic (guided chunks of work units from a counter\n"

@@ -97,6 +97,13 @@ bool ps_strategy_equal(const ps_strategy *a, const ps_strategy *b)
            a->overlap == b->overlap && a->attn == b->attn;
 }
 
+void ps_plan_resolve_attention(ps_plan *p, int64_t n_layers, const ps_cluster *c, ps_attn a)
+{
+    ps_attn r = ps_cost_attn(c, 0, c->n_gpus, a);
+    for (int64_t i = 0; i < n_layers; i++)
+        if (p->layer[i].attn == PS_ATTN_AUTO) p->layer[i].attn = r;
+}
+
 bool ps_plan_is_uniform(const ps_plan *p, int64_t n_layers)
 {
     for (int64_t i = 1; i < n_layers; i++)

@@ -33,6 +33,16 @@ static ps_status read_strategy(const json_t *o, const ps_jloc *loc, ps_strategy 
         return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be none, cross-pass or oases (got '%s')", loc->file, fl.path,
                        ov);
     }
+    /* absent: auto, the kernel the stage's GPUs have (plans written before the field existed were unfused; an
+     * estimate of one on GPUs with fused kernels now prices them fused unless the file says "unfused") */
+    char at[16] = "";
+    PS_TRY(ps_json_str(o, loc, "attention", false, at, sizeof at));
+    if (at[0] && ps_attn_parse(at, &s->attn) != PS_OK) {
+        ps_error_clear();
+        ps_jloc fl = ps_jloc_key(loc, "attention");
+        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be fused, unfused or auto (got '%s')", loc->file, fl.path,
+                       at);
+    }
     return PS_OK;
 }
 
@@ -42,8 +52,8 @@ ps_status ps_plan_from_json(const json_t *root, const char *file, const ps_model
     ps_jloc loc = ps_jloc_root(file);
     /* A plan file written by psearch carries its prediction and inputs too; they are read elsewhere or ignored. */
     static const char *const known[] = {"psearch_version", "model", "cluster", "gpus", "gbs", "mbs", "micro_batches",
-                                        "pp", "vpp", "schedule", "tp", "dp", "zero", "ckpt", "sp", "overlap", "stages",
-                                        "predicted", "flops_convention", "cost_params", "note",
+                                        "pp", "vpp", "schedule", "tp", "dp", "zero", "ckpt", "sp", "overlap",
+                                        "attention", "stages", "predicted", "flops_convention", "cost_params", "note",
                                         /* the search's result document and a --costdb estimate add these */
                                         "top", "search", "objective", "baselines", "binding", "costdb", NULL};
     PS_TRY(ps_json_known_keys(root, &loc, known));
@@ -176,6 +186,7 @@ json_t *ps_plan_to_json(const ps_plan *p, const ps_model *m)
         json_object_set_new(j, "ckpt", json_string(ps_recompute_name(s->ckpt)));
         json_object_set_new(j, "sp", json_boolean(s->sp));
         json_object_set_new(j, "overlap", json_string(ps_overlap_name(s->overlap)));
+        json_object_set_new(j, "attention", json_string(ps_attn_name(s->attn)));
     }
     json_t *stages = json_array();
     int64_t S = (int64_t)p->pp * p->vpp;
@@ -196,6 +207,7 @@ json_t *ps_plan_to_json(const ps_plan *p, const ps_model *m)
             json_object_set_new(g, "ckpt", json_string(ps_recompute_name(a->ckpt)));
             json_object_set_new(g, "sp", json_boolean(a->sp));
             json_object_set_new(g, "overlap", json_string(ps_overlap_name(a->overlap)));
+            json_object_set_new(g, "attention", json_string(ps_attn_name(a->attn)));
             json_array_append_new(strs, g);
             i = k;
         }

@@ -102,6 +102,10 @@ ps_status ps_plan_uniform(const ps_model *m, int64_t gbs, int64_t mbs, int pp, i
  * least), without side effects: a caller that tries many shapes checks this first, so that a failure of
  * ps_plan_uniform is a real one. */
 bool ps_plan_uniform_ok(const ps_model *m, int pp, int vpp);
+/* Give every layer whose attention kernel is PS_ATTN_AUTO the kernel `a`, or when `a` is auto too the cluster's
+ * (fused when every GPU of c has a fused kernel, as the search resolves it), so that a plan printed or exported says
+ * which kernel it was costed with. */
+void ps_plan_resolve_attention(ps_plan *p, int64_t n_layers, const ps_cluster *c, ps_attn a);
 /* A plan with room for its cuts and per-layer strategies (all set to *s), cuts left for the caller to fill:
  * for partitions given explicitly (plan.json, the search). */
 ps_status ps_plan_alloc(const ps_model *m, int64_t gbs, int64_t mbs, int pp, int vpp, const char *schedule,

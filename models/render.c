@@ -56,6 +56,8 @@ json_t *ps_model_to_json(const ps_model *m)
         json_object_set_new(act, "selective",
                             json_real(ps_layer_act_bytes(l, m->dtype, 1, false, PS_RECOMP_SELECTIVE)));
         json_object_set_new(act, "full", json_real(ps_layer_act_bytes(l, m->dtype, 1, false, PS_RECOMP_FULL)));
+        json_object_set_new(act, "fused_attention",
+                            json_real(ps_layer_act_bytes_attn(l, m->dtype, 1, false, PS_RECOMP_NONE, PS_ATTN_FUSED)));
         json_object_set_new(g, "act_bytes_each_tp1", act);
         json_object_set_new(g, "boundary_bytes", json_real(ps_layer_boundary_bytes(l, m->dtype)));
         json_array_append_new(groups, g);
@@ -68,7 +70,7 @@ json_t *ps_model_to_json(const ps_model *m)
 
 void ps_model_print(FILE *f, const ps_model *m)
 {
-    char b1[32], b2[32], b3[32];
+    char b1[32], b2[32], b3[32], b4[32];
     fprintf(f, "model     %s (%s)\n", m->name, m->family[0] ? m->family : "custom");
     if (m->source[0]) fprintf(f, "source    %s\n", m->source);
     fprintf(f, "params    %s (%lld)", ps_fmt_count((double)ps_model_params(m), b1, sizeof b1),
@@ -82,19 +84,22 @@ void ps_model_print(FILE *f, const ps_model *m)
     double fl = ps_model_train_flops(m);
     fprintf(f, "FLOPs     %.4g per sample per iteration (fwd+bwd, model FLOPs), %.4g per token\n", fl,
             m->seq > 0 ? fl / (double)m->seq : 0.0);
-    fprintf(f, "\n%5s %6s  %-14s %7s %5s %4s %6s %6s %6s %11s %10s %10s %10s\n", "first", "count", "kind", "hidden",
-            "heads", "kv", "ffn", "seq", "kv_seq", "params/lay", "GFLOP/lay", "act/lay", "act(sel)");
+    fprintf(f, "\n%5s %6s  %-14s %7s %5s %4s %6s %6s %6s %11s %10s %10s %10s %10s\n", "first", "count", "kind",
+            "hidden", "heads", "kv", "ffn", "seq", "kv_seq", "params/lay", "GFLOP/lay", "act/lay", "act(sel)",
+            "act(fused)");
     for (int64_t i = 0; i < m->n_layers;) {
         const ps_layer *l = &m->layers[i];
         int64_t n = run_length(m, i);
-        fprintf(f, "%5lld %6lld  %-14s %7lld %5lld %4lld %6lld %6lld %6lld %11s %10.2f %10s %10s\n", (long long)i,
+        fprintf(f, "%5lld %6lld  %-14s %7lld %5lld %4lld %6lld %6lld %6lld %11s %10.2f %10s %10s %10s\n", (long long)i,
                 (long long)n, ps_layer_kind_name(l->kind), (long long)l->hidden, (long long)l->heads,
                 (long long)l->kv_heads, (long long)l->ffn_hidden, (long long)l->seq, (long long)l->kv_seq,
                 ps_fmt_count((double)ps_layer_params(l), b1, sizeof b1), ps_layer_fwd_flops(l) / 1e9,
                 ps_fmt_bytes(ps_layer_act_bytes(l, m->dtype, 1, false, PS_RECOMP_NONE), b2, sizeof b2),
-                ps_fmt_bytes(ps_layer_act_bytes(l, m->dtype, 1, false, PS_RECOMP_SELECTIVE), b3, sizeof b3));
+                ps_fmt_bytes(ps_layer_act_bytes(l, m->dtype, 1, false, PS_RECOMP_SELECTIVE), b3, sizeof b3),
+                ps_fmt_bytes(ps_layer_act_bytes_attn(l, m->dtype, 1, false, PS_RECOMP_NONE, PS_ATTN_FUSED), b4,
+                             sizeof b4));
         i += n;
     }
     fprintf(f, "(per layer, per sample: forward GFLOP; activation bytes kept for backward at TP 1, no recompute / "
-               "selective recompute)\n");
+               "selective recompute (unfused attention) / fused attention, no recompute)\n");
 }

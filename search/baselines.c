@@ -88,9 +88,13 @@ static ps_status try_layout(const ps_cost_params *cp, const ps_model *m, const p
             int64_t per = gbs / dp;
             for (int64_t mbs = 1; mbs <= per && mbs <= o->mbs_max; mbs++) {
                 if (per % mbs || !ps_plan_size_ok(per / mbs, pp)) continue;
+                /* the rules run one attention kernel: the search's (auto resolved; with both, the cluster's default) */
+                ps_attn attn[2];
+                ps_search_attention(o, c, attn);
+                ps_attn a = o->attention == PS_SEARCH_ATTN_BOTH ? ps_cost_attn(c, 0, c->n_gpus, PS_ATTN_AUTO) : attn[0];
                 for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++) {
                     ps_strategy s = {.tp = tp, .dp = (int)dp, .zero = dp > 1 ? zero : 0, .ckpt = (ps_recompute)rc,
-                                     .sp = sp && tp > 1};
+                                     .sp = sp && tp > 1, .attn = a};
                     PS_TRY(try_plan(cp, m, c, o->objective, gbs, mbs, pp, &s, (*index)++, acc));
                 }
             }

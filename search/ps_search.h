@@ -34,7 +34,14 @@ typedef struct {
     int objective;                    /* PS_SEARCH_THROUGHPUT or PS_SEARCH_MEMORY [throughput] */
     int quanta;                       /* memory levels of the per-layer DP [256] */
     int overlap;                      /* also try TP with overlapped collectives (Oases: cross-pass, oases) [1] */
+    int attention;                    /* the attention kernel of every layer (a ps_attn; PS_ATTN_AUTO: fused when every
+                                         GPU of the cluster has one, ps_search_attention), or PS_SEARCH_ATTN_BOTH: fused
+                                         and unfused, chosen per layer [auto] */
 } ps_search_opts;
+#define PS_SEARCH_ATTN_BOTH ((int)PS_ATTN_COUNT)
+/* The attention kernels the search tries on cluster c under o->attention: auto resolved for the whole cluster (fused
+ * when every GPU has a fused kernel), both only where the cluster has fused kernels. Returns how many (1 or 2). */
+int ps_search_attention(const ps_search_opts *o, const ps_cluster *c, ps_attn out[2]);
 
 void ps_search_opts_default(ps_search_opts *o);
 

@@ -180,12 +180,25 @@ typedef struct {
     int layout; /* (tp, sp, overlapped) class: a change of class costs resharding or a broken overlap */
 } strat;
 
+int ps_search_attention(const ps_search_opts *o, const ps_cluster *c, ps_attn out[2])
+{
+    ps_attn all = ps_cost_attn(c, 0, c->n_gpus, PS_ATTN_AUTO);
+    if (o->attention == PS_SEARCH_ATTN_BOTH && all == PS_ATTN_FUSED) {
+        out[0] = PS_ATTN_UNFUSED;
+        out[1] = PS_ATTN_FUSED;
+        return 2;
+    }
+    out[0] = o->attention == PS_ATTN_AUTO || o->attention == PS_SEARCH_ATTN_BOTH ? all : (ps_attn)o->attention;
+    return 1;
+}
+
 /* Every strategy of one stage width, grouped by layout; lay_rep[l] is a strategy of layout l (what resharding and
  * overlap depend on). Overlapped TP (Oases) joins when `overlap` is set: cross-pass with every recomputation, and
- * oases with full recomputation, for tp > 1 without SP and at least two samples per replica to split. out == NULL:
- * only count them (and the layouts). */
-static int build_strategies(int64_t width, int max_tp, int64_t global_mb, int64_t mbs_max, int overlap, strat *out,
-                            int cap, int *n_layouts, ps_strategy *lay_rep)
+ * oases with full recomputation, for tp > 1 without SP and at least two samples per replica to split. Each strategy
+ * comes with every attention kernel of `attn` (the kernel does not change a layer's layout); a fused layer has no
+ * selective recomputation (it would equal none: no scores to drop). out == NULL: only count them (and the layouts). */
+static int build_strategies(int64_t width, int max_tp, int64_t global_mb, int64_t mbs_max, int overlap,
+                            const ps_attn *attn, int n_attn, strat *out, int cap, int *n_layouts, ps_strategy *lay_rep)
 {
     int n = 0, lay = 0;
     for (int64_t tp = 1; tp <= width && tp <= max_tp; tp++) {
@@ -201,18 +214,20 @@ static int build_strategies(int64_t width, int max_tp, int64_t global_mb, int64_
             int ov_hi = v == 2 ? PS_OVERLAP_OASES : PS_OVERLAP_NONE;
             for (int ov = ov_lo; ov <= ov_hi; ov++)
                 for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
-                    for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL && n < cap; rc++) {
-                        if (ov == PS_OVERLAP_OASES && rc != PS_RECOMP_FULL) continue;
-                        if (out) {
-                            out[n].s = (ps_strategy){.tp = (int)tp, .dp = (int)dp, .zero = zero,
-                                                     .ckpt = (ps_recompute)rc, .sp = v == 1,
-                                                     .overlap = (ps_overlap)ov};
-                            out[n].layout = lay;
-                            if (first) lay_rep[lay] = out[n].s;
+                    for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++)
+                        for (int a = 0; a < n_attn && n < cap; a++) {
+                            if (ov == PS_OVERLAP_OASES && rc != PS_RECOMP_FULL) continue;
+                            if (attn[a] == PS_ATTN_FUSED && rc == PS_RECOMP_SELECTIVE) continue;
+                            if (out) {
+                                out[n].s = (ps_strategy){.tp = (int)tp, .dp = (int)dp, .zero = zero,
+                                                         .ckpt = (ps_recompute)rc, .sp = v == 1,
+                                                         .overlap = (ps_overlap)ov, .attn = attn[a]};
+                                out[n].layout = lay;
+                                if (first) lay_rep[lay] = out[n].s;
+                            }
+                            first = false;
+                            n++;
                         }
-                        first = false;
-                        n++;
-                    }
             lay++;
         }
     }
@@ -1264,8 +1279,10 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
     PS_TRY(SCRATCH(w, S, PS_SEARCH_MAX_STRATS));
     PS_TRY(SCRATCH(w, lay_rep, PS_SEARCH_MAX_LAYOUTS));
     w->unit = index;
-    x.nS = build_strategies(x.width, ps_search_max_tp(o, c), x.global_mb, o->mbs_max, o->overlap, w->sc.S,
-                            PS_SEARCH_MAX_STRATS, &x.n_layouts, w->sc.lay_rep);
+    ps_attn attn[2];
+    int n_attn = ps_search_attention(o, c, attn);
+    x.nS = build_strategies(x.width, ps_search_max_tp(o, c), x.global_mb, o->mbs_max, o->overlap, attn, n_attn,
+                            w->sc.S, PS_SEARCH_MAX_STRATS, &x.n_layouts, w->sc.lay_rep);
     if (x.nS == 0) return PS_OK;
     x.S = w->sc.S;
     x.lay_rep = w->sc.lay_rep;
@@ -1328,8 +1345,10 @@ static double unit_work(const ps_search_job *j, const outer *oc)
 {
     int nl = 0;
     int64_t width = j->c->n_gpus / oc->pp;
+    ps_attn attn[2];
+    int n_attn = ps_search_attention(&j->o, j->c, attn);
     int nS = build_strategies(width, ps_search_max_tp(&j->o, j->c), oc->gbs / oc->micro, j->o.mbs_max, j->o.overlap,
-                              NULL, PS_SEARCH_MAX_STRATS, &nl, NULL);
+                              attn, n_attn, NULL, PS_SEARCH_MAX_STRATS, &nl, NULL);
     if (nS == 0) return 1;
     double K = oc->pp, L = (double)j->m->n_layers, N = L + 1;
     double sim = 10 * 3 * K * (double)oc->micro * oc->vpp;

@@ -180,6 +180,72 @@ static void test_peaks(void **state)
     ps_cluster_free(&c);
 }
 
+/* Fused attention in a layer's cost: executed FLOPs counted by hand, the kernel's efficiency as the time it takes,
+ * no selective recomputation, memory without scores, and the rule that a GPU without a fused kernel refuses it. */
+static double rel(double got, double want) { return (got - want) / want; }
+
+static void test_fused_attention_cost(void **state)
+{
+    (void)state;
+    ps_cost_params p;
+    ps_cost_params_default(&p);
+    ps_cluster c = load_cluster("dgx-a100-80g:1");
+    ps_layer l;
+    memset(&l, 0, sizeof l);
+    l.kind = PS_LAYER_DECODER;
+    l.hidden = l.out_hidden = 2048;
+    l.heads = l.kv_heads = 16;
+    l.head_dim = 128;
+    l.ffn_hidden = 8192;
+    l.seq = 4096;
+    l.act = PS_ACT_GELU;
+    const double s = 4096, q = 2048, mbs = 2;
+    /* forward attention FLOPs per sample, model convention: 2 GEMMs x 2 s^2 q */
+    const double fa = 4 * s * s * q, f = ps_layer_fwd_flops(&l);
+    ps_strategy su = {.tp = 1, .dp = 1, .attn = PS_ATTN_UNFUSED}, sf = su;
+    sf.attn = PS_ATTN_FUSED;
+    ps_layer_cost u, fu;
+    assert_int_equal(ps_cost_layer(&p, &c, &l, PS_DTYPE_BF16, 2, &su, 0, &u), PS_OK);
+    assert_int_equal(ps_cost_layer(&p, &c, &l, PS_DTYPE_BF16, 2, &sf, 0, &fu), PS_OK);
+    /* unfused: 3x the forward; fused: weights 3x, attention (s + 1) / (2 s) of it executed, forward + 2.5x backward */
+    assert_true(fabs(rel(u.hw_flops, 3 * f * mbs)) < 1e-12);
+    double exec_fa = fa * (s + 1) / (2 * s);
+    assert_true(fabs(rel(fu.hw_flops, mbs * (3 * (f - fa) + 3.5 * exec_fa))) < 1e-12);
+    /* memory: the score terms (no dropout here: 2as^2 of softmax output at 2 bytes) become 4as of statistics */
+    assert_true(fabs(u.mem_act - fu.mem_act - mbs * (2.0 * 16 * s * s - 4.0 * 16 * s)) < 1e-3);
+    /* auto on A100 (compute capability 8.0) is fused */
+    ps_strategy sa = su;
+    sa.attn = PS_ATTN_AUTO;
+    ps_layer_cost au;
+    assert_int_equal(ps_cost_layer(&p, &c, &l, PS_DTYPE_BF16, 2, &sa, 0, &au), PS_OK);
+    assert_true(au.fwd == fu.fwd && au.mem_act == fu.mem_act);
+    /* the kernel's efficiency sets its time: the forward is compute-bound here, so halving the efficiency adds the
+     * executed FLOPs at the peak once more */
+    ps_cost_params p2 = p;
+    p.attn_fwd_eff = 0.5;
+    p2.attn_fwd_eff = 0.25;
+    ps_layer_cost f1, f2;
+    assert_int_equal(ps_cost_layer(&p, &c, &l, PS_DTYPE_BF16, 2, &sf, 0, &f1), PS_OK);
+    assert_int_equal(ps_cost_layer(&p2, &c, &l, PS_DTYPE_BF16, 2, &sf, 0, &f2), PS_OK);
+    double peak = c.groups[0].gpu.bf16_flops;
+    assert_true(fabs(rel(f2.comp_fwd - f1.comp_fwd, mbs * exec_fa / peak * (4 - 2))) < 1e-9);
+    assert_true(f2.comp_bwd_b == f1.comp_bwd_b); /* the backward has its own efficiency */
+    /* selective recomputation of a fused layer recomputes nothing and keeps what none keeps */
+    ps_strategy ss = sf;
+    ss.ckpt = PS_RECOMP_SELECTIVE;
+    ps_layer_cost fs;
+    assert_int_equal(ps_cost_layer(&p, &c, &l, PS_DTYPE_BF16, 2, &ss, 0, &fs), PS_OK);
+    assert_true(fs.recompute == 0 && fs.mem_act == f1.mem_act && fs.bwd_b == f1.bwd_b && fs.mem_temp == 0);
+    ps_cluster_free(&c);
+    /* V100 has no fused kernel: auto is unfused there, fused is refused */
+    ps_cluster v = load_cluster("p3-8xlarge:1");
+    assert_int_equal(ps_cost_attn(&v, 0, 4, PS_ATTN_AUTO), PS_ATTN_UNFUSED);
+    assert_int_equal(ps_cost_layer(&p, &v, &l, PS_DTYPE_FP16, 2, &sf, 0, &fu), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "fused attention needs compute capability 8.0"));
+    ps_error_clear();
+    ps_cluster_free(&v);
+}
+
 /* Links of kind "measured" (--cluster costdb) carry the bandwidth a transfer reached: not derated again. */
 static void test_measured_links(void **state)
 {
@@ -541,7 +607,7 @@ int main(void)
         cmocka_unit_test(test_zero_memory),
         cmocka_unit_test(test_monotone),       cmocka_unit_test(test_plan_rules),
         cmocka_unit_test(test_plan_prediction), cmocka_unit_test(test_plan_workspace),
-        cmocka_unit_test(test_params),
+        cmocka_unit_test(test_params),          cmocka_unit_test(test_fused_attention_cost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -237,6 +237,47 @@ static void test_korthikanti_table2(void **state)
     assert_true(fabs(rel_err(nodrop, s * h * (32 + 2 * a * s / h))) < 1e-12);
 }
 
+/* Fused attention (FlashAttention-2/3, cuDNN): Table 2's score terms (5as^2: softmax output 2as^2, dropout mask as^2,
+ * dropout output 2as^2) give way to the fp32 log-sum-exp, 4as bytes; everything else of the layer stays. A small
+ * layer by hand: s = 8, h = 16, a = 2, head dim 8. */
+static void test_fused_attention(void **state)
+{
+    (void)state;
+    ps_layer l = gpt_layer(8, 16, 2);
+    const double s = 8, h = 16, a = 2, t = 2;
+    const ps_dtype bf = PS_DTYPE_BF16;
+    double unf = ps_layer_act_bytes_attn(&l, bf, 1, false, PS_RECOMP_NONE, PS_ATTN_UNFUSED);
+    assert_true(fabs(rel_err(unf, s * h * 34 + 5 * a * s * s)) < 1e-12); /* 4352 + 640 = 4992 bytes */
+    double fus = ps_layer_act_bytes_attn(&l, bf, 1, false, PS_RECOMP_NONE, PS_ATTN_FUSED);
+    assert_true(fabs(fus - (s * h * 34 + 4 * a * s)) < 1e-9); /* 4352 + 64 = 4416 bytes */
+    /* auto is the layer alone: unfused; the legacy call is unfused */
+    assert_true(ps_layer_act_bytes_attn(&l, bf, 1, false, PS_RECOMP_NONE, PS_ATTN_AUTO) == unf);
+    assert_true(ps_layer_act_bytes(&l, bf, 1, false, PS_RECOMP_NONE) == unf);
+    /* selective recomputation drops nothing more from a fused layer; full keeps the input either way */
+    assert_true(ps_layer_act_bytes_attn(&l, bf, 1, false, PS_RECOMP_SELECTIVE, PS_ATTN_FUSED) == fus);
+    assert_true(ps_layer_act_bytes_attn(&l, bf, 1, false, PS_RECOMP_FULL, PS_ATTN_FUSED) == 2 * s * h);
+    /* TP 2 with SP: everything / t, the statistics split with the heads */
+    double tsp = ps_layer_act_bytes_attn(&l, bf, 2, true, PS_RECOMP_NONE, PS_ATTN_FUSED);
+    assert_true(fabs(tsp - (s * h * 34 / t + 4 * a * s / t)) < 1e-9);
+    /* executed keys: causal fused (s + 1) / 2 = 4.5; unfused and encoders all 8; a window of 4: (4*5/2 + 4*4)/8 */
+    assert_true(ps_layer_attn_keys(&l, PS_ATTN_FUSED) == 4.5);
+    assert_true(ps_layer_attn_keys(&l, PS_ATTN_UNFUSED) == 8);
+    ps_layer e = l;
+    e.kind = PS_LAYER_ENCODER;
+    assert_true(ps_layer_attn_keys(&e, PS_ATTN_FUSED) == 8);
+    l.attn_window = 4;
+    assert_true(ps_layer_attn_keys(&l, PS_ATTN_FUSED) == (10.0 + 16.0) / 8);
+    assert_true(ps_layer_attn_keys(&l, PS_ATTN_UNFUSED) == 4);
+    assert_true(ps_attn_bwd_ratio(PS_ATTN_FUSED) == 2.5 && ps_attn_bwd_ratio(PS_ATTN_UNFUSED) == 2);
+    /* names */
+    ps_attn x;
+    assert_int_equal(ps_attn_parse("fused", &x), PS_OK);
+    assert_int_equal(x, PS_ATTN_FUSED);
+    assert_int_equal(ps_attn_parse("flash", &x), PS_ERR_INPUT);
+    ps_error_clear();
+    assert_string_equal(ps_attn_name(PS_ATTN_UNFUSED), "unfused");
+}
+
 static void test_act_monotonic(void **state)
 {
     (void)state;
@@ -734,6 +775,7 @@ int main(void)
         cmocka_unit_test(test_validate_api),
         cmocka_unit_test(test_scaled),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_fused_attention),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
