@@ -146,6 +146,10 @@ static char *options_line(const ps_cli_opts *o, const ps_cluster *c, const ps_se
         if (i == 0 || strcmp(kinds[i], kinds[i - 1]) != 0) ps_strcatf(buf, sizeof buf, "%s%s", i ? "," : "", kinds[i]);
     ps_strcatf(buf, sizeof buf, " objective=%s tp-overlap=%s", ps_search_objective_name(so->objective),
                so->overlap ? "auto" : "none");
+    /* the attention kernel changes every cell: a resume under another one must not mix its records in */
+    if (so->attention != PS_ATTN_AUTO)
+        ps_strcatf(buf, sizeof buf, " attention=%s",
+                   so->attention == PS_SEARCH_ATTN_BOTH ? "search" : ps_attn_name((ps_attn)so->attention));
     if (o->mopts.seq) ps_strcatf(buf, sizeof buf, " seq=%lld", (long long)o->mopts.seq);
     if (o->mopts.vocab_pad) ps_strcatf(buf, sizeof buf, " vocab-pad=%lld", (long long)o->mopts.vocab_pad);
     if (o->mopts.dtype >= 0) ps_strcatf(buf, sizeof buf, " dtype=%s", ps_dtype_name((ps_dtype)o->mopts.dtype));

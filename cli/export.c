@@ -84,6 +84,18 @@ static void megatron(FILE *f, const ps_model *m, const ps_plan *p)
     if (s0->ckpt == PS_RECOMP_FULL)
         fprintf(f, "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1\n");
     if (s0->zero == 1) fprintf(f, "--use-distributed-optimizer\n");
+    /* Megatron-core's TransformerConfig.attention_backend (megatron/core/transformer/enums.py AttnBackend): "fused" is
+     * Transformer Engine's cuDNN fused attention, which keeps no scores like FlashAttention ("flash") does; "unfused"
+     * is the score-materialising path the plan was costed with. */
+    int64_t n_fused = 0;
+    for (int64_t i = 0; i < m->n_layers; i++) n_fused += p->layer[i].attn == PS_ATTN_FUSED;
+    int64_t n_blk = 0;
+    for (int64_t i = 0; i < m->n_layers; i++) n_blk += ps_layer_is_block(m->layers[i].kind);
+    if (n_fused > 0 && n_fused < n_blk)
+        fprintf(f, "# NOTE: the plan runs fused attention on %lld of %lld layers; Megatron-LM takes one attention "
+                   "backend: fused for all\n", (long long)n_fused, (long long)n_blk);
+    if (n_fused > 0) fprintf(f, "--attention-backend fused\n");
+    else if (s0->attn == PS_ATTN_UNFUSED) fprintf(f, "--attention-backend unfused\n");
     if (s0->zero >= 2)
         fprintf(f,
                 "# NOTE: ZeRO stage %d has no Megatron-LM flag; --use-distributed-optimizer shards only the optimizer "
@@ -144,6 +156,9 @@ static json_t *deepspeed(const ps_model *m, const ps_plan *p)
     json_object_set_new(ps, "data_parallel_size", json_integer(dp));
     json_object_set_new(ps, "schedule", json_string(p->schedule));
     json_object_set_new(ps, "uniform_strategy", json_boolean(ps_plan_is_uniform(p, m->n_layers)));
+    /* DeepSpeed's config has no attention kernel: the model code picks it (FlashAttention in Megatron-DeepSpeed:
+     * --use-flash-attn-v2) */
+    json_object_set_new(ps, "attention", json_string(ps_attn_name(s0->attn)));
     char note[512];
     snprintf(note, sizeof note,
              "layer_boundaries are psearch layer indices (embedding and head included); DeepSpeed's PipelineModule "
