@@ -82,8 +82,31 @@ static const char *schedule_name(const char *s)
     return s;
 }
 
+/* How a case's attention kernel is chosen (--attention): as the case says (plan.attention, or the seed papers'
+ * flash_attention flag; unfused otherwise: the runs before FlashAttention), all unfused (the model before the fused
+ * kernel existed in psearch: the "before" of docs/fidelity.md), or psearch's default for the cluster (auto). */
+enum { ATTN_CASE = 0, ATTN_UNFUSED, ATTN_AUTO };
+static int g_attn_mode = ATTN_CASE;
+
+/* Features a case needs ("needs") that psearch does not model yet: such a case is listed under `pending`, not
+ * predicted, so that no error is reported for a configuration the cost model cannot describe. */
+static const char *const k_pending_needs[] = {"cp", "ep", "moe", "fp8", "gb200-nvl72", NULL};
+
+static const char *pending_need(const json_t *c)
+{
+    size_t k;
+    const json_t *n;
+    json_array_foreach(json_object_get(c, "needs"), k, n)
+    {
+        const char *v = json_string_value(n);
+        for (int i = 0; v && k_pending_needs[i]; i++)
+            if (strcmp(v, k_pending_needs[i]) == 0) return k_pending_needs[i];
+    }
+    return NULL;
+}
+
 static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double *pred, const char **metric,
-                              char *why, size_t whycap)
+                              char *why, size_t whycap, bool *fits)
 {
     const json_t *plan = json_object_get(c, "plan");
     const char *mspec = json_string_value(json_object_get(c, "model"));
@@ -106,6 +129,14 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
     ps_model_opts mo;
     ps_model_opts_init(&mo);
     mo.vocab_pad = 128 * (tp_max > 0 ? tp_max : 1);
+    /* the modern cases state their sequence length and training dtype beside the plan */
+    if (json_integer_value(json_object_get(plan, "seq")) > 0) mo.seq = json_integer_value(json_object_get(plan, "seq"));
+    const char *dt = json_string_value(json_object_get(plan, "dtype"));
+    ps_dtype dtype;
+    if (dt) {
+        PS_TRY(ps_dtype_parse(dt, &dtype));
+        mo.dtype = (int)dtype;
+    }
     ps_model m;
     ps_cluster cl;
     ps_plan p;
@@ -123,6 +154,15 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
                      .dp = (int)json_integer_value(json_object_get(plan, "dp")),
                      .zero = (int)json_integer_value(json_object_get(plan, "zero")),
                      .sp = json_is_true(json_object_get(plan, "seq_parallel"))};
+    const char *at = json_string_value(json_object_get(plan, "attention"));
+    if (g_attn_mode == ATTN_UNFUSED)
+        s.attn = PS_ATTN_UNFUSED;
+    else if (g_attn_mode == ATTN_AUTO)
+        s.attn = PS_ATTN_AUTO;
+    else if (at)
+        PS_TRY_GOTO(st, ps_attn_parse(at, &s.attn), done);
+    else
+        s.attn = json_is_true(json_object_get(plan, "flash_attention")) ? PS_ATTN_FUSED : PS_ATTN_UNFUSED;
     const char *rc = json_string_value(json_object_get(plan, "recompute"));
     if (rc) PS_TRY_GOTO(st, ps_recompute_parse(rc, &s.ckpt), done);
     /* Oases' ablation steps (Table 3): its cross-pass schedule alone, then with fine-grained recomputation */
@@ -200,6 +240,7 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
         *pred = r.tflops_per_gpu;
     else
         st = PS_FAIL(PS_ERR_INPUT, "unknown metric '%s'", *metric);
+    *fits = r.fits;
     if (st == PS_OK && !r.fits)
         snprintf(why + strlen(why), whycap - strlen(why), "%spredicted not to fit in memory", why[0] ? "; " : "");
 done:
@@ -214,7 +255,24 @@ int main(int argc, char **argv)
 {
     char def[1024];
     snprintf(def, sizeof def, "%s/bench/fidelity/cases.json", PS_SOURCE_DIR);
-    const char *path = argc > 1 ? argv[1] : def;
+    const char *path = def;
+    for (int a = 1; a < argc; a++) {
+        if (strcmp(argv[a], "--attention") == 0 && a + 1 < argc) {
+            const char *v = argv[++a];
+            g_attn_mode = strcmp(v, "unfused") == 0 ? ATTN_UNFUSED : strcmp(v, "auto") == 0 ? ATTN_AUTO
+                          : strcmp(v, "case") == 0  ? ATTN_CASE
+                                                    : -1;
+            if (g_attn_mode < 0) {
+                fprintf(stderr, "bench_fidelity: --attention takes case, unfused or auto (got '%s')\n", v);
+                return 2;
+            }
+        } else if (argv[a][0] == '-') {
+            fprintf(stderr, "usage: bench_fidelity [--attention case|unfused|auto] [cases.json]\n");
+            return 2;
+        } else {
+            path = argv[a];
+        }
+    }
     json_t *root = NULL;
     if (ps_json_load_file(path, &root) != PS_OK) {
         fprintf(stderr, "bench_fidelity: %s\n", ps_error_message());
@@ -222,7 +280,8 @@ int main(int argc, char **argv)
     }
     ps_cost_params cp;
     ps_cost_params_default(&cp);
-    json_t *out = json_object(), *rows = json_array(), *skipped = json_array();
+    json_t *out = json_object(), *rows = json_array(), *skipped = json_array(), *pending = json_array();
+    int64_t not_fitting = 0;
     group_list groups = {0};
     group all;
     memset(&all, 0, sizeof all);
@@ -239,7 +298,13 @@ int main(int argc, char **argv)
         const char *metric = "";
         char why[128] = "";
         ps_error_clear();
-        ps_status st = predict_case(c, &cp, &pred, &metric, why, sizeof why);
+        const char *need = pending_need(c);
+        if (need) {
+            json_array_append_new(pending, json_pack("{s:s, s:s}", "id", id ? id : "?", "needs", need));
+            continue;
+        }
+        bool fits = true;
+        ps_status st = predict_case(c, &cp, &pred, &metric, why, sizeof why, &fits);
         if (st == PS_OK && !id) st = PS_FAIL(PS_ERR_INPUT, "case lacks an id");
         if (st == PS_OK && !(pub > 0))
             st = PS_FAIL(PS_ERR_INPUT, "published value must be a number > 0 (got %g)", pub);
@@ -254,6 +319,15 @@ int main(int argc, char **argv)
         if (why[0]) json_object_set_new(row, "note", json_string(why));
         json_array_append_new(rows, row);
         json_object_set_new(seen, id, json_pack("[ff]", pub, pred));
+        not_fitting += !fits;
+        /* the modern cases' train / validation split (docs/fidelity.md): reported apart, never pooled */
+        const char *set = json_string_value(json_object_get(c, "set"));
+        if (set) {
+            char sname[32];
+            snprintf(sname, sizeof sname, "set-%s", set);
+            json_object_set_new(row, "set", json_string(set));
+            if (add_to(&groups, sname, fabs(err)) != PS_OK) rc = 3;
+        }
         char gname[32], cname[32], mname[32];
         snprintf(gname, sizeof gname, "%.*s", (int)strcspn(id, "-"), id);
         snprintf(cname, sizeof cname, "confidence-%s", json_string_value(json_object_get(c, "confidence")) ?: "?");
@@ -267,7 +341,11 @@ int main(int argc, char **argv)
     }
     json_object_set_new(out, "bench", json_string("fidelity"));
     json_object_set_new(out, "cases_file", json_string(path));
+    json_object_set_new(out, "attention", json_string(g_attn_mode == ATTN_UNFUSED ? "unfused (all cases)"
+                                                      : g_attn_mode == ATTN_AUTO ? "auto (psearch's default per GPU)"
+                                                                                 : "as each case states"));
     json_object_set_new(out, "overall", summary(&all));
+    json_object_set_new(out, "predicted_not_to_fit", json_integer(not_fitting));
     json_t *by = json_object();
     for (size_t g = 0; g < groups.n; g++) {
         json_object_set_new(by, groups.g[g].name, summary(&groups.g[g]));
@@ -308,6 +386,7 @@ int main(int argc, char **argv)
     free(gerr.err);
     json_decref(seen);
     json_object_set_new(out, "skipped", skipped);
+    json_object_set_new(out, "pending", pending);
     json_object_set_new(out, "cases", rows);
     free(all.err);
     char *s = json_dumps(out, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
