@@ -252,9 +252,9 @@ static void gpu_none(ps_gpu *g)
 static ps_status parse_group(const json_t *obj, const ps_jloc *loc, bool preset, const char *preset_name,
                              ps_node_group *out)
 {
-    static const char *const keys[] = {"name",          "nodes",   "gpus_per_node",  "gpu",
-                                       "intra",         "island",  "nvlink_domain",  "inter",
-                                       "comment",       "cores_per_node", "numa_per_node", NULL};
+    static const char *const keys[] = {"name",   "nodes",   "gpus_per_node",  "gpu",           "intra",
+                                       "island", "nvlink_domain", "inter", "comment", "cores_per_node",
+                                       "numa_per_node", NULL};
     PS_TRY(expect_object(obj, loc));
     PS_TRY(ps_json_known_keys(obj, loc, keys));
     PS_TRY(check_comment(obj, loc));
