@@ -503,14 +503,25 @@ ps_status ps_cluster_finish(ps_cluster *c, const char *where)
                                i);
         }
     }
-    /* Checked after the loop: whether a group needs a network depends on the nodes of all groups. */
-    if (n_nodes > 1) {
+    /* Checked after the loop: whether a group needs a network depends on the nodes of all groups. Nodes of one
+     * NVLink domain reach each other without it, so a single GB200 NVL72 rack needs none. */
+    int64_t n_domains = 0;
+    for (int i = 0; i < c->n_groups; i++)
+        n_domains += c->groups[i].domain_nodes > 1 ? c->groups[i].nodes / c->groups[i].domain_nodes
+                                                   : c->groups[i].nodes;
+    if (n_domains > 1) {
         for (int i = 0; i < c->n_groups; i++)
-            if (!link_valid(&c->groups[i].inter))
+            if (!link_valid(&c->groups[i].inter)) {
+                if (n_domains == n_nodes)
+                    return PS_FAIL(PS_ERR_INPUT,
+                                   "%s: node_groups[%d].inter: a cluster of %lld nodes needs each node's network "
+                                   "(bandwidth > 0, latency >= 0)",
+                                   where, i, (long long)n_nodes);
                 return PS_FAIL(PS_ERR_INPUT,
-                               "%s: node_groups[%d].inter: a cluster of %lld nodes needs each node's network "
-                               "(bandwidth > 0, latency >= 0)",
-                               where, i, (long long)n_nodes);
+                               "%s: node_groups[%d].inter: a cluster of %lld NVLink domains needs each node's "
+                               "network (bandwidth > 0, latency >= 0)",
+                               where, i, (long long)n_domains);
+            }
     }
     c->n_nodes = n_nodes;
     c->n_gpus = n_gpus;

@@ -632,6 +632,15 @@ static void test_nvlink_domain(void **state)
     g.domain.bw_Bps = 0;
     assert_int_equal(ps_cluster_finish(&b, "built"), PS_ERR_INPUT);
     assert_msg_has("node_groups[0].nvlink_domain needs a bandwidth");
+    /* one domain needs no network (a lone rack); two do */
+    g.domain.bw_Bps = 900e9;
+    memset(&g.inter, 0, sizeof g.inter);
+    g.domain_nodes = 6;
+    assert_int_equal(ps_cluster_finish(&b, "built"), PS_OK);
+    assert_int_equal(ps_cluster_link(&b, 0, 23).cls, PS_LINK_NVLINK);
+    g.domain_nodes = 3;
+    assert_int_equal(ps_cluster_finish(&b, "built"), PS_ERR_INPUT);
+    assert_msg_has("node_groups[0].inter: a cluster of 2 NVLink domains needs each node's network");
 }
 
 /* ---- cluster.json ------------------------------------------------------------------------------------------------ */
