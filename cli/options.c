@@ -246,7 +246,7 @@ static const opt_row k_options[] = {
     {"mbs-max", 0, OPT_I64, "N", AT(mbs_max), "plan sweep", 0, NULL,
      {{"plan", NULL, "largest micro-batch per data-parallel replica tried", "16"}}},
     {"max-tp", 0, OPT_I64, "N", AT(max_tp), "plan sweep", 0, NULL,
-     {{"plan", NULL, "largest tensor-parallel degree tried", "GPUs per node"}}},
+     {{"plan", NULL, "largest tensor-parallel degree tried", "GPUs per node or NVLink domain"}}},
     {"schedules", 0, OPT_STR, "A,B", AT(schedules), "plan sweep", 0, NULL,
      {{"plan", NULL, "pipeline schedules tried",
        "all: gpipe, 1f1b, interleaved, zb-h1, zb-h2, v-min,\nv-half, v-zb"}}},

@@ -7,25 +7,28 @@
 #include "ps_cost.h"
 
 /* The measured time of `op` over the group when the cost database measured every member's device (one kind), with
- * the group inside one node or spanning nodes; negative when there is no database or no such measurement. */
+ * the group inside one NVLink domain (one node, or the nodes of a GB200 NVL72 rack) or across the network; negative
+ * when there is no database or no such measurement. A group spanning trays of one rack is looked up as inside a
+ * node: it runs on NVLink, which the database measured inside a node, never on the network its "across nodes"
+ * rows measured. */
 static double db_coll(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, ps_coll_op op, double bytes)
 {
     if (!p->db) return -1;
     int kind = -1;
     bool inter = false;
-    int64_t node0 = -1; /* the first member's node */
+    int64_t dom0 = -1; /* the first member's NVLink domain */
     int last = -1;
     for (int64_t i = 0; i < g->n; i++) {
         ps_gpu_place pl;
         if (!ps_cluster_place(c, g->first + i * g->stride, &pl)) return -1;
-        if (i == 0) node0 = pl.node;
+        if (i == 0) dom0 = pl.domain;
         if (pl.group != last) {
             int k = ps_costdb_model_device(p->db, c->groups[pl.group].gpu.name);
             if (k < 0 || (kind >= 0 && k != kind)) return -1;
             kind = k;
             last = pl.group;
         }
-        if (pl.node != node0) inter = true;
+        if (pl.domain != dom0) inter = true;
     }
     return ps_costdb_model_coll_time(p->db, kind, op, g->n, inter, bytes);
 }
@@ -99,8 +102,9 @@ void ps_coll_ring_link(const ps_cost_params *p, const ps_cluster *c, const ps_gr
         if (!ps_cluster_place(c, g->first + ((i + 1) % g->n) * g->stride, &pb)) goto invalid;
         ps_link l = ps_cluster_link_placed(c, &pa, &pb);
         double e = l.bw_Bps * link_eff(p, l.cls);
-        if (pa.node != pb.node) {
-            /* Every GPU of the node runs the same kind of collective at the same time in a uniform plan (the other
+        if (pa.domain != pb.domain) {
+            /* The edge crosses the network (nodes of one NVLink domain talk over NVLink, per GPU, shared by none).
+             * Every GPU of the node runs the same kind of collective at the same time in a uniform plan (the other
              * DP or TP groups), so the node's NICs are shared: this group gets its members' share of the node. */
             const ps_node_group *ng = &c->groups[pa.group];
             double share =

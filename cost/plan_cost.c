@@ -410,13 +410,14 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
         }
         if (s + 1 < S) {
             /* Megatron scatters the boundary activation over the TP group: each GPU sends 1/tp of it, all GPUs of
-             * the stage at once, so across nodes they share the node's network. */
+             * the stage at once, so across the network (another node, or another NVLink domain where nodes share
+             * one) they share the node's NICs; inside a domain each GPU has its own NVLink. */
             const ps_layer *last = &m->layers[plan->cuts[s + 1] - 1];
             const ps_strategy *ls = &plan->layer[plan->cuts[s + 1] - 1];
             double bytes = ps_layer_boundary_bytes(last, m->dtype) * (double)(global_mb / ls->dp) / ls->tp;
             sp->p2p_bytes = bytes;
             int64_t a = sp->first_gpu, nb = (int64_t)ps_sched_device_of(sch, s + 1) * width;
-            if (ps_cluster_node_of(c, a) != ps_cluster_node_of(c, nb)) {
+            if (ps_cluster_domain_of(c, a) != ps_cluster_domain_of(c, nb)) {
                 const ps_node_group *ng = ps_cluster_group_of(c, a);
                 int64_t k = width < ng->gpus_per_node ? width : ng->gpus_per_node;
                 bytes *= (double)k;

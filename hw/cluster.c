@@ -115,24 +115,35 @@ static ps_status rewrap(ps_status st, const ps_jloc *loc)
 
 /* ---- parsing ----------------------------------------------------------------------------------------------------- */
 
-typedef enum { LINK_GPU, LINK_ISLAND, LINK_NET } link_role;
+typedef enum { LINK_GPU, LINK_ISLAND, LINK_DOMAIN, LINK_NET } link_role;
 
 static ps_status parse_link(const json_t *obj, const ps_jloc *loc, link_role role, ps_link *out, int64_t *size)
 {
     static const char *const gpu_keys[] = {"kind", "bw_GBps", "bw_Gbps", "latency_us", "comment", NULL};
     static const char *const island_keys[] = {"size", "kind", "bw_GBps", "bw_Gbps", "latency_us", "comment", NULL};
     static const char *const net_keys[] = {"kind", "bw_GBps", "bw_Gbps", "nics", "latency_us", "comment", NULL};
+    static const char *const domain_keys[] = {"nodes", "kind", "bw_GBps", "bw_Gbps", "latency_us", "comment", NULL};
+    static const char *const *const role_keys[] = {gpu_keys, island_keys, domain_keys, net_keys};
     PS_TRY(expect_object(obj, loc));
-    PS_TRY(ps_json_known_keys(obj, loc, role == LINK_GPU ? gpu_keys : role == LINK_ISLAND ? island_keys : net_keys));
+    PS_TRY(ps_json_known_keys(obj, loc, role_keys[role]));
     PS_TRY(check_comment(obj, loc));
     memset(out, 0, sizeof *out);
     if (role == LINK_ISLAND) PS_TRY(ps_json_int(obj, loc, "size", true, 2, INT64_MAX, size));
+    /* A domain of one node is the node itself; the upper bound is the most nodes a cluster may have. */
+    if (role == LINK_DOMAIN) PS_TRY(ps_json_int(obj, loc, "nodes", true, 2, PS_CLUSTER_MAX_NODES, size));
     PS_TRY(ps_json_str(obj, loc, "kind", true, out->kind, sizeof out->kind));
     /* Refused here, not priced as some other link later: the cost model's efficiency depends on the class. */
     if (!ps_link_class_of(out->kind, &out->cls)) {
         ps_jloc fl = ps_jloc_key(loc, "kind");
         return PS_FAIL(PS_ERR_INPUT, "%s: field '%s': unknown link kind '%s' (known: nvlink*, nvswitch*, pcie*, ib*, "
                                      "roce*, ethernet*, tcp*, measured)", loc->file, fl.path, out->kind);
+    }
+    /* Only NVLink joins GPUs of several nodes without their NICs (NVLink switch trays); a domain of another class
+     * would be a network, which `inter` describes with its per-node sharing. */
+    if (role == LINK_DOMAIN && out->cls != PS_LINK_NVLINK) {
+        ps_jloc fl = ps_jloc_key(loc, "kind");
+        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be an NVLink kind (nvlink*, nvswitch*; got '%s')",
+                       loc->file, fl.path, out->kind);
     }
 
     /* Both units are in use (NVLink is quoted in GB/s, NICs in Gb/s); the key says which, and one must be chosen. */
@@ -241,8 +252,9 @@ static void gpu_none(ps_gpu *g)
 static ps_status parse_group(const json_t *obj, const ps_jloc *loc, bool preset, const char *preset_name,
                              ps_node_group *out)
 {
-    static const char *const keys[] = {"name",  "nodes",  "gpus_per_node",  "gpu",           "intra", "island",
-                                       "inter", "comment", "cores_per_node", "numa_per_node", NULL};
+    static const char *const keys[] = {"name",   "nodes",   "gpus_per_node",  "gpu",           "intra",
+                                       "island", "nvlink_domain", "inter", "comment", "cores_per_node",
+                                       "numa_per_node", NULL};
     PS_TRY(expect_object(obj, loc));
     PS_TRY(ps_json_known_keys(obj, loc, keys));
     PS_TRY(check_comment(obj, loc));
@@ -311,6 +323,24 @@ static ps_status parse_group(const json_t *obj, const ps_jloc *loc, bool preset,
         }
     }
 
+    v = json_object_get(obj, "nvlink_domain");
+    if (v) {
+        ps_jloc dl = ps_jloc_key(loc, "nvlink_domain");
+        PS_TRY(parse_link(v, &dl, LINK_DOMAIN, &out->domain, &out->domain_nodes));
+        if (out->gpus_per_node == 0)
+            return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' is given but the group's nodes have no GPUs", loc->file,
+                           dl.path);
+        /* A remainder would be a partial domain whose size nothing states: refused. A partial rack is a domain of
+         * as many nodes as it holds (a group of its own). A preset's node count is N domains, so always divides. */
+        if (!preset && out->nodes % out->domain_nodes != 0) {
+            ps_jloc zl = ps_jloc_key(&dl, "nodes");
+            return PS_FAIL(PS_ERR_INPUT,
+                           "%s: field '%s' must divide the group's nodes %lld (got %lld); give a partial domain a "
+                           "node group of its own",
+                           loc->file, zl.path, (long long)out->nodes, (long long)out->domain_nodes);
+        }
+    }
+
     v = json_object_get(obj, "inter");
     if (v) {
         ps_jloc nl = ps_jloc_key(loc, "inter");
@@ -361,7 +391,10 @@ static ps_status parse_cluster(const json_t *root, const char *file, const char 
         ps_node_group *g = &out->groups[i];
         snprintf(g->name, sizeof g->name, "group%zu", i);
         PS_TRY(parse_group(json_array_get(groups, i), &il, preset != NULL, preset, g));
-        if (preset) g->nodes = nodes;
+        /* A preset with an NVLink domain counts domains (racks), not nodes: see ps_cluster_load. */
+        if (preset && !ps_mul_i64(nodes, g->domain_nodes > 1 ? g->domain_nodes : 1, &g->nodes))
+            return PS_FAIL(PS_ERR_INPUT, "%s: %lld domains of %lld nodes overflow a 64-bit count", file,
+                           (long long)nodes, (long long)g->domain_nodes);
     }
     if (preset) {
         /* The cluster is named by its spec so plans and tables say how many nodes they were made for. */
@@ -397,6 +430,8 @@ static bool same_shape(const ps_node_group *a, const ps_node_group *b)
     if (a->gpus_per_node != b->gpus_per_node || !gpu_equal(&a->gpu, &b->gpu)) return false;
     if (a->gpus_per_node > 1 && !link_equal(&a->intra, &b->intra)) return false;
     if (a->island_size != b->island_size || (a->island_size > 1 && !link_equal(&a->island, &b->island)))
+        return false;
+    if (a->domain_nodes != b->domain_nodes || (a->domain_nodes > 1 && !link_equal(&a->domain, &b->domain)))
         return false;
     return link_equal(&a->inter, &b->inter);
 }
@@ -455,15 +490,38 @@ ps_status ps_cluster_finish(ps_cluster *c, const char *where)
                 return PS_FAIL(PS_ERR_INPUT, "%s: node_groups[%d].island needs a bandwidth > 0 and a latency >= 0",
                                where, i);
         }
-    }
-    /* Checked after the loop: whether a group needs a network depends on the nodes of all groups. */
-    if (n_nodes > 1) {
-        for (int i = 0; i < c->n_groups; i++)
-            if (!link_valid(&c->groups[i].inter))
+        if (g->domain_nodes != 0) {
+            if (g->domain_nodes < 2 || g->nodes % g->domain_nodes != 0 || g->gpus_per_node == 0)
                 return PS_FAIL(PS_ERR_INPUT,
-                               "%s: node_groups[%d].inter: a cluster of %lld nodes needs each node's network "
-                               "(bandwidth > 0, latency >= 0)",
-                               where, i, (long long)n_nodes);
+                               "%s: node_groups[%d].nvlink_domain.nodes must be >= 2 and divide the group's nodes "
+                               "%lld, on nodes with GPUs (got %lld, %lld GPUs per node)",
+                               where, i, (long long)g->nodes, (long long)g->domain_nodes,
+                               (long long)g->gpus_per_node);
+            if (!link_valid(&g->domain))
+                return PS_FAIL(PS_ERR_INPUT,
+                               "%s: node_groups[%d].nvlink_domain needs a bandwidth > 0 and a latency >= 0", where,
+                               i);
+        }
+    }
+    /* Checked after the loop: whether a group needs a network depends on the nodes of all groups. Nodes of one
+     * NVLink domain reach each other without it, so a single GB200 NVL72 rack needs none. */
+    int64_t n_domains = 0;
+    for (int i = 0; i < c->n_groups; i++)
+        n_domains += c->groups[i].domain_nodes > 1 ? c->groups[i].nodes / c->groups[i].domain_nodes
+                                                   : c->groups[i].nodes;
+    if (n_domains > 1) {
+        for (int i = 0; i < c->n_groups; i++)
+            if (!link_valid(&c->groups[i].inter)) {
+                if (n_domains == n_nodes)
+                    return PS_FAIL(PS_ERR_INPUT,
+                                   "%s: node_groups[%d].inter: a cluster of %lld nodes needs each node's network "
+                                   "(bandwidth > 0, latency >= 0)",
+                                   where, i, (long long)n_nodes);
+                return PS_FAIL(PS_ERR_INPUT,
+                               "%s: node_groups[%d].inter: a cluster of %lld NVLink domains needs each node's "
+                               "network (bandwidth > 0, latency >= 0)",
+                               where, i, (long long)n_domains);
+            }
     }
     c->n_nodes = n_nodes;
     c->n_gpus = n_gpus;
@@ -720,7 +778,24 @@ bool ps_cluster_place(const ps_cluster *c, int64_t gpu, ps_gpu_place *out)
     out->group = lo;
     out->node = g->first_node + rest / g->gpus_per_node;
     out->local = rest % g->gpus_per_node;
+    out->domain = out->node;
+    if (g->domain_nodes > 1) {
+        int64_t k = out->node - g->first_node;
+        out->domain = g->first_node + k - k % g->domain_nodes;
+    }
     return true;
+}
+
+int64_t ps_cluster_domain_of(const ps_cluster *c, int64_t gpu)
+{
+    ps_gpu_place pl;
+    return ps_cluster_place(c, gpu, &pl) ? pl.domain : -1;
+}
+
+int64_t ps_node_group_domain_gpus(const ps_node_group *g)
+{
+    if (!g) return 0;
+    return g->gpus_per_node * (g->domain_nodes > 1 ? g->domain_nodes : 1);
 }
 
 int64_t ps_cluster_node_of(const ps_cluster *c, int64_t gpu)
@@ -755,6 +830,8 @@ ps_link ps_cluster_link_placed(const ps_cluster *c, const ps_gpu_place *a, const
         if (g->island_size > 1 && a->local / g->island_size == b->local / g->island_size) return g->island;
         return g->intra;
     }
+    /* Different nodes of one NVLink domain (hence one group): NVLink through the switch trays, not the NICs. */
+    if (a->domain == b->domain) return c->groups[a->group].domain;
     /* Across nodes the transfer is limited by the slower NIC and waits for the slower stack. */
     const ps_link *ia = &c->groups[a->group].inter, *ib = &c->groups[b->group].inter;
     l = ia->bw_Bps <= ib->bw_Bps ? *ia : *ib;

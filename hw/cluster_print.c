@@ -48,13 +48,20 @@ json_t *ps_cluster_to_json(const ps_cluster *c)
             json_object_set_new(is, "size", json_integer(g->island_size));
             json_object_set_new(o, "island", is);
         }
+        /* the cluster.json shape: "nodes" per domain next to the link, as "size" next to the island's */
+        if (g->domain_nodes > 1) {
+            json_t *d = link_json(&g->domain);
+            json_object_set_new(d, "nodes", json_integer(g->domain_nodes));
+            json_object_set_new(o, "nvlink_domain", d);
+        }
         json_object_set_new(o, "inter", link_json(&g->inter));
         if (g->cores_per_node) json_object_set_new(o, "cores_per_node", json_integer(g->cores_per_node));
         if (g->numa_per_node) json_object_set_new(o, "numa_per_node", json_integer(g->numa_per_node));
         json_array_append_new(gs, o);
     }
     json_object_set_new(j, "node_groups", gs);
-    json_object_set_new(j, "units", json_string("bandwidths per direction: intra/island per GPU, inter per node"));
+    json_object_set_new(j, "units",
+                        json_string("bandwidths per direction: intra/island/nvlink_domain per GPU, inter per node"));
     return j;
 }
 
@@ -86,6 +93,12 @@ void ps_cluster_print(FILE *f, const ps_cluster *c)
             if (g->island_size > 1)
                 fprintf(f, "  island  %lld GPUs on %s, %.1f GB/s per direction, %.1f us\n", (long long)g->island_size,
                         g->island.kind, g->island.bw_Bps / 1e9, g->island.latency_s * 1e6);
+            if (g->domain_nodes > 1)
+                fprintf(f, "  domain  %lld NVLink domain(s) of %lld nodes = %lld GPUs on %s, %.1f GB/s per direction "
+                           "per GPU, %.1f us\n",
+                        (long long)(g->nodes / g->domain_nodes), (long long)g->domain_nodes,
+                        (long long)ps_node_group_domain_gpus(g), g->domain.kind, g->domain.bw_Bps / 1e9,
+                        g->domain.latency_s * 1e6);
         } else {
             fprintf(f, "  gpu     none (CPU-only node)\n");
         }

@@ -67,6 +67,11 @@ typedef struct {
     int64_t numa_per_node;   /* NUMA domains, 0 = unknown */
     /* derived by ps_cluster_finish: global index of the group's first GPU and first node */
     int64_t first_gpu, first_node;
+    /* An NVLink domain larger than a node (GB200 NVL72: 18 trays of 4 GPUs behind NVLink switch trays): >1 means
+     * consecutive nodes [k*domain_nodes, (k+1)*domain_nodes) of the group (counted from its first node) form one
+     * domain, and dividing the group's nodes; 0 = none (every node is its own domain). Domains never span groups. */
+    int64_t domain_nodes;
+    ps_link domain;          /* between GPUs of different nodes of one domain: per GPU per direction, like intra */
 } ps_node_group;
 
 typedef struct {
@@ -112,7 +117,9 @@ bool ps_link_class_of(const char *kind, ps_link_class *out);
 double ps_link_default_latency(const char *kind);
 
 /* ---- clusters ---- */
-/* `spec`: "preset:nodes" (e.g. "dgx-a100-80g:4"; ":nodes" defaults to 1) or a path to a cluster.json. Unknown
+/* `spec`: "preset:N" (e.g. "dgx-a100-80g:4"; ":N" defaults to 1) or a path to a cluster.json. N counts the preset's
+ * nodes, or its NVLink domains (racks) when the preset has an nvlink_domain ("gb200-nvl72:2" is 2 racks, 36 trays,
+ * 144 GPUs): what such a system is bought and scheduled in. Unknown
  * preset -> PS_ERR_INPUT listing the known presets; "auto" -> PS_ERR_INPUT (the allocation is described by
  * ps_cluster_detect, calib/, which needs MPI). */
 ps_status ps_cluster_load(const char *spec, ps_cluster *out);
@@ -122,7 +129,7 @@ ps_status ps_cluster_load(const char *spec, ps_cluster *out);
 typedef struct {
     char path[PATH_MAX + 96]; /* cluster.json or preset file to read (every message names it); "" for auto */
     char preset[48];          /* the preset's name ("dgx-a100-80g"), "" for a cluster.json */
-    int64_t nodes;            /* the preset's node count */
+    int64_t nodes;            /* the preset's count N: nodes, or NVLink domains for a preset with nvlink_domain */
     bool detect;              /* "auto": nothing to read, ps_cluster_detect (calib/) describes the allocation */
 } ps_cluster_source;
 /* What `spec` names, as ps_cluster_load resolves it (the node count checked, the preset file found), without
@@ -159,14 +166,23 @@ const ps_node_group *ps_cluster_group_of(const ps_cluster *c, int64_t gpu);
 /* Index into c->groups of the group holding GPU `gpu`, -1 when none does: the groups of GPUs [a, b) are those from
  * ps_cluster_group_index(c, a) on whose first_gpu is below b (CPU-only groups among them hold none of the GPUs). */
 int ps_cluster_group_index(const ps_cluster *c, int64_t gpu);
-/* The link data moving between two GPUs crosses: island, intra-node, or the network (the slower of the two nodes'
- * NICs). a == b returns a link of infinite bandwidth and zero latency. */
+/* The link data moving between two GPUs crosses: island, intra-node, the NVLink domain (different nodes of one
+ * domain), or the network (the slower of the two nodes' NICs). a == b returns a link of infinite bandwidth and zero
+ * latency. */
 ps_link ps_cluster_link(const ps_cluster *c, int64_t a, int64_t b);
+/* The NVLink domain of a GPU (ps_gpu_place.domain), -1 when `gpu` is outside the cluster: two GPUs of different
+ * domains talk over the network. */
+int64_t ps_cluster_domain_of(const ps_cluster *c, int64_t gpu);
+/* GPUs that reach each other without the network: a node's GPUs, times domain_nodes when the group has an NVLink
+ * domain (72 on GB200 NVL72). 0 for a CPU-only group. */
+int64_t ps_node_group_domain_gpus(const ps_node_group *g);
 /* Where a GPU sits: its node group (index into c->groups), its node, its GPU within the node. One lookup that
  * feeds the link, node and group of a GPU (costing a ring asks for all three on every edge). */
 typedef struct {
     int group;
     int64_t node, local;
+    int64_t domain;   /* global index of the first node of the GPU's NVLink domain; its own node when the group has
+                         no nvlink_domain. Two GPUs with different `domain` talk over the network. */
 } ps_gpu_place;
 /* False (and *out untouched) when `gpu` is outside the cluster. */
 bool ps_cluster_place(const ps_cluster *c, int64_t gpu, ps_gpu_place *out);

@@ -24,8 +24,9 @@ int ps_search_objective_find(const char *name); /* -1 when unknown */
 typedef struct {
     int64_t gbs_lo, gbs_hi, gbs_step; /* global batch sizes tried: lo, lo+step, ..., hi (lo == hi: fixed) */
     int64_t mbs_max;                  /* largest micro-batch per data-parallel replica tried [16] */
-    int max_tp;                       /* largest tensor-parallel degree; 0 = the GPUs of a node (TP stays inside a
-                                         node: Galvatron-BMW Takeaway #1, Megatron practice) */
+    int max_tp;                       /* largest tensor-parallel degree; 0 = the GPUs of a node, or of an NVLink
+                                         domain where nodes share one (TP stays off the network: Galvatron-BMW
+                                         Takeaway #1, Megatron practice) */
     const char *const *schedules;     /* schedule kinds tried; NULL = every kind of schedules/ */
     int n_schedules;
     int top_k;                        /* plans kept [5] */
@@ -146,7 +147,7 @@ ps_search_key ps_search_cand_key(const ps_search_cand *c);
 int ps_search_key_order(const ps_search_key *a, const ps_search_key *b, int objective);
 /* The stage furthest over (or least under) its GPUs' memory. */
 int ps_prediction_worst_stage(const ps_prediction *p);
-/* The largest TP degree the search tries: --max-tp, or the GPUs of a node. */
+/* The largest TP degree the search tries: --max-tp, or the GPUs of a node or NVLink domain (group 0's). */
 int ps_search_max_tp(const ps_search_opts *o, const ps_cluster *c);
 /* When nothing fits and no memory shortfall was seen, say what else bound: a batch smaller than the fewest
  * data-parallel replicas, more micro-batches than plans are simulated with, no divisible combination, no TP split. */

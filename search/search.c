@@ -47,7 +47,9 @@ int ps_prediction_worst_stage(const ps_prediction *p)
 int ps_search_max_tp(const ps_search_opts *o, const ps_cluster *c)
 {
     if (o->max_tp > 0) return o->max_tp;
-    return (int)(c->groups[0].gpus_per_node > 0 ? c->groups[0].gpus_per_node : 1);
+    /* TP stays where GPUs talk over NVLink without the network: a node, or a GB200 NVL72 rack's 72 GPUs */
+    int64_t d = ps_node_group_domain_gpus(&c->groups[0]);
+    return (int)(d > 0 ? d : 1);
 }
 
 void ps_search_explain(ps_search_result *r, const ps_search_opts *o, const ps_model *m, const ps_cluster *c)
@@ -531,12 +533,13 @@ static ps_status evaluate(worker *w, const ps_cost_params *cp, const ps_model *m
 
 
 /* All stage groups see the same GPUs and links when the cluster is one node group and a stage fills whole nodes or
- * sits inside one: then the layer tables of stage 0 serve every stage. */
+ * sits inside one, and likewise for NVLink domains (a 16-GPU stage of 4-GPU trays would straddle two 72-GPU racks
+ * at GPU 64): then the layer tables of stage 0 serve every stage. */
 static bool uniform_placement(const ps_cluster *c, int64_t width)
 {
     if (c->n_groups != 1) return false;
-    int64_t g = c->groups[0].gpus_per_node;
-    return g > 0 && (width % g == 0 || g % width == 0);
+    int64_t g = c->groups[0].gpus_per_node, d = ps_node_group_domain_gpus(&c->groups[0]);
+    return g > 0 && (width % g == 0 || g % width == 0) && (width % d == 0 || d % width == 0);
 }
 
 /* Upper-bound pruning (throughput objective only). A plan's iteration time is at least its busiest device's compute,

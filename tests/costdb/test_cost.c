@@ -70,6 +70,49 @@ static void test_ring_allreduce(void **state)
     ps_cluster_free(&big);
 }
 
+/* GB200 NVL72 (gb200-nvl72:2, two racks of 18 trays x 4 GPUs): a ring over trays of one rack runs on NVLink at each
+ * GPU's own 900 GB/s, never on the trays' shared NICs; the same ring across two racks crosses the network. */
+static void test_nvlink_domain_allreduce(void **state)
+{
+    (void)state;
+    ps_cost_params p;
+    ps_cost_params_default(&p);
+    ps_cluster c = load_cluster("gb200-nvl72:2");
+    const ps_node_group *g = &c.groups[0];
+    double M = 1024.0 * 1024 * 1024;
+    /* hand-computed from the preset's figures: NVLink5 900 GB/s per direction per GPU, 3 us; the tray's network
+     * 4 x 400 Gb/s = 200 GB/s, 5 us */
+    double Bnv = 900e9 * p.link_eff_nvlink, anv = 3e-6;
+    /* 16 GPUs on trays 0-3 of rack 0: every edge NVLink, ring 2(n-1)/n M/B + 2(n-1) alpha */
+    ps_group in = {0, 16, 1};
+    double want_in = 2.0 * 15 / 16 * M / Bnv + 30 * anv;
+    double t_in = ps_coll_allreduce(&p, &c, &in, M);
+    assert_rel(t_in, want_in, 1e-3);
+    /* a whole rack (TP 72): still NVLink */
+    ps_group rack = {0, 72, 1};
+    double bw, lat;
+    ps_coll_ring_link(&p, &c, &rack, &bw, &lat);
+    assert_rel(bw, Bnv, 1e-12);
+    assert_rel(lat, anv, 1e-12);
+    /* 16 GPUs on trays 16-19, two in each rack (GPUs 64-79): two ring edges cross the network, each with its whole
+     * tray's 4 GPUs in the group, so the tray's NICs at full share: 200 GB/s, slower than NVLink */
+    ps_group across = {64, 16, 1};
+    double Bib = 4 * 400e9 / 8 * p.link_eff_ib, aib = 5e-6;
+    double B = fmin(Bnv, Bib);
+    double ring = 2.0 * 15 / 16 * M / B + 30 * aib, tree = 2 * M / B + 2 * 4 * aib;
+    double t_across = ps_coll_allreduce(&p, &c, &across, M);
+    assert_rel(t_across, fmin(ring, tree), 1e-3);
+    assert_true(t_across > 1.5 * t_in);
+    /* one GPU per rack (a DP group of stride 72): the tray's NICs are shared by its 4 GPUs */
+    ps_group dp = {0, 2, 72};
+    ps_coll_ring_link(&p, &c, &dp, &bw, &lat);
+    assert_rel(bw, g->inter.bw_Bps * p.link_eff_ib / 4, 1e-12);
+    /* p2p between trays of one rack: NVLink, between racks: the network */
+    assert_rel(ps_p2p(&p, &c, 0, 68, M), anv + M / Bnv, 1e-12);
+    assert_rel(ps_p2p(&p, &c, 0, 72, M), aib + M / (g->inter.bw_Bps * p.link_eff_ib), 1e-12);
+    ps_cluster_free(&c);
+}
+
 /* Placement on a cluster built in code, a CPU-only group between GPU groups included (no GPU may land in it): every
  * GPU's group and node against a walk over the groups, and the links between groups. */
 static void test_placement(void **state)
@@ -603,7 +646,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_allreduce), cmocka_unit_test(test_placement),
         cmocka_unit_test(test_peaks),          cmocka_unit_test(test_measured_links),
-        cmocka_unit_test(test_coll_ops),
+        cmocka_unit_test(test_coll_ops),        cmocka_unit_test(test_nvlink_domain_allreduce),
         cmocka_unit_test(test_zero_memory),
         cmocka_unit_test(test_monotone),       cmocka_unit_test(test_plan_rules),
         cmocka_unit_test(test_plan_prediction), cmocka_unit_test(test_plan_workspace),

@@ -317,11 +317,18 @@ static void test_every_preset_loads(void **state)
             snprintf(want, sizeof want, "%s:%lld", names[i], (long long)nodes);
             assert_string_equal(c.name, want);
             assert_int_equal(c.n_groups, 1);
-            assert_int_equal(c.n_nodes, nodes);
             const ps_node_group *g = &c.groups[0];
-            assert_int_equal(g->nodes, nodes);
+            /* ':N' counts NVLink domains (racks) where the preset has one, nodes otherwise */
+            int64_t per = g->domain_nodes > 1 ? g->domain_nodes : 1;
+            assert_int_equal(c.n_nodes, nodes * per);
+            assert_int_equal(g->nodes, nodes * per);
+            if (g->domain_nodes) {
+                assert_true(g->domain_nodes >= 2);
+                assert_int_equal(g->domain.cls, PS_LINK_NVLINK);
+                assert_true(g->domain.bw_Bps >= g->inter.bw_Bps / (double)g->gpus_per_node);
+            }
             assert_true(g->gpus_per_node >= 1 && g->gpus_per_node <= 16);
-            assert_int_equal(c.n_gpus, nodes * g->gpus_per_node);
+            assert_int_equal(c.n_gpus, nodes * per * g->gpus_per_node);
             assert_false(c.heterogeneous);
             assert_true(strlen(c.source) > 20);
             assert_true(g->gpu.fp16_flops > 0 && g->gpu.mem_bytes > 0);
@@ -330,7 +337,7 @@ static void test_every_preset_loads(void **state)
             /* inside a node is never slower than the network */
             assert_true(g->intra.bw_Bps >= g->inter.bw_Bps / (double)g->gpus_per_node);
             if (g->island_size) assert_int_equal(g->gpus_per_node % g->island_size, 0);
-            assert_int_equal(ps_cluster_node_of(&c, c.n_gpus - 1), nodes - 1);
+            assert_int_equal(ps_cluster_node_of(&c, c.n_gpus - 1), nodes * per - 1);
             assert_int_equal(ps_cluster_node_of(&c, c.n_gpus), -1);
 
             /* the spec form gives the same cluster */
@@ -537,6 +544,105 @@ static void test_links(void **state)
     assert_true(l.bw_Bps == 0);
 }
 
+/* NVLink domains larger than a node: GPUs of different nodes of one domain talk over NVLink, of different domains
+ * (or groups) over the network; the preset counts racks. */
+static void test_nvlink_domain(void **state)
+{
+    (void)state;
+    char path[512];
+    snprintf(path, sizeof path, "%s/clusters/good-nvl-domain.json", PS_TEST_DATA);
+    ps_cluster c;
+    ps_status st = ps_cluster_load(path, &c);
+    if (st != PS_OK) fail_msg("%s", ps_error_message());
+    /* group g: 8 nodes x 4 GPUs in 2 domains of 4 nodes (GPUs 0-15, 16-31); group h: 2 nodes, no domain */
+    assert_int_equal(c.n_gpus, 40);
+    assert_int_equal(c.groups[0].domain_nodes, 4);
+    assert_near(c.groups[0].domain.bw_Bps, 900e9, 1e-12);
+    assert_near(c.groups[0].domain.latency_s, 2e-6, 1e-12);
+    assert_int_equal(c.groups[1].domain_nodes, 0);
+    assert_int_equal(ps_node_group_domain_gpus(&c.groups[0]), 16);
+    assert_int_equal(ps_node_group_domain_gpus(&c.groups[1]), 4);
+    assert_true(c.heterogeneous);
+    ps_link l = ps_cluster_link(&c, 0, 1); /* one tray */
+    assert_near(l.latency_s, 3e-6, 1e-12);
+    assert_string_equal(l.kind, "nvlink5");
+    l = ps_cluster_link(&c, 0, 4); /* trays 0 and 1 of domain 0: the domain's NVLink */
+    assert_int_equal(l.cls, PS_LINK_NVLINK);
+    assert_near(l.latency_s, 2e-6, 1e-12);
+    l = ps_cluster_link(&c, 3, 15); /* first and last tray of domain 0 */
+    assert_near(l.latency_s, 2e-6, 1e-12);
+    l = ps_cluster_link(&c, 15, 16); /* domain 0 to domain 1: the network */
+    assert_string_equal(l.kind, "ib-ndr");
+    assert_near(l.bw_Bps, 4 * 400e9 / 8, 1e-12);
+    l = ps_cluster_link(&c, 16, 31); /* inside domain 1 */
+    assert_int_equal(l.cls, PS_LINK_NVLINK);
+    l = ps_cluster_link(&c, 31, 32); /* into group h: domains never span groups */
+    assert_int_equal(l.cls, PS_LINK_IB);
+    l = ps_cluster_link(&c, 32, 36); /* group h's two nodes: no domain */
+    assert_int_equal(l.cls, PS_LINK_IB);
+    assert_int_equal(ps_cluster_domain_of(&c, 0), 0);
+    assert_int_equal(ps_cluster_domain_of(&c, 15), 0);
+    assert_int_equal(ps_cluster_domain_of(&c, 16), 4);
+    assert_int_equal(ps_cluster_domain_of(&c, 36), 9);
+    assert_int_equal(ps_cluster_domain_of(&c, 40), -1);
+    /* the JSON rendering carries the domain in the cluster.json shape */
+    json_t *j = ps_cluster_to_json(&c);
+    json_t *d = json_object_get(json_array_get(json_object_get(j, "node_groups"), 0), "nvlink_domain");
+    assert_non_null(d);
+    assert_int_equal(json_integer_value(json_object_get(d, "nodes")), 4);
+    assert_string_equal(json_string_value(json_object_get(d, "kind")), "nvlink5");
+    assert_null(json_object_get(json_array_get(json_object_get(j, "node_groups"), 1), "nvlink_domain"));
+    json_decref(j);
+    ps_cluster_free(&c);
+
+    /* GB200 NVL72: ':2' is two racks of 18 trays of 4 GPUs; 130 TB/s / 72 GPUs = 1.8 TB/s, 900 GB/s a direction */
+    assert_int_equal(ps_cluster_load("gb200-nvl72:2", &c), PS_OK);
+    assert_string_equal(c.name, "gb200-nvl72:2");
+    assert_int_equal(c.n_nodes, 36);
+    assert_int_equal(c.n_gpus, 144);
+    assert_string_equal(c.groups[0].gpu.name, "gb200");
+    assert_int_equal(c.groups[0].gpus_per_node, 4);
+    assert_int_equal(c.groups[0].domain_nodes, 18);
+    assert_int_equal(ps_node_group_domain_gpus(&c.groups[0]), 72);
+    assert_near(c.groups[0].domain.bw_Bps, 900e9, 1e-12);
+    assert_near(c.groups[0].inter.bw_Bps, 4 * 400e9 / 8, 1e-12);
+    assert_int_equal(c.groups[0].cores_per_node, 144);
+    assert_int_equal(ps_cluster_link(&c, 0, 71).cls, PS_LINK_NVLINK);
+    assert_int_equal(ps_cluster_link(&c, 71, 72).cls, PS_LINK_IB);
+    assert_int_equal(ps_cluster_link(&c, 72, 143).cls, PS_LINK_NVLINK);
+    ps_cluster_free(&c);
+
+    /* ps_cluster_finish on a cluster built in code: a domain must divide the nodes */
+    ps_node_group g;
+    memset(&g, 0, sizeof g);
+    g.nodes = 6;
+    g.gpus_per_node = 4;
+    assert_int_equal(ps_gpu_lookup("gb200", &g.gpu), PS_OK);
+    g.intra = (ps_link){.kind = "nvlink5", .cls = PS_LINK_NVLINK, .bw_Bps = 900e9, .latency_s = 3e-6};
+    g.inter = (ps_link){.kind = "ib", .cls = PS_LINK_IB, .bw_Bps = 200e9, .latency_s = 5e-6};
+    g.domain = g.intra;
+    g.domain_nodes = 4;
+    ps_cluster b = {.name = "built", .n_groups = 1, .groups = &g};
+    assert_int_equal(ps_cluster_finish(&b, "built"), PS_ERR_INPUT);
+    assert_msg_has("node_groups[0].nvlink_domain.nodes");
+    g.domain_nodes = 3;
+    assert_int_equal(ps_cluster_finish(&b, "built"), PS_OK);
+    assert_int_equal(ps_cluster_link(&b, 0, 11).cls, PS_LINK_NVLINK);
+    assert_int_equal(ps_cluster_link(&b, 11, 12).cls, PS_LINK_IB);
+    g.domain.bw_Bps = 0;
+    assert_int_equal(ps_cluster_finish(&b, "built"), PS_ERR_INPUT);
+    assert_msg_has("node_groups[0].nvlink_domain needs a bandwidth");
+    /* one domain needs no network (a lone rack); two do */
+    g.domain.bw_Bps = 900e9;
+    memset(&g.inter, 0, sizeof g.inter);
+    g.domain_nodes = 6;
+    assert_int_equal(ps_cluster_finish(&b, "built"), PS_OK);
+    assert_int_equal(ps_cluster_link(&b, 0, 23).cls, PS_LINK_NVLINK);
+    g.domain_nodes = 3;
+    assert_int_equal(ps_cluster_finish(&b, "built"), PS_ERR_INPUT);
+    assert_msg_has("node_groups[0].inter: a cluster of 2 NVLink domains needs each node's network");
+}
+
 /* ---- cluster.json ------------------------------------------------------------------------------------------------ */
 
 static void data_path(char *buf, size_t cap, const char *name)
@@ -672,6 +778,12 @@ static void test_json_bad(void **state)
         {"bad-none-gpu.json", {"node_groups[0].gpu", "gpus_per_node is 4", NULL}},
         {"bad-unknown-base.json", {"node_groups[0].gpu.base", "'h1000'", "did you mean 'h100'"}},
         {"bad-negative-fp4.json", {"node_groups[0].gpu.fp4_TFLOPs", "got -1", NULL}},
+        {"bad-domain-divide.json", {"node_groups[0].nvlink_domain.nodes", "must divide the group's nodes 6", "got 4"}},
+        {"bad-domain-kind.json", {"node_groups[0].nvlink_domain.kind", "NVLink kind", "'ib-ndr'"}},
+        {"bad-domain-one.json", {"node_groups[0].nvlink_domain.nodes", "got 1", NULL}},
+        {"bad-domain-field.json", {"unknown field 'node_groups[0].nvlink_domain.size'", NULL, NULL}},
+        {"bad-domain-bw.json", {"node_groups[0].nvlink_domain.bw_GBps", "got 0", NULL}},
+        {"bad-domain-cpu.json", {"node_groups[0].nvlink_domain", "no GPUs", NULL}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char path[512];
@@ -952,7 +1064,7 @@ int main(void)
         cmocka_unit_test(test_amp_mixed_example),  cmocka_unit_test(test_json_good),
         cmocka_unit_test(test_json_bad),           cmocka_unit_test(test_json_fp4),
         cmocka_unit_test(test_finish_checks),      cmocka_unit_test(test_preset_rules),
-        cmocka_unit_test(test_locate_and_parse),
+        cmocka_unit_test(test_locate_and_parse),   cmocka_unit_test(test_nvlink_domain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
