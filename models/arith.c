@@ -293,13 +293,13 @@ double ps_attn_bwd_ratio(ps_attn a) { return a == PS_ATTN_FUSED ? 2.5 : 2.0; }
 /* Bytes of one self- or cross-attention sub-block, split into the part every tensor-parallel rank keeps whole
  * (`rep`, divided by t only under sequence parallelism) and the part split across ranks (`split`, divided by t).
  * q_tokens queries attend kv_tokens keys; `scores` gets the softmax / dropout terms that selective recompute drops. */
-static void attn_act(const ps_layer *l, double d, double q_tokens, double kv_tokens, double ctx, bool fused,
-                     double *rep, double *split, double *scores, double *stats)
+static void attn_act(const ps_layer *l, double d, double lin, double q_tokens, double kv_tokens, double ctx,
+                     bool fused, double *rep, double *split, double *scores, double *stats)
 {
     double h = (double)l->hidden, a = (double)l->heads;
     double q = a * (double)l->head_dim, k = (double)l->kv_heads * (double)l->head_dim;
     *rep += d * q_tokens * h;                   /* norm input */
-    *rep += d * q_tokens * h;                   /* Q (and for self-attention K, V) projection input */
+    *rep += lin * q_tokens * h;                 /* Q (and for self-attention K, V) projection input */
     *split += d * (q_tokens * q + kv_tokens * k); /* Q and K, kept for the score matmul's backward */
     if (fused) {
         *stats += 4.0 * a * q_tokens; /* fp32 log-sum-exp per head and query: all the fused backward needs of them */
@@ -308,7 +308,7 @@ static void attn_act(const ps_layer *l, double d, double q_tokens, double kv_tok
         if (l->dropout) *scores += a * q_tokens * ctx + d * a * q_tokens * ctx; /* dropout mask + dropout output */
     }
     *split += d * kv_tokens * k;                /* V */
-    *split += d * q_tokens * q;                 /* output projection input */
+    *split += lin * q_tokens * q;               /* output projection input */
     if (l->dropout) *rep += q_tokens * h;       /* residual dropout mask */
 }
 
@@ -317,10 +317,20 @@ double ps_layer_act_bytes(const ps_layer *l, ps_dtype dtype, int tp, bool seq_pa
     return ps_layer_act_bytes_attn(l, dtype, tp, seq_parallel, rc, PS_ATTN_UNFUSED);
 }
 
+double ps_act_elt_bytes(ps_dtype dtype)
+{
+    /* FP8 training (Transformer Engine's recipe) keeps activations in BF16: only the GEMMs of the linear layers read
+     * FP8 copies of their inputs */
+    return dtype == PS_DTYPE_FP8 ? 2.0 : (double)ps_dtype_bytes(dtype);
+}
+
 double ps_layer_act_bytes_attn(const ps_layer *l, ps_dtype dtype, int tp, bool seq_parallel, ps_recompute rc,
                                ps_attn attn)
 {
-    double d = (double)ps_dtype_bytes(dtype);
+    double d = ps_act_elt_bytes(dtype);
+    /* the input a linear layer keeps for its weight gradient: TE saves the FP8 copy it cast for the forward GEMM
+     * (transformer_engine/pytorch/module/linear.py keeps the quantized input), 1 byte; else the activation itself */
+    double lin = dtype == PS_DTYPE_FP8 ? 1.0 : d;
     double t = tp > 0 ? (double)tp : 1.0;
     double rep_div = seq_parallel ? t : 1.0;
     double h = (double)l->hidden, s = (double)l->seq;
@@ -333,19 +343,20 @@ double ps_layer_act_bytes_attn(const ps_layer *l, ps_dtype dtype, int tp, bool s
     case PS_LAYER_DECODER_XATTN: {
         /* Full recomputation keeps only the layer input (Korthikanti et al. 2022, Sec. 4). */
         if (rc == PS_RECOMP_FULL) return d * s * h / rep_div;
-        attn_act(l, d, s, s, attn_ctx(l), fused, &rep, &split, &scores, &stats);
+        attn_act(l, d, lin, s, s, attn_ctx(l), fused, &rep, &split, &scores, &stats);
         if (l->kind == PS_LAYER_DECODER_XATTN) {
             /* Cross-attention: queries from the decoder, K and V from kv_seq encoder tokens. The encoder output
              * itself is shared by every cross-attention layer of the stage and is counted once, at the boundary. */
             double kv = (double)l->kv_seq;
             double rep_x = 0.0;
-            attn_act(l, d, s, kv, kv, fused, &rep_x, &split, &scores, &stats);
+            attn_act(l, d, lin, s, kv, kv, fused, &rep_x, &split, &scores, &stats);
             rep += rep_x;
         }
         double f = (double)l->ffn_hidden;
-        rep += d * s * h; /* MLP norm input */
-        rep += d * s * h; /* first MLP linear input */
-        split += is_gated(l->act) ? 3.0 * d * s * f : 2.0 * d * s * f;
+        rep += d * s * h;   /* MLP norm input */
+        rep += lin * s * h; /* first MLP linear input */
+        /* the activation function's input (two of them gated) and the second linear's input */
+        split += (is_gated(l->act) ? 2.0 : 1.0) * d * s * f + lin * s * f;
         if (l->dropout) rep += s * h;
         if (rc == PS_RECOMP_SELECTIVE) scores = 0.0;
         /* the statistics are split with the heads, like the scores they stand for */
@@ -384,7 +395,7 @@ double ps_layer_act_bytes_attn(const ps_layer *l, ps_dtype dtype, int tp, bool s
 
 double ps_layer_boundary_bytes(const ps_layer *l, ps_dtype dtype)
 {
-    double d = (double)ps_dtype_bytes(dtype);
+    double d = ps_act_elt_bytes(dtype);
     double s = (double)l->seq;
     switch (l->kind) {
     case PS_LAYER_MERGE: return d * (s / 4.0) * (double)l->out_hidden;

@@ -154,6 +154,11 @@ double ps_layer_act_bytes(const ps_layer *l, ps_dtype dtype, int tp, bool seq_pa
  * recomputation keeps the layer input either way. */
 double ps_layer_act_bytes_attn(const ps_layer *l, ps_dtype dtype, int tp, bool seq_parallel, ps_recompute rc,
                                ps_attn a);
+/* Bytes of one activation element in training dtype d: its size, but 2 for FP8, whose recipe (Transformer Engine)
+ * keeps activations, weights and gradients in BF16 and runs only the linear layers' GEMMs in FP8. Under FP8,
+ * ps_layer_act_bytes counts the inputs the linear layers keep for their weight gradient at 1 byte (the FP8 copies
+ * the forward GEMMs read), every other activation at 2. */
+double ps_act_elt_bytes(ps_dtype d);
 /* Bytes of the activation leaving the layer per sample (what a pipeline stage boundary sends). */
 double ps_layer_boundary_bytes(const ps_layer *l, ps_dtype dtype);
 
