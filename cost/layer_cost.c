@@ -11,6 +11,7 @@
 typedef struct {
     double peak;  /* FLOP/s of the training dtype */
     double stream; /* bytes/s a streaming kernel reaches: hbm x hbm_eff, or the measured bandwidth */
+    int sms;      /* SMs of the GPU that sets the peak (the GEMM shape model's waves); 0 = unknown */
     int dbdev;    /* the device kind of p->db every GPU of the stage is, or -1 (analytic) */
     ps_dtype dtype;
 } dev_speed;
@@ -44,6 +45,7 @@ static ps_status stage_speed(const ps_cost_params *p, const ps_cluster *c, ps_dt
 {
     out->peak = INFINITY;
     out->stream = INFINITY;
+    out->sms = 0;
     out->dbdev = -1;
     const char *dn = ps_dtype_name(dtype);
     out->dtype = dtype;
@@ -62,7 +64,10 @@ static ps_status stage_speed(const ps_cost_params *p, const ps_cluster *c, ps_dt
         if (!(pk > 0))
             return PS_FAIL(PS_ERR_INPUT, "GPU %s of cluster %s has no %s tensor peak; choose another --dtype",
                            ng->gpu.name, c->name, dn);
-        if (pk < out->peak) out->peak = pk;
+        if (pk < out->peak) {
+            out->peak = pk;
+            out->sms = ng->gpu.sm_count;
+        }
         if (ng->gpu.hbm_Bps < hbm) hbm = ng->gpu.hbm_Bps;
     }
     if (n > 0 && (first < 0 || end > c->n_gpus))
@@ -78,21 +83,61 @@ static ps_status stage_speed(const ps_cost_params *p, const ps_cluster *c, ps_dt
     return PS_OK;
 }
 
+/* GEMM efficiency by shape (docs/costmodel.md): a tensor-core GEMM computes its output in tiles of tile_m x tile_n,
+ * one thread block per tile, at most one block per SM at a time for the large-tile kernels cuBLAS picks, so it runs
+ * whole tiles (the last row and column of tiles padded: tile quantization) in whole waves of sm_count tiles (the
+ * last wave partly idle: wave quantization), NVIDIA's "Matrix Multiplication Background User's Guide", Sec. 3. The
+ * k dimension is not padded: the K tile (64 for 16-bit Hopper kernels) pads at most 63 of k, under 2% from k = 4096
+ * on, and transformer k values (hidden, head dim, hidden / tp) are multiples of 64. A batched call's GEMMs share the
+ * waves: their tiles add up before they are divided over the SMs. */
+double ps_cost_gemm_work(const ps_cost_params *p, int sm_count, double m, double n, double k, double count)
+{
+    double useful = 2 * m * n * k * count;
+    if (sm_count <= 0 || !(p->gemm_tile_m > 0) || !(p->gemm_tile_n > 0)) return useful;
+    double tiles = ceil(m / p->gemm_tile_m) * ceil(n / p->gemm_tile_n) * count;
+    double waves = ceil(tiles / sm_count);
+    /* Never below the useful work (a fractional tile size or count could make it so, and a GEMM is no faster than
+     * its arithmetic). */
+    return fmax(useful, waves * sm_count * 2 * p->gemm_tile_m * p->gemm_tile_n * k);
+}
+
+/* The analytic roofline of one GEMM shape on a device of `peak` FLOP/s, `stream` bytes/s and `sms` SMs. */
+static double gemm_analytic(const ps_cost_params *p, double peak, double stream, int sms, double m, double n, double k,
+                            double count, double elt)
+{
+    if (m <= 0 || n <= 0 || k <= 0 || count <= 0 || !(peak > 0)) return 0;
+    double flops = 2 * m * n * k, bytes = elt * (m * k + k * n + m * n);
+    if (sms <= 0 || !(p->gemm_tile_m > 0) || !(p->gemm_tile_n > 0)) {
+        /* No shape model: every GEMM at gemm_eff of the peak, in exactly the arithmetic it always had, so that
+         * plans and fidelity figures without it stay bit for bit what they were. */
+        double t = fmax(flops / (peak * p->gemm_eff), bytes / stream);
+        return count * (t + p->kernel_launch_s);
+    }
+    double t = fmax(ps_cost_gemm_work(p, sms, m, n, k, count) / (peak * p->gemm_eff), count * bytes / stream);
+    return t + count * p->kernel_launch_s;
+}
+
+double ps_cost_gemm_time(const ps_cost_params *p, const ps_gpu *g, ps_dtype dtype, double m, double n, double k,
+                         double count)
+{
+    return gemm_analytic(p, ps_cost_peak_flops(g, dtype), g->hbm_Bps * p->hbm_eff, g->sm_count, m, n, k, count,
+                         ps_dtype_bytes(dtype));
+}
+
 /* One GEMM (m x k) . (k x n), `count` times. */
 static double gemm_time(const ps_cost_params *p, const dev_speed *d, double m, double n, double k, double count,
                         double elt)
 {
     if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return 0;
-    double flops = 2 * m * n * k, bytes = elt * (m * k + k * n + m * n);
     if (d->dbdev >= 0) {
         /* Measured: the rate the device reached on calls of this many FLOPs (a batched call counts all of its
          * GEMMs, as the calibration timed them), never faster than streaming the operands once; the launch cost is
          * inside the measured times. */
+        double flops = 2 * m * n * k, bytes = elt * (m * k + k * n + m * n);
         double F = flops * count, rate = ps_costdb_model_gemm_rate(p->db, d->dbdev, d->dtype, F);
         if (rate > 0) return fmax(F / rate, count * bytes / d->stream);
     }
-    double t = fmax(flops / (d->peak * p->gemm_eff), bytes / d->stream);
-    return count * (t + p->kernel_launch_s);
+    return gemm_analytic(p, d->peak, d->stream, d->sms, m, n, k, count, elt);
 }
 
 void ps_layer_gemm_shapes(const ps_layer *l, int64_t mbs, int tp, ps_layer_gemms *out)
