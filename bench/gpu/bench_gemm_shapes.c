@@ -225,7 +225,8 @@ int main(int argc, char **argv)
            "\"gemm_tile_n\": %g},\n",
            p_shape.gemm_eff, p_shape.hbm_eff, p_shape.kernel_launch_s, p_shape.gemm_tile_m, p_shape.gemm_tile_n);
     printf("  \"dtype\": \"bf16\",\n  \"predictions\": {\"pred_shape_s\": \"shape model, default tile\", "
-           "\"pred_flat_s\": \"no shape model (gemm_tile_m=0)\", \"pred_tile128x256_s\": \"shape model, tile 128x256\"},"
+           "\"pred_flat_s\": \"no shape model (gemm_tile_m=0)\", "
+           "\"pred_tile128x256_s\": \"shape model, tile 128x256\"},"
            "\n  \"units\": \"time_s: median seconds per call (a batched call: all its GEMMs); tflops: 2mnk count / "
            "time_s / 1e12\",\n  \"shapes\": [");
     int done = 0, total = (n_shapes + stride - 1) / stride;

@@ -558,8 +558,8 @@ static void test_gemm_shape(void **state)
     double m = 12 * 128, n = 11 * 128;
     assert_rel(ps_cost_gemm_time(&p, &g, PS_DTYPE_BF16, m, n, k, 1), roofline(&p, &g, 2 * m * n * k, m, n, k, 1),
                1e-12);
-    assert_rel(ps_cost_gemm_time(&p, &g, PS_DTYPE_BF16, m, n, k, 1), ps_cost_gemm_time(&off, &g, PS_DTYPE_BF16, m, n, k, 1),
-               1e-12);
+    assert_rel(ps_cost_gemm_time(&p, &g, PS_DTYPE_BF16, m, n, k, 1),
+               ps_cost_gemm_time(&off, &g, PS_DTYPE_BF16, m, n, k, 1), 1e-12);
 
     /* sms + 1 = 133 tiles (7 x 19): two waves of 132 tiles, nearly twice the compute of one */
     m = 7 * 128;
@@ -582,7 +582,8 @@ static void test_gemm_shape(void **state)
         const ps_cost_params *pp = i ? &off : &p;
         const ps_gpu *gg = i ? &g : &g0;
         double mm = 7 * 128.0 + 1, nn = 19 * 128.0 + 1, cc = 3;
-        double per = fmax(old / (gg->bf16_flops * pp->gemm_eff), 2 * (mm * k + k * nn + mm * nn) / (gg->hbm_Bps * pp->hbm_eff));
+        double per = fmax(old / (gg->bf16_flops * pp->gemm_eff),
+                          2 * (mm * k + k * nn + mm * nn) / (gg->hbm_Bps * pp->hbm_eff));
         assert_true(ps_cost_gemm_time(pp, gg, PS_DTYPE_BF16, mm, nn, k, cc) == cc * (per + pp->kernel_launch_s));
     }
     ps_cost_params offn = p;
