@@ -3,6 +3,7 @@
  * far below peak) plus memory-bound elementwise work; communication is alpha-beta over the placement; overlap of
  * data-parallel traffic with computation pays Galvatron-BMW's slowdown (Sec. V). */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "ps_cost.h"
@@ -90,12 +91,22 @@ static ps_status stage_speed(const ps_cost_params *p, const ps_cluster *c, ps_dt
  * k dimension is not padded: the K tile (64 for 16-bit Hopper kernels) pads at most 63 of k, under 2% from k = 4096
  * on, and transformer k values (hidden, head dim, hidden / tp) are multiples of 64. A batched call's GEMMs share the
  * waves: their tiles add up before they are divided over the SMs. */
+/* ceil(x) for 0 <= x: through an integer conversion below 2^52, where every double is exact as an int64_t. The
+ * search calls the GEMM time millions of times, and without SSE4.1 ceil is a libm call: the conversion kept the
+ * valgrind run of the search (tests/cli/valgrind.sh) within its time limit. */
+static inline double ceil_pos(double x)
+{
+    if (!(x < 4503599627370496.0)) return ceil(x);
+    double f = (double)(int64_t)x;
+    return f < x ? f + 1 : f;
+}
+
 double ps_cost_gemm_work(const ps_cost_params *p, int sm_count, double m, double n, double k, double count)
 {
     double useful = 2 * m * n * k * count;
     if (sm_count <= 0 || !(p->gemm_tile_m > 0) || !(p->gemm_tile_n > 0)) return useful;
-    double tiles = ceil(m / p->gemm_tile_m) * ceil(n / p->gemm_tile_n) * count;
-    double waves = ceil(tiles / sm_count);
+    double tiles = ceil_pos(m / p->gemm_tile_m) * ceil_pos(n / p->gemm_tile_n) * count;
+    double waves = ceil_pos(tiles / sm_count);
     /* Never below the useful work (a fractional tile size or count could make it so, and a GEMM is no faster than
      * its arithmetic). */
     return fmax(useful, waves * sm_count * 2 * p->gemm_tile_m * p->gemm_tile_n * k);
