@@ -264,7 +264,11 @@ static void gpu_from_props(int dev, ps_gpu *g)
     }
     p.name[sizeof p.name - 1] = '\0';
     const char *key = ps_gpu_match_device(p.name);
-    if (key && ps_gpu_lookup(key, g) == PS_OK) return;
+    if (key && ps_gpu_lookup(key, g) == PS_OK) {
+        /* The device's own count over the catalog's (which is 0 where no vendor figure is cited, as for B200). */
+        if (p.multiProcessorCount > 0) g->sm_count = p.multiProcessorCount;
+        return;
+    }
     ps_error_clear();
     /* Not in the catalog: a name from the device name, and peaks estimated from the SM count and clocks. */
     ps_gpu_key_from_device_name(p.name, g->name, sizeof g->name);
@@ -283,6 +287,7 @@ static void gpu_from_props(int dev, ps_gpu *g)
     bool ampere = p.major >= 8;
     g->bf16_flops = ampere ? g->fp16_flops : 0;
     g->tf32_flops = ampere ? g->fp16_flops / 2 : 0;
+    g->sm_count = p.multiProcessorCount;
     g->fused_attn = ampere; /* FlashAttention-2 and cuDNN fused attention need cc 8.0 (hw/gpu_catalog.c) */
     g->fp8_flops = (p.major * 10 + p.minor == 89 || p.major >= 9) ? 2 * g->fp16_flops : 0;
     /* Blackwell (cc 10 and later) added FP4 tensor cores at twice the FP8 rate (B200: 9 vs 4.5 PF dense). */

@@ -3,6 +3,7 @@
  * far below peak) plus memory-bound elementwise work; communication is alpha-beta over the placement; overlap of
  * data-parallel traffic with computation pays Galvatron-BMW's slowdown (Sec. V). */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "ps_cost.h"
@@ -11,6 +12,7 @@
 typedef struct {
     double peak;  /* FLOP/s of the training dtype */
     double stream; /* bytes/s a streaming kernel reaches: hbm x hbm_eff, or the measured bandwidth */
+    int sms;      /* SMs of the GPU that sets the peak (the GEMM shape model's waves); 0 = unknown */
     int dbdev;    /* the device kind of p->db every GPU of the stage is, or -1 (analytic) */
     ps_dtype dtype;
     bool fused_ok;  /* every GPU of the stage has a fused attention kernel */
@@ -77,6 +79,7 @@ static ps_status stage_speed(const ps_cost_params *p, const ps_cluster *c, ps_dt
 {
     out->peak = INFINITY;
     out->stream = INFINITY;
+    out->sms = 0;
     out->dbdev = -1;
     out->fused_ok = n > 0;
     out->attn_fwd = out->attn_bwd = 1;
@@ -97,7 +100,10 @@ static ps_status stage_speed(const ps_cost_params *p, const ps_cluster *c, ps_dt
         if (!(pk > 0))
             return PS_FAIL(PS_ERR_INPUT, "GPU %s of cluster %s has no %s tensor peak; choose another --dtype",
                            ng->gpu.name, c->name, dn);
-        if (pk < out->peak) out->peak = pk;
+        if (pk < out->peak) {
+            out->peak = pk;
+            out->sms = ng->gpu.sm_count;
+        }
         if (!ng->gpu.fused_attn) out->fused_ok = false;
         double ef, eb;
         fused_eff(p, &ng->gpu, &ef, &eb);
@@ -118,21 +124,71 @@ static ps_status stage_speed(const ps_cost_params *p, const ps_cluster *c, ps_dt
     return PS_OK;
 }
 
+/* GEMM efficiency by shape (docs/costmodel.md): a tensor-core GEMM computes its output in tiles of tile_m x tile_n,
+ * one thread block per tile, at most one block per SM at a time for the large-tile kernels cuBLAS picks, so it runs
+ * whole tiles (the last row and column of tiles padded: tile quantization) in whole waves of sm_count tiles (the
+ * last wave partly idle: wave quantization), NVIDIA's "Matrix Multiplication Background User's Guide", Sec. 3. The
+ * k dimension is not padded: the K tile (64 for 16-bit Hopper kernels) pads at most 63 of k, under 2% from k = 4096
+ * on, and transformer k values (hidden, head dim, hidden / tp) are multiples of 64. A batched call's GEMMs share the
+ * waves: their tiles add up before they are divided over the SMs. */
+/* ceil(x) for 0 <= x: through an integer conversion below 2^52, where every double is exact as an int64_t. The
+ * search calls the GEMM time millions of times, and without SSE4.1 ceil is a libm call: the conversion kept the
+ * valgrind run of the search (tests/cli/valgrind.sh) within its time limit. */
+static inline double ceil_pos(double x)
+{
+    if (!(x < 4503599627370496.0)) return ceil(x);
+    double f = (double)(int64_t)x;
+    return f < x ? f + 1 : f;
+}
+
+double ps_cost_gemm_work(const ps_cost_params *p, int sm_count, double m, double n, double k, double count)
+{
+    double useful = 2 * m * n * k * count;
+    if (sm_count <= 0 || !(p->gemm_tile_m > 0) || !(p->gemm_tile_n > 0)) return useful;
+    double tiles = ceil_pos(m / p->gemm_tile_m) * ceil_pos(n / p->gemm_tile_n) * count;
+    double waves = ceil_pos(tiles / sm_count);
+    /* Never below the useful work (a fractional tile size or count could make it so, and a GEMM is no faster than
+     * its arithmetic). */
+    return fmax(useful, waves * sm_count * 2 * p->gemm_tile_m * p->gemm_tile_n * k);
+}
+
+/* The analytic roofline of one GEMM shape on a device of `peak` FLOP/s, `stream` bytes/s and `sms` SMs. */
+static double gemm_analytic(const ps_cost_params *p, double peak, double stream, int sms, double m, double n, double k,
+                            double count, double elt)
+{
+    if (m <= 0 || n <= 0 || k <= 0 || count <= 0 || !(peak > 0)) return 0;
+    double flops = 2 * m * n * k, bytes = elt * (m * k + k * n + m * n);
+    if (sms <= 0 || !(p->gemm_tile_m > 0) || !(p->gemm_tile_n > 0)) {
+        /* No shape model: every GEMM at gemm_eff of the peak, in exactly the arithmetic it always had, so that
+         * plans and fidelity figures without it stay bit for bit what they were. */
+        double t = fmax(flops / (peak * p->gemm_eff), bytes / stream);
+        return count * (t + p->kernel_launch_s);
+    }
+    double t = fmax(ps_cost_gemm_work(p, sms, m, n, k, count) / (peak * p->gemm_eff), count * bytes / stream);
+    return t + count * p->kernel_launch_s;
+}
+
+double ps_cost_gemm_time(const ps_cost_params *p, const ps_gpu *g, ps_dtype dtype, double m, double n, double k,
+                         double count)
+{
+    return gemm_analytic(p, ps_cost_peak_flops(g, dtype), g->hbm_Bps * p->hbm_eff, g->sm_count, m, n, k, count,
+                         ps_dtype_bytes(dtype));
+}
+
 /* One GEMM (m x k) . (k x n), `count` times. */
 static double gemm_time(const ps_cost_params *p, const dev_speed *d, double m, double n, double k, double count,
                         double elt)
 {
     if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return 0;
-    double flops = 2 * m * n * k, bytes = elt * (m * k + k * n + m * n);
     if (d->dbdev >= 0) {
         /* Measured: the rate the device reached on calls of this many FLOPs (a batched call counts all of its
          * GEMMs, as the calibration timed them), never faster than streaming the operands once; the launch cost is
          * inside the measured times. */
+        double flops = 2 * m * n * k, bytes = elt * (m * k + k * n + m * n);
         double F = flops * count, rate = ps_costdb_model_gemm_rate(p->db, d->dbdev, d->dtype, F);
         if (rate > 0) return fmax(F / rate, count * bytes / d->stream);
     }
-    double t = fmax(flops / (d->peak * p->gemm_eff), bytes / d->stream);
-    return count * (t + p->kernel_launch_s);
+    return gemm_analytic(p, d->peak, d->stream, d->sms, m, n, k, count, elt);
 }
 
 void ps_layer_gemm_shapes(const ps_layer *l, int64_t mbs, int tp, ps_layer_gemms *out)

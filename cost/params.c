@@ -56,6 +56,17 @@ static const param_def k_params[] = {
      "H100, with sources); a value from a measurement of the cluster's fused attention kernel replaces it"},
     {"attn_bwd_eff", P(attn_bwd_eff), 0, 0, 1.0, "fraction of dense peak (0: the GPU generation's)",
      "0 = by GPU generation, as attn_fwd_eff; the backward runs 2.5x the forward's FLOPs (scores recomputed)"},
+    /* GEMM efficiency by shape (docs/costmodel.md): the analytic GEMM executes whole output tiles in whole waves over
+     * the SMs. */
+    {"gemm_tile_m", P(gemm_tile_m), 128, 0, 4096, "elements (0 = no shape model)",
+     "output tile rows of a cuBLAS/CUTLASS tensor-core GEMM: NVIDIA 'Matrix Multiplication Background User's Guide' "
+     "(Typical Tile Dimensions in cuBLAS; Tile and Wave Quantization) lists 256x128 down to 64x64 tiles, cuBLAS "
+     "picking smaller ones for smaller problems; CUTLASS's Hopper (SM90) and Blackwell (SM100) GEMM examples use "
+     "128x128 and 128x256 CTA tiles; 128, the common dimension, so that mid-size GEMMs are not charged a big tile's "
+     "padding"},
+    {"gemm_tile_n", P(gemm_tile_n), 128, 0, 4096, "elements (0 = no shape model)",
+     "output tile columns: 128, as gemm_tile_m (same sources); with 128x128 and 132 SMs, an H100/H200 GEMM of 133 "
+     "tiles runs two waves"},
 };
 #undef P
 #define N_PARAMS ((int)(sizeof k_params / sizeof k_params[0]))

@@ -38,6 +38,9 @@ typedef struct {
      * default): the figure of the GPU's generation (cost/layer_cost.c, fused_eff, with sources) [1] */
     double attn_fwd_eff;
     double attn_bwd_eff;
+    double gemm_tile_m;       /* output tile of the analytic GEMM shape model (ps_cost_gemm_time): rows and columns a
+                                 thread block computes [elements]; 0 in either turns the shape model off [1] */
+    double gemm_tile_n;
     /* Measured tables (ps_costdb_model below, built by costdb/, docs/costdb.md) that replace the analytic GEMM,
      * memory-bandwidth and collective formulas for the devices they measured; NULL (the default): analytic model
      * only. Not a named constant: ps_cost_param_name does not list it. */
@@ -171,6 +174,18 @@ double ps_cost_stream_Bps(const ps_cost_params *p, const ps_gpu *g);
 
 /* Dense tensor peak [FLOP/s] of a device in a training dtype; 0 when it has none. */
 double ps_cost_peak_flops(const ps_gpu *g, ps_dtype dtype);
+
+/* Analytic time [s] of a GEMM (m x k) . (k x n), `count` times (a batched call's GEMMs), on one GPU g in `dtype`: the
+ * formula the cost model uses without measured tables (docs/costmodel.md, "GEMM efficiency by shape"), a roofline
+ *   max(W / (peak * gemm_eff), count * bytes / (hbm * hbm_eff)) + count * kernel_launch_s
+ * whose compute work W is what the GPU executes: with g->sm_count > 0 and both gemm_tile_m and gemm_tile_n > 0,
+ * W = waves * sm_count * 2 * tile_m * tile_n * k, where tiles = ceil(m / tile_m) * ceil(n / tile_n) * count and
+ * waves = ceil(tiles / sm_count) (tile and wave quantization); otherwise W = 2 m n k count, the useful work.
+ * 0 for an empty GEMM or a dtype without a peak. Ignores p->db (the measured branch is the layer cost's). */
+double ps_cost_gemm_time(const ps_cost_params *p, const ps_gpu *g, ps_dtype dtype, double m, double n, double k,
+                         double count);
+/* The executed work W of ps_cost_gemm_time in FLOPs (shape model or useful work, as above), for sm_count SMs. */
+double ps_cost_gemm_work(const ps_cost_params *p, int sm_count, double m, double n, double k, double count);
 
 /* Galvatron-BMW Sec. V: computation and communication that overlap both run overlap_slowdown times slower while
  * they overlap; the longer one finishes alone. Returns the time of the two together. */

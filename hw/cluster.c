@@ -192,7 +192,7 @@ static ps_status parse_gpu_object(const json_t *obj, const ps_jloc *loc, ps_gpu 
 {
     static const char *const keys[] = {"name",        "base",        "marketing",   "mem_GiB",     "hbm_GBps",
                                        "fp32_TFLOPs", "tf32_TFLOPs", "fp16_TFLOPs", "bf16_TFLOPs", "fp8_TFLOPs",
-                                       "fp4_TFLOPs",  "fused_attention", "source",  "comment",     NULL};
+                                       "fp4_TFLOPs",  "fused_attention", "sm_count", "source", "comment", NULL};
     PS_TRY(ps_json_known_keys(obj, loc, keys));
     PS_TRY(check_comment(obj, loc));
     memset(out, 0, sizeof *out);
@@ -231,6 +231,15 @@ static ps_status parse_gpu_object(const json_t *obj, const ps_jloc *loc, ps_gpu 
      * tensor cores, so BF16 support stands for it. */
     if (!from_base) out->fused_attn = out->bf16_flops > 0;
     PS_TRY(ps_json_bool(obj, loc, "fused_attention", false, &out->fused_attn));
+    /* SMs: optional, 0 = unknown (the cost model then leaves out wave quantization); a "base" GPU keeps its own. */
+    double sms = out->sm_count;
+    PS_TRY(ps_json_num(obj, loc, "sm_count", false, 0, 100000, &sms));
+    if (sms != floor(sms)) {
+        ps_jloc fl = ps_jloc_key(loc, "sm_count");
+        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s': a whole number of SMs expected (got %g)", loc->file, fl.path,
+                       sms);
+    }
+    out->sm_count = (int)sms;
     if (!from_base) ps_strlcpy(out->marketing, out->name, sizeof out->marketing);
     PS_TRY(ps_json_str(obj, loc, "marketing", false, out->marketing, sizeof out->marketing));
     if (!from_base) snprintf(out->source, sizeof out->source, "custom GPU in %s", loc->file);
@@ -420,7 +429,7 @@ static bool gpu_equal(const ps_gpu *a, const ps_gpu *b)
     return strcmp(a->name, b->name) == 0 && a->mem_bytes == b->mem_bytes && a->hbm_Bps == b->hbm_Bps &&
            a->fp32_flops == b->fp32_flops && a->tf32_flops == b->tf32_flops && a->fp16_flops == b->fp16_flops &&
            a->bf16_flops == b->bf16_flops && a->fp8_flops == b->fp8_flops && a->fp4_flops == b->fp4_flops &&
-           a->fused_attn == b->fused_attn;
+           a->fused_attn == b->fused_attn && a->sm_count == b->sm_count;
 }
 
 /* Same GPU and same links: CPU cores and NUMA domains do not change a plan, so they do not make a cluster

@@ -40,6 +40,7 @@ json_t *ps_cluster_to_json(const ps_cluster *c)
         json_object_set_new(gpu, "fp8_TFLOPs", json_real(g->gpu.fp8_flops / 1e12));
         json_object_set_new(gpu, "fp4_TFLOPs", json_real(g->gpu.fp4_flops / 1e12));
         json_object_set_new(gpu, "fused_attention", json_boolean(g->gpu.fused_attn));
+        json_object_set_new(gpu, "sm_count", json_integer(g->gpu.sm_count));
         json_object_set_new(gpu, "source", json_string(g->gpu.source));
         json_object_set_new(o, "gpu", gpu);
         json_object_set_new(o, "intra", link_json(&g->intra));
@@ -87,7 +88,11 @@ void ps_cluster_print(FILE *f, const ps_cluster *c)
                          {"fp16", g->gpu.fp16_flops}, {"tf32", g->gpu.tf32_flops}, {"fp32", g->gpu.fp32_flops}};
             for (size_t k = 0; k < sizeof peaks / sizeof peaks[0]; k++)
                 if (peaks[k].v > 0) fprintf(f, " %s %.1f", peaks[k].name, peaks[k].v / 1e12);
-            fprintf(f, "%s\n", g->gpu.fused_attn ? ", fused attention" : "");
+            fprintf(f, "%s", g->gpu.fused_attn ? ", fused attention" : "");
+            if (g->gpu.sm_count > 0)
+                fprintf(f, ", %d SMs\n", g->gpu.sm_count);
+            else
+                fprintf(f, ", SMs unknown\n");
             fprintf(f, "  intra   %s, %.1f GB/s per direction per GPU, %.1f us\n", g->intra.kind,
                     g->intra.bw_Bps / 1e9, g->intra.latency_s * 1e6);
             if (g->island_size > 1)

@@ -19,7 +19,18 @@
  * Ampere, Ada and Hopper (github.com/Dao-AILab/flash-attention README, "Installation and features": "Ampere, Ada, or
  * Hopper GPUs (e.g., A100, RTX 3090, RTX 4090, H100)"; Turing and Volta not supported); cuDNN's fused flash attention,
  * which Transformer Engine uses, needs compute capability 8.0 or later and covers Blackwell (cuDNN developer guide,
- * "Scaled Dot Product Attention" support surface). V100, T4 and TITAN RTX (7.x) have neither. */
+ * "Scaled Dot Product Attention" support surface). V100, T4 and TITAN RTX (7.x) have neither.
+ * sm_count: the SMs the product enables (the cost model's GEMM wave quantization spreads output tiles over them).
+ * A100 and A800: 108 (NVIDIA A100 Tensor Core GPU Architecture whitepaper: the A100 product enables 108 of GA100's
+ * 128 SMs; the A800 datasheet gives A100's compute figures, only NVLink differs). H100 SXM5: 132 (NVIDIA H100 Tensor
+ * Core GPU Architecture whitepaper, H100 SXM5 column). H200: 132, the same GH100 configuration as the H100 SXM with
+ * more and faster HBM3e (the H200 datasheet gives H100 SXM's compute figures). V100 SXM2: 80 (Volta architecture
+ * whitepaper, Tesla V100 column). T4: 40 (Turing architecture whitepaper, Tesla T4: 2,560 CUDA cores, 64 per SM).
+ * RTX 3090: 82 (GA102 architecture whitepaper, GeForce RTX 3090 column). TITAN RTX: 72 (Turing whitepaper: the full
+ * TU102, 4,608 CUDA cores). L4: 58 (L4 datasheet: 7,424 CUDA cores, 128 per Ada SM). B200 and GB200: 0 = unknown:
+ * NVIDIA's datasheets and Blackwell pages give no SM count (third-party die analyses report 148, not a vendor
+ * figure), so wave quantization is off for them; `--cluster auto` (calib/detect.c) takes the real count from the
+ * CUDA runtime, and a cluster.json GPU may give `sm_count`. */
 static const ps_gpu k_catalog[] = {
     {.name = "a100-40g",
      .marketing = "NVIDIA A100-SXM4-40GB",
@@ -32,6 +43,7 @@ static const ps_gpu k_catalog[] = {
      .fp8_flops = 0,
      .fp4_flops = 0,
      .fused_attn = true,
+     .sm_count = 108,
      .source = "NVIDIA A100 Tensor Core GPU datasheet (A100 40GB SXM column, dense)"},
     {.name = "a100-80g",
      .marketing = "NVIDIA A100-SXM4-80GB",
@@ -44,6 +56,7 @@ static const ps_gpu k_catalog[] = {
      .fp8_flops = 0,
      .fp4_flops = 0,
      .fused_attn = true,
+     .sm_count = 108,
      .source = "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM column, dense)"},
     {.name = "a800-80g",
      .marketing = "NVIDIA A800-SXM4-80GB",
@@ -56,6 +69,7 @@ static const ps_gpu k_catalog[] = {
      .fp8_flops = 0,
      .fp4_flops = 0,
      .fused_attn = true,
+     .sm_count = 108,
      .source = "NVIDIA A800 Tensor Core GPU datasheet (A800 80GB SXM; compute as A100, NVLink 400 GB/s)"},
     {.name = "h100",
      .marketing = "NVIDIA H100 80GB HBM3",
@@ -68,6 +82,7 @@ static const ps_gpu k_catalog[] = {
      .fp8_flops = 1978.9 * TF,
      .fp4_flops = 0,
      .fused_attn = true,
+     .sm_count = 132,
      .source = "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM) and Hopper architecture whitepaper, dense"},
     {.name = "h200",
      .marketing = "NVIDIA H200",
@@ -80,6 +95,7 @@ static const ps_gpu k_catalog[] = {
      .fp8_flops = 1978.9 * TF,
      .fp4_flops = 0,
      .fused_attn = true,
+     .sm_count = 132,
      .source = "NVIDIA H200 Tensor Core GPU datasheet (H200 SXM, sparse figures halved)"},
     /* B200 as NVIDIA sells it on HGX/DGX B200 boards (1,000 W). The HGX B200 specifications give totals for the
      * 8-GPU board, sparse (*): FP4 144 PF, FP8/FP6 72 PF, FP16/BF16 36 PF, TF32 18 PF; dense FP32 600 TF. Per GPU:
@@ -100,6 +116,7 @@ static const ps_gpu k_catalog[] = {
      .fp8_flops = 4500 * TF,
      .fp4_flops = 9000 * TF,
      .fused_attn = true,
+     .sm_count = 0,
      .source = "NVIDIA HGX B200 specifications (8-GPU totals / 8, sparse halved); 180 GB, 7.7 TB/s per GPU"},
     /* One Blackwell GPU of a GB200 superchip as in GB200 NVL72 (up to 1,200 W, so faster than a B200). The GB200
      * NVL72 specifications give rack totals for 72 GPUs, sparse (*): FP4 1,440 PF, FP8/FP6 720 PF, i.e. 20 and 10 PF
@@ -118,6 +135,7 @@ static const ps_gpu k_catalog[] = {
      .fp8_flops = 5000 * TF,
      .fp4_flops = 10000 * TF,
      .fused_attn = true,
+     .sm_count = 0,
      .source = "NVIDIA GB200 NVL72 specifications (72-GPU totals / 72 and per-GPU column, sparse halved)"},
     {.name = "v100-16g",
      .marketing = "Tesla V100-SXM2-16GB",
@@ -130,6 +148,7 @@ static const ps_gpu k_catalog[] = {
      .fp8_flops = 0,
      .fp4_flops = 0,
      .fused_attn = false,
+     .sm_count = 80,
      .source = "NVIDIA Tesla V100 GPU datasheet (V100 SXM2 16GB: 125 TFLOPS tensor, 15.7 FP32, 900 GB/s)"},
     {.name = "v100-32g",
      .marketing = "Tesla V100-SXM2-32GB",
@@ -142,6 +161,7 @@ static const ps_gpu k_catalog[] = {
      .fp8_flops = 0,
      .fp4_flops = 0,
      .fused_attn = false,
+     .sm_count = 80,
      .source = "NVIDIA Tesla V100 GPU datasheet (V100 SXM2 32GB: 125 TFLOPS tensor, 15.7 FP32, 900 GB/s)"},
     {.name = "t4",
      .marketing = "Tesla T4",
@@ -154,6 +174,7 @@ static const ps_gpu k_catalog[] = {
      .fp8_flops = 0,
      .fp4_flops = 0,
      .fused_attn = false,
+     .sm_count = 40,
      .source = "NVIDIA T4 Tensor Core GPU datasheet (65 TFLOPS mixed FP16/FP32, 8.1 FP32, 320 GB/s GDDR6)"},
     {.name = "rtx3090",
      .marketing = "NVIDIA GeForce RTX 3090",
@@ -166,6 +187,7 @@ static const ps_gpu k_catalog[] = {
      .fp8_flops = 0,
      .fp4_flops = 0,
      .fused_attn = true,
+     .sm_count = 82,
      .source = "NVIDIA Ampere GA102 GPU architecture whitepaper, RTX 3090 (FP16/BF16 tensor, FP32 accumulate, dense)"},
     {.name = "rtx-titan",
      .marketing = "NVIDIA TITAN RTX",
@@ -178,6 +200,7 @@ static const ps_gpu k_catalog[] = {
      .fp8_flops = 0,
      .fp4_flops = 0,
      .fused_attn = false,
+     .sm_count = 72,
      .source = "NVIDIA TITAN RTX specifications / Turing architecture whitepaper (130 TFLOPS tensor, FP32 accumulate)"},
     {.name = "l4",
      .marketing = "NVIDIA L4",
@@ -190,6 +213,7 @@ static const ps_gpu k_catalog[] = {
      .fp8_flops = 242.5 * TF,
      .fp4_flops = 0,
      .fused_attn = true,
+     .sm_count = 58,
      .source = "NVIDIA L4 Tensor Core GPU datasheet (sparse figures halved)"},
 };
 

@@ -30,6 +30,9 @@ typedef struct {
                              has no ps_gpu_precision and ps_gpu_peak_flops(g, "fp4") is 0) */
     bool fused_attn;      /* a fused attention kernel (FlashAttention-2/3, cuDNN) trains on it: compute capability
                              8.0 or later (sources in hw/gpu_catalog.c); psearch's default attention there */
+    int sm_count;         /* streaming multiprocessors (whitepapers cited in hw/gpu_catalog.c; the CUDA runtime's
+                             multiProcessorCount for detected GPUs); 0 = unknown: the cost model then skips GEMM wave
+                             quantization for it (docs/costmodel.md, "GEMM efficiency by shape") */
     char source[128];     /* datasheet the numbers come from */
 } ps_gpu;
 

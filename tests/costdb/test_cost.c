@@ -641,6 +641,98 @@ static void test_params(void **state)
     assert_true(lo == -1 && hi == -1);
 }
 
+/* GEMM efficiency by shape (ps_cost_gemm_time): tile and wave quantization over an H100's 132 SMs, hand-computed. */
+static double roofline(const ps_cost_params *p, const ps_gpu *g, double W, double m, double n, double k, double count)
+{
+    double peak = g->bf16_flops * p->gemm_eff, bytes = 2 * (m * k + k * n + m * n);
+    return fmax(W / peak, count * bytes / (g->hbm_Bps * p->hbm_eff)) + count * p->kernel_launch_s;
+}
+
+static void test_gemm_shape(void **state)
+{
+    (void)state;
+    ps_cost_params p, off;
+    ps_cost_params_default(&p);
+    assert_true(p.gemm_tile_m == 128 && p.gemm_tile_n == 128);
+    off = p;
+    off.gemm_tile_m = 0;
+    ps_gpu g, g0;
+    assert_int_equal(ps_gpu_lookup("h100", &g), PS_OK);
+    assert_int_equal(g.sm_count, 132);
+    g0 = g;
+    g0.sm_count = 0;
+    const double k = 8192, T = 128.0 * 128.0;
+
+    /* exactly one full wave: 12 x 11 = 132 tiles of 128 x 128, nothing padded: the old formula */
+    double m = 12 * 128, n = 11 * 128;
+    assert_rel(ps_cost_gemm_time(&p, &g, PS_DTYPE_BF16, m, n, k, 1), roofline(&p, &g, 2 * m * n * k, m, n, k, 1),
+               1e-12);
+    assert_rel(ps_cost_gemm_time(&p, &g, PS_DTYPE_BF16, m, n, k, 1),
+               ps_cost_gemm_time(&off, &g, PS_DTYPE_BF16, m, n, k, 1), 1e-12);
+
+    /* sms + 1 = 133 tiles (7 x 19): two waves of 132 tiles, nearly twice the compute of one */
+    m = 7 * 128;
+    n = 19 * 128;
+    double two = ps_cost_gemm_time(&p, &g, PS_DTYPE_BF16, m, n, k, 1);
+    double flat = ps_cost_gemm_time(&off, &g, PS_DTYPE_BF16, m, n, k, 1);
+    assert_rel(two, roofline(&p, &g, 2 * 132 * 2 * T * k, m, n, k, 1), 1e-12);
+    assert_rel(two - p.kernel_launch_s, (flat - p.kernel_launch_s) * 264.0 / 133.0, 1e-12); /* compute-bound here */
+    assert_rel(ps_cost_gemm_work(&p, 132, m, n, k, 1), 2 * 132 * 2 * T * k, 1e-15);
+
+    /* tile quantization: one more column pads a whole column of tiles (7 x 12 = 84 tiles, still one wave) */
+    assert_rel(ps_cost_gemm_work(&p, 132, 7 * 128, 11 * 128 + 1, k, 1), 132 * 2 * T * k, 1e-15);
+
+    /* no SM count (B200 in the catalog), or the model switched off: the old formula exactly, bit for bit */
+    double old = 2 * (7 * 128.0 + 1) * (19 * 128.0 + 1) * k;
+    ps_gpu b200;
+    assert_int_equal(ps_gpu_lookup("b200", &b200), PS_OK);
+    assert_int_equal(b200.sm_count, 0);
+    for (int i = 0; i < 2; i++) {
+        const ps_cost_params *pp = i ? &off : &p;
+        const ps_gpu *gg = i ? &g : &g0;
+        double mm = 7 * 128.0 + 1, nn = 19 * 128.0 + 1, cc = 3;
+        double per = fmax(old / (gg->bf16_flops * pp->gemm_eff),
+                          2 * (mm * k + k * nn + mm * nn) / (gg->hbm_Bps * pp->hbm_eff));
+        assert_true(ps_cost_gemm_time(pp, gg, PS_DTYPE_BF16, mm, nn, k, cc) == cc * (per + pp->kernel_launch_s));
+    }
+    ps_cost_params offn = p;
+    offn.gemm_tile_n = 0;
+    assert_true(ps_cost_gemm_time(&offn, &g, PS_DTYPE_BF16, 1000, 3000, k, 2) ==
+                ps_cost_gemm_time(&p, &g0, PS_DTYPE_BF16, 1000, 3000, k, 2));
+
+    /* batched: a call's GEMMs share the waves; 132 one-tile GEMMs fill one wave, the 133rd starts a second */
+    assert_rel(ps_cost_gemm_work(&p, 132, 128, 128, k, 132), 2 * 128.0 * 128 * k * 132, 1e-15);
+    assert_rel(ps_cost_gemm_work(&p, 132, 128, 128, k, 133), 2 * 132 * 2 * T * k, 1e-15);
+
+    /* sanity: never faster than without the model; never faster for a bigger GEMM in any dimension */
+    double prev = 0;
+    for (double nn = 1; nn <= 4096; nn += 7) {
+        double t = ps_cost_gemm_time(&p, &g, PS_DTYPE_BF16, 4096, nn, 4096, 1);
+        assert_true(t >= prev);
+        assert_true(t >= ps_cost_gemm_time(&off, &g, PS_DTYPE_BF16, 4096, nn, 4096, 1) * (1 - 1e-12));
+        prev = t;
+    }
+    prev = 0;
+    for (double c = 1; c <= 300; c++) {
+        double t = ps_cost_gemm_time(&p, &g, PS_DTYPE_BF16, 2048, 2048, 128, c);
+        assert_true(t >= prev);
+        prev = t;
+    }
+    /* large GEMMs lose little: 8192^2 has 4096 tiles, 32 waves of 132 (4224 slots), 3% over the useful work */
+    assert_rel(ps_cost_gemm_work(&p, 132, 8192, 8192, k, 1) / (2 * 8192.0 * 8192 * k), 4224.0 / 4096.0, 1e-12);
+
+    /* named constants: listed, settable, 0 allowed (off), negative refused */
+    bool seen = false;
+    double v;
+    for (int i = 0; ps_cost_param_name(i, &v, NULL, NULL, &p); i++)
+        if (strcmp(ps_cost_param_name(i, &v, NULL, NULL, &p), "gemm_tile_n") == 0) seen = v == 128;
+    assert_true(seen);
+    assert_int_equal(ps_cost_params_set(&p, "gemm_tile_m=256"), PS_OK);
+    assert_true(p.gemm_tile_m == 256);
+    assert_int_equal(ps_cost_params_set(&p, "gemm_tile_m=0"), PS_OK);
+    assert_int_equal(ps_cost_params_set(&p, "gemm_tile_n=-1"), PS_ERR_INPUT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -651,6 +743,7 @@ int main(void)
         cmocka_unit_test(test_monotone),       cmocka_unit_test(test_plan_rules),
         cmocka_unit_test(test_plan_prediction), cmocka_unit_test(test_plan_workspace),
         cmocka_unit_test(test_params),          cmocka_unit_test(test_fused_attention_cost),
+        cmocka_unit_test(test_gemm_shape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1052,6 +1052,55 @@ static void test_json_fp4(void **state)
     assert_msg_has("'node_groups[0].gpu.fp4_TFLOPs' must be a number");
 }
 
+/* sm_count: catalog figures, an optional cluster.json field (whole, >= 0, 0 = unknown), kept from a base, shown. */
+static void test_sm_count(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *key;
+        int sms;
+    } want[] = {{"a100-80g", 108}, {"a800-80g", 108}, {"h100", 132}, {"h200", 132}, {"v100-32g", 80},
+                {"t4", 40},        {"rtx3090", 82},   {"rtx-titan", 72}, {"l4", 58}, {"b200", 0}, {"gb200", 0}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        ps_gpu g;
+        assert_int_equal(ps_gpu_lookup(want[i].key, &g), PS_OK);
+        if (g.sm_count != want[i].sms) fail_msg("%s: sm_count %d, want %d", want[i].key, g.sm_count, want[i].sms);
+    }
+    ps_cluster_source src;
+    memset(&src, 0, sizeof src);
+    ps_strlcpy(src.path, "sms.json", sizeof src.path);
+    ps_cluster c;
+    static const char based[] =
+        "{\"name\": \"sms\", \"node_groups\": ["
+        "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"base\": \"h100\"}, "
+        "\"inter\": {\"kind\": \"ib-ndr\", \"bw_Gbps\": 400}},"
+        "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"base\": \"b200\", \"sm_count\": 148}, "
+        "\"inter\": {\"kind\": \"ib-ndr\", \"bw_Gbps\": 400}},"
+        "{\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": {\"name\": \"acc\", \"mem_GiB\": 96, \"hbm_GBps\": 4000, "
+        "\"fp32_TFLOPs\": 50, \"fp16_TFLOPs\": 1000}, \"inter\": {\"kind\": \"ib-ndr\", \"bw_Gbps\": 400}}]}";
+    ps_status st = ps_cluster_parse(&src, based, sizeof based - 1, &c);
+    if (st != PS_OK) fail_msg("%s", ps_error_message());
+    assert_int_equal(c.groups[0].gpu.sm_count, 132);
+    assert_int_equal(c.groups[1].gpu.sm_count, 148);
+    assert_int_equal(c.groups[2].gpu.sm_count, 0);
+    json_t *j = ps_cluster_to_json(&c);
+    assert_non_null(j);
+    json_t *gpu = json_object_get(json_array_get(json_object_get(j, "node_groups"), 1), "gpu");
+    assert_int_equal(json_integer_value(json_object_get(gpu, "sm_count")), 148);
+    json_decref(j);
+    ps_cluster_free(&c);
+    static const char frac[] = "{\"name\": \"sms\", \"node_groups\": [{\"nodes\": 1, \"gpus_per_node\": 1, "
+                               "\"gpu\": {\"base\": \"h100\", \"sm_count\": 131.5}}]}";
+    ps_error_clear();
+    assert_int_equal(ps_cluster_parse(&src, frac, sizeof frac - 1, &c), PS_ERR_INPUT);
+    assert_msg_has("'node_groups[0].gpu.sm_count'");
+    assert_msg_has("whole number");
+    static const char neg[] = "{\"name\": \"sms\", \"node_groups\": [{\"nodes\": 1, \"gpus_per_node\": 1, "
+                              "\"gpu\": {\"base\": \"h100\", \"sm_count\": -1}}]}";
+    assert_int_equal(ps_cluster_parse(&src, neg, sizeof neg - 1, &c), PS_ERR_INPUT);
+    assert_msg_has("'node_groups[0].gpu.sm_count'");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1065,6 +1114,7 @@ int main(void)
         cmocka_unit_test(test_json_bad),           cmocka_unit_test(test_json_fp4),
         cmocka_unit_test(test_finish_checks),      cmocka_unit_test(test_preset_rules),
         cmocka_unit_test(test_locate_and_parse),   cmocka_unit_test(test_nvlink_domain),
+        cmocka_unit_test(test_sm_count),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
