@@ -103,7 +103,11 @@ static void megatron(FILE *f, const ps_model *m, const ps_plan *p)
                 s0->zero);
     if (m->dtype == PS_DTYPE_BF16) fprintf(f, "--bf16\n");
     if (m->dtype == PS_DTYPE_FP16) fprintf(f, "--fp16\n");
-    if (m->dtype == PS_DTYPE_FP8) fprintf(f, "--bf16 --fp8-format hybrid\n"); /* FP8 GEMMs inside bf16 training */
+    /* FP8 GEMMs inside BF16 training (TransformerConfig.fp8 'hybrid': E4M3 forward, E5M2 gradients), with Megatron's
+     * default delayed-scaling recipe; Blackwell runs MXFP8 blocks instead */
+    if (m->dtype == PS_DTYPE_FP8)
+        fprintf(f, "--bf16 --fp8-format hybrid --fp8-recipe delayed\n"
+                   "# (on Blackwell GPUs Megatron-LM trains FP8 as --fp8-recipe mxfp8)\n");
     bool even = true;
     for (int s = 1; s < S; s++) even = even && blocks[s] == blocks[0];
     if (!even) {
@@ -159,6 +163,10 @@ static json_t *deepspeed(const ps_model *m, const ps_plan *p)
     /* DeepSpeed's config has no attention kernel: the model code picks it (FlashAttention in Megatron-DeepSpeed:
      * --use-flash-attn-v2) */
     json_object_set_new(ps, "attention", json_string(ps_attn_name(s0->attn)));
+    if (m->dtype == PS_DTYPE_FP8)
+        json_object_set_new(ps, "fp8", json_string("planned with Transformer Engine's FP8 recipe (FP8 GEMMs in the "
+                                                   "linear layers, BF16 elsewhere): DeepSpeed's config has no FP8 "
+                                                   "key; the model code must use te.Linear under fp8_autocast"));
     char note[512];
     snprintf(note, sizeof note,
              "layer_boundaries are psearch layer indices (embedding and head included); DeepSpeed's PipelineModule "

@@ -9,7 +9,7 @@
 #include "ps_cost.h"
 
 /* The devices a layer runs on: the slowest GPU of the stage sets the pace (stragglers, heterogeneous clusters). */
-typedef struct {
+typedef struct dev_speed_s {
     double peak;  /* FLOP/s of the training dtype */
     double stream; /* bytes/s a streaming kernel reaches: hbm x hbm_eff, or the measured bandwidth */
     int sms;      /* SMs of the GPU that sets the peak (the GEMM shape model's waves); 0 = unknown */
@@ -17,7 +17,18 @@ typedef struct {
     ps_dtype dtype;
     bool fused_ok;  /* every GPU of the stage has a fused attention kernel */
     double attn_fwd, attn_bwd; /* fraction of the peak a fused attention kernel reaches (the stage's lowest) */
+    /* FP8 training (Transformer Engine's recipe): the same stage in BF16, for everything but the blocks' linear
+     * GEMMs (attention core, embeddings, heads, as Megatron-LM keeps its output layer in BF16); NULL otherwise */
+    const struct dev_speed_s *bf16;
 } dev_speed;
+
+/* The device view a GEMM of layer l runs at: FP8 only for the linear layers of blocks. */
+static const dev_speed *gemm_dev(const dev_speed *d, const ps_layer *l, const ps_gemm_shape *x)
+{
+    if (!d->bf16) return d;
+    bool block = l->kind == PS_LAYER_ENCODER || l->kind == PS_LAYER_DECODER || l->kind == PS_LAYER_DECODER_XATTN;
+    return block && !x->attn ? d : (const dev_speed *)d->bf16;
+}
 
 /* Fused attention kernels' share of the dense peak, by GPU generation (ps_cost_params attn_fwd_eff, attn_bwd_eff
  * replace them when set). The papers give the best shapes (long sequences, head dim 128 or more); training shapes of
@@ -81,6 +92,7 @@ static ps_status stage_speed(const ps_cost_params *p, const ps_cluster *c, ps_dt
     out->stream = INFINITY;
     out->sms = 0;
     out->dbdev = -1;
+    out->bf16 = NULL;
     out->fused_ok = n > 0;
     out->attn_fwd = out->attn_bwd = 1;
     const char *dn = ps_dtype_name(dtype);
@@ -289,7 +301,7 @@ typedef struct {
 
 /* The GEMMs of a layer on one GPU of a tp-way group, timed. */
 static void layer_work(const ps_cost_params *p, const dev_speed *d, const ps_layer *l, int64_t mbs, int tp,
-                       ps_attn a, double elt, fwd_work *w)
+                       ps_attn a, fwd_work *w)
 {
     memset(w, 0, sizeof *w);
     ps_layer_gemms g;
@@ -298,13 +310,15 @@ static void layer_work(const ps_cost_params *p, const dev_speed *d, const ps_lay
     for (int i = 0; i < g.n; i++) {
         const ps_gemm_shape *x = &g.g[i];
         double f = 2.0 * x->m * x->n * x->k * x->count;
+        const dev_speed *dd = gemm_dev(d, l, x);
+        double elt = ps_dtype_bytes(dd->dtype);
         if (x->attn) {
-            w->attn += attn_time(p, d, l, x, a, 1, elt);
-            w->attn_bwd += attn_time(p, d, l, x, a, 2, elt);
+            w->attn += attn_time(p, dd, l, x, a, 1, elt);
+            w->attn_bwd += attn_time(p, dd, l, x, a, 2, elt);
             w->attn_flops += f;
             w->attn_exec += x->blk == 0 ? f * keys : f;
         } else {
-            w->gemm += gemm_time(p, d, x->m, x->n, x->k, x->count, elt);
+            w->gemm += gemm_time(p, dd, x->m, x->n, x->k, x->count, elt);
         }
         w->flops += f;
     }
@@ -439,6 +453,20 @@ void ps_layer_ov_pass(const ps_layer *l, const ps_layer_gemms *g, const ps_strat
     out->n = at;
 }
 
+/* Elements a layer's FP8 casts touch per micro-batch on one GPU of a tp-way group: the inputs of its linear layers
+ * (forward) and their output gradients (backward). Column-parallel inputs (QKV, FC1) are whole on every TP rank,
+ * row-parallel ones (projection, FC2) a 1/tp slice. */
+static void fp8_cast_elems(const ps_layer *l, int64_t mbs, int tp, double *fwd, double *bwd)
+{
+    *fwd = *bwd = 0;
+    if (l->kind != PS_LAYER_ENCODER && l->kind != PS_LAYER_DECODER && l->kind != PS_LAYER_DECODER_XATTN) return;
+    double T = (double)mbs * (double)l->seq, h = (double)l->hidden, t = tp > 0 ? tp : 1;
+    double q = (double)l->heads * (double)l->head_dim, k = (double)l->kv_heads * (double)l->head_dim;
+    double f = (double)l->ffn_hidden, g = l->act == PS_ACT_SWIGLU || l->act == PS_ACT_GEGLU ? 2 : 1;
+    *fwd = T * (h + q / t + h + f / t);
+    *bwd = T * ((q + 2 * k) / t + h + g * f / t + h);
+}
+
 /* Parameters a GPU holds of this layer before ZeRO sharding: TP splits the big matrices of blocks, embeddings and
  * heads; norms and biases are replicated in Megatron but are a rounding error next to the matrices. */
 static double params_per_gpu(const ps_layer *l, int tp)
@@ -454,13 +482,16 @@ static double params_per_gpu(const ps_layer *l, int tp)
 
 /* The computation of one Oases block on the stage's slowest GPU [s]. */
 static double block_comp(const ps_cost_params *p, const dev_speed *d, const ps_layer *l, ps_attn a,
-                         const ps_layer_gemms *g, const ps_ov_block *b, double elt)
+                         const ps_layer_gemms *g, const ps_ov_block *b)
 {
     double t = 0;
     for (int j = 0; j < g->n && j < PS_OV_MAX_GEMMS; j++)
-        if (b->times[j] > 0)
-            t += g->g[j].attn ? attn_time(p, d, l, &g->g[j], a, b->times[j], elt)
-                              : b->times[j] * gemm_time(p, d, g->g[j].m, g->g[j].n, g->g[j].k, g->g[j].count, elt);
+        if (b->times[j] > 0) {
+            const dev_speed *dd = gemm_dev(d, l, &g->g[j]);
+            double elt = ps_dtype_bytes(dd->dtype);
+            t += g->g[j].attn ? attn_time(p, dd, l, &g->g[j], a, b->times[j], elt)
+                              : b->times[j] * gemm_time(p, dd, g->g[j].m, g->g[j].n, g->g[j].k, g->g[j].count, elt);
+        }
     if (b->stream_bytes > 0) t += b->stream_bytes / d->stream + p->kernel_launch_s;
     return p->compute_scale * t;
 }
@@ -474,7 +505,7 @@ static void overlap_passes(const ps_cost_params *p, const ps_cluster *c, const d
                            ps_dtype dtype, int64_t mbs, const ps_strategy *s, int64_t first, ps_layer_cost *out,
                            double comp[2], double comm[2], double *recomp, double *rcomm)
 {
-    double elt = ps_dtype_bytes(dtype);
+    double elt = ps_act_elt_bytes(dtype);
     int64_t sub[2] = {mbs - mbs / 2, mbs / 2};
     ps_group grp = {first, s->tp, 1};
     comp[0] = comp[1] = comm[0] = comm[1] = *recomp = *rcomm = 0;
@@ -490,7 +521,7 @@ static void overlap_passes(const ps_cost_params *p, const ps_cluster *c, const d
             ps_layer_ov_pass(l, &g, s, p->elementwise_passes, full, sel, bytes, pass, &ov);
             out->ov_n[pass] = ov.n;
             for (int i = 0; i < ov.n; i++) {
-                double tc = block_comp(p, d, l, s->attn, &g, &ov.b[i], elt), tm = ov.b[i].coll ? one : 0;
+                double tc = block_comp(p, d, l, s->attn, &g, &ov.b[i]), tm = ov.b[i].coll ? one : 0;
                 out->ov_comp[pass][2 * i + k] = tc;
                 out->ov_comm[pass][2 * i + k] = tm;
                 comp[pass] += tc;
@@ -505,7 +536,7 @@ static void overlap_passes(const ps_cost_params *p, const ps_cluster *c, const d
             ps_layer_ov_pass(l, &g, &bare, p->elementwise_passes, full, sel, bytes, PS_OV_BWD, &ov);
             double tc = 0, tm = 0;
             for (int i = 0; i < ov.n; i++) {
-                tc += block_comp(p, d, l, s->attn, &g, &ov.b[i], elt);
+                tc += block_comp(p, d, l, s->attn, &g, &ov.b[i]);
                 tm += ov.b[i].coll ? one : 0;
             }
             for (int i = 0; i < out->ov_n[PS_OV_BWD]; i++) {
@@ -553,10 +584,17 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
         return PS_FAIL(PS_ERR_INPUT, "fused attention needs compute capability 8.0 or later (FlashAttention-2, cuDNN), "
                                      "and a GPU of cluster %s from GPU %lld on has none: use --attention unfused (or "
                                      "auto)", c->name, (long long)first);
-    double elt = ps_dtype_bytes(dtype);
+    /* elements of activations, weights and gradients: FP8 training keeps them in BF16 (ps_act_elt_bytes) */
+    double elt = ps_act_elt_bytes(dtype);
+    const bool fp8 = dtype == PS_DTYPE_FP8;
+    dev_speed d16;
+    if (fp8) {
+        PS_TRY(stage_speed(p, c, PS_DTYPE_BF16, first, (int64_t)s->tp * s->dp, &d16));
+        d.bf16 = &d16;
+    }
 
     fwd_work w;
-    layer_work(p, &d, l, mbs, s->tp, s->attn, elt, &w);
+    layer_work(p, &d, l, mbs, s->tp, s->attn, &w);
     bool sp = s->sp && s->tp > 1;
     double act_full = ps_layer_act_bytes_attn(l, dtype, s->tp, sp, PS_RECOMP_NONE, s->attn) * (double)mbs;
     double act_sel = ps_layer_act_bytes_attn(l, dtype, s->tp, sp, PS_RECOMP_SELECTIVE, s->attn) * (double)mbs;
@@ -564,6 +602,15 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
      * backward already recomputes the scores (counted in attn_bwd). */
     bool sel_recomputes = s->ckpt == PS_RECOMP_SELECTIVE && s->attn != PS_ATTN_FUSED;
     double elem_f = p->elementwise_passes * act_full / d.stream + (act_full > 0 ? p->kernel_launch_s : 0);
+    /* FP8: each linear layer casts its BF16 input to FP8 in the forward and its output gradient in the backward,
+     * reading 2 bytes and writing 1 per element (Transformer Engine quantizes outside the GEMM) */
+    double cast_f = 0, cast_b = 0;
+    if (fp8) {
+        fp8_cast_elems(l, mbs, s->tp, &cast_f, &cast_b);
+        cast_f = 3 * cast_f / d.stream;
+        cast_b = 3 * cast_b / d.stream;
+        elem_f += cast_f;
+    }
 
     /* TP: Megatron's all-reduces (or reduce-scatter + all-gather with SP: the same bytes) of the layer output,
      * not overlapped with computation. */
@@ -585,7 +632,7 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
         /* only the attention core: score GEMMs and the elementwise work on the score tensors */
         recompute = p->compute_scale * (w.attn + p->elementwise_passes * (act_full - act_sel) / d.stream);
     /* input gradients: dgrad GEMMs and the attention core's backward; weight gradients: wgrad GEMMs */
-    double comp_b = p->compute_scale * (w.gemm + w.attn_bwd + 2 * elem_f) + recompute;
+    double comp_b = p->compute_scale * (w.gemm + w.attn_bwd + 2 * (elem_f - cast_f) + cast_b) + recompute;
     double comp_w = p->compute_scale * w.gemm;
 
     /* Memory. Mixed-precision Adam: weights and gradients in the training dtype, fp32 master weights + two moments
@@ -602,6 +649,18 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     else if (s->ckpt == PS_RECOMP_SELECTIVE)
         out->mem_temp = act_full - act_sel;
     if (s->zero >= 3) out->mem_temp += 2 * P * elt; /* the gathered layer and the prefetched next one */
+    if (fp8 && (l->kind == PS_LAYER_ENCODER || l->kind == PS_LAYER_DECODER || l->kind == PS_LAYER_DECODER_XATTN)) {
+        /* Transformer Engine keeps an FP8 copy of each linear weight and, for the backward on Hopper, of its
+         * transpose (2 bytes per weight), cast once per iteration and held for its micro-batches; with ZeRO-3 only
+         * while the layer is gathered. Plus the scaling state: an amax history of 1024 fp32 values (DelayedScaling's
+         * default amax_history_len) for the input, weight and output gradient of each of the linear GEMMs. */
+        double copies = 2 * P;
+        if (s->zero >= 3)
+            out->mem_temp += 2 * copies;
+        else
+            out->mem_params += copies;
+        out->mem_params += (l->kind == PS_LAYER_DECODER_XATTN ? 7 : 4) * 3 * 1024 * 4.0;
+    }
 
     /* Data parallelism. ZeRO-3 gathers weights for forward and backward and reduce-scatters gradients every
      * micro-batch, hidden behind computation when possible (prefetch); stages 0-2 synchronise once per iteration. */

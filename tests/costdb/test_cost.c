@@ -289,6 +289,50 @@ static void test_fused_attention_cost(void **state)
     ps_cluster_free(&v);
 }
 
+/* FP8 as Transformer Engine trains it: the blocks' linear GEMMs at the FP8 peak, everything else in BF16; memory:
+ * BF16 weights + FP8 copies and transposes (2 bytes) + scaling state, linear inputs kept in FP8. By hand. */
+static void test_fp8_recipe(void **state)
+{
+    (void)state;
+    ps_cost_params p;
+    ps_cost_params_default(&p);
+    p.gemm_tile_m = 0; /* flat GEMM model: the peak ratio shows exactly */
+    ps_cluster c = load_cluster("dgx-h100:1");
+    ps_layer l;
+    memset(&l, 0, sizeof l);
+    l.kind = PS_LAYER_DECODER;
+    l.hidden = l.out_hidden = 4096;
+    l.heads = l.kv_heads = 32;
+    l.head_dim = 128;
+    l.ffn_hidden = 16384;
+    l.seq = 2048;
+    l.act = PS_ACT_GELU;
+    const double s = 2048, h = 4096, f = 16384, P = (double)ps_layer_params(&l);
+    ps_strategy st = {.tp = 1, .dp = 1, .attn = PS_ATTN_FUSED};
+    ps_layer_cost b, e;
+    assert_int_equal(ps_cost_layer(&p, &c, &l, PS_DTYPE_BF16, 1, &st, 0, &b), PS_OK);
+    assert_int_equal(ps_cost_layer(&p, &c, &l, PS_DTYPE_FP8, 1, &st, 0, &e), PS_OK);
+    /* weights, gradients, optimizer: 2 + 2 + 12 bytes either way, plus 2 bytes of FP8 copies and the amax history
+     * (4 GEMMs x 3 tensors x 1024 fp32) */
+    assert_rel(e.mem_params - b.mem_params, 2 * P + 4 * 3 * 1024 * 4.0, 1e-12);
+    assert_true(e.mem_grads == b.mem_grads && e.mem_optim == b.mem_optim);
+    /* activations: the four linear inputs (QKV and FC1 inputs s x h, projection input s x q, FC2 input s x f) at 1
+     * byte instead of 2 */
+    assert_rel(b.mem_act - e.mem_act, s * h + s * h + s * h + s * f, 1e-12);
+    /* the weight gradient GEMMs are all linear layers: FP8's peak, the launches apart (4 GEMMs) */
+    double L = 4 * p.kernel_launch_s, r = c.groups[0].gpu.bf16_flops / c.groups[0].gpu.fp8_flops;
+    assert_rel(e.comp_bwd_w - L, (b.comp_bwd_w - L) * r, 1e-9);
+    /* attention stays BF16: its backward kernel time is in both bwd_b; FP8 is faster overall, not twice */
+    assert_true(e.fwd < b.fwd && e.fwd > 0.5 * b.fwd);
+    assert_true(e.hw_flops == b.hw_flops);
+    ps_cluster_free(&c);
+    /* a GPU without FP8 (A100) refuses it */
+    ps_cluster a = load_cluster("dgx-a100-80g:1");
+    assert_int_equal(ps_cost_layer(&p, &a, &l, PS_DTYPE_FP8, 1, &st, 0, &e), PS_ERR_INPUT);
+    ps_error_clear();
+    ps_cluster_free(&a);
+}
+
 /* Links of kind "measured" (--cluster costdb) carry the bandwidth a transfer reached: not derated again. */
 static void test_measured_links(void **state)
 {
@@ -743,7 +787,7 @@ int main(void)
         cmocka_unit_test(test_monotone),       cmocka_unit_test(test_plan_rules),
         cmocka_unit_test(test_plan_prediction), cmocka_unit_test(test_plan_workspace),
         cmocka_unit_test(test_params),          cmocka_unit_test(test_fused_attention_cost),
-        cmocka_unit_test(test_gemm_shape),
+        cmocka_unit_test(test_gemm_shape),       cmocka_unit_test(test_fp8_recipe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
