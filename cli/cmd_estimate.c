@@ -54,8 +54,8 @@ void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const 
                 ps_attn_name(s->attn));
     if (m->dtype == PS_DTYPE_FP8)
         fprintf(f, "dtype       fp8, Transformer Engine's recipe: FP8 GEMMs in the blocks' linear layers (E4M3 "
-                   "forward, E5M2 gradients), BF16\n            attention, activations, weights and gradients, FP32 master "
-                   "weights and Adam states, FP8 weight copies;\n            MFU against the FP8 peak\n");
+                   "forward, E5M2 gradients), BF16\n            attention, activations, weights and gradients, "
+                   "FP32 master weights and Adam states, FP8 weight copies;\n            MFU against the FP8 peak\n");
     fprintf(f, "predicted   %.4g s per iteration, %.4g samples/s, %.4g tokens/s\n", r->iter_time_s, r->samples_per_s,
             r->tokens_per_s);
     fprintf(f, "            %.1f TFLOP/s per GPU (model FLOPs; %.1f executed, recompute included), MFU %.1f%%, "
