@@ -33,9 +33,12 @@ static const dev_speed *gemm_dev(const dev_speed *d, const ps_layer *l, const ps
 /* Fused attention kernels' share of the dense peak, by GPU generation (ps_cost_params attn_fwd_eff, attn_bwd_eff
  * replace them when set). The papers give the best shapes (long sequences, head dim 128 or more); training shapes of
  * 2k-8k tokens sit lower, so each figure is taken below the paper's maximum.
- * - Hopper (H100, H200): FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608), abstract: BF16/FP16 forward "up to
- *   740 TFLOPs/s (75% utilization)" on H100 SXM; cuDNN's fused attention, which Transformer Engine picks on Hopper,
- *   is of the same class. Forward 0.65, backward (slower per FLOP in every FlashAttention paper) 0.55.
+ * - Hopper (H100, H200): measured by psearch's bench/gpu/attn_bench.py on an H200 (2026-11-27, PyTorch 2.11 with
+ *   cuDNN 9.19 scaled-dot-product attention, the kernel Transformer Engine picks on Hopper; BF16, head dim 128,
+ *   causal, 2k-16k tokens, 16 and 32 heads; tests/data/gpu-check/h200-2026-11-27/attn.json): medians 0.55 of the
+ *   dense peak forward and 0.50 backward, executed FLOPs. FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608)
+ *   reports up to 0.75 forward at its best shapes; PyTorch's FlashAttention-2 build ran at 0.28-0.37 there.
+ *   Forward 0.55, backward 0.50.
  * - Blackwell (B200, GB200: the GPUs with FP4): no published paper figure; Hopper's fractions are assumed.
  * - Every other GPU with a fused kernel (Ampere, Ada, custom GPUs): FlashAttention-2 (Dao 2023, arXiv 2307.08691),
  *   abstract: "reaching 50-73% of the theoretical maximum FLOPs/s on A100", the forward at the top of that range
@@ -44,8 +47,8 @@ static void fused_eff(const ps_cost_params *p, const ps_gpu *g, double *fwd, dou
 {
     bool hopper = strcmp(g->name, "h100") == 0 || strcmp(g->name, "h200") == 0;
     bool blackwell = g->fp4_flops > 0;
-    *fwd = hopper || blackwell ? 0.65 : 0.70;
-    *bwd = hopper || blackwell ? 0.55 : 0.50;
+    *fwd = hopper || blackwell ? 0.55 : 0.70;
+    *bwd = hopper || blackwell ? 0.50 : 0.50;
     if (p->attn_fwd_eff > 0) *fwd = p->attn_fwd_eff;
     if (p->attn_bwd_eff > 0) *bwd = p->attn_bwd_eff;
 }
