@@ -90,7 +90,7 @@ static int g_attn_mode = ATTN_CASE;
 
 /* Features a case needs ("needs") that psearch does not model yet: such a case is listed under `pending`, not
  * predicted, so that no error is reported for a configuration the cost model cannot describe. */
-static const char *const k_pending_needs[] = {"cp", "ep", "moe", "fp8", "gb200-nvl72", NULL};
+static const char *const k_pending_needs[] = {"cp", "ep", "moe", NULL};
 
 static const char *pending_need(const json_t *c)
 {
