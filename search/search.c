@@ -753,6 +753,15 @@ static ps_status refine(worker *w, const unit_ctx *x, const ps_plan *plan, ps_pl
     return PS_OK;
 }
 
+/* Whether stage k has the same strategies in plans a and b of one partition (compared by field: a strategy's padding
+ * is not initialised). */
+static bool stage_same(const ps_plan *a, const ps_plan *b, int k)
+{
+    for (int64_t l = a->cuts[k]; l < a->cuts[k + 1]; l++)
+        if (!ps_strategy_equal(&a->layer[l], &b->layer[l])) return false;
+    return true;
+}
+
 /* Cost a partition: its stage-wise plan, and its per-layer refinement when that changes anything. */
 static ps_status cost_partition(worker *w, const unit_ctx *x, const int64_t *cuts, int64_t index, int where)
 {
@@ -792,12 +801,10 @@ static ps_status cost_partition(worker *w, const unit_ctx *x, const int64_t *cut
              * layer by its time per micro-batch, blind to what only the schedule simulation sees, so the refinement
              * of one stage can win where that of another loses */
             int n_changed = 0;
-            for (int k = 0; k < x->K; k++)
-                n_changed += memcmp(ref.layer + ref.cuts[k], plan.layer + plan.cuts[k],
-                                    (size_t)(plan.cuts[k + 1] - plan.cuts[k]) * sizeof *plan.layer) != 0;
+            for (int k = 0; k < x->K; k++) n_changed += !stage_same(&plan, &ref, k);
             for (int k = 0; k < x->K && n_changed > 1 && st == PS_OK; k++) {
                 size_t n = (size_t)(plan.cuts[k + 1] - plan.cuts[k]);
-                if (memcmp(ref.layer + ref.cuts[k], plan.layer + plan.cuts[k], n * sizeof *plan.layer) == 0) continue;
+                if (stage_same(&plan, &ref, k)) continue;
                 ps_plan one;
                 st = plan_from_cuts(x, cuts, w->sc.Carg, &one);
                 if (st != PS_OK) break;
