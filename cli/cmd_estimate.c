@@ -28,8 +28,8 @@ static ps_status plan_from_flags(const ps_cli_opts *o, const ps_model *m, const 
     ps_strategy s = {.tp = (int)tp, .dp = (int)dp, .zero = o->zero > 0 ? o->zero : 0, .sp = o->seq_parallel != 0};
     if (o->recompute) PS_TRY(ps_recompute_parse(o->recompute, &s.ckpt));
     if (o->tp_overlap && strcmp(o->tp_overlap, "auto") == 0)
-        return PS_FAIL(PS_ERR_INPUT, "option --tp-overlap: estimate costs one plan: none, cross-pass or oases (auto "
-                                     "is for the search)");
+        return PS_FAIL(PS_ERR_INPUT, "option --tp-overlap: estimate costs one plan: none, cross-pass, oases or te "
+                                     "(auto is for the search)");
     if (o->tp_overlap) PS_TRY(ps_overlap_parse(o->tp_overlap, &s.overlap));
     if (tp > INT32_MAX || dp > INT32_MAX || pp > INT32_MAX || vpp > 1024)
         return PS_FAIL(PS_ERR_INPUT, "degrees are too large (tp %lld, dp %lld, pp %lld, vpp %lld)", (long long)tp,

@@ -165,6 +165,7 @@ json_t *ps_cli_exec_json(const ps_cli_exec_run *run)
     json_object_set_new(j, "passes_per_iteration", json_integer(r->passes));
     json_object_set_new(j, "overlapped_allreduces_per_iteration", json_integer(r->ov_colls));
     json_object_set_new(j, "reshard_allgathers_per_iteration", json_integer(r->reshards));
+    json_object_set_new(j, "tp_ring_steps_per_iteration", json_integer(r->ring_steps));
     json_object_set_new(j, "comparable", json_boolean(run->comparable));
     json_t *it = json_array();
     for (int i = 0; i < r->iters; i++) json_array_append_new(it, json_real(r->iter_s[i]));
@@ -223,6 +224,10 @@ void ps_cli_exec_table(FILE *f, const ps_cli_exec_run *run, const ps_cluster *c)
         fprintf(f, "%-24s %12s %12lld   (Oases: two sub-batches, the all-reduce of one beside the other's "
                    "computation; collectives above are their exposed part)\n",
                 "overlapped all-reduces", "-", (long long)r->ov_colls);
+    if (r->ring_steps > 0)
+        fprintf(f, "%-24s %12s %12lld   (te: SP collectives as ring send/receive steps beside GEMM pieces; "
+                   "collectives above are their exposed part)\n",
+                "TP ring steps", "-", (long long)r->ring_steps);
     if (r->reshards > 0)
         fprintf(f, "%-24s %12s %12lld   (all-gathers between layers of different TP layouts)\n", "reshard all-gathers",
                 "-", (long long)r->reshards);

@@ -35,8 +35,10 @@ static void megatron(FILE *f, const ps_model *m, const ps_plan *p)
     const ps_layer *b = first_block(m);
     bool uni = ps_plan_is_uniform(p, m->n_layers);
     fprintf(f, "# Megatron-LM arguments for the psearch plan of %s (psearch %s)\n", m->name, PS_VERSION);
+    int64_t n_te = 0; /* layers under Transformer Engine's TP overlap, which Megatron-LM runs for all or none */
+    for (int64_t i = 0; i < m->n_layers; i++) n_te += p->layer[i].overlap == PS_OVERLAP_TE;
     for (int64_t i = 0; i < m->n_layers; i++)
-        if (p->layer[i].overlap != PS_OVERLAP_NONE) {
+        if (ps_overlap_is_oases(p->layer[i].overlap)) {
             /* no Megatron-LM flag runs Oases' sub-batch schedule: say so rather than drop it silently */
             fprintf(f,
                     "# NOTE: the plan overlaps TP collectives with computation (Oases, %s) on some layers; Megatron-LM "
@@ -79,6 +81,13 @@ static void megatron(FILE *f, const ps_model *m, const ps_plan *p)
     fprintf(f, "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d\n", s0->tp, p->pp);
     if (p->vpp > 1) fprintf(f, "--num-layers-per-virtual-pipeline-stage %lld\n", (long long)(total / S));
     if (s0->sp && s0->tp > 1) fprintf(f, "--sequence-parallel\n");
+    /* Megatron-core's --tp-comm-overlap (TE userbuffers) needs --sequence-parallel, which every te layer has */
+    if (n_te == m->n_layers)
+        fprintf(f, "--tp-comm-overlap\n# (TP overlap te: Transformer Engine userbuffers, --transformer-impl "
+                   "transformer_engine)\n");
+    else if (n_te > 0)
+        fprintf(f, "# NOTE: TP overlap te on %lld of %lld layers; Megatron-LM's --tp-comm-overlap is for all layers "
+                   "or none (left out)\n", (long long)n_te, (long long)m->n_layers);
     fprintf(f, "--micro-batch-size %lld --global-batch-size %lld\n", (long long)p->mbs, (long long)p->gbs);
     if (s0->ckpt == PS_RECOMP_SELECTIVE) fprintf(f, "--recompute-granularity selective\n");
     if (s0->ckpt == PS_RECOMP_FULL)
@@ -167,14 +176,21 @@ static json_t *deepspeed(const ps_model *m, const ps_plan *p)
         json_object_set_new(ps, "fp8", json_string("planned with Transformer Engine's FP8 recipe (FP8 GEMMs in the "
                                                    "linear layers, BF16 elsewhere): DeepSpeed's config has no FP8 "
                                                    "key; the model code must use te.Linear under fp8_autocast"));
-    char note[512];
+    /* DeepSpeed has no counterpart of Transformer Engine's TP overlap (te): the note says so, JSON having no
+     * comments */
+    bool te = false;
+    for (int64_t i = 0; i < m->n_layers; i++) te = te || p->layer[i].overlap == PS_OVERLAP_TE;
+    char note[768];
     snprintf(note, sizeof note,
              "layer_boundaries are psearch layer indices (embedding and head included); DeepSpeed's PipelineModule "
              "takes them through a custom partition; DeepSpeed runs 1F1B: other schedules need their own "
-             "implementation%s",
+             "implementation%s%s",
              s0->zero >= 2 && p->pp > 1 ? "; DeepSpeed's pipeline engine refuses ZeRO-2/3 with pipeline parallelism "
                                           "(stage 1 is the most it combines with pp > 1)"
-                                        : "");
+                                        : "",
+             te ? "; TP overlap te (Transformer Engine's userbuffers, Megatron-core --tp-comm-overlap) has no "
+                  "DeepSpeed equivalent: its predicted time needs Megatron-core with Transformer Engine"
+                : "");
     json_object_set_new(ps, "note", json_string(note));
     json_object_set_new(j, "_psearch", ps);
     return j;

@@ -94,7 +94,8 @@ static ps_status parse_tp_overlap(const opt_row *r, const char *val, ps_cli_opts
 {
     ps_overlap ov;
     if (strcmp(val, "auto") != 0 && ps_overlap_parse(val, &ov) != PS_OK)
-        return PS_FAIL(PS_ERR_INPUT, "option --tp-overlap: expected auto, none, cross-pass or oases (got '%s')", val);
+        return PS_FAIL(PS_ERR_INPUT, "option --tp-overlap: expected auto, none, cross-pass, oases or te (got '%s')",
+                       val);
     *FIELD(o, r, const char *) = val;
     return PS_OK;
 }
@@ -255,11 +256,13 @@ static const opt_row k_options[] = {
     {"tp-overlap", 0, OPT_FN, "O", AT(tp_overlap), "plan estimate sweep", 0, parse_tp_overlap,
      {{"plan", NULL,
        "auto: per layer, also try TP with its collectives overlapped (Oases: cross-pass,\n"
-       "and oases with fine-grained recomputation); none: plain Megatron TP only",
+       "and oases with fine-grained recomputation; with SP, Transformer Engine's te);\n"
+       "none: plain Megatron TP only",
        "auto"},
       {"estimate", NULL,
-       "TP collectives overlapped with computation (Oases): none, cross-pass, or\n"
-       "oases (cross-pass + fine-grained recomputation; needs --recompute full)",
+       "TP collectives overlapped with computation: none, cross-pass (Oases), oases\n"
+       "(cross-pass + fine-grained recomputation; needs --recompute full), or te\n"
+       "(Transformer Engine's --tp-comm-overlap rings; needs --seq-parallel)",
        "none"}}},
     {"attention", 0, OPT_FN, "A", AT(attention), "plan estimate sweep", 0, parse_attention,
      {{"plan", NULL,

@@ -335,7 +335,7 @@ double ps_cost_overlapped(const ps_cost_params *p, double comp, double comm)
     return hi + (p->overlap_slowdown - 1) * lo;
 }
 
-static const char *const k_overlap_names[PS_OVERLAP_COUNT] = {"none", "cross-pass", "oases"};
+static const char *const k_overlap_names[PS_OVERLAP_COUNT] = {"none", "cross-pass", "oases", "te"};
 
 const char *ps_overlap_name(ps_overlap o)
 {
@@ -349,7 +349,32 @@ ps_status ps_overlap_parse(const char *s, ps_overlap *o)
             *o = (ps_overlap)i;
             return PS_OK;
         }
-    return PS_FAIL(PS_ERR_INPUT, "unknown TP overlap '%s' (known: none, cross-pass, oases)", s);
+    return PS_FAIL(PS_ERR_INPUT, "unknown TP overlap '%s' (known: none, cross-pass, oases, te)", s);
+}
+
+double ps_cost_ring_overlap(const ps_cost_params *p, int steps, double comp_step, double comm_step, bool comm_first)
+{
+    /* all-gather + GEMM and GEMM + reduce-scatter take the same time: one piece alone (the first with the GPU's own
+     * shard, or the last with its own), and steps - 1 pieces each beside one transfer; comm_first only says which
+     * end the lone piece is at */
+    (void)comm_first;
+    if (steps < 1) return 0;
+    return comp_step + (steps - 1) * ps_cost_overlapped(p, comp_step, comm_step);
+}
+
+bool ps_layer_te_pair(const ps_layer_gemms *g, int blk, int *ag, int *rs)
+{
+    *ag = *rs = -1;
+    for (int j = 0; j < g->n; j++) {
+        if (g->g[j].attn || g->g[j].blk != blk) continue;
+        if (*ag < 0) *ag = j;
+        *rs = j;
+    }
+    if (*ag < 0 || *ag == *rs) {
+        *ag = *rs = -1;
+        return false;
+    }
+    return true;
 }
 
 double ps_cost_two_stream(const ps_cost_params *p, int n_blocks, const double *comp, const double *comm)
@@ -570,6 +595,55 @@ static void overlap_passes(const ps_cost_params *p, const ps_cluster *c, const d
     }
 }
 
+/* PS_OVERLAP_TE on one pass of a layer, as changes to the plain SP layer: dcomp, the chunked GEMMs' computation less
+ * the whole GEMMs'; coll, the SP collectives the rings replace (as the plain layer charged them); ring, the ring
+ * transfers before overlap; exposed, what of the pipelines is not GEMM computation. */
+typedef struct {
+    double dcomp, coll, ring, exposed;
+} te_pass;
+
+/* Transformer Engine's default userbuffers methods (transformer_engine/pytorch/module/base.py, initialize_ub):
+ * "ring_exchange" with num_splits = tp for qkv_fprop, fc1_fprop (all-gather + GEMM) and proj_dgrad, fc2_dgrad (the
+ * output gradient's all-gather + dgrad); "pipeline" (4 splits) for proj_fprop, fc2_fprop (GEMM + reduce-scatter);
+ * "bulk" for qkv_dgrad / fc1_dgrad (the input's all-gather for wgrad beside dgrad) and qkv_wgrad / fc1_wgrad (dgrad's
+ * reduce-scatter beside wgrad). Modelled: every SP collective the cost model charges (an all-gather before and a
+ * reduce-scatter after each block, the backward mirrored) as a ring of tp steps with its paired GEMM; the backward's
+ * reduce-scatter pipelines with the dgrad GEMM, not with wgrad, so that the W pass (deferred by zero-bubble
+ * schedules) stays apart, as with cuBLASMp, whose configuration TE gives ring_exchange for qkv_dgrad / fc1_dgrad. */
+static void te_passes(const ps_cost_params *p, const ps_cluster *c, const dev_speed *d, const ps_layer *l,
+                      int64_t mbs, int tp, int64_t first, double elt, double bytes, te_pass out[2])
+{
+    memset(out, 0, 2 * sizeof *out);
+    ps_layer_gemms g;
+    ps_layer_gemm_shapes(l, mbs, tp, &g);
+    ps_group grp = {first, tp, 1};
+    /* the plain layer's price of each SP collective (ps_cost_layer: 2 all-gathers per TP collective) */
+    double coll = ps_coll_allgather(p, c, &grp, bytes);
+    /* One ring step: each GPU sends 1/tp of the tensor to its next neighbour and receives from its previous one; the
+     * slowest edge sets the pace, and a step is never faster than one step of the ring collective the plain layer
+     * prices (which shares a node's network among its GPUs). */
+    double step = coll / (tp - 1);
+    for (int k = 0; k < tp; k++) step = fmax(step, ps_p2p(p, c, first + k, first + (k + 1) % tp, bytes / tp));
+    for (int pass = 0; pass < 2; pass++) {
+        int n_colls = pass == 0 ? g.tp_colls : g.bwd_tp_colls;
+        for (int b = 0; b < n_colls; b++) {
+            int ag, rs;
+            if (!ps_layer_te_pair(&g, b, &ag, &rs)) continue;
+            for (int k = 0; k < 2; k++) { /* the all-gather's pair, then the reduce-scatter's */
+                /* forward: AG -> ag's GEMM, rs's GEMM -> RS; backward: AG(grad) -> rs's dgrad, ag's dgrad -> RS */
+                const ps_gemm_shape *x = &g.g[(k == 0) == (pass == 0) ? ag : rs];
+                double whole = p->compute_scale * gemm_time(p, d, x->m, x->n, x->k, x->count, elt);
+                double piece = p->compute_scale * gemm_time(p, d, x->m / tp, x->n, x->k, x->count, elt);
+                double t = ps_cost_ring_overlap(p, tp, piece, step, k == 0);
+                out[pass].dcomp += tp * piece - whole;
+                out[pass].coll += coll;
+                out[pass].ring += (tp - 1) * step;
+                out[pass].exposed += t - tp * piece;
+            }
+        }
+    }
+}
+
 ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_layer *l, ps_dtype dtype,
                         int64_t mbs, const ps_strategy *s_in, int64_t first, ps_layer_cost *out)
 {
@@ -697,7 +771,30 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     out->comm_bwd_w = zero_b;
     out->fwd_run = out->fwd;
     out->bwd_b_run = out->bwd_b;
-    if (s->overlap != PS_OVERLAP_NONE && s->tp > 1) {
+    if (s->overlap == PS_OVERLAP_TE && s->tp > 1) {
+        PS_CHECK_INPUT(sp, "TP overlap te (Transformer Engine's --tp-comm-overlap) pipelines the all-gathers and "
+                           "reduce-scatters of sequence parallelism with the GEMMs: it needs sp (tp %d)", s->tp);
+        te_pass te[2];
+        te_passes(p, c, &d, l, mbs, s->tp, first, elt, out->tp_bytes, te);
+        /* full recomputation repeats the forward, its rings included */
+        double rf = s->ckpt == PS_RECOMP_FULL ? 1 : 0;
+        double df = te[0].dcomp + te[0].exposed - te[0].coll, db = te[1].dcomp + te[1].exposed - te[1].coll;
+        out->comp_fwd += te[0].dcomp;
+        out->comp_bwd_b += te[1].dcomp + rf * te[0].dcomp;
+        out->comm_fwd += te[0].ring - te[0].coll;
+        out->comm_bwd_b += te[1].ring - te[1].coll + rf * (te[0].ring - te[0].coll);
+        out->te_comm[0] = te[0].ring;
+        out->te_comm[1] = te[1].ring + rf * te[0].ring;
+        out->te_exposed[0] = te[0].exposed;
+        out->te_exposed[1] = te[1].exposed + rf * te[0].exposed;
+        out->fwd += df;
+        out->bwd_b += db + rf * df;
+        out->fwd_run = out->fwd;
+        out->bwd_b_run = out->bwd_b;
+        out->tp_comm += te[0].exposed - te[0].coll + te[1].exposed - te[1].coll;
+        out->recompute += rf * df;
+    }
+    if (ps_overlap_is_oases(s->overlap) && s->tp > 1) {
         PS_CHECK_INPUT(mbs >= 2, "TP overlap splits the micro-batch into two sub-batches: it needs a micro-batch of "
                                  "at least 2 samples per replica (got %lld)", (long long)mbs);
         PS_CHECK_INPUT(!sp, "TP overlap (Oases) and sequence parallelism do not combine: choose one");

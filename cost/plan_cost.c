@@ -191,7 +191,11 @@ ps_status ps_plan_check(const ps_plan *p, const ps_model *m, const ps_cluster *c
         }
         if ((int)s->overlap < 0 || s->overlap >= PS_OVERLAP_COUNT)
             return PS_FAIL(PS_ERR_INPUT, "layer %lld (%s): unknown TP overlap %d", (long long)i, kn, (int)s->overlap);
-        if (s->overlap != PS_OVERLAP_NONE) {
+        if (s->overlap == PS_OVERLAP_TE && !(s->tp >= 2 && s->sp))
+            return PS_FAIL(PS_ERR_INPUT, "layer %lld (%s): TP overlap te (Transformer Engine's --tp-comm-overlap) "
+                                         "pipelines sequence parallelism's collectives: it needs tp >= 2 and sp (tp "
+                                         "%d, sp %s)", (long long)i, kn, s->tp, s->sp ? "on" : "off");
+        if (ps_overlap_is_oases(s->overlap)) {
             const char *on = ps_overlap_name(s->overlap);
             if (s->tp < 2)
                 return PS_FAIL(PS_ERR_INPUT, "layer %lld (%s): TP overlap %s needs tp >= 2 (tp %d has no TP "
@@ -377,7 +381,7 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
             }
             /* Overlapped layers of one TP group in a row run as one sub-batch pipeline: only its first computation
              * and last collective are exposed, not every layer's (Oases Eq. 3). */
-            bool ov = ls->overlap != PS_OVERLAP_NONE && ls->tp > 1;
+            bool ov = ps_overlap_is_oases(ls->overlap) && ls->tp > 1;
             if (rb.n > 0 && !(ov && ls->tp == plan->layer[i - 1].tp)) run_close(p, &rb, sp, &dtp[dev]);
             if (ov) {
                 run_add(p, &rb, &lc);

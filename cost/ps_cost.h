@@ -65,9 +65,15 @@ typedef enum {
                             computes, recomputation and backward scheduled together across the pass barrier */
     PS_OVERLAP_OASES,    /* + Sec. 3.2 fine-grained recomputation: recomputation restarts after each forward
                             collective, whose output is kept, so recomputation issues none (needs ckpt full) */
+    PS_OVERLAP_TE,       /* Transformer Engine / Megatron-core --tp-comm-overlap (needs sp, tp > 1): each SP all-gather
+                            and reduce-scatter split into tp chunks passed around the TP ring while the GEMM it feeds
+                            (or is fed by) computes chunk by chunk (ps_cost_ring_overlap; docs/costmodel.md) */
     PS_OVERLAP_COUNT
 } ps_overlap;
-const char *ps_overlap_name(ps_overlap o); /* "none", "cross-pass", "oases" */
+const char *ps_overlap_name(ps_overlap o); /* "none", "cross-pass", "oases", "te" */
+/* Oases' kinds: the micro-batch as two sub-batches on two streams, consecutive layers forming one run (ps_cost_plan,
+ * exec). PS_OVERLAP_TE is not one: it overlaps inside each GEMM and leaves the layer's layout SP. */
+static inline bool ps_overlap_is_oases(ps_overlap o) { return o == PS_OVERLAP_CROSS || o == PS_OVERLAP_OASES; }
 /* Parse a name of ps_overlap_name; unknown -> PS_ERR_INPUT listing the names. */
 ps_status ps_overlap_parse(const char *s, ps_overlap *o);
 
@@ -77,7 +83,8 @@ typedef struct {
     int zero;         /* ZeRO stage 0-3: 1 shards optimizer states, 2 also gradients, 3 also parameters */
     ps_recompute ckpt;
     bool sp;          /* Megatron sequence parallelism (needs tp > 1 to matter) */
-    ps_overlap overlap; /* TP collectives overlapped with computation (tp > 1, no sp, micro-batch >= 2 samples) */
+    ps_overlap overlap; /* TP collectives overlapped with computation (Oases kinds: tp > 1, no sp, micro-batch >= 2
+                           samples; te: tp > 1 with sp) */
     ps_attn attn;     /* attention kernel; PS_ATTN_AUTO: fused where the stage's GPUs have one (ps_cost_attn) */
 } ps_strategy;
 
@@ -200,6 +207,17 @@ double ps_cost_overlapped(const ps_cost_params *p, double comp, double comm);
  * collective are exposed (Oases Eq. 3's first and last nodes). n_blocks >= 0. */
 double ps_cost_two_stream(const ps_cost_params *p, int n_blocks, const double *comp, const double *comm);
 
+/* Transformer Engine's split-pipelined TP overlap (PS_OVERLAP_TE) of one GEMM and one SP collective, cut into `steps`
+ * (tp) pieces, step by step as TE's ring exchange runs it (transformer_engine/pytorch/module/base.py initialize_ub:
+ * "ring_exchange" with num_splits = tp): every step computes comp_step seconds of GEMM while at most one ring
+ * transfer of comm_step seconds runs, and the next step starts when both are done. comm_first (all-gather + GEMM):
+ * the transfers feed the GEMM pieces: piece 0 is the GPU's own shard, transfer j brings piece j + 1 while piece j
+ * computes. !comm_first (GEMM + reduce-scatter): the GEMM pieces feed the transfers: transfer j carries the partial
+ * sum of piece j on while piece j + 1 computes, and the last piece, the GPU's own shard, adds the last transfer's.
+ * Either way steps - 1 transfers each beside one piece, at overlap_slowdown while both run (ps_cost_overlapped), and
+ * one piece alone: comp_step + (steps - 1) ps_cost_overlapped(comp_step, comm_step). steps < 1: 0. */
+double ps_cost_ring_overlap(const ps_cost_params *p, int steps, double comp_step, double comm_step, bool comm_first);
+
 /* ---- one layer ---- */
 /* The matrix multiplies of one layer's forward pass on one GPU of a tp-way group, for a micro-batch of mbs samples:
  * (m x k) . (k x n), `count` times (attention: batched over micro-batch x local heads). The backward runs each
@@ -218,6 +236,13 @@ typedef struct {
     int bwd_tp_colls; /* in the backward pass */
 } ps_layer_gemms;
 void ps_layer_gemm_shapes(const ps_layer *l, int64_t mbs, int tp, ps_layer_gemms *out);
+/* PS_OVERLAP_TE's pairs in forward block `blk` of g (blk < g->tp_colls): *ag, the GEMM the SP all-gather before
+ * the block feeds (its first weight GEMM: QKV, FC1, cross-attention's Q; column parallel), and *rs, the GEMM whose
+ * output the reduce-scatter after the block sums (its last weight GEMM: the output projection, FC2; row parallel);
+ * false (both -1) when the block has no such pair of distinct GEMMs, whose collectives then run as plain SP. The
+ * backward mirrors them: the all-gather of the output gradient feeds *rs's dgrad, *ag's dgrad feeds the
+ * reduce-scatter. */
+bool ps_layer_te_pair(const ps_layer_gemms *g, int blk, int *ag, int *rs);
 
 /* ---- Oases blocks: a layer pass cut at its TP collectives ---- */
 /* One block: computation (GEMMs of ps_layer_gemm_shapes, each run `times` times, and elementwise memory traffic),
@@ -271,6 +296,10 @@ typedef struct {
     int ov_n[2];
     double ov_comp[2][2 * PS_OV_MAX_BLOCKS], ov_comm[2][2 * PS_OV_MAX_BLOCKS];
     double fwd_run, bwd_b_run;
+    /* PS_OVERLAP_TE: the ring transfers of the forward [0] and the input-gradient backward [1] (recomputation
+     * included) before overlap, inside comm_fwd / comm_bwd_b, and the part of them the GEMM pieces leave exposed,
+     * the part `psearch exec` measures as waits [s]; 0 otherwise. */
+    double te_comm[2], te_exposed[2];
     /* memory on one GPU, bytes */
     double mem_params;
     double mem_grads;

@@ -198,6 +198,21 @@ static ps_status cpu_icoll_wait(void *state, ps_exec_net *net, int slot, const p
     return ps_exec_mpi_icoll_wait(net, &s->ic, slot, where);
 }
 
+static ps_status cpu_ring(void *state, ps_exec_net *net, MPI_Comm comm, double bytes, const ps_exec_where *where)
+{
+    (void)net;
+    (void)where;
+    cpu_state *s = state;
+    if (!s->ov[0]) return PS_FAIL(PS_ERR_SYSTEM, "a TP ring step, but the plan had no overlapped layer");
+    return ps_exec_mpi_ring(&s->ic, comm, s->ov[0], s->ov[1], bytes);
+}
+
+static ps_status cpu_ring_wait(void *state, ps_exec_net *net, const ps_exec_where *where)
+{
+    cpu_state *s = state;
+    return ps_exec_mpi_ring_wait(net, &s->ic, where);
+}
+
 const ps_exec_backend ps_exec_backend_cpu = {
     .name = "cpu",
     .usable = cpu_usable,
@@ -217,4 +232,6 @@ const ps_exec_backend ps_exec_backend_cpu = {
     .icoll = cpu_icoll,
     .progress = cpu_progress,
     .icoll_wait = cpu_icoll_wait,
+    .ring = cpu_ring,
+    .ring_wait = cpu_ring_wait,
 };

@@ -6,7 +6,8 @@
  * through MPI from host staging buffers (a device-to-host copy first): NCCL send/recv on one stream would serialize
  * a device's sends behind receives its peer posts later, which deadlocks the 1F1B exchange Megatron avoids with
  * batched p2p. Overlapped TP layers (Oases) run their all-reduces with NCCL on a second stream, each ordered after its
- * block's computation by an event. Waits poll the stream or the event, so the watchdog applies here too. */
+ * block's computation by an event; te layers' ring steps (NCCL send + receive in one group) run on that stream too.
+ * Waits poll the stream or the event, so the watchdog applies here too. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,9 @@ typedef struct {
     cudaEvent_t ready, ev[2];
     void *ov[2];
     ncclComm_t *ov_comm[2]; /* the communicator of the slot's collective in flight, NULL: none */
+    /* te's ring step: NCCL send + receive on the second stream, in one group, from ov[0] into ov[1] */
+    cudaEvent_t ring_ev;
+    ncclComm_t *ring_comm;  /* the communicator of the step in flight, NULL: none */
     bound_comm *comms;
     int n_comms;
     size_t cap_comms;
@@ -111,6 +115,7 @@ static void cuda_close(void *state)
     if (s->ready) cudaEventDestroy(s->ready);
     if (s->ev[0]) cudaEventDestroy(s->ev[0]);
     if (s->ev[1]) cudaEventDestroy(s->ev[1]);
+    if (s->ring_ev) cudaEventDestroy(s->ring_ev);
     if (s->ostream) cudaStreamDestroy(s->ostream);
     if (s->blas) cublasDestroy(s->blas);
     if (s->stream) cudaStreamDestroy(s->stream);
@@ -168,6 +173,7 @@ static ps_status cuda_open_inner(cuda_state *s, const ps_exec_need *need, ps_exe
         CU(cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming));
         CU(cudaEventCreateWithFlags(&s->ev[0], cudaEventDisableTiming));
         CU(cudaEventCreateWithFlags(&s->ev[1], cudaEventDisableTiming));
+        CU(cudaEventCreateWithFlags(&s->ring_ev, cudaEventDisableTiming));
         PS_TRY(dalloc(&s->ov[0], need->coll));
         PS_TRY(dalloc(&s->ov[1], need->coll));
     }
@@ -384,6 +390,44 @@ static ps_status cuda_icoll_wait(void *state, ps_exec_net *net, int slot, const 
     return wait_done(s, net, s->ev[slot], cp, where);
 }
 
+/* te's ring step (Transformer Engine's userbuffers ring exchange, transformer_engine/pytorch/module/base.py
+ * "ring_exchange", done here with NCCL point to point): on the second stream after the computation issued so far, the
+ * send to the next member and the receive from the previous one in one NCCL group, so neither waits for the other. */
+static ps_status cuda_ring(void *state, ps_exec_net *net, MPI_Comm comm, double bytes, const ps_exec_where *where)
+{
+    (void)net;
+    (void)where;
+    cuda_state *s = state;
+    ncclComm_t *cp = find_comm(s, comm);
+    if (!s->ostream || !cp || !*cp || s->ring_comm)
+        return PS_FAIL(PS_ERR_SYSTEM, "a TP ring step the cuda backend cannot start");
+    int n = 1, r = 0;
+    NC(ncclCommCount(*cp, &n));
+    NC(ncclCommUserRank(*cp, &r));
+    if (n <= 1) return PS_OK;
+    size_t count = (size_t)ceil(bytes / (double)s->elt);
+    CU(cudaEventRecord(s->ready, s->stream));
+    CU(cudaStreamWaitEvent(s->ostream, s->ready, 0));
+    NC(ncclGroupStart());
+    ncclResult_t e1 = ncclSend(s->ov[0], count, s->nt, (r + 1) % n, *cp, s->ostream);
+    ncclResult_t e2 = ncclRecv(s->ov[1], count, s->nt, (r + n - 1) % n, *cp, s->ostream);
+    NC(ncclGroupEnd()); /* closed whatever the two calls returned, so the group does not stay open */
+    NC(e1);
+    NC(e2);
+    CU(cudaEventRecord(s->ring_ev, s->ostream));
+    s->ring_comm = cp;
+    return PS_OK;
+}
+
+static ps_status cuda_ring_wait(void *state, ps_exec_net *net, const ps_exec_where *where)
+{
+    cuda_state *s = state;
+    if (!s->ring_comm) return PS_OK;
+    ncclComm_t *cp = s->ring_comm;
+    s->ring_comm = NULL;
+    return wait_done(s, net, s->ring_ev, cp, where);
+}
+
 const ps_exec_backend ps_exec_backend_cuda = {
     .name = "cuda",
     .usable = cuda_usable,
@@ -403,4 +447,6 @@ const ps_exec_backend ps_exec_backend_cuda = {
     .icoll = cuda_icoll,
     .progress = cuda_progress,
     .icoll_wait = cuda_icoll_wait,
+    .ring = cuda_ring,
+    .ring_wait = cuda_ring_wait,
 };

@@ -137,7 +137,7 @@ void ps_exec_sends_free(ps_exec_sends *s)
     s->n = s->cap = 0;
 }
 
-void ps_exec_icolls_init(ps_exec_icolls *ic) { ic->req[0] = ic->req[1] = MPI_REQUEST_NULL; }
+void ps_exec_icolls_init(ps_exec_icolls *ic) { ic->req[0] = ic->req[1] = ic->ring[0] = ic->ring[1] = MPI_REQUEST_NULL; }
 
 ps_status ps_exec_mpi_icoll(ps_exec_icolls *ic, MPI_Comm comm, int slot, void *buf, double bytes)
 {
@@ -160,6 +160,37 @@ ps_status ps_exec_mpi_progress(ps_exec_icolls *ic)
         int rc = MPI_Test(&ic->req[k], &done, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) return ps_mpi_status(rc, "progressing an overlapped all-reduce", __FILE__, __LINE__);
     }
+    for (int k = 0; k < 2; k++) {
+        if (ic->ring[k] == MPI_REQUEST_NULL) continue;
+        int done = 0;
+        int rc = MPI_Test(&ic->ring[k], &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return ps_mpi_status(rc, "progressing a TP ring step", __FILE__, __LINE__);
+    }
+    return PS_OK;
+}
+
+/* A tag of its own: the communicator is the TP group's duplicate, which carries nothing else point to point. */
+enum { RING_TAG = 20 };
+
+ps_status ps_exec_mpi_ring(ps_exec_icolls *ic, MPI_Comm comm, void *sbuf, void *rbuf, double bytes)
+{
+    if (ic->ring[0] != MPI_REQUEST_NULL || ic->ring[1] != MPI_REQUEST_NULL)
+        return PS_FAIL(PS_ERR_SYSTEM, "a TP ring step while one is in flight");
+    int n = 1, r = 0;
+    PS_MPI(MPI_Comm_size(comm, &n));
+    PS_MPI(MPI_Comm_rank(comm, &r));
+    if (n <= 1) return PS_OK;
+    int count = 0;
+    PS_TRY(count_of(bytes, 1, &count));
+    PS_MPI(MPI_Irecv(rbuf, count, MPI_FLOAT, (r + n - 1) % n, RING_TAG, comm, &ic->ring[0]));
+    PS_MPI(MPI_Isend(sbuf, count, MPI_FLOAT, (r + 1) % n, RING_TAG, comm, &ic->ring[1]));
+    return PS_OK;
+}
+
+ps_status ps_exec_mpi_ring_wait(ps_exec_net *net, ps_exec_icolls *ic, const ps_exec_where *where)
+{
+    for (int k = 0; k < 2; k++)
+        if (ic->ring[k] != MPI_REQUEST_NULL) PS_TRY(ps_exec_mpi_wait(net, &ic->ring[k], where));
     return PS_OK;
 }
 

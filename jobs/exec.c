@@ -104,13 +104,15 @@ typedef struct {
     ps_layer_cost pred;
     const ps_strategy *s;
     int c_tp, c_dp;     /* its TP and DP groups: indices in exec_ctx.comm */
-    int c_ov;           /* the duplicate of its TP group for overlapped all-reduces, -1: not overlapped */
+    int c_ov;           /* the duplicate of its TP group for overlapped all-reduces and te's ring steps, -1: not
+                           overlapped */
     double act_full;    /* activation bytes of the layer without recomputation (elementwise traffic) */
     double act_sel;     /* with selective recomputation */
     double param_bytes; /* the layer's weights on one GPU of its TP group, unsharded by ZeRO */
     double grad_bytes;  /* its gradients as reduced */
     /* overlapped TP (Oases): the two sub-batches' shapes and their blocks of the forward and the backward */
     bool ov;
+    bool te;            /* Transformer Engine's TP overlap: SP collectives as ring steps between GEMM pieces */
     ps_layer_gemms og[2];
     ps_ov_pass ovp[2][2]; /* [sub-batch][PS_OV_FWD / PS_OV_BWD] */
     /* resharding from the previous layer of the stage (ps_cost_reshard_group): passes, payload, communicator
@@ -166,6 +168,7 @@ typedef struct {
     /* measured in the current iteration */
     double t_comp, t_comm, t_wait;
     int64_t n_icoll, n_reshard; /* overlapped all-reduces started, resharding all-gathers run */
+    int64_t n_ring;             /* te's ring steps started */
     double *st_sum;      /* [S x 3] F, B, W pass times (computation + collectives) */
     int64_t *st_n;       /* [S x 3] */
     /* summed over the timed iterations */
@@ -222,6 +225,87 @@ static ps_status tp_collective(exec_ctx *x, const layer_job *l, const ps_exec_wh
 
 static bool zero3(const layer_job *l) { return l->s->zero >= 3 && l->s->dp > 1; }
 
+static ps_status progress(exec_ctx *x);
+
+/* ---- Transformer Engine's TP overlap (te) ---- */
+
+/* One GEMM and one SP collective as TE's ring exchange runs them (transformer_engine/pytorch/module/base.py,
+ * "ring_exchange", num_splits = tp): tp steps, step j computing 1/tp of the GEMM's rows while one ring step moves
+ * 1/tp of the tensor to the next GPU of the group (ps_cost_ring_overlap's order). comm_first (all-gather + GEMM):
+ * step j's transfer brings the piece step j + 1 computes, so steps 0..tp-2 have one; else (GEMM + reduce-scatter)
+ * step j's transfer carries piece j - 1's partial sum on, so steps 1..tp-1 have one. Each piece runs in a few row
+ * blocks with progress between them: Open MPI moves a non-blocking transfer only inside MPI calls. */
+static ps_status te_ring(exec_ctx *x, const layer_job *l, const ps_gemm_shape *sh, bool comm_first, ps_exec_where *w)
+{
+    enum { PIECES = 4, MIN_ROWS = 64 };
+    int n = l->s->tp;
+    double bytes = l->pred.tp_bytes / n;
+    int64_t m = llround(sh->m), nn = llround(sh->n), k = llround(sh->k), cnt = llround(sh->count);
+    MPI_Comm comm = x->comm[l->c_ov].comm;
+    for (int j = 0; j < n; j++) {
+        bool has = comm_first ? j < n - 1 : j > 0;
+        if (has) {
+            w->what = "starting a TP ring step (te)";
+            double t0 = now();
+            PS_TRY(x->be->ring(x->bs, &x->net, comm, bytes, w));
+            x->t_comm += now() - t0;
+            x->n_ring++;
+        }
+        int64_t rows = m * (j + 1) / n - m * j / n;
+        int64_t sub = rows / MIN_ROWS < PIECES ? rows / MIN_ROWS : PIECES;
+        if (sub < 1) sub = 1;
+        for (int64_t q = 0; q < sub; q++) {
+            double t0 = now();
+            PS_TRY(x->be->gemm(x->bs, rows * (q + 1) / sub - rows * q / sub, nn, k, cnt));
+            x->t_comp += now() - t0;
+            if (has) PS_TRY(progress(x));
+        }
+        if (has) {
+            w->what = "a TP ring step (te)";
+            double t0 = now();
+            PS_TRY(x->be->ring_wait(x->bs, &x->net, w));
+            x->t_comm += now() - t0; /* the step's exposed part: what its GEMM piece did not hide */
+        }
+    }
+    return PS_OK;
+}
+
+/* A te layer's GEMMs and SP collectives in the forward (PS_OV_FWD) or input-gradient backward (PS_OV_BWD) pass, the
+ * pairs of ps_layer_te_pair as rings (forward: all-gather -> ag's GEMM, rs's GEMM -> reduce-scatter; backward: the
+ * gradient's all-gather -> rs's dgrad, ag's dgrad -> reduce-scatter), every other GEMM as it is (the backward's
+ * attention GEMMs twice), a collective without a pair as plain SP; the elementwise traffic as the plain pass's. */
+static ps_status te_pass(exec_ctx *x, const layer_job *l, int pass, ps_exec_where *w)
+{
+    const ps_layer_gemms *g = &l->g;
+    int n_colls = pass == PS_OV_FWD ? g->tp_colls : g->bwd_tp_colls;
+    bool paired[PS_OV_MAX_GEMMS] = {false};
+    int n_plain = 0;
+    for (int b = 0; b < n_colls; b++) {
+        int ag, rs;
+        if (!ps_layer_te_pair(g, b, &ag, &rs)) {
+            n_plain++;
+            continue;
+        }
+        paired[ag] = paired[rs] = true;
+    }
+    for (int i = 0; i < g->n && i < PS_OV_MAX_GEMMS; i++) {
+        int ag = -1, rs = -1;
+        bool pair = paired[i] && ps_layer_te_pair(g, g->g[i].blk, &ag, &rs);
+        if (!pair) {
+            PS_TRY(do_gemm(x, &g->g[i], pass == PS_OV_BWD && g->g[i].attn ? 2 : 1));
+            continue;
+        }
+        /* the forward's all-gather feeds ag, the backward's feeds rs (its dgrad); the other one feeds a
+         * reduce-scatter */
+        bool comm_first = (i == ag) == (pass == PS_OV_FWD);
+        PS_TRY(te_ring(x, l, &g->g[i], comm_first, w));
+    }
+    PS_TRY(do_stream(x, (pass == PS_OV_FWD ? 1 : 2) * x->cp->elementwise_passes * l->act_full));
+    w->what = pass == PS_OV_FWD ? "a TP collective of the forward" : "a TP collective of the backward";
+    for (int i = 0; i < n_plain; i++) PS_TRY(tp_collective(x, l, w));
+    return PS_OK;
+}
+
 static ps_status layer_forward(exec_ctx *x, const layer_job *l, bool recompute, ps_exec_where *w)
 {
     const ps_cost_params *cp = x->cp;
@@ -229,6 +313,7 @@ static ps_status layer_forward(exec_ctx *x, const layer_job *l, bool recompute, 
         w->what = "a ZeRO-3 weight all-gather";
         PS_TRY(do_coll(x, x->comm[l->c_dp].comm, PS_EXEC_ALLGATHER, l->param_bytes, w));
     }
+    if (l->te) return te_pass(x, l, PS_OV_FWD, w);
     for (int i = 0; i < l->g.n; i++) PS_TRY(do_gemm(x, &l->g.g[i], 1));
     PS_TRY(do_stream(x, cp->elementwise_passes * l->act_full));
     w->what = "a TP collective of the forward";
@@ -246,6 +331,7 @@ static ps_status layer_backward_b(exec_ctx *x, const layer_job *l, ps_exec_where
             if (l->g.g[i].attn) PS_TRY(do_gemm(x, &l->g.g[i], 1));
         PS_TRY(do_stream(x, cp->elementwise_passes * (l->act_full - l->act_sel)));
     }
+    if (l->te) return te_pass(x, l, PS_OV_BWD, w);
     /* input gradients: each weight GEMM once more (dgrad), the attention GEMMs twice */
     for (int i = 0; i < l->g.n; i++) PS_TRY(do_gemm(x, &l->g.g[i], l->g.g[i].attn ? 2 : 1));
     PS_TRY(do_stream(x, 2 * cp->elementwise_passes * l->act_full));
@@ -605,8 +691,14 @@ static ps_status build_layers(exec_ctx *x, const ps_cluster *c)
             if (l->c_tp < 0 || l->c_dp < 0)
                 return PS_FAIL(PS_ERR_SYSTEM, "layer %lld: TP degree %d has no communicator", (long long)i, l->s->tp);
             /* the cost model's sub-batches (the larger first) and blocks: exec runs the work it priced */
-            l->ov = l->s->overlap != PS_OVERLAP_NONE && l->s->tp > 1;
+            l->ov = ps_overlap_is_oases(l->s->overlap) && l->s->tp > 1;
+            l->te = l->s->overlap == PS_OVERLAP_TE && l->s->tp > 1 && l->s->sp;
             l->c_ov = -1;
+            if (l->te) {
+                l->c_ov = find_comm(x, COMM_TP_OV, l->s->tp, 0, 0);
+                if (l->c_ov < 0)
+                    return PS_FAIL(PS_ERR_SYSTEM, "layer %lld: no communicator for its TP ring steps", (long long)i);
+            }
             if (l->ov) {
                 l->c_ov = find_comm(x, COMM_TP_OV, l->s->tp, 0, 0);
                 if (l->c_ov < 0)
@@ -661,7 +753,7 @@ static void rank_needs(const exec_ctx *x, ps_exec_need *need, double *static_byt
             need->stream = fmax(need->stream, 2 * x->cp->elementwise_passes * l->act_full);
             need->coll = fmax(need->coll, fmax(l->pred.tp_bytes, fmax(l->param_bytes, l->grad_bytes)));
             if (l->rs_dirs) need->coll = fmax(need->coll, l->rs_bytes);
-            need->overlap = need->overlap || l->ov;
+            need->overlap = need->overlap || l->ov || l->te;
             *static_bytes += l->pred.mem_params + l->pred.mem_grads + l->pred.mem_optim;
         }
     }
@@ -729,13 +821,14 @@ static ps_status predict_rank(const exec_ctx *x, const ps_sched_pass *passes, in
                 }
             } else {
                 const ps_layer_cost *c = &l->pred;
+                /* te's ring transfers count what the GEMM pieces leave exposed (te_comm, te_exposed: 0 otherwise) */
                 if (f) {
                     *comp += c->comp_fwd;
-                    *comm += c->comm_fwd;
+                    *comm += c->comm_fwd - c->te_comm[0] + c->te_exposed[0];
                 }
                 if (b) {
                     *comp += c->comp_bwd_b;
-                    *comm += c->comm_bwd_b;
+                    *comm += c->comm_bwd_b - c->te_comm[1] + c->te_exposed[1];
                 }
             }
             for (int64_t j = i; j < e; j++)
@@ -895,7 +988,7 @@ static ps_status exec_iterate(exec_ctx *x, const ps_exec_opts *o, ps_exec_result
     for (int it = 0; it < o->warmup + o->iters && st == PS_OK; it++) {
         bool timed = it >= o->warmup;
         x->t_comp = x->t_comm = x->t_wait = 0;
-        x->n_icoll = x->n_reshard = 0;
+        x->n_icoll = x->n_reshard = x->n_ring = 0;
         double dt = 0;
         st = run_iteration(x, &dt);
         if (st != PS_OK) break;
@@ -959,11 +1052,12 @@ static ps_status exec_reduce(exec_ctx *x, int iters, ps_exec_result *r)
         e->pred_w = x->pred.stages[s].bwd_w;
     }
     /* the last iteration's passes, overlapped all-reduces and resharding all-gathers, summed over the ranks */
-    int64_t n_all[3] = {0, 0, 0}, mine_n[3] = {x->n_trace, x->n_icoll, x->n_reshard};
-    PS_MPI(MPI_Allreduce(mine_n, n_all, 3, MPI_INT64_T, MPI_SUM, x->net.world));
+    int64_t n_all[4] = {0, 0, 0, 0}, mine_n[4] = {x->n_trace, x->n_icoll, x->n_reshard, x->n_ring};
+    PS_MPI(MPI_Allreduce(mine_n, n_all, 4, MPI_INT64_T, MPI_SUM, x->net.world));
     r->passes = n_all[0];
     r->ov_colls = n_all[1];
     r->reshards = n_all[2];
+    r->ring_steps = n_all[3];
     r->device = x->dev;
     r->local = x->local;
     r->n_trace = x->n_trace;

@@ -14,7 +14,8 @@ typedef struct {
     double p2p;                    /* the largest pipeline message */
     double static_bytes;           /* weights + gradients + optimizer states of this rank */
     int dtype;                     /* ps_dtype of the plan (the cuda backend computes and reduces in it) */
-    bool overlap;                  /* some layer of the rank runs overlapped TP: buffers for two sub-batches' icoll */
+    bool overlap;                  /* some layer of the rank runs overlapped TP (Oases or te): buffers for two
+                                      sub-batches' icoll, which te's ring steps send from and receive into */
     int64_t sends;                 /* pipeline messages one iteration sends at most (the sends list's length) */
 } ps_exec_need;
 
@@ -74,6 +75,11 @@ struct ps_exec_backend {
                        const ps_exec_where *where);
     ps_status (*progress)(void *state);
     ps_status (*icoll_wait)(void *state, ps_exec_net *net, int slot, const ps_exec_where *where);
+    /* Transformer Engine's TP overlap (te): one ring step over comm (the same duplicate of the TP group as icoll's)
+     * started beside a GEMM piece: `bytes` to the next member of the group, as many from the previous one; one step in
+     * flight; progress moves it, ring_wait returns once both halves are complete or fails by the watchdog. */
+    ps_status (*ring)(void *state, ps_exec_net *net, MPI_Comm comm, double bytes, const ps_exec_where *where);
+    ps_status (*ring_wait)(void *state, ps_exec_net *net, const ps_exec_where *where);
 };
 
 extern const ps_exec_backend ps_exec_backend_cpu;
@@ -100,11 +106,16 @@ ps_status ps_exec_sends_reserve(ps_exec_sends *s, int64_t n);
  * MPI moves a non-blocking collective only inside MPI calls), completed under the watchdog. */
 typedef struct {
     MPI_Request req[2];
+    MPI_Request ring[2]; /* te's ring step in flight: its receive and its send */
 } ps_exec_icolls;
 void ps_exec_icolls_init(ps_exec_icolls *ic);
 ps_status ps_exec_mpi_icoll(ps_exec_icolls *ic, MPI_Comm comm, int slot, void *buf, double bytes);
 ps_status ps_exec_mpi_progress(ps_exec_icolls *ic);
 ps_status ps_exec_mpi_icoll_wait(ps_exec_net *net, ps_exec_icolls *ic, int slot, const ps_exec_where *where);
+/* te's ring step on host buffers: MPI_Irecv from the previous member of comm and MPI_Isend to the next, progressed
+ * with the all-reduces by ps_exec_mpi_progress, completed under the watchdog by ps_exec_mpi_ring_wait. */
+ps_status ps_exec_mpi_ring(ps_exec_icolls *ic, MPI_Comm comm, void *sbuf, void *rbuf, double bytes);
+ps_status ps_exec_mpi_ring_wait(ps_exec_net *net, ps_exec_icolls *ic, const ps_exec_where *where);
 void ps_exec_sends_free(ps_exec_sends *s);
 /* "rank R waited S s for WHAT (pass ...)" into the error, PS_ERR_SYSTEM. */
 ps_status ps_exec_watchdog_fail(const ps_exec_net *net, const ps_exec_where *where, double waited);

@@ -93,6 +93,8 @@ typedef struct {
     int64_t passes;             /* passes run per iteration, all ranks */
     int64_t ov_colls;           /* overlapped TP all-reduces started per iteration, all ranks (Oases layers) */
     int64_t reshards;           /* all-gathers between layers of different TP layouts per iteration, all ranks */
+    int64_t ring_steps;         /* TP ring steps (te layers: send + receive beside a GEMM piece) per iteration, all
+                                   ranks */
     /* this rank */
     int device, local;          /* pipeline device, index in its stage */
     int64_t n_trace;

@@ -196,9 +196,11 @@ int ps_search_attention(const ps_search_opts *o, const ps_cluster *c, ps_attn ou
 
 /* Every strategy of one stage width, grouped by layout; lay_rep[l] is a strategy of layout l (what resharding and
  * overlap depend on). Overlapped TP (Oases) joins when `overlap` is set: cross-pass with every recomputation, and
- * oases with full recomputation, for tp > 1 without SP and at least two samples per replica to split. Each strategy
- * comes with every attention kernel of `attn` (the kernel does not change a layer's layout); a fused layer has no
- * selective recomputation (it would equal none: no scores to drop). out == NULL: only count them (and the layouts). */
+ * oases with full recomputation, for tp > 1 without SP and at least two samples per replica to split; and
+ * Transformer Engine's (te) beside every SP strategy, in SP's layout class (it changes no layout and forms no run).
+ * Each strategy comes with every attention kernel of `attn` (the kernel does not change a layer's layout); a fused
+ * layer has no selective recomputation (it would equal none: no scores to drop). out == NULL: only count them (and the
+ * layouts). */
 static int build_strategies(int64_t width, int max_tp, int64_t global_mb, int64_t mbs_max, int overlap,
                             const ps_attn *attn, int n_attn, strat *out, int cap, int *n_layouts, ps_strategy *lay_rep)
 {
@@ -213,7 +215,7 @@ static int build_strategies(int64_t width, int max_tp, int64_t global_mb, int64_
         for (int v = 0; v <= (tp > 1 ? 1 + can_ov : 0); v++) {
             bool first = true;
             int ov_lo = v == 2 ? PS_OVERLAP_CROSS : PS_OVERLAP_NONE;
-            int ov_hi = v == 2 ? PS_OVERLAP_OASES : PS_OVERLAP_NONE;
+            int ov_hi = v == 2 ? PS_OVERLAP_OASES : v == 1 && overlap ? 1 : PS_OVERLAP_NONE; /* SP: 1 is TE's */
             for (int ov = ov_lo; ov <= ov_hi; ov++)
                 for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
                     for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++)
@@ -221,9 +223,11 @@ static int build_strategies(int64_t width, int max_tp, int64_t global_mb, int64_
                             if (ov == PS_OVERLAP_OASES && rc != PS_RECOMP_FULL) continue;
                             if (attn[a] == PS_ATTN_FUSED && rc == PS_RECOMP_SELECTIVE) continue;
                             if (out) {
+                                /* SP's second pass (ov 1): Transformer Engine's overlap, in SP's layout class */
                                 out[n].s = (ps_strategy){.tp = (int)tp, .dp = (int)dp, .zero = zero,
                                                          .ckpt = (ps_recompute)rc, .sp = v == 1,
-                                                         .overlap = (ps_overlap)ov, .attn = attn[a]};
+                                                         .overlap = v == 1 && ov ? PS_OVERLAP_TE : (ps_overlap)ov,
+                                                         .attn = attn[a]};
                                 out[n].layout = lay;
                                 if (first) lay_rep[lay] = out[n].s;
                             }
@@ -318,7 +322,7 @@ typedef struct {
     /* a lower bound on the layer's fwd + bwd_b + bwd_w per micro-batch in any plan (exact for plain TP; the         \
      * computation alone for overlapped TP, whose collectives may all hide) */                                       \
     X(fb, INFINITY,                                                                                                  \
-      sv->overlap != PS_OVERLAP_NONE ? lc.comp_fwd + lc.comp_bwd_b + lc.bwd_w : lc.fwd + lc.bwd_b + lc.bwd_w)
+      ps_overlap_is_oases(sv->overlap) ? lc.comp_fwd + lc.comp_bwd_b + lc.bwd_w : lc.fwd + lc.bwd_b + lc.bwd_w)
 
 typedef struct {
 #define X(col, none, value) double *col;
@@ -769,6 +773,15 @@ static ps_status refine(worker *w, const unit_ctx *x, const ps_plan *plan, ps_pl
     return PS_OK;
 }
 
+/* Whether stage k has the same strategies in plans a and b of one partition (compared by field: a strategy's padding
+ * is not initialised). */
+static bool stage_same(const ps_plan *a, const ps_plan *b, int k)
+{
+    for (int64_t l = a->cuts[k]; l < a->cuts[k + 1]; l++)
+        if (!ps_strategy_equal(&a->layer[l], &b->layer[l])) return false;
+    return true;
+}
+
 /* Cost a partition: its stage-wise plan, and its per-layer refinement when that changes anything. */
 static ps_status cost_partition(worker *w, const unit_ctx *x, const int64_t *cuts, int64_t index, int where)
 {
@@ -804,7 +817,22 @@ static ps_status cost_partition(worker *w, const unit_ctx *x, const int64_t *cut
             return st;
         }
         if (changed) {
-            st = evaluate(w, x->cp, m, x->c, o, &ref, index + 1, where);
+            /* each stage's refinement alone, before the whole (which evaluate takes over): the per-layer DP ranks a
+             * layer by its time per micro-batch, blind to what only the schedule simulation sees, so the refinement
+             * of one stage can win where that of another loses */
+            int n_changed = 0;
+            for (int k = 0; k < x->K; k++) n_changed += !stage_same(&plan, &ref, k);
+            for (int k = 0; k < x->K && n_changed > 1 && st == PS_OK; k++) {
+                size_t n = (size_t)(plan.cuts[k + 1] - plan.cuts[k]);
+                if (stage_same(&plan, &ref, k)) continue;
+                ps_plan one;
+                st = plan_from_cuts(x, cuts, w->sc.Carg, &one);
+                if (st != PS_OK) break;
+                memcpy(one.layer + one.cuts[k], ref.layer + ref.cuts[k], n * sizeof *one.layer);
+                one.mbs = x->global_mb / one.layer[0].dp;
+                st = evaluate(w, x->cp, m, x->c, o, &one, index + 1, where);
+            }
+            if (st == PS_OK) st = evaluate(w, x->cp, m, x->c, o, &ref, index + 1, where);
             if (st != PS_OK) {
                 ps_plan_free(&plan);
                 return st;

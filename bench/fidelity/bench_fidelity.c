@@ -220,7 +220,7 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
         int64_t global_mb = json_integer_value(json_object_get(plan, "gbs")) / micro;
         int64_t plain = 0;
         for (int64_t i = 0; i < m.n_layers; i++)
-            if (p.layer[i].overlap != PS_OVERLAP_NONE && global_mb / p.layer[i].dp < 2) {
+            if (ps_overlap_is_oases(p.layer[i].overlap) && global_mb / p.layer[i].dp < 2) {
                 p.layer[i].overlap = PS_OVERLAP_NONE;
                 plain++;
             }

@@ -11,6 +11,8 @@
 #    second run keeps, which costdb show counts and calibrate --from-measurements refits;
 #  - overlapped TP: plain, cross-pass and oases plans of one shape run on the calibrated CPU cluster; the overlapped
 #    ones start their all-reduces beside the computation, and the measured and predicted gains are printed;
+#  - Transformer Engine's TP overlap: an SP plan without and with te runs; te's ring steps are counted, measured and
+#    predicted times printed;
 #  - --exec-top 2 executes and ranks the 2 best plans; with fewer ranks than GPUs it is refused before the search.
 # python3 reads the JSON results; scripts/install-deps.sh installs it, so its absence is a failure, not a skip.
 set -u
@@ -294,6 +296,37 @@ for ov in cross-pass oases; do
                "(gain %.3f)\n", o, m1, m0, m0 / m1, p1, p0, p0 / p1 }'
   fi
 done
+
+# ---- 5c. Transformer Engine's TP overlap (te): one shape (TP 4, sequence parallelism) planned without and with te for
+#      the calibrated CPU cluster and run: the te plan runs its SP collectives as ring steps beside GEMM pieces (the
+#      result counts them), the plain SP one none; measured and predicted times are reported ----
+declare -A te_meas te_pred
+for ov in none te; do
+  "$psearch" estimate "${cpuopt[@]}" --tp 4 --gbs 16 --mbs 4 --seq-parallel --tp-overlap "$ov" --format json \
+    --out "$scratch/te-$ov.json" 2>"$scratch/err"
+  check "--seq-parallel --tp-overlap $ov: a plan for the calibrated machine: $(head -2 "$scratch/err")" \
+    test -s "$scratch/te-$ov.json"
+  run4 exec "$scratch/te-$ov.json" "${cpuopt[@]}" --scale 8 --iters 3 --format json --out "$scratch/te-$ov.out" \
+    2>"$scratch/err"
+  rc=$?
+  check "exec of the sp $ov plan: exit $rc: $(grep '^psearch: error' "$scratch/err")" test $rc -eq 0
+  read -r m p n <<<"$(python3 -c 'import json, sys
+e = json.load(open(sys.argv[1]))["exec"]
+print(e["measured"]["iter_time_s"], e["predicted"]["iter_time_s"], e["tp_ring_steps_per_iteration"])' \
+    "$scratch/te-$ov.out" 2>/dev/null)"
+  te_meas[$ov]=$m
+  te_pred[$ov]=$p
+  if [[ $ov == none ]]; then
+    check "the plain SP plan runs no ring step (got ${n:-none})" test "${n:-x}" = 0
+  else
+    check "the te plan runs its SP collectives as ring steps (got ${n:-none} per iteration)" test "${n:-0}" -gt 0
+  fi
+done
+if [[ -n ${te_meas[te]} && -n ${te_meas[none]} ]]; then
+  awk -v m0="${te_meas[none]}" -v m1="${te_meas[te]}" -v p0="${te_pred[none]}" -v p1="${te_pred[te]}" \
+    'BEGIN { printf "# tp-overlap te over sp: measured %.4g s vs %.4g s (gain %.3f), predicted %.4g s vs %.4g s " \
+             "(gain %.3f)\n", m1, m0, m0 / m1, p1, p0, p0 / p1 }'
+fi
 
 # ---- 6. --exec-top ----
 top=$scratch/top.json

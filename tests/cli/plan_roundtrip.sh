@@ -22,6 +22,14 @@ check() { # label file-written-by-psearch
   { echo "FAIL: the search itself failed"; exit 1; }
 check search "$scratch/search.json"
 check estimate "$scratch/search.est.json" # an estimate's own output, read back
+# Transformer Engine's TP overlap: its name is written and read back, and the prediction with it
+if "$psearch" estimate --model gpt3-1.3b --cluster dgx-a100-80g:1 --vocab-pad 1024 --tp 4 --seq-parallel \
+  --tp-overlap te --format json --out "$scratch/te.json" </dev/null 2>"$scratch/err" &&
+  grep -q '"overlap": "te"' "$scratch/te.json"; then
+  check te "$scratch/te.json"
+else
+  fail=$((fail + 1)); echo "FAIL estimate --tp-overlap te: $(cat "$scratch/err")"
+fi
 # without --model and --cluster, estimate --plan takes the plan file's own (as exec does), not the default gpt3-65b
 if "$psearch" estimate --vocab-pad 1024 --plan "$scratch/search.json" --format json --out "$scratch/own.json" \
   </dev/null 2>"$scratch/err" && grep -q '"model": "gpt3-1.3b"' "$scratch/own.json" &&
@@ -31,4 +39,4 @@ else
   fail=$((fail + 1)); echo "FAIL estimate --plan without --model: $(cat "$scratch/err")"
 fi
 echo "$pass passed, $fail failed"
-[[ $fail -eq 0 && $pass -eq 3 ]]
+[[ $fail -eq 0 && $pass -eq 4 ]]

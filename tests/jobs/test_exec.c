@@ -38,15 +38,28 @@ typedef struct {
  * TP collectives and the resharding rule: every micro-batch's forward and backward on every rank of its stage, each
  * overlapped layer's collectives once per sub-batch (two), a cross-pass layer under full recomputation repeating its
  * forward ones in the backward. */
-static void expected_counts(const ps_plan *plan, const ps_model *m, int64_t *ov, int64_t *rs)
+static void expected_counts(const ps_plan *plan, const ps_model *m, int64_t *ov, int64_t *rs, int64_t *ring)
 {
     int64_t n_mb = ps_plan_micro_batches(plan), global_mb = plan->gbs / n_mb;
     int64_t width = (int64_t)plan->layer[0].tp * plan->layer[0].dp;
-    *ov = *rs = 0;
+    *ov = *rs = *ring = 0;
     for (int s = 0; s < plan->pp * plan->vpp; s++)
         for (int64_t i = plan->cuts[s]; i < plan->cuts[s + 1]; i++) {
             const ps_strategy *t = &plan->layer[i];
-            if (t->overlap != PS_OVERLAP_NONE && t->tp > 1) {
+            if (t->overlap == PS_OVERLAP_TE && t->tp > 1) {
+                /* te: each paired SP collective is tp - 1 ring steps (full recomputation repeats the forward's) */
+                ps_layer_gemms g;
+                ps_layer_gemm_shapes(&m->layers[i], global_mb / t->dp, t->tp, &g);
+                int64_t pairs[2] = {0, 0};
+                for (int pass = 0; pass < 2; pass++)
+                    for (int b = 0; b < (pass ? g.bwd_tp_colls : g.tp_colls); b++) {
+                        int ag, rs_;
+                        pairs[pass] += 2 * ps_layer_te_pair(&g, b, &ag, &rs_);
+                    }
+                int64_t per = pairs[0] + pairs[1] + (t->ckpt == PS_RECOMP_FULL ? pairs[0] : 0);
+                *ring += per * (t->tp - 1) * n_mb * width;
+            }
+            if (ps_overlap_is_oases(t->overlap) && t->tp > 1) {
                 ps_layer_gemms g;
                 ps_layer_gemm_shapes(&m->layers[i], global_mb / t->dp, t->tp, &g);
                 int per = g.tp_colls + g.bwd_tp_colls;
@@ -192,13 +205,17 @@ static void check_case(const exec_case *k, const ps_model *m, const ps_cluster *
     }
     ps_sched_destroy(ref);
 
-    int64_t want_ov = 0, want_rs = 0;
-    expected_counts(&plan, m, &want_ov, &want_rs);
+    int64_t want_ov = 0, want_rs = 0, want_ring = 0;
+    expected_counts(&plan, m, &want_ov, &want_rs, &want_ring);
+    CHECK(r.ring_steps == want_ring, "%s: %lld TP ring steps per iteration, expected %lld", k->name,
+          (long long)r.ring_steps, (long long)want_ring);
+    if (k->ov == PS_OVERLAP_TE) CHECK(want_ring > 0, "%s: no ring step", k->name);
     CHECK(r.ov_colls == want_ov, "%s: %lld overlapped all-reduces per iteration, expected %lld", k->name,
           (long long)r.ov_colls, (long long)want_ov);
     CHECK(r.reshards == want_rs, "%s: %lld resharding all-gathers per iteration, expected %lld", k->name,
           (long long)r.reshards, (long long)want_rs);
-    if (k->ov != PS_OVERLAP_NONE || k->ov2 != PS_OVERLAP_NONE) CHECK(want_ov > 0, "%s: nothing overlapped", k->name);
+    if (ps_overlap_is_oases(k->ov) || ps_overlap_is_oases(k->ov2))
+        CHECK(want_ov > 0, "%s: nothing overlapped", k->name);
     if (k->mixed) CHECK(want_rs > 0, "%s: nothing resharded", k->name);
     CHECK(isfinite(r.median_s) && r.median_s > 0, "%s: median %g", k->name, r.median_s);
     for (int i = 0; i < r.iters; i++)
@@ -340,6 +357,11 @@ int main(int argc, char **argv)
              PS_OVERLAP_NONE},
             {"tp 2/4, cross-pass/oases", 2, 2, 1, 1, 0, "1f1b", 8, PS_RECOMP_FULL, false, true, 2, PS_OVERLAP_CROSS,
              PS_OVERLAP_OASES},
+            /* Transformer Engine's TP overlap (te): SP collectives as ring steps, alone and under a pipeline with
+             * full recomputation (the recomputed forward rings again) */
+            {"tp4, sp, te", 4, 1, 1, 1, 0, "1f1b", 8, PS_RECOMP_NONE, true, false, 0, PS_OVERLAP_TE, PS_OVERLAP_NONE},
+            {"pp2 x tp2, sp, te, full", 2, 1, 2, 1, 0, "1f1b", 8, PS_RECOMP_FULL, true, false, 0, PS_OVERLAP_TE,
+             PS_OVERLAP_NONE},
         };
         int kinds_seen = 0;
         if (faults) check_faults(&m, &c, &cp);

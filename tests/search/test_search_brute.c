@@ -26,7 +26,8 @@
 /* The strategy set of a stage of `width` GPUs, written out from the search's documented space (search.c header and
  * docs/search.md): tp dividing width and at most max_tp, dp = width / tp dividing the micro-batch with at most mbs_max
  * samples per replica; ZeRO 0-3 when dp > 1; recomputation none / selective / full; SP with tp > 1; overlapped TP
- * (cross-pass with any recomputation, oases with full) with tp > 1, no SP, at least 2 samples per replica. */
+ * (cross-pass with any recomputation, oases with full) with tp > 1, no SP, at least 2 samples per replica;
+ * Transformer Engine's overlap (te) with SP, any recomputation. */
 static int strategies(int64_t width, int max_tp, int64_t global_mb, int64_t mbs_max, ps_strategy *out, int cap)
 {
     int n = 0;
@@ -35,15 +36,16 @@ static int strategies(int64_t width, int max_tp, int64_t global_mb, int64_t mbs_
         if (width % tp || global_mb % dp || global_mb / dp > mbs_max) continue;
         for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
             for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++)
-                for (int v = 0; v < 4; v++) { /* plain, SP, cross-pass, oases */
+                for (int v = 0; v < 5; v++) { /* plain, SP, cross-pass, oases, SP + te */
                     if (v > 0 && tp == 1) continue;
-                    if (v >= 2 && global_mb / dp < 2) continue;
+                    if ((v == 2 || v == 3) && global_mb / dp < 2) continue;
                     if (v == 3 && rc != PS_RECOMP_FULL) continue;
                     if (n == cap) fail_msg("more than %d strategies", cap);
                     out[n++] = (ps_strategy){.tp = (int)tp, .dp = (int)dp, .zero = zero, .ckpt = (ps_recompute)rc,
-                                             .sp = v == 1,
-                                             .overlap = v == 2 ? PS_OVERLAP_CROSS
+                                             .sp = v == 1 || v == 4,
+                                             .overlap = v == 2   ? PS_OVERLAP_CROSS
                                                         : v == 3 ? PS_OVERLAP_OASES
+                                                        : v == 4 ? PS_OVERLAP_TE
                                                                  : PS_OVERLAP_NONE};
                 }
     }
