@@ -205,7 +205,7 @@ json.dump({"name": "shared-2", "node_groups": [{"name": "shared", "nodes": 1, "g
 PY
   two=(--model "$model" --cluster "$out/cluster2.json" --mbs 2 --gbs 8 --vocab-pad 256)
   for p in "tp2:--tp 2 --dp 1 --recompute full --tp-overlap oases" "zero3:--tp 1 --dp 2 --zero 3" \
-    "pp2:--tp 1 --dp 1 --pp 2 --schedule 1f1b"; do
+    "pp2:--tp 1 --dp 1 --pp 2 --schedule 1f1b" "te2:--tp 2 --dp 1 --seq-parallel --tp-overlap te"; do
     name=${p%%:*}
     # shellcheck disable=SC2086 # the plan options are words
     step "plan2_$name" 60 "$psearch" estimate "${two[@]}" ${p#*:} --format json --out "$out/plan2_$name.json" &&

@@ -142,7 +142,7 @@ def main():
     two = {"shared_gpu": shared, "calibration_rows": db2.get("rows"),
            "nccl_version": (db2.get("provenance") or {}).get("nccl_version") or db2.get("nccl_version"),
            "exec": []}
-    for name in ("tp2", "zero3", "pp2"):
+    for name in ("tp2", "zero3", "pp2", "te2"):
         if os.path.exists(os.path.join(d, "plan2_%s.json" % name)):
             two["exec"].append(plan_row(name, load(os.path.join(d, "exec2_%s.json" % name)), None))
 
@@ -194,7 +194,7 @@ def main():
             fmt(p["measured_peak_gib"], "%.2f"), fmt(p["predicted_peak_gib"], "%.2f"),
             fmt(p["peak_error_pct"], "%+.1f")))
     if two["exec"]:
-        L.append("(tp2, zero3, pp2: two ranks on %s)" % (
+        L.append("(%s: two ranks on %s)" % (", ".join(p["plan"] for p in two["exec"]),
             "one shared GPU over NCCL's socket transport: their times are not those of two GPUs, and each rank's "
             "measured peak holds both ranks' memory" if shared else "two GPUs"))
     if report["failed_steps"]:
