@@ -174,6 +174,8 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
     else if (ov && strcmp(ov, "none") != 0)
         PS_TRY_GOTO(st, PS_FAIL(PS_ERR_INPUT, "unknown tp_overlap '%s' (known: none, oases-cross-pass, "
                                               "oases-cross-pass+fine-recompute)", ov), done);
+    /* the modern cases: Megatron-core's --tp-comm-overlap (Transformer Engine's userbuffers) is the te overlap */
+    if (json_is_true(json_object_get(plan, "tp_comm_overlap")) && s.sp && s.tp > 1) s.overlap = PS_OVERLAP_TE;
     int pp = (int)json_integer_value(json_object_get(plan, "pp"));
     int vpp = (int)json_integer_value(json_object_get(plan, "vpp"));
     const json_t *part = json_object_get(plan, "partition");
