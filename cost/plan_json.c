@@ -60,7 +60,8 @@ ps_status ps_plan_from_json(const json_t *root, const char *file, const ps_model
     /* A plan file written by psearch carries its prediction and inputs too; they are read elsewhere or ignored. */
     static const char *const known[] = {"psearch_version", "model", "cluster", "gpus", "gbs", "mbs", "micro_batches",
                                         "pp", "vpp", "schedule", "tp", "dp", "zero", "ckpt", "sp", "overlap",
-                                        "dp_overlap", "attention", "stages", "predicted", "flops_convention", "cost_params", "note",
+                                        "dp_overlap", "attention", "stages", "predicted", "flops_convention",
+                                        "cost_params", "note",
                                         /* the search's result document and a --costdb estimate add these */
                                         "top", "search", "objective", "baselines", "binding", "costdb", NULL};
     PS_TRY(ps_json_known_keys(root, &loc, known));
