@@ -31,6 +31,7 @@ static ps_status plan_from_flags(const ps_cli_opts *o, const ps_model *m, const 
         return PS_FAIL(PS_ERR_INPUT, "option --tp-overlap: estimate costs one plan: none, cross-pass, oases or te "
                                      "(auto is for the search)");
     if (o->tp_overlap) PS_TRY(ps_overlap_parse(o->tp_overlap, &s.overlap));
+    s.dp_no_overlap = o->dp_overlap == 0;
     if (tp > INT32_MAX || dp > INT32_MAX || pp > INT32_MAX || vpp > 1024)
         return PS_FAIL(PS_ERR_INPUT, "degrees are too large (tp %lld, dp %lld, pp %lld, vpp %lld)", (long long)tp,
                        (long long)dp, (long long)pp, (long long)vpp);
@@ -49,9 +50,9 @@ void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const 
             s->tp, s->dp, plan->pp, uni ? "" : " (per-layer strategies vary)", (long long)plan->mbs,
             (long long)plan->gbs, (long long)ps_plan_micro_batches(plan), plan->schedule, plan->vpp);
     if (uni)
-        fprintf(f, "            zero %d, recompute %s, sequence parallel %s, TP overlap %s, attention %s\n", s->zero,
-                ps_recompute_name(s->ckpt), s->sp ? "on" : "off", ps_overlap_name(s->overlap),
-                ps_attn_name(s->attn));
+        fprintf(f, "            zero %d, recompute %s, sequence parallel %s, TP overlap %s, attention %s, DP "
+                   "overlap %s\n", s->zero, ps_recompute_name(s->ckpt), s->sp ? "on" : "off",
+                ps_overlap_name(s->overlap), ps_attn_name(s->attn), s->dp_no_overlap ? "off" : "on");
     if (m->dtype == PS_DTYPE_FP8)
         fprintf(f, "dtype       fp8, Transformer Engine's recipe: FP8 GEMMs in the blocks' linear layers (E4M3 "
                    "forward, E5M2 gradients), BF16\n            attention, activations, weights and gradients, "
@@ -116,9 +117,11 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     /* the plan given is the plan costed: no padding unless --vocab-pad asks */
     PS_TRY_GOTO(st, ps_cli_load_model(&lo, lo.model, &c, false, MPI_COMM_NULL, &m), done);
     PS_TRY_GOTO(st, ps_cli_cost_model(&lo, MPI_COMM_NULL, &c, &cp, &db), done);
-    if (root)
+    if (root) {
         PS_TRY_GOTO(st, ps_plan_from_json(root, o->plan, &m, &plan), done);
-    else
+        /* --dp-overlap with a plan file reprices it for a framework that does (not) overlap */
+        for (int64_t i = 0; o->dp_overlap >= 0 && i < m.n_layers; i++) plan.layer[i].dp_no_overlap = !o->dp_overlap;
+    } else
         PS_TRY_GOTO(st, plan_from_flags(&lo, &m, &c, &plan), done);
     ps_attn attn = PS_ATTN_AUTO;
     if (o->attention && strcmp(o->attention, "search") == 0)

@@ -110,6 +110,15 @@ static void megatron(FILE *f, const ps_model *m, const ps_plan *p)
                 "# NOTE: ZeRO stage %d has no Megatron-LM flag; --use-distributed-optimizer shards only the optimizer "
                 "states (ZeRO-1)\n--use-distributed-optimizer\n",
                 s0->zero);
+    /* Data-parallel overlap (docs/costmodel.md, "Data-parallel overlap"): the plan was priced with Megatron-core's
+     * bucketed gradient reduction during the backward and, with the distributed optimizer, the parameter gather
+     * during the next forward; both are off by default in Megatron-LM (DistributedDataParallelConfig). */
+    if (s0->dp > 1 && !s0->dp_no_overlap)
+        fprintf(f, "--overlap-grad-reduce%s\n# (priced with Megatron-core's default --ddp-bucket-size: max(4e7, 1e6 x "
+                   "dp) parameters)\n", s0->zero >= 1 ? " --overlap-param-gather" : "");
+    else if (s0->dp > 1)
+        fprintf(f, "# NOTE: the plan was priced without data-parallel overlap (--dp-overlap off): no "
+                   "--overlap-grad-reduce / --overlap-param-gather\n");
     if (m->dtype == PS_DTYPE_BF16) fprintf(f, "--bf16\n");
     if (m->dtype == PS_DTYPE_FP16) fprintf(f, "--fp16\n");
     /* FP8 GEMMs inside BF16 training (TransformerConfig.fp8 'hybrid': E4M3 forward, E5M2 gradients), with Megatron's
@@ -145,7 +154,12 @@ static json_t *deepspeed(const ps_model *m, const ps_plan *p)
     json_object_set_new(j, "train_batch_size", json_integer(p->gbs));
     json_object_set_new(j, "train_micro_batch_size_per_gpu", json_integer(p->mbs));
     json_object_set_new(j, "gradient_accumulation_steps", json_integer(micro));
-    json_object_set_new(j, "zero_optimization", json_pack("{s:i}", "stage", s0->zero));
+    /* overlap_comm as the plan was priced (DeepSpeed's own default: true for stage 3 only), and the buckets it was
+     * priced with: Megatron-core's max(4e7, 1e6 x dp) elements, not DeepSpeed's 5e8 (docs/costmodel.md) */
+    json_int_t bucket = (json_int_t)(dp * 1000000 > 40000000 ? dp * 1000000 : 40000000);
+    json_object_set_new(j, "zero_optimization",
+                        json_pack("{s:i, s:b, s:I, s:I}", "stage", s0->zero, "overlap_comm", !s0->dp_no_overlap,
+                                  "reduce_bucket_size", bucket, "allgather_bucket_size", bucket));
     if (m->dtype == PS_DTYPE_BF16) json_object_set_new(j, "bf16", json_pack("{s:b}", "enabled", 1));
     if (m->dtype == PS_DTYPE_FP16) json_object_set_new(j, "fp16", json_pack("{s:b}", "enabled", 1));
     if (s0->ckpt != PS_RECOMP_NONE)

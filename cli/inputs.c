@@ -163,6 +163,7 @@ ps_status ps_cli_search_setup(const ps_cli_opts *o, const ps_cluster *c, ps_cli_
                            o->tp_overlap);
         so->overlap = strcmp(o->tp_overlap, "auto") == 0;
     }
+    so->dp_no_overlap = o->dp_overlap == 0;
     if (o->attention) {
         ps_attn a = PS_ATTN_AUTO;
         if (strcmp(o->attention, "search") == 0)

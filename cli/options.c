@@ -100,6 +100,14 @@ static ps_status parse_tp_overlap(const opt_row *r, const char *val, ps_cli_opts
     return PS_OK;
 }
 
+static ps_status parse_dp_overlap(const opt_row *r, const char *val, ps_cli_opts *o)
+{
+    if (strcmp(val, "on") != 0 && strcmp(val, "off") != 0)
+        return PS_FAIL(PS_ERR_INPUT, "option --dp-overlap: expected on or off (got '%s')", val);
+    *FIELD(o, r, int) = strcmp(val, "on") == 0;
+    return PS_OK;
+}
+
 /* estimate takes one kernel, the search also `search` (both, per layer): checked where the command is known */
 static ps_status parse_attention(const opt_row *r, const char *val, ps_cli_opts *o)
 {
@@ -264,6 +272,12 @@ static const opt_row k_options[] = {
        "(cross-pass + fine-grained recomputation; needs --recompute full), or te\n"
        "(Transformer Engine's --tp-comm-overlap rings; needs --seq-parallel)",
        "none"}}},
+    {"dp-overlap", 0, OPT_FN, "on|off", AT(dp_overlap), "plan estimate sweep", 0, parse_dp_overlap,
+     {{NULL, NULL,
+       "data-parallel collectives overlapped with computation as the frameworks do\n"
+       "it (Megatron --overlap-grad-reduce/--overlap-param-gather, DeepSpeed\n"
+       "overlap_comm, FSDP prefetch): on; off prices a run without it (all exposed)",
+       "on"}}},
     {"attention", 0, OPT_FN, "A", AT(attention), "plan estimate sweep", 0, parse_attention,
      {{"plan", NULL,
        "attention kernel of every layer: fused (FlashAttention-2/3, cuDNN: no score\n"
@@ -412,6 +426,7 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
     memset(o, 0, sizeof *o);
     o->cmd = "plan";
     o->zero = -1;
+    o->dp_overlap = -1;
     o->warmup = -1;
     ps_model_opts_init(&o->mopts);
 

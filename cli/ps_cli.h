@@ -37,6 +37,7 @@ typedef struct {
     const char *recompute;
     int seq_parallel;
     const char *tp_overlap; /* --tp-overlap: estimate none|cross-pass|oases; plan and sweep auto|none (NULL: default) */
+    int dp_overlap;         /* --dp-overlap on|off: 1, 0; -1 = not given (on) */
     const char *attention;  /* --attention: auto|fused|unfused, plan and sweep also search (NULL: auto) */
     const char *schedule;
     const char *cost_params[16];

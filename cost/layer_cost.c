@@ -335,6 +335,41 @@ double ps_cost_overlapped(const ps_cost_params *p, double comp, double comm)
     return hi + (p->overlap_slowdown - 1) * lo;
 }
 
+double ps_cost_bucket_overlap(const ps_cost_params *p, int n, const double *compute_after_ready, const double *comm)
+{
+    if (n <= 0) return 0;
+    /* Closed form bucket by bucket: `t` is when the communication stream is free, `done` the computation finished
+     * by then (seconds of computation alone), time 0 at bucket 0's readiness. A bucket whose readiness the
+     * computation has not reached waits for it, the computation running alone meanwhile; then its collective and
+     * the remaining computation run together (both slowed) until one ends, the other alone after. */
+    const double total = compute_after_ready[0], s = p->overlap_slowdown;
+    double t = 0, done = 0;
+    for (int i = 0; i < n; i++) {
+        double ready = total - compute_after_ready[i];
+        if (done < ready) {
+            t += ready - done;
+            done = ready;
+        }
+        double left = total - done, c = comm[i];
+        if (left >= c) {
+            t += c * s;
+            done += c;
+        } else {
+            t += left * s + (c - left);
+            done = total;
+        }
+    }
+    double end = t + (total - done);
+    return end - total > 0 ? end - total : 0;
+}
+
+double ps_cost_prefetch(const ps_cost_params *p, int n, const double *comp, const double *comm)
+{
+    double t = comm[0] + comm[n + 1];
+    for (int k = 0; k < n; k++) t += ps_cost_overlapped(p, comp[k], comm[k + 1]);
+    return t;
+}
+
 static const char *const k_overlap_names[PS_OVERLAP_COUNT] = {"none", "cross-pass", "oases", "te"};
 
 const char *ps_overlap_name(ps_overlap o)
@@ -742,25 +777,38 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     /* Data parallelism. ZeRO-3 gathers weights for forward and backward and reduce-scatters gradients every
      * micro-batch, hidden behind computation when possible (prefetch); stages 0-2 synchronise once per iteration. */
     double zero_f = 0, zero_b = 0;
+    out->dp_elems = P;
     if (s->dp > 1) {
         ps_group g = {first, s->dp, s->tp};
         double wbytes = P * elt, gbytes = P * p->grad_reduce_bytes;
         if (s->zero >= 3) {
-            zero_f = ps_coll_allgather(p, c, &g, wbytes); /* the backward gathers the same weights again */
-            zero_b = zero_f + ps_coll_reducescatter(p, c, &g, gbytes);
+            out->zero_gather = ps_coll_allgather(p, c, &g, wbytes);
+            out->zero_rs = ps_coll_reducescatter(p, c, &g, gbytes);
+            zero_f = out->zero_gather; /* the backward gathers the same weights again */
+            zero_b = zero_f + out->zero_rs;
         } else if (s->zero >= 1) {
-            out->dp_sync = ps_coll_reducescatter(p, c, &g, gbytes) + ps_coll_allgather(p, c, &g, wbytes);
+            out->dp_grad = ps_coll_reducescatter(p, c, &g, gbytes);
+            out->dp_param = ps_coll_allgather(p, c, &g, wbytes);
         } else {
-            out->dp_sync = ps_coll_allreduce(p, c, &g, gbytes);
+            out->dp_grad = ps_coll_allreduce(p, c, &g, gbytes);
         }
+        out->dp_sync = out->dp_grad + out->dp_param;
     }
     out->zero_comm = zero_f + zero_b;
     out->tp_comm = tp_f + tp_b;
     out->recompute = recompute + recompute_comm;
-    double zero_f_exposed = zero_f > 0 ? ps_cost_overlapped(p, comp_f, zero_f) - comp_f : 0;
-    out->fwd = comp_f + zero_f_exposed + tp_f;
+    /* ZeRO-3 overlapped (FSDP, DeepSpeed stage 3's default overlap_comm): each gather beside the layer's own
+     * computation, the steady state of a one-ahead prefetch; ps_cost_plan adds what the stage's first gather and last
+     * reduce-scatter leave exposed (ps_cost_prefetch). Not overlapped: every collective waits and blocks. */
     double bw_both = comp_b + comp_w;
-    double bw_exposed = zero_b > 0 ? ps_cost_overlapped(p, bw_both, zero_b) - bw_both : 0;
+    double zero_f_exposed = zero_f, bw_exposed = zero_b;
+    if (!s->dp_no_overlap) {
+        zero_f_exposed = zero_f > 0 ? ps_cost_overlapped(p, comp_f, zero_f) - comp_f : 0;
+        bw_exposed = zero_b > 0 ? ps_cost_overlapped(p, bw_both, zero_b) - bw_both : 0;
+    }
+    out->zero_exposed_f = zero_f_exposed;
+    out->zero_exposed_b = bw_exposed;
+    out->fwd = comp_f + zero_f_exposed + tp_f;
     out->bwd_b = comp_b + tp_b + recompute_comm;
     out->bwd_w = comp_w + bw_exposed;
     out->comp_fwd = comp_f;

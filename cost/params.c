@@ -67,6 +67,14 @@ static const param_def k_params[] = {
     {"gemm_tile_n", P(gemm_tile_n), 128, 0, 4096, "elements (0 = no shape model)",
      "output tile columns: 128, as gemm_tile_m (same sources); with 128x128 and 132 SMs, an H100/H200 GEMM of 133 "
      "tiles runs two waves"},
+    /* Data-parallel gradient buckets (docs/costmodel.md, "Data-parallel overlap") */
+    {"dp_bucket_elems", P(dp_bucket_elems), 4e7, 1e3, 1e11, "elements",
+     "Megatron-core DistributedDataParallelConfig.bucket_size default: max(40000000, 1000000 x dp_size) parameters "
+     "(megatron/core/distributed/distributed_data_parallel_config.py, 'larger DP sizes need larger buckets to ensure "
+     "collectives do not become latency-bound'); DeepSpeed's reduce_bucket_size default is 5e8 elements "
+     "(deepspeed/runtime/zero/config.py)"},
+    {"dp_bucket_elems_per_rank", P(dp_bucket_elems_per_rank), 1e6, 0, 1e10, "elements per DP rank",
+     "the 1000000 x dp_size term of Megatron-core's default bucket_size (as dp_bucket_elems)"},
 };
 #undef P
 #define N_PARAMS ((int)(sizeof k_params / sizeof k_params[0]))

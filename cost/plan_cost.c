@@ -94,7 +94,7 @@ int64_t ps_plan_micro_batches(const ps_plan *p)
 bool ps_strategy_equal(const ps_strategy *a, const ps_strategy *b)
 {
     return a->tp == b->tp && a->dp == b->dp && a->zero == b->zero && a->ckpt == b->ckpt && a->sp == b->sp &&
-           a->overlap == b->overlap && a->attn == b->attn;
+           a->overlap == b->overlap && a->attn == b->attn && a->dp_no_overlap == b->dp_no_overlap;
 }
 
 void ps_plan_resolve_attention(ps_plan *p, int64_t n_layers, const ps_cluster *c, ps_attn a)
@@ -308,6 +308,135 @@ static void run_close(const ps_cost_params *p, run_buf *r, ps_stage_pred *sp, do
     r->extra_f = 0;
 }
 
+/* ---- data-parallel overlap (docs/costmodel.md, "Data-parallel overlap") ---- */
+/* Per layer of the plan, in columns of one buffer: its backward and forward per micro-batch, the once-per-iteration
+ * gradient collective and parameter gather it takes part in overlapped (0 when not overlapped or not ZeRO 0-2), its
+ * parameters and DP degree (the bucket rule), and for ZeRO-3 its computation, gather, reduce-scatter and the exposure
+ * its layer cost already holds; then four scratch rows of L + 2 for the bucket and prefetch timelines. */
+enum { DPL_BW, DPL_FW, DPL_GRAD, DPL_PARAM, DPL_ELEMS, DPL_DP, DPL_ZCF, DPL_ZCB, DPL_ZG, DPL_ZRS, DPL_ZXF, DPL_ZXB,
+       DPL_N };
+typedef struct {
+    double *v; /* [DPL_N][L], then scratch [4][L + 2] */
+    int64_t L;
+} dp_layers;
+
+static double *dpl(const dp_layers *d, int col) { return d->v + (size_t)col * (size_t)d->L; }
+
+static void dp_layer_record(dp_layers *d, int64_t i, const ps_strategy *s, const ps_layer_cost *lc)
+{
+    bool ov = !s->dp_no_overlap;
+    dpl(d, DPL_BW)[i] = lc->bwd_b + lc->bwd_w;
+    dpl(d, DPL_FW)[i] = lc->fwd;
+    dpl(d, DPL_GRAD)[i] = ov ? lc->dp_grad : 0;
+    dpl(d, DPL_PARAM)[i] = ov ? lc->dp_param : 0;
+    dpl(d, DPL_ELEMS)[i] = lc->dp_elems;
+    dpl(d, DPL_DP)[i] = s->dp;
+    /* ZeRO-3 not overlapped is exposed in its layer's cost already: its collectives join the computation here */
+    dpl(d, DPL_ZCF)[i] = lc->comp_fwd + (ov ? 0 : lc->zero_exposed_f);
+    dpl(d, DPL_ZCB)[i] = lc->comp_bwd_b + lc->comp_bwd_w + (ov ? 0 : lc->zero_exposed_b);
+    dpl(d, DPL_ZG)[i] = ov ? lc->zero_gather : 0;
+    dpl(d, DPL_ZRS)[i] = ov ? lc->zero_rs : 0;
+    dpl(d, DPL_ZXF)[i] = ov ? lc->zero_exposed_f : 0;
+    dpl(d, DPL_ZXB)[i] = ov ? lc->zero_exposed_b : 0;
+}
+
+/* ZeRO-3 overlapped over the stage's layers [a, b): a one-ahead prefetch (ps_cost_prefetch) in each pass. The
+ * forward gathers layer k + 1 while layer k computes, the first gather alone; the backward, in reverse, gathers the
+ * next layer and reduce-scatters the previous one's gradients beside each layer's computation, the first gather and
+ * the last reduce-scatter alone. Each layer's cost already holds its gathers beside its own computation (the steady
+ * state); the stage adds what the pipeline's ends expose beyond that, never less than 0 (so that the layer costs stay
+ * a lower bound of the stage, as the search's bounds need), per micro-batch. */
+static void zero3_stage_ends(const ps_cost_params *p, const dp_layers *d, int64_t a, int64_t b, ps_stage_pred *sp)
+{
+    const double *g = dpl(d, DPL_ZG), *rs = dpl(d, DPL_ZRS);
+    bool any = false;
+    for (int64_t i = a; i < b && !any; i++) any = g[i] > 0;
+    if (!any) return;
+    int n = (int)(b - a);
+    double *comp = d->v + (size_t)DPL_N * (size_t)d->L, *comm = comp + d->L + 2, have = 0;
+    for (int k = 0; k < n; k++) {
+        comp[k] = dpl(d, DPL_ZCF)[a + k];
+        comm[k] = g[a + k];
+        have += comp[k] + dpl(d, DPL_ZXF)[a + k];
+    }
+    comm[n] = comm[n + 1] = 0;
+    sp->fwd += fmax(0, ps_cost_prefetch(p, n, comp, comm) - have);
+    have = 0;
+    comm[0] = g[b - 1];
+    for (int k = 0; k < n; k++) {
+        int64_t l = b - 1 - k; /* the layer of backward step k */
+        comp[k] = dpl(d, DPL_ZCB)[l];
+        comm[k + 1] = (l - 1 >= a ? g[l - 1] : 0) + (k >= 1 ? rs[l + 1] : 0);
+        have += comp[k] + dpl(d, DPL_ZXB)[l];
+    }
+    comm[n + 1] = rs[a];
+    sp->bwd_w += fmax(0, ps_cost_prefetch(p, n, comp, comm) - have);
+}
+
+/* What device `dev`'s overlapped ZeRO 0-2 synchronisation leaves exposed per iteration. Megatron-core buckets the
+ * gradients in reverse layer order, a bucket closing at max(dp_bucket_elems, dp_bucket_elems_per_rank x dp)
+ * parameters; a bucket is ready when the last micro-batch's backward of all its layers is done and its collective
+ * runs then (ps_cost_bucket_overlap). The device's stages are walked as one backward, last stage first (an interleaved
+ * device's chunks run their last backwards with other devices' work between: taken as back to back). The parameter
+ * all-gather of ZeRO 1-2 (--overlap-param-gather) runs bucket by bucket one ahead of the next iteration's first
+ * forward (ps_cost_prefetch): the first bucket's gather exposed. */
+static double dp_exposed(const ps_cost_params *p, const dp_layers *d, const ps_plan *plan, const ps_sched *sch,
+                         int dev)
+{
+    const double *bw = dpl(d, DPL_BW), *fw = dpl(d, DPL_FW), *gr = dpl(d, DPL_GRAD), *pa = dpl(d, DPL_PARAM),
+                 *el = dpl(d, DPL_ELEMS), *dp = dpl(d, DPL_DP);
+    /* scratch per bucket: readiness, collective, parameter gather, forward */
+    double *car = d->v + (size_t)DPL_N * (size_t)d->L, *bcomm = car + d->L + 2, *bpar = bcomm + d->L + 2,
+           *bfw = bpar + d->L + 2;
+    double left = 0;
+    int S = plan->pp * plan->vpp;
+    for (int s = 0; s < S; s++)
+        if (ps_sched_device_of(sch, s) == dev)
+            for (int64_t i = plan->cuts[s]; i < plan->cuts[s + 1]; i++) left += bw[i];
+    int nb = 0;
+    double elems = 0, comm = 0, par = 0, fwd = 0, cap = 0;
+    bool open = false;
+    for (int s = S - 1; s >= 0; s--) {
+        if (ps_sched_device_of(sch, s) != dev) continue;
+        for (int64_t i = plan->cuts[s + 1] - 1; i >= plan->cuts[s]; i--) {
+            left -= bw[i];
+            fwd += fw[i];
+            if (gr[i] <= 0 && pa[i] <= 0) continue;
+            open = true;
+            elems += el[i];
+            comm += gr[i];
+            par += pa[i];
+            cap = fmax(cap, fmax(p->dp_bucket_elems, p->dp_bucket_elems_per_rank * dp[i]));
+            if (elems >= cap) {
+                car[nb] = fmax(0, left);
+                bcomm[nb] = comm;
+                bpar[nb] = par;
+                bfw[nb++] = fwd;
+                elems = comm = par = fwd = cap = 0;
+                open = false;
+            }
+        }
+    }
+    if (open) {
+        car[nb] = 0;
+        bcomm[nb] = comm;
+        bpar[nb] = par;
+        bfw[nb++] = fwd;
+    } else if (nb > 0) {
+        bfw[nb - 1] += fwd; /* layers before the first bucket's (in forward order) run in its forward step */
+    }
+    if (nb == 0) return 0;
+    double exposed = ps_cost_bucket_overlap(p, nb, car, bcomm);
+    /* forward order: bucket nb - 1 first; the gather of bucket j + 1 beside the forward of bucket j */
+    double have = 0, t = bpar[nb - 1];
+    for (int j = 0; j < nb; j++) {
+        int k = nb - 1 - j;
+        t += ps_cost_overlapped(p, bfw[k], k > 0 ? bpar[k - 1] : 0);
+        have += bfw[k];
+    }
+    return exposed + fmax(0, t - have);
+}
+
 ps_status ps_cost_plan(const ps_cost_params *p, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
                        ps_prediction *out)
 {
@@ -335,8 +464,10 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
     /* A search builds (kind, d, n, v) once for all the plans of a candidate: the order is then the same, and so
      * are its verification and dependency record. */
     PS_TRY_GOTO(st, ps_sched_ensure(sch, plan->schedule, d, (int)n_mb, plan->vpp), done);
-    /* per stage: f, b, w, act, p2p; per device: static, temp, sync, bwd, exposed sync, recompute, capacity, TP */
-    buf = ps_calloc((size_t)S * 5 + (size_t)d * 9, sizeof *buf);
+    /* per stage: f, b, w, act, p2p; per device: static, temp, sync, bwd, exposed sync, recompute, capacity, TP,
+     * optimizer, sync not overlapped; per layer: what the data-parallel overlap needs (dp_layers) */
+    int64_t L = m->n_layers;
+    buf = ps_calloc((size_t)S * 5 + (size_t)d * 10 + (size_t)L * DPL_N + 4 * ((size_t)L + 2), sizeof *buf);
     out->stages = ps_calloc((size_t)S, sizeof *out->stages);
     if (!buf || !out->stages) {
         st = PS_ERR_SYSTEM;
@@ -344,7 +475,8 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
     }
     double *f = buf, *b = f + S, *w = b + S, *act = w + S, *p2p = act + S;
     double *dstatic = p2p + S, *dtemp = dstatic + d, *dsync = dtemp + d, *dbwd = dsync + d, *dexposed = dbwd + d,
-           *drec = dexposed + d, *dcap = drec + d, *dtp = dcap + d, *dopt = dtp + d;
+           *drec = dexposed + d, *dcap = drec + d, *dtp = dcap + d, *dopt = dtp + d, *dsoff = dopt + d;
+    dp_layers dl = {dsoff + d, L};
     for (int i = 0; i < d; i++) dcap[i] = INFINITY;
     out->n_stages = S;
 
@@ -394,11 +526,16 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
             sp->mem_static += lc.mem_params + lc.mem_grads + lc.mem_optim;
             sp->mem_act_per_mb += lc.mem_act;
             if (lc.mem_temp > sp->mem_temp) sp->mem_temp = lc.mem_temp;
-            dsync[dev] += lc.dp_sync;
+            dp_layer_record(&dl, i, ls, &lc);
+            if (ls->dp_no_overlap)
+                dsoff[dev] += lc.dp_sync;
+            else
+                dsync[dev] += lc.dp_sync;
             drec[dev] += lc.recompute;
             hw_flops_mb += lc.hw_flops;
         }
         if (rb.n > 0) run_close(p, &rb, sp, &dtp[dev]);
+        zero3_stage_ends(p, &dl, plan->cuts[s], plan->cuts[s + 1], sp);
         f[s] = sp->fwd;
         b[s] = sp->bwd_b;
         w[s] = sp->bwd_w;
@@ -435,15 +572,15 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
     ps_sched_result r;
     PS_TRY_GOTO(st, ps_sched_simulate(sch, &costs, &r), done);
 
-    /* After the last backward each device still synchronises gradients (ZeRO 0-2), overlapped with that last
-     * backward (Galvatron-BMW App. C), then steps the optimizer: a memory-bound pass over weights, gradients and
-     * optimizer states (read and written). */
+    /* Each device synchronises gradients (ZeRO 0-2) once per iteration: overlapped, in buckets during its last
+     * backward and the parameter gather during the next first forward (dp_exposed); not overlapped, all of it after
+     * the last backward. Then it steps the optimizer: a memory-bound pass over weights, gradients and optimizer
+     * states (read and written). */
     double tail = 0;
     int crit = 0;
     for (int i = 0; i < d; i++) {
         const ps_node_group *ng = ps_cluster_group_of(c, (int64_t)i * width);
-        double bwd_last = dbwd[i];
-        dexposed[i] = dsync[i] > 0 ? ps_cost_overlapped(p, bwd_last, dsync[i]) - bwd_last : 0;
+        dexposed[i] = dsoff[i] + (dsync[i] > 0 ? dp_exposed(p, &dl, plan, sch, i) : 0);
         dopt[i] = p->compute_scale * 2 * dstatic[i] / ps_cost_stream_Bps(p, &ng->gpu);
         if (dexposed[i] + dopt[i] > tail) tail = dexposed[i] + dopt[i];
         if (r.busy[i] > r.busy[crit]) crit = i;

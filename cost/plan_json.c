@@ -33,6 +33,13 @@ static ps_status read_strategy(const json_t *o, const ps_jloc *loc, ps_strategy 
         return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be none, cross-pass or oases (got '%s')", loc->file, fl.path,
                        ov);
     }
+    /* "dp_overlap": the data-parallel collectives overlapped as the frameworks do (docs/costmodel.md, "Data-parallel
+     * overlap"). Absent: on, the default of every plan psearch makes. Plans written before the field existed were
+     * priced with the sync overlapped with the last backward as a whole; they are priced with the bucketed overlap
+     * now, which is what a run with the exported --overlap-grad-reduce does. */
+    bool dpo = !s->dp_no_overlap;
+    PS_TRY(ps_json_bool(o, loc, "dp_overlap", false, &dpo));
+    s->dp_no_overlap = !dpo;
     /* absent: auto, the kernel the stage's GPUs have (plans written before the field existed were unfused; an
      * estimate of one on GPUs with fused kernels now prices them fused unless the file says "unfused") */
     char at[16] = "";
@@ -53,7 +60,8 @@ ps_status ps_plan_from_json(const json_t *root, const char *file, const ps_model
     /* A plan file written by psearch carries its prediction and inputs too; they are read elsewhere or ignored. */
     static const char *const known[] = {"psearch_version", "model", "cluster", "gpus", "gbs", "mbs", "micro_batches",
                                         "pp", "vpp", "schedule", "tp", "dp", "zero", "ckpt", "sp", "overlap",
-                                        "attention", "stages", "predicted", "flops_convention", "cost_params", "note",
+                                        "dp_overlap", "attention", "stages", "predicted", "flops_convention",
+                                        "cost_params", "note",
                                         /* the search's result document and a --costdb estimate add these */
                                         "top", "search", "objective", "baselines", "binding", "costdb", NULL};
     PS_TRY(ps_json_known_keys(root, &loc, known));
@@ -187,6 +195,7 @@ json_t *ps_plan_to_json(const ps_plan *p, const ps_model *m)
         json_object_set_new(j, "sp", json_boolean(s->sp));
         json_object_set_new(j, "overlap", json_string(ps_overlap_name(s->overlap)));
         json_object_set_new(j, "attention", json_string(ps_attn_name(s->attn)));
+        json_object_set_new(j, "dp_overlap", json_boolean(!s->dp_no_overlap));
     }
     json_t *stages = json_array();
     int64_t S = (int64_t)p->pp * p->vpp;
@@ -208,6 +217,7 @@ json_t *ps_plan_to_json(const ps_plan *p, const ps_model *m)
             json_object_set_new(g, "sp", json_boolean(a->sp));
             json_object_set_new(g, "overlap", json_string(ps_overlap_name(a->overlap)));
             json_object_set_new(g, "attention", json_string(ps_attn_name(a->attn)));
+            json_object_set_new(g, "dp_overlap", json_boolean(!a->dp_no_overlap));
             json_array_append_new(strs, g);
             i = k;
         }

@@ -41,6 +41,10 @@ typedef struct {
     double gemm_tile_m;       /* output tile of the analytic GEMM shape model (ps_cost_gemm_time): rows and columns a
                                  thread block computes [elements]; 0 in either turns the shape model off [1] */
     double gemm_tile_n;
+    /* Data-parallel gradient buckets (docs/costmodel.md, "Data-parallel overlap"): a bucket closes once it holds
+     * max(dp_bucket_elems, dp_bucket_elems_per_rank x dp) parameters of the GPU (Megatron-core's default rule) */
+    double dp_bucket_elems;          /* [elements] */
+    double dp_bucket_elems_per_rank; /* [elements per data-parallel rank] */
     /* Measured tables (ps_costdb_model below, built by costdb/, docs/costdb.md) that replace the analytic GEMM,
      * memory-bandwidth and collective formulas for the devices they measured; NULL (the default): analytic model
      * only. Not a named constant: ps_cost_param_name does not list it. */
@@ -86,6 +90,12 @@ typedef struct {
     ps_overlap overlap; /* TP collectives overlapped with computation (Oases kinds: tp > 1, no sp, micro-batch >= 2
                            samples; te: tp > 1 with sp) */
     ps_attn attn;     /* attention kernel; PS_ATTN_AUTO: fused where the stage's GPUs have one (ps_cost_attn) */
+    /* Data-parallel collectives NOT overlapped with computation (a framework run without Megatron's
+     * --overlap-grad-reduce / --overlap-param-gather, DeepSpeed's overlap_comm, FSDP's prefetch): every gradient
+     * reduction, parameter gather and ZeRO-3 gather is exposed. false (the zero value, so that every strategy built
+     * with designated initializers gets it) = overlapped as the frameworks do (docs/costmodel.md, "Data-parallel
+     * overlap"); plan JSON "dp_overlap" is its negation. */
+    bool dp_no_overlap;
 } ps_strategy;
 
 /* The attention kernel a layer of strategy s runs on the GPUs [first, first + n) of c: s->attn when given, else fused
@@ -217,6 +227,18 @@ double ps_cost_two_stream(const ps_cost_params *p, int n_blocks, const double *c
  * Either way steps - 1 transfers each beside one piece, at overlap_slowdown while both run (ps_cost_overlapped), and
  * one piece alone: comp_step + (steps - 1) ps_cost_overlapped(comp_step, comm_step). steps < 1: 0. */
 double ps_cost_ring_overlap(const ps_cost_params *p, int steps, double comp_step, double comm_step, bool comm_first);
+/* Gradient buckets reduced during the last backward (Megatron --overlap-grad-reduce, DeepSpeed overlap_comm) on one
+ * communication stream: bucket i (in the order the backward makes them ready) becomes ready when the backward has
+ * compute_after_ready[i] seconds of computation left (non-increasing in i, >= 0); its collective of comm[i] seconds
+ * starts when it is ready and bucket i - 1's has ended. While both streams are busy both progress overlap_slowdown
+ * times slower (ps_cost_overlapped's form). Returns the exposed time: when the last of computation and collectives
+ * ends, counted from bucket 0's readiness, less compute_after_ready[0] (the computation alone); >= 0. n >= 0. */
+double ps_cost_bucket_overlap(const ps_cost_params *p, int n, const double *compute_after_ready, const double *comm);
+/* Prefetch one ahead (FSDP / ZeRO-3 gathers, Megatron's --overlap-param-gather): comm[0] runs alone, then step k
+ * computes comp[k] while comm[k + 1] runs (issued together; the step ends when both have), then comm[n + 1] runs
+ * alone. comm has n + 2 entries. Returns the total time: comm[0] + sum_k ps_cost_overlapped(comp[k], comm[k + 1]) +
+ * comm[n + 1]. */
+double ps_cost_prefetch(const ps_cost_params *p, int n, const double *comp, const double *comm);
 
 /* ---- one layer ---- */
 /* The matrix multiplies of one layer's forward pass on one GPU of a tp-way group, for a micro-batch of mbs samples:
@@ -279,7 +301,16 @@ typedef struct {
     double recompute;     /* part of bwd_b that is recomputation */
     double tp_comm;       /* TP collectives per micro-batch, fwd + bwd (all exposed: Megatron does not overlap them) */
     double zero_comm;     /* ZeRO-3 gathers and reduce-scatters per micro-batch before overlap */
-    double dp_sync;       /* data-parallel gradient synchronisation once per iteration, before overlap */
+    double dp_sync;       /* data-parallel gradient synchronisation once per iteration, before overlap:
+                             dp_grad + dp_param */
+    double dp_grad;       /* its gradient all-reduce (ZeRO 0) or reduce-scatter (ZeRO 1-2) [s] */
+    double dp_param;      /* its parameter all-gather after the optimizer step (ZeRO 1-2) [s] */
+    double dp_elems;      /* parameters of the layer on one GPU (what a gradient bucket counts) [elements] */
+    double zero_gather;   /* ZeRO-3: one all-gather of the layer's weights [s] */
+    double zero_rs;       /* ZeRO-3: the reduce-scatter of its gradients [s] */
+    double zero_exposed_f; /* ZeRO-3 gather time fwd holds, and bwd_w holds of the backward gathers and reduce-scatter:
+                              the layer's own collectives beside its own computation [s] */
+    double zero_exposed_b;
     double hw_flops;      /* hardware FLOPs per micro-batch on this GPU, recompute included */
     /* the same passes split into computation and the communication they issue (before any overlap), per
      * micro-batch: what `psearch exec` times separately. comp_bwd_b includes the recomputation; comm_fwd holds the

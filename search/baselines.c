@@ -94,7 +94,7 @@ static ps_status try_layout(const ps_cost_params *cp, const ps_model *m, const p
                 ps_attn a = o->attention == PS_SEARCH_ATTN_BOTH ? ps_cost_attn(c, 0, c->n_gpus, PS_ATTN_AUTO) : attn[0];
                 for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++) {
                     ps_strategy s = {.tp = tp, .dp = (int)dp, .zero = dp > 1 ? zero : 0, .ckpt = (ps_recompute)rc,
-                                     .sp = sp && tp > 1, .attn = a};
+                                     .sp = sp && tp > 1, .attn = a, .dp_no_overlap = o->dp_no_overlap};
                     PS_TRY(try_plan(cp, m, c, o->objective, gbs, mbs, pp, &s, (*index)++, acc));
                 }
             }

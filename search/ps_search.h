@@ -35,6 +35,8 @@ typedef struct {
     int objective;                    /* PS_SEARCH_THROUGHPUT or PS_SEARCH_MEMORY [throughput] */
     int quanta;                       /* memory levels of the per-layer DP [256] */
     int overlap;                      /* also try TP with overlapped collectives (Oases: cross-pass, oases) [1] */
+    bool dp_no_overlap;               /* every strategy's DP collectives not overlapped (ps_strategy.dp_no_overlap):
+                                         a framework run without overlap [false] */
     int attention;                    /* the attention kernel of every layer (a ps_attn; PS_ATTN_AUTO: fused when every
                                          GPU of the cluster has one, ps_search_attention), or PS_SEARCH_ATTN_BOTH: fused
                                          and unfused, chosen per layer [auto] */

@@ -315,9 +315,10 @@ typedef struct {
     /* what an overlapped layer adds when it starts or ends a run: its first computation and last collective,        \
      * exposed (0 for plain TP) */                                                                                   \
     X(ex, 0, fmax(0, lc.fwd + lc.bwd_b - lc.fwd_run - lc.bwd_b_run))                                                 \
-    /* the layer's DP synchronisation per iteration and its backward per micro-batch: the stage tables charge the    \
-     * part of a stage's synchronisation its last backward does not hide */                                          \
-    X(sy, 0, lc.dp_sync)                                                                                             \
+    /* the layer's overlapped DP synchronisation per iteration and its backward per micro-batch: the stage tables    \
+     * charge the part of a stage's synchronisation its last backward does not hide, a proxy of ps_cost_plan's       \
+     * buckets; not overlapped (dp_no_overlap), 0 here: t keeps all of it */                                         \
+    X(sy, 0, sv->dp_no_overlap ? 0 : lc.dp_sync)                                                                     \
     X(bw, 0, lc.bwd_b + lc.bwd_w)                                                                                    \
     /* a lower bound on the layer's fwd + bwd_b + bwd_w per micro-batch in any plan (exact for plain TP; the         \
      * computation alone for overlapped TP, whose collectives may all hide) */                                       \
@@ -1315,6 +1316,8 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
     x.nS = build_strategies(x.width, ps_search_max_tp(o, c), x.global_mb, o->mbs_max, o->overlap, attn, n_attn,
                             w->sc.S, PS_SEARCH_MAX_STRATS, &x.n_layouts, w->sc.lay_rep);
     if (x.nS == 0) return PS_OK;
+    /* --dp-overlap off: the same space, priced for a framework that does not overlap its DP collectives */
+    for (int i = 0; o->dp_no_overlap && i < x.nS; i++) w->sc.S[i].s.dp_no_overlap = true;
     x.S = w->sc.S;
     x.lay_rep = w->sc.lay_rep;
     if (x.K > PS_SEARCH_MAX_PP)

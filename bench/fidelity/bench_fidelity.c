@@ -165,6 +165,15 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
         s.attn = json_is_true(json_object_get(plan, "flash_attention")) ? PS_ATTN_FUSED : PS_ATTN_UNFUSED;
     const char *rc = json_string_value(json_object_get(plan, "recompute"));
     if (rc) PS_TRY_GOTO(st, ps_recompute_parse(rc, &s.ckpt), done);
+    /* Data-parallel overlap: a case states it (plan.overlap_grad_reduce, Megatron's flag: the modern cases; or
+     * plan.dp_overlap) or gets what its source's framework did by default: FSDP and DeepSpeed ZeRO-3 prefetch and
+     * overlap (DeepSpeed's overlap_comm defaults to true for stage 3 only), while Megatron-LM before
+     * --overlap-grad-reduce (2021-2023, the runs of cases.json) and DeepSpeed ZeRO 0-2 (overlap_comm false) reduce
+     * gradients after the backward. overlap_param_gather is not a separate choice: the cost model overlaps the
+     * parameter gather with the gradient reduction (every modern case sets both alike). */
+    const json_t *dpo = json_object_get(plan, "dp_overlap");
+    if (!dpo) dpo = json_object_get(plan, "overlap_grad_reduce");
+    s.dp_no_overlap = dpo ? !json_is_true(dpo) : s.zero < 3;
     /* Oases' ablation steps (Table 3): its cross-pass schedule alone, then with fine-grained recomputation */
     const char *ov = json_string_value(json_object_get(plan, "tp_overlap"));
     if (ov && strcmp(ov, "oases-cross-pass") == 0)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The JSON psearch prints is a plan file psearch reads: the search's best plan (a whole result document: top k,
-# baselines, search counters) and an estimate's output both go back through `estimate --plan` and predict the same
-# samples/s.
+# baselines, search counters), an estimate's output and a plan searched with --dp-overlap off all go back through
+# `estimate --plan` and predict the same samples/s.
 set -u
 psearch=$1
 scratch=$(mktemp -d)
@@ -38,5 +38,10 @@ if "$psearch" estimate --vocab-pad 1024 --plan "$scratch/search.json" --format j
 else
   fail=$((fail + 1)); echo "FAIL estimate --plan without --model: $(cat "$scratch/err")"
 fi
+# a plan searched with --dp-overlap off carries it ("dp_overlap": false): estimate --plan prices it off untold
+"$psearch" --model gpt3-1.3b --cluster dgx-a100-80g:1 --gbs 64 --dp-overlap off --format json \
+  --out "$scratch/off.json" </dev/null || { echo "FAIL: the search with --dp-overlap off failed"; exit 1; }
+if grep -q '"dp_overlap": false' "$scratch/off.json"; then check dp_off "$scratch/off.json"
+else fail=$((fail + 1)); echo "FAIL dp_off: the plan file does not say \"dp_overlap\": false"; fi
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 && $pass -eq 4 ]]
