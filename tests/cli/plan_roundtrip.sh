@@ -44,4 +44,4 @@ fi
 if grep -q '"dp_overlap": false' "$scratch/off.json"; then check dp_off "$scratch/off.json"
 else fail=$((fail + 1)); echo "FAIL dp_off: the plan file does not say \"dp_overlap\": false"; fi
 echo "$pass passed, $fail failed"
-[[ $fail -eq 0 && $pass -eq 4 ]]
+[[ $fail -eq 0 && $pass -eq 5 ]]
