@@ -146,6 +146,7 @@ static char *options_line(const ps_cli_opts *o, const ps_cluster *c, const ps_se
         if (i == 0 || strcmp(kinds[i], kinds[i - 1]) != 0) ps_strcatf(buf, sizeof buf, "%s%s", i ? "," : "", kinds[i]);
     ps_strcatf(buf, sizeof buf, " objective=%s tp-overlap=%s", ps_search_objective_name(so->objective),
                so->overlap ? "auto" : "none");
+    if (so->dp_no_overlap) ps_strcatf(buf, sizeof buf, " dp-overlap=off");
     /* the attention kernel changes every cell: a resume under another one must not mix its records in */
     if (so->attention != PS_ATTN_AUTO)
         ps_strcatf(buf, sizeof buf, " attention=%s",

@@ -35,8 +35,14 @@ static void megatron(FILE *f, const ps_model *m, const ps_plan *p)
     const ps_layer *b = first_block(m);
     bool uni = ps_plan_is_uniform(p, m->n_layers);
     fprintf(f, "# Megatron-LM arguments for the psearch plan of %s (psearch %s)\n", m->name, PS_VERSION);
-    int64_t n_te = 0; /* layers under Transformer Engine's TP overlap, which Megatron-LM runs for all or none */
-    for (int64_t i = 0; i < m->n_layers; i++) n_te += p->layer[i].overlap == PS_OVERLAP_TE;
+    /* blocks under Transformer Engine's TP overlap, which Megatron-LM runs for all or none (embeddings and heads have
+     * no SP collective pair to overlap, so their strategy does not count) */
+    int64_t n_te = 0, n_att = 0;
+    for (int64_t i = 0; i < m->n_layers; i++)
+        if (ps_layer_has_attention(m->layers[i].kind)) {
+            n_att++;
+            n_te += p->layer[i].overlap == PS_OVERLAP_TE;
+        }
     for (int64_t i = 0; i < m->n_layers; i++)
         if (ps_overlap_is_oases(p->layer[i].overlap)) {
             /* no Megatron-LM flag runs Oases' sub-batch schedule: say so rather than drop it silently */
@@ -82,12 +88,12 @@ static void megatron(FILE *f, const ps_model *m, const ps_plan *p)
     if (p->vpp > 1) fprintf(f, "--num-layers-per-virtual-pipeline-stage %lld\n", (long long)(total / S));
     if (s0->sp && s0->tp > 1) fprintf(f, "--sequence-parallel\n");
     /* Megatron-core's --tp-comm-overlap (TE userbuffers) needs --sequence-parallel, which every te layer has */
-    if (n_te == m->n_layers)
+    if (n_te > 0 && n_te == n_att)
         fprintf(f, "--tp-comm-overlap\n# (TP overlap te: Transformer Engine userbuffers, --transformer-impl "
                    "transformer_engine)\n");
     else if (n_te > 0)
         fprintf(f, "# NOTE: TP overlap te on %lld of %lld layers; Megatron-LM's --tp-comm-overlap is for all layers "
-                   "or none (left out)\n", (long long)n_te, (long long)m->n_layers);
+                   "or none (left out)\n", (long long)n_te, (long long)n_att);
     fprintf(f, "--micro-batch-size %lld --global-batch-size %lld\n", (long long)p->mbs, (long long)p->gbs);
     if (s0->ckpt == PS_RECOMP_SELECTIVE) fprintf(f, "--recompute-granularity selective\n");
     if (s0->ckpt == PS_RECOMP_FULL)

@@ -273,10 +273,14 @@ static const opt_row k_options[] = {
        "(Transformer Engine's --tp-comm-overlap rings; needs --seq-parallel)",
        "none"}}},
     {"dp-overlap", 0, OPT_FN, "on|off", AT(dp_overlap), "plan estimate sweep", 0, parse_dp_overlap,
-     {{NULL, NULL,
+     {{"plan", NULL,
        "data-parallel collectives overlapped with computation as the frameworks do\n"
        "it (Megatron --overlap-grad-reduce/--overlap-param-gather, DeepSpeed\n"
        "overlap_comm, FSDP prefetch): on; off prices a run without it (all exposed)",
+       "on"},
+      {"estimate", NULL,
+       "data-parallel collectives overlapped as the frameworks do (on), or all\n"
+       "exposed (off)",
        "on"}}},
     {"attention", 0, OPT_FN, "A", AT(attention), "plan estimate sweep", 0, parse_attention,
      {{"plan", NULL,

@@ -26,7 +26,7 @@ typedef struct dev_speed_s {
 static const dev_speed *gemm_dev(const dev_speed *d, const ps_layer *l, const ps_gemm_shape *x)
 {
     if (!d->bf16) return d;
-    bool block = l->kind == PS_LAYER_ENCODER || l->kind == PS_LAYER_DECODER || l->kind == PS_LAYER_DECODER_XATTN;
+    bool block = ps_layer_has_attention(l->kind);
     return block && !x->attn ? d : (const dev_speed *)d->bf16;
 }
 
@@ -522,7 +522,7 @@ void ps_layer_ov_pass(const ps_layer *l, const ps_layer_gemms *g, const ps_strat
 static void fp8_cast_elems(const ps_layer *l, int64_t mbs, int tp, double *fwd, double *bwd)
 {
     *fwd = *bwd = 0;
-    if (l->kind != PS_LAYER_ENCODER && l->kind != PS_LAYER_DECODER && l->kind != PS_LAYER_DECODER_XATTN) return;
+    if (!ps_layer_has_attention(l->kind)) return;
     double T = (double)mbs * (double)l->seq, h = (double)l->hidden, t = tp > 0 ? tp : 1;
     double q = (double)l->heads * (double)l->head_dim, k = (double)l->kv_heads * (double)l->head_dim;
     double f = (double)l->ffn_hidden, g = l->act == PS_ACT_SWIGLU || l->act == PS_ACT_GEGLU ? 2 : 1;
@@ -532,7 +532,7 @@ static void fp8_cast_elems(const ps_layer *l, int64_t mbs, int tp, double *fwd, 
 
 /* Parameters a GPU holds of this layer before ZeRO sharding: TP splits the big matrices of blocks, embeddings and
  * heads; norms and biases are replicated in Megatron but are a rounding error next to the matrices. */
-static double params_per_gpu(const ps_layer *l, int tp)
+double ps_cost_params_per_gpu(const ps_layer *l, int tp)
 {
     double P = (double)ps_layer_params(l);
     switch (l->kind) {
@@ -691,7 +691,7 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     dev_speed d;
     PS_TRY(stage_speed(p, c, dtype, first, (int64_t)s->tp * s->dp, &d));
     sr.attn = ps_cost_attn(c, first, (int64_t)s->tp * s->dp, s_in->attn);
-    bool has_attn = l->kind == PS_LAYER_ENCODER || l->kind == PS_LAYER_DECODER || l->kind == PS_LAYER_DECODER_XATTN;
+    bool has_attn = ps_layer_has_attention(l->kind);
     if (sr.attn == PS_ATTN_FUSED && !d.fused_ok && has_attn)
         return PS_FAIL(PS_ERR_INPUT, "fused attention needs compute capability 8.0 or later (FlashAttention-2, cuDNN), "
                                      "and a GPU of cluster %s from GPU %lld on has none: use --attention unfused (or "
@@ -750,7 +750,7 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     /* Memory. Mixed-precision Adam: weights and gradients in the training dtype, fp32 master weights + two moments
      * (12 bytes) when training in 16 bits, two fp32 moments (8 bytes) in fp32 (ZeRO, Rajbhandari et al. Sec. 3.1:
      * 2 + 2 + 12 = 16 bytes per parameter); ZeRO stage z shards the first z of {optimizer, gradients, weights}. */
-    double P = params_per_gpu(l, s->tp), dp = s->dp;
+    double P = ps_cost_params_per_gpu(l, s->tp), dp = s->dp;
     double opt = elt >= 4 ? 8 : 12;
     out->mem_params = P * elt / (s->zero >= 3 ? dp : 1);
     out->mem_grads = P * elt / (s->zero >= 2 ? dp : 1);
@@ -761,7 +761,7 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     else if (s->ckpt == PS_RECOMP_SELECTIVE)
         out->mem_temp = act_full - act_sel;
     if (s->zero >= 3) out->mem_temp += 2 * P * elt; /* the gathered layer and the prefetched next one */
-    if (fp8 && (l->kind == PS_LAYER_ENCODER || l->kind == PS_LAYER_DECODER || l->kind == PS_LAYER_DECODER_XATTN)) {
+    if (fp8 && (ps_layer_has_attention(l->kind))) {
         /* Transformer Engine keeps an FP8 copy of each linear weight and, for the backward on Hopper, of its
          * transpose (2 bytes per weight), cast once per iteration and held for its micro-batches; with ZeRO-3 only
          * while the layer is gathered. Plus the scaling state: an amax history of 1024 fp32 values (DelayedScaling's

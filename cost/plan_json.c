@@ -5,6 +5,15 @@
 
 #include "ps_cost.h"
 
+/* A strategy field naming something unknown: the file, the field and the names it takes (the parser's own message
+ * is dropped: it does not know the field). */
+static ps_status bad_name(const ps_jloc *loc, const char *key, const char *known, const char *got)
+{
+    ps_error_clear();
+    ps_jloc fl = ps_jloc_key(loc, key);
+    return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be %s (got '%s')", loc->file, fl.path, known, got);
+}
+
 static ps_status read_strategy(const json_t *o, const ps_jloc *loc, ps_strategy *s)
 {
     int64_t v;
@@ -19,20 +28,12 @@ static ps_status read_strategy(const json_t *o, const ps_jloc *loc, ps_strategy 
     s->zero = (int)v;
     char rc[16] = "";
     PS_TRY(ps_json_str(o, loc, "ckpt", false, rc, sizeof rc));
-    if (rc[0] && ps_recompute_parse(rc, &s->ckpt) != PS_OK) {
-        ps_jloc fl = ps_jloc_key(loc, "ckpt");
-        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be none, selective or full (got '%s')", loc->file, fl.path,
-                       rc);
-    }
+    if (rc[0] && ps_recompute_parse(rc, &s->ckpt) != PS_OK) return bad_name(loc, "ckpt", "none, selective or full", rc);
     PS_TRY(ps_json_bool(o, loc, "sp", false, &s->sp));
     char ov[16] = "";
     PS_TRY(ps_json_str(o, loc, "overlap", false, ov, sizeof ov));
-    if (ov[0] && ps_overlap_parse(ov, &s->overlap) != PS_OK) {
-        ps_error_clear();
-        ps_jloc fl = ps_jloc_key(loc, "overlap");
-        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be none, cross-pass or oases (got '%s')", loc->file, fl.path,
-                       ov);
-    }
+    if (ov[0] && ps_overlap_parse(ov, &s->overlap) != PS_OK)
+        return bad_name(loc, "overlap", "none, cross-pass, oases or te", ov);
     /* "dp_overlap": the data-parallel collectives overlapped as the frameworks do (docs/costmodel.md, "Data-parallel
      * overlap"). Absent: on, the default of every plan psearch makes. Plans written before the field existed were
      * priced with the sync overlapped with the last backward as a whole; they are priced with the bucketed overlap
@@ -44,12 +45,7 @@ static ps_status read_strategy(const json_t *o, const ps_jloc *loc, ps_strategy 
      * estimate of one on GPUs with fused kernels now prices them fused unless the file says "unfused") */
     char at[16] = "";
     PS_TRY(ps_json_str(o, loc, "attention", false, at, sizeof at));
-    if (at[0] && ps_attn_parse(at, &s->attn) != PS_OK) {
-        ps_error_clear();
-        ps_jloc fl = ps_jloc_key(loc, "attention");
-        return PS_FAIL(PS_ERR_INPUT, "%s: field '%s' must be fused, unfused or auto (got '%s')", loc->file, fl.path,
-                       at);
-    }
+    if (at[0] && ps_attn_parse(at, &s->attn) != PS_OK) return bad_name(loc, "attention", "fused, unfused or auto", at);
     return PS_OK;
 }
 

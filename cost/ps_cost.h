@@ -339,6 +339,10 @@ typedef struct {
     double mem_temp;      /* transient peak inside the layer's backward (recompute buffers, gathered parameters) */
 } ps_layer_cost;
 
+/* Parameters one GPU of a tp-way group holds of layer l before ZeRO sharding: TP splits the matrices of blocks,
+ * embeddings and heads; the classifier head, patch embedding and Swin merge are replicated. */
+double ps_cost_params_per_gpu(const ps_layer *l, int tp);
+
 /* Cost of layer `l` for one micro-batch of `mbs` samples under strategy `s`, the stage's GPUs starting at global
  * GPU `first` (TP innermost: consecutive GPUs; DP across them with stride tp). */
 ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_layer *l, ps_dtype dtype,

@@ -665,7 +665,8 @@ static ps_status build_layers(exec_ctx *x, const ps_cluster *c)
     const ps_plan *plan = x->plan;
     const ps_model *m = x->m;
     int64_t n_mb = ps_plan_micro_batches(plan), global_mb = plan->gbs / n_mb;
-    double elt = ps_dtype_bytes(m->dtype);
+    /* activations, weights and gradients: FP8 training keeps them in BF16 (ps_act_elt_bytes), as the cost model */
+    double elt = ps_act_elt_bytes(m->dtype);
     x->lj = ps_calloc((size_t)m->n_layers, sizeof *x->lj);
     x->boundary = ps_calloc((size_t)x->S, sizeof *x->boundary);
     x->act_mb = ps_calloc((size_t)x->S, sizeof *x->act_mb);
@@ -683,9 +684,11 @@ static ps_status build_layers(exec_ctx *x, const ps_cluster *c)
             bool sp = l->s->sp && l->s->tp > 1;
             l->act_full = ps_layer_act_bytes(ly, m->dtype, l->s->tp, sp, PS_RECOMP_NONE) * (double)mbs;
             l->act_sel = ps_layer_act_bytes(ly, m->dtype, l->s->tp, sp, PS_RECOMP_SELECTIVE) * (double)mbs;
-            /* the cost model's weights per GPU, before the ZeRO-3 shard it divides them by */
-            l->param_bytes = l->pred.mem_params * (l->s->zero >= 3 ? l->s->dp : 1);
-            l->grad_bytes = l->param_bytes / elt * x->cp->grad_reduce_bytes;
+            /* the layer's weights on one GPU of its TP group (as the cost model counts them: the big matrices split
+             * over tp), in the training dtype's element; not mem_params, which under FP8 also holds the FP8 copies */
+            double P = ps_cost_params_per_gpu(ly, l->s->tp);
+            l->param_bytes = P * elt;
+            l->grad_bytes = P * x->cp->grad_reduce_bytes;
             l->c_tp = find_comm(x, COMM_TP, l->s->tp, 0, 0);
             l->c_dp = find_comm(x, COMM_DP, l->s->tp, 0, 0);
             if (l->c_tp < 0 || l->c_dp < 0)
@@ -1109,6 +1112,13 @@ ps_status ps_exec_run(MPI_Comm comm, const ps_plan *plan, const ps_model *m, con
     PS_MPI(MPI_Comm_size(comm, &nranks));
     PS_MPI(MPI_Comm_rank(comm, &rank));
     PS_TRY(ps_exec_check(plan, m, c, nranks));
+    /* the attention core runs as its two GEMMs (no fused kernel here): a layer priced fused would be measured against
+     * work exec does not do (psearch exec hands such plans over with their layers unfused and says so) */
+    for (int64_t i = 0; i < m->n_layers; i++)
+        if (ps_layer_has_attention(m->layers[i].kind) &&
+            ps_cost_attn(c, 0, c->n_gpus, plan->layer[i].attn) == PS_ATTN_FUSED)
+            return PS_FAIL(PS_ERR_INPUT, "layer %lld runs fused attention, which exec has no kernel for: give it the "
+                                         "plan with attention unfused", (long long)i);
     x->net.rank = rank;
     x->net.nranks = nranks;
     x->net.watchdog_s = o->watchdog_s > 0 ? o->watchdog_s : 60;

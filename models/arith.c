@@ -25,6 +25,11 @@ bool ps_layer_is_block(ps_layer_kind k)
     return k != PS_LAYER_EMBED && k != PS_LAYER_PATCH_EMBED && k != PS_LAYER_LM_HEAD && k != PS_LAYER_CLS_HEAD;
 }
 
+bool ps_layer_has_attention(ps_layer_kind k)
+{
+    return k == PS_LAYER_ENCODER || k == PS_LAYER_DECODER || k == PS_LAYER_DECODER_XATTN;
+}
+
 ps_status ps_layer_kind_parse(const char *s, ps_layer_kind *out)
 {
     const char *best = NULL;

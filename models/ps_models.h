@@ -178,6 +178,9 @@ ps_status ps_layer_kind_parse(const char *s, ps_layer_kind *out);
 /* A layer between the model's ends: not an embedding (token or patch) nor a head. Blocks are what a pipeline split
  * divides evenly and what frameworks count as layers (Megatron-LM's --num-layers); Swin's merge layers are blocks. */
 bool ps_layer_is_block(ps_layer_kind k);
+/* A transformer block with an attention core (encoder, decoder, decoder with cross-attention): what an attention
+ * kernel and FP8's linear layers apply to. */
+bool ps_layer_has_attention(ps_layer_kind k);
 const char *ps_recompute_name(ps_recompute r);
 ps_status ps_recompute_parse(const char *s, ps_recompute *out);
 
