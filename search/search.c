@@ -174,7 +174,7 @@ static int64_t count_blocks(const ps_model *m)
 
 /* ---- strategies of one stage width ---- */
 /* Strategies of one stage width: tp x (sp | overlap) x ZeRO x recompute, far below this for any node size. */
-#define PS_SEARCH_MAX_STRATS 512
+#define PS_SEARCH_MAX_STRATS 1024
 /* At most this many layouts, i.e. 21 TP degrees per stage; wider TP choices are cut, not overrun. */
 #define PS_SEARCH_MAX_LAYOUTS 64
 typedef struct {
@@ -262,7 +262,7 @@ static bool model_allows(const ps_model *m, const ps_strategy *s)
 
 /* Candidate indices: the outer candidate's position times PS_IDX_STRIDE plus the variant below (chunked schedules use
  * the strategy's position 0..PS_SEARCH_MAX_STRATS-1), so every costed plan has its own place in the total order. */
-#define PS_IDX_STRIDE 1024
+#define PS_IDX_STRIDE 2048
 /* each partition variant also takes the next index, for its per-layer refinement */
 enum {
     PS_IDX_TIME = PS_SEARCH_MAX_STRATS,
