@@ -646,7 +646,7 @@ typedef struct {
  * reduce-scatter pipelines with the dgrad GEMM, not with wgrad, so that the W pass (deferred by zero-bubble
  * schedules) stays apart, as with cuBLASMp, whose configuration TE gives ring_exchange for qkv_dgrad / fc1_dgrad. */
 static void te_passes(const ps_cost_params *p, const ps_cluster *c, const dev_speed *d, const ps_layer *l,
-                      int64_t mbs, int tp, int64_t first, double elt, double bytes, te_pass out[2])
+                      int64_t mbs, int tp, int64_t first, double bytes, te_pass out[2])
 {
     memset(out, 0, 2 * sizeof *out);
     ps_layer_gemms g;
@@ -667,8 +667,11 @@ static void te_passes(const ps_cost_params *p, const ps_cluster *c, const dev_sp
             for (int k = 0; k < 2; k++) { /* the all-gather's pair, then the reduce-scatter's */
                 /* forward: AG -> ag's GEMM, rs's GEMM -> RS; backward: AG(grad) -> rs's dgrad, ag's dgrad -> RS */
                 const ps_gemm_shape *x = &g.g[(k == 0) == (pass == 0) ? ag : rs];
-                double whole = p->compute_scale * gemm_time(p, d, x->m, x->n, x->k, x->count, elt);
-                double piece = p->compute_scale * gemm_time(p, d, x->m / tp, x->n, x->k, x->count, elt);
+                /* the GEMM at the precision layer_work timed it (FP8's linear layers: 1-byte operands) */
+                const dev_speed *dd = gemm_dev(d, l, x);
+                double e = ps_dtype_bytes(dd->dtype);
+                double whole = p->compute_scale * gemm_time(p, dd, x->m, x->n, x->k, x->count, e);
+                double piece = p->compute_scale * gemm_time(p, dd, x->m / tp, x->n, x->k, x->count, e);
                 double t = ps_cost_ring_overlap(p, tp, piece, step, k == 0);
                 out[pass].dcomp += tp * piece - whole;
                 out[pass].coll += coll;
@@ -823,7 +826,7 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
         PS_CHECK_INPUT(sp, "TP overlap te (Transformer Engine's --tp-comm-overlap) pipelines the all-gathers and "
                            "reduce-scatters of sequence parallelism with the GEMMs: it needs sp (tp %d)", s->tp);
         te_pass te[2];
-        te_passes(p, c, &d, l, mbs, s->tp, first, elt, out->tp_bytes, te);
+        te_passes(p, c, &d, l, mbs, s->tp, first, out->tp_bytes, te);
         /* full recomputation repeats the forward, its rings included */
         double rf = s->ckpt == PS_RECOMP_FULL ? 1 : 0;
         double df = te[0].dcomp + te[0].exposed - te[0].coll, db = te[1].dcomp + te[1].exposed - te[1].coll;
