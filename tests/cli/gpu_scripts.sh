@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # What of the GPU check runs without a GPU (label cli): scripts/gpu-check.sh refuses a machine without one (exit 3,
 # saying why, nothing written), the two-rank GPU test skips on one GPU unless told to share it and fails with none,
-# and scripts/gpu-report.py turns a recorded run (tests/data/gpu-check/, an H200's) into the report's figures.
+# scripts/gpu-report.py turns a recorded run (tests/data/gpu-check/, an H200's) into the report's figures, the PyTorch
+# benchmarks (bench/gpu/*.py) exit 3 saying why without PyTorch or a GPU, and scripts/gemm-shapes-report.py reads the
+# recorded bench_gemm_shapes run.
 #   gpu_scripts.sh SOURCE_DIR
 set -u
 src=$1
@@ -90,5 +92,22 @@ sys.exit(1 if bad else 0)
 PY
 grep -q "^recompute none" "$rec/report.txt" || no "report.txt has no plan table"
 grep -q "^bf16 " "$rec/report.txt" || no "report.txt has no GEMM table"
+# ---- the PyTorch benchmarks of #20: exit 3 saying why where PyTorch or a GPU is missing (here: either) ----
+for b in attn_bench small_gemm_bench; do
+  msg=$(python3 "$src/bench/gpu/$b.py" 2>&1 >/dev/null)
+  rc=$?
+  if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+    [[ $rc -eq 0 ]] || no "$b with a GPU: exit $rc"
+  else
+    [[ $rc -eq 3 ]] || no "$b without PyTorch or a GPU: exit $rc, expected 3"
+    grep -qE "not available|no CUDA GPU" <<<"$msg" || no "$b does not say why: $msg"
+  fi
+done
+# ---- gemm-shapes-report.py on the recorded H200 run of bench_gemm_shapes ----
+rep=$(python3 "$src/scripts/gemm-shapes-report.py" "$src/tests/data/gpu-check/h200-2026-11-27/gemm_shapes.json")
+rc=$?
+[[ $rc -eq 0 ]] || no "gemm-shapes-report.py exit $rc"
+grep -q "418 shapes" <<<"$rep" || no "gemm-shapes-report.py does not count the recorded 418 shapes"
+grep -qE "^ *all +n 418 +median \|err\| +13\.5%" <<<"$rep" || no "gemm-shapes-report.py: the shape model's median is not the recorded 13.5%"
 [[ $fail -eq 0 ]] && echo "gpu_scripts: ok"
 exit $fail
