@@ -225,7 +225,20 @@ static void test_peaks(void **state)
 
 /* Fused attention in a layer's cost: executed FLOPs counted by hand, the kernel's efficiency as the time it takes,
  * no selective recomputation, memory without scores, and the rule that a GPU without a fused kernel refuses it. */
-static double rel(double got, double want) { return (got - want) / want; }
+/* A GPT-style decoder layer (GeLU MLP of 4h, heads of 128) built by hand, for the attention and FP8 tests. */
+static ps_layer gelu_decoder(int64_t h, int64_t seq)
+{
+    ps_layer l;
+    memset(&l, 0, sizeof l);
+    l.kind = PS_LAYER_DECODER;
+    l.hidden = l.out_hidden = h;
+    l.head_dim = 128;
+    l.heads = l.kv_heads = h / l.head_dim;
+    l.ffn_hidden = 4 * h;
+    l.seq = seq;
+    l.act = PS_ACT_GELU;
+    return l;
+}
 
 static void test_fused_attention_cost(void **state)
 {
@@ -233,15 +246,7 @@ static void test_fused_attention_cost(void **state)
     ps_cost_params p;
     ps_cost_params_default(&p);
     ps_cluster c = load_cluster("dgx-a100-80g:1");
-    ps_layer l;
-    memset(&l, 0, sizeof l);
-    l.kind = PS_LAYER_DECODER;
-    l.hidden = l.out_hidden = 2048;
-    l.heads = l.kv_heads = 16;
-    l.head_dim = 128;
-    l.ffn_hidden = 8192;
-    l.seq = 4096;
-    l.act = PS_ACT_GELU;
+    ps_layer l = gelu_decoder(2048, 4096); /* 16 heads */
     const double s = 4096, q = 2048, mbs = 2;
     /* forward attention FLOPs per sample, model convention: 2 GEMMs x 2 s^2 q */
     const double fa = 4 * s * s * q, f = ps_layer_fwd_flops(&l);
@@ -251,9 +256,9 @@ static void test_fused_attention_cost(void **state)
     assert_int_equal(ps_cost_layer(&p, &c, &l, PS_DTYPE_BF16, 2, &su, 0, &u), PS_OK);
     assert_int_equal(ps_cost_layer(&p, &c, &l, PS_DTYPE_BF16, 2, &sf, 0, &fu), PS_OK);
     /* unfused: 3x the forward; fused: weights 3x, attention (s + 1) / (2 s) of it executed, forward + 2.5x backward */
-    assert_true(fabs(rel(u.hw_flops, 3 * f * mbs)) < 1e-12);
+    assert_rel(u.hw_flops, 3 * f * mbs, 1e-12);
     double exec_fa = fa * (s + 1) / (2 * s);
-    assert_true(fabs(rel(fu.hw_flops, mbs * (3 * (f - fa) + 3.5 * exec_fa))) < 1e-12);
+    assert_rel(fu.hw_flops, mbs * (3 * (f - fa) + 3.5 * exec_fa), 1e-12);
     /* memory: the score terms (no dropout here: 2as^2 of softmax output at 2 bytes) become 4as of statistics */
     assert_true(fabs(u.mem_act - fu.mem_act - mbs * (2.0 * 16 * s * s - 4.0 * 16 * s)) < 1e-3);
     /* auto on A100 (compute capability 8.0) is fused */
@@ -271,7 +276,7 @@ static void test_fused_attention_cost(void **state)
     assert_int_equal(ps_cost_layer(&p, &c, &l, PS_DTYPE_BF16, 2, &sf, 0, &f1), PS_OK);
     assert_int_equal(ps_cost_layer(&p2, &c, &l, PS_DTYPE_BF16, 2, &sf, 0, &f2), PS_OK);
     double peak = c.groups[0].gpu.bf16_flops;
-    assert_true(fabs(rel(f2.comp_fwd - f1.comp_fwd, mbs * exec_fa / peak * (4 - 2))) < 1e-9);
+    assert_rel(f2.comp_fwd - f1.comp_fwd, mbs * exec_fa / peak * (4 - 2), 1e-9);
     assert_true(f2.comp_bwd_b == f1.comp_bwd_b); /* the backward has its own efficiency */
     /* selective recomputation of a fused layer recomputes nothing and keeps what none keeps */
     ps_strategy ss = sf;
@@ -298,15 +303,7 @@ static void test_fp8_recipe(void **state)
     ps_cost_params_default(&p);
     p.gemm_tile_m = 0; /* flat GEMM model: the peak ratio shows exactly */
     ps_cluster c = load_cluster("dgx-h100:1");
-    ps_layer l;
-    memset(&l, 0, sizeof l);
-    l.kind = PS_LAYER_DECODER;
-    l.hidden = l.out_hidden = 4096;
-    l.heads = l.kv_heads = 32;
-    l.head_dim = 128;
-    l.ffn_hidden = 16384;
-    l.seq = 2048;
-    l.act = PS_ACT_GELU;
+    ps_layer l = gelu_decoder(4096, 2048); /* 32 heads */
     const double s = 2048, h = 4096, f = 16384, P = (double)ps_layer_params(&l);
     ps_strategy st = {.tp = 1, .dp = 1, .attn = PS_ATTN_FUSED};
     ps_layer_cost b, e;
