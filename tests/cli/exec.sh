@@ -268,19 +268,28 @@ check "calibrate --from-measurements stored a fit" \
 # ---- 5b. overlapped TP (Oases, issue 10): one shape (TP 4, full recomputation) planned plain, cross-pass and oases for
 #      the calibrated CPU cluster and run: the overlapped plans start their all-reduces beside the computation (the
 #      result counts them), the plain one starts none; the measured and predicted gains over plain are reported ----
-declare -A ov_meas ov_pred
-for ov in none cross-pass oases; do
-  "$psearch" estimate "${cpuopt[@]}" --tp 4 --gbs 16 --mbs 4 --recompute full --tp-overlap "$ov" --format json \
-    --out "$scratch/ov-$ov.json" 2>"$scratch/err"
-  check "--tp-overlap $ov: a plan for the calibrated machine: $(head -2 "$scratch/err")" test -s "$scratch/ov-$ov.json"
-  run4 exec "$scratch/ov-$ov.json" "${cpuopt[@]}" --scale 8 --iters 3 --format json --out "$scratch/ov-$ov.out" \
+# plan_run TAG OVERLAP KEY [ESTIMATE OPTION...]: the TP-4 shape planned with --tp-overlap OVERLAP for the calibrated
+# CPU cluster and executed on 4 ranks; sets m, p and n to its measured and predicted iteration times and the exec
+# result's KEY (how often the overlap ran)
+plan_run() {
+  local tag=$1 ov=$2 key=$3 rc
+  shift 3
+  "$psearch" estimate "${cpuopt[@]}" --tp 4 --gbs 16 --mbs 4 "$@" --tp-overlap "$ov" --format json \
+    --out "$scratch/$tag-$ov.json" 2>"$scratch/err"
+  check "$* --tp-overlap $ov: a plan for the calibrated machine: $(head -2 "$scratch/err")" \
+    test -s "$scratch/$tag-$ov.json"
+  run4 exec "$scratch/$tag-$ov.json" "${cpuopt[@]}" --scale 8 --iters 3 --format json --out "$scratch/$tag-$ov.out" \
     2>"$scratch/err"
   rc=$?
-  check "exec of the $ov plan: exit $rc: $(grep '^psearch: error' "$scratch/err")" test $rc -eq 0
+  check "exec of the $tag $ov plan: exit $rc: $(grep '^psearch: error' "$scratch/err")" test $rc -eq 0
   read -r m p n <<<"$(python3 -c 'import json, sys
 e = json.load(open(sys.argv[1]))["exec"]
-print(e["measured"]["iter_time_s"], e["predicted"]["iter_time_s"], e["overlapped_allreduces_per_iteration"])' \
-    "$scratch/ov-$ov.out" 2>/dev/null)"
+print(e["measured"]["iter_time_s"], e["predicted"]["iter_time_s"], e[sys.argv[2]])' \
+    "$scratch/$tag-$ov.out" "$key" 2>/dev/null)"
+}
+declare -A ov_meas ov_pred
+for ov in none cross-pass oases; do
+  plan_run ov "$ov" overlapped_allreduces_per_iteration --recompute full
   ov_meas[$ov]=$m
   ov_pred[$ov]=$p
   if [[ $ov == none ]]; then
@@ -302,18 +311,7 @@ done
 #      result counts them), the plain SP one none; measured and predicted times are reported ----
 declare -A te_meas te_pred
 for ov in none te; do
-  "$psearch" estimate "${cpuopt[@]}" --tp 4 --gbs 16 --mbs 4 --seq-parallel --tp-overlap "$ov" --format json \
-    --out "$scratch/te-$ov.json" 2>"$scratch/err"
-  check "--seq-parallel --tp-overlap $ov: a plan for the calibrated machine: $(head -2 "$scratch/err")" \
-    test -s "$scratch/te-$ov.json"
-  run4 exec "$scratch/te-$ov.json" "${cpuopt[@]}" --scale 8 --iters 3 --format json --out "$scratch/te-$ov.out" \
-    2>"$scratch/err"
-  rc=$?
-  check "exec of the sp $ov plan: exit $rc: $(grep '^psearch: error' "$scratch/err")" test $rc -eq 0
-  read -r m p n <<<"$(python3 -c 'import json, sys
-e = json.load(open(sys.argv[1]))["exec"]
-print(e["measured"]["iter_time_s"], e["predicted"]["iter_time_s"], e["tp_ring_steps_per_iteration"])' \
-    "$scratch/te-$ov.out" 2>/dev/null)"
+  plan_run te "$ov" tp_ring_steps_per_iteration --seq-parallel
   te_meas[$ov]=$m
   te_pred[$ov]=$p
   if [[ $ov == none ]]; then
