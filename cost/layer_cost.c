@@ -48,7 +48,7 @@ static void fused_eff(const ps_cost_params *p, const ps_gpu *g, double *fwd, dou
     bool hopper = strcmp(g->name, "h100") == 0 || strcmp(g->name, "h200") == 0;
     bool blackwell = g->fp4_flops > 0;
     *fwd = hopper || blackwell ? 0.55 : 0.70;
-    *bwd = hopper || blackwell ? 0.50 : 0.50;
+    *bwd = 0.50;
     if (p->attn_fwd_eff > 0) *fwd = p->attn_fwd_eff;
     if (p->attn_bwd_eff > 0) *bwd = p->attn_bwd_eff;
 }
@@ -693,7 +693,8 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     PS_CHECK_INPUT(mbs >= 1, "micro-batch size must be >= 1 (got %lld)", (long long)mbs);
     dev_speed d;
     PS_TRY(stage_speed(p, c, dtype, first, (int64_t)s->tp * s->dp, &d));
-    sr.attn = ps_cost_attn(c, first, (int64_t)s->tp * s->dp, s_in->attn);
+    /* auto: what ps_cost_attn answers, from the walk over the stage's groups stage_speed just made */
+    if (sr.attn == PS_ATTN_AUTO) sr.attn = d.fused_ok ? PS_ATTN_FUSED : PS_ATTN_UNFUSED;
     bool has_attn = ps_layer_has_attention(l->kind);
     if (sr.attn == PS_ATTN_FUSED && !d.fused_ok && has_attn)
         return PS_FAIL(PS_ERR_INPUT, "fused attention needs compute capability 8.0 or later (FlashAttention-2, cuDNN), "

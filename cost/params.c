@@ -52,8 +52,8 @@ static const param_def k_params[] = {
      "predicted collective time (TP, ZeRO, DP; pipeline messages are timed apart) of the plans psearch exec ran "
      "(docs/exec.md)"},
     {"attn_fwd_eff", P(attn_fwd_eff), 0, 0, 1.0, "fraction of dense peak (0: the GPU generation's)",
-     "0 = by GPU generation (cost/layer_cost.c fused_eff: FlashAttention-2 paper on A100, FlashAttention-3 paper on "
-     "H100, with sources); a value from a measurement of the cluster's fused attention kernel replaces it"},
+     "0 = by GPU generation (cost/layer_cost.c fused_eff: FlashAttention-2 paper on A100, cuDNN SDPA measured on an "
+     "H200 for Hopper, with sources); a value from a measurement of the cluster's fused attention kernel replaces it"},
     {"attn_bwd_eff", P(attn_bwd_eff), 0, 0, 1.0, "fraction of dense peak (0: the GPU generation's)",
      "0 = by GPU generation, as attn_fwd_eff; the backward runs 2.5x the forward's FLOPs (scores recomputed)"},
     /* GEMM efficiency by shape (docs/costmodel.md): the analytic GEMM executes whole output tiles in whole waves over

@@ -467,14 +467,14 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
     /* per stage: f, b, w, act, p2p; per device: static, temp, sync, bwd, exposed sync, recompute, capacity, TP,
      * optimizer, sync not overlapped; per layer: what the data-parallel overlap needs (dp_layers) */
     int64_t L = m->n_layers;
-    buf = ps_calloc((size_t)S * 5 + (size_t)d * 10 + (size_t)L * DPL_N + 4 * ((size_t)L + 2), sizeof *buf);
+    buf = ps_calloc((size_t)S * 5 + (size_t)d * 9 + (size_t)L * DPL_N + 4 * ((size_t)L + 2), sizeof *buf);
     out->stages = ps_calloc((size_t)S, sizeof *out->stages);
     if (!buf || !out->stages) {
         st = PS_ERR_SYSTEM;
         goto done;
     }
     double *f = buf, *b = f + S, *w = b + S, *act = w + S, *p2p = act + S;
-    double *dstatic = p2p + S, *dtemp = dstatic + d, *dsync = dtemp + d, *dbwd = dsync + d, *dexposed = dbwd + d,
+    double *dstatic = p2p + S, *dtemp = dstatic + d, *dsync = dtemp + d, *dexposed = dsync + d,
            *drec = dexposed + d, *dcap = drec + d, *dtp = dcap + d, *dopt = dtp + d, *dsoff = dopt + d;
     dp_layers dl = {dsoff + d, L};
     for (int i = 0; i < d; i++) dcap[i] = INFINITY;
@@ -542,7 +542,6 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
         act[s] = sp->mem_act_per_mb;
         dstatic[dev] += sp->mem_static;
         if (sp->mem_temp > dtemp[dev]) dtemp[dev] = sp->mem_temp;
-        dbwd[dev] += sp->bwd_b + sp->bwd_w;
         /* the stage's capacity: its smallest GPU, node group by node group (CPU-only groups hold none of it) */
         for (int gi = ps_cluster_group_index(c, sp->first_gpu);
              gi >= 0 && gi < c->n_groups && c->groups[gi].first_gpu < sp->first_gpu + width; gi++) {

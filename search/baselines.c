@@ -81,6 +81,10 @@ static ps_status try_plan(const ps_cost_params *cp, const ps_model *m, const ps_
 static ps_status try_layout(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c, const ps_search_opts *o,
                             int tp, int pp, int zero, bool sp, int64_t *index, base_acc *acc)
 {
+    /* the rules run one attention kernel: the search's, auto resolved; with both, the last of ps_search_attention's
+     * (fused, the cluster's default) */
+    ps_attn attn[2];
+    ps_attn a = attn[ps_search_attention(o, c, attn) - 1];
     int64_t dp = c->n_gpus / ((int64_t)tp * pp);
     if (dp < 1 || dp > INT32_MAX) return PS_OK;
     for (int64_t gbs = o->gbs_lo; gbs <= o->gbs_hi; gbs += o->gbs_step > 0 ? o->gbs_step : 1) {
@@ -88,10 +92,6 @@ static ps_status try_layout(const ps_cost_params *cp, const ps_model *m, const p
             int64_t per = gbs / dp;
             for (int64_t mbs = 1; mbs <= per && mbs <= o->mbs_max; mbs++) {
                 if (per % mbs || !ps_plan_size_ok(per / mbs, pp)) continue;
-                /* the rules run one attention kernel: the search's (auto resolved; with both, the cluster's default) */
-                ps_attn attn[2];
-                ps_search_attention(o, c, attn);
-                ps_attn a = o->attention == PS_SEARCH_ATTN_BOTH ? ps_cost_attn(c, 0, c->n_gpus, PS_ATTN_AUTO) : attn[0];
                 for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++) {
                     ps_strategy s = {.tp = tp, .dp = (int)dp, .zero = dp > 1 ? zero : 0, .ckpt = (ps_recompute)rc,
                                      .sp = sp && tp > 1, .attn = a, .dp_no_overlap = o->dp_no_overlap};

@@ -34,7 +34,8 @@ typedef struct {
     int balance;                      /* also cost Galvatron-BMW's bi-objective (memory/time balanced) partition [1] */
     int objective;                    /* PS_SEARCH_THROUGHPUT or PS_SEARCH_MEMORY [throughput] */
     int quanta;                       /* memory levels of the per-layer DP [256] */
-    int overlap;                      /* also try TP with overlapped collectives (Oases: cross-pass, oases) [1] */
+    int overlap;                      /* also try TP with overlapped collectives (Oases: cross-pass, oases; Transformer
+                                         Engine's te beside SP) [1] */
     bool dp_no_overlap;               /* every strategy's DP collectives not overlapped (ps_strategy.dp_no_overlap):
                                          a framework run without overlap [false] */
     int attention;                    /* the attention kernel of every layer (a ps_attn; PS_ATTN_AUTO: fused when every

@@ -173,7 +173,8 @@ static int64_t count_blocks(const ps_model *m)
 }
 
 /* ---- strategies of one stage width ---- */
-/* Strategies of one stage width: tp x (sp | overlap) x ZeRO x recompute, far below this for any node size. */
+/* Strategies of one stage width: tp x (sp | overlap) x ZeRO x recompute x attention kernel; about 1000 for a 72-GPU
+ * NVLink domain with te and --attention search; build_strategies stops at the cap. */
 #define PS_SEARCH_MAX_STRATS 1024
 /* At most this many layouts, i.e. 21 TP degrees per stage; wider TP choices are cut, not overrun. */
 #define PS_SEARCH_MAX_LAYOUTS 64
@@ -833,7 +834,10 @@ static ps_status cost_partition(worker *w, const unit_ctx *x, const int64_t *cut
                 one.mbs = x->global_mb / one.layer[0].dp;
                 st = evaluate(w, x->cp, m, x->c, o, &one, index + 1, where);
             }
-            if (st == PS_OK) st = evaluate(w, x->cp, m, x->c, o, &ref, index + 1, where);
+            if (st == PS_OK)
+                st = evaluate(w, x->cp, m, x->c, o, &ref, index + 1, where);
+            else
+                ps_plan_free(&ref); /* evaluate takes the plans it is given; this one it was never given */
             if (st != PS_OK) {
                 ps_plan_free(&plan);
                 return st;
@@ -1316,8 +1320,10 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
     x.nS = build_strategies(x.width, ps_search_max_tp(o, c), x.global_mb, o->mbs_max, o->overlap, attn, n_attn,
                             w->sc.S, PS_SEARCH_MAX_STRATS, &x.n_layouts, w->sc.lay_rep);
     if (x.nS == 0) return PS_OK;
-    /* --dp-overlap off: the same space, priced for a framework that does not overlap its DP collectives */
+    /* --dp-overlap off: the same space, priced for a framework that does not overlap its DP collectives (the layout
+     * representatives too, which are copies of strategies) */
     for (int i = 0; o->dp_no_overlap && i < x.nS; i++) w->sc.S[i].s.dp_no_overlap = true;
+    for (int i = 0; o->dp_no_overlap && i < x.n_layouts; i++) w->sc.lay_rep[i].dp_no_overlap = true;
     x.S = w->sc.S;
     x.lay_rep = w->sc.lay_rep;
     if (x.K > PS_SEARCH_MAX_PP)
