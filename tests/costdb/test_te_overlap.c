@@ -32,7 +32,7 @@ typedef struct {
  * run, both progress at 1/slowdown. Returns when the last operation ends. */
 static double timeline(const op *ops, int n, double slowdown)
 {
-    double left[MAX_OPS], end[MAX_OPS];
+    double left[MAX_OPS];
     bool done[MAX_OPS] = {false};
     for (int i = 0; i < n; i++) left[i] = ops[i].work;
     double t = 0;
@@ -57,13 +57,9 @@ static double timeline(const op *ops, int n, double slowdown)
         for (int s = 0; s < 2; s++) {
             if (run[s] < 0) continue;
             left[run[s]] -= dt * rate;
-            if (left[run[s]] <= 1e-15 * fmax(1, ops[run[s]].work)) {
-                done[run[s]] = true;
-                end[run[s]] = t;
-            }
+            if (left[run[s]] <= 1e-15 * fmax(1, ops[run[s]].work)) done[run[s]] = true;
         }
     }
-    (void)end;
     return t;
 }
 
@@ -183,7 +179,9 @@ static void test_layer(void **state)
     assert_true(b.comp_fwd >= a.comp_fwd * (1 - 1e-12));
     /* the ring moves (tp - 1) / tp of each collective's bytes, as the plain ring collective does */
     assert_true(b.te_comm[0] > 0 && b.te_exposed[0] >= 0 && b.te_exposed[0] < b.te_comm[0]);
-    assert_close(b.comm_fwd, b.te_comm[0], 0.05);
+    assert_close(b.comm_fwd, b.te_comm[0], 1e-12); /* every forward collective of a decoder is in a ring */
+    /* each ring step is never faster than one step of the plain collective it replaces */
+    assert_true(b.comm_fwd >= a.comm_fwd * (1 - 1e-12));
     assert_close(b.comm_fwd, a.comm_fwd, 0.1);
     /* W, memory and FLOPs do not change; no run: the layer alone is what it adds */
     assert_close(b.bwd_w, a.bwd_w, 1e-12);
