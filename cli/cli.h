@@ -154,7 +154,9 @@ json_t *ps_cli_fit_json(const ps_costdb_fit *f);
 void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
                          const ps_prediction *r);
 /* The plan as Megatron-LM arguments (text) or a DeepSpeed config (JSON); unknown kind -> PS_ERR_INPUT. */
-ps_status ps_plan_export(ps_out *out, const char *kind, const ps_model *m, const ps_plan *p);
+/* cp: the constants the plan was priced with (the DeepSpeed config's bucket sizes are theirs) */
+ps_status ps_plan_export(ps_out *out, const char *kind, const ps_model *m, const ps_plan *p,
+                         const ps_cost_params *cp);
 /* The plan's pipeline timeline as an SVG document (malloc'd), from the per-stage times of its prediction. */
 ps_status ps_plan_svg(const ps_plan *p, const ps_prediction *r, char **svg, size_t *len);
 

@@ -303,7 +303,7 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
         free(svg);
     }
     if (st == PS_OK && rank == 0 && all.n_top && o->export_kind) {
-        st = ps_plan_export(out, o->export_kind, &m, &all.top[0].plan);
+        st = ps_plan_export(out, o->export_kind, &m, &all.top[0].plan, &cp);
     } else if (st == PS_OK && rank == 0) {
         st = print_result(o, out, &cp, &m, &c, &all, nranks, secs, o->exec_top ? &xt : NULL);
         if (st == PS_OK && all.n_top == 0)

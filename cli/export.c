@@ -152,7 +152,7 @@ static void megatron(FILE *f, const ps_model *m, const ps_plan *p)
                    "implementation of %s\n", p->schedule, p->schedule);
 }
 
-static json_t *deepspeed(const ps_model *m, const ps_plan *p)
+static json_t *deepspeed(const ps_model *m, const ps_plan *p, const ps_cost_params *cp)
 {
     const ps_strategy *s0 = &p->layer[0];
     int64_t dp = s0->dp, micro = ps_plan_micro_batches(p);
@@ -162,7 +162,7 @@ static json_t *deepspeed(const ps_model *m, const ps_plan *p)
     json_object_set_new(j, "gradient_accumulation_steps", json_integer(micro));
     /* overlap_comm as the plan was priced (DeepSpeed's own default: true for stage 3 only), and the buckets it was
      * priced with: Megatron-core's max(4e7, 1e6 x dp) elements, not DeepSpeed's 5e8 (docs/costmodel.md) */
-    json_int_t bucket = (json_int_t)(dp * 1000000 > 40000000 ? dp * 1000000 : 40000000);
+    json_int_t bucket = (json_int_t)ps_cost_dp_bucket_elems(cp, (int)dp);
     json_object_set_new(j, "zero_optimization",
                         json_pack("{s:i, s:b, s:I, s:I}", "stage", s0->zero, "overlap_comm", !s0->dp_no_overlap,
                                   "reduce_bucket_size", bucket, "allgather_bucket_size", bucket));
@@ -216,13 +216,14 @@ static json_t *deepspeed(const ps_model *m, const ps_plan *p)
     return j;
 }
 
-ps_status ps_plan_export(ps_out *out, const char *kind, const ps_model *m, const ps_plan *p)
+ps_status ps_plan_export(ps_out *out, const char *kind, const ps_model *m, const ps_plan *p,
+                         const ps_cost_params *cp)
 {
     if (strcmp(kind, "megatron") == 0) {
         megatron(out->f, m, p);
         return PS_OK;
     }
-    if (strcmp(kind, "deepspeed") == 0) return ps_out_json(out, deepspeed(m, p));
+    if (strcmp(kind, "deepspeed") == 0) return ps_out_json(out, deepspeed(m, p, cp));
     return PS_FAIL(PS_ERR_INPUT, "unknown --export '%s' (known: megatron, deepspeed)", kind);
 }
 

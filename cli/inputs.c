@@ -168,11 +168,10 @@ ps_status ps_cli_search_setup(const ps_cli_opts *o, const ps_cluster *c, ps_cli_
         ps_attn a = PS_ATTN_AUTO;
         if (strcmp(o->attention, "search") == 0)
             so->attention = PS_SEARCH_ATTN_BOTH;
-        else if (ps_attn_parse(o->attention, &a) == PS_OK)
+        else {
+            PS_TRY(ps_attn_parse(o->attention, &a)); /* the option's parser has accepted it already */
             so->attention = (int)a;
-        else
-            return PS_FAIL(PS_ERR_INPUT, "option --attention: expected auto, fused, unfused or search (got '%s')",
-                           o->attention);
+        }
         if (a == PS_ATTN_FUSED && ps_cost_attn(c, 0, c->n_gpus, PS_ATTN_AUTO) != PS_ATTN_FUSED)
             return PS_FAIL(PS_ERR_INPUT, "option --attention fused: some GPUs of cluster %s have no fused attention "
                                          "kernel (compute capability below 8.0); use auto or unfused", c->name);

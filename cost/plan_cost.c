@@ -91,6 +91,11 @@ int64_t ps_plan_micro_batches(const ps_plan *p)
     return p->gbs / per;
 }
 
+double ps_cost_dp_bucket_elems(const ps_cost_params *p, int dp)
+{
+    return fmax(p->dp_bucket_elems, p->dp_bucket_elems_per_rank * dp);
+}
+
 bool ps_strategy_equal(const ps_strategy *a, const ps_strategy *b)
 {
     return a->tp == b->tp && a->dp == b->dp && a->zero == b->zero && a->ckpt == b->ckpt && a->sp == b->sp &&
@@ -406,7 +411,7 @@ static double dp_exposed(const ps_cost_params *p, const dp_layers *d, const ps_p
             elems += el[i];
             comm += gr[i];
             par += pa[i];
-            cap = fmax(cap, fmax(p->dp_bucket_elems, p->dp_bucket_elems_per_rank * dp[i]));
+            cap = fmax(cap, ps_cost_dp_bucket_elems(p, dp[i]));
             if (elems >= cap) {
                 car[nb] = fmax(0, left);
                 bcomm[nb] = comm;

@@ -342,6 +342,9 @@ typedef struct {
 /* Parameters one GPU of a tp-way group holds of layer l before ZeRO sharding: TP splits the matrices of blocks,
  * embeddings and heads; the classifier head, patch embedding and Swin merge are replicated. */
 double ps_cost_params_per_gpu(const ps_layer *l, int tp);
+/* Elements of one gradient bucket of a dp-way data-parallel group: max(dp_bucket_elems, dp_bucket_elems_per_rank x dp)
+ * (Megatron-core's rule); what ps_cost_plan prices and the DeepSpeed export writes. */
+double ps_cost_dp_bucket_elems(const ps_cost_params *p, int dp);
 
 /* Cost of layer `l` for one micro-batch of `mbs` samples under strategy `s`, the stage's GPUs starting at global
  * GPU `first` (TP innermost: consecutive GPUs; DP across them with stride tp). */
