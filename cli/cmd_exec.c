@@ -100,12 +100,9 @@ ps_status ps_cli_exec(const ps_cli_opts *o, MPI_Comm comm, const ps_model *m, co
         return ps_error_trace(st, __FILE__, __LINE__);
     }
     memcpy(run_plan.cuts, plan->cuts, ((size_t)plan->pp * plan->vpp + 1) * sizeof *run_plan.cuts);
+    run->fused_layers = ps_exec_fused_layers(plan, m, c);
     for (int64_t i = 0; i < m->n_layers; i++) {
         run_plan.layer[i] = plan->layer[i];
-        /* blocks with an attention core only: embeddings and heads have none to run fused */
-        if (ps_layer_has_attention(m->layers[i].kind) &&
-            ps_cost_attn(c, 0, c->n_gpus, plan->layer[i].attn) == PS_ATTN_FUSED)
-            run->fused_layers++;
         run_plan.layer[i].attn = PS_ATTN_UNFUSED;
     }
     /* ps_exec_run checks the scaled plan again (scaling keeps every rule: widths stay multiples of the TP degrees) */

@@ -81,6 +81,15 @@ void ps_exec_result_free(ps_exec_result *r)
     memset(r, 0, sizeof *r);
 }
 
+int64_t ps_exec_fused_layers(const ps_plan *plan, const ps_model *m, const ps_cluster *c)
+{
+    int64_t n = 0;
+    for (int64_t i = 0; i < m->n_layers; i++)
+        n += ps_layer_has_attention(m->layers[i].kind) &&
+             ps_cost_attn(c, 0, c->n_gpus, plan->layer[i].attn) == PS_ATTN_FUSED;
+    return n;
+}
+
 ps_status ps_exec_check(const ps_plan *plan, const ps_model *m, const ps_cluster *c, int nranks)
 {
     PS_TRY(ps_plan_check(plan, m, c));
@@ -697,16 +706,13 @@ static ps_status build_layers(exec_ctx *x, const ps_cluster *c)
             l->ov = ps_overlap_is_oases(l->s->overlap) && l->s->tp > 1;
             l->te = l->s->overlap == PS_OVERLAP_TE && l->s->tp > 1 && l->s->sp;
             l->c_ov = -1;
-            if (l->te) {
+            if (l->te || l->ov) { /* the second stream's communicator: te's ring steps, Oases' all-reduces */
                 l->c_ov = find_comm(x, COMM_TP_OV, l->s->tp, 0, 0);
                 if (l->c_ov < 0)
-                    return PS_FAIL(PS_ERR_SYSTEM, "layer %lld: no communicator for its TP ring steps", (long long)i);
+                    return PS_FAIL(PS_ERR_SYSTEM, "layer %lld: no communicator for its %s", (long long)i,
+                                   l->te ? "TP ring steps" : "overlapped all-reduces");
             }
             if (l->ov) {
-                l->c_ov = find_comm(x, COMM_TP_OV, l->s->tp, 0, 0);
-                if (l->c_ov < 0)
-                    return PS_FAIL(PS_ERR_SYSTEM, "layer %lld: no communicator for its overlapped all-reduces",
-                                   (long long)i);
                 int64_t sub[2] = {mbs - mbs / 2, mbs / 2};
                 for (int k = 0; k < 2; k++) {
                     ps_layer_gemm_shapes(ly, sub[k], l->s->tp, &l->og[k]);
@@ -1114,11 +1120,10 @@ ps_status ps_exec_run(MPI_Comm comm, const ps_plan *plan, const ps_model *m, con
     PS_TRY(ps_exec_check(plan, m, c, nranks));
     /* the attention core runs as its two GEMMs (no fused kernel here): a layer priced fused would be measured against
      * work exec does not do (psearch exec hands such plans over with their layers unfused and says so) */
-    for (int64_t i = 0; i < m->n_layers; i++)
-        if (ps_layer_has_attention(m->layers[i].kind) &&
-            ps_cost_attn(c, 0, c->n_gpus, plan->layer[i].attn) == PS_ATTN_FUSED)
-            return PS_FAIL(PS_ERR_INPUT, "layer %lld runs fused attention, which exec has no kernel for: give it the "
-                                         "plan with attention unfused", (long long)i);
+    int64_t n_fused = ps_exec_fused_layers(plan, m, c);
+    if (n_fused > 0)
+        return PS_FAIL(PS_ERR_INPUT, "%lld layer(s) run fused attention, which exec has no kernel for: give it the "
+                                     "plan with attention unfused", (long long)n_fused);
     x->net.rank = rank;
     x->net.nranks = nranks;
     x->net.watchdog_s = o->watchdog_s > 0 ? o->watchdog_s : 60;

@@ -39,6 +39,9 @@ bool ps_exec_backend_usable(const char *name, char *why, size_t cap);
  * and cluster (ps_plan_check), its schedule (built and verified), and its GPU count against `nranks`. Local: every
  * rank reaches the same verdict from the same inputs, so a refusal happens before any communicator exists. */
 ps_status ps_exec_check(const ps_plan *plan, const ps_model *m, const ps_cluster *c, int nranks);
+/* Attention blocks of the plan whose kernel is (or resolves on c to) fused: exec has no fused kernel and refuses a plan
+ * with any; psearch exec runs them unfused and reports how many. */
+int64_t ps_exec_fused_layers(const ps_plan *plan, const ps_model *m, const ps_cluster *c);
 
 /* ---- running ---- */
 /* A fault injected on purpose, for tests only (no user option sets it; docs/exec.md, "Phases and the agreement
