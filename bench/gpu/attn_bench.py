@@ -16,6 +16,8 @@ import argparse
 import json
 import sys
 
+from torch_gpu import torch_on_gpu
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -27,15 +29,14 @@ def main():
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--reps", type=int, default=10)
     a = ap.parse_args()
+    torch = torch_on_gpu("attn_bench")
+    if torch is None:
+        return 3
     try:
-        import torch
         import torch.nn.functional as F
         from torch.nn.attention import SDPBackend, sdpa_kernel
-    except Exception as e:  # noqa: BLE001 - any import failure means no PyTorch to measure with
-        print(f"attn_bench: PyTorch with torch.nn.attention is not available ({e})", file=sys.stderr)
-        return 3
-    if not torch.cuda.is_available():
-        print("attn_bench: no CUDA GPU visible", file=sys.stderr)
+    except Exception as e:  # noqa: BLE001 - a PyTorch too old for the backend choice
+        print(f"attn_bench: torch.nn.attention is not available ({e})", file=sys.stderr)
         return 3
     name = torch.cuda.get_device_name(0)
     # dense BF16 peaks of psearch's catalog (hw/gpu_catalog.c), by the name the runtime reports

@@ -12,18 +12,15 @@ import argparse
 import json
 import sys
 
+from torch_gpu import torch_on_gpu
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=50)
     a = ap.parse_args()
-    try:
-        import torch
-    except Exception as e:  # noqa: BLE001 - no PyTorch, nothing to measure with
-        print(f"small_gemm_bench: PyTorch is not available ({e})", file=sys.stderr)
-        return 3
-    if not torch.cuda.is_available():
-        print("small_gemm_bench: no CUDA GPU visible", file=sys.stderr)
+    torch = torch_on_gpu("small_gemm_bench")
+    if torch is None:
         return 3
     props = torch.cuda.get_device_properties(0)
     rows = []
