@@ -15,18 +15,13 @@
 
 #include "ps_cost.h"
 
-static void assert_close(double got, double want, double tol)
+/* |got - want| <= tol x max(1, |want|): absolute near zero, where the timelines' exposed parts often are */
+static void assert_near(double got, double want, double tol)
 {
     if (!(fabs(got - want) <= tol * fmax(1, fabs(want)))) fail_msg("got %.15g, want %.15g", got, want);
 }
 
-static ps_cost_params params(double slowdown)
-{
-    ps_cost_params p;
-    ps_cost_params_default(&p);
-    p.overlap_slowdown = slowdown;
-    return p;
-}
+#include "cost_test_util.h"
 
 /* ---- the bucket timeline ---- */
 
@@ -36,22 +31,22 @@ static void test_bucket_hand(void **state)
     ps_cost_params p1 = params(1.0), p2 = params(2.0);
     /* one bucket ready at the end of the backward: all of it exposed */
     double a0[] = {0}, c0[] = {3};
-    assert_close(ps_cost_bucket_overlap(&p1, 1, a0, c0), 3, 1e-12);
-    assert_close(ps_cost_bucket_overlap(&p2, 1, a0, c0), 3, 1e-12);
+    assert_near(ps_cost_bucket_overlap(&p1, 1, a0, c0), 3, 1e-12);
+    assert_near(ps_cost_bucket_overlap(&p2, 1, a0, c0), 3, 1e-12);
     /* nothing to reduce: nothing exposed */
-    assert_close(ps_cost_bucket_overlap(&p1, 0, a0, c0), 0, 1e-12);
+    assert_near(ps_cost_bucket_overlap(&p1, 0, a0, c0), 0, 1e-12);
     /* ready with 10 s of backward left, 4 s of collective: hidden without slowdown; at 2x the collective takes 8 s
      * of the backward's 10 (4 s of its computation), 6 s of computation left alone: 8 + 6 - 10 = 4 s exposed */
     double a1[] = {10}, c1[] = {4};
-    assert_close(ps_cost_bucket_overlap(&p1, 1, a1, c1), 0, 1e-12);
-    assert_close(ps_cost_bucket_overlap(&p2, 1, a1, c1), 4, 1e-12);
+    assert_near(ps_cost_bucket_overlap(&p1, 1, a1, c1), 0, 1e-12);
+    assert_near(ps_cost_bucket_overlap(&p2, 1, a1, c1), 4, 1e-12);
     /* two buckets, 3 and 1 s of backward left, collectives of 2 s each, no slowdown: the first ends at 2 (time 0 =
      * its readiness), the second ready at 2 starts then, ends at 4; the backward ends at 3: 1 s exposed */
     double a2[] = {3, 1}, c2[] = {2, 2};
-    assert_close(ps_cost_bucket_overlap(&p1, 2, a2, c2), 1, 1e-12);
+    assert_near(ps_cost_bucket_overlap(&p1, 2, a2, c2), 1, 1e-12);
     /* the second bucket waits for its readiness: collectives of 1 s, ready with 5 and 0 s left: 1 s exposed */
     double a3[] = {5, 0}, c3[] = {1, 1};
-    assert_close(ps_cost_bucket_overlap(&p1, 2, a3, c3), 1, 1e-12);
+    assert_near(ps_cost_bucket_overlap(&p1, 2, a3, c3), 1, 1e-12);
 }
 
 /* Brute force: step from event to event, recomputing both streams' rates at every step. Computation has `a[0]`
@@ -132,13 +127,13 @@ static void test_prefetch(void **state)
     ps_cost_params p1 = params(1.0), p2 = params(1.5);
     /* gathers of 1 s, computations of 2 s, 3 layers: the first gather alone, each later one hidden */
     double comp[] = {2, 2, 2}, comm[] = {1, 1, 1, 0, 0};
-    assert_close(ps_cost_prefetch(&p1, 3, comp, comm), 7, 1e-12);
+    assert_near(ps_cost_prefetch(&p1, 3, comp, comm), 7, 1e-12);
     /* at 1.5x: 1 + (2 + 0.5) x 2 + 2 */
-    assert_close(ps_cost_prefetch(&p2, 3, comp, comm), 8, 1e-12);
+    assert_near(ps_cost_prefetch(&p2, 3, comp, comm), 8, 1e-12);
     /* a trailing exposed collective (ZeRO-3's last reduce-scatter) */
     double comm2[] = {1, 1, 1, 0, 0.5};
-    assert_close(ps_cost_prefetch(&p1, 3, comp, comm2), 7.5, 1e-12);
-    assert_close(ps_cost_prefetch(&p1, 0, comp, comm2), 2, 1e-12); /* comm2[0] + comm2[1] */
+    assert_near(ps_cost_prefetch(&p1, 3, comp, comm2), 7.5, 1e-12);
+    assert_near(ps_cost_prefetch(&p1, 0, comp, comm2), 2, 1e-12); /* comm2[0] + comm2[1] */
 }
 
 /* ---- layer and plan ---- */
@@ -148,13 +143,8 @@ static void test_layer(void **state)
     (void)state;
     ps_cost_params p;
     ps_cost_params_default(&p);
-    ps_cluster c;
-    ps_model m;
-    ps_model_opts mo;
-    ps_model_opts_init(&mo);
-    mo.vocab_pad = 512;
-    assert_int_equal(ps_cluster_load("dgx-a100-80g:2", &c), PS_OK);
-    assert_int_equal(ps_model_load("gpt3-1.3b", &mo, &m), PS_OK);
+    ps_cluster c = load_cluster("dgx-a100-80g:2");
+    ps_model m = load_model("gpt3-1.3b", 512);
     const ps_layer *l = &m.layers[1];
     for (int zero = 0; zero <= 3; zero++) {
         ps_strategy on = {.tp = 2, .dp = 8, .zero = zero}, off = on;
@@ -163,12 +153,12 @@ static void test_layer(void **state)
         assert_int_equal(ps_cost_layer(&p, &c, l, m.dtype, 2, &on, 0, &a), PS_OK);
         assert_int_equal(ps_cost_layer(&p, &c, l, m.dtype, 2, &off, 0, &b), PS_OK);
         assert_true(a.fwd <= b.fwd && a.bwd_w <= b.bwd_w && a.bwd_b == b.bwd_b);
-        assert_close(a.dp_sync, b.dp_sync, 1e-15);
-        assert_close(a.dp_sync, a.dp_grad + a.dp_param, 1e-15);
+        assert_near(a.dp_sync, b.dp_sync, 1e-15);
+        assert_near(a.dp_sync, a.dp_grad + a.dp_param, 1e-15);
         if (zero == 3) {
             /* off: every gather and the reduce-scatter waits and blocks */
-            assert_close(b.fwd, b.comp_fwd + b.comm_fwd, 1e-12);
-            assert_close(b.bwd_w, b.comp_bwd_w + a.zero_gather + a.zero_rs, 1e-12);
+            assert_near(b.fwd, b.comp_fwd + b.comm_fwd, 1e-12);
+            assert_near(b.bwd_w, b.comp_bwd_w + a.zero_gather + a.zero_rs, 1e-12);
             assert_true(a.fwd < b.fwd);
         }
     }
@@ -194,13 +184,8 @@ static void test_plan(void **state)
     ps_cost_params_default(&p);
     one = p;
     one.dp_bucket_elems = 1e11; /* one bucket for the whole device: ready when the backward ends */
-    ps_cluster c;
-    ps_model m;
-    ps_model_opts mo;
-    ps_model_opts_init(&mo);
-    mo.vocab_pad = 512;
-    assert_int_equal(ps_cluster_load("dgx-a100-80g:2", &c), PS_OK);
-    assert_int_equal(ps_model_load("gpt3-1.3b", &mo, &m), PS_OK);
+    ps_cluster c = load_cluster("dgx-a100-80g:2");
+    ps_model m = load_model("gpt3-1.3b", 512);
     int shapes[][2] = {{1, 1}, {2, 1}, {2, 2}, {1, 4}, {8, 2}};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
         for (int zero = 0; zero <= 3; zero++) {
@@ -227,10 +212,10 @@ static void test_plan(void **state)
                     sync += lc.dp_sync;
                 }
                 ps_plan_free(&plan);
-                assert_close(off.stages[s].dp_sync_exposed, sync, 1e-12);
+                assert_near(off.stages[s].dp_sync_exposed, sync, 1e-12);
                 assert_true(on.stages[s].dp_sync_exposed <= sync * (1 + 1e-12));
                 /* ZeRO 0 in one bucket: the all-reduce starts when the backward ends, all of it exposed */
-                if (zero == 0) assert_close(on1.stages[s].dp_sync_exposed, sync, 1e-12);
+                if (zero == 0) assert_near(on1.stages[s].dp_sync_exposed, sync, 1e-12);
                 if (zero == 3 && dp > 1) assert_true(sync == 0 && on.stages[s].fwd < off.stages[s].fwd);
             }
             ps_prediction_free(&on);

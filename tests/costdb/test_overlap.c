@@ -15,35 +15,7 @@
 
 #include "ps_cost.h"
 
-static ps_cluster load_cluster(const char *spec)
-{
-    ps_cluster c;
-    assert_int_equal(ps_cluster_load(spec, &c), PS_OK);
-    return c;
-}
-
-static ps_model load_model(const char *name, int64_t vocab_pad)
-{
-    ps_model m;
-    ps_model_opts o;
-    ps_model_opts_init(&o);
-    o.vocab_pad = vocab_pad;
-    assert_int_equal(ps_model_load(name, &o, &m), PS_OK);
-    return m;
-}
-
-static void assert_close(double got, double want, double tol)
-{
-    if (!(fabs(got - want) <= tol * fmax(1e-300, fabs(want)))) fail_msg("got %.12g, want %.12g", got, want);
-}
-
-static ps_cost_params params(double slowdown)
-{
-    ps_cost_params p;
-    ps_cost_params_default(&p);
-    p.overlap_slowdown = slowdown;
-    return p;
-}
+#include "cost_test_util.h"
 
 /* ---- the two-stream pipeline ---- */
 

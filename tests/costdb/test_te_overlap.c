@@ -14,10 +14,7 @@
 
 #include "ps_cost.h"
 
-static void assert_close(double got, double want, double tol)
-{
-    if (!(fabs(got - want) <= tol * fmax(1e-300, fabs(want)))) fail_msg("got %.12g, want %.12g", got, want);
-}
+#include "cost_test_util.h"
 
 /* ---- brute force: two streams, operations with dependencies, time stepped in small increments ---- */
 
@@ -127,10 +124,7 @@ static void test_ring_reference(void **state)
 static void test_pairs(void **state)
 {
     (void)state;
-    ps_model m;
-    ps_model_opts o;
-    ps_model_opts_init(&o);
-    assert_int_equal(ps_model_load("gpt3-1.3b", &o, &m), PS_OK);
+    ps_model m = load_model("gpt3-1.3b", 0);
     ps_layer_gemms g;
     ps_layer_gemm_shapes(&m.layers[1], 2, 4, &g);
     int ag, rs;
@@ -154,13 +148,8 @@ static void test_layer(void **state)
     (void)state;
     ps_cost_params p;
     ps_cost_params_default(&p);
-    ps_cluster c;
-    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", &c), PS_OK);
-    ps_model m;
-    ps_model_opts o;
-    ps_model_opts_init(&o);
-    o.vocab_pad = 1024;
-    assert_int_equal(ps_model_load("gpt3-13b", &o, &m), PS_OK);
+    ps_cluster c = load_cluster("dgx-a100-80g:1");
+    ps_model m = load_model("gpt3-13b", 1024);
     /* the flat GEMM model: under the shape model the ring's 1/tp GEMM pieces (256 x 1920 x 5120 at TP 8) fill 30 of
      * the A100's 108 SMs, and that wave loss outweighs the hidden collectives (docs/costmodel.md, te) */
     p.gemm_tile_m = 0;
@@ -217,13 +206,8 @@ static void test_plan_rules(void **state)
     assert_string_equal(ps_overlap_name(PS_OVERLAP_TE), "te");
     assert_false(ps_overlap_is_oases(PS_OVERLAP_TE));
     assert_true(ps_overlap_is_oases(PS_OVERLAP_CROSS) && ps_overlap_is_oases(PS_OVERLAP_OASES));
-    ps_cluster c;
-    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", &c), PS_OK);
-    ps_model m;
-    ps_model_opts o;
-    ps_model_opts_init(&o);
-    o.vocab_pad = 1024;
-    assert_int_equal(ps_model_load("gpt3-1.3b", &o, &m), PS_OK);
+    ps_cluster c = load_cluster("dgx-a100-80g:1");
+    ps_model m = load_model("gpt3-1.3b", 1024);
     ps_strategy s = {.tp = 4, .dp = 2, .sp = true, .overlap = PS_OVERLAP_TE};
     ps_plan plan;
     /* one sample per replica is fine: nothing is split into sub-batches */

@@ -1,0 +1,41 @@
+/* What the cost-model tests of tests/costdb share: inputs loaded or failed on the spot, constants with one overlap
+ * slowdown, a relative comparison. Include after cmocka.h and ps_cost.h. */
+#ifndef PS_COST_TEST_UTIL_H
+#define PS_COST_TEST_UTIL_H
+
+#include <math.h>
+
+static inline ps_cluster load_cluster(const char *spec)
+{
+    ps_cluster c;
+    assert_int_equal(ps_cluster_load(spec, &c), PS_OK);
+    return c;
+}
+
+/* vocab_pad 0: the vocabulary as the model gives it */
+static inline ps_model load_model(const char *name, int64_t vocab_pad)
+{
+    ps_model m;
+    ps_model_opts o;
+    ps_model_opts_init(&o);
+    o.vocab_pad = vocab_pad;
+    assert_int_equal(ps_model_load(name, &o, &m), PS_OK);
+    return m;
+}
+
+/* |got - want| <= tol x |want| */
+static inline void assert_close(double got, double want, double tol)
+{
+    if (!(fabs(got - want) <= tol * fmax(1e-300, fabs(want)))) fail_msg("got %.12g, want %.12g", got, want);
+}
+
+/* the default constants with the overlap slowdown set */
+static inline ps_cost_params params(double slowdown)
+{
+    ps_cost_params p;
+    ps_cost_params_default(&p);
+    p.overlap_slowdown = slowdown;
+    return p;
+}
+
+#endif
