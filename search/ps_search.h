@@ -156,6 +156,35 @@ int ps_search_max_tp(const ps_search_opts *o, const ps_cluster *c);
  * data-parallel replicas, more micro-batches than plans are simulated with, no divisible combination, no TP split. */
 void ps_search_explain(ps_search_result *r, const ps_search_opts *o, const ps_model *m, const ps_cluster *c);
 
+/* ---- frameworks (search/framework.c): what a training framework, at a stated version, can run as exported ----
+ * The search restricted with --framework X only returns plans X runs, and `--export X` writes exactly that plan. */
+typedef enum { PS_FW_ANY = 0, PS_FW_MEGATRON, PS_FW_DEEPSPEED, PS_FW_TORCHTITAN, PS_FW_COUNT } ps_framework;
+/* How a framework's pipeline flags can split the layers. */
+typedef enum {
+    PS_FW_PART_ANY = 0,  /* any partition (Megatron-LM --pipeline-model-parallel-layout, torchtitan's module lists) */
+    PS_FW_PART_UNIFORM,  /* only the framework's own even split (DeepSpeed partition_method "uniform") */
+} ps_fw_partition;
+typedef struct {
+    const char *name;         /* "megatron", ... (the --framework / --export word) */
+    const char *title;        /* "Megatron-LM" */
+    const char *version;      /* the release whose rules are coded here, with the source read */
+    bool uniform;             /* one strategy (tp, sp, zero, recompute, overlap, attention, dp overlap) for every
+                                 transformer block; embeddings and heads follow the blocks' tp */
+    const char *const *schedules; /* schedule kinds (schedules/) it runs; NULL-terminated */
+    ps_fw_partition partition;
+    int max_vpp;              /* model chunks per device it takes (1: none) */
+    bool zero[4];             /* ZeRO stages it runs with pp == 1 */
+    bool zero_pp[4];          /* ... and with pp > 1 */
+    bool overlap[PS_OVERLAP_COUNT]; /* TP overlap kinds */
+    bool recompute[3];        /* ps_recompute kinds */
+} ps_framework_rules;
+const ps_framework_rules *ps_framework_get(ps_framework f); /* NULL for PS_FW_ANY */
+int ps_framework_find(const char *name);                    /* a ps_framework, or -1 when unknown */
+const char *ps_framework_name(ps_framework f);              /* "any", "megatron", "deepspeed", "torchtitan" */
+/* true when framework f runs plan p of model m exactly as planned; else false with the first rule it breaks in
+ * why (a sentence naming the plan field and what the framework takes). PS_FW_ANY runs everything. */
+bool ps_framework_runs(ps_framework f, const ps_model *m, const ps_plan *p, char *why, size_t cap);
+
 /* ---- baselines (search/baselines.c) ---- */
 const char *ps_baseline_name(int kind); /* "megatron", "dp-only", "zero3-only", "even-split" */
 const char *ps_baseline_desc(int kind);
