@@ -11,6 +11,7 @@
 /* The devices a layer runs on: the slowest GPU of the stage sets the pace (stragglers, heterogeneous clusters). */
 typedef struct dev_speed_s {
     double peak;  /* FLOP/s of the training dtype */
+    double gemm_eff; /* fraction of peak the GEMMs reach on the GPU that sets the peak (ps_cost_gemm_eff) */
     double stream; /* bytes/s a streaming kernel reaches: hbm x hbm_eff, or the measured bandwidth */
     int sms;      /* SMs of the GPU that sets the peak (the GEMM shape model's waves); 0 = unknown */
     int dbdev;    /* the device kind of p->db every GPU of the stage is, or -1 (analytic) */
@@ -94,6 +95,7 @@ static ps_status stage_speed(const ps_cost_params *p, const ps_cluster *c, ps_dt
     out->peak = INFINITY;
     out->stream = INFINITY;
     out->sms = 0;
+    out->gemm_eff = PS_GEMM_EFF_GENERIC;
     out->dbdev = -1;
     out->bf16 = NULL;
     out->fused_ok = n > 0;
@@ -118,6 +120,7 @@ static ps_status stage_speed(const ps_cost_params *p, const ps_cluster *c, ps_dt
         if (pk < out->peak) {
             out->peak = pk;
             out->sms = ng->gpu.sm_count;
+            out->gemm_eff = ps_cost_gemm_eff(p, &ng->gpu);
         }
         if (!ng->gpu.fused_attn) out->fused_ok = false;
         double ef, eb;
@@ -156,6 +159,12 @@ static inline double ceil_pos(double x)
     return f < x ? f + 1 : f;
 }
 
+double ps_cost_gemm_eff(const ps_cost_params *p, const ps_gpu *g)
+{
+    if (p->gemm_eff > 0) return p->gemm_eff;
+    return g && g->gemm_eff > 0 ? g->gemm_eff : PS_GEMM_EFF_GENERIC;
+}
+
 double ps_cost_gemm_work(const ps_cost_params *p, int sm_count, double m, double n, double k, double count)
 {
     double useful = 2 * m * n * k * count;
@@ -168,25 +177,26 @@ double ps_cost_gemm_work(const ps_cost_params *p, int sm_count, double m, double
 }
 
 /* The analytic roofline of one GEMM shape on a device of `peak` FLOP/s, `stream` bytes/s and `sms` SMs. */
-static double gemm_analytic(const ps_cost_params *p, double peak, double stream, int sms, double m, double n, double k,
-                            double count, double elt)
+static double gemm_analytic(const ps_cost_params *p, double peak, double eff, double stream, int sms, double m,
+                            double n, double k, double count, double elt)
 {
     if (m <= 0 || n <= 0 || k <= 0 || count <= 0 || !(peak > 0)) return 0;
     double flops = 2 * m * n * k, bytes = elt * (m * k + k * n + m * n);
     if (sms <= 0 || !(p->gemm_tile_m > 0) || !(p->gemm_tile_n > 0)) {
         /* No shape model: every GEMM at gemm_eff of the peak, in exactly the arithmetic it always had, so that
          * plans and fidelity figures without it stay bit for bit what they were. */
-        double t = fmax(flops / (peak * p->gemm_eff), bytes / stream);
+        double t = fmax(flops / (peak * eff), bytes / stream);
         return count * (t + p->kernel_launch_s);
     }
-    double t = fmax(ps_cost_gemm_work(p, sms, m, n, k, count) / (peak * p->gemm_eff), count * bytes / stream);
+    double t = fmax(ps_cost_gemm_work(p, sms, m, n, k, count) / (peak * eff), count * bytes / stream);
     return t + count * p->kernel_launch_s;
 }
 
 double ps_cost_gemm_time(const ps_cost_params *p, const ps_gpu *g, ps_dtype dtype, double m, double n, double k,
                          double count)
 {
-    return gemm_analytic(p, ps_cost_peak_flops(g, dtype), g->hbm_Bps * p->hbm_eff, g->sm_count, m, n, k, count,
+    return gemm_analytic(p, ps_cost_peak_flops(g, dtype), ps_cost_gemm_eff(p, g), g->hbm_Bps * p->hbm_eff,
+                         g->sm_count, m, n, k, count,
                          ps_dtype_bytes(dtype));
 }
 
@@ -203,7 +213,7 @@ static double gemm_time(const ps_cost_params *p, const dev_speed *d, double m, d
         double F = flops * count, rate = ps_costdb_model_gemm_rate(p->db, d->dbdev, d->dtype, F);
         if (rate > 0) return fmax(F / rate, count * bytes / d->stream);
     }
-    return gemm_analytic(p, d->peak, d->stream, d->sms, m, n, k, count, elt);
+    return gemm_analytic(p, d->peak, d->gemm_eff, d->stream, d->sms, m, n, k, count, elt);
 }
 
 void ps_layer_gemm_shapes(const ps_layer *l, int64_t mbs, int tp, ps_layer_gemms *out)

@@ -16,9 +16,11 @@ typedef struct {
 
 #define P(field) offsetof(ps_cost_params, field)
 static const param_def k_params[] = {
-    {"gemm_eff", P(gemm_eff), 0.80, 0.01, 1.0, "fraction of dense peak",
-     "math-bound cuBLAS GEMMs reach 80-90% of tensor peak (NVIDIA Deep Learning Performance Guide, 'Matrix "
-     "Multiplication Background'); the low end, since training kernels are not all ideal shapes"},
+    {"gemm_eff", P(gemm_eff), 0, 0, 1.0, "fraction of dense peak (0: the GPU's measured value, else 0.80)",
+     "0 = the GPU's own measured value where the catalog has one (H100 0.69, H200 0.68: bench_gemm_shapes, "
+     "hw/gpu_catalog.c), else 0.80: math-bound cuBLAS GEMMs reach 80-90% of tensor peak (NVIDIA Deep Learning "
+     "Performance Guide, 'Matrix Multiplication Background'), the low end since training kernels are not all ideal "
+     "shapes"},
     {"hbm_eff", P(hbm_eff), 0.80, 0.01, 1.0, "fraction of nominal memory bandwidth",
      "streaming kernels reach ~80% of HBM bandwidth (NVIDIA Deep Learning Performance Guide, 'GPU Performance "
      "Background': memory-limited operations)"},

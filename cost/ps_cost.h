@@ -19,7 +19,8 @@ extern "C" {
 
 /* ---- constants: every default has a unit and a source (cost/params.c, docs/costmodel.md) ---- */
 typedef struct {
-    double gemm_eff;          /* fraction of dense tensor peak a large, math-bound GEMM reaches [1] */
+    double gemm_eff;          /* fraction of dense tensor peak a large, math-bound GEMM reaches [1]; 0: by GPU
+                                 (ps_cost_gemm_eff) */
     double hbm_eff;           /* fraction of nominal memory bandwidth a streaming kernel reaches [1] */
     double kernel_launch_s;   /* fixed cost per GEMM / fused elementwise kernel [s] */
     double elementwise_passes; /* memory traffic of the non-GEMM work, in multiples of the activation bytes stored
@@ -194,11 +195,15 @@ double ps_cost_peak_flops(const ps_gpu *g, ps_dtype dtype);
 
 /* Analytic time [s] of a GEMM (m x k) . (k x n), `count` times (a batched call's GEMMs), on one GPU g in `dtype`: the
  * formula the cost model uses without measured tables (docs/costmodel.md, "GEMM efficiency by shape"), a roofline
- *   max(W / (peak * gemm_eff), count * bytes / (hbm * hbm_eff)) + count * kernel_launch_s
+ *   max(W / (peak * ps_cost_gemm_eff), count * bytes / (hbm * hbm_eff)) + count * kernel_launch_s
  * whose compute work W is what the GPU executes: with g->sm_count > 0 and both gemm_tile_m and gemm_tile_n > 0,
  * W = waves * sm_count * 2 * tile_m * tile_n * k, where tiles = ceil(m / tile_m) * ceil(n / tile_n) * count and
  * waves = ceil(tiles / sm_count) (tile and wave quantization); otherwise W = 2 m n k count, the useful work.
  * 0 for an empty GEMM or a dtype without a peak. Ignores p->db (the measured branch is the layer cost's). */
+/* The fraction of g's dense peak a large GEMM reaches: --cost-param gemm_eff when given (> 0), else the GPU's
+ * measured value (ps_gpu.gemm_eff), else PS_GEMM_EFF_GENERIC. */
+#define PS_GEMM_EFF_GENERIC 0.80
+double ps_cost_gemm_eff(const ps_cost_params *p, const ps_gpu *g);
 double ps_cost_gemm_time(const ps_cost_params *p, const ps_gpu *g, ps_dtype dtype, double m, double n, double k,
                          double count);
 /* The executed work W of ps_cost_gemm_time in FLOPs (shape model or useful work, as above), for sm_count SMs. */

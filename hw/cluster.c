@@ -190,9 +190,10 @@ static ps_status parse_link(const json_t *obj, const ps_jloc *loc, link_role rol
 
 static ps_status parse_gpu_object(const json_t *obj, const ps_jloc *loc, ps_gpu *out)
 {
-    static const char *const keys[] = {"name",        "base",        "marketing",   "mem_GiB",     "hbm_GBps",
-                                       "fp32_TFLOPs", "tf32_TFLOPs", "fp16_TFLOPs", "bf16_TFLOPs", "fp8_TFLOPs",
-                                       "fp4_TFLOPs",  "fused_attention", "sm_count", "source", "comment", NULL};
+    static const char *const keys[] = {"name",        "base",        "marketing",       "mem_GiB",  "hbm_GBps",
+                                       "fp32_TFLOPs", "tf32_TFLOPs", "fp16_TFLOPs",     "bf16_TFLOPs", "fp8_TFLOPs",
+                                       "fp4_TFLOPs",  "sm_count",    "fused_attention", "gemm_eff", "source",
+                                       "comment",     NULL};
     PS_TRY(ps_json_known_keys(obj, loc, keys));
     PS_TRY(check_comment(obj, loc));
     memset(out, 0, sizeof *out);
@@ -240,6 +241,9 @@ static ps_status parse_gpu_object(const json_t *obj, const ps_jloc *loc, ps_gpu 
                        sms);
     }
     out->sm_count = (int)sms;
+    /* Measured GEMM efficiency: optional, 0 = not measured (the cost model's generic default); a "base" GPU keeps the
+     * catalog's. */
+    PS_TRY(ps_json_num(obj, loc, "gemm_eff", false, 0, 1, &out->gemm_eff));
     if (!from_base) ps_strlcpy(out->marketing, out->name, sizeof out->marketing);
     PS_TRY(ps_json_str(obj, loc, "marketing", false, out->marketing, sizeof out->marketing));
     if (!from_base) snprintf(out->source, sizeof out->source, "custom GPU in %s", loc->file);
@@ -429,7 +433,7 @@ static bool gpu_equal(const ps_gpu *a, const ps_gpu *b)
     return strcmp(a->name, b->name) == 0 && a->mem_bytes == b->mem_bytes && a->hbm_Bps == b->hbm_Bps &&
            a->fp32_flops == b->fp32_flops && a->tf32_flops == b->tf32_flops && a->fp16_flops == b->fp16_flops &&
            a->bf16_flops == b->bf16_flops && a->fp8_flops == b->fp8_flops && a->fp4_flops == b->fp4_flops &&
-           a->fused_attn == b->fused_attn && a->sm_count == b->sm_count;
+           a->fused_attn == b->fused_attn && a->sm_count == b->sm_count && a->gemm_eff == b->gemm_eff;
 }
 
 /* Same GPU and same links: CPU cores and NUMA domains do not change a plan, so they do not make a cluster

@@ -41,6 +41,7 @@ json_t *ps_cluster_to_json(const ps_cluster *c)
         json_object_set_new(gpu, "fp4_TFLOPs", json_real(g->gpu.fp4_flops / 1e12));
         json_object_set_new(gpu, "fused_attention", json_boolean(g->gpu.fused_attn));
         json_object_set_new(gpu, "sm_count", json_integer(g->gpu.sm_count));
+        if (g->gpu.gemm_eff > 0) json_object_set_new(gpu, "gemm_eff", json_real(g->gpu.gemm_eff));
         json_object_set_new(gpu, "source", json_string(g->gpu.source));
         json_object_set_new(o, "gpu", gpu);
         json_object_set_new(o, "intra", link_json(&g->intra));
@@ -90,9 +91,11 @@ void ps_cluster_print(FILE *f, const ps_cluster *c)
                 if (peaks[k].v > 0) fprintf(f, " %s %.1f", peaks[k].name, peaks[k].v / 1e12);
             fprintf(f, "%s", g->gpu.fused_attn ? ", fused attention" : "");
             if (g->gpu.sm_count > 0)
-                fprintf(f, ", %d SMs\n", g->gpu.sm_count);
+                fprintf(f, ", %d SMs", g->gpu.sm_count);
             else
-                fprintf(f, ", SMs unknown\n");
+                fprintf(f, ", SMs unknown");
+            if (g->gpu.gemm_eff > 0) fprintf(f, ", GEMMs at %.2f of peak (measured)", g->gpu.gemm_eff);
+            fprintf(f, "\n");
             fprintf(f, "  intra   %s, %.1f GB/s per direction per GPU, %.1f us\n", g->intra.kind,
                     g->intra.bw_Bps / 1e9, g->intra.latency_s * 1e6);
             if (g->island_size > 1)

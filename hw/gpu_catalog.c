@@ -30,7 +30,13 @@
  * TU102, 4,608 CUDA cores). L4: 58 (L4 datasheet: 7,424 CUDA cores, 128 per Ada SM). B200 and GB200: 0 = unknown:
  * NVIDIA's datasheets and Blackwell pages give no SM count (third-party die analyses report 148, not a vendor
  * figure), so wave quantization is off for them; `--cluster auto` (calib/detect.c) takes the real count from the
- * CUDA runtime, and a cluster.json GPU may give `sm_count`. */
+ * CUDA runtime, and a cluster.json GPU may give `sm_count`.
+ * gemm_eff: measured, not from a datasheet: the median over the 240 transformer-linear shapes of
+ * bench/gpu/bench_gemm_shapes (bf16 cuBLAS, m 1k-16k, n and k of GPT/Llama widths / TP 1-8) of the fraction of the
+ * dense peak that makes the cost model's tile/wave shape model match the measured time (0.8 x predicted / measured).
+ * H100 SXM 80GB HBM3: 0.69 (quartiles 0.66-0.71), H200: 0.68 (0.66-0.70), both 2026-11-27, CUDA 12 / PyTorch 2.11
+ * image, data in tests/data/gpu-check/{h100,h200}-2026-11-27/gemm_shapes.json. Both sustain well under the 80%
+ * of the generic default on these shapes (power and clock limits at 700 W). Other GPUs: 0, the generic default. */
 static const ps_gpu k_catalog[] = {
     {.name = "a100-40g",
      .marketing = "NVIDIA A100-SXM4-40GB",
@@ -83,6 +89,7 @@ static const ps_gpu k_catalog[] = {
      .fp4_flops = 0,
      .fused_attn = true,
      .sm_count = 132,
+     .gemm_eff = 0.69,
      .source = "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM) and Hopper architecture whitepaper, dense"},
     {.name = "h200",
      .marketing = "NVIDIA H200",
@@ -96,6 +103,7 @@ static const ps_gpu k_catalog[] = {
      .fp4_flops = 0,
      .fused_attn = true,
      .sm_count = 132,
+     .gemm_eff = 0.68,
      .source = "NVIDIA H200 Tensor Core GPU datasheet (H200 SXM, sparse figures halved)"},
     /* B200 as NVIDIA sells it on HGX/DGX B200 boards (1,000 W). The HGX B200 specifications give totals for the
      * 8-GPU board, sparse (*): FP4 144 PF, FP8/FP6 72 PF, FP16/BF16 36 PF, TF32 18 PF; dense FP32 600 TF. Per GPU:

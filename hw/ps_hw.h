@@ -33,6 +33,8 @@ typedef struct {
     int sm_count;         /* streaming multiprocessors (whitepapers cited in hw/gpu_catalog.c; the CUDA runtime's
                              multiProcessorCount for detected GPUs); 0 = unknown: the cost model then skips GEMM wave
                              quantization for it (docs/costmodel.md, "GEMM efficiency by shape") */
+    double gemm_eff;      /* fraction of the dense peak large training GEMMs reach on it, measured (sources in
+                             hw/gpu_catalog.c); 0 = not measured: the cost model's generic gemm_eff default */
     char source[128];     /* datasheet the numbers come from */
 } ps_gpu;
 

@@ -223,7 +223,8 @@ int main(int argc, char **argv)
            have_gpu ? "\"" : "", have_gpu ? g.sm_count : 0);
     printf("  \"model_params\": {\"gemm_eff\": %g, \"hbm_eff\": %g, \"kernel_launch_s\": %g, \"gemm_tile_m\": %g, "
            "\"gemm_tile_n\": %g},\n",
-           p_shape.gemm_eff, p_shape.hbm_eff, p_shape.kernel_launch_s, p_shape.gemm_tile_m, p_shape.gemm_tile_n);
+           ps_cost_gemm_eff(&p_shape, have_gpu ? &g : NULL), p_shape.hbm_eff, p_shape.kernel_launch_s,
+           p_shape.gemm_tile_m, p_shape.gemm_tile_n);
     printf("  \"dtype\": \"bf16\",\n  \"predictions\": {\"pred_shape_s\": \"shape model, default tile\", "
            "\"pred_flat_s\": \"no shape model (gemm_tile_m=0)\", "
            "\"pred_tile128x256_s\": \"shape model, tile 128x256\"},"

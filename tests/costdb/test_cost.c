@@ -685,8 +685,31 @@ static void test_params(void **state)
 /* GEMM efficiency by shape (ps_cost_gemm_time): tile and wave quantization over an H100's 132 SMs, hand-computed. */
 static double roofline(const ps_cost_params *p, const ps_gpu *g, double W, double m, double n, double k, double count)
 {
-    double peak = g->bf16_flops * p->gemm_eff, bytes = 2 * (m * k + k * n + m * n);
+    double peak = g->bf16_flops * ps_cost_gemm_eff(p, g), bytes = 2 * (m * k + k * n + m * n);
     return fmax(W / peak, count * bytes / (g->hbm_Bps * p->hbm_eff)) + count * p->kernel_launch_s;
+}
+
+/* The GEMM efficiency a GPU runs at: the measured catalog value (H100 0.69, H200 0.68: bench_gemm_shapes), 0.80
+ * for a GPU without one, and --cost-param gemm_eff over both; a GEMM's time scales with its inverse. */
+static void test_gemm_eff_by_gpu(void **state)
+{
+    (void)state;
+    ps_cost_params p;
+    ps_cost_params_default(&p);
+    ps_gpu h100, h200, a100;
+    assert_int_equal(ps_gpu_lookup("h100", &h100), PS_OK);
+    assert_int_equal(ps_gpu_lookup("h200", &h200), PS_OK);
+    assert_int_equal(ps_gpu_lookup("a100-80g", &a100), PS_OK);
+    assert_true(p.gemm_eff == 0);
+    assert_true(ps_cost_gemm_eff(&p, &h100) == 0.69);
+    assert_true(ps_cost_gemm_eff(&p, &h200) == 0.68);
+    assert_true(ps_cost_gemm_eff(&p, &a100) == 0.80);
+    double t_cat = ps_cost_gemm_time(&p, &h100, PS_DTYPE_BF16, 8192, 8192, 8192, 1);
+    assert_int_equal(ps_cost_params_set(&p, "gemm_eff=0.5"), PS_OK);
+    assert_true(ps_cost_gemm_eff(&p, &h100) == 0.5 && ps_cost_gemm_eff(&p, &a100) == 0.5);
+    double t_half = ps_cost_gemm_time(&p, &h100, PS_DTYPE_BF16, 8192, 8192, 8192, 1);
+    /* 8192^3 is math-bound on 132 SMs in whole waves: time minus the launch goes as 1 / efficiency */
+    assert_rel(t_half - p.kernel_launch_s, (t_cat - p.kernel_launch_s) * 0.69 / 0.5, 1e-12);
 }
 
 static void test_gemm_shape(void **state)
@@ -732,7 +755,7 @@ static void test_gemm_shape(void **state)
         const ps_cost_params *pp = i ? &off : &p;
         const ps_gpu *gg = i ? &g : &g0;
         double mm = 7 * 128.0 + 1, nn = 19 * 128.0 + 1, cc = 3;
-        double per = fmax(old / (gg->bf16_flops * pp->gemm_eff),
+        double per = fmax(old / (gg->bf16_flops * ps_cost_gemm_eff(pp, gg)),
                           2 * (mm * k + k * nn + mm * nn) / (gg->hbm_Bps * pp->hbm_eff));
         assert_true(ps_cost_gemm_time(pp, gg, PS_DTYPE_BF16, mm, nn, k, cc) == cc * (per + pp->kernel_launch_s));
     }
@@ -784,6 +807,7 @@ int main(void)
         cmocka_unit_test(test_monotone),       cmocka_unit_test(test_plan_rules),
         cmocka_unit_test(test_plan_prediction), cmocka_unit_test(test_plan_workspace),
         cmocka_unit_test(test_params),          cmocka_unit_test(test_fused_attention_cost),
+        cmocka_unit_test(test_gemm_eff_by_gpu),
         cmocka_unit_test(test_gemm_shape),       cmocka_unit_test(test_fp8_recipe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
