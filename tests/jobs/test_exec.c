@@ -385,6 +385,26 @@ int main(int argc, char **argv)
             CHECK(ps_exec_check(&bad, &m, &c, 4) == PS_ERR_INPUT, "mixed stage widths accepted");
             ps_plan_free(&bad);
         }
+        /* a plan priced with fused attention is refused on every rank, before any communicator: exec has no fused
+         * kernel, and measuring the unfused GEMMs against a fused prediction would be a wrong comparison */
+        if (!faults && ps_plan_uniform(&m, 8, 1, 2, 1, "1f1b", &s, &bad) == PS_OK) {
+            int64_t want = 0;
+            for (int64_t i = 0; i < m.n_layers; i++)
+                if (ps_layer_has_attention(m.layers[i].kind)) {
+                    bad.layer[i].attn = PS_ATTN_FUSED;
+                    want++;
+                }
+            CHECK(want > 0 && ps_exec_fused_layers(&bad, &m, &c) == want, "fused layers counted %lld of %lld",
+                  (long long)ps_exec_fused_layers(&bad, &m, &c), (long long)want);
+            ps_exec_opts o;
+            ps_exec_opts_default(&o);
+            ps_exec_result r;
+            ps_status st = ps_exec_run(MPI_COMM_WORLD, &bad, &m, &c, &cp, &o, &r);
+            CHECK(st == PS_ERR_INPUT && strstr(ps_error_message(), "fused attention") != NULL,
+                  "a fused plan ran (status %d: %s)", (int)st, st == PS_OK ? "ok" : ps_error_message());
+            if (st == PS_OK) ps_exec_result_free(&r);
+            ps_plan_free(&bad);
+        }
         ps_cluster_free(&c);
     }
     if (ok) ps_model_free(&m);
