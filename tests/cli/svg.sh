@@ -9,7 +9,9 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 # shellcheck source=tests/cli/test_lib.sh
 source "$(dirname "$0")/test_lib.sh"
-n() { grep -o -- "$1" "$2" | wc -l; } # occurrences of a string in a file
+n() { grep -o -- "$1" "$2" 2>/dev/null | wc -l; } # occurrences of a string in a file
+size() { wc -c <"$1" 2>/dev/null || echo 0; }
+within() { [[ $1 -ge $2 && $1 -le $3 ]]; } # N LO HI: LO <= N <= HI (a missing file has 0 rectangles: no pass)
 labels() { grep -o 'text-anchor="end">[^<]*' "$1" | sed 's/.*>//' | tr '\n' ','; }
 
 # The large plan, searched (the search picks v-zb, pp 8, 256 micro-batches: 8 x 256 x 2 x 3 = 12,288 passes).
@@ -19,8 +21,8 @@ check "search with --svg exits 0" test $? -eq 0
 check "the plan is the issue's: 256 micro-batches on 8 pipeline devices" \
   grep -q 'pp 8, mbs 1, gbs 2048 (256 micro-batches)' "$scratch/big.txt"
 # 50 rectangles and 11.5 KB when written (8 rows of merged blocks, row backgrounds, page and legend)
-check "at most 200 rectangles (was 12,302): $(n '<rect' "$big")" test "$(n '<rect' "$big")" -le 200
-check "at most 64 KB (was 2.4 MB): $(wc -c <"$big")" test "$(wc -c <"$big")" -le 65536
+check "10 to 200 rectangles (was 12,302): $(n '<rect' "$big")" within "$(n '<rect' "$big")" 10 200
+check "1 to 64 KB (was 2.4 MB): $(size "$big")" within "$(size "$big")" 1024 65536
 check "merged blocks drawn and explained" grep -q 'blocks of consecutive passes each narrower than a pixel' "$big"
 check "rows are the GPUs of each pipeline device" test "$(labels "$big")" = \
   "GPUs 0-15,GPUs 16-31,GPUs 32-47,GPUs 48-63,GPUs 64-79,GPUs 80-95,GPUs 96-111,GPUs 112-127,"
@@ -32,8 +34,8 @@ est=$scratch/est.svg
 "$psearch" estimate --model gpt3-175b --cluster dgx-a100-80g:16 --tp 2 --pp 8 --schedule v-zb --zero 2 \
   --seq-parallel --gbs 2048 --svg "$est" --out "$scratch/est.txt" </dev/null
 check "estimate --svg of the large plan exits 0" test $? -eq 0
-check "estimate: at most 200 rectangles: $(n '<rect' "$est")" test "$(n '<rect' "$est")" -le 200
-check "estimate: at most 64 KB: $(wc -c <"$est")" test "$(wc -c <"$est")" -le 65536
+check "estimate: 10 to 200 rectangles: $(n '<rect' "$est")" within "$(n '<rect' "$est")" 10 200
+check "estimate: 1 to 64 KB: $(size "$est")" within "$(size "$est")" 1024 65536
 
 # A small plan: 1F1B on 4 devices of 2 GPUs, 8 micro-batches: 4 x 8 x 2 = 64 passes, each drawn, none merged.
 small=$scratch/small.svg
