@@ -72,6 +72,10 @@ ps_status ps_cli_load_cluster(const ps_cli_opts *o, const char *spec, MPI_Comm c
  * said once on stderr by rank 0 of comm. */
 ps_status ps_cli_load_model(const ps_cli_opts *o, const char *spec, const ps_cluster *c, bool pad_for_node,
                             MPI_Comm comm, ps_model *m);
+/* The vocabulary padding a planning command uses: --vocab-pad when given, else Megatron-LM's, a multiple of 128 x tp
+ * (its --make-vocab-size-divisible-by default). The search passes the GPUs per node as tp, estimate the plan's TP. */
+#define PS_VOCAB_DIVISIBLE_BY 128
+int64_t ps_cli_vocab_pad(const ps_cli_opts *o, int64_t tp);
 /* For a command that plans one model for several clusters (the sweep): the model file read once, by rank 0 for
  * every rank, and those bytes parsed for each cluster (the vocabulary padding and the dtype depend on it), so that no
  * edit of the file between two clusters gives them two different models. ps_cli_load_model is the three in one. */

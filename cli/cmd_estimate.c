@@ -1,6 +1,7 @@
 /* `psearch estimate`: predict one plan given by flags or plan.json with the cost model the search uses, and print
  * it as a table or as the plan JSON of docs/design.md (plan fields + `predicted`). */
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,7 +9,23 @@
 #include "ps_cost.h"
 #include "ps_schedules.h"
 
-static ps_status plan_from_flags(const ps_cli_opts *o, const ps_model *m, const ps_cluster *c, ps_plan *plan)
+/* What estimate chose for the user, said with its output: table lines "note ...", JSON "notes". */
+typedef struct {
+    char text[2][320];
+    int n;
+} est_notes;
+
+static void PS_PRINTF(2, 3) add_note(est_notes *nt, const char *fmt, ...)
+{
+    if (nt->n >= (int)(sizeof nt->text / sizeof nt->text[0])) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(nt->text[nt->n++], sizeof nt->text[0], fmt, ap);
+    va_end(ap);
+}
+
+static ps_status plan_from_flags(const ps_cli_opts *o, const ps_model *m, const ps_cluster *c, ps_plan *plan,
+                                 est_notes *nt)
 {
     int64_t tp = o->tp ? o->tp : 1, pp = o->pp ? o->pp : 1;
     if (c->n_gpus % (tp * pp) != 0 && !o->dp)
@@ -21,6 +38,14 @@ static ps_status plan_from_flags(const ps_cli_opts *o, const ps_model *m, const 
         return PS_FAIL(PS_ERR_INPUT, "the default global batch mbs %lld x dp %lld x 4 x pp %lld overflows; give --gbs",
                        (long long)mbs, (long long)dp, (long long)pp);
     const char *sched = o->schedule ? o->schedule : "1f1b";
+    /* --vpp N > 1 alone means Megatron-LM's interleaved 1F1B: Megatron runs it whenever a virtual pipeline size is
+     * set (get_forward_backward_func, megatron/core/pipeline_parallel/schedules.py, Megatron-LM d98e8a64), and plain
+     * 1F1B has one chunk per device. */
+    if (!o->schedule && o->vpp > 1) {
+        sched = "interleaved";
+        add_note(nt, "--vpp %lld without --schedule: interleaved 1F1B, as Megatron-LM runs a virtual pipeline",
+                 (long long)o->vpp);
+    }
     /* The kind's own chunks per device unless told otherwise (2 for interleaved and V), as the search takes them; an
      * unknown kind gets 1 here and is refused by name when the plan is costed. */
     int chunks = ps_sched_kind_default_chunks(ps_sched_kind_find(sched));
@@ -57,13 +82,19 @@ void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const 
         fprintf(f, "dtype       fp8, Transformer Engine's recipe: FP8 GEMMs in the blocks' linear layers (E4M3 "
                    "forward, E5M2 gradients), BF16\n            attention, activations, weights and gradients, "
                    "FP32 master weights and Adam states, FP8 weight copies;\n            MFU against the FP8 peak\n");
-    fprintf(f, "predicted   %.4g s per iteration, %.4g samples/s, %.4g tokens/s\n", r->iter_time_s, r->samples_per_s,
-            r->tokens_per_s);
+    /* numbers to read: plain digits, and the rounding of a difference of equal sums (a bubble of 8e-17 s) as 0
+     * (ps_fmt_num), and a bubble fraction of that size as 0.0%, not -0.0% */
+    const double it = r->iter_time_s;
+    char n[4][32];
+    fprintf(f, "predicted   %s s per iteration, %s samples/s, %s tokens/s\n", ps_fmt_num(it, 0, n[0], sizeof n[0]),
+            ps_fmt_num(r->samples_per_s, 0, n[1], sizeof n[1]), ps_fmt_num(r->tokens_per_s, 0, n[2], sizeof n[2]));
     fprintf(f, "            %.1f TFLOP/s per GPU (model FLOPs; %.1f executed, recompute included), MFU %.1f%%, "
                "bubble %.1f%%\n",
-            r->tflops_per_gpu, r->hw_tflops_per_gpu, 100 * r->mfu, 100 * r->bubble_frac);
-    fprintf(f, "breakdown   compute %.4g s, exposed communication %.4g s, bubble %.4g s, of which recompute %.4g s\n",
-            r->compute_s, r->comm_exposed_s, r->bubble_s, r->recompute_s);
+            r->tflops_per_gpu, r->hw_tflops_per_gpu, 100 * r->mfu,
+            fabs(r->bubble_frac) <= 1e-9 ? 0.0 : 100 * r->bubble_frac);
+    fprintf(f, "breakdown   compute %s s, exposed communication %s s, bubble %s s, of which recompute %s s\n",
+            ps_fmt_num(r->compute_s, it, n[0], sizeof n[0]), ps_fmt_num(r->comm_exposed_s, it, n[1], sizeof n[1]),
+            ps_fmt_num(r->bubble_s, it, n[2], sizeof n[2]), ps_fmt_num(r->recompute_s, it, n[3], sizeof n[3]));
     fprintf(f, "\n%5s %11s %11s %9s %9s %9s %9s %9s %10s %9s %9s\n", "stage", "layers", "GPUs", "fwd/mb", "bwd/mb",
             "p2p", "dp sync", "static", "act/mb", "in-flight", "peak");
     for (int i = 0; i < r->n_stages; i++) {
@@ -78,6 +109,43 @@ void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const 
     }
     fprintf(f, "(peak = static (weights, gradients, optimizer) + activations of the in-flight micro-batches + "
                "transient buffers + reserve; times per micro-batch)\n");
+}
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Without --vocab-pad, the vocabulary padded as Megatron-LM pads it for the plan's TP (128 x TP: ps_cli_vocab_pad,
+ * the search's padding with another TP): a multiple of 128 x the least common multiple of the TP degrees of the
+ * layers that hold the vocabulary (one TP in a uniform plan). Said in a note when it changes the vocabulary. */
+static ps_status pad_for_plan(const ps_cli_opts *o, const ps_cluster *c, const ps_plan *plan, ps_model *m,
+                              est_notes *nt)
+{
+    if (o->mopts.vocab_pad) return PS_OK; /* padded while loading, as the user said */
+    int64_t tp = 1, before = 0;
+    for (int64_t i = 0; i < m->n_layers; i++)
+        if (m->layers[i].vocab > 0) {
+            int64_t t = plan->layer[i].tp > 0 ? plan->layer[i].tp : 1;
+            /* a TP beyond the cluster is refused by ps_plan_check, which names it: no padding for it */
+            if (!ps_mul_i64(tp / gcd64(tp, t), t, &tp) || tp > c->n_gpus) return PS_OK;
+            if (!before) before = m->layers[i].vocab;
+        }
+    if (!before) return PS_OK;
+    int64_t pad = ps_cli_vocab_pad(o, tp);
+    PS_TRY(ps_model_pad_vocab(m, pad, m->name));
+    int64_t after = 0;
+    for (int64_t i = 0; i < m->n_layers && !after; i++) after = m->layers[i].vocab;
+    if (after != before)
+        add_note(nt, "vocabulary padded %lld -> %lld, a multiple of %d x tp %lld as Megatron-LM pads it "
+                     "(--vocab-pad 1: none)",
+                 (long long)before, (long long)after, PS_VOCAB_DIVISIBLE_BY, (long long)tp);
+    return PS_OK;
 }
 
 /* --model and --cluster: the ones given, else the plan file's own (as psearch exec takes them), else the defaults */
@@ -102,6 +170,7 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     memset(&r, 0, sizeof r);
     ps_costdb_model *db = NULL;
     json_t *root = NULL;
+    est_notes nt = {.n = 0};
     if (o->plan) {
         if (o->tp || o->pp || o->dp || o->mbs || o->gbs || o->vpp || o->zero >= 0 || o->recompute || o->schedule ||
             o->seq_parallel || o->tp_overlap)
@@ -114,7 +183,7 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     ps_status st;
     /* a CPU-only allocation describes no GPU to predict for */
     PS_TRY_GOTO(st, ps_cli_load_cluster(&lo, lo.cluster, comm, strcmp(lo.cluster, "auto") == 0, &c), done);
-    /* the plan given is the plan costed: no padding unless --vocab-pad asks */
+    /* padded as --vocab-pad asks, or for the plan's TP once the plan is known (pad_for_plan) */
     PS_TRY_GOTO(st, ps_cli_load_model(&lo, lo.model, &c, false, MPI_COMM_NULL, &m), done);
     PS_TRY_GOTO(st, ps_cli_cost_model(&lo, MPI_COMM_NULL, &c, &cp, &db), done);
     if (root) {
@@ -122,7 +191,8 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
         /* --dp-overlap with a plan file reprices it for a framework that does (not) overlap */
         for (int64_t i = 0; o->dp_overlap >= 0 && i < m.n_layers; i++) plan.layer[i].dp_no_overlap = !o->dp_overlap;
     } else
-        PS_TRY_GOTO(st, plan_from_flags(&lo, &m, &c, &plan), done);
+        PS_TRY_GOTO(st, plan_from_flags(&lo, &m, &c, &plan, &nt), done);
+    PS_TRY_GOTO(st, pad_for_plan(o, &c, &plan, &m, &nt), done);
     ps_attn attn = PS_ATTN_AUTO;
     if (o->attention && strcmp(o->attention, "search") == 0)
         PS_TRY_GOTO(st, PS_FAIL(PS_ERR_INPUT, "option --attention: estimate costs one plan: fused, unfused or auto "
@@ -130,11 +200,24 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     if (o->attention) PS_TRY_GOTO(st, ps_attn_parse(o->attention, &attn), done);
     ps_plan_resolve_attention(&plan, m.n_layers, &c, attn);
     PS_TRY_GOTO(st, ps_cost_plan(&cp, &m, &c, &plan, &r), done);
+    if (o->svg) {
+        char *svg = NULL;
+        size_t len = 0;
+        st = ps_plan_svg(&plan, &r, &svg, &len);
+        if (st == PS_OK) st = ps_write_file_atomic(o->svg, svg, len);
+        free(svg);
+        if (st != PS_OK) goto done;
+    }
     if (o->format == PS_FMT_JSON) {
-        PS_TRY_GOTO(st, ps_out_json(out, ps_prediction_json(&m, &c, &plan, &r, &cp)), done);
+        json_t *j = ps_prediction_json(&m, &c, &plan, &r, &cp), *na = json_array();
+        for (int i = 0; i < nt.n; i++) json_array_append_new(na, json_string(nt.text[i]));
+        if (j && nt.n) json_object_set_new(j, "notes", na);
+        else json_decref(na);
+        PS_TRY_GOTO(st, ps_out_json(out, j), done);
     } else {
         fprintf(out->f, "# psearch %s estimate: %s on %s (%lld GPUs)\n", PS_VERSION, m.name, c.name,
                 (long long)c.n_gpus);
+        for (int i = 0; i < nt.n; i++) fprintf(out->f, "note        %s\n", nt.text[i]);
         ps_prediction_table(out->f, &m, &c, &plan, &r);
         ps_cli_costdb_note(out->f, &cp, &c);
     }

@@ -1,6 +1,7 @@
 /* The default command: search the best plans for a model on a cluster. The ranks share the search (mpi/search.c:
  * work units handed out through an MPI window, pruning floors shared, a deterministic top-k reduction), so the answer
  * is the same for any number of ranks and threads; rank 0 adds the baselines and prints. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,7 +58,9 @@ static void baselines_table(FILE *f, const ps_search_result *r, const ps_model *
         const ps_search_cand *c = &r->base[k];
         char sum[256];
         plan_summary(sum, sizeof sum, &c->plan, m->n_layers);
-        fprintf(f, "%-11s %12.4g %6.1f%% %6.1fG %6.2fx  %s\n", ps_baseline_name(k), c->pred.samples_per_s,
+        char sps[32];
+        fprintf(f, "%-11s %12s %6.1f%% %6.1fG %6.2fx  %s\n", ps_baseline_name(k),
+                ps_fmt_num(c->pred.samples_per_s, 0, sps, sizeof sps),
                 100 * c->pred.mfu, ps_prediction_peak(&c->pred) / 1073741824.0,
                 r->n_top ? ps_search_gain(&r->top[0], c, objective) : 0, sum);
     }
@@ -226,8 +229,10 @@ static ps_status print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_p
             const ps_prediction *q = &r->top[i].pred;
             double peak = ps_prediction_peak(q);
             bool uni = ps_plan_is_uniform(p, m->n_layers);
-            fprintf(out->f, "%4d %12.4g %7.1f%% %5.1f%% %4d %4d %4d %5d %5lld %5lld %-12s %9s %-10s %5.1fG%s\n",
-                    i + 1, q->samples_per_s, 100 * q->mfu, 100 * q->bubble_frac, p->pp, p->layer[0].tp,
+            char sps[32];
+            fprintf(out->f, "%4d %12s %7.1f%% %5.1f%% %4d %4d %4d %5d %5lld %5lld %-12s %9s %-10s %5.1fG%s\n",
+                    i + 1, ps_fmt_num(q->samples_per_s, 0, sps, sizeof sps), 100 * q->mfu,
+                    fabs(q->bubble_frac) <= 1e-9 ? 0.0 : 100 * q->bubble_frac, p->pp, p->layer[0].tp,
                     p->layer[0].dp, p->layer[0].zero, (long long)p->mbs, (long long)ps_plan_micro_batches(p),
                     p->schedule, ps_recompute_name(p->layer[0].ckpt), ps_overlap_name(p->layer[0].overlap),
                     peak / 1073741824.0, uni ? "" : "  (per-layer)");

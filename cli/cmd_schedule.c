@@ -121,7 +121,9 @@ ps_status ps_cmd_schedule(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
 
     if (o->svg) {
         size_t len = 0;
-        PS_TRY_GOTO(st, ps_sched_svg(s, &r, &svg, &len), done);
+        /* the rows are the schedule's devices ("dev i"); the times are in the units the user gave */
+        ps_sched_svg_opts so = {.time_label = o->times ? "time (units of --times)" : "time (units of --fbw)"};
+        PS_TRY_GOTO(st, ps_sched_svg(s, &r, &so, &svg, &len), done);
         PS_TRY_GOTO(st, ps_write_file_atomic(o->svg, svg, len), done);
     }
     if (o->format == PS_FMT_JSON) {

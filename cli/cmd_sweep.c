@@ -291,12 +291,18 @@ static json_t *cell_record(const char *key, const char *model, const char *clust
         const ps_plan *p = &r->top[0].plan;
         const ps_prediction *q = &r->top[0].pred;
         const ps_strategy *s0 = &p->layer[0];
+        /* what the per-layer fields do beyond the first layer's, for plans.csv ("tp 2-4; ckpt none/full") */
+        char varies[512] = "";
+        if (ps_sweep_plan_varies(p, m->n_layers, varies, sizeof varies) != PS_OK) {
+            json_decref(j);
+            return NULL;
+        }
         json_object_set_new(j, "plan",
-                            json_pack("{s:i, s:i, s:i, s:i, s:i, s:s, s:b, s:b, s:s, s:I, s:I, s:I}", "pp", p->pp,
+                            json_pack("{s:i, s:i, s:i, s:i, s:i, s:s, s:b, s:b, s:s, s:s, s:I, s:I, s:I}", "pp", p->pp,
                                       "vpp", p->vpp, "tp", s0->tp, "dp", s0->dp, "zero", s0->zero, "ckpt",
                                       ps_recompute_name(s0->ckpt), "sp", s0->sp, "uniform",
-                                      ps_plan_is_uniform(p, m->n_layers), "schedule", p->schedule, "gbs",
-                                      (json_int_t)p->gbs, "mbs", (json_int_t)p->mbs, "micro_batches",
+                                      ps_plan_is_uniform(p, m->n_layers), "varies", varies, "schedule", p->schedule,
+                                      "gbs", (json_int_t)p->gbs, "mbs", (json_int_t)p->mbs, "micro_batches",
                                       (json_int_t)ps_plan_micro_batches(p)));
         /* The fullest GPU's peak, and the capacity of the GPU with the least room left (the same GPU unless the
          * cluster mixes memory sizes). */
@@ -425,9 +431,10 @@ static void cell_line(const json_t *rec, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%s: ", ps_sweep_str(rec, "cell"));
     const json_t *q = json_object_get(rec, "predicted"), *p = json_object_get(rec, "plan");
+    char sps[32];
     if (q && p)
-        ps_strcatf(buf, cap, "%.4g samples/s, MFU %.1f%%, pp %lld tp %lld dp %lld %s",
-                   json_real_value(json_object_get(q, "samples_per_s")),
+        ps_strcatf(buf, cap, "%s samples/s, MFU %.1f%%, pp %lld tp %lld dp %lld %s",
+                   ps_fmt_num(json_real_value(json_object_get(q, "samples_per_s")), 0, sps, sizeof sps),
                    100 * json_real_value(json_object_get(q, "mfu")),
                    (long long)json_integer_value(json_object_get(p, "pp")),
                    (long long)json_integer_value(json_object_get(p, "tp")),

@@ -86,8 +86,22 @@ static ps_status exec_words(int argc, char **argv, ps_cli_opts *o, int *first)
     return PS_OK;
 }
 
+/* Options that would silently drop one another are refused, naming the one to drop (issue #22). */
+static ps_status batch_finish(const ps_cli_opts *o)
+{
+    if (o->gbs && o->gbs_range)
+        return PS_FAIL(PS_ERR_INPUT, "--gbs %lld and --gbs-range %s both set the global batch: drop one (--gbs for one "
+                                     "batch, --gbs-range to search several)", (long long)o->gbs, o->gbs_range);
+    return PS_OK;
+}
+
 static ps_status plan_finish(ps_cli_opts *o)
 {
+    PS_TRY(batch_finish(o));
+    if (o->export_kind && o->format == PS_FMT_JSON)
+        return PS_FAIL(PS_ERR_INPUT, "--export %s prints the best plan as %s instead of the search's table or JSON: "
+                                     "drop --format json (or --export, for the search's JSON)", o->export_kind,
+                       strcmp(o->export_kind, "megatron") == 0 ? "Megatron-LM arguments" : "a DeepSpeed config");
     if (!o->exec_top && (o->iters || o->warmup >= 0 || o->scale > 0 || o->backend || o->record || o->watchdog > 0))
         return PS_FAIL(PS_ERR_INPUT, "--iters, --warmup, --scale, --backend, --record and --watchdog apply to executed "
                                      "plans: give --exec-top K (or use psearch exec plan.json)");
@@ -125,6 +139,7 @@ static ps_status costdb_finish(ps_cli_opts *o)
 static ps_status sweep_finish(ps_cli_opts *o)
 {
     if (o->help) return PS_OK;
+    PS_TRY(batch_finish(o));
     /* --out names the sweep's folder, not a file the command's output is committed to. */
     o->sweep_dir = o->out;
     o->out = NULL;
@@ -204,8 +219,9 @@ static const ps_cli_command k_commands[] = {
                  "\n"
                  "Plan options (defaults in brackets):\n",
         .usage_end = "\n"
-                     "Model options: --seq N, --vocab-pad N [no padding], --dtype T [the model's own; fp16 on GPUs\n"
-                     "without bf16]. Output: --format table|json, --out FILE.\n"
+                     "Model options: --seq N, --vocab-pad N [a multiple of 128 x the plan's TP, as Megatron-LM\n"
+                     "pads it; 1: none], --dtype T [the model's own; fp16 on GPUs without bf16]. Output: --format\n"
+                     "table|json, --out FILE. What estimate chose for you is said in its 'note' lines.\n"
                      "\n"
                      "Exit 1 when the plan does not fit in memory (the memory breakdown is still printed);\n"
                      "exit 2 when it breaks a rule (degrees vs GPUs, divisibility of heads, vocabulary, batch).\n",

@@ -227,11 +227,35 @@ ps_status ps_plan_export(ps_out *out, const char *kind, const ps_model *m, const
     return PS_FAIL(PS_ERR_INPUT, "unknown --export '%s' (known: megatron, deepspeed)", kind);
 }
 
+/* Row label of each pipeline device: the GPUs its stages hold ("GPUs 16-31"), from the prediction's placement; a
+ * device whose chunks sat on different GPUs lists each range. labels[dev] points into text (64 bytes a row). */
+static void svg_row_labels(const ps_sched *s, const ps_prediction *r, char *text, const char **labels)
+{
+    const int d = ps_sched_devices(s), v = ps_sched_chunks(s);
+    for (int dev = 0; dev < d; dev++) {
+        char *t = text + (size_t)dev * 64;
+        t[0] = '\0';
+        for (int c = 0; c < v; c++) {
+            const ps_stage_pred *sp = &r->stages[ps_sched_stage_of(s, dev, c)];
+            char one[48];
+            if (sp->n_gpus == 1)
+                snprintf(one, sizeof one, "%lld", (long long)sp->first_gpu);
+            else
+                snprintf(one, sizeof one, "%lld-%lld", (long long)sp->first_gpu,
+                         (long long)(sp->first_gpu + sp->n_gpus - 1));
+            if (!strstr(t, one)) ps_strcatf(t, 64, "%s%s", t[0] ? ", " : sp->n_gpus == 1 ? "GPU " : "GPUs ", one);
+        }
+        labels[dev] = t;
+    }
+}
+
 ps_status ps_plan_svg(const ps_plan *p, const ps_prediction *r, char **svg, size_t *len)
 {
     ps_sched *s = NULL;
     ps_status st = PS_OK;
     double *buf = NULL;
+    char *text = NULL;
+    const char **labels = NULL;
     *svg = NULL;
     PS_TRY(ps_sched_create(&s));
     PS_TRY_GOTO(st, ps_sched_build(s, p->schedule, p->pp, (int)ps_plan_micro_batches(p), p->vpp), done);
@@ -241,7 +265,9 @@ ps_status ps_plan_svg(const ps_plan *p, const ps_prediction *r, char **svg, size
         goto done;
     }
     buf = ps_calloc((size_t)S * 4, sizeof *buf);
-    if (!buf) {
+    text = ps_calloc((size_t)p->pp, 64);
+    labels = ps_calloc((size_t)p->pp, sizeof *labels);
+    if (!buf || !text || !labels) {
         st = PS_ERR_SYSTEM;
         goto done;
     }
@@ -254,8 +280,12 @@ ps_status ps_plan_svg(const ps_plan *p, const ps_prediction *r, char **svg, size
     ps_sched_costs costs = {.f = buf, .b = buf + S, .w = buf + 2 * S, .p2p = S > 1 ? buf + 3 * S : NULL};
     ps_sched_result res;
     PS_TRY_GOTO(st, ps_sched_simulate(s, &costs, &res), done);
-    PS_TRY_GOTO(st, ps_sched_svg(s, &res, svg, len), done);
+    svg_row_labels(s, r, text, labels);
+    ps_sched_svg_opts so = {.row_labels = labels, .seconds = true};
+    PS_TRY_GOTO(st, ps_sched_svg(s, &res, &so, svg, len), done);
 done:
+    free(labels);
+    free(text);
     free(buf);
     ps_sched_destroy(s);
     return st;

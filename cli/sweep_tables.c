@@ -40,6 +40,68 @@ const char *ps_sweep_str(const json_t *rec, const char *key)
 static double jnum(const json_t *o, const char *k) { return json_number_value(json_object_get(o, k)); }
 static long long jint(const json_t *o, const char *k) { return (long long)json_integer_value(json_object_get(o, k)); }
 
+/* "tp 2-4" for an integer field whose values over the layers are not all one. */
+static void vary_range(char *buf, size_t cap, const char *name, const int *v, int64_t n)
+{
+    int lo = v[0], hi = v[0];
+    for (int64_t i = 1; i < n; i++) {
+        lo = v[i] < lo ? v[i] : lo;
+        hi = v[i] > hi ? v[i] : hi;
+    }
+    if (lo != hi) ps_strcatf(buf, cap, "%s%s %d-%d", buf[0] ? "; " : "", name, lo, hi);
+}
+
+/* "ckpt none/full" for a named field: the values taken, in the order of their enumeration. */
+static void vary_names(char *buf, size_t cap, const char *name, const int *v, int64_t n, int count,
+                       const char *(*value_name)(int))
+{
+    unsigned seen = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (v[i] >= 0 && v[i] < count && v[i] < 32) seen |= 1u << v[i];
+    if (!seen || (seen & (seen - 1)) == 0) return; /* one value (or none known): it does not vary */
+    ps_strcatf(buf, cap, "%s%s ", buf[0] ? "; " : "", name);
+    for (int k = 0, first = 1; k < count && k < 32; k++)
+        if (seen & (1u << k)) {
+            ps_strcatf(buf, cap, "%s%s", first ? "" : "/", value_name(k));
+            first = 0;
+        }
+}
+
+static const char *zero_name(int k)
+{
+    static const char *const n[] = {"0", "1", "2", "3"};
+    return k >= 0 && k < 4 ? n[k] : "?";
+}
+static const char *ckpt_name(int k) { return ps_recompute_name((ps_recompute)k); }
+static const char *onoff_name(int k) { return k ? "on" : "off"; }
+static const char *overlap_name(int k) { return ps_overlap_name((ps_overlap)k); }
+static const char *attn_name(int k) { return ps_attn_name((ps_attn)k); }
+
+ps_status ps_sweep_plan_varies(const ps_plan *p, int64_t n_layers, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (n_layers < 2) return PS_OK;
+    int *v = ps_calloc((size_t)n_layers, sizeof *v);
+    if (!v) return PS_ERR_SYSTEM;
+    /* the fields of ps_strategy one by one, each gathered over the layers into v */
+#define GATHER(expr)                                                                                                   \
+    for (int64_t i = 0; i < n_layers; i++) {                                                                           \
+        const ps_strategy *s = &p->layer[i];                                                                           \
+        v[i] = (int)(expr);                                                                                            \
+    }
+    GATHER(s->tp) vary_range(buf, cap, "tp", v, n_layers);
+    GATHER(s->dp) vary_range(buf, cap, "dp", v, n_layers);
+    GATHER(s->zero) vary_names(buf, cap, "zero", v, n_layers, 4, zero_name); /* stages, not a scale: 0/3 */
+    GATHER(s->ckpt) vary_names(buf, cap, "ckpt", v, n_layers, PS_RECOMP_FULL + 1, ckpt_name);
+    GATHER(s->sp) vary_names(buf, cap, "sp", v, n_layers, 2, onoff_name);
+    GATHER(s->overlap) vary_names(buf, cap, "tp-overlap", v, n_layers, PS_OVERLAP_COUNT, overlap_name);
+    GATHER(s->attn) vary_names(buf, cap, "attention", v, n_layers, PS_ATTN_COUNT, attn_name);
+    GATHER(!s->dp_no_overlap) vary_names(buf, cap, "dp-overlap", v, n_layers, 2, onoff_name);
+#undef GATHER
+    free(v);
+    return PS_OK;
+}
+
 /* The record of grid cell (mi, ci), NULL when it is not done yet. */
 static const json_t *cell_rec(const ps_sweep_grid *g, int mi, int ci) { return g->rec[mi * g->n_clusters + ci]; }
 
@@ -97,7 +159,7 @@ static void row_of(const ps_sweep_grid *g, int ci, const json_t *rec, row_text *
     snprintf(v[9], sizeof v[9], "%lld", jint(p, "mbs"));
     snprintf(v[10], sizeof v[10], "%lld", jint(p, "micro_batches"));
     snprintf(v[11], sizeof v[11], "%lld", jint(p, "gbs"));
-    snprintf(v[12], sizeof v[12], "%.4g", jnum(q, "samples_per_s"));
+    ps_fmt_num(jnum(q, "samples_per_s"), 0, v[12], sizeof v[12]); /* plain digits, not 1.234e+04 */
     snprintf(v[13], sizeof v[13], "%.1f%%", 100 * jnum(q, "mfu"));
     snprintf(v[14], sizeof v[14], "%.1f of %.0f GiB", jnum(q, "peak_mem_gib"), jnum(q, "mem_capacity_gib"));
     gain_text(rec, v[15], sizeof v[15]);
@@ -223,7 +285,8 @@ static void render_md(FILE *f, const ps_sweep_grid *g)
     }
 }
 
-/* ---- CSV (RFC 4180: a field with a comma, quote or line break is quoted, quotes doubled) ---- */
+/* ---- CSV (RFC 4180's quoting: a field with a comma, quote or line break is quoted, quotes doubled; but lines end
+ * with LF, not RFC 4180's CRLF, which awk and cut leave on the last field: "binding\r") ---- */
 
 static void csv_field(FILE *f, const char *s, int last)
 {
@@ -237,18 +300,19 @@ static void csv_field(FILE *f, const char *s, int last)
     } else {
         fputs(s, f);
     }
-    fputs(last ? "\r\n" : ",", f);
+    fputc(last ? '\n' : ',', f);
 }
 
 /* The CSV columns, each named as the field it holds: a field of the record (section NULL), of its "plan" or of its
  * "predicted" object, written as its JSON type says: strings as they are, integers exactly, reals to 6 digits,
- * booleans 1 or 0, null or absent empty. */
+ * booleans 1 or 0, null or absent empty. tp, dp, zero, ckpt and sp are the first layer's; "varies" names the fields
+ * that other layers set otherwise (ps_sweep_plan_varies: "tp 2-4; ckpt none/full"), empty for a uniform plan. */
 static const struct {
     const char *section, *key;
 } k_csv[] = {
     {NULL, "model"}, {NULL, "model_name"}, {NULL, "dtype"}, {NULL, "cluster"}, {NULL, "gpus"}, {NULL, "status"},
     {"plan", "pp"}, {"plan", "vpp"}, {"plan", "tp"}, {"plan", "dp"}, {"plan", "zero"}, {"plan", "ckpt"},
-    {"plan", "sp"}, {"plan", "uniform"}, {"plan", "schedule"}, {"plan", "gbs"}, {"plan", "mbs"},
+    {"plan", "sp"}, {"plan", "uniform"}, {"plan", "varies"}, {"plan", "schedule"}, {"plan", "gbs"}, {"plan", "mbs"},
     {"plan", "micro_batches"},
     {"predicted", "iter_time_s"}, {"predicted", "samples_per_s"}, {"predicted", "tokens_per_s"},
     {"predicted", "tflops_per_gpu"}, {"predicted", "mfu"}, {"predicted", "bubble_frac"},

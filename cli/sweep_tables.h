@@ -4,6 +4,7 @@
 #define PS_SWEEP_TABLES_H
 
 #include "ps_common.h"
+#include "ps_cost.h"
 #include <jansson.h>
 
 /* The grid a sweep covers, in the order its tables list it: models (one table each) x clusters (rows). */
@@ -29,6 +30,11 @@ void ps_sweep_cell_key(const char *model, const char *cluster, char *buf, size_t
 void ps_sweep_timeline_name(const char *key, char *buf, size_t cap);
 /* The string field `key` of a record, "" when absent. */
 const char *ps_sweep_str(const json_t *rec, const char *key);
+
+/* Which strategy fields differ between the plan's layers, into buf: degrees as their range ("tp 2-4"), ZeRO stages
+ * and names as the values taken, in order ("zero 0/3", "ckpt none/full"), "; " between fields, no comma (a CSV field
+ * unquoted); "" for a uniform plan. PS_ERR_SYSTEM when out of memory. */
+ps_status ps_sweep_plan_varies(const ps_plan *p, int64_t n_layers, char *buf, size_t cap) PS_NODISCARD;
 
 /* Re-render dir/plans.md, dir/plans.csv and dir/index.html from the records, each written atomically (temporary +
  * rename), so a kill at any moment leaves either the previous or the new version of each table. */

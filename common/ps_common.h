@@ -98,6 +98,11 @@ bool ps_parse_double(const char *s, double *out);
 /* Format bytes with a binary unit ("1.50 GiB"), a count with an SI suffix ("64.9 B" for 6.49e10 params), into buf. */
 const char *ps_fmt_bytes(double bytes, char *buf, size_t cap);
 const char *ps_fmt_count(double n, char *buf, size_t cap);
+/* A number as a person reads it in a table, into buf (>= 24 bytes): 4 significant digits, but plain digits from 10^4 up
+ * to 10^15 ("669712", never "6.697e+05": a throughput is read, not parsed), and "0" where |v| <= 1e-9 x |scale|: the
+ * rounding left of a difference of equal sums (a bubble of 8.3e-17 s beside a 10 s iteration) is no number to print.
+ * scale 0: only 0 itself prints as 0. */
+const char *ps_fmt_num(double v, double scale, char *buf, size_t cap);
 /* A relative error (|predicted - measured| / measured) as a percentage, "12.3%"; ">1000%" from 10 on (a broken run's
  * noise, not digits to read off); "-" for no error (v < 0 or NaN: nothing was measured). Into buf (>= 8 bytes). */
 const char *ps_fmt_rel_err(double v, char *buf, size_t cap);

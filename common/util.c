@@ -118,6 +118,18 @@ const char *ps_fmt_count(double n, char *buf, size_t cap)
     return buf;
 }
 
+const char *ps_fmt_num(double v, double scale, char *buf, size_t cap)
+{
+    if (isfinite(v) && fabs(v) <= 1e-9 * fabs(scale)) v = 0;
+    if (v == 0)
+        snprintf(buf, cap, "0"); /* also -0.0, which %g would print with its sign */
+    else if (isfinite(v) && fabs(v) >= 1e4 && fabs(v) < 1e15)
+        snprintf(buf, cap, "%.0f", v);
+    else
+        snprintf(buf, cap, "%.4g", v);
+    return buf;
+}
+
 const char *ps_fmt_rel_err(double v, char *buf, size_t cap)
 {
     if (!(v >= 0))

@@ -57,7 +57,7 @@ ps_status ps_plan_from_json(const json_t *root, const char *file, const ps_model
     static const char *const known[] = {"psearch_version", "model", "cluster", "gpus", "gbs", "mbs", "micro_batches",
                                         "pp", "vpp", "schedule", "tp", "dp", "zero", "ckpt", "sp", "overlap",
                                         "dp_overlap", "attention", "stages", "predicted", "flops_convention",
-                                        "cost_params", "note",
+                                        "cost_params", "note", "notes", /* estimate: what it chose for the user */
                                         /* the search's result document and a --costdb estimate add these */
                                         "top", "search", "objective", "baselines", "binding", "costdb", NULL};
     PS_TRY(ps_json_known_keys(root, &loc, known));

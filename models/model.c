@@ -35,22 +35,35 @@ static bool scale_tokens(int64_t x, int64_t num, int64_t den, int64_t *out)
     return true;
 }
 
+ps_status ps_model_pad_vocab(ps_model *m, int64_t multiple, const char *where)
+{
+    if (multiple < 0)
+        return PS_FAIL(PS_ERR_INPUT, "%s: vocab padding = %lld: must be positive", where, (long long)multiple);
+    if (multiple <= 1) return PS_OK;
+    /* Megatron pads the vocabulary so every tensor-parallel rank gets an equal, aligned slice of it. Every
+     * embedding and head alike, so a tied head keeps its embedding's shape. Checked first, changed after: a model
+     * is padded whole or not at all. */
+    for (int64_t i = 0; i < m->n_layers; i++) {
+        const ps_layer *l = &m->layers[i];
+        int64_t up;
+        if ((l->kind != PS_LAYER_EMBED && l->kind != PS_LAYER_LM_HEAD) || l->vocab <= 0) continue;
+        if (!ps_add_i64(l->vocab, multiple - 1, &up))
+            return PS_FAIL(PS_ERR_INPUT, "%s: vocab padded to a multiple of %lld overflows", where,
+                           (long long)multiple);
+    }
+    for (int64_t i = 0; i < m->n_layers; i++) {
+        ps_layer *l = &m->layers[i];
+        if ((l->kind != PS_LAYER_EMBED && l->kind != PS_LAYER_LM_HEAD) || l->vocab <= 0) continue;
+        int64_t rem = l->vocab % multiple;
+        if (rem) l->vocab += multiple - rem;
+    }
+    return PS_OK;
+}
+
 static ps_status apply_opts(ps_model *m, const ps_model_opts *opts, const char *where)
 {
     if (!opts) return PS_OK;
-    if (opts->vocab_pad < 0)
-        return PS_FAIL(PS_ERR_INPUT, "%s: vocab padding = %lld: must be positive", where, (long long)opts->vocab_pad);
-    if (opts->vocab_pad > 1) {
-        /* Megatron pads the vocabulary so every tensor-parallel rank gets an equal, aligned slice of it. */
-        for (int64_t i = 0; i < m->n_layers; i++) {
-            ps_layer *l = &m->layers[i];
-            if ((l->kind != PS_LAYER_EMBED && l->kind != PS_LAYER_LM_HEAD) || l->vocab <= 0) continue;
-            int64_t rem = l->vocab % opts->vocab_pad;
-            if (rem && !ps_add_i64(l->vocab, opts->vocab_pad - rem, &l->vocab))
-                return PS_FAIL(PS_ERR_INPUT, "%s: vocab padded to a multiple of %lld overflows", where,
-                               (long long)opts->vocab_pad);
-        }
-    }
+    PS_TRY(ps_model_pad_vocab(m, opts->vocab_pad, where));
     if (opts->seq < 0)
         return PS_FAIL(PS_ERR_INPUT, "%s: sequence length override = %lld: must be positive", where,
                        (long long)opts->seq);

@@ -122,6 +122,10 @@ ps_status ps_model_load_hf_config(const char *path, const ps_model_opts *opts, p
 ps_status ps_model_load_layer_list(const char *path, const ps_model_opts *opts, ps_model *out);
 ps_status ps_model_load_json(const char *path, const ps_model_opts *opts, ps_model *out);
 void ps_model_free(ps_model *m);
+/* Pad the vocabulary of every embedding and head up to a multiple of `multiple` (what ps_model_opts.vocab_pad does
+ * while loading), for a caller that learns the multiple later (estimate: from the plan's TP). 0 or 1: unchanged.
+ * PS_ERR_INPUT, the model unchanged, when a padded vocabulary would overflow or multiple < 0; `where` names it. */
+ps_status ps_model_pad_vocab(ps_model *m, int64_t multiple, const char *where) PS_NODISCARD;
 
 /* Preset names, sorted; *names is a heap array of heap strings, free with ps_model_list_free. */
 ps_status ps_model_list(char ***names, int *count);

@@ -142,11 +142,25 @@ typedef struct {
 ps_status ps_sched_simulate(ps_sched *s, const ps_sched_costs *costs, ps_sched_result *out) PS_NODISCARD;
 
 /* ---- drawing ---- */
+/* How a timeline is labelled; all-zero (or a NULL pointer) draws rows "dev 0", "dev 1", ... on a unitless axis. */
+typedef struct {
+    /* [devices] the row labels (the GPUs a device's stages hold, say "GPUs 0-15"); NULL, or a NULL entry: "dev i" */
+    const char *const *row_labels;
+    /* the times are seconds: ticks in s, ms or µs, whichever suits their spacing, the unit written on the axis */
+    bool seconds;
+    /* the axis's name when the times are not seconds (NULL: "time"), e.g. "time (units of --fbw)" */
+    const char *time_label;
+} ps_sched_svg_opts;
+
 /* Render a simulated schedule (the last build / set_order and the simulate result r of it) as an SVG document: one
  * row per device on a shared time axis, F / B / W / BW in four colours (chunks > 0 lighter) with micro-batch
  * numbers, idle time as the grey row background, a legend, and a title with kind, d, n, v, makespan and bubble.
+ * Passes are rect class="pass"; a run of consecutive passes of one device each narrower than a pixel (1200 px span
+ * the makespan), with no pixel of idle between them, is one rect class="merged" coloured by the op with the most
+ * time in it, so the document stays small and legible however many micro-batches there are.
  * *out gets a NUL-terminated heap buffer the caller frees, *len (if len is not NULL) its length. No I/O. */
-ps_status ps_sched_svg(const ps_sched *s, const ps_sched_result *r, char **out, size_t *len) PS_NODISCARD;
+ps_status ps_sched_svg(const ps_sched *s, const ps_sched_result *r, const ps_sched_svg_opts *opts, char **out,
+                       size_t *len) PS_NODISCARD;
 
 /* ---- closed forms (equal stage times, no p2p latency), tested against the simulation ---- */
 /* Bubble fraction of 1F1B and GPipe: (d-1) / (n+d-1). */

@@ -23,14 +23,24 @@ check "4 records" test "$(grep -c '' "$out/cells.jsonl")" -eq 4
 check "4 distinct cells" test "$(sweep_cells "$out")" -eq 4
 check "the shorthand expanded to :2" grep -q '"cluster":"dgx-a100-80g:2"' "$out/cells.jsonl"
 check "CSV: header + 4 rows" test "$(grep -c '' "$out/plans.csv")" -eq 5
-header=model,model_name,dtype,cluster,gpus,status,pp,vpp,tp,dp,zero,ckpt,sp,uniform,schedule,gbs,mbs,micro_batches
-header+=,iter_time_s,samples_per_s,tokens_per_s,tflops_per_gpu,mfu,bubble_frac,peak_mem_gib,mem_capacity_gib
-header+=,megatron_samples_per_s,megatron_peak_mem_gib,gain_over_megatron,timeline_svg,binding
-check "CSV header" test "$(head -1 "$out/plans.csv" | tr -d '\r')" = "$header"
-check "CSV rows have the header's 31 fields" \
-  test "$(tr -d '\r' <"$out/plans.csv" | awk -F, '{print NF}' | sort -u | tr -d '\n')" = 31
+header=model,model_name,dtype,cluster,gpus,status,pp,vpp,tp,dp,zero,ckpt,sp,uniform,varies,schedule,gbs,mbs
+header+=,micro_batches,iter_time_s,samples_per_s,tokens_per_s,tflops_per_gpu,mfu,bubble_frac,peak_mem_gib
+header+=,mem_capacity_gib,megatron_samples_per_s,megatron_peak_mem_gib,gain_over_megatron,timeline_svg,binding
+# LF line ends (awk saw "binding\r" in the last field with RFC 4180's CRLF)
+check "CSV lines end with LF, no CR" test "$(grep -c $'\r' "$out/plans.csv")" -eq 0
+check "CSV header" test "$(head -1 "$out/plans.csv")" = "$header"
+check "CSV: the last column is named binding" test "$(head -1 "$out/plans.csv" | awk -F, '{print $NF}')" = binding
+check "CSV rows have the header's 32 fields" \
+  test "$(awk -F, '{print NF}' "$out/plans.csv" | sort -u | tr -d '\n')" = 32
 # csvcol NAME FILE: that column of every row (no quoted commas in these rows)
-csvcol() { tr -d '\r' <"$2" | awk -F, -v c="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == c) k = i; next } { print $k }'; }
+csvcol() { awk -F, -v c="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == c) k = i; next } { print $k }' "$2"; }
+# per-layer plans say which fields vary ("tp 1-2; zero 0/3"), uniform ones nothing: uniform 0 exactly when varies
+# is filled in, and at least one per-layer plan here to show it
+check "varies is filled in exactly for per-layer plans" \
+  test "$(paste -d' ' <(csvcol uniform "$out/plans.csv") <(csvcol varies "$out/plans.csv" | sed 's/^$/-/') |
+    awk '($1 == 0) != ($2 != "-")' | wc -l)" -eq 0
+check "a per-layer plan names its varying fields: $(csvcol varies "$out/plans.csv" | tr '\n' '|')" \
+  test "$(csvcol varies "$out/plans.csv" | grep -cE '^(tp|dp|zero|ckpt|sp|tp-overlap|attention|dp-overlap) ')" -ge 1
 check "Markdown: a table per model" test "$(grep -c '^## ' "$out/plans.md")" -eq 2
 check "Markdown: 4 plan rows" test "$(grep -c '^| dgx-a100-80g:' "$out/plans.md")" -eq 4
 check "HTML: 2 tables, 4 timelines linked" \

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "cli.h"
+#include "sweep_tables.h"
 
 /* Parse the words of line (space-separated, at most 31) after argv[0]. */
 static ps_status parse(const char *line, ps_cli_opts *o)
@@ -102,6 +103,47 @@ static void test_messages(void **state)
     expect_error("plan", "unknown command 'plan' (commands: model, cluster, estimate, schedule, calibrate, costdb, "
                          "sweep, exec; see psearch --help)");
     expect_error("model", "'psearch model' needs a subcommand: list or show");
+    /* options that would silently drop one another (issue #22) */
+    expect_error("--gbs 64 --gbs-range 32:64:32", "--gbs 64 and --gbs-range 32:64:32 both set the global batch: drop "
+                                                  "one (--gbs for one batch, --gbs-range to search several)");
+    expect_error("sweep --models a --clusters b --out d --gbs-range 8:8:8 --gbs 8",
+                 "--gbs 8 and --gbs-range 8:8:8 both set the global batch: drop one (--gbs for one batch, --gbs-range "
+                 "to search several)");
+    expect_error("--export megatron --format json",
+                 "--export megatron prints the best plan as Megatron-LM arguments instead of the search's table or "
+                 "JSON: drop --format json (or --export, for the search's JSON)");
+    ps_cli_opts o;
+    assert_int_equal(parse("--export deepspeed --format table", &o), PS_OK); /* the default format, said again */
+    assert_int_equal(parse("--gbs-range 8:16:8", &o), PS_OK);
+}
+
+/* plans.csv's "varies": which fields of a per-layer plan differ from layer to layer, worked out by hand. */
+static void test_plan_varies(void **state)
+{
+    (void)state;
+    ps_strategy l[5];
+    for (int i = 0; i < 5; i++) l[i] = (ps_strategy){.tp = 2, .dp = 4, .zero = 1, .attn = PS_ATTN_FUSED};
+    ps_plan p = {.pp = 1, .vpp = 1, .layer = l};
+    char buf[256];
+    assert_int_equal(ps_sweep_plan_varies(&p, 5, buf, sizeof buf), PS_OK);
+    assert_string_equal(buf, ""); /* uniform */
+    l[3].tp = 8, l[3].dp = 1;
+    l[4].tp = 4, l[4].dp = 2;
+    assert_int_equal(ps_sweep_plan_varies(&p, 5, buf, sizeof buf), PS_OK);
+    assert_string_equal(buf, "tp 2-8; dp 1-4");
+    l[0].zero = 3;
+    l[1].ckpt = PS_RECOMP_FULL;
+    l[2].ckpt = PS_RECOMP_NONE;
+    l[3].sp = true, l[3].overlap = PS_OVERLAP_TE;
+    l[4].attn = PS_ATTN_UNFUSED;
+    l[4].dp_no_overlap = true;
+    assert_int_equal(ps_sweep_plan_varies(&p, 5, buf, sizeof buf), PS_OK);
+    assert_string_equal(buf, "tp 2-8; dp 1-4; zero 1/3; ckpt none/full; sp off/on; tp-overlap none/te; attention "
+                             "unfused/fused; dp-overlap off/on");
+    assert_null(strchr(buf, ',')); /* one unquoted CSV field */
+    /* one layer never varies */
+    assert_int_equal(ps_sweep_plan_varies(&p, 1, buf, sizeof buf), PS_OK);
+    assert_string_equal(buf, "");
 }
 
 static void test_needs_mpi(void **state)
@@ -172,7 +214,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_rules), cmocka_unit_test(test_fields),   cmocka_unit_test(test_messages),
-        cmocka_unit_test(test_needs_mpi),   cmocka_unit_test(test_help),
+        cmocka_unit_test(test_needs_mpi),   cmocka_unit_test(test_help),     cmocka_unit_test(test_plan_varies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

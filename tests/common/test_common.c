@@ -240,6 +240,33 @@ static void test_fmt_rel_err(void **state)
     assert_string_equal(ps_fmt_rel_err(NAN, b, sizeof b), "-");
 }
 
+/* Numbers of the human tables (issue #22): float noise beside its scale prints as 0, large numbers in plain digits. */
+static void test_fmt_num(void **state)
+{
+    (void)state;
+    char b[32];
+    /* the bubble estimate printed for a plan with no bubble: a difference of equal sums */
+    assert_string_equal(ps_fmt_num(8.327e-17, 10.0, b, sizeof b), "0");
+    assert_string_equal(ps_fmt_num(-8.327e-17, 10.0, b, sizeof b), "0");
+    assert_string_equal(ps_fmt_num(-0.0, 0, b, sizeof b), "0");
+    /* 1e-9 of the scale is the edge: just above it is a number */
+    assert_string_equal(ps_fmt_num(1e-8, 10.0, b, sizeof b), "0");
+    assert_string_equal(ps_fmt_num(2e-8, 10.0, b, sizeof b), "2e-08");
+    /* without a scale only zero is zero */
+    assert_string_equal(ps_fmt_num(8.327e-17, 0, b, sizeof b), "8.327e-17");
+    /* tokens/s as the estimate printed it (6.697e+05) and as it must */
+    assert_string_equal(ps_fmt_num(669712.4, 0, b, sizeof b), "669712");
+    assert_string_equal(ps_fmt_num(10000, 0, b, sizeof b), "10000");
+    assert_string_equal(ps_fmt_num(9999.4, 0, b, sizeof b), "9999");
+    assert_string_equal(ps_fmt_num(-26280.7, 0, b, sizeof b), "-26281");
+    assert_string_equal(ps_fmt_num(79.7912, 0, b, sizeof b), "79.79");
+    assert_string_equal(ps_fmt_num(12.83, 0, b, sizeof b), "12.83");
+    assert_string_equal(ps_fmt_num(0.0012345, 0, b, sizeof b), "0.001234");
+    /* past 10^15 digits stop meaning anything: the exponent again */
+    assert_string_equal(ps_fmt_num(2e15, 0, b, sizeof b), "2e+15");
+    assert_string_equal(ps_fmt_num(INFINITY, 1, b, sizeof b), "inf");
+}
+
 /* The date stamp: 20 characters of ISO 8601 UTC, the time of the call (within the second before or after it); a
  * buffer too small gets "", never a cut date. */
 static void test_utc_now_iso(void **state)
@@ -293,7 +320,8 @@ int main(void)
         cmocka_unit_test(test_parse),            cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_read_missing),     cmocka_unit_test(test_json_syntax_error),
         cmocka_unit_test(test_json_fields),      cmocka_unit_test(test_utc_now_iso),
-        cmocka_unit_test(test_fmt_rel_err),      cmocka_unit_test(test_paths),
+        cmocka_unit_test(test_fmt_rel_err),      cmocka_unit_test(test_fmt_num),
+        cmocka_unit_test(test_paths),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

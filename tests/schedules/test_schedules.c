@@ -694,13 +694,18 @@ static void test_svg(void **state)
         assert_int_equal(ps_sched_simulate(s, &cb.c, &r), PS_OK);
         char *svg = NULL;
         size_t len = 0;
-        assert_int_equal(ps_sched_svg(s, &r, &svg, &len), PS_OK);
+        assert_int_equal(ps_sched_svg(s, &r, NULL, &svg, &len), PS_OK);
         assert_int_equal(len, strlen(svg));
         assert_true(strncmp(svg, "<svg ", 5) == 0);
         check_xml(svg);
         assert_int_equal(count(svg, "class=\"row\""), g[i].d);
-        /* one coloured rectangle per pass (plus row backgrounds, page and legend) */
+        /* one coloured rectangle per pass, none merged: every pass is wider than a pixel here (plus row
+         * backgrounds, page and legend) */
+        assert_int_equal(count(svg, "class=\"pass\""), (int)ps_sched_total_passes(s));
+        assert_int_equal(count(svg, "class=\"merged\""), 0);
         assert_int_equal(count(svg, "<rect"), (int)ps_sched_total_passes(s) + g[i].d + 1 + 5);
+        assert_non_null(strstr(svg, ">dev 0</text>"));
+        assert_non_null(strstr(svg, ">time</text>"));
         assert_non_null(strstr(svg, g[i].k));
         assert_non_null(strstr(svg, "bubble"));
         const char *dir = getenv("PS_SCHED_SVG_DIR"); /* to look at them: PS_SCHED_SVG_DIR=/tmp ctest ... */
@@ -713,7 +718,105 @@ static void test_svg(void **state)
     }
     ps_sched_result r = {0};
     char *svg;
-    expect_input(ps_sched_svg(s, &r, &svg, NULL), "no simulated schedule");
+    expect_input(ps_sched_svg(s, &r, NULL, &svg, NULL), "no simulated schedule");
+    ps_sched_destroy(s);
+}
+
+/* The simulation of gpipe on d devices, n micro-batches, F t, B t, W t (a BW pass takes 2t), drawn. */
+static char *gpipe_svg(ps_sched *s, int d, int n, double t, const ps_sched_svg_opts *o, size_t *len)
+{
+    assert_int_equal(ps_sched_build(s, "gpipe", d, n, 0), PS_OK);
+    costs_buf cb;
+    fill_costs(&cb, d, t, t, t, 0, false);
+    ps_sched_result r;
+    assert_int_equal(ps_sched_simulate(s, &cb.c, &r), PS_OK);
+    char *svg = NULL;
+    assert_int_equal(ps_sched_svg(s, &r, o, &svg, len), PS_OK);
+    check_xml(svg);
+    return svg;
+}
+
+/* Passes narrower than a pixel are merged (issue #22: 12,302 rectangles, 2.4 MB for gpt3-175b on 128 GPUs), and only
+ * those: the figures below are worked out by hand from the 1200 px the makespan spans. */
+static void test_svg_merge(void **state)
+{
+    (void)state;
+    ps_sched *s;
+    assert_int_equal(ps_sched_create(&s), PS_OK);
+    size_t len = 0;
+    /* 1 device, 100 micro-batches: makespan 300, F 4 px and BW 8 px wide: every pass drawn */
+    char *svg = gpipe_svg(s, 1, 100, 1.0, NULL, &len);
+    assert_int_equal(count(svg, "class=\"pass\""), 200);
+    assert_int_equal(count(svg, "class=\"merged\""), 0);
+    assert_null(strstr(svg, "drawn merged"));
+    free(svg);
+    /* 1000 micro-batches: makespan 3000, F 0.4 px and BW 0.8 px back to back: one rectangle, in BW's colour (2000 of
+     * the 3000 time units), its tooltip counting the passes */
+    svg = gpipe_svg(s, 1, 1000, 1.0, NULL, &len);
+    assert_int_equal(count(svg, "class=\"pass\""), 0);
+    assert_int_equal(count(svg, "class=\"merged\""), 1);
+    assert_non_null(strstr(svg, "<rect class=\"merged\" x=\"80.00\" y=\"48.0\" width=\"1200.00\" height=\"26\" "
+                                "fill=\"#e15759\"><title>2000 passes merged (each under a pixel): F 1000, B 0, W 0, "
+                                "BW 1000; micro-batches 0-999; 0 - 3000</title>"));
+    assert_non_null(strstr(svg, "1 blocks of consecutive passes each narrower than a pixel are drawn merged"));
+    assert_true(len < 4000);
+    free(svg);
+    /* 2 devices: device 0 runs its F passes in [0, 1000), idles while the last micro-batch reaches device 1 and its
+     * BW comes back ([1000, 1003): 1.2 px of the makespan 3003), then its BW passes to 3003; that gap splits its
+     * passes into an F block and a BW block. Device 1 runs from 1 to 3001 without a gap: one block, BW's colour. */
+    svg = gpipe_svg(s, 2, 1000, 1.0, NULL, &len);
+    assert_int_equal(count(svg, "class=\"pass\""), 0);
+    assert_int_equal(count(svg, "class=\"merged\""), 3);
+    assert_int_equal(count(svg, "fill=\"#4e79a7\"><title>1000 passes merged (each under a pixel): F 1000, B 0"), 1);
+    assert_int_equal(count(svg, "fill=\"#e15759\"><title>1000 passes merged (each under a pixel): F 0, B 0, W 0, "
+                                "BW 1000; micro-batches 0-999; 1003 - 3003"), 1);
+    assert_int_equal(count(svg, "fill=\"#e15759\"><title>2000 passes merged"), 1);
+    free(svg);
+    ps_sched_destroy(s);
+}
+
+/* Row labels from the caller (escaped), and an axis in seconds whose ticks take the unit their spacing suits. */
+static void test_svg_labels(void **state)
+{
+    (void)state;
+    ps_sched *s;
+    assert_int_equal(ps_sched_create(&s), PS_OK);
+    const char *labels[] = {"GPUs 0-15", "GPUs 16-31 <&>"};
+    ps_sched_svg_opts o = {.row_labels = labels, .seconds = true};
+    size_t len = 0;
+    /* gpipe 2 x 4, times 1 s each: makespan 3 x (4 + 1) = 15 s, ticks 2 s apart */
+    char *svg = gpipe_svg(s, 2, 4, 1.0, &o, &len);
+    assert_non_null(strstr(svg, ">GPUs 0-15</text>"));
+    assert_non_null(strstr(svg, ">GPUs 16-31 &lt;&amp;&gt;</text>"));
+    assert_null(strstr(svg, ">dev 0<"));
+    assert_non_null(strstr(svg, ">time (s)</text>"));
+    assert_non_null(strstr(svg, "makespan 15 s"));
+    assert_non_null(strstr(svg, "text-anchor=\"middle\">14</text>"));
+    /* the label column widens for long labels (16 + 7 px a character; 80 px at least) */
+    assert_non_null(strstr(svg, "<rect class=\"idle\" x=\"114\""));
+    free(svg);
+    /* 4000 micro-batches: makespan 12003 s, ticks every 1000 s, still in s */
+    svg = gpipe_svg(s, 2, 4000, 1.0, &o, &len);
+    assert_non_null(strstr(svg, ">time (s)</text>"));
+    assert_non_null(strstr(svg, "text-anchor=\"middle\">12000</text>"));
+    free(svg);
+    /* passes of 1 ms: makespan 15 ms, ticks 0, 2, ... 14 ms */
+    svg = gpipe_svg(s, 2, 4, 1e-3, &o, &len);
+    assert_non_null(strstr(svg, ">time (ms)</text>"));
+    assert_non_null(strstr(svg, "makespan 15 ms"));
+    assert_non_null(strstr(svg, "text-anchor=\"middle\">14</text>"));
+    free(svg);
+    /* of 1 microsecond: in microseconds (the XML character reference of the micro sign) */
+    svg = gpipe_svg(s, 2, 4, 1e-6, &o, &len);
+    assert_non_null(strstr(svg, ">time (&#181;s)</text>"));
+    free(svg);
+    /* unitless (psearch schedule's --fbw units), with the caller's axis name and the devices' own row labels */
+    ps_sched_svg_opts u = {.time_label = "time (units of --fbw)"};
+    svg = gpipe_svg(s, 2, 4, 1.0, &u, &len);
+    assert_non_null(strstr(svg, ">time (units of --fbw)</text>"));
+    assert_non_null(strstr(svg, ">dev 1</text>"));
+    assert_non_null(strstr(svg, "makespan 15, "));
+    free(svg);
     ps_sched_destroy(s);
 }
 
@@ -724,6 +827,7 @@ int main(void)
         cmocka_unit_test(test_latency_uneven), cmocka_unit_test(test_bad_input), cmocka_unit_test(test_custom_orders),
         cmocka_unit_test(test_reuse),        cmocka_unit_test(test_check_matches_build),
         cmocka_unit_test(test_peak_points),  cmocka_unit_test(test_golden),      cmocka_unit_test(test_svg),
+        cmocka_unit_test(test_svg_merge),    cmocka_unit_test(test_svg_labels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
