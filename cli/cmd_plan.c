@@ -191,10 +191,37 @@ static json_t *exec_top_json(const exec_top *x, const ps_search_result *all, con
     return a;
 }
 
-static ps_status print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_params *cp, const ps_model *m,
-                         const ps_cluster *c, const ps_search_result *r, int nranks, double seconds, const exec_top *xt)
+/* The search's restriction as the output states it: the framework (NULL for any) and the fixed fields, with a fixed
+ * schedule ("" when nothing is fixed). */
+static const ps_framework_rules *restriction(const ps_search_opts *so, char *fixed, size_t cap)
+{
+    ps_search_fixed_describe(&so->fixed, fixed, cap);
+    if (so->schedules && so->n_schedules == 1)
+        ps_strcatf(fixed, cap, "%sschedule %s", fixed[0] ? ", " : "", so->schedules[0]);
+    return ps_framework_get((ps_framework)so->framework);
+}
+
+static json_t *fixed_json(const ps_search_opts *so)
+{
+    const ps_search_fixed *f = &so->fixed;
+    json_t *j = json_object();
+    if (f->tp > 0) json_object_set_new(j, "tp", json_integer(f->tp));
+    if (f->pp > 0) json_object_set_new(j, "pp", json_integer(f->pp));
+    if (f->zero >= 0) json_object_set_new(j, "zero", json_integer(f->zero));
+    if (f->recompute >= 0) json_object_set_new(j, "recompute", json_string(ps_recompute_name(f->recompute)));
+    if (f->mbs > 0) json_object_set_new(j, "mbs", json_integer(f->mbs));
+    if (f->micro > 0) json_object_set_new(j, "micro_batches", json_integer(f->micro));
+    if (so->schedules && so->n_schedules == 1) json_object_set_new(j, "schedule", json_string(so->schedules[0]));
+    return j;
+}
+
+static ps_status print_result(const ps_cli_opts *o, const ps_search_opts *so, ps_out *out, const ps_cost_params *cp,
+                              const ps_model *m, const ps_cluster *c, const ps_search_result *r, int nranks,
+                              double seconds, const exec_top *xt)
 {
     bool memory = o->objective == PS_SEARCH_MEMORY;
+    char fixed[256];
+    const ps_framework_rules *fw = restriction(so, fixed, sizeof fixed);
     if (o->format == PS_FMT_JSON) {
         json_t *j = r->n_top ? ps_prediction_json(m, c, &r->top[0].plan, &r->top[0].pred, cp) : json_object();
         json_t *top = json_array();
@@ -208,6 +235,10 @@ static ps_status print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_p
                                                    "wall_s", seconds));
         if (!r->n_top) json_object_set_new(j, "binding", json_string(r->binding));
         json_object_set_new(j, "objective", json_string(ps_search_objective_name(o->objective)));
+        if (fw)
+            json_object_set_new(j, "framework", json_pack("{s:s, s:s, s:s}", "name", fw->name, "title", fw->title,
+                                                          "version", fw->version));
+        if (fixed[0]) json_object_set_new(j, "fixed", fixed_json(so));
         json_object_set_new(j, "baselines", baselines_json(r, m, o->objective));
         if (xt) json_object_set_new(j, "executed", exec_top_json(xt, r, m));
         return ps_out_json(out, j);
@@ -216,6 +247,8 @@ static ps_status print_result(const ps_cli_opts *o, ps_out *out, const ps_cost_p
                     "by bounds; %d rank(s), %.2f s\n",
             PS_VERSION, m->name, c->name, (long long)c->n_gpus, (long long)r->candidates, (long long)r->evaluated,
             (long long)r->feasible, (long long)r->pruned, nranks, seconds);
+    if (fw) fprintf(out->f, "# framework: only plans %s runs as exported (rules of %s)\n", fw->title, fw->version);
+    if (fixed[0]) fprintf(out->f, "# fixed: %s; the rest searched\n", fixed);
     if (!r->n_top) return PS_OK;
     fprintf(out->f, "# best plan (objective: %s)\n", memory ? "lowest peak memory per GPU" : "highest samples/s");
     ps_prediction_table(out->f, m, c, &r->top[0].plan, &r->top[0].pred);
@@ -266,6 +299,8 @@ ps_status ps_cli_search(MPI_Comm comm, const ps_search_opts *so, int dist, const
         if (st == PS_OK && !all->have_base[PS_BASE_EVEN])
             snprintf(all->base_why[PS_BASE_EVEN], sizeof all->base_why[PS_BASE_EVEN],
                      "no even split of the layers fits");
+        /* what every rank sent and rank 0 re-costed, and the baselines: the search's guarantee, checked once more */
+        if (st == PS_OK) st = ps_search_result_check(so, m, all);
     }
     *seconds = ps_wtime() - t0;
     return st;
@@ -310,7 +345,7 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     if (st == PS_OK && rank == 0 && all.n_top && o->export_kind) {
         st = ps_plan_export(out, o->export_kind, &m, &all.top[0].plan, &cp);
     } else if (st == PS_OK && rank == 0) {
-        st = print_result(o, out, &cp, &m, &c, &all, nranks, secs, o->exec_top ? &xt : NULL);
+        st = print_result(o, &setup.so, out, &cp, &m, &c, &all, nranks, secs, o->exec_top ? &xt : NULL);
         if (st == PS_OK && all.n_top == 0)
             st = PS_FAIL(PS_ERR_INFEASIBLE, "no feasible plan for %s on %s: %s", m.name, c.name, all.binding);
     }

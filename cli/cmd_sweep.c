@@ -151,6 +151,16 @@ static char *options_line(const ps_cli_opts *o, const ps_cluster *c, const ps_se
     if (so->attention != PS_ATTN_AUTO)
         ps_strcatf(buf, sizeof buf, " attention=%s",
                    so->attention == PS_SEARCH_ATTN_BOTH ? "search" : ps_attn_name((ps_attn)so->attention));
+    /* a framework's restriction and fixed plan fields change every cell likewise (a fixed schedule is in schedules=) */
+    if (so->framework != PS_FW_ANY)
+        ps_strcatf(buf, sizeof buf, " framework=%s", ps_framework_name((ps_framework)so->framework));
+    const ps_search_fixed *f = &so->fixed;
+    if (f->tp > 0) ps_strcatf(buf, sizeof buf, " tp=%d", f->tp);
+    if (f->pp > 0) ps_strcatf(buf, sizeof buf, " pp=%d", f->pp);
+    if (f->zero >= 0) ps_strcatf(buf, sizeof buf, " zero=%d", f->zero);
+    if (f->recompute >= 0) ps_strcatf(buf, sizeof buf, " recompute=%s", ps_recompute_name((ps_recompute)f->recompute));
+    if (f->mbs > 0) ps_strcatf(buf, sizeof buf, " mbs=%lld", (long long)f->mbs);
+    if (f->micro > 0) ps_strcatf(buf, sizeof buf, " micro=%lld", (long long)f->micro);
     if (o->mopts.seq) ps_strcatf(buf, sizeof buf, " seq=%lld", (long long)o->mopts.seq);
     if (o->mopts.vocab_pad) ps_strcatf(buf, sizeof buf, " vocab-pad=%lld", (long long)o->mopts.vocab_pad);
     if (o->mopts.dtype >= 0) ps_strcatf(buf, sizeof buf, " dtype=%s", ps_dtype_name((ps_dtype)o->mopts.dtype));

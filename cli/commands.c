@@ -293,7 +293,8 @@ static const ps_cli_command k_commands[] = {
                  "\n",
         .usage_end = "  search options as for `psearch --help`: --gbs, --gbs-range, --mbs-max, --max-tp, --schedules,\n"
                      "  --seq, --vocab-pad, --dtype, --cost-param, --costdb, --objective, --distribute, --tp-overlap,\n"
-                     "  --attention, --dp-overlap (--gbs default: 8 x GPUs of each cluster)\n"
+                     "  --attention, --dp-overlap, --framework, and the fixed plan fields --tp, --pp, --zero,\n"
+                     "  --recompute, --mbs, --micro, --schedule (--gbs default: 8 x GPUs of each cluster)\n"
                      "\n"
                      "Exit 0 when every cell is recorded (infeasible cells too, with their binding constraint);\n"
                      "2 on a bad model or cluster (before any cell runs) or a folder holding another sweep.\n",

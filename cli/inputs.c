@@ -151,6 +151,80 @@ static ps_status parse_range(const char *s, int64_t *lo, int64_t *hi, int64_t *s
     return PS_OK;
 }
 
+static ps_status parse_schedules(const ps_cli_opts *o, ps_cli_search_opts *s);
+
+/* --framework (or --export's framework) and the plan fields the search fixes (--tp, --pp, --zero, --recompute, --mbs,
+ * --micro), checked against the cluster and each other here, where the options have their names; then the search's
+ * own check (ps_search_opts_check) of what the framework runs. */
+static ps_status search_restriction(const ps_cli_opts *o, const ps_cluster *c, ps_cli_search_opts *s)
+{
+    ps_search_opts *so = &s->so;
+    /* The export writes the searched plan as it is, so the search keeps to what the exported framework runs; an
+     * explicit --framework any searches everything (and the export says what it cannot express). */
+    int ex = o->export_kind ? ps_framework_find(o->export_kind) : -1;
+    if (o->framework > PS_FW_ANY && ex > PS_FW_ANY && o->framework != ex)
+        return PS_FAIL(PS_ERR_INPUT, "--framework %s and --export %s disagree: the export writes the searched plan "
+                                     "exactly, so search for the framework it exports (drop --framework, or give "
+                                     "--framework %s)", ps_framework_name((ps_framework)o->framework), o->export_kind,
+                       o->export_kind);
+    so->framework = o->framework >= 0 ? o->framework : ex > PS_FW_ANY ? ex : PS_FW_ANY;
+    int64_t g = c->n_gpus;
+    if (o->tp) {
+        if (g % o->tp)
+            return PS_FAIL(PS_ERR_INPUT, "option --tp %lld does not divide the %lld GPUs of %s", (long long)o->tp,
+                           (long long)g, c->name);
+        if (o->max_tp && o->tp > o->max_tp)
+            return PS_FAIL(PS_ERR_INPUT, "option --tp %lld is above --max-tp %lld", (long long)o->tp,
+                           (long long)o->max_tp);
+        so->fixed.tp = (int)o->tp;
+    }
+    if (o->pp) {
+        if (g % o->pp)
+            return PS_FAIL(PS_ERR_INPUT, "option --pp %lld does not divide the %lld GPUs of %s", (long long)o->pp,
+                           (long long)g, c->name);
+        if (o->pp > PS_SEARCH_MAX_PP)
+            return PS_FAIL(PS_ERR_INPUT, "option --pp %lld is above the %d pipeline stages the search takes",
+                           (long long)o->pp, PS_SEARCH_MAX_PP);
+        if (o->tp && g % (o->tp * o->pp))
+            return PS_FAIL(PS_ERR_INPUT, "options --tp %lld x --pp %lld = %lld GPUs per replica do not divide the %lld "
+                                         "GPUs of %s", (long long)o->tp, (long long)o->pp,
+                           (long long)(o->tp * o->pp), (long long)g, c->name);
+        so->fixed.pp = (int)o->pp;
+    }
+    if (o->zero >= 0) so->fixed.zero = o->zero;
+    if (o->recompute) {
+        ps_recompute rc;
+        PS_TRY(ps_recompute_parse(o->recompute, &rc)); /* the option's parser has accepted it already */
+        so->fixed.recompute = (int)rc;
+    }
+    if (o->mbs) {
+        if (o->mbs_max)
+            return PS_FAIL(PS_ERR_INPUT, "--mbs fixes the micro-batch size and --mbs-max bounds the searched one: give "
+                                         "one of them");
+        so->fixed.mbs = o->mbs;
+    }
+    if (o->micro) {
+        if (o->micro > PS_PLAN_MAX_MICRO_BATCHES)
+            return PS_FAIL(PS_ERR_INPUT, "option --micro %lld: plans are simulated with at most %d micro-batches per "
+                                         "iteration", (long long)o->micro, PS_PLAN_MAX_MICRO_BATCHES);
+        if (so->gbs_lo == so->gbs_hi && so->gbs_lo % o->micro)
+            return PS_FAIL(PS_ERR_INPUT, "option --micro %lld does not divide the global batch of %lld samples "
+                                         "(--gbs)", (long long)o->micro, (long long)so->gbs_lo);
+        so->fixed.micro = o->micro;
+    }
+    ps_status st = ps_search_opts_check(so, c);
+    if (st == PS_OK) return st;
+    /* what is left to fail is the framework's rules against the fixed fields or schedules */
+    char msg[512];
+    ps_strlcpy(msg, ps_error_message(), sizeof msg);
+    ps_error_clear();
+    if (o->framework > PS_FW_ANY)
+        return PS_FAIL(st, "option --framework %s: %s", ps_framework_name((ps_framework)o->framework), msg);
+    if (ex > PS_FW_ANY)
+        return PS_FAIL(st, "option --export %s (the search keeps to what it runs): %s", o->export_kind, msg);
+    return PS_FAIL(st, "%s", msg);
+}
+
 ps_status ps_cli_search_setup(const ps_cli_opts *o, const ps_cluster *c, ps_cli_search_opts *s)
 {
     ps_search_opts *so = &s->so;
@@ -181,6 +255,28 @@ ps_status ps_cli_search_setup(const ps_cli_opts *o, const ps_cluster *c, ps_cli_
         if (a == PS_ATTN_FUSED && ps_cost_attn(c, 0, c->n_gpus, PS_ATTN_AUTO) != PS_ATTN_FUSED)
             return PS_FAIL(PS_ERR_INPUT, "option --attention fused: some GPUs of cluster %s have no fused attention "
                                          "kernel (compute capability below 8.0); use auto or unfused", c->name);
+    }
+    PS_TRY(parse_schedules(o, s));
+    return search_restriction(o, c, s);
+}
+
+/* --schedules A,B (or --schedule K: a list of one), checked against the schedule kinds. */
+static ps_status parse_schedules(const ps_cli_opts *o, ps_cli_search_opts *s)
+{
+    ps_search_opts *so = &s->so;
+    if (o->schedule && o->schedules)
+        return PS_FAIL(PS_ERR_INPUT,
+                       "--schedule fixes the schedule and --schedules lists those tried: give one of them");
+    if (o->schedule) {
+        if (ps_sched_kind_find(o->schedule) < 0) {
+            char known[256];
+            return PS_FAIL(PS_ERR_INPUT, "option --schedule: unknown pipeline schedule '%s' (known: %s)", o->schedule,
+                           ps_sched_kind_list(known, sizeof known));
+        }
+        s->kinds[0] = o->schedule;
+        so->schedules = s->kinds;
+        so->n_schedules = 1;
+        return PS_OK;
     }
     if (!o->schedules) return PS_OK;
     if (strlen(o->schedules) >= sizeof s->kbuf)

@@ -31,8 +31,8 @@ struct opt_row {
     const char *arg; /* the value's name in the help; NULL for a flag */
     size_t field;    /* offsetof(ps_cli_opts, ...) */
     /* The commands the option means something to (space-separated; NULL: every command). An option given to a
-     * command that ignores it is refused, not silently dropped: `psearch --tp 8` is a search, and a search chooses
-     * its own TP. */
+     * command that ignores it is refused, not silently dropped: `psearch --dp 8` is a search, and a search derives
+     * dp from the GPUs, tp and pp. */
     const char *cmds;
     int64_t max;
     ps_status (*parse)(const opt_row *r, const char *val, ps_cli_opts *o); /* OPT_FN */
@@ -145,6 +145,11 @@ static ps_status parse_objective(const opt_row *r, const char *val, ps_cli_opts 
     return parse_named(r, val, o, ps_search_objective_find, "throughput, memory");
 }
 
+static ps_status parse_framework(const opt_row *r, const char *val, ps_cli_opts *o)
+{
+    return parse_named(r, val, o, ps_framework_find, "megatron, deepspeed, torchtitan, any");
+}
+
 static ps_status parse_distribute(const opt_row *r, const char *val, ps_cli_opts *o)
 {
     return parse_named(r, val, o, ps_dist_find, "dynamic, static");
@@ -209,27 +214,37 @@ static const opt_row k_options[] = {
        "search: 128 x GPUs per\nnode, as Megatron pads to 128 x TP; estimate: 128 x the plan's TP; model show: none"}}},
     {"dtype", 0, OPT_FN, "T", AT(mopts.dtype), NULL, 0, parse_dtype,
      {{"plan", NULL, "training dtype: fp32, fp16, bf16, fp8", "the model's own, bf16 for presets"}}},
-    {"tp", 0, OPT_I64, "N", AT(tp), "estimate", 0, NULL, {{"estimate", NULL, "tensor-parallel degree", "1"}}},
-    {"pp", 0, OPT_I64, "N", AT(pp), "estimate", 0, NULL, {{"estimate", NULL, "pipeline stages", "1"}}},
+    /* Plan fields: estimate's plan; on the search (plan, sweep) each fixes that field of every plan returned and the
+     * rest is searched (ps_search_fixed). */
+    {"tp", 0, OPT_I64, "N", AT(tp), "estimate plan sweep", 0, NULL,
+     {{"estimate", NULL, "tensor-parallel degree", "1"},
+      {"plan", NULL, "fix the tensor-parallel degree of every layer; the rest is searched", "searched"}}},
+    {"pp", 0, OPT_I64, "N", AT(pp), "estimate plan sweep", 0, NULL,
+     {{"estimate", NULL, "pipeline stages", "1"}, {"plan", NULL, "fix the pipeline degree", "searched"}}},
     {"dp", 0, OPT_I64, "N", AT(dp), "estimate", 0, NULL,
      {{"estimate", NULL, "data-parallel degree", "GPUs / (tp x pp)"}}},
-    {"mbs", 0, OPT_I64, "N", AT(mbs), "estimate", 0, NULL,
-     {{"estimate", NULL, "micro-batch size per data-parallel replica", "1"}}},
+    {"mbs", 0, OPT_I64, "N", AT(mbs), "estimate plan sweep", 0, NULL,
+     {{"estimate", NULL, "micro-batch size per data-parallel replica", "1"},
+      {"plan", NULL, "fix the micro-batch size per data-parallel replica (not with --mbs-max)", "searched"}}},
     {"gbs", 0, OPT_I64, "N", AT(gbs), "plan estimate sweep", 0, NULL,
      {{"plan", NULL, "global batch size", "8 x GPUs"},
       {"estimate", NULL, "global batch size", "mbs x dp x 4 x pp: enough micro-batches for a short bubble"}}},
     {"kind", 0, OPT_STR, "K", AT(sched_kind), "schedule", 0, NULL,
      {{"schedule", NULL, "gpipe, 1f1b, interleaved, zb-h1, zb-h2, v-min, v-half, v-zb (docs/schedules.md)", NULL}}},
     {"stages", 0, OPT_I64, "D", AT(stages), "schedule", 0, NULL, {{"schedule", NULL, "pipeline devices", "4"}}},
-    {"micro", 0, OPT_I64, "N", AT(micro), "schedule", 0, NULL, {{"schedule", NULL, "micro-batches", "4 x D"}}},
+    {"micro", 0, OPT_I64, "N", AT(micro), "schedule plan sweep", 0, NULL,
+     {{"schedule", NULL, "micro-batches", "4 x D"},
+      {"plan", NULL, "fix the number of micro-batches per iteration (Galvatron's settle_chunk)", "searched"}}},
     {"vpp", 0, OPT_I64, "N", AT(vpp), "estimate schedule", 0, NULL,
      {{"estimate", NULL, "model chunks per device; N > 1 alone means --schedule\ninterleaved",
        "1; 2 for interleaved and V schedules"},
       {"schedule", "V", "chunks per device for interleaved", "the kind's default: 2 for interleaved and V"}}},
-    {"zero", 0, OPT_FN, "N", AT(zero), "estimate", 0, parse_zero,
-     {{"estimate", NULL, "ZeRO stage 0-3 of the data-parallel group", "0"}}},
-    {"recompute", 0, OPT_FN, "R", AT(recompute), "estimate", 0, parse_recompute,
-     {{"estimate", NULL, "activation recomputation: none, selective, full", "none"}}},
+    {"zero", 0, OPT_FN, "N", AT(zero), "estimate plan sweep", 0, parse_zero,
+     {{"estimate", NULL, "ZeRO stage 0-3 of the data-parallel group", "0"},
+      {"plan", NULL, "fix the ZeRO stage 0-3 of every layer (above 0: data-parallel plans only)", "searched"}}},
+    {"recompute", 0, OPT_FN, "R", AT(recompute), "estimate plan sweep", 0, parse_recompute,
+     {{"estimate", NULL, "activation recomputation: none, selective, full", "none"},
+      {"plan", NULL, "fix the activation recomputation of every layer: none, selective, full", "searched"}}},
     {"seq-parallel", 0, OPT_FLAG, NULL, AT(seq_parallel), "estimate", 0, NULL,
      {{"estimate", NULL, "Megatron sequence parallelism (with tp > 1)", NULL}}},
     {"fbw", 0, OPT_STR, "F,B,W", AT(fbw), "schedule", 0, NULL,
@@ -299,8 +314,9 @@ static const opt_row k_options[] = {
        "how ranks share the search: dynamic (guided chunks of work units from a counter\n"
        "on rank 0, one-sided MPI) or static (by estimated work)",
        "dynamic"}}},
-    {"schedule", 0, OPT_STR, "K", AT(schedule), "estimate", 0, NULL,
-     {{"estimate", NULL, "pipeline schedule (see docs/schedules.md)", "1f1b; interleaved with --vpp N > 1"}}},
+    {"schedule", 0, OPT_STR, "K", AT(schedule), "estimate plan sweep", 0, NULL,
+     {{"estimate", NULL, "pipeline schedule (see docs/schedules.md)", "1f1b; interleaved with --vpp N > 1"},
+      {"plan", NULL, "fix the pipeline schedule (--schedules K; not with --schedules)", "searched"}}},
     {"plan", 0, OPT_STR, "FILE", AT(plan), "estimate", 0, NULL,
      {{"estimate", NULL, "read the plan from a plan.json (what --format json prints) instead", NULL}}},
     {"iters", 0, OPT_INT, "N", AT(iters), "exec plan", 100000, NULL, {{"exec", NULL, "timed iterations", "5"}}},
@@ -337,8 +353,14 @@ static const opt_row k_options[] = {
      {{"plan", NULL, "output: table or json", "table"}}},
     {"export", 0, OPT_FN, "K", AT(export_kind), "plan", 0, parse_export,
      {{"plan", NULL,
-       "print the best plan as megatron (Megatron-LM arguments) or deepspeed (config JSON)\ninstead of the table",
+       "print the best plan as megatron (Megatron-LM arguments) or deepspeed (config JSON)\ninstead of the table; "
+       "implies --framework K",
        NULL}}},
+    {"framework", 0, OPT_FN, "F", AT(framework), "plan sweep", 0, parse_framework,
+     {{"plan", NULL,
+       "search only plans framework F runs as exported, at the release docs/search.md\n"
+       "names: megatron (Megatron-LM), deepspeed, torchtitan, or any",
+       "any; --export K's framework"}}},
     {"svg", 0, OPT_FILE, "FILE", AT(svg), "plan schedule estimate", 0, NULL,
      {{"plan", NULL, "also write the best plan's pipeline timeline as SVG (atomically)", NULL},
       {"schedule", NULL, "write the timeline as SVG (atomically)", NULL},
@@ -432,6 +454,7 @@ ps_status ps_cli_parse(int argc, char **argv, ps_cli_opts *o)
     memset(o, 0, sizeof *o);
     o->cmd = "plan";
     o->zero = -1;
+    o->framework = -1;
     o->dp_overlap = -1;
     o->warmup = -1;
     ps_model_opts_init(&o->mopts);

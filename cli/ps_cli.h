@@ -51,6 +51,9 @@ typedef struct {
     int objective;  /* --objective: PS_SEARCH_THROUGHPUT (0, the default) or PS_SEARCH_MEMORY */
     int distribute; /* --distribute: a ps_dist (mpi/ps_mpi.h), PS_DIST_DYNAMIC (0) by default */
     const char *export_kind; /* --export megatron|deepspeed */
+    int framework;           /* --framework: a ps_framework (search/ps_search.h); -1: not given (--export's, or any) */
+    /* The search also takes tp, pp, mbs, zero, recompute, schedule and micro (below): each fixes that field of every
+     * plan it returns (ps_search_fixed) */
     /* schedule */
     const char *sched_kind;
     int64_t stages, micro;

@@ -7,6 +7,9 @@
  *    Sec. 3.3 takeaways: TP up to the node size, then PP);
  *  - data parallel only (PyTorch DDP): every GPU holds the whole model;
  *  - ZeRO-3 only (FSDP / DeepSpeed stage 3): parameters, gradients and optimizer states sharded over all GPUs.
+ * Under --framework each rule keeps to what the framework runs (its recomputation kinds, ZeRO stages, schedules and
+ * layer split), and is missing, with the reason, where the framework cannot run it at all. The fields the user fixed
+ * do not apply: a baseline is what the search is measured against.
  * Pure: no MPI, no I/O. */
 #include <math.h>
 #include <stdio.h>
@@ -37,7 +40,7 @@ typedef struct {
 /* Cost one uniform plan; keep it when it fits and beats the current best. A shape the model cannot take (too few
  * layers for pp stages, a layer tp does not divide) is skipped: try_layout sets the batch, micro-batch and degrees so
  * that these are the only rules of ps_plan_check such a plan can break, so any failure after them is a real one. */
-static ps_status try_plan(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c, int objective,
+static ps_status try_plan(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c, const ps_search_opts *o,
                           int64_t gbs, int64_t mbs, int pp, const ps_strategy *s, int64_t index, base_acc *acc)
 {
     if (!ps_plan_uniform_ok(m, pp, 1)) return PS_OK;
@@ -45,6 +48,9 @@ static ps_status try_plan(const ps_cost_params *cp, const ps_model *m, const ps_
         if (!ps_search_layer_allows(&m->layers[l], s)) return PS_OK;
     ps_search_cand cand = {.index = index};
     PS_TRY(ps_plan_uniform(m, gbs, mbs, pp, 1, "1f1b", s, &cand.plan));
+    const ps_framework_rules *fw = ps_framework_get((ps_framework)o->framework);
+    if (fw && fw->partition == PS_FW_PART_UNIFORM) /* the framework's own split of the layers */
+        for (int k = 0; k <= pp; k++) cand.plan.cuts[k] = ps_framework_uniform_cut(m->n_layers, pp, k);
     ps_status st = ps_plan_check(&cand.plan, m, c);
     if (st == PS_OK) st = ps_cost_plan(cp, m, c, &cand.plan, &cand.pred);
     if (st != PS_OK) {
@@ -63,7 +69,7 @@ static ps_status try_plan(const ps_cost_params *cp, const ps_model *m, const ps_
         ps_prediction_free(&cand.pred);
         return PS_OK;
     }
-    if (acc->found && ps_search_cand_order(&cand, &acc->best, objective) >= 0) {
+    if (acc->found && ps_search_cand_order(&cand, &acc->best, o->objective) >= 0) {
         ps_plan_free(&cand.plan);
         ps_prediction_free(&cand.pred);
         return PS_OK;
@@ -87,21 +93,44 @@ static ps_status try_layout(const ps_cost_params *cp, const ps_model *m, const p
     ps_attn a = attn[ps_search_attention(o, c, attn) - 1];
     int64_t dp = c->n_gpus / ((int64_t)tp * pp);
     if (dp < 1 || dp > INT32_MAX) return PS_OK;
+    const ps_framework_rules *fw = ps_framework_get((ps_framework)o->framework);
+    if (fw && !(pp > 1 ? fw->zero_pp : fw->zero)[dp > 1 ? zero : 0]) return PS_OK; /* a ZeRO stage it does not run */
     for (int64_t gbs = o->gbs_lo; gbs <= o->gbs_hi; gbs += o->gbs_step > 0 ? o->gbs_step : 1) {
         if (gbs % dp == 0) {
             int64_t per = gbs / dp;
             for (int64_t mbs = 1; mbs <= per && mbs <= o->mbs_max; mbs++) {
                 if (per % mbs || !ps_plan_size_ok(per / mbs, pp)) continue;
                 for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++) {
+                    if (fw && !fw->recompute[rc]) continue;
                     ps_strategy s = {.tp = tp, .dp = (int)dp, .zero = dp > 1 ? zero : 0, .ckpt = (ps_recompute)rc,
                                      .sp = sp && tp > 1, .attn = a, .dp_no_overlap = o->dp_no_overlap};
-                    PS_TRY(try_plan(cp, m, c, o->objective, gbs, mbs, pp, &s, (*index)++, acc));
+                    PS_TRY(try_plan(cp, m, c, o, gbs, mbs, pp, &s, (*index)++, acc));
                 }
             }
         }
         if (o->gbs_lo == o->gbs_hi) break;
     }
     return PS_OK;
+}
+
+/* Whether framework fw runs the rule of baseline `kind` at all (its schedule, its ZeRO stage, its overlap); else
+ * why not. The rule's choices it runs only in part (recomputation kinds, ZeRO with pp) are narrowed in try_layout. */
+static bool fw_runs_rule(const ps_framework_rules *fw, int kind, char *why, size_t cap)
+{
+    bool sched = false;
+    for (const char *const *k = fw->schedules; *k; k++) sched = sched || strcmp(*k, "1f1b") == 0;
+    int zero = kind == PS_BASE_ZERO3 ? 3 : 0;
+    if (!sched)
+        snprintf(why, cap, "%s runs no 1F1B schedule", fw->title);
+    else if (!fw->overlap[PS_OVERLAP_NONE])
+        snprintf(why, cap, "%s runs no TP without overlap", fw->title);
+    else if (!fw->zero[zero] && !fw->zero_pp[zero])
+        snprintf(why, cap, "%s does not run ZeRO stage %d", fw->title, zero);
+    else if (!fw->recompute[PS_RECOMP_NONE] && !fw->recompute[PS_RECOMP_SELECTIVE] && !fw->recompute[PS_RECOMP_FULL])
+        snprintf(why, cap, "%s runs no recomputation kind", fw->title);
+    else
+        return true;
+    return false;
 }
 
 ps_status ps_search_baseline(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
@@ -112,6 +141,17 @@ ps_status ps_search_baseline(const ps_cost_params *cp, const ps_model *m, const 
     base_acc acc = {.min_over = INFINITY};
     int64_t index = 0;
     ps_status st = PS_OK;
+    *found = 0;
+    /* the rules' own choices, not the fields the user fixed (ps_search_max_tp would return a fixed tp) */
+    ps_search_opts ob = *o;
+    ob.fixed = (ps_search_fixed){.zero = -1, .recompute = -1};
+    o = &ob;
+    const ps_framework_rules *fw = ps_framework_get((ps_framework)o->framework);
+    char fw_why[200];
+    if (fw && !fw_runs_rule(fw, kind, fw_why, sizeof fw_why)) {
+        snprintf(why, why_cap, "%s", fw_why);
+        return PS_OK;
+    }
     if (kind == PS_BASE_DP || kind == PS_BASE_ZERO3) {
         st = try_layout(cp, m, c, o, 1, 1, kind == PS_BASE_ZERO3 ? 3 : 0, false, &index, &acc);
     } else {
@@ -134,6 +174,13 @@ ps_status ps_search_baseline(const ps_cost_params *cp, const ps_model *m, const 
             ps_prediction_free(&acc.best.pred);
         }
         return st;
+    }
+    char fw_bad[320];
+    if (acc.found && !ps_framework_runs((ps_framework)o->framework, m, &acc.best.plan, fw_bad, sizeof fw_bad)) {
+        ps_plan_free(&acc.best.plan);
+        ps_prediction_free(&acc.best.pred);
+        return PS_FAIL(PS_ERR_SYSTEM, "internal error: the %s baseline breaks the rules of %s: %s",
+                       ps_baseline_name(kind), fw ? fw->title : "any framework", fw_bad);
     }
     *found = acc.found;
     if (acc.found) {

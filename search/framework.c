@@ -131,3 +131,5 @@ bool ps_framework_runs(ps_framework f, const ps_model *m, const ps_plan *p, char
 #undef NO
     return true;
 }
+
+int64_t ps_framework_uniform_cut(int64_t n, int parts, int s) { return uniform_cut(n, parts, s); }

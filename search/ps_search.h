@@ -21,6 +21,22 @@ enum { PS_SEARCH_THROUGHPUT = 0, PS_SEARCH_MEMORY = 1 };
 const char *ps_search_objective_name(int objective);
 int ps_search_objective_find(const char *name); /* -1 when unknown */
 
+/* Plan fields fixed by the user (Galvatron's settle_chunk and its kin): every plan the search returns has these values,
+ * and the rest of the plan is searched. Counts are fixed when positive (0: searched); zero and recompute, whose 0 is a
+ * value, when >= 0 (-1: searched). A fixed schedule is a one-kind ps_search_opts.schedules list. */
+typedef struct {
+    int tp;          /* tensor-parallel degree of every layer */
+    int pp;          /* pipeline degree */
+    int zero;        /* ZeRO stage of every layer (with dp 1 there is no ZeRO: such plans are left out) */
+    int recompute;   /* ps_recompute of every layer */
+    int64_t mbs;     /* micro-batch size per data-parallel replica (instead of the range up to mbs_max) */
+    int64_t micro;   /* micro-batches per iteration */
+} ps_search_fixed;
+/* Whether any field of f is fixed. */
+bool ps_search_fixed_any(const ps_search_fixed *f);
+/* "tp 4, micro-batches 8": the fixed fields as the output and the binding message name them ("" when none). */
+void ps_search_fixed_describe(const ps_search_fixed *f, char *buf, size_t cap);
+
 typedef struct {
     int64_t gbs_lo, gbs_hi, gbs_step; /* global batch sizes tried: lo, lo+step, ..., hi (lo == hi: fixed) */
     int64_t mbs_max;                  /* largest micro-batch per data-parallel replica tried [16] */
@@ -41,6 +57,9 @@ typedef struct {
     int attention;                    /* the attention kernel of every layer (a ps_attn; PS_ATTN_AUTO: fused when every
                                          GPU of the cluster has one, ps_search_attention), or PS_SEARCH_ATTN_BOTH: fused
                                          and unfused, chosen per layer [auto] */
+    int framework;                    /* a ps_framework: only plans that framework runs as exported are searched
+                                         (ps_framework_rules, docs/search.md "Frameworks") [PS_FW_ANY: every plan] */
+    ps_search_fixed fixed;            /* plan fields the user fixed; the rest is searched [none] */
 } ps_search_opts;
 #define PS_SEARCH_ATTN_BOTH ((int)PS_ATTN_COUNT)
 /* The attention kernels the search tries on cluster c under o->attention: auto resolved for the whole cluster (fused
@@ -76,7 +95,7 @@ typedef struct {
                              the top k: evaluated and pruned depend on the order the work was done in (threads,
                              ranks); the results do not */
     double dp_cells;      /* dynamic-programming cells visited (stage tables, partition fronts, layer DPs) */
-    char binding[320];    /* when nothing fits: the constraint that bound (memory, divisibility, batch) */
+    char binding[512];    /* when nothing fits: the constraint that bound (memory, divisibility, batch) */
     double min_over;      /* bytes the plan closest to fitting lacks on its worst stage (INFINITY: none tried);
                              merging results keeps the binding of the smallest, so it does not depend on ranks */
     int min_over_bound;   /* 1: min_over is only a lower bound (a plan skipped by its static memory, never costed);
@@ -184,6 +203,20 @@ const char *ps_framework_name(ps_framework f);              /* "any", "megatron"
 /* true when framework f runs plan p of model m exactly as planned; else false with the first rule it breaks in
  * why (a sentence naming the plan field and what the framework takes). PS_FW_ANY runs everything. */
 bool ps_framework_runs(ps_framework f, const ps_model *m, const ps_plan *p, char *why, size_t cap);
+/* Boundary s (0..parts) of n layers split into `parts` stages by DeepSpeed's partition_uniform: the split a
+ * PS_FW_PART_UNIFORM framework makes, which the search then takes as the only partition. */
+int64_t ps_framework_uniform_cut(int64_t n, int parts, int s);
+/* The restriction of o (framework, fixed fields, schedules named) against itself and cluster c: what no plan can have
+ * (a TP degree that does not divide the GPUs, a ZeRO stage or schedule the framework does not run) is a wrong input,
+ * PS_ERR_INPUT, not an infeasible search. ps_search_job_create checks it; a caller may first, to name its options. */
+ps_status ps_search_opts_check(const ps_search_opts *o, const ps_cluster *c) PS_NODISCARD;
+/* Whether the search under o may return plan p of model m: o->framework runs it (ps_framework_runs) and it has every
+ * field o->fixed fixes; else false with the first rule it breaks in why. */
+bool ps_search_plan_allowed(const ps_search_opts *o, const ps_model *m, const ps_plan *p, char *why, size_t cap);
+/* The search's guarantee, checked on what it returns: every top-k plan and the even-split baseline pass
+ * ps_search_plan_allowed, and every rule-based baseline ps_framework_runs (baselines keep their own rules, not the
+ * fixed fields). A failure is a bug of the search: PS_ERR_SYSTEM naming the plan and the rule. */
+ps_status ps_search_result_check(const ps_search_opts *o, const ps_model *m, const ps_search_result *r) PS_NODISCARD;
 
 /* ---- baselines (search/baselines.c) ---- */
 const char *ps_baseline_name(int kind); /* "megatron", "dp-only", "zero3-only", "even-split" */

@@ -33,6 +33,41 @@ void ps_search_opts_default(ps_search_opts *o)
     o->balance = 1;
     o->quanta = 256;
     o->overlap = 1;
+    o->framework = PS_FW_ANY;
+    o->fixed = (ps_search_fixed){.zero = -1, .recompute = -1};
+}
+
+bool ps_search_fixed_any(const ps_search_fixed *f)
+{
+    return f->tp > 0 || f->pp > 0 || f->zero >= 0 || f->recompute >= 0 || f->mbs > 0 || f->micro > 0;
+}
+
+void ps_search_fixed_describe(const ps_search_fixed *f, char *buf, size_t cap)
+{
+    if (cap) buf[0] = '\0';
+#define ITEM(...) ps_strcatf(buf, cap, "%s", buf[0] ? ", " : ""), ps_strcatf(buf, cap, __VA_ARGS__)
+    if (f->tp > 0) ITEM("tp %d", f->tp);
+    if (f->pp > 0) ITEM("pp %d", f->pp);
+    if (f->zero >= 0) ITEM("ZeRO %d", f->zero);
+    if (f->recompute >= 0) ITEM("recompute %s", ps_recompute_name((ps_recompute)f->recompute));
+    if (f->mbs > 0) ITEM("mbs %lld", (long long)f->mbs);
+    if (f->micro > 0) ITEM("%lld micro-batches", (long long)f->micro);
+#undef ITEM
+}
+
+/* "no plan Megatron-LM can run with tp 4 fits: ": what a binding message starts with when the search was restricted
+ * (--framework, fixed fields), so that the message does not read as if no plan at all fitted; "" when it was not. */
+static void restricted_prefix(const ps_search_opts *o, char *buf, size_t cap)
+{
+    const ps_framework_rules *r = ps_framework_get((ps_framework)o->framework);
+    char fx[200];
+    ps_search_fixed_describe(&o->fixed, fx, sizeof fx);
+    buf[0] = '\0';
+    if (!r && !fx[0]) return;
+    ps_strcatf(buf, cap, "no plan");
+    if (r) ps_strcatf(buf, cap, " %s can run", r->title);
+    if (fx[0]) ps_strcatf(buf, cap, " with %s", fx);
+    ps_strcatf(buf, cap, " fits: ");
 }
 
 int ps_prediction_worst_stage(const ps_prediction *p)
@@ -46,15 +81,17 @@ int ps_prediction_worst_stage(const ps_prediction *p)
 
 int ps_search_max_tp(const ps_search_opts *o, const ps_cluster *c)
 {
+    if (o->fixed.tp > 0) return o->fixed.tp;
     if (o->max_tp > 0) return o->max_tp;
     /* TP stays where GPUs talk over NVLink without the network: a node, or a GB200 NVL72 rack's 72 GPUs */
     int64_t d = ps_node_group_domain_gpus(&c->groups[0]);
     return (int)(d > 0 ? d : 1);
 }
 
-void ps_search_explain(ps_search_result *r, const ps_search_opts *o, const ps_model *m, const ps_cluster *c)
+/* The generic binding constraints, when no plan was seen short of memory. */
+static void explain_generic(ps_search_result *r, const ps_search_opts *o, const ps_model *m, const ps_cluster *c)
 {
-    if (r->n_top > 0 || r->binding[0]) return;
+    int64_t mbs_max = o->fixed.mbs > 0 ? o->fixed.mbs : o->mbs_max;
     /* Two causes plain from the sizes alone, named before the generic ones. Every data-parallel replica takes at least
      * one sample, and a replica spans at most max TP x max PP GPUs (a stage holds at least one layer). */
     int max_pp = (int)(m->n_layers < PS_SEARCH_MAX_PP ? m->n_layers : PS_SEARCH_MAX_PP);
@@ -68,12 +105,12 @@ void ps_search_explain(ps_search_result *r, const ps_search_opts *o, const ps_mo
         return;
     }
     /* the fewest micro-batches any plan needs: all GPUs data-parallel, the largest micro-batch */
-    int64_t least_micro = o->gbs_lo / ((int64_t)c->n_gpus * (o->mbs_max > 0 ? o->mbs_max : 1));
+    int64_t least_micro = o->gbs_lo / ((int64_t)c->n_gpus * (mbs_max > 0 ? mbs_max : 1));
     if (least_micro > PS_PLAN_MAX_MICRO_BATCHES) {
         snprintf(r->binding, sizeof r->binding,
                  "a global batch of %lld samples needs at least %lld micro-batches per iteration on %lld GPUs with "
                  "micro-batches of at most %lld samples; plans are simulated up to %d: raise --mbs-max or lower the "
-                 "batch", (long long)o->gbs_lo, (long long)least_micro, (long long)c->n_gpus, (long long)o->mbs_max,
+                 "batch", (long long)o->gbs_lo, (long long)least_micro, (long long)c->n_gpus, (long long)mbs_max,
                  PS_PLAN_MAX_MICRO_BATCHES);
         return;
     }
@@ -85,7 +122,22 @@ void ps_search_explain(ps_search_result *r, const ps_search_opts *o, const ps_mo
         snprintf(r->binding, sizeof r->binding,
                  "no tp x dp split of the stages divides the batch into micro-batches of at most %lld samples, "
                  "or TP degrees up to %d do not divide the heads",
-                 (long long)o->mbs_max, ps_search_max_tp(o, c));
+                 (long long)mbs_max, ps_search_max_tp(o, c));
+}
+
+void ps_search_explain(ps_search_result *r, const ps_search_opts *o, const ps_model *m, const ps_cluster *c)
+{
+    if (r->n_top > 0) return;
+    if (!r->binding[0]) explain_generic(r, o, m, c);
+    /* A restricted search says so first, once: the merge across ranks explains the merged result again. */
+    char pre[320];
+    restricted_prefix(o, pre, sizeof pre);
+    size_t n = strlen(pre);
+    if (!n || strncmp(r->binding, pre, n) == 0) return;
+    char msg[sizeof r->binding];
+    ps_strlcpy(msg, pre, sizeof msg);
+    ps_strcatf(msg, sizeof msg, "%s", r->binding);
+    ps_strlcpy(r->binding, msg, sizeof r->binding);
 }
 
 ps_search_key ps_search_cand_key(const ps_search_cand *c)
@@ -142,6 +194,8 @@ typedef struct {
     int64_t gbs, micro; /* micro-batches */
     int pp, vpp;
     int kind;           /* schedule kind (schedules/: ps_sched_kind_name gives its name) */
+    int strat;          /* -1: every strategy of the stage width; else only this one (its index among them), for
+                           every layer: a framework that takes one strategy for all blocks (ps_search_job_create) */
 } outer;
 
 /* Schedule kinds one job tries: a list naming each kind of schedules/ once fits (it has 10); names past this are
@@ -195,39 +249,69 @@ int ps_search_attention(const ps_search_opts *o, const ps_cluster *c, ps_attn ou
     return 1;
 }
 
-/* Every strategy of one stage width, grouped by layout; lay_rep[l] is a strategy of layout l (what resharding and
- * overlap depend on). Overlapped TP (Oases) joins when `overlap` is set: cross-pass with every recomputation, and
- * oases with full recomputation, for tp > 1 without SP and at least two samples per replica to split; and
- * Transformer Engine's (te) beside every SP strategy, in SP's layout class (it changes no layout and forms no run).
- * Each strategy comes with every attention kernel of `attn` (the kernel does not change a layer's layout); a fused
- * layer has no selective recomputation (it would equal none: no scores to drop). out == NULL: only count them (and the
- * layouts). */
-static int build_strategies(int64_t width, int max_tp, int64_t global_mb, int64_t mbs_max, int overlap,
-                            const ps_attn *attn, int n_attn, strat *out, int cap, int *n_layouts, ps_strategy *lay_rep)
+/* What the strategies of a unit may be: the search's options, the rules of o->framework for the unit's pipeline
+ * degree (ZeRO stages with and without pp, TP overlap kinds, recomputation kinds) and the fields the user fixed. */
+typedef struct {
+    int max_tp, tp;        /* tp up to max_tp; exactly tp when > 0 */
+    int64_t mbs_max, mbs;  /* samples per replica up to mbs_max; exactly mbs when > 0 */
+    bool zero[4];
+    bool recompute[3];
+    bool overlap[PS_OVERLAP_COUNT];
+    bool fused_selective;  /* also selective recomputation with fused attention (it equals none there): only when the
+                              user fixed recompute to selective, which would otherwise leave no strategy */
+} strat_filter;
+
+static void strat_filter_of(const ps_search_opts *o, const ps_cluster *c, int pp, strat_filter *f)
+{
+    const ps_framework_rules *r = ps_framework_get((ps_framework)o->framework);
+    *f = (strat_filter){.max_tp = ps_search_max_tp(o, c), .tp = o->fixed.tp > 0 ? o->fixed.tp : 0,
+                        .mbs_max = o->mbs_max, .mbs = o->fixed.mbs > 0 ? o->fixed.mbs : 0,
+                        .fused_selective = o->fixed.recompute == PS_RECOMP_SELECTIVE};
+    for (int z = 0; z < 4; z++)
+        f->zero[z] = (o->fixed.zero < 0 || o->fixed.zero == z) && (!r || (pp > 1 ? r->zero_pp : r->zero)[z]);
+    for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++)
+        f->recompute[rc] = (o->fixed.recompute < 0 || o->fixed.recompute == rc) && (!r || r->recompute[rc]);
+    for (int ov = 0; ov < PS_OVERLAP_COUNT; ov++)
+        f->overlap[ov] = (ov == PS_OVERLAP_NONE || o->overlap) && (!r || r->overlap[ov]);
+}
+
+/* Every strategy of one stage width that f allows, grouped by layout; lay_rep[l] is a strategy of layout l (what
+ * resharding and overlap depend on). Overlapped TP (Oases): cross-pass with every recomputation, and oases with full
+ * recomputation, for tp > 1 without SP and at least two samples per replica to split; and Transformer Engine's (te)
+ * beside every SP strategy, in SP's layout class (it changes no layout and forms no run). Each strategy comes with
+ * every attention kernel of `attn` (the kernel does not change a layer's layout); a fused layer has no selective
+ * recomputation (it would equal none: no scores to drop). A layout none of whose strategies f allows is not counted.
+ * out == NULL: only count them (and the layouts). */
+static int build_strategies(int64_t width, int64_t global_mb, const strat_filter *f, const ps_attn *attn, int n_attn,
+                            strat *out, int cap, int *n_layouts, ps_strategy *lay_rep)
 {
     int n = 0, lay = 0;
-    for (int64_t tp = 1; tp <= width && tp <= max_tp; tp++) {
-        if (width % tp) continue;
+    for (int64_t tp = 1; tp <= width && tp <= f->max_tp; tp++) {
+        if (width % tp || (f->tp && tp != f->tp)) continue;
         if (lay + 3 > PS_SEARCH_MAX_LAYOUTS) break; /* the per-stage tables below are sized for this many */
         int64_t dp = width / tp;
-        if (global_mb % dp || global_mb / dp > mbs_max) continue;
-        bool can_ov = overlap && tp > 1 && global_mb / dp >= 2;
+        if (global_mb % dp) continue;
+        int64_t per = global_mb / dp;
+        if (f->mbs ? per != f->mbs : per > f->mbs_max) continue;
+        bool can_ov = tp > 1 && per >= 2 && (f->overlap[PS_OVERLAP_CROSS] || f->overlap[PS_OVERLAP_OASES]);
         /* variants: 0 plain, 1 SP, 2 overlapped */
         for (int v = 0; v <= (tp > 1 ? 1 + can_ov : 0); v++) {
             bool first = true;
             int ov_lo = v == 2 ? PS_OVERLAP_CROSS : PS_OVERLAP_NONE;
-            int ov_hi = v == 2 ? PS_OVERLAP_OASES : v == 1 && overlap ? 1 : PS_OVERLAP_NONE; /* SP: 1 is TE's */
-            for (int ov = ov_lo; ov <= ov_hi; ov++)
-                for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
-                    for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++)
+            int ov_hi = v == 2 ? PS_OVERLAP_OASES : v == 1 ? 1 : PS_OVERLAP_NONE; /* SP: 1 is TE's */
+            for (int ov = ov_lo; ov <= ov_hi; ov++) {
+                /* SP's second pass (ov 1): Transformer Engine's overlap, in SP's layout class */
+                ps_overlap kind = v == 1 && ov ? PS_OVERLAP_TE : (ps_overlap)ov;
+                if (!f->overlap[kind]) continue;
+                for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++) {
+                    if (!f->zero[zero]) continue;
+                    for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++) {
+                        if (!f->recompute[rc] || (kind == PS_OVERLAP_OASES && rc != PS_RECOMP_FULL)) continue;
                         for (int a = 0; a < n_attn && n < cap; a++) {
-                            if (ov == PS_OVERLAP_OASES && rc != PS_RECOMP_FULL) continue;
-                            if (attn[a] == PS_ATTN_FUSED && rc == PS_RECOMP_SELECTIVE) continue;
+                            if (attn[a] == PS_ATTN_FUSED && rc == PS_RECOMP_SELECTIVE && !f->fused_selective) continue;
                             if (out) {
-                                /* SP's second pass (ov 1): Transformer Engine's overlap, in SP's layout class */
                                 out[n].s = (ps_strategy){.tp = (int)tp, .dp = (int)dp, .zero = zero,
-                                                         .ckpt = (ps_recompute)rc, .sp = v == 1,
-                                                         .overlap = v == 1 && ov ? PS_OVERLAP_TE : (ps_overlap)ov,
+                                                         .ckpt = (ps_recompute)rc, .sp = v == 1, .overlap = kind,
                                                          .attn = attn[a]};
                                 out[n].layout = lay;
                                 if (first) lay_rep[lay] = out[n].s;
@@ -235,7 +319,10 @@ static int build_strategies(int64_t width, int max_tp, int64_t global_mb, int64_
                             first = false;
                             n++;
                         }
-            lay++;
+                    }
+                }
+            }
+            if (!first) lay++;
         }
     }
     *n_layouts = lay;
@@ -338,7 +425,7 @@ typedef struct {
      * such triple are neighbouring units (ps_search_job_create), so the tables a worker holds often serve. */
     bool valid;     /* whole, for this key */
     int64_t gbs, micro;
-    int pp;
+    int pp, strat;  /* ... and the unit's one strategy (outer.strat) */
 } layer_tables;
 
 /* The sums of a stage table row after some layers (search step 3). */
@@ -968,7 +1055,8 @@ static ps_status layer_tables_build(worker *w, const unit_ctx *x)
 {
     layer_tables *lt = &w->lt;
     const outer *oc = x->oc;
-    if (lt->valid && lt->gbs == oc->gbs && lt->pp == oc->pp && lt->micro == oc->micro) return PS_OK;
+    if (lt->valid && lt->gbs == oc->gbs && lt->pp == oc->pp && lt->micro == oc->micro && lt->strat == oc->strat)
+        return PS_OK;
     lt->valid = false; /* until they are whole again */
     size_t n = (size_t)x->G * x->LS, GL = (size_t)x->G * (size_t)x->L;
     /* nothing in the tables survives a new key, so growing drops the old contents */
@@ -1028,10 +1116,25 @@ static ps_status layer_tables_build(worker *w, const unit_ctx *x)
     lt->gbs = oc->gbs;
     lt->pp = oc->pp;
     lt->micro = oc->micro;
+    lt->strat = oc->strat;
     return PS_OK;
 }
 
-/* Step 2, chunked schedules: Megatron's even split, one strategy for all layers. */
+/* The partition a framework makes itself (PS_FW_PART_UNIFORM: DeepSpeed's partition_uniform over every layer) into
+ * the plan's pp x vpp stages, replacing Megatron's even split of ps_plan_uniform. */
+static bool framework_split(const ps_search_opts *o)
+{
+    const ps_framework_rules *r = ps_framework_get((ps_framework)o->framework);
+    return r && r->partition == PS_FW_PART_UNIFORM;
+}
+
+static void framework_cuts(const ps_model *m, int stages, int64_t *cuts)
+{
+    for (int s = 0; s <= stages; s++) cuts[s] = ps_framework_uniform_cut(m->n_layers, stages, s);
+}
+
+/* Step 2, chunked schedules: Megatron's even split, one strategy for all layers. Also every unit of a framework that
+ * splits the layers itself and takes one strategy for all blocks (DeepSpeed): its split instead, with any schedule. */
 static ps_status search_chunked(worker *w, const unit_ctx *x)
 {
     const ps_model *m = x->m;
@@ -1071,6 +1174,7 @@ static ps_status search_chunked(worker *w, const unit_ctx *x)
         if (!ps_plan_uniform_ok(m, oc->pp, oc->vpp)) return PS_OK; /* too few layers for pp x vpp stages */
         ps_plan plan;
         PS_TRY(ps_plan_uniform(m, oc->gbs, x->global_mb / sv->dp, oc->pp, oc->vpp, x->sched, sv, &plan));
+        if (framework_split(x->o)) framework_cuts(m, oc->pp * oc->vpp, plan.cuts);
         bool fits = true;
         ps_status mst = chunked_fits(w, x, &sh, &plan, s, &fits);
         if (mst != PS_OK || !fits) {
@@ -1256,7 +1360,20 @@ static ps_status search_partitions(worker *w, const unit_ctx *x)
     ps_pdp_problem mp_prob = {K, (int)x->L, w->sc.Cm, 0, INFINITY};
     double tbest = INFINITY, mbest = INFINITY;
     bool have_e = false, have_b = false;
-    if (o->objective == PS_SEARCH_MEMORY) {
+    bool fw_split = framework_split(o);
+    if (fw_split) {
+        /* a framework that splits the layers itself: its split is the only partition (and its "even split") */
+        framework_cuts(m, K, pe);
+        if (o->objective == PS_SEARCH_MEMORY) {
+            if (partition_fits(w->sc.Cm, K, N, pe)) {
+                ps_plan plan;
+                PS_TRY(plan_from_cuts(x, pe, w->sc.Cmarg, &plan));
+                return evaluate(w, x->cp, m, x->c, o, &plan, base + PS_IDX_MEMORY, EV_TOP);
+            }
+        } else {
+            have_e = partition_fits(w->sc.C, K, N, pe);
+        }
+    } else if (o->objective == PS_SEARCH_MEMORY) {
         PS_TRY(ps_pdp_minmax(w->pdp, &mp_prob, &mbest, pm));
         w->r.cells += (double)K * (double)N * (double)N / 2;
     } else {
@@ -1285,6 +1402,7 @@ static ps_status search_partitions(worker *w, const unit_ctx *x)
         const ps_strategy *sv = &x->S[light].s;
         ps_plan plan;
         PS_TRY(ps_plan_uniform(m, x->oc->gbs, x->global_mb / sv->dp, K, 1, x->sched, sv, &plan));
+        if (fw_split) framework_cuts(m, K, plan.cuts);
         return evaluate(w, x->cp, m, x->c, o, &plan, base + PS_IDX_LIGHT, EV_TOP);
     }
     if (o->objective == PS_SEARCH_MEMORY) {
@@ -1317,8 +1435,17 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
     w->unit = index;
     ps_attn attn[2];
     int n_attn = ps_search_attention(o, c, attn);
-    x.nS = build_strategies(x.width, ps_search_max_tp(o, c), x.global_mb, o->mbs_max, o->overlap, attn, n_attn,
-                            w->sc.S, PS_SEARCH_MAX_STRATS, &x.n_layouts, w->sc.lay_rep);
+    strat_filter f;
+    strat_filter_of(o, c, oc->pp, &f);
+    x.nS = build_strategies(x.width, x.global_mb, &f, attn, n_attn, w->sc.S, PS_SEARCH_MAX_STRATS, &x.n_layouts,
+                            w->sc.lay_rep);
+    if (oc->strat >= 0) {
+        /* one strategy for every layer (a framework's rule): this unit's only; the partition is still searched */
+        if (oc->strat >= x.nS) return PS_OK;
+        w->sc.S[0] = (strat){.s = w->sc.S[oc->strat].s, .layout = 0};
+        w->sc.lay_rep[0] = w->sc.S[0].s;
+        x.nS = x.n_layouts = 1;
+    }
     if (x.nS == 0) return PS_OK;
     /* --dp-overlap off: the same space, priced for a framework that does not overlap its DP collectives (the layout
      * representatives too, which are copies of strategies) */
@@ -1347,6 +1474,8 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
     x.cap_mem = w->sc.cap_mem;
     PS_TRY(layer_tables_build(w, &x));
     if (oc->vpp > 1) return search_chunked(w, &x);
+    const ps_framework_rules *fw = ps_framework_get((ps_framework)o->framework);
+    if (fw && fw->uniform && fw->partition == PS_FW_PART_UNIFORM) return search_chunked(w, &x);
     if (unit_prunable(w, &x)) {
         w->r.pruned++;
         return PS_OK;
@@ -1387,13 +1516,76 @@ static double unit_work(const ps_search_job *j, const outer *oc)
     int64_t width = j->c->n_gpus / oc->pp;
     ps_attn attn[2];
     int n_attn = ps_search_attention(&j->o, j->c, attn);
-    int nS = build_strategies(width, ps_search_max_tp(&j->o, j->c), oc->gbs / oc->micro, j->o.mbs_max, j->o.overlap,
-                              attn, n_attn, NULL, PS_SEARCH_MAX_STRATS, &nl, NULL);
+    strat_filter f;
+    strat_filter_of(&j->o, j->c, oc->pp, &f);
+    int nS = build_strategies(width, oc->gbs / oc->micro, &f, attn, n_attn, NULL, PS_SEARCH_MAX_STRATS, &nl, NULL);
     if (nS == 0) return 1;
+    if (oc->strat >= 0) nS = 1;
     double K = oc->pp, L = (double)j->m->n_layers, N = L + 1;
     double sim = 10 * 3 * K * (double)oc->micro * oc->vpp;
     if (oc->vpp > 1) return 1 + nS * (L + sim);
     return 1 + K * L * nS * L / 2 + 3 * K * N * N + 4 * sim;
+}
+
+/* Whether framework fw (NULL: any) runs schedule kind `kind` as the search builds it (with its default chunks);
+ * else why not. */
+static bool framework_runs_kind(const ps_framework_rules *fw, int kind, char *why, size_t cap)
+{
+    if (!fw) return true;
+    const char *name = ps_sched_kind_name(kind);
+    bool listed = false;
+    for (const char *const *k = fw->schedules; *k && !listed; k++) listed = strcmp(*k, name) == 0;
+    char known[160] = "";
+    for (const char *const *k = fw->schedules; *k; k++)
+        ps_strcatf(known, sizeof known, "%s%s", known[0] ? ", " : "", *k);
+    int chunks = ps_sched_kind_default_chunks(kind);
+    if (!listed)
+        snprintf(why, cap, "%s runs no pipeline schedule '%s' (it runs: %s)", fw->title, name, known);
+    else if (chunks > fw->max_vpp)
+        snprintf(why, cap, "%s takes at most %d model chunk(s) per device; schedule '%s' runs %d", fw->title,
+                 fw->max_vpp, name, chunks);
+    return listed && chunks <= fw->max_vpp;
+}
+
+ps_status ps_search_opts_check(const ps_search_opts *o, const ps_cluster *c)
+{
+    PS_CHECK_INPUT(o->framework >= PS_FW_ANY && o->framework < PS_FW_COUNT, "unknown framework %d", o->framework);
+    const ps_search_fixed *f = &o->fixed;
+    const ps_framework_rules *fw = ps_framework_get((ps_framework)o->framework);
+    int64_t g = c->n_gpus;
+    if (f->tp > 0) {
+        PS_CHECK_INPUT(g % f->tp == 0, "tensor-parallel degree %d does not divide the %lld GPUs of %s", f->tp,
+                       (long long)g, c->name);
+        PS_CHECK_INPUT(o->max_tp <= 0 || f->tp <= o->max_tp, "tensor-parallel degree %d is above the largest tried, %d",
+                       f->tp, o->max_tp);
+    }
+    if (f->pp > 0) {
+        PS_CHECK_INPUT(f->pp <= PS_SEARCH_MAX_PP, "pipeline degree %d is above the %d the search supports", f->pp,
+                       PS_SEARCH_MAX_PP);
+        PS_CHECK_INPUT(g % f->pp == 0, "pipeline degree %d does not divide the %lld GPUs of %s", f->pp, (long long)g,
+                       c->name);
+        PS_CHECK_INPUT(f->tp <= 0 || g % ((int64_t)f->tp * f->pp) == 0,
+                       "tp %d x pp %d does not divide the %lld GPUs of %s", f->tp, f->pp, (long long)g, c->name);
+    }
+    PS_CHECK_INPUT(f->zero <= 3, "ZeRO stage %d: expected 0-3", f->zero);
+    PS_CHECK_INPUT(f->recompute <= PS_RECOMP_FULL, "recompute kind %d: expected none, selective or full", f->recompute);
+    PS_CHECK_INPUT(f->micro <= PS_PLAN_MAX_MICRO_BATCHES, "%lld micro-batches per iteration: plans are simulated with "
+                   "at most %d", (long long)f->micro, PS_PLAN_MAX_MICRO_BATCHES);
+    if (!fw) return PS_OK;
+    if (f->zero >= 0) {
+        bool with = fw->zero_pp[f->zero] && f->pp != 1, without = fw->zero[f->zero] && f->pp <= 1;
+        PS_CHECK_INPUT(with || without, "%s does not run ZeRO stage %d%s", fw->title, f->zero,
+                       f->pp > 1 ? " with pipeline parallelism" : f->pp == 1 ? " without pipeline parallelism" : "");
+    }
+    PS_CHECK_INPUT(f->recompute < 0 || fw->recompute[f->recompute], "%s has no %s recomputation", fw->title,
+                   ps_recompute_name((ps_recompute)f->recompute));
+    for (int i = 0; o->schedules && i < o->n_schedules; i++) {
+        int kind = ps_sched_kind_find(o->schedules[i]);
+        char why[200];
+        if (kind < 0) return PS_FAIL(PS_ERR_INPUT, "unknown pipeline schedule '%s'", o->schedules[i]);
+        if (!framework_runs_kind(fw, kind, why, sizeof why)) return PS_FAIL(PS_ERR_INPUT, "%s", why);
+    }
+    return PS_OK;
 }
 
 ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
@@ -1408,22 +1600,34 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
     PS_CHECK_INPUT(o->top_k >= 1 && o->top_k <= 1000, "top k must be in [1, 1000] (got %d)", o->top_k);
     PS_CHECK_INPUT(o->quanta >= 16 && o->quanta <= 65536, "memory quanta must be in [16, 65536] (got %d)", o->quanta);
     PS_CHECK_INPUT(c->n_gpus >= 1, "cluster %s has no GPUs to plan for", c->name);
+    PS_TRY(ps_search_opts_check(o, c));
+    const ps_framework_rules *fw = ps_framework_get((ps_framework)o->framework);
     ps_search_job *j = ps_calloc(1, sizeof *j);
     if (!j) return PS_ERR_SYSTEM;
     *j = (ps_search_job){.cp = cp, .m = m, .c = c, .o = *o};
+    /* one strategy for every block: the per-layer refinement has nothing to choose */
+    if (fw && fw->uniform) j->o.per_layer = 0;
     int nk = 0;
-    if (o->schedules) {
-        for (int i = 0; i < o->n_schedules && nk < PS_SEARCH_MAX_KINDS; i++) {
-            int kind = ps_sched_kind_find(o->schedules[i]);
-            if (kind < 0) {
-                free(j);
-                return PS_FAIL(PS_ERR_INPUT, "unknown pipeline schedule '%s'", o->schedules[i]);
-            }
-            j->kinds[nk++] = kind;
+    for (int i = 0; i < (o->schedules ? o->n_schedules : ps_sched_kind_count()) && nk < PS_SEARCH_MAX_KINDS; i++) {
+        int kind = o->schedules ? ps_sched_kind_find(o->schedules[i]) : i;
+        if (kind < 0) {
+            free(j);
+            return PS_FAIL(PS_ERR_INPUT, "unknown pipeline schedule '%s'", o->schedules[i]);
         }
-    } else {
-        for (int i = 0; i < ps_sched_kind_count() && nk < PS_SEARCH_MAX_KINDS; i++) j->kinds[nk++] = i;
+        char why[200];
+        if (!framework_runs_kind(fw, kind, why, sizeof why)) {
+            if (!o->schedules) continue; /* the kinds it runs, of all */
+            free(j);
+            return PS_FAIL(PS_ERR_INPUT, "%s", why); /* a kind the user named */
+        }
+        j->kinds[nk++] = kind;
     }
+    /* A framework that takes one strategy for every block and any partition: a unit per strategy of the stage
+     * width, so that the stage tables and partition DPs of each unit see that strategy alone (chunked kinds take
+     * one strategy for all layers already). */
+    bool per_strat = fw && fw->uniform && fw->partition == PS_FW_PART_ANY;
+    ps_attn attn[2];
+    int n_attn = ps_search_attention(o, c, attn);
     const int k_1f1b = ps_sched_kind_find("1f1b"); /* the one kind tried without a pipeline */
 
     /* Enumerate the units in a fixed order: their index is the final tie-breaker. */
@@ -1445,13 +1649,26 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
         int64_t gbs = o->gbs_lo + kg * (n_gbs > 1 ? o->gbs_step : 0);
         for (int a = 0; a < npp && st == PS_OK; a++) {
             int64_t pp = pps[a];
+            if (o->fixed.pp > 0 && pp != o->fixed.pp) continue;
+            strat_filter f;
+            strat_filter_of(o, c, (int)pp, &f);
             for (int64_t micro = 1; micro <= gbs && ps_plan_size_ok(micro, pp) && st == PS_OK; micro++) {
-                if (gbs % micro) continue;
-                for (int s = 0; s < nk; s++) {
+                if (gbs % micro || (o->fixed.micro > 0 && micro != o->fixed.micro)) continue;
+                int n_strat = 1, nl = 0;
+                if (per_strat) {
+                    n_strat = build_strategies(c->n_gpus / pp, gbs / micro, &f, attn, n_attn, NULL,
+                                               PS_SEARCH_MAX_STRATS, &nl, NULL);
+                    if (n_strat < 1) n_strat = 1; /* one unit still, which finds no strategy: as without */
+                }
+                for (int k = 0; k < n_strat * nk && st == PS_OK; k++) {
+                    int s = k % nk, one = per_strat ? k / nk : -1;
                     int vpp = ps_sched_kind_default_chunks(j->kinds[s]); /* chunked kinds: 2 */
                     if (pp * vpp > blocks || (pp == 1 && j->kinds[s] != k_1f1b)) continue; /* pp 1: one */
                     /* beyond the caps on micro-batches (x stages) the cost model refuses a plan: not a candidate */
                     if (!ps_plan_size_ok(micro, pp * vpp)) continue;
+                    /* chunked kinds search every strategy (each for all layers) in one unit */
+                    if (vpp > 1 && one > 0) continue;
+                    if (vpp > 1) one = -1;
                     if (n == cap) {
                         outer *nc = realloc(cands, 2 * cap * sizeof *cands);
                         if (!nc) {
@@ -1461,7 +1678,7 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
                         cands = nc;
                         cap *= 2;
                     }
-                    cands[n++] = (outer){gbs, micro, (int)pp, vpp, j->kinds[s]};
+                    cands[n++] = (outer){gbs, micro, (int)pp, vpp, j->kinds[s], one};
                 }
             }
         }
@@ -1670,6 +1887,58 @@ ps_status ps_search_job_run(ps_search_job *j, const ps_search_source *src, ps_se
     out->min_over_bound = min_over_bound;
     out->min_over_unit = min_over_unit;
     ps_search_explain(out, o, m, c);
+    st = ps_search_result_check(o, m, out);
+    if (st != PS_OK) ps_search_result_free(out);
+    return st;
+}
+
+bool ps_search_plan_allowed(const ps_search_opts *o, const ps_model *m, const ps_plan *p, char *why, size_t cap)
+{
+    if (!ps_framework_runs((ps_framework)o->framework, m, p, why, cap)) return false;
+    const ps_search_fixed *f = &o->fixed;
+#define NO(...)                                                                                                        \
+    do {                                                                                                               \
+        if (why && cap) snprintf(why, cap, __VA_ARGS__);                                                               \
+        return false;                                                                                                  \
+    } while (0)
+    if (f->pp > 0 && p->pp != f->pp) NO("pp %d, not the fixed %d", p->pp, f->pp);
+    if (f->mbs > 0 && p->mbs != f->mbs) NO("mbs %lld, not the fixed %lld", (long long)p->mbs, (long long)f->mbs);
+    if (f->micro > 0 && ps_plan_micro_batches(p) != f->micro)
+        NO("%lld micro-batches, not the fixed %lld", (long long)ps_plan_micro_batches(p), (long long)f->micro);
+    bool listed = !o->schedules;
+    for (int i = 0; o->schedules && i < o->n_schedules; i++)
+        listed = listed || strcmp(o->schedules[i], p->schedule) == 0;
+    if (!listed) NO("schedule %s, which the search was not to try", p->schedule);
+    for (int64_t i = 0; i < m->n_layers; i++) {
+        const ps_strategy *s = &p->layer[i];
+        if (f->tp > 0 && s->tp != f->tp) NO("layer %lld: tp %d, not the fixed %d", (long long)i, s->tp, f->tp);
+        if (f->zero >= 0 && s->zero != f->zero)
+            NO("layer %lld: ZeRO %d, not the fixed %d", (long long)i, s->zero, f->zero);
+        if (f->recompute >= 0 && (int)s->ckpt != f->recompute)
+            NO("layer %lld: recompute %s, not the fixed %s", (long long)i, ps_recompute_name(s->ckpt),
+               ps_recompute_name((ps_recompute)f->recompute));
+    }
+#undef NO
+    return true;
+}
+
+ps_status ps_search_result_check(const ps_search_opts *o, const ps_model *m, const ps_search_result *r)
+{
+    char why[320];
+    const char *fw = ps_framework_name((ps_framework)o->framework);
+    for (int i = 0; i < r->n_top; i++)
+        if (!ps_search_plan_allowed(o, m, &r->top[i].plan, why, sizeof why))
+            return PS_FAIL(PS_ERR_SYSTEM, "internal error: plan %d of the search (framework %s) breaks its "
+                                          "restriction: %s", i + 1, fw, why);
+    for (int k = 0; k < PS_BASE_COUNT; k++) {
+        if (!r->have_base[k]) continue;
+        bool ok = k == PS_BASE_EVEN ? ps_search_plan_allowed(o, m, &r->base[k].plan, why, sizeof why)
+                                    : ps_framework_runs((ps_framework)o->framework, m, &r->base[k].plan, why,
+                                                        sizeof why);
+        if (!ok)
+            return PS_FAIL(PS_ERR_SYSTEM, "internal error: the %s baseline (framework %s) breaks its restriction: %s",
+                           ps_baseline_name(k), fw, why);
+    }
     return PS_OK;
 }
 

@@ -3,7 +3,8 @@
 # work (issue #7): the JSON (best plan, the top-k list, baselines, the binding constraint when nothing fits) must be
 # byte-identical apart from the wall time, the rank count and the work counters (bounds prune more or less depending
 # on the order the work was done in; they never change a result).
-# Cases: a plain search, a batch sweep under the memory objective, and one where nothing fits. Runs of the plain case:
+# Cases: a plain search, a batch sweep under the memory objective, one where nothing fits, and a search restricted to
+# a framework with a fixed field. Runs of the plain case:
 # 1 and 2 threads on one rank; 2, 3, 4 and 8 ranks (oversubscribed) with 1 and 2 threads each, alternating
 # --distribute dynamic and static, so each rank count meets both (the launcher's "-n 2" becomes "-n N").
 set -u
@@ -62,5 +63,11 @@ grep -q '"binding": "the lightest plan tried' "$scratch/infeasible.t1" || { echo
 # Plans of several pipeline degrees lack exactly the same memory here (ZeRO 3 over pp x dp = 16 GPUs): the message
 # must name the same one for any thread and rank count (it once depended on which thread got there first).
 run_case infeasible_tie 1 --model gpt3-175b --cluster dgx-a100-40g:2 --gbs 64 --schedules interleaved,v-zb
+# Restricted to a framework (a unit per strategy) with a fixed field; and its binding, said once however the ranks
+# merged it.
+run_case framework 0 --model gpt3-1.3b --cluster dgx-a100-80g:2 --gbs 128 --top 3 --framework megatron --micro 8
+run_case framework_infeasible 1 --model gpt3-175b --cluster dgx-a100-40g:2 --gbs 64 --framework megatron
+grep -q '"binding": "no plan Megatron-LM can run fits: the lightest plan tried' "$scratch/framework_infeasible.r8t1" ||
+  { echo "FAIL: the restricted binding, once"; fail=$((fail + 1)); }
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 && $pass -eq $compared && ${#few_runs[@]} -eq 4 ]]

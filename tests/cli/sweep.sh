@@ -90,6 +90,13 @@ check "... and says so" grep -q 'add --resume' "$scratch/e3"
 sweep "${args[@]}" --out "$out" --resume --mbs-max 8 >/dev/null 2>"$scratch/e4"
 check "other options refused (exit 2)" test $? -eq 2
 check "... naming both" grep -q 'mbs-max=8' "$scratch/e4"
+# A framework's restriction and fixed plan fields change every cell: a resume under other ones mixes nothing in.
+sweep "${args[@]}" --out "$out" --resume --framework megatron >/dev/null 2>"$scratch/e4"
+check "another framework refused (exit 2)" test $? -eq 2
+check "... naming it" grep -q 'now: .* framework=megatron' "$scratch/e4"
+sweep "${args[@]}" --out "$out" --resume --micro 8 --tp 2 >/dev/null 2>"$scratch/e4"
+check "fixed plan fields refused (exit 2)" test $? -eq 2
+check "... naming them" grep -q 'now: .* tp=2 micro=8' "$scratch/e4"
 sweep --models gpt3-1.3b --clusters dgx-a100-80g:1,2 --out "$out" --resume >/dev/null 2>"$scratch/e5"
 check "fewer cells than recorded refused (exit 2)" test $? -eq 2
 # Records are compared on the options as the search resolves them: the defaults spelled out are the same sweep.
@@ -196,6 +203,15 @@ check "infeasible cell shown in the tables" grep -q 'infeasible: ' "$scratch/inf
 check "... in a Markdown row as wide as the header" \
   test "$(grep '^|' "$scratch/inf/plans.md" | awk -F'|' '{print NF}' | sort -u | wc -l)" -eq 1
 check "... and an HTML row spanning the plan's columns" grep -q '<td class="bad" colspan="15">infeasible: ' "$scratch/inf/index.html"
+
+# A sweep restricted to a framework with a fixed field: every cell's plan keeps to both, and its records say so.
+sweep --models gpt3-1.3b --clusters dgx-a100-80g:1,2 --framework deepspeed --pp 1 --out "$scratch/fw" >/dev/null \
+  2>"$scratch/e11"
+rc=$?
+check "a sweep with --framework deepspeed --pp 1 exits 0 (exit $rc; stderr: $(tail -2 "$scratch/e11"))" test $rc -eq 0
+check "... its records carry the restriction" \
+  test "$(grep -c '"options":"[^"]* framework=deepspeed pp=1' "$scratch/fw/cells.jsonl")" -eq 2
+check "... and its plans keep to the fixed pp" test "$(grep -c '"plan":{"pp":1,' "$scratch/fw/cells.jsonl")" -eq 2
 
 # Each model file is read once, by rank 0, for all the clusters of the sweep (only the parse depends on the
 # cluster): reading it again per column could give two columns two models of a file edited meanwhile. Every rank

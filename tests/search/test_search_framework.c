@@ -1,0 +1,608 @@
+/* The search restricted to what a framework runs (--framework) and with plan fields fixed (--tp, --pp, --zero,
+ * --recompute, --mbs, --micro, --schedule), against brute force over the restricted space, written here from the
+ * rules' data (ps_framework_rules) and docs/search.md, not from search/'s code:
+ *   - for each framework and each schedule kind it runs, every plan of a small model on 8 GPUs that the framework runs
+ *     (its ZeRO stages with and without pp, TP overlap and recompute kinds, one strategy for every layer, its split of
+ *     the layers) is costed with ps_cost_plan; the search must find the same optimum where it enumerates (chunked
+ *     kinds, DeepSpeed's fixed split), never a better one (it may only return plans of that space), and at most TOL
+ *     below it where its partition DP ranks by a proxy; a kind it does not run is refused;
+ *   - every plan the search returns, and every baseline, passes ps_framework_runs and has the fixed fields, over
+ *     frameworks, models, clusters, objectives and fixed fields (the guarantee ps_search_result_check enforces);
+ *   - fixing a field that units are made of (micro-batches, pp, schedule) gives exactly the best plan with that value
+ *     the unrestricted search found, and so does fixing a strategy field (tp, ZeRO, recompute, mbs) on a chunked
+ *     schedule, whose space the search enumerates. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ps_schedules.h"
+#include "ps_search.h"
+
+#ifndef PS_SOURCE_DIR
+#error "PS_SOURCE_DIR must name the source tree (tests/search/CMakeLists.txt)"
+#endif
+
+/* As tests/search/test_search_brute.c: the partition DP's proxy may leave the search this far below the optimum of a
+ * space it does not enumerate. */
+#define TOL 0.02
+
+/* The restricted space: a framework's rules (NULL: any) and the fixed fields. */
+typedef struct {
+    const ps_framework_rules *fw;
+    ps_search_fixed fixed;
+} space;
+
+static bool zero_ok(const space *sp, int pp, int zero)
+{
+    if (sp->fixed.zero >= 0 && zero != sp->fixed.zero) return false;
+    return !sp->fw || (pp > 1 ? sp->fw->zero_pp : sp->fw->zero)[zero];
+}
+
+static bool recompute_ok(const space *sp, int rc)
+{
+    if (sp->fixed.recompute >= 0 && rc != sp->fixed.recompute) return false;
+    return !sp->fw || sp->fw->recompute[rc];
+}
+
+static bool overlap_ok(const space *sp, ps_overlap ov) { return !sp->fw || sp->fw->overlap[ov]; }
+
+/* The strategies of a stage of `width` GPUs (docs/search.md "The space"): tp dividing width, at most max_tp (exactly
+ * the fixed tp), dp = width / tp dividing the micro-batch into at most mbs_max samples per replica (exactly the fixed
+ * mbs); ZeRO 0-3 when dp > 1; recomputation none / selective / full; SP with tp > 1; cross-pass (any recomputation)
+ * and oases (full) with tp > 1, no SP and 2 samples per replica; te with SP. Each kept where the space allows it. */
+static int strategies(const space *sp, int pp, int64_t width, int max_tp, int64_t global_mb, int64_t mbs_max,
+                      ps_strategy *out, int cap)
+{
+    int n = 0;
+    for (int64_t tp = 1; tp <= width && tp <= max_tp; tp++) {
+        int64_t dp = width / tp;
+        if (width % tp || global_mb % dp) continue;
+        if (sp->fixed.tp > 0 && tp != sp->fixed.tp) continue;
+        int64_t per = global_mb / dp;
+        if (sp->fixed.mbs > 0 ? per != sp->fixed.mbs : per > mbs_max) continue;
+        for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++) {
+            if (!zero_ok(sp, pp, zero)) continue;
+            for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++) {
+                if (!recompute_ok(sp, rc)) continue;
+                for (int v = 0; v < 5; v++) { /* plain, SP, cross-pass, oases, SP + te */
+                    static const ps_overlap ov[5] = {PS_OVERLAP_NONE, PS_OVERLAP_NONE, PS_OVERLAP_CROSS,
+                                                     PS_OVERLAP_OASES, PS_OVERLAP_TE};
+                    if (v > 0 && tp == 1) continue;
+                    if ((v == 2 || v == 3) && per < 2) continue;
+                    if (v == 3 && rc != PS_RECOMP_FULL) continue;
+                    if (!overlap_ok(sp, ov[v])) continue;
+                    if (n == cap) fail_msg("more than %d strategies", cap);
+                    out[n++] = (ps_strategy){.tp = (int)tp, .dp = (int)dp, .zero = zero, .ckpt = (ps_recompute)rc,
+                                             .sp = v == 1 || v == 4, .overlap = ov[v]};
+                }
+            }
+        }
+    }
+    return n;
+}
+
+typedef struct {
+    const ps_cost_params *cp;
+    const ps_model *m;
+    const ps_cluster *c;
+    ps_sched *ws;
+    int64_t global_mb; /* samples per micro-batch of the plans being enumerated */
+    double best;
+    int64_t plans;
+} brute;
+
+static void cost(brute *b, ps_plan *p)
+{
+    /* the micro-batch per replica of the first layer's dp (ps_plan_micro_batches), so that the plan has the
+     * micro-batch count being enumerated whatever its strategies */
+    p->mbs = b->global_mb / p->layer[0].dp;
+    ps_prediction pr;
+    ps_status st = ps_cost_plan_ws(b->cp, b->m, b->c, p, b->ws, &pr);
+    if (st == PS_ERR_INPUT) { /* a rule of the plan (divisibility, the schedule's micro-batch count): not a plan */
+        ps_error_clear();
+        return;
+    }
+    if (st != PS_OK) fail_msg("ps_cost_plan: %s", ps_error_message());
+    b->plans++;
+    if (pr.fits && pr.samples_per_s > b->best) b->best = pr.samples_per_s;
+    ps_prediction_free(&pr);
+}
+
+static int64_t blocks_in(const ps_model *m, int64_t lo, int64_t hi)
+{
+    int64_t n = 0;
+    for (int64_t i = lo; i < hi; i++) n += ps_layer_is_block(m->layers[i].kind);
+    return n;
+}
+
+/* strategies for stages k.. of the plan's cuts: one for all layers (uniform), or one per stage */
+static void assign(brute *b, ps_plan *p, const ps_strategy *S, int nS, int k, bool uniform)
+{
+    if (k == p->pp) {
+        cost(b, p);
+        return;
+    }
+    for (int s = 0; s < nS; s++) {
+        for (int64_t i = p->cuts[k]; i < p->cuts[k + 1]; i++) p->layer[i] = S[s];
+        if (uniform) {
+            for (int64_t i = 0; i < b->m->n_layers; i++) p->layer[i] = S[s];
+            cost(b, p);
+        } else {
+            assign(b, p, S, nS, k + 1, false);
+        }
+    }
+}
+
+/* every contiguous partition whose stages each hold a block */
+static void partitions(brute *b, ps_plan *p, const ps_strategy *S, int nS, int k, bool uniform)
+{
+    int64_t L = b->m->n_layers;
+    if (k == p->pp) {
+        if (blocks_in(b->m, p->cuts[k - 1], L) > 0) assign(b, p, S, nS, 0, uniform);
+        return;
+    }
+    for (int64_t c = p->cuts[k - 1] + 1; c < L; c++) {
+        if (blocks_in(b->m, p->cuts[k - 1], c) == 0) continue;
+        p->cuts[k] = c;
+        partitions(b, p, S, nS, k + 1, uniform);
+    }
+}
+
+/* The best samples/s over the restricted space for one schedule kind (0 when nothing fits). */
+static double brute_force(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c, const ps_search_opts *o,
+                          const space *sp, const char *kind, int64_t *plans)
+{
+    brute b = {cp, m, c, NULL, 0, 0, 0};
+    assert_int_equal(ps_sched_create(&b.ws), PS_OK);
+    int64_t gbs = o->gbs_lo;
+    int vpp = ps_sched_kind_default_chunks(ps_sched_kind_find(kind));
+    bool uniform = sp->fw && sp->fw->uniform, own_split = sp->fw && sp->fw->partition == PS_FW_PART_UNIFORM;
+    ps_strategy S[512];
+    for (int64_t pp = 1; pp <= c->n_gpus; pp++) {
+        if (c->n_gpus % pp || (pp == 1 && strcmp(kind, "1f1b") != 0)) continue;
+        if (pp * vpp > blocks_in(m, 0, m->n_layers) || (sp->fixed.pp > 0 && pp != sp->fixed.pp)) continue;
+        for (int64_t micro = 1; micro <= gbs; micro++) {
+            if (gbs % micro || (sp->fixed.micro > 0 && micro != sp->fixed.micro)) continue;
+            b.global_mb = gbs / micro;
+            int nS = strategies(sp, (int)pp, c->n_gpus / pp, ps_search_max_tp(o, c), gbs / micro, o->mbs_max, S, 512);
+            if (nS == 0) continue;
+            ps_plan p;
+            if (vpp > 1 || (uniform && own_split)) {
+                /* one strategy for all layers over the framework's split (DeepSpeed's), else Megatron's even split
+                 * (chunked kinds: the search's space) */
+                for (int s = 0; s < nS; s++) {
+                    if (!ps_plan_uniform_ok(m, (int)pp, vpp)) continue;
+                    assert_int_equal(ps_plan_uniform(m, gbs, gbs / micro / S[s].dp, (int)pp, vpp, kind, &S[s], &p),
+                                     PS_OK);
+                    int stages = (int)pp * vpp;
+                    if (own_split)
+                        for (int k = 0; k <= stages; k++) p.cuts[k] = ps_framework_uniform_cut(m->n_layers, stages, k);
+                    cost(&b, &p);
+                    ps_plan_free(&p);
+                }
+                continue;
+            }
+            if (own_split) fail_msg("no framework splits the layers itself and takes a strategy per layer");
+            assert_int_equal(ps_plan_alloc(m, gbs, gbs / micro / S[0].dp, (int)pp, 1, kind, &S[0], &p), PS_OK);
+            p.cuts[0] = 0;
+            p.cuts[pp] = m->n_layers;
+            if (pp == 1)
+                assign(&b, &p, S, nS, 0, uniform);
+            else
+                partitions(&b, &p, S, nS, 1, uniform);
+            ps_plan_free(&p);
+        }
+    }
+    ps_sched_destroy(b.ws);
+    *plans = b.plans;
+    return b.best;
+}
+
+static void load(const char *model, const char *cluster, ps_model *m, ps_cluster *c)
+{
+    assert_int_equal(ps_cluster_load(cluster, c), PS_OK);
+    ps_model_opts mo;
+    ps_model_opts_init(&mo);
+    mo.vocab_pad = 128 * c->groups[0].gpus_per_node;
+    if (!ps_cluster_supports_dtype(c, "bf16")) mo.dtype = PS_DTYPE_FP16;
+    char path[512];
+    if (strchr(model, '/'))
+        snprintf(path, sizeof path, "%s/%s", PS_SOURCE_DIR, model);
+    else
+        snprintf(path, sizeof path, "%s", model);
+    if (ps_model_load(path, &mo, m) != PS_OK) fail_msg("%s: %s", path, ps_error_message());
+}
+
+/* Every plan of r, and the rule baselines for o, against the restriction, checked here plan by plan (the search
+ * checks the same with ps_search_result_check; this does not rely on it). Returns the plans checked. */
+static int check_runs(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c, const ps_search_opts *o,
+                      ps_search_result *r)
+{
+    char why[320];
+    int n = 0;
+    for (int i = 0; i < r->n_top; i++, n++) {
+        const ps_plan *p = &r->top[i].plan;
+        if (!ps_framework_runs((ps_framework)o->framework, m, p, why, sizeof why))
+            fail_msg("%s on %s, framework %s: plan %d: %s", m->name, c->name,
+                     ps_framework_name((ps_framework)o->framework), i + 1, why);
+        const ps_search_fixed *f = &o->fixed;
+        if (f->pp > 0) assert_int_equal(p->pp, f->pp);
+        if (f->mbs > 0) assert_int_equal(p->mbs, f->mbs);
+        if (f->micro > 0) assert_int_equal(ps_plan_micro_batches(p), f->micro);
+        if (o->schedules && o->n_schedules == 1) assert_string_equal(p->schedule, o->schedules[0]);
+        for (int64_t l = 0; l < m->n_layers; l++) {
+            if (f->tp > 0) assert_int_equal(p->layer[l].tp, f->tp);
+            if (f->zero >= 0) assert_int_equal(p->layer[l].zero, f->zero);
+            if (f->recompute >= 0) assert_int_equal(p->layer[l].ckpt, f->recompute);
+        }
+    }
+    if (r->have_base[PS_BASE_EVEN]) {
+        n++;
+        if (!ps_search_plan_allowed(o, m, &r->base[PS_BASE_EVEN].plan, why, sizeof why))
+            fail_msg("%s on %s: the even-split baseline: %s", m->name, c->name, why);
+    }
+    for (int k = 0; k < PS_BASE_EVEN; k++) {
+        char bwhy[160];
+        assert_int_equal(ps_search_baseline(cp, m, c, o, k, &r->base[k], &r->have_base[k], bwhy, sizeof bwhy), PS_OK);
+        if (!r->have_base[k]) continue;
+        n++;
+        if (!ps_framework_runs((ps_framework)o->framework, m, &r->base[k].plan, why, sizeof why))
+            fail_msg("%s on %s: the %s baseline: %s", m->name, c->name, ps_baseline_name(k), why);
+    }
+    assert_int_equal(ps_search_result_check(o, m, r), PS_OK);
+    return n;
+}
+
+/* The search under sp (framework, fixed fields) for each schedule kind against brute force over the same space. */
+static void against_brute(const char *cluster, int64_t gbs, int framework, ps_search_fixed fixed)
+{
+    ps_cost_params cp;
+    ps_cost_params_default(&cp);
+    ps_model m;
+    ps_cluster c;
+    load("tests/data/models/good/tiny-gpt-6.json", cluster, &m, &c);
+    space sp = {ps_framework_get((ps_framework)framework), fixed};
+    int failed = 0, compared = 0;
+    for (int k = 0; k < ps_sched_kind_count(); k++) {
+        const char *kind = ps_sched_kind_name(k);
+        ps_search_opts o;
+        ps_search_opts_default(&o);
+        o.gbs_lo = o.gbs_hi = gbs;
+        o.mbs_max = 8;
+        o.schedules = &kind;
+        o.n_schedules = 1;
+        o.framework = framework;
+        o.fixed = fixed;
+        bool runs = true;
+        if (sp.fw) {
+            runs = ps_sched_kind_default_chunks(k) <= sp.fw->max_vpp;
+            bool listed = false;
+            for (const char *const *s = sp.fw->schedules; *s; s++) listed = listed || strcmp(*s, kind) == 0;
+            runs = runs && listed;
+        }
+        ps_search_result r;
+        ps_status st = ps_search_run(&cp, &m, &c, &o, &r);
+        if (!runs) { /* a kind the framework does not run, named: refused */
+            if (st != PS_ERR_INPUT) fail_msg("%s: schedule %s was not refused", sp.fw->name, kind);
+            ps_error_clear();
+            continue;
+        }
+        if (st != PS_OK) fail_msg("search: %s", ps_error_message());
+        double got = r.n_top > 0 ? r.top[0].pred.samples_per_s : 0;
+        int64_t plans = 0;
+        double want = brute_force(&cp, &m, &c, &o, &sp, kind, &plans);
+        bool uniform = sp.fw && sp.fw->uniform;
+        bool enumerated = ps_sched_kind_default_chunks(k) > 1 || (uniform && sp.fw->partition == PS_FW_PART_UNIFORM);
+        char fx[200];
+        ps_search_fixed_describe(&fixed, fx, sizeof fx);
+        printf("# %s on %s, %s%s%s, %-11s: search %.6g samples/s (%lld costed), brute force %.6g (%lld plans)\n",
+               m.name, c.name, ps_framework_name((ps_framework)framework), fx[0] ? ", " : "", fx, kind, got,
+               (long long)r.evaluated, want, (long long)plans);
+        /* enumerated: the same optimum to the last bit; a uniform framework's space is the brute force's, so never
+         * above it; a per-layer search may beat the stage-uniform optimum, never fall TOL below it */
+        bool bad = enumerated ? got != want : (uniform && got > want) || got < want * (1 - TOL);
+        if (bad) {
+            fprintf(stderr, "%s on %s, %s, %s: search %.17g, brute force %.17g\n", m.name, c.name,
+                    ps_framework_name((ps_framework)framework), kind, got, want);
+            failed++;
+        }
+        compared += want > 0;
+        check_runs(&cp, &m, &c, &o, &r);
+        ps_search_result_free(&r);
+    }
+    ps_model_free(&m);
+    ps_cluster_free(&c);
+    if (failed) fail_msg("%d schedule kind(s) where the restricted search misses the brute-force optimum", failed);
+    assert_true(compared > 0); /* something fitted: the comparison meant something */
+}
+
+static const ps_search_fixed k_free = {.zero = -1, .recompute = -1};
+
+static void test_megatron_brute(void **state)
+{
+    (void)state;
+    against_brute("p3-8xlarge:1", 16, PS_FW_MEGATRON, k_free);
+    against_brute("dgx-a100-40g:1", 16, PS_FW_MEGATRON, k_free);
+}
+
+static void test_deepspeed_brute(void **state)
+{
+    (void)state;
+    against_brute("p3-8xlarge:1", 16, PS_FW_DEEPSPEED, k_free);
+    against_brute("dgx-a100-40g:1", 16, PS_FW_DEEPSPEED, k_free);
+}
+
+static void test_torchtitan_brute(void **state)
+{
+    (void)state;
+    against_brute("p3-8xlarge:1", 16, PS_FW_TORCHTITAN, k_free);
+    against_brute("dgx-a100-40g:1", 16, PS_FW_TORCHTITAN, k_free);
+}
+
+/* fixed fields, with a framework and without (the per-layer search: only the lower bound holds there) */
+static void test_fixed_brute(void **state)
+{
+    (void)state;
+    against_brute("p3-8xlarge:1", 16, PS_FW_MEGATRON, (ps_search_fixed){.tp = 2, .zero = -1, .recompute = 2});
+    against_brute("dgx-a100-40g:1", 16, PS_FW_DEEPSPEED, (ps_search_fixed){.zero = 1, .recompute = -1, .micro = 4});
+    against_brute("dgx-a100-40g:1", 16, PS_FW_TORCHTITAN, (ps_search_fixed){.pp = 2, .zero = -1, .recompute = -1,
+                                                                            .mbs = 2});
+    against_brute("p3-8xlarge:1", 16, PS_FW_ANY, (ps_search_fixed){.tp = 4, .zero = -1, .recompute = -1});
+    against_brute("dgx-a100-40g:1", 16, PS_FW_ANY, (ps_search_fixed){.zero = 3, .recompute = 0, .micro = 2});
+}
+
+/* Every plan returned, and every baseline, runs on the framework and has the fixed fields: presets, objectives,
+ * frameworks and fixed fields. */
+static void test_plans_run(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *model, *cluster;
+        int64_t gbs;
+    } cases[] = {
+        {"gpt3-1.3b", "dgx-a100-40g:1", 64},
+        {"gpt3-13b", "dgx-a100-80g:2", 128},
+        {"llama3-8b", "dgx-h100:2", 64},
+        {"bert-huge-32", "titan-pcie3:1", 32},
+    };
+    static const ps_search_fixed fixed[] = {
+        {.zero = -1, .recompute = -1},
+        {.tp = 2, .zero = -1, .recompute = -1},
+        {.pp = 2, .zero = 1, .recompute = -1},
+        {.zero = -1, .recompute = PS_RECOMP_FULL, .micro = 8},
+    };
+    ps_cost_params cp;
+    ps_cost_params_default(&cp);
+    int checked = 0, found = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ps_model m;
+        ps_cluster c;
+        load(cases[i].model, cases[i].cluster, &m, &c);
+        for (int fw = PS_FW_ANY; fw < PS_FW_COUNT; fw++)
+            for (int obj = PS_SEARCH_THROUGHPUT; obj <= PS_SEARCH_MEMORY; obj++)
+                for (size_t f = 0; f < sizeof fixed / sizeof fixed[0]; f++) {
+                    ps_search_opts o;
+                    ps_search_opts_default(&o);
+                    o.gbs_lo = o.gbs_hi = cases[i].gbs;
+                    o.top_k = 20;
+                    o.objective = obj;
+                    o.framework = fw;
+                    o.fixed = fixed[f];
+                    if (ps_search_opts_check(&o, &c) != PS_OK) { /* the framework does not run the fixed fields */
+                        ps_error_clear();
+                        continue;
+                    }
+                    ps_search_result r;
+                    if (ps_search_run(&cp, &m, &c, &o, &r) != PS_OK)
+                        fail_msg("%s on %s: %s", m.name, c.name, ps_error_message());
+                    found += r.n_top > 0;
+                    checked += check_runs(&cp, &m, &c, &o, &r);
+                    ps_search_result_free(&r);
+                }
+        ps_model_free(&m);
+        ps_cluster_free(&c);
+    }
+    printf("# %d plans and baselines checked against their restriction; %d searches found a plan\n", checked, found);
+    assert_true(found >= 40);
+}
+
+/* The first plan of r with `value` of field f (0 tp, 1 pp, 2 zero, 3 recompute, 4 mbs, 5 micro-batches, 6 schedule
+ * kind), or NULL. */
+static const ps_search_cand *first_with(const ps_search_result *r, const ps_model *m, int f, int64_t value)
+{
+    for (int i = 0; i < r->n_top; i++) {
+        const ps_plan *p = &r->top[i].plan;
+        bool all = true;
+        for (int64_t l = 0; l < m->n_layers && all && f <= 3 && f != 1; l++) {
+            const ps_strategy *s = &p->layer[l];
+            all = (f == 0 ? s->tp : f == 2 ? s->zero : (int)s->ckpt) == value;
+        }
+        int64_t v = f == 1 ? p->pp : f == 4 ? p->mbs : f == 5 ? ps_plan_micro_batches(p)
+                                                              : f == 6 ? ps_sched_kind_find(p->schedule) : value;
+        if (all && v == value) return &r->top[i];
+    }
+    return NULL;
+}
+
+/* Fixing a field gives the best plan with that value that the unrestricted search found (where it found one: its top
+ * k then holds that best, as nothing can be pruned ahead of a plan in the top k). Fields units are made of hold for
+ * every schedule; strategy fields on a chunked schedule, whose strategies the search tries one by one. */
+static void fixed_equals_unrestricted(const char *model, const char *cluster, int64_t gbs, const char *kind, int f,
+                                      const int64_t *values, int n_values, int *compared)
+{
+    ps_cost_params cp;
+    ps_cost_params_default(&cp);
+    ps_model m;
+    ps_cluster c;
+    load(model, cluster, &m, &c);
+    ps_search_opts o;
+    ps_search_opts_default(&o);
+    o.gbs_lo = o.gbs_hi = gbs;
+    o.top_k = 1000;
+    if (kind) {
+        o.schedules = &kind;
+        o.n_schedules = 1;
+    }
+    ps_search_result all;
+    if (ps_search_run(&cp, &m, &c, &o, &all) != PS_OK) fail_msg("%s", ps_error_message());
+    for (int i = 0; i < n_values; i++) {
+        ps_search_opts of = o;
+        const char *one = NULL;
+        of.top_k = 5;
+        switch (f) {
+        case 0: of.fixed.tp = (int)values[i]; break;
+        case 1: of.fixed.pp = (int)values[i]; break;
+        case 2: of.fixed.zero = (int)values[i]; break;
+        case 3: of.fixed.recompute = (int)values[i]; break;
+        case 4: of.fixed.mbs = values[i]; break;
+        case 5: of.fixed.micro = values[i]; break;
+        default:
+            one = ps_sched_kind_name((int)values[i]);
+            of.schedules = &one;
+            of.n_schedules = 1;
+        }
+        ps_search_result r;
+        if (ps_search_run(&cp, &m, &c, &of, &r) != PS_OK) fail_msg("%s", ps_error_message());
+        check_runs(&cp, &m, &c, &of, &r);
+        const ps_search_cand *want = first_with(&all, &m, f, values[i]);
+        printf("# %s on %s, %s, field %d = %lld: fixed %.6g samples/s, unrestricted best with it %.6g\n", m.name,
+               c.name, kind ? kind : "every kind", f, (long long)values[i], r.n_top ? r.top[0].pred.samples_per_s : 0,
+               want ? want->pred.samples_per_s : 0);
+        if (want) {
+            if (!r.n_top) fail_msg("field %d = %lld: nothing found, the unrestricted search has one", f,
+                                   (long long)values[i]);
+            assert_true(r.top[0].pred.samples_per_s == want->pred.samples_per_s);
+            assert_true(ps_prediction_peak(&r.top[0].pred) == ps_prediction_peak(&want->pred));
+            (*compared)++;
+        }
+        ps_search_result_free(&r);
+    }
+    ps_search_result_free(&all);
+    ps_model_free(&m);
+    ps_cluster_free(&c);
+}
+
+static void test_fixed_unit_fields(void **state)
+{
+    (void)state;
+    int n = 0;
+    const int64_t micro[] = {1, 2, 4, 8, 16}, pp[] = {1, 2, 4, 8};
+    const int64_t kinds[] = {ps_sched_kind_find("gpipe"), ps_sched_kind_find("zb-h1"), ps_sched_kind_find("v-half")};
+    fixed_equals_unrestricted("gpt3-1.3b", "dgx-a100-40g:1", 64, NULL, 5, micro, 5, &n);
+    fixed_equals_unrestricted("gpt3-1.3b", "dgx-a100-40g:1", 64, NULL, 1, pp, 4, &n);
+    fixed_equals_unrestricted("gpt3-1.3b", "dgx-a100-40g:1", 64, NULL, 6, kinds, 3, &n);
+    fixed_equals_unrestricted("gpt3-13b", "dgx-a100-80g:2", 128, "1f1b", 5, micro, 5, &n);
+    assert_true(n >= 8);
+}
+
+static void test_fixed_strategy_fields(void **state)
+{
+    (void)state;
+    int n = 0;
+    const int64_t tp[] = {1, 2, 4, 8}, zero[] = {0, 1, 2, 3}, rc[] = {0, 1, 2}, mbs[] = {1, 2, 4};
+    fixed_equals_unrestricted("gpt3-1.3b", "dgx-a100-40g:1", 64, "interleaved", 0, tp, 4, &n);
+    fixed_equals_unrestricted("gpt3-1.3b", "dgx-a100-40g:1", 64, "interleaved", 2, zero, 4, &n);
+    fixed_equals_unrestricted("gpt3-13b", "dgx-a100-80g:2", 128, "v-zb", 3, rc, 3, &n);
+    fixed_equals_unrestricted("gpt3-13b", "dgx-a100-80g:2", 128, "interleaved", 4, mbs, 3, &n);
+    assert_true(n >= 8);
+}
+
+/* What cannot hold in any plan is refused as input, with the reason. */
+static void test_refusals(void **state)
+{
+    (void)state;
+    ps_cluster c;
+    assert_int_equal(ps_cluster_load("dgx-a100-80g:1", &c), PS_OK);
+    static const struct {
+        int framework;
+        ps_search_fixed fixed;
+        const char *schedule, *msg;
+    } bad[] = {
+        {PS_FW_ANY, {.tp = 3, .zero = -1, .recompute = -1}, NULL, "does not divide the 8 GPUs"},
+        {PS_FW_ANY, {.pp = 16, .zero = -1, .recompute = -1}, NULL, "does not divide the 8 GPUs"},
+        {PS_FW_ANY, {.tp = 4, .pp = 4, .zero = -1, .recompute = -1}, NULL, "tp 4 x pp 4 does not divide"},
+        {PS_FW_MEGATRON, {.zero = -1, .recompute = -1}, "zb-h1", "Megatron-LM runs no pipeline schedule 'zb-h1'"},
+        {PS_FW_COUNT, {.zero = -1, .recompute = -1}, NULL, "unknown framework"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ps_search_opts o;
+        ps_search_opts_default(&o);
+        o.framework = bad[i].framework;
+        o.fixed = bad[i].fixed;
+        if (bad[i].schedule) {
+            o.schedules = &bad[i].schedule;
+            o.n_schedules = 1;
+        }
+        assert_int_equal(ps_search_opts_check(&o, &c), PS_ERR_INPUT);
+        if (!strstr(ps_error_message(), bad[i].msg)) fail_msg("case %zu: '%s'", i, ps_error_message());
+        ps_error_clear();
+    }
+    /* each framework's rules refuse the ZeRO stages and recomputation kinds they do not run, whatever they are */
+    for (int f = PS_FW_ANY + 1; f < PS_FW_COUNT; f++) {
+        const ps_framework_rules *r = ps_framework_get((ps_framework)f);
+        for (int z = 0; z < 4; z++) {
+            ps_search_opts o;
+            ps_search_opts_default(&o);
+            o.framework = f;
+            o.fixed.zero = z;
+            o.fixed.pp = 2;
+            ps_status st = ps_search_opts_check(&o, &c);
+            assert_int_equal(st, r->zero_pp[z] ? PS_OK : PS_ERR_INPUT);
+            ps_error_clear();
+        }
+        for (int rc = 0; rc < 3; rc++) {
+            ps_search_opts o;
+            ps_search_opts_default(&o);
+            o.framework = f;
+            o.fixed.recompute = rc;
+            assert_int_equal(ps_search_opts_check(&o, &c), r->recompute[rc] ? PS_OK : PS_ERR_INPUT);
+            ps_error_clear();
+        }
+    }
+    ps_cluster_free(&c);
+}
+
+/* Nothing fits: the binding message says the search was restricted. */
+static void test_binding(void **state)
+{
+    (void)state;
+    ps_cost_params cp;
+    ps_cost_params_default(&cp);
+    ps_model m;
+    ps_cluster c;
+    load("gpt3-175b", "dgx-a100-40g:2", &m, &c);
+    ps_search_opts o;
+    ps_search_opts_default(&o);
+    o.gbs_lo = o.gbs_hi = 64;
+    o.framework = PS_FW_MEGATRON;
+    o.fixed.tp = 8;
+    ps_search_result r;
+    assert_int_equal(ps_search_run(&cp, &m, &c, &o, &r), PS_OK);
+    assert_int_equal(r.n_top, 0);
+    if (strncmp(r.binding, "no plan Megatron-LM can run with tp 8 fits: ", 44) != 0) fail_msg("%s", r.binding);
+    /* explained again (the merge across ranks does): said once */
+    ps_search_explain(&r, &o, &m, &c);
+    assert_null(strstr(r.binding + 1, "no plan Megatron-LM"));
+    ps_search_result_free(&r);
+    ps_model_free(&m);
+    ps_cluster_free(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_megatron_brute),     cmocka_unit_test(test_deepspeed_brute),
+        cmocka_unit_test(test_torchtitan_brute),   cmocka_unit_test(test_fixed_brute),
+        cmocka_unit_test(test_plans_run),          cmocka_unit_test(test_fixed_unit_fields),
+        cmocka_unit_test(test_fixed_strategy_fields), cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_binding),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
