@@ -153,10 +153,16 @@ ps_status ps_cli_costdb_show(const ps_costdb *db, ps_format fmt, ps_out *out);
 json_t *ps_cli_fit_json(const ps_costdb_fit *f);
 void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
                          const ps_prediction *r);
-/* The plan as Megatron-LM arguments (text) or a DeepSpeed config (JSON); unknown kind -> PS_ERR_INPUT. */
-/* cp: the constants the plan was priced with (the DeepSpeed config's bucket sizes are theirs) */
-ps_status ps_plan_export(ps_out *out, const char *kind, const ps_model *m, const ps_plan *p,
-                         const ps_cost_params *cp);
+/* The plan as the launch of framework `kind` (megatron: arguments, deepspeed: config JSON, torchtitan: TOML job
+ * config; docs/exports.md), refused with PS_ERR_INPUT naming the rule when the framework cannot run it as planned
+ * (ps_framework_runs), with PS_ERR_INFEASIBLE when it does not fit; nothing is written then. r: its prediction (the
+ * notes quote it); cp: the constants it was priced with; vocab_pad: the padding unit the model was loaded with (0:
+ * none), from which Megatron's --make-vocab-size-divisible-by follows. */
+ps_status ps_plan_export(ps_out *out, const char *kind, const ps_model *m, const ps_cluster *c, const ps_plan *p,
+                         const ps_prediction *r, const ps_cost_params *cp, int64_t vocab_pad);
+/* The vocabulary padding unit o and c load the model with (pad_for_node: the search's default of 128 x GPUs per
+ * node when --vocab-pad is not given); 0: none. */
+int64_t ps_cli_vocab_pad(const ps_cli_opts *o, const ps_cluster *c, bool pad_for_node);
 /* The plan's pipeline timeline as an SVG document (malloc'd), from the per-stage times of its prediction. */
 ps_status ps_plan_svg(const ps_plan *p, const ps_prediction *r, char **svg, size_t *len);
 

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "ps_cost.h"
 #include "ps_schedules.h"
+#include "ps_search.h"
 
 static ps_status plan_from_flags(const ps_cli_opts *o, const ps_model *m, const ps_cluster *c, ps_plan *plan)
 {
@@ -36,6 +37,12 @@ static ps_status plan_from_flags(const ps_cli_opts *o, const ps_model *m, const 
         return PS_FAIL(PS_ERR_INPUT, "degrees are too large (tp %lld, dp %lld, pp %lld, vpp %lld)", (long long)tp,
                        (long long)dp, (long long)pp, (long long)vpp);
     PS_TRY(ps_plan_uniform(m, gbs, mbs, (int)pp, (int)vpp, sched, &s, plan));
+    /* Flags given for a framework's launch (--export) mean what the framework's flags mean: its recomputation covers
+     * the transformer layers, never the embedding or the head (search/framework.c, recompute_blocks_only). */
+    int fw = o->export_kind ? ps_framework_find(o->export_kind) : -1;
+    const ps_framework_rules *r = fw > PS_FW_ANY ? ps_framework_get((ps_framework)fw) : NULL;
+    for (int64_t i = 0; r && r->recompute_blocks_only && i < m->n_layers; i++)
+        if (!ps_layer_is_block(m->layers[i].kind)) plan->layer[i].ckpt = PS_RECOMP_NONE;
     return PS_OK;
 }
 
@@ -130,6 +137,12 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     if (o->attention) PS_TRY_GOTO(st, ps_attn_parse(o->attention, &attn), done);
     ps_plan_resolve_attention(&plan, m.n_layers, &c, attn);
     PS_TRY_GOTO(st, ps_cost_plan(&cp, &m, &c, &plan, &r), done);
+    if (o->export_kind) {
+        /* the launch instead of the prediction (its notes quote the prediction); refused before anything is
+         * written when the framework cannot run the plan or it does not fit */
+        st = ps_plan_export(out, o->export_kind, &m, &c, &plan, &r, &cp, ps_cli_vocab_pad(&lo, &c, false));
+        goto done;
+    }
     if (o->format == PS_FMT_JSON) {
         PS_TRY_GOTO(st, ps_out_json(out, ps_prediction_json(&m, &c, &plan, &r, &cp)), done);
     } else {

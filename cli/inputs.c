@@ -88,14 +88,20 @@ ps_status ps_cli_load_model(const ps_cli_opts *o, const char *spec, const ps_clu
     return st == PS_OK ? PS_OK : ps_error_trace(st, __FILE__, __LINE__);
 }
 
+int64_t ps_cli_vocab_pad(const ps_cli_opts *o, const ps_cluster *c, bool pad_for_node)
+{
+    /* Megatron pads the vocabulary to 128 x TP; the search may choose TP up to a node, so pad for that unless the
+     * user said otherwise. */
+    if (pad_for_node && !o->mopts.vocab_pad)
+        return 128 * (c->groups[0].gpus_per_node > 0 ? c->groups[0].gpus_per_node : 1);
+    return o->mopts.vocab_pad;
+}
+
 ps_status ps_cli_model_from_file(const ps_cli_opts *o, const ps_cli_model_file *f, const ps_cluster *c,
                                  bool pad_for_node, MPI_Comm comm, ps_model *m)
 {
     ps_model_opts mo = o->mopts;
-    /* Megatron pads the vocabulary to 128 x TP; the search may choose TP up to a node, so pad for that unless the
-     * user said otherwise. */
-    if (pad_for_node && !mo.vocab_pad)
-        mo.vocab_pad = 128 * (c->groups[0].gpus_per_node > 0 ? c->groups[0].gpus_per_node : 1);
+    mo.vocab_pad = ps_cli_vocab_pad(o, c, pad_for_node);
     /* The same bytes fail alike everywhere; agreeing still keeps a rank short of memory from leaving alone. */
     ps_status st = ps_model_parse(&f->src, f->text, f->len, &mo, m);
     ps_status ast = ps_mpi_agree_status(comm, st, "reading the model description");
