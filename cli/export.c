@@ -378,7 +378,8 @@ static json_t *deepspeed_config(const exp_ctx *x, lines *N)
             "**PipelineModule); 'parts' is the split DeepSpeed computes from them, the plan's");
     else
         add(N, "the training script passes deepspeed.initialize(..., mpu=<a model-parallel unit of tp %d>) and %s",
-            s->tp, x->ckpt == PS_RECOMP_FULL ? "checkpoints every transformer layer with deepspeed.checkpointing.checkpoint"
+            s->tp,
+            x->ckpt == PS_RECOMP_FULL ? "checkpoints every transformer layer with deepspeed.checkpointing.checkpoint"
                                       : "checkpoints nothing");
     if (s->tp > 1)
         add(N, "tensor parallelism is the model's own (Megatron-style column / row-parallel layers, "
