@@ -346,6 +346,8 @@ static json_t *deepspeed_config(const exp_ctx *x, lines *N)
         i = k;
     }
     json_object_set_new(ps, "layer_specs", specs);
+    /* the model code's vocabulary, padded as planned */
+    json_object_set_new(ps, "vocab_size", json_integer(x->emb ? x->emb->vocab : 0));
     if (p->pp > 1) {
         /* runtime/pipe/topology.py PipeModelDataParallelTopology(num_pp, num_mp, num_dp) */
         json_object_set_new(ps, "topology", json_pack("{s:i, s:i, s:I}", "num_pp", p->pp, "num_mp", s->tp, "num_dp",
@@ -429,7 +431,9 @@ static void torchtitan_toml(FILE *f, lines *N, const exp_ctx *x)
     /* config/job_config.py at v0.2.2: sections and keys */
     fprintf(f, "[job]\ndescription = \"psearch plan: %s on %s\"\n\n", m->name, x->c->name);
     fprintf(f, "[model]\nname = \"llama3\"\nflavor = \"%s\"\n", ps_framework_torchtitan_flavor(m));
-    if (m->dtype == PS_DTYPE_FP8) fprintf(f, "converters = [\"float8\"]\n");
+    /* components/quantization/float8.py registers its converter as "quantize.linear.float8" (the "float8" of
+     * some example TOML files names no registered converter at v0.2.2) */
+    if (m->dtype == PS_DTYPE_FP8) fprintf(f, "converters = [\"quantize.linear.float8\"]\n");
     /* train.py: gradient accumulation = global / (local x dp); pipeline_parallel.py: micro-batches = local /
      * pipeline_parallel_microbatch_size. With pipelining the whole per-replica batch is one schedule step. */
     fprintf(f, "\n[training]\nlocal_batch_size = %lld\nglobal_batch_size = %lld\nseq_len = %lld\n",

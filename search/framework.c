@@ -370,7 +370,16 @@ ps_recompute ps_framework_effective_ckpt(const ps_layer *l, const ps_strategy *s
 int64_t ps_framework_recompute_block_n(const ps_model *m, const ps_plan *p)
 {
     int S = p->pp * p->vpp;
-    int64_t n = -1, most_whole = 0, full = 0, none = 0;
+    int64_t n = -1, most_whole = 0;
+    int first = -1;
+    bool alike = true;
+    for (int64_t i = 0; i < m->n_layers; i++) {
+        if (!ps_layer_is_block(m->layers[i].kind)) continue;
+        int e = (int)ps_framework_effective_ckpt(&m->layers[i], &p->layer[i]);
+        if (first < 0) first = e;
+        alike = alike && e == first;
+    }
+    if (alike) return 0;
     for (int s = 0; s < S; s++) {
         int64_t lead = 0, blocks = 0;
         for (int64_t i = p->cuts[s]; i < p->cuts[s + 1]; i++) {
@@ -380,8 +389,6 @@ int64_t ps_framework_recompute_block_n(const ps_model *m, const ps_plan *p)
             lead += e == PS_RECOMP_FULL;
             blocks++;
         }
-        full += lead;
-        none += blocks - lead;
         if (lead == blocks) {
             most_whole = lead > most_whole ? lead : most_whole;
         } else {
@@ -389,8 +396,7 @@ int64_t ps_framework_recompute_block_n(const ps_model *m, const ps_plan *p)
             n = lead;
         }
     }
-    if (!full || !none) return 0; /* no block recomputed, or every one */
-    /* a chunk recomputed whole holds at most n blocks */
+    /* mixed full and none: a chunk recomputed whole holds at most n blocks */
     return n >= 1 && most_whole <= n ? n : -1;
 }
 
