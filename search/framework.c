@@ -452,12 +452,13 @@ bool ps_framework_runs(ps_framework f, const ps_model *m, const ps_plan *p, char
         const ps_layer *l = &m->layers[i];
         bool block = ps_layer_is_block(l->kind);
         if (st->zero < 0 || st->zero > 3) NO("layer %lld: ZeRO stage %d", (long long)i, st->zero);
-        const bool *zs = !pp_on ? r->zero : bf16 ? r->zero_pp_bf16 : r->zero_pp;
+        /* (the bf16 rule shards over the data-parallel group: nothing to shard over one replica) */
+        const bool *zs = !pp_on ? r->zero : bf16 && st->dp > 1 ? r->zero_pp_bf16 : r->zero_pp;
         if (!zs[st->zero])
             NO("%s does not run ZeRO stage %d%s (layer %lld)%s", r->title, st->zero,
                pp_on ? " with pipeline parallelism" : "", (long long)i,
-               pp_on && bf16 && r->zero_pp[st->zero] ? ": in bf16 its pipeline engine shards the optimizer states "
-                                                      "(ZeRO-1)" : "");
+               zs == r->zero_pp_bf16 && r->zero_pp[st->zero] ? ": in bf16 its pipeline engine shards the optimizer "
+                                                              "states (ZeRO-1)" : "");
         if (st->zero == 3 && st->dp == 1)
             NO("ZeRO-3 over one data-parallel replica shards nothing (layer %lld): plan zero 0", (long long)i);
         if (st->dp > 1 && (st->tp > 1 || pp_on) && !r->zero_model_parallel[st->zero])
