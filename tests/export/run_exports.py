@@ -168,7 +168,7 @@ CASES = {
          None, True),
         ("memory_objective_as_run", ["search", "--model", "@DATA@/export/tt-debugmodel.json", "--cluster",
                                      "dgx-a100-80g:1", "--gbs", "64", "--objective", "memory", "--schedules", "1f1b"],
-         no_edge_recompute, ["--vocab-pad", "1"], "@any", False),
+         no_edge_recompute, ["--vocab-pad", "1"], None, False),
         ("refuse_v_zb", ["estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:2", "--tp", "2", "--seq-parallel",
                          "--zero", "3", "--pp", "2", "--schedule", "v-zb", "--gbs", "64"], None, ["--vocab-pad", "1"],
          r"runs no schedule 'v-zb'", False),
