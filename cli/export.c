@@ -85,13 +85,13 @@ static ps_status ctx_init(exp_ctx *x, ps_framework f, const ps_model *m, const p
     x->blocks = ps_calloc((size_t)x->S, sizeof *x->blocks);
     if (!x->blocks) return PS_FAIL(PS_ERR_SYSTEM, "out of memory");
     for (int s = 0; s < x->S; s++)
-        for (int64_t l = p->cuts[s]; l < p->cuts[s + 1]; l++) x->blocks[s] += ps_layer_is_block(m->layers[l].kind);
+        for (int64_t l = p->cuts[s]; l < p->cuts[s + 1]; l++) x->blocks[s] += ps_layer_has_attention(m->layers[l].kind);
     for (int s = 0; s < x->S; s++) x->n_blocks += x->blocks[s];
     for (int64_t l = 0; l < m->n_layers; l++) {
         const ps_layer *ly = &m->layers[l];
         if (ly->kind == PS_LAYER_EMBED && !x->emb) x->emb = ly;
         if (ly->kind == PS_LAYER_LM_HEAD) x->head = ly;
-        if (ps_layer_is_block(ly->kind) && !x->blk) {
+        if (ps_layer_has_attention(ly->kind) && !x->blk) {
             x->blk = ly;
             x->s = &p->layer[l];
         }
@@ -414,7 +414,7 @@ static void tt_fqns(FILE *f, const exp_ctx *x)
         for (int64_t l = x->p->cuts[s]; l < x->p->cuts[s + 1]; l++) {
             ps_layer_kind k = x->m->layers[l].kind;
             if (k == PS_LAYER_EMBED) fprintf(f, "%s\"tok_embeddings\"", first ? "" : ", ");
-            if (ps_layer_is_block(k)) fprintf(f, "%s\"layers.%lld\"", first ? "" : ", ", (long long)blk++);
+            if (ps_layer_has_attention(k)) fprintf(f, "%s\"layers.%lld\"", first ? "" : ", ", (long long)blk++);
             if (k == PS_LAYER_LM_HEAD) fprintf(f, "%s\"norm\", \"output\"", first ? "" : ", ");
             first = false;
         }

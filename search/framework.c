@@ -352,7 +352,7 @@ bool ps_framework_fixed_cuts(ps_framework f, int k, const ps_model *m, int stage
     if (k != 1 || !r->part_blocks_balanced) return false;
     double *w = ps_calloc((size_t)m->n_layers, sizeof *w);
     if (!w) return false;
-    for (int64_t i = 0; i < m->n_layers; i++) w[i] = ps_layer_is_block(m->layers[i].kind) ? 1 : 0;
+    for (int64_t i = 0; i < m->n_layers; i++) w[i] = ps_layer_has_attention(m->layers[i].kind) ? 1 : 0;
     bool ok = balanced_cuts(w, m->n_layers, stages, cuts);
     free(w);
     return ok;
@@ -374,7 +374,7 @@ int64_t ps_framework_recompute_block_n(const ps_model *m, const ps_plan *p)
     int first = -1;
     bool alike = true;
     for (int64_t i = 0; i < m->n_layers; i++) {
-        if (!ps_layer_is_block(m->layers[i].kind)) continue;
+        if (!ps_layer_has_attention(m->layers[i].kind)) continue;
         int e = (int)ps_framework_effective_ckpt(&m->layers[i], &p->layer[i]);
         if (first < 0) first = e;
         alike = alike && e == first;
@@ -383,7 +383,7 @@ int64_t ps_framework_recompute_block_n(const ps_model *m, const ps_plan *p)
     for (int s = 0; s < S; s++) {
         int64_t lead = 0, blocks = 0;
         for (int64_t i = p->cuts[s]; i < p->cuts[s + 1]; i++) {
-            if (!ps_layer_is_block(m->layers[i].kind)) continue;
+            if (!ps_layer_has_attention(m->layers[i].kind)) continue;
             ps_recompute e = ps_framework_effective_ckpt(&m->layers[i], &p->layer[i]);
             if (e == PS_RECOMP_SELECTIVE || (e == PS_RECOMP_FULL && lead < blocks)) return -1;
             lead += e == PS_RECOMP_FULL;
@@ -440,7 +440,7 @@ bool ps_framework_runs(ps_framework f, const ps_model *m, const ps_plan *p, char
     const ps_strategy *ref = NULL;
     const ps_layer *ref_l = NULL;
     for (int64_t i = 0; i < m->n_layers && !ref; i++)
-        if (ps_layer_is_block(m->layers[i].kind)) {
+        if (ps_layer_has_attention(m->layers[i].kind)) {
             ref = &p->layer[i];
             ref_l = &m->layers[i];
         }
@@ -450,7 +450,7 @@ bool ps_framework_runs(ps_framework f, const ps_model *m, const ps_plan *p, char
     for (int64_t i = 0; i < m->n_layers; i++) {
         const ps_strategy *st = &p->layer[i];
         const ps_layer *l = &m->layers[i];
-        bool block = ps_layer_is_block(l->kind);
+        bool block = ps_layer_has_attention(l->kind); /* a transformer layer (Swin's merges are not) */
         if (st->zero < 0 || st->zero > 3) NO("layer %lld: ZeRO stage %d", (long long)i, st->zero);
         /* (the bf16 rule shards over the data-parallel group: nothing to shard over one replica) */
         const bool *zs = !pp_on ? r->zero : bf16 && st->dp > 1 ? r->zero_pp_bf16 : r->zero_pp;

@@ -159,6 +159,8 @@ void ps_search_explain(ps_search_result *r, const ps_search_opts *o, const ps_mo
 /* ---- frameworks (search/framework.c): what a training framework, at a stated version, can run as exported ----
  * The search restricted with --framework X only returns plans X runs, and `--export X` writes exactly that plan. */
 typedef enum { PS_FW_ANY = 0, PS_FW_MEGATRON, PS_FW_DEEPSPEED, PS_FW_TORCHTITAN, PS_FW_COUNT } ps_framework;
+/* "Transformer layers" below are the layers with an attention core (ps_layer_has_attention): what the frameworks'
+ * recomputation, kernels and pipeline splits count as layers; embeddings, heads and Swin's merges are not. */
 /* How a framework's pipeline flags can split the layers. */
 typedef enum {
     PS_FW_PART_ANY = 0,  /* any partition (Megatron-LM --pipeline-model-parallel-layout, torchtitan's module lists) */
