@@ -95,7 +95,8 @@ static void test_recompute_patterns(void **state)
     for (int64_t i = 1; i < 25; i++) p.layer[i].ckpt = PS_RECOMP_FULL;
     assert_int_equal(ps_framework_recompute_block_n(&m, &p), 0); /* every block */
     for (int st = 0; st < 4; st++)
-        for (int64_t i = p.cuts[st] + (st == 0) + 2; i < p.cuts[st + 1] - (st == 3); i++) p.layer[i].ckpt = PS_RECOMP_NONE;
+        for (int64_t i = p.cuts[st] + (st == 0) + 2; i < p.cuts[st + 1] - (st == 3); i++)
+            p.layer[i].ckpt = PS_RECOMP_NONE;
     assert_int_equal(ps_framework_recompute_block_n(&m, &p), 2); /* the first 2 of every stage */
     expect(PS_FW_MEGATRON, &m, &p, NULL);
     expect(PS_FW_DEEPSPEED, &m, &p, "recomputes every transformer layer alike");
