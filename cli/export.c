@@ -443,6 +443,10 @@ static void torchtitan_toml(FILE *f, lines *N, const exp_ctx *x)
     bool shard = s->zero == 3 && x->dp > 1;
     fprintf(f, "data_parallel_replicate_degree = %lld\n", (long long)(shard ? 1 : x->dp));
     fprintf(f, "data_parallel_shard_degree = %lld\n", (long long)(shard ? x->dp : 1));
+    /* models/llama3/infra/parallelize.py apply_fsdp: "default" keeps the parameters gathered from the forward to the
+     * backward with pipelining (and for the final norm and output always); ZeRO-3 as planned gathers each layer for
+     * its forward and again for its backward, every micro-batch: "always" */
+    if (shard) fprintf(f, "fsdp_reshard_after_forward = \"always\"\n");
     fprintf(f, "tensor_parallel_degree = %d\n", s->tp);
     fprintf(f, "disable_loss_parallel = false\n");
     fprintf(f, "context_parallel_degree = 1\n");

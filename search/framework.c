@@ -233,8 +233,9 @@ static const ps_framework_rules k_rules[PS_FW_COUNT] = {
             /* [T] parallelism.module_fqns_per_model_part: the modules of every (virtual) stage */
             .partition = PS_FW_PART_ANY,
             .max_vpp = 64,
-            /* [T] models/llama3/infra/parallelize.py: FSDP2 (data_parallel_shard_degree) or DDP
-             * (data_parallel_replicate_degree); no optimizer-only or gradient sharding */
+            /* [T] models/llama3/infra/parallelize.py: FSDP2 (data_parallel_shard_degree; ZeRO-3 with
+             * fsdp_reshard_after_forward "always", apply_fsdp) or DDP (data_parallel_replicate_degree); no
+             * optimizer-only or gradient sharding */
             .zero = {true, false, false, true},
             .zero_pp = {true, false, false, true},
             .overlap = {[PS_OVERLAP_NONE] = true},

@@ -515,6 +515,9 @@ def torchtitan_read(text, gpus, keys):
     sched = {"1f1b": "1f1b", "gpipe": "gpipe", "interleaved1f1b": "interleaved"}[
         par.get("pipeline_parallel_schedule", "1F1B").lower()]
     full = cfg["activation_checkpoint"]["mode"] == "full"
+    # apply_fsdp: only "always" regathers every layer for its forward and its backward, as ZeRO-3; "default" keeps
+    # them gathered from forward to backward with pipelining and for the final norm and output
+    assert shard == 1 or par.get("fsdp_reshard_after_forward", "default") == "always", "FSDP without resharding"
     base = {"tp": tp, "dp": dp, "zero": 3 if shard > 1 else 0, "sp": tp > 1, "overlap": "none",
             "attention": "fused", "dp_overlap": True}
     if pp > 1:
