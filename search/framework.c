@@ -463,8 +463,8 @@ bool ps_framework_runs(ps_framework f, const ps_model *m, const ps_plan *p, char
         if (st->zero == 3 && st->dp == 1)
             NO("ZeRO-3 over one data-parallel replica shards nothing (layer %lld): plan zero 0", (long long)i);
         if (st->dp > 1 && (st->tp > 1 || pp_on) && !r->zero_model_parallel[st->zero])
-            NO("%s runs ZeRO stage %d (data parallelism without sharding) only without tensor or pipeline "
-               "parallelism (plan: tp %d, pp %d)", r->title, st->zero, st->tp, p->pp);
+            NO("%s runs ZeRO stage %d over dp > 1 only without tensor or pipeline parallelism (plan: tp %d, pp %d)",
+               r->title, st->zero, st->tp, p->pp);
         if (st->dp > 1 && !(st->dp_no_overlap ? r->dp_exposed : r->dp_overlap)[pp_on][st->zero])
             NO("%s cannot run ZeRO stage %d%s with its data-parallel collectives %s (layer %lld; --dp-overlap %s "
                "plans the other way)", r->title, st->zero, pp_on ? " with pipeline parallelism" : "",
