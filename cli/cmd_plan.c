@@ -335,6 +335,11 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     if (st == PS_OK) st = ps_cli_search_setup(o, &c, &setup);
     if (st == PS_OK) st = ps_cli_search(comm, &setup.so, o->distribute, &cp, &m, &c, &all, &secs);
     if (st == PS_OK && o->exec_top) st = run_exec_top(o, comm, &cp, &m, &c, &all, &xt);
+    /* the export first: a plan its framework cannot run fails the command before any file is written */
+    bool exported = st == PS_OK && rank == 0 && all.n_top && o->export_kind;
+    if (exported)
+        st = ps_plan_export(out, o->export_kind, &m, &c, &all.top[0].plan, &all.top[0].pred, &cp,
+                            ps_cli_vocab_pad(o, c.groups[0].gpus_per_node));
     if (st == PS_OK && rank == 0 && all.n_top && o->svg) {
         char *svg = NULL;
         size_t len = 0;
@@ -342,9 +347,7 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
         if (st == PS_OK) st = ps_write_file_atomic(o->svg, svg, len);
         free(svg);
     }
-    if (st == PS_OK && rank == 0 && all.n_top && o->export_kind) {
-        st = ps_plan_export(out, o->export_kind, &m, &all.top[0].plan, &cp);
-    } else if (st == PS_OK && rank == 0) {
+    if (st == PS_OK && rank == 0 && !exported) {
         st = print_result(o, &setup.so, out, &cp, &m, &c, &all, nranks, secs, o->exec_top ? &xt : NULL);
         if (st == PS_OK && all.n_top == 0)
             st = PS_FAIL(PS_ERR_INFEASIBLE, "no feasible plan for %s on %s: %s", m.name, c.name, all.binding);
