@@ -105,6 +105,10 @@ typedef struct {
     char kbuf[512];
 } ps_cli_search_opts;
 ps_status ps_cli_search_setup(const ps_cli_opts *o, const ps_cluster *c, ps_cli_search_opts *s);
+/* The search's restriction (so->framework) against model m on cluster c before searching (ps_search_model_check): a
+ * model the framework does not build, a dtype it does not train in: PS_ERR_INPUT naming --framework or --export. */
+ps_status ps_cli_search_model_check(const ps_cli_opts *o, const ps_search_opts *so, const ps_model *m,
+                                    const ps_cluster *c) PS_NODISCARD;
 /* Search m on c with the resolved search options so on every rank of comm, shared out as dist says (MPI is running:
  * plan and sweep need it). On rank 0, *all holds the merged, re-costed top k in the search's total order (n_top 0:
  * nothing fits, all->binding says why) and the baselines; on other ranks it is empty. Collective over comm. */

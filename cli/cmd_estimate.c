@@ -73,17 +73,42 @@ static ps_status plan_from_flags(const ps_cli_opts *o, const ps_model *m, const 
 
 static double gib(double b) { return b / (1024.0 * 1024 * 1024); }
 
+/* One strategy for every transformer layer, and the same on the other layers but for their recomputation, none: a
+ * framework's plan (it recomputes transformer layers only; search/framework.c). *ref: the transformer layers'. */
+static bool blocks_uniform(const ps_model *m, const ps_plan *plan, const ps_strategy **ref)
+{
+    *ref = NULL;
+    for (int64_t i = 0; i < m->n_layers && !*ref; i++)
+        if (ps_layer_has_attention(m->layers[i].kind)) *ref = &plan->layer[i];
+    if (!*ref) return false;
+    for (int64_t i = 0; i < m->n_layers; i++) {
+        ps_strategy s = plan->layer[i];
+        if (!ps_layer_has_attention(m->layers[i].kind)) {
+            if (s.ckpt != PS_RECOMP_NONE) return false;
+            s.ckpt = (*ref)->ckpt;
+        }
+        if (!ps_strategy_equal(&s, *ref)) return false;
+    }
+    return true;
+}
+
 void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
                              const ps_prediction *r)
 {
-    const ps_strategy *s = &plan->layer[0];
+    const ps_strategy *s = &plan->layer[0], *blk = NULL;
     bool uni = ps_plan_is_uniform(plan, m->n_layers);
+    bool blocks_only = !uni && blocks_uniform(m, plan, &blk) && blk->ckpt != PS_RECOMP_NONE;
+    if (blocks_only) {
+        s = blk;
+        uni = true;
+    }
     fprintf(f, "plan        tp %d x dp %d x pp %d%s, mbs %lld, gbs %lld (%lld micro-batches), schedule %s, vpp %d\n",
             s->tp, s->dp, plan->pp, uni ? "" : " (per-layer strategies vary)", (long long)plan->mbs,
             (long long)plan->gbs, (long long)ps_plan_micro_batches(plan), plan->schedule, plan->vpp);
     if (uni)
-        fprintf(f, "            zero %d, recompute %s, sequence parallel %s, TP overlap %s, attention %s, DP "
-                   "overlap %s\n", s->zero, ps_recompute_name(s->ckpt), s->sp ? "on" : "off",
+        fprintf(f, "            zero %d, recompute %s%s, sequence parallel %s, TP overlap %s, attention %s, DP "
+                   "overlap %s\n", s->zero, ps_recompute_name(s->ckpt),
+                blocks_only ? " (transformer layers; the others none)" : "", s->sp ? "on" : "off",
                 ps_overlap_name(s->overlap), ps_attn_name(s->attn), s->dp_no_overlap ? "off" : "on");
     if (m->dtype == PS_DTYPE_FP8)
         fprintf(f, "dtype       fp8, Transformer Engine's recipe: FP8 GEMMs in the blocks' linear layers (E4M3 "

@@ -54,6 +54,9 @@ typedef struct {
                                          Engine's te beside SP) [1] */
     bool dp_no_overlap;               /* every strategy's DP collectives not overlapped (ps_strategy.dp_no_overlap):
                                          a framework run without overlap [false] */
+    bool dp_overlap_given;            /* the user chose dp_no_overlap (--dp-overlap): under a framework, strategies it
+                                         runs only the other way are left out; else each takes the way the framework
+                                         runs it (ps_framework_rules.dp_overlap / dp_exposed) [false] */
     int attention;                    /* the attention kernel of every layer (a ps_attn; PS_ATTN_AUTO: fused when every
                                          GPU of the cluster has one, ps_search_attention), or PS_SEARCH_ATTN_BOTH: fused
                                          and unfused, chosen per layer [auto] */
@@ -229,6 +232,10 @@ int64_t ps_framework_uniform_cut(int64_t n, int parts, int s);
  * (a TP degree that does not divide the GPUs, a ZeRO stage or schedule the framework does not run) is a wrong input,
  * PS_ERR_INPUT, not an infeasible search. ps_search_job_create checks it; a caller may first, to name its options. */
 ps_status ps_search_opts_check(const ps_search_opts *o, const ps_cluster *c) PS_NODISCARD;
+/* Model m and cluster c against o's framework, before searching: a model the framework does not build, a dtype it
+ * does not train in, or a cluster without the attention kernel it runs (o->attention included) leaves no plan, so it
+ * is a wrong input, PS_ERR_INPUT naming the rule. ps_search_job_create checks it; a caller may first. */
+ps_status ps_search_model_check(const ps_search_opts *o, const ps_model *m, const ps_cluster *c) PS_NODISCARD;
 /* Whether the search under o may return plan p of model m: o->framework runs it (ps_framework_runs) and it has every
  * field o->fixed fixes; else false with the first rule it breaks in why. */
 bool ps_search_plan_allowed(const ps_search_opts *o, const ps_model *m, const ps_plan *p, char *why, size_t cap);
