@@ -10,7 +10,7 @@
  * plan that breaks them instead of making one and clearing the refusal. */
 bool ps_search_layer_allows(const ps_layer *l, const ps_strategy *s);
 
-/* ---- o->framework's rules as the enumeration applies them (search.c, baselines.c; docs/search.md "Frameworks") ---- */
+/* ---- o->framework's rules as the enumeration applies them (search.c, baselines.c; docs/search.md "Frameworks") */
 /* The dp_no_overlap of a strategy with dp > 1 at ZeRO stage `zero` (pp_on: pp > 1): o->dp_no_overlap where the
  * framework runs that way, else (the user did not choose: dp_overlap_given false) the way it runs; -1 when neither. */
 int ps_search_fw_dp_mode(const ps_search_opts *o, bool pp_on, int zero);

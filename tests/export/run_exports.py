@@ -125,6 +125,8 @@ CASES = {
         ("pp4_uniform_parts", ["estimate", "--model", "gpt3-1.3b", "--cluster", "dgx-a100-80g:1", "--tp", "2", "--pp",
                                "4", "--zero", "1", "--gbs", "64", "--dp-overlap", "off"], resplit([6, 7, 6, 5]),
          ["--vocab-pad", "1024"], None, False),
+        ("search_gpt3_13b_pp", ["search", "--model", "gpt3-13b", "--cluster", "dgx-a100-40g:2", "--gbs", "64",
+                                "--pp", "4"], None, ["--vocab-pad", "1024"], None, True),
         ("pp1_zero3", ["estimate", "--model", "llama2-7b", "--cluster", "dgx-a100-80g:1", "--zero", "3", "--gbs", "64",
                        "--mbs", "2"], None, ["--vocab-pad", "256"], None, True),
         ("pp1_zero2_tp2_full", ["estimate", "--model", "gpt3-6.7b", "--cluster", "dgx-a100-80g:1", "--tp", "2",
@@ -166,6 +168,11 @@ CASES = {
         ("fp8_fsdp", ["estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:2", "--tp", "2", "--seq-parallel",
                       "--zero", "3", "--gbs", "64", "--dtype", "fp8"], None, ["--vocab-pad", "1", "--dtype", "fp8"],
          None, True),
+        ("search_llama3_8b", ["search", "--model", "llama3-8b", "--cluster", "dgx-h100:2", "--gbs", "64"], None,
+         ["--vocab-pad", "1"], None, True),
+        ("search_debugmodel_pp", ["search", "--model", "@DATA@/export/tt-debugmodel.json", "--cluster",
+                                  "dgx-a100-80g:1", "--gbs", "64", "--pp", "2"], None, ["--vocab-pad", "1"], None,
+         True),
         ("memory_objective_as_run", ["search", "--model", "@DATA@/export/tt-debugmodel.json", "--cluster",
                                      "dgx-a100-80g:1", "--gbs", "64", "--objective", "memory", "--schedules", "1f1b"],
          no_edge_recompute, ["--vocab-pad", "1"], None, False),
@@ -218,6 +225,9 @@ def main():
             print(f"FAIL {fw}/{name}: {why}")
 
         cmd = source[1:] if source[0] == "search" else source
+        # a search exported as it stands: the plan of the search for that framework (what --export FW writes)
+        if source[0] == "search" and edit is None and refusal is None:
+            cmd = cmd + ["--framework", fw]
         pad = ["--vocab-pad", opts[opts.index("--vocab-pad") + 1]]
         r = run([psearch, *cmd, *pad, "--format", "json"])
         if r.returncode:
@@ -285,7 +295,7 @@ def main():
                 continue
             if has_framework:
                 fwr = run([psearch, *source[1:], *pad, "--framework", fw, "--export", fw])
-                if fwr.returncode or validate(fwr.stdout, gpus, keys):
+                if fwr.returncode or validate(fwr.stdout, gpus, keys) or fwr.stdout != text:
                     fail(f"psearch --framework {fw} --export {fw}: {fwr.returncode} {fwr.stderr.strip()}")
                     continue
             else:
