@@ -5,8 +5,9 @@
  *     (its ZeRO stages with and without pp, in bf16 and beside tp or pp; each stage's DP overlap; TP overlap, SP,
  *     attention and recompute kinds, none outside transformer layers; TP degrees its heads and sequence take; one
  *     strategy for every layer; its splits of the layers) is costed with ps_cost_plan; the search must find the same
- *     optimum where it enumerates (chunked kinds, DeepSpeed's fixed splits), never a better one (it may only return plans of that space), and at most TOL
- *     below it where its partition DP ranks by a proxy; a kind it does not run is refused;
+ *     optimum where it enumerates (chunked kinds, DeepSpeed's fixed splits), never a better one (it may only return
+ *     plans of that space), and at most TOL below it where its partition DP ranks by a proxy; a kind it does not run
+ *     is refused;
  *   - every plan the search returns, and every baseline, passes ps_framework_runs and has the fixed fields, over
  *     frameworks, models, clusters, objectives and fixed fields (the guarantee ps_search_result_check enforces);
  *   - fixing a field that units are made of (micro-batches, pp, schedule) gives exactly the best plan with that value
