@@ -73,7 +73,8 @@ ps_status ps_cli_load_cluster(const ps_cli_opts *o, const char *spec, MPI_Comm c
 ps_status ps_cli_load_model(const ps_cli_opts *o, const char *spec, const ps_cluster *c, bool pad_for_node,
                             MPI_Comm comm, ps_model *m);
 /* The vocabulary padding a planning command uses: --vocab-pad when given, else Megatron-LM's, a multiple of 128 x tp
- * (its --make-vocab-size-divisible-by default). The search passes the GPUs per node as tp, estimate the plan's TP. */
+ * (its --make-vocab-size-divisible-by default). The search passes the GPUs per node as tp, estimate the plan's TP;
+ * both hand the unit they padded with to ps_plan_export, whose --make-vocab-size-divisible-by reproduces it. */
 #define PS_VOCAB_DIVISIBLE_BY 128
 int64_t ps_cli_vocab_pad(const ps_cli_opts *o, int64_t tp);
 /* For a command that plans one model for several clusters (the sweep): the model file read once, by rank 0 for
@@ -104,6 +105,10 @@ typedef struct {
     char kbuf[512];
 } ps_cli_search_opts;
 ps_status ps_cli_search_setup(const ps_cli_opts *o, const ps_cluster *c, ps_cli_search_opts *s);
+/* The search's restriction (so->framework) against model m on cluster c before searching (ps_search_model_check): a
+ * model the framework does not build, a dtype it does not train in: PS_ERR_INPUT naming --framework or --export. */
+ps_status ps_cli_search_model_check(const ps_cli_opts *o, const ps_search_opts *so, const ps_model *m,
+                                    const ps_cluster *c) PS_NODISCARD;
 /* Search m on c with the resolved search options so on every rank of comm, shared out as dist says (MPI is running:
  * plan and sweep need it). On rank 0, *all holds the merged, re-costed top k in the search's total order (n_top 0:
  * nothing fits, all->binding says why) and the baselines; on other ranks it is empty. Collective over comm. */
@@ -157,10 +162,13 @@ ps_status ps_cli_costdb_show(const ps_costdb *db, ps_format fmt, ps_out *out);
 json_t *ps_cli_fit_json(const ps_costdb_fit *f);
 void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
                          const ps_prediction *r);
-/* The plan as Megatron-LM arguments (text) or a DeepSpeed config (JSON); unknown kind -> PS_ERR_INPUT. */
-/* cp: the constants the plan was priced with (the DeepSpeed config's bucket sizes are theirs) */
-ps_status ps_plan_export(ps_out *out, const char *kind, const ps_model *m, const ps_plan *p,
-                         const ps_cost_params *cp);
+/* The plan as the launch of framework `kind` (megatron: arguments, deepspeed: config JSON, torchtitan: TOML job
+ * config; docs/exports.md), refused with PS_ERR_INPUT naming the rule when the framework cannot run it as planned
+ * (ps_framework_runs), with PS_ERR_INFEASIBLE when it does not fit; nothing is written then. r: its prediction (the
+ * notes quote it); cp: the constants it was priced with; vocab_pad: the padding unit the model was loaded with (0:
+ * none), from which Megatron's --make-vocab-size-divisible-by follows. */
+ps_status ps_plan_export(ps_out *out, const char *kind, const ps_model *m, const ps_cluster *c, const ps_plan *p,
+                         const ps_prediction *r, const ps_cost_params *cp, int64_t vocab_pad);
 /* The plan's pipeline timeline as an SVG document (malloc'd), from the per-stage times of its prediction. */
 ps_status ps_plan_svg(const ps_plan *p, const ps_prediction *r, char **svg, size_t *len);
 

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "ps_cost.h"
 #include "ps_schedules.h"
+#include "ps_search.h"
 
 /* What estimate chose for the user, said with its output: table lines "note ...", JSON "notes". */
 typedef struct {
@@ -61,22 +62,53 @@ static ps_status plan_from_flags(const ps_cli_opts *o, const ps_model *m, const 
         return PS_FAIL(PS_ERR_INPUT, "degrees are too large (tp %lld, dp %lld, pp %lld, vpp %lld)", (long long)tp,
                        (long long)dp, (long long)pp, (long long)vpp);
     PS_TRY(ps_plan_uniform(m, gbs, mbs, (int)pp, (int)vpp, sched, &s, plan));
+    /* Flags given for a framework's launch (--export) mean what the framework's flags mean: its recomputation covers
+     * the transformer layers, never the embedding or the head (search/framework.c, recompute_blocks_only). */
+    int fw = o->export_kind ? ps_framework_find(o->export_kind) : -1;
+    const ps_framework_rules *r = fw > PS_FW_ANY ? ps_framework_get((ps_framework)fw) : NULL;
+    for (int64_t i = 0; r && r->recompute_blocks_only && i < m->n_layers; i++)
+        if (!ps_layer_has_attention(m->layers[i].kind)) plan->layer[i].ckpt = PS_RECOMP_NONE;
     return PS_OK;
 }
 
 static double gib(double b) { return b / (1024.0 * 1024 * 1024); }
 
+/* One strategy for every transformer layer, and the same on the other layers but for their recomputation, none: a
+ * framework's plan (it recomputes transformer layers only; search/framework.c). *ref: the transformer layers'. */
+static bool blocks_uniform(const ps_model *m, const ps_plan *plan, const ps_strategy **ref)
+{
+    *ref = NULL;
+    for (int64_t i = 0; i < m->n_layers && !*ref; i++)
+        if (ps_layer_has_attention(m->layers[i].kind)) *ref = &plan->layer[i];
+    if (!*ref) return false;
+    for (int64_t i = 0; i < m->n_layers; i++) {
+        ps_strategy s = plan->layer[i];
+        if (!ps_layer_has_attention(m->layers[i].kind)) {
+            if (s.ckpt != PS_RECOMP_NONE) return false;
+            s.ckpt = (*ref)->ckpt;
+        }
+        if (!ps_strategy_equal(&s, *ref)) return false;
+    }
+    return true;
+}
+
 void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
                              const ps_prediction *r)
 {
-    const ps_strategy *s = &plan->layer[0];
+    const ps_strategy *s = &plan->layer[0], *blk = NULL;
     bool uni = ps_plan_is_uniform(plan, m->n_layers);
+    bool blocks_only = !uni && blocks_uniform(m, plan, &blk) && blk->ckpt != PS_RECOMP_NONE;
+    if (blocks_only) {
+        s = blk;
+        uni = true;
+    }
     fprintf(f, "plan        tp %d x dp %d x pp %d%s, mbs %lld, gbs %lld (%lld micro-batches), schedule %s, vpp %d\n",
             s->tp, s->dp, plan->pp, uni ? "" : " (per-layer strategies vary)", (long long)plan->mbs,
             (long long)plan->gbs, (long long)ps_plan_micro_batches(plan), plan->schedule, plan->vpp);
     if (uni)
-        fprintf(f, "            zero %d, recompute %s, sequence parallel %s, TP overlap %s, attention %s, DP "
-                   "overlap %s\n", s->zero, ps_recompute_name(s->ckpt), s->sp ? "on" : "off",
+        fprintf(f, "            zero %d, recompute %s%s, sequence parallel %s, TP overlap %s, attention %s, DP "
+                   "overlap %s\n", s->zero, ps_recompute_name(s->ckpt),
+                blocks_only ? " (transformer layers; the others none)" : "", s->sp ? "on" : "off",
                 ps_overlap_name(s->overlap), ps_attn_name(s->attn), s->dp_no_overlap ? "off" : "on");
     if (m->dtype == PS_DTYPE_FP8)
         fprintf(f, "dtype       fp8, Transformer Engine's recipe: FP8 GEMMs in the blocks' linear layers (E4M3 "
@@ -125,8 +157,10 @@ static int64_t gcd64(int64_t a, int64_t b)
  * the search's padding with another TP): a multiple of 128 x the least common multiple of the TP degrees of the
  * layers that hold the vocabulary (one TP in a uniform plan). Said in a note when it changes the vocabulary. */
 static ps_status pad_for_plan(const ps_cli_opts *o, const ps_cluster *c, const ps_plan *plan, ps_model *m,
-                              est_notes *nt)
+                              est_notes *nt, int64_t *used)
 {
+    /* used: the padding unit the model ends with, from which an export's --make-vocab-size-divisible-by follows */
+    *used = o->mopts.vocab_pad;
     if (o->mopts.vocab_pad) return PS_OK; /* padded while loading, as the user said */
     int64_t tp = 1, before = 0;
     for (int64_t i = 0; i < m->n_layers; i++)
@@ -139,6 +173,7 @@ static ps_status pad_for_plan(const ps_cli_opts *o, const ps_cluster *c, const p
     if (!before) return PS_OK;
     int64_t pad = ps_cli_vocab_pad(o, tp);
     PS_TRY(ps_model_pad_vocab(m, pad, m->name));
+    *used = pad;
     int64_t after = 0;
     for (int64_t i = 0; i < m->n_layers && !after; i++) after = m->layers[i].vocab;
     if (after != before)
@@ -171,6 +206,7 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     ps_costdb_model *db = NULL;
     json_t *root = NULL;
     est_notes nt = {.n = 0};
+    int64_t vocab_pad = 0;
     if (o->plan) {
         if (o->tp || o->pp || o->dp || o->mbs || o->gbs || o->vpp || o->zero >= 0 || o->recompute || o->schedule ||
             o->seq_parallel || o->tp_overlap)
@@ -192,7 +228,7 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
         for (int64_t i = 0; o->dp_overlap >= 0 && i < m.n_layers; i++) plan.layer[i].dp_no_overlap = !o->dp_overlap;
     } else
         PS_TRY_GOTO(st, plan_from_flags(&lo, &m, &c, &plan, &nt), done);
-    PS_TRY_GOTO(st, pad_for_plan(o, &c, &plan, &m, &nt), done);
+    PS_TRY_GOTO(st, pad_for_plan(o, &c, &plan, &m, &nt, &vocab_pad), done);
     ps_attn attn = PS_ATTN_AUTO;
     if (o->attention && strcmp(o->attention, "search") == 0)
         PS_TRY_GOTO(st, PS_FAIL(PS_ERR_INPUT, "option --attention: estimate costs one plan: fused, unfused or auto "
@@ -200,6 +236,9 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     if (o->attention) PS_TRY_GOTO(st, ps_attn_parse(o->attention, &attn), done);
     ps_plan_resolve_attention(&plan, m.n_layers, &c, attn);
     PS_TRY_GOTO(st, ps_cost_plan(&cp, &m, &c, &plan, &r), done);
+    /* the export first: a plan its framework cannot run is refused before any file is written */
+    if (o->export_kind)
+        PS_TRY_GOTO(st, ps_plan_export(out, o->export_kind, &m, &c, &plan, &r, &cp, vocab_pad), done);
     if (o->svg) {
         char *svg = NULL;
         size_t len = 0;
@@ -208,6 +247,8 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
         free(svg);
         if (st != PS_OK) goto done;
     }
+    /* the launch instead of the prediction (its notes quote the prediction) */
+    if (o->export_kind) goto done;
     if (o->format == PS_FMT_JSON) {
         json_t *j = ps_prediction_json(&m, &c, &plan, &r, &cp), *na = json_array();
         for (int i = 0; i < nt.n; i++) json_array_append_new(na, json_string(nt.text[i]));

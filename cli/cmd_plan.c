@@ -261,13 +261,21 @@ static ps_status print_result(const ps_cli_opts *o, const ps_search_opts *so, ps
             const ps_plan *p = &r->top[i].plan;
             const ps_prediction *q = &r->top[i].pred;
             double peak = ps_prediction_peak(q);
-            bool uni = ps_plan_is_uniform(p, m->n_layers);
+            /* under a framework every plan takes one strategy for all transformer layers, the others without
+             * recomputation: the transformer layers' recomputation is the plan's */
+            bool uni = fw || ps_plan_is_uniform(p, m->n_layers);
+            ps_recompute ckpt = p->layer[0].ckpt;
+            for (int64_t l = 0; fw && l < m->n_layers; l++)
+                if (ps_layer_has_attention(m->layers[l].kind)) {
+                    ckpt = p->layer[l].ckpt;
+                    break;
+                }
             char sps[32];
             fprintf(out->f, "%4d %12s %7.1f%% %5.1f%% %4d %4d %4d %5d %5lld %5lld %-12s %9s %-10s %5.1fG%s\n",
                     i + 1, ps_fmt_num(q->samples_per_s, 0, sps, sizeof sps), 100 * q->mfu,
                     fabs(q->bubble_frac) <= 1e-9 ? 0.0 : 100 * q->bubble_frac, p->pp, p->layer[0].tp,
                     p->layer[0].dp, p->layer[0].zero, (long long)p->mbs, (long long)ps_plan_micro_batches(p),
-                    p->schedule, ps_recompute_name(p->layer[0].ckpt), ps_overlap_name(p->layer[0].overlap),
+                    p->schedule, ps_recompute_name(ckpt), ps_overlap_name(p->layer[0].overlap),
                     peak / 1073741824.0, uni ? "" : "  (per-layer)");
         }
     }
@@ -333,8 +341,14 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     /* The same options on every rank, so the same check fails everywhere: no agreement needed. */
     ps_cli_search_opts setup;
     if (st == PS_OK) st = ps_cli_search_setup(o, &c, &setup);
+    if (st == PS_OK) st = ps_cli_search_model_check(o, &setup.so, &m, &c);
     if (st == PS_OK) st = ps_cli_search(comm, &setup.so, o->distribute, &cp, &m, &c, &all, &secs);
     if (st == PS_OK && o->exec_top) st = run_exec_top(o, comm, &cp, &m, &c, &all, &xt);
+    /* the export first: a plan its framework cannot run fails the command before any file is written */
+    bool exported = st == PS_OK && rank == 0 && all.n_top && o->export_kind;
+    if (exported)
+        st = ps_plan_export(out, o->export_kind, &m, &c, &all.top[0].plan, &all.top[0].pred, &cp,
+                            ps_cli_vocab_pad(o, c.groups[0].gpus_per_node));
     if (st == PS_OK && rank == 0 && all.n_top && o->svg) {
         char *svg = NULL;
         size_t len = 0;
@@ -342,9 +356,7 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
         if (st == PS_OK) st = ps_write_file_atomic(o->svg, svg, len);
         free(svg);
     }
-    if (st == PS_OK && rank == 0 && all.n_top && o->export_kind) {
-        st = ps_plan_export(out, o->export_kind, &m, &all.top[0].plan, &cp);
-    } else if (st == PS_OK && rank == 0) {
+    if (st == PS_OK && rank == 0 && !exported) {
         st = print_result(o, &setup.so, out, &cp, &m, &c, &all, nranks, secs, o->exec_top ? &xt : NULL);
         if (st == PS_OK && all.n_top == 0)
             st = PS_FAIL(PS_ERR_INFEASIBLE, "no feasible plan for %s on %s: %s", m.name, c.name, all.binding);

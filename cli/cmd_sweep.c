@@ -431,6 +431,12 @@ static ps_status load_inputs(const ps_cli_opts *o, MPI_Comm comm, sweep_inputs *
         ps_cli_model_file_free(&f);
         PS_TRY(st);
     }
+    /* every cell the search's restriction leaves no plan for (a model --framework's framework does not build, a dtype
+     * it does not train in) refused before any cell runs: the same inputs on every rank, so the same answer */
+    for (int i = 0; i < in->g.n_models; i++)
+        for (int k = 0; k < in->g.n_clusters; k++)
+            PS_TRY(ps_cli_search_model_check(o, &in->cols[k].setup.so, &in->models[i * in->g.n_clusters + k],
+                                             &in->cols[k].c));
     /* Rank-local and after the last collective step: ps_cmd_sweep's agreement covers it. */
     for (int k = 0; k < in->g.n_clusters; k++)
         if (!(in->g.options[k] = options_line(o, &in->cols[k].c, &in->cols[k].setup.so))) return PS_ERR_SYSTEM;

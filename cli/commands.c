@@ -101,7 +101,9 @@ static ps_status plan_finish(ps_cli_opts *o)
     if (o->export_kind && o->format == PS_FMT_JSON)
         return PS_FAIL(PS_ERR_INPUT, "--export %s prints the best plan as %s instead of the search's table or JSON: "
                                      "drop --format json (or --export, for the search's JSON)", o->export_kind,
-                       strcmp(o->export_kind, "megatron") == 0 ? "Megatron-LM arguments" : "a DeepSpeed config");
+                       strcmp(o->export_kind, "megatron") == 0    ? "Megatron-LM arguments"
+                       : strcmp(o->export_kind, "deepspeed") == 0 ? "a DeepSpeed config"
+                                                                  : "a torchtitan job config");
     if (!o->exec_top && (o->iters || o->warmup >= 0 || o->scale > 0 || o->backend || o->record || o->watchdog > 0))
         return PS_FAIL(PS_ERR_INPUT, "--iters, --warmup, --scale, --backend, --record and --watchdog apply to executed "
                                      "plans: give --exec-top K (or use psearch exec plan.json)");

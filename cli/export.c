@@ -1,230 +1,520 @@
-/* What a chosen plan becomes outside psearch: launch arguments for Megatron-LM, a DeepSpeed config, and the pipeline
- * timeline as SVG. Where a framework cannot express part of the plan (per-layer strategies, uneven splits, ZeRO-2/3
- * in Megatron-LM, zero-bubble and V schedules), the output says so in a comment instead of silently changing it. */
+/* What a chosen plan becomes outside psearch: the launch of a training framework that runs exactly that plan
+ * (Megatron-LM arguments, a DeepSpeed config, a torchtitan job config), and the pipeline timeline as SVG. A plan the
+ * framework cannot run as planned is refused with the rule it breaks (search/framework.c, which also names the
+ * framework sources every rule comes from), never bent into another plan. The formats are in docs/exports.md. */
 #include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "ps_schedules.h"
+#include "ps_search.h"
 
-/* Transformer blocks per pipeline stage (what frameworks count as "layers"). */
-static void blocks_per_stage(const ps_model *m, const ps_plan *p, int64_t *out)
+typedef struct {
+    const ps_model *m;
+    const ps_cluster *c;
+    const ps_plan *p;
+    const ps_prediction *r;
+    const ps_cost_params *cp;
+    int64_t vocab_pad;         /* the padding unit the model was loaded with (0 or 1: none) */
+    const ps_framework_rules *fw;
+    int S;                     /* pp x vpp stages */
+    int64_t *blocks;           /* [S] transformer layers per stage */
+    int64_t n_blocks;
+    const ps_layer *emb, *blk, *head;
+    const ps_strategy *s;      /* the first transformer layer's strategy: the model's (the rules checked it) */
+    ps_recompute ckpt;         /* its effective recomputation */
+    int64_t dp, micro;
+} exp_ctx;
+
+/* A growing list of lines (flags, notes), each malloc'd. */
+typedef struct {
+    char **v;
+    int n, cap;
+    bool oom;
+} lines;
+
+static void add(lines *L, const char *fmt, ...)
 {
-    int S = p->pp * p->vpp;
-    for (int s = 0; s < S; s++) {
-        out[s] = 0;
-        for (int64_t l = p->cuts[s]; l < p->cuts[s + 1]; l++) out[s] += ps_layer_is_block(m->layers[l].kind);
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int len = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    if (s) vsnprintf(s, (size_t)len + 1, fmt, ap2);
+    va_end(ap2);
+    if (s && L->n == L->cap) {
+        int cap = L->cap ? 2 * L->cap : 32;
+        char **v = realloc(L->v, (size_t)cap * sizeof *v);
+        if (v) {
+            L->v = v;
+            L->cap = cap;
+        }
     }
+    if (!s || L->n == L->cap) {
+        free(s);
+        L->oom = true;
+        return;
+    }
+    L->v[L->n++] = s;
 }
 
-/* The first block layer: its shape is what Megatron-LM's model flags describe. */
-static const ps_layer *first_block(const ps_model *m)
+static void lines_free(lines *L)
 {
-    for (int64_t l = 0; l < m->n_layers; l++)
-        if (ps_layer_is_block(m->layers[l].kind)) return &m->layers[l];
-    return &m->layers[0];
+    for (int i = 0; i < L->n; i++) free(L->v[i]);
+    free(L->v);
+    memset(L, 0, sizeof *L);
 }
 
-static void megatron(FILE *f, const ps_model *m, const ps_plan *p)
+static ps_status ctx_init(exp_ctx *x, ps_framework f, const ps_model *m, const ps_cluster *c, const ps_plan *p,
+                          const ps_prediction *r, const ps_cost_params *cp, int64_t vocab_pad)
 {
-    int S = p->pp * p->vpp;
-    int64_t blocks[4096 * 2], total = 0;
-    blocks_per_stage(m, p, blocks);
-    for (int s = 0; s < S; s++) total += blocks[s];
-    const ps_strategy *s0 = &p->layer[0];
-    const ps_layer *b = first_block(m);
-    bool uni = ps_plan_is_uniform(p, m->n_layers);
-    fprintf(f, "# Megatron-LM arguments for the psearch plan of %s (psearch %s)\n", m->name, PS_VERSION);
-    /* blocks under Transformer Engine's TP overlap, which Megatron-LM runs for all or none (embeddings and heads have
-     * no SP collective pair to overlap, so their strategy does not count) */
-    int64_t n_te = 0, n_att = 0;
-    for (int64_t i = 0; i < m->n_layers; i++)
-        if (ps_layer_has_attention(m->layers[i].kind)) {
-            n_att++;
-            n_te += p->layer[i].overlap == PS_OVERLAP_TE;
-        }
-    for (int64_t i = 0; i < m->n_layers; i++)
-        if (ps_overlap_is_oases(p->layer[i].overlap)) {
-            /* no Megatron-LM flag runs Oases' sub-batch schedule: say so rather than drop it silently */
-            fprintf(f,
-                    "# NOTE: the plan overlaps TP collectives with computation (Oases, %s) on some layers; Megatron-LM "
-                    "has no such schedule:\n#       its predicted time needs an Oases-style implementation.\n",
-                    ps_overlap_name(p->layer[i].overlap));
-            break;
-        }
-    if (!uni)
-        fprintf(f, "# NOTE: the plan sets tp/zero/recompute per layer; Megatron-LM takes one setting for all layers.\n"
-                   "#       The arguments below use the first layer's strategy (tp %d, recompute %s).\n",
-                s0->tp, ps_recompute_name(s0->ckpt));
-    fprintf(f, "--num-layers %lld --hidden-size %lld --num-attention-heads %lld", (long long)total,
-            (long long)b->hidden, (long long)b->heads);
-    if (b->kv_heads && b->kv_heads != b->heads)
-        fprintf(f, " --group-query-attention --num-query-groups %lld", (long long)b->kv_heads);
-    if (b->ffn_hidden) fprintf(f, " --ffn-hidden-size %lld", (long long)b->ffn_hidden);
-    fprintf(f, " --seq-length %lld", (long long)m->seq);
-    /* the model's shape as Megatron-LM spells it: its defaults are GPT-2's (learned positions, LayerNorm, GeLU,
-     * biases, tied embeddings), so every difference is a flag */
-    const ps_layer *emb = NULL, *head = NULL;
+    memset(x, 0, sizeof *x);
+    char why[512];
+    x->fw = ps_framework_get(f);
+    if (!ps_framework_runs(f, m, p, why, sizeof why))
+        return PS_FAIL(PS_ERR_INPUT, "--export %s: %s cannot run this plan as planned: %s (%s; docs/exports.md)",
+                       x->fw->name, x->fw->title, why, x->fw->version);
+    if (!r->fits)
+        return PS_FAIL(PS_ERR_INFEASIBLE, "--export %s: the plan does not fit in memory; nothing to launch",
+                       x->fw->name);
+    *x = (exp_ctx){.m = m, .c = c, .p = p, .r = r, .cp = cp, .vocab_pad = vocab_pad, .fw = x->fw,
+                   .S = p->pp * p->vpp};
+    x->blocks = ps_calloc((size_t)x->S, sizeof *x->blocks);
+    if (!x->blocks) return PS_FAIL(PS_ERR_SYSTEM, "out of memory");
+    for (int s = 0; s < x->S; s++)
+        for (int64_t l = p->cuts[s]; l < p->cuts[s + 1]; l++) x->blocks[s] += ps_layer_has_attention(m->layers[l].kind);
+    for (int s = 0; s < x->S; s++) x->n_blocks += x->blocks[s];
     for (int64_t l = 0; l < m->n_layers; l++) {
-        if (m->layers[l].kind == PS_LAYER_EMBED && !emb) emb = &m->layers[l];
-        if (m->layers[l].kind == PS_LAYER_LM_HEAD) head = &m->layers[l];
+        const ps_layer *ly = &m->layers[l];
+        if (ly->kind == PS_LAYER_EMBED && !x->emb) x->emb = ly;
+        if (ly->kind == PS_LAYER_LM_HEAD) x->head = ly;
+        if (ps_layer_has_attention(ly->kind) && !x->blk) {
+            x->blk = ly;
+            x->s = &p->layer[l];
+        }
     }
-    int64_t positions = emb && emb->positions ? emb->positions : m->seq;
-    fprintf(f, " --max-position-embeddings %lld\n", (long long)(positions > m->seq ? positions : m->seq));
-    if (emb && emb->positions == 0) fprintf(f, "--position-embedding-type rope\n");
-    if (b->heads && b->head_dim && b->heads * b->head_dim != b->hidden)
-        fprintf(f, "--kv-channels %lld\n", (long long)b->head_dim);
-    if (b->norm == PS_NORM_RMSNORM) fprintf(f, "--normalization RMSNorm\n");
-    if (b->act == PS_ACT_SWIGLU) fprintf(f, "--swiglu\n");
-    if (b->act == PS_ACT_RELU || b->act == PS_ACT_GEGLU)
-        fprintf(f, "# NOTE: the MLP activation (%s) has no Megatron-LM flag; Megatron-LM trains GeLU or SwiGLU\n",
-                b->act == PS_ACT_RELU ? "ReLU" : "GeGLU");
-    if (!b->bias) fprintf(f, "--disable-bias-linear\n");
-    if (head && !head->tied) fprintf(f, "--untie-embeddings-and-output-weights\n");
-    if (emb)
-        fprintf(f, "# vocabulary as planned: %lld entries (padded); Megatron-LM pads to --make-vocab-size-divisible-by "
-                   "x TP\n", (long long)emb->vocab);
-    fprintf(f, "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d\n", s0->tp, p->pp);
-    if (p->vpp > 1) fprintf(f, "--num-layers-per-virtual-pipeline-stage %lld\n", (long long)(total / S));
-    if (s0->sp && s0->tp > 1) fprintf(f, "--sequence-parallel\n");
-    /* Megatron-core's --tp-comm-overlap (TE userbuffers) needs --sequence-parallel, which every te layer has */
-    if (n_te > 0 && n_te == n_att)
-        fprintf(f, "--tp-comm-overlap\n# (TP overlap te: Transformer Engine userbuffers, --transformer-impl "
-                   "transformer_engine)\n");
-    else if (n_te > 0)
-        fprintf(f, "# NOTE: TP overlap te on %lld of %lld layers; Megatron-LM's --tp-comm-overlap is for all layers "
-                   "or none (left out)\n", (long long)n_te, (long long)n_att);
-    fprintf(f, "--micro-batch-size %lld --global-batch-size %lld\n", (long long)p->mbs, (long long)p->gbs);
-    if (s0->ckpt == PS_RECOMP_SELECTIVE) fprintf(f, "--recompute-granularity selective\n");
-    if (s0->ckpt == PS_RECOMP_FULL)
-        fprintf(f, "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1\n");
-    if (s0->zero == 1) fprintf(f, "--use-distributed-optimizer\n");
-    /* Megatron-core's TransformerConfig.attention_backend (megatron/core/transformer/enums.py AttnBackend): "fused" is
-     * Transformer Engine's cuDNN fused attention, which keeps no scores like FlashAttention ("flash") does; "unfused"
-     * is the score-materialising path the plan was costed with. */
-    int64_t n_fused = 0;
-    for (int64_t i = 0; i < m->n_layers; i++) n_fused += p->layer[i].attn == PS_ATTN_FUSED;
-    int64_t n_blk = 0;
-    for (int64_t i = 0; i < m->n_layers; i++) n_blk += ps_layer_is_block(m->layers[i].kind);
-    if (n_fused > 0 && n_fused < n_blk)
-        fprintf(f, "# NOTE: the plan runs fused attention on %lld of %lld layers; Megatron-LM takes one attention "
-                   "backend: fused for all\n", (long long)n_fused, (long long)n_blk);
-    if (n_fused > 0) fprintf(f, "--attention-backend fused\n");
-    else if (s0->attn == PS_ATTN_UNFUSED) fprintf(f, "--attention-backend unfused\n");
-    if (s0->zero >= 2)
-        fprintf(f,
-                "# NOTE: ZeRO stage %d has no Megatron-LM flag; --use-distributed-optimizer shards only the optimizer "
-                "states (ZeRO-1)\n--use-distributed-optimizer\n",
-                s0->zero);
-    /* Data-parallel overlap (docs/costmodel.md, "Data-parallel overlap"): the plan was priced with Megatron-core's
-     * bucketed gradient reduction during the backward and, with the distributed optimizer, the parameter gather
-     * during the next forward; both are off by default in Megatron-LM (DistributedDataParallelConfig). */
-    if (s0->dp > 1 && !s0->dp_no_overlap)
-        fprintf(f, "--overlap-grad-reduce%s\n# (priced with Megatron-core's default --ddp-bucket-size: max(4e7, 1e6 x "
-                   "dp) parameters)\n", s0->zero >= 1 ? " --overlap-param-gather" : "");
-    else if (s0->dp > 1)
-        fprintf(f, "# NOTE: the plan was priced without data-parallel overlap (--dp-overlap off): no "
-                   "--overlap-grad-reduce / --overlap-param-gather\n");
-    if (m->dtype == PS_DTYPE_BF16) fprintf(f, "--bf16\n");
-    if (m->dtype == PS_DTYPE_FP16) fprintf(f, "--fp16\n");
-    /* FP8 GEMMs inside BF16 training (TransformerConfig.fp8 'hybrid': E4M3 forward, E5M2 gradients), with Megatron's
-     * default delayed-scaling recipe; Blackwell runs MXFP8 blocks instead */
-    if (m->dtype == PS_DTYPE_FP8)
-        fprintf(f, "--bf16 --fp8-format hybrid --fp8-recipe delayed\n"
-                   "# (on Blackwell GPUs Megatron-LM trains FP8 as --fp8-recipe mxfp8)\n");
-    bool even = true;
-    for (int s = 1; s < S; s++) even = even && blocks[s] == blocks[0];
-    if (!even) {
-        fprintf(f, "# NOTE: uneven pipeline split (blocks per stage:");
-        for (int s = 0; s < S; s++) fprintf(f, " %lld", (long long)blocks[s]);
-        /* Megatron-LM can set the first and last stage apart; the stages between must be even */
-        bool middle_even = true;
-        for (int s = 2; s < S - 1; s++) middle_even = middle_even && blocks[s] == blocks[1];
-        if (middle_even && p->vpp == 1)
-            fprintf(f, "); give the first and last stage their counts with --decoder-first-pipeline-num-layers %lld "
-                       "--decoder-last-pipeline-num-layers %lld\n", (long long)blocks[0], (long long)blocks[S - 1]);
-        else
-            fprintf(f, "); Megatron-LM splits the stages between the first and the last evenly: this split needs a "
-                       "custom pipeline layout\n");
-    }
-    if (strcmp(p->schedule, "1f1b") != 0 && strcmp(p->schedule, "interleaved") != 0)
-        fprintf(f, "# NOTE: schedule %s is not one of Megatron-LM's own (1F1B, interleaved 1F1B); it needs an "
-                   "implementation of %s\n", p->schedule, p->schedule);
+    x->ckpt = ps_framework_effective_ckpt(x->blk, x->s);
+    x->dp = x->s->dp;
+    x->micro = ps_plan_micro_batches(p);
+    return PS_OK;
 }
 
-static json_t *deepspeed(const ps_model *m, const ps_plan *p, const ps_cost_params *cp)
+static void ctx_free(exp_ctx *x) { free(x->blocks); }
+
+static bool all_equal(const int64_t *v, int from, int to)
 {
-    const ps_strategy *s0 = &p->layer[0];
-    int64_t dp = s0->dp, micro = ps_plan_micro_batches(p);
+    for (int i = from + 1; i < to; i++)
+        if (v[i] != v[from]) return false;
+    return true;
+}
+
+static double gib(double b) { return b / (1024.0 * 1024 * 1024); }
+
+static double peak_gib(const ps_prediction *r)
+{
+    double pk = 0;
+    for (int i = 0; i < r->n_stages; i++) pk = fmax(pk, r->stages[i].mem_peak);
+    return gib(pk);
+}
+
+/* The notes every export opens with: what was planned and what it predicts. */
+static void plan_notes(lines *N, const exp_ctx *x, const char *what)
+{
+    const ps_plan *p = x->p;
+    add(N, "%s for the psearch plan of %s on %s (%lld GPUs): tp %d x pp %d x dp %lld, schedule %s, vpp %d, micro-batch "
+        "%lld, global batch %lld (%lld micro-batches), %s", what, x->m->name, x->c->name, (long long)x->c->n_gpus,
+        x->s->tp, p->pp, (long long)x->dp, p->schedule, p->vpp, (long long)p->mbs, (long long)p->gbs,
+        (long long)x->micro, ps_dtype_name(x->m->dtype));
+    add(N, "read against %s; rules and sources: search/framework.c, docs/exports.md", x->fw->version);
+    add(N, "predicted by psearch %s: %.4g s per iteration, %.4g samples/s, %.4g tokens/s, MFU %.1f%%, bubble %.1f%%, "
+        "peak memory %.1f GiB per GPU", PS_VERSION, x->r->iter_time_s, x->r->samples_per_s, x->r->tokens_per_s,
+        100 * x->r->mfu, 100 * x->r->bubble_frac, peak_gib(x->r));
+    char buf[512] = "";
+    for (int s = 0; s < x->S && strlen(buf) < sizeof buf - 24; s++)
+        ps_strcatf(buf, sizeof buf, "%s%lld", s ? " " : "", (long long)x->blocks[s]);
+    add(N, "transformer layers per %sstage: %s%s (the embedding with the first, the head with the last)",
+        p->vpp > 1 ? "virtual " : "", buf, strlen(buf) >= sizeof buf - 24 ? " ..." : "");
+}
+
+/* ---- Megatron-LM ---- */
+
+/* --make-vocab-size-divisible-by D: Megatron pads the tokenizer's vocabulary to a multiple of D x tp
+ * (megatron/training/vocab_utils.py). The model here is padded to a multiple of `pad` already (V); the smallest D
+ * with D x tp >= pad and dividing V pads the original (V - pad < orig <= V) to exactly V. Without padding, V is the
+ * original: the largest D <= 128 (Megatron's default) with D x tp dividing V keeps it. */
+static int64_t megatron_vocab_div(int64_t V, int64_t pad, int tp)
+{
+    if (pad > 1) {
+        for (int64_t d = (pad + tp - 1) / tp; d * tp <= V; d++)
+            if (V % (d * tp) == 0) return d;
+        return V / tp;
+    }
+    for (int64_t d = 128; d > 1; d--)
+        if (V % (d * tp) == 0) return d;
+    return 1;
+}
+
+static void megatron_flags(lines *F, lines *N, const exp_ctx *x)
+{
+    const ps_model *m = x->m;
+    const ps_plan *p = x->p;
+    const ps_strategy *s = x->s;
+    const ps_layer *b = x->blk;
+    bool sp = s->sp && s->tp > 1;
+    /* parallelism (megatron/training/arguments.py _add_distributed_args; megatron/core/model_parallel_config.py) */
+    add(F, "--tensor-model-parallel-size %d", s->tp);
+    add(F, "--pipeline-model-parallel-size %d", p->pp);
+    if (x->S > 1) {
+        bool even = all_equal(x->blocks, 0, x->S);
+        if (even && p->vpp > 1) {
+            add(F, "--num-virtual-stages-per-pipeline-rank %d", p->vpp);
+        } else if (!even && p->vpp == 1 && (p->pp == 2 || all_equal(x->blocks, 1, p->pp - 1))) {
+            /* transformer_block.py get_num_layers_to_build: the first / last stage as given, the stages between
+             * splitting the rest evenly */
+            int64_t mid = p->pp > 2 ? x->blocks[1] : -1;
+            if (x->blocks[0] != mid) add(F, "--decoder-first-pipeline-num-layers %lld", (long long)x->blocks[0]);
+            if (x->blocks[p->pp - 1] != mid)
+                add(F, "--decoder-last-pipeline-num-layers %lld", (long long)x->blocks[p->pp - 1]);
+        } else if (!even) {
+            /* pipeline_parallel_layer_layout.py parse_str_to_list: E embedding, t transformer layer, L loss (the
+             * output layer's stage), '|' between stages in virtual-stage order (s = chunk x pp + device), x*n for n
+             * of x; quoted for the shell */
+            size_t cap = (size_t)x->S * 32 + 8;
+            char *lay = malloc(cap);
+            if (!lay) {
+                F->oom = true;
+                return;
+            }
+            lay[0] = '\0';
+            for (int st = 0; st < x->S; st++)
+                ps_strcatf(lay, cap, "%s%s%s%lld%s", st ? "|" : "", st == 0 ? "E" : "", "t*", (long long)x->blocks[st],
+                           st == x->S - 1 ? "L" : "");
+            add(F, "--pipeline-model-parallel-layout '%s'", lay);
+            free(lay);
+        }
+    }
+    if (sp) add(F, "--sequence-parallel");
+    if (s->overlap == PS_OVERLAP_TE) add(F, "--tp-comm-overlap");
+    add(F, "--micro-batch-size %lld", (long long)p->mbs);
+    add(F, "--global-batch-size %lld", (long long)p->gbs);
+    /* the model (megatron/core/transformer/transformer_config.py, arguments.py _add_network_size_args); Megatron's
+     * defaults are GPT-2's: learned positions, LayerNorm, GeLU, biases, tied embeddings, dropout 0.1 */
+    add(F, "--num-layers %lld", (long long)x->n_blocks);
+    add(F, "--hidden-size %lld", (long long)b->hidden);
+    add(F, "--ffn-hidden-size %lld", (long long)b->ffn_hidden);
+    add(F, "--num-attention-heads %lld", (long long)b->heads);
+    if (b->kv_heads && b->kv_heads != b->heads) {
+        add(F, "--group-query-attention");
+        add(F, "--num-query-groups %lld", (long long)b->kv_heads);
+    }
+    if (b->head_dim && b->heads * b->head_dim != b->hidden) add(F, "--kv-channels %lld", (long long)b->head_dim);
+    add(F, "--seq-length %lld", (long long)b->seq);
+    int64_t positions = x->emb->positions ? x->emb->positions : b->seq;
+    add(F, "--max-position-embeddings %lld", (long long)(positions > b->seq ? positions : b->seq));
+    if (x->emb->positions == 0) {
+        add(F, "--position-embedding-type rope");
+        if (m->rope_theta > 0) add(F, "--rotary-base %.0f", m->rope_theta);
+    }
+    if (b->norm == PS_NORM_RMSNORM) add(F, "--normalization RMSNorm");
+    if (b->act == PS_ACT_SWIGLU) add(F, "--swiglu");
+    if (!b->bias) add(F, "--disable-bias-linear");
+    if (!x->head->tied) add(F, "--untie-embeddings-and-output-weights");
+    if (!b->dropout) {
+        /* no dropout masks are kept (the activation memory planned) */
+        add(F, "--hidden-dropout 0.0");
+        add(F, "--attention-dropout 0.0");
+    }
+    int64_t V = x->emb->vocab, D = megatron_vocab_div(V, x->vocab_pad, s->tp);
+    add(F, "--make-vocab-size-divisible-by %lld", (long long)D);
+    /* transformer/enums.py AttnBackend: fused (cuDNN) keeps no scores like the plan's fused kernel; unfused (TE's
+     * score-materialising path) is what an unfused plan was priced with */
+    add(F, "--attention-backend %s", s->attn == PS_ATTN_UNFUSED ? "unfused" : "fused");
+    int64_t n = ps_framework_recompute_block_n(m, p);
+    if (n > 0) {
+        add(F, "--recompute-granularity full");
+        add(F, "--recompute-method block");
+        add(F, "--recompute-num-layers %lld", (long long)n);
+    } else if (x->ckpt == PS_RECOMP_FULL) {
+        /* every layer's input kept, its forward repeated in the backward: uniform groups of one layer */
+        add(F, "--recompute-granularity full");
+        add(F, "--recompute-method uniform");
+        add(F, "--recompute-num-layers 1");
+    } else if (x->ckpt == PS_RECOMP_SELECTIVE) {
+        add(F, "--recompute-granularity selective"); /* recompute_modules' default: core_attn */
+    }
+    if (s->zero >= 1) add(F, "--use-distributed-optimizer");
+    if (s->zero >= 2) {
+        /* Megatron-FSDP (docs/user-guide/features/megatron_fsdp.md): v1 runs over the distributed optimizer;
+         * arguments.py requires its checkpoint format */
+        add(F, "--use-megatron-fsdp");
+        add(F, "--data-parallel-sharding-strategy %s", s->zero == 2 ? "optim_grads" : "optim_grads_params");
+        add(F, "--ckpt-format fsdp_dtensor");
+    }
+    /* distributed_data_parallel_config.py: both off by default; the plan was priced with Megatron-core's bucketed
+     * reduction during the backward and, with sharding, the parameter gathers beside the next forward */
+    if (x->dp > 1 && !s->dp_no_overlap) {
+        add(F, "--overlap-grad-reduce");
+        if (s->zero >= 1) add(F, "--overlap-param-gather");
+    }
+    if (m->dtype == PS_DTYPE_BF16 || m->dtype == PS_DTYPE_FP8) add(F, "--bf16");
+    if (m->dtype == PS_DTYPE_FP16) add(F, "--fp16");
+    if (m->dtype == PS_DTYPE_FP8) {
+        /* TransformerConfig.fp8 'hybrid' (E4M3 forward, E5M2 gradients) with delayed scaling over Transformer Engine's
+         * default history of 1024 amax values, the scaling state the plan's memory counts (Megatron's default
+         * history is 1) */
+        add(F, "--fp8-format hybrid");
+        add(F, "--fp8-recipe delayed");
+        add(F, "--fp8-amax-history-len 1024");
+    }
+    add(F, "--transformer-impl transformer_engine");
+
+    plan_notes(N, x, "Megatron-LM arguments");
+    int64_t per_node = x->c->groups[0].gpus_per_node > 0 ? x->c->groups[0].gpus_per_node : 1;
+    add(N, "launch: torchrun --nnodes %lld --nproc-per-node %lld pretrain_gpt.py <the arguments above> <data, "
+        "tokenizer, optimizer, learning-rate and iteration flags>", (long long)x->c->n_nodes, (long long)per_node);
+    if (s->zero >= 2)
+        add(N, "environment: leave CUDA_DEVICE_MAX_CONNECTIONS unset (arguments.py: Megatron-FSDP requires it > 1)");
+    else if (s->tp > 1)
+        add(N, "environment: CUDA_DEVICE_MAX_CONNECTIONS=1 (arguments.py requires it for tensor parallelism before "
+            "Blackwell)");
+    add(N, "vocabulary: %lld entries as planned: --make-vocab-size-divisible-by %lld x tp %d pads the tokenizer's to "
+        "it", (long long)V, (long long)D, s->tp);
+    if (s->ckpt == PS_RECOMP_SELECTIVE && x->ckpt == PS_RECOMP_NONE)
+        add(N, "selective recomputation with a fused attention kernel repeats nothing (the plan prices it as none): "
+            "no recompute flags");
+    if (n > 0)
+        add(N, "recomputation: the first %lld transformer layers of every model chunk, none of the rest", (long long)n);
+    if (s->overlap == PS_OVERLAP_TE)
+        add(N, "--tp-comm-overlap: Transformer Engine's userbuffer rings for every transformer layer (TE built with "
+            "userbuffers)");
+    if (x->dp > 1 && !s->dp_no_overlap)
+        add(N, "data-parallel overlap priced with Megatron-core's default buckets (--ddp-bucket-size unset: max(4e7, "
+            "1e6 x dp) parameters)");
+    if (x->dp > 1 && s->dp_no_overlap)
+        add(N, "data-parallel collectives after the backward, as planned (--dp-overlap off): no --overlap-grad-reduce "
+            "or --overlap-param-gather");
+    if (m->dtype == PS_DTYPE_FP8) add(N, "FP8 as planned is Transformer Engine's delayed scaling; Blackwell GPUs run "
+                                         "--fp8-recipe mxfp8 instead, which this plan was not priced with");
+}
+
+/* ---- DeepSpeed ---- */
+
+static json_t *deepspeed_config(const exp_ctx *x, lines *N)
+{
+    const ps_model *m = x->m;
+    const ps_plan *p = x->p;
+    const ps_strategy *s = x->s;
     json_t *j = json_object();
+    /* runtime/config.py: train_batch_size = micro x accumulation x dp (engine.py and pipe/engine.py assert it) */
     json_object_set_new(j, "train_batch_size", json_integer(p->gbs));
     json_object_set_new(j, "train_micro_batch_size_per_gpu", json_integer(p->mbs));
-    json_object_set_new(j, "gradient_accumulation_steps", json_integer(micro));
-    /* overlap_comm as the plan was priced (DeepSpeed's own default: true for stage 3 only), and the buckets it was
-     * priced with: Megatron-core's max(4e7, 1e6 x dp) elements, not DeepSpeed's 5e8 (docs/costmodel.md) */
-    json_int_t bucket = (json_int_t)ps_cost_dp_bucket_elems(cp, (int)dp);
-    json_object_set_new(j, "zero_optimization",
-                        json_pack("{s:i, s:b, s:I, s:I}", "stage", s0->zero, "overlap_comm", !s0->dp_no_overlap,
-                                  "reduce_bucket_size", bucket, "allgather_bucket_size", bucket));
+    json_object_set_new(j, "gradient_accumulation_steps", json_integer(x->micro));
     if (m->dtype == PS_DTYPE_BF16) json_object_set_new(j, "bf16", json_pack("{s:b}", "enabled", 1));
     if (m->dtype == PS_DTYPE_FP16) json_object_set_new(j, "fp16", json_pack("{s:b}", "enabled", 1));
-    if (s0->ckpt != PS_RECOMP_NONE)
+    /* runtime/zero/config.py DeepSpeedZeroConfig (extra keys are refused there). Buckets as the plan was priced:
+     * Megatron-core's max(4e7, 1e6 x dp) elements, not DeepSpeed's 5e8. */
+    json_int_t bucket = (json_int_t)ps_cost_dp_bucket_elems(x->cp, (int)x->dp);
+    json_t *z = json_pack("{s:i, s:b, s:I, s:I}", "stage", s->zero, "overlap_comm", !s->dp_no_overlap,
+                          "reduce_bucket_size", bucket, "allgather_bucket_size", bucket);
+    if (s->zero == 3)
+        /* prefetching the next layers' parameters is the overlap; 0 fetches each layer when it runs */
+        json_object_set_new(z, "stage3_prefetch_bucket_size", json_integer(s->dp_no_overlap ? 0 : bucket));
+    json_object_set_new(j, "zero_optimization", z);
+    if (x->ckpt == PS_RECOMP_FULL)
+        /* activation_checkpointing/config.py: deepspeed.checkpointing keeps each checkpointed layer's input whole on
+         * every TP rank (partition_activations false), as the plan prices it without sequence parallelism */
         json_object_set_new(j, "activation_checkpointing",
-                            json_pack("{s:b, s:b}", "partition_activations", s0->sp && s0->tp > 1,
-                                      "contiguous_memory_optimization", 0));
-    /* DeepSpeed reads the pipeline and TP layout from the model code (PipelineModule, Megatron-DeepSpeed flags), not
-     * from this file: psearch puts it beside the config, under a key DeepSpeed ignores. */
-    int S = p->pp * p->vpp;
-    int64_t blocks[4096 * 2];
-    blocks_per_stage(m, p, blocks);
-    json_t *parts = json_array();
-    for (int s = 0; s <= S; s++) json_array_append_new(parts, json_integer(p->cuts[s]));
+                            json_pack("{s:b, s:b, s:b}", "partition_activations", 0, "contiguous_memory_optimization",
+                                      0, "cpu_checkpointing", 0));
+
+    /* What DeepSpeed takes in the training script, not in the config: the pipeline module, its topology and the
+     * model-parallel unit. Under one key DeepSpeed's config reader does not look at. */
     json_t *ps = json_object();
-    bool even = true;
-    for (int s = 1; s < S; s++) even = even && blocks[s] == blocks[0];
-    json_object_set_new(ps, "PipelineModule", json_pack("{s:i, s:s, s:o}", "num_stages", p->pp, "partition_method",
-                                                        even ? "uniform" : "custom: layer_boundaries",
-                                                        "layer_boundaries", parts));
-    json_object_set_new(ps, "tensor_model_parallel_size", json_integer(s0->tp));
-    json_object_set_new(ps, "data_parallel_size", json_integer(dp));
-    json_object_set_new(ps, "schedule", json_string(p->schedule));
-    json_object_set_new(ps, "uniform_strategy", json_boolean(ps_plan_is_uniform(p, m->n_layers)));
-    /* DeepSpeed's config has no attention kernel: the model code picks it (FlashAttention in Megatron-DeepSpeed:
-     * --use-flash-attn-v2) */
-    json_object_set_new(ps, "attention", json_string(ps_attn_name(s0->attn)));
-    if (m->dtype == PS_DTYPE_FP8)
-        json_object_set_new(ps, "fp8", json_string("planned with Transformer Engine's FP8 recipe (FP8 GEMMs in the "
-                                                   "linear layers, BF16 elsewhere): DeepSpeed's config has no FP8 "
-                                                   "key; the model code must use te.Linear under fp8_autocast"));
-    /* DeepSpeed has no counterpart of Transformer Engine's TP overlap (te): the note says so, JSON having no
-     * comments */
-    bool te = false;
-    for (int64_t i = 0; i < m->n_layers; i++) te = te || p->layer[i].overlap == PS_OVERLAP_TE;
-    char note[768];
-    snprintf(note, sizeof note,
-             "layer_boundaries are psearch layer indices (embedding and head included); DeepSpeed's PipelineModule "
-             "takes them through a custom partition; DeepSpeed runs 1F1B: other schedules need their own "
-             "implementation%s%s",
-             s0->zero >= 2 && p->pp > 1 ? "; DeepSpeed's pipeline engine refuses ZeRO-2/3 with pipeline parallelism "
-                                          "(stage 1 is the most it combines with pp > 1)"
-                                        : "",
-             te ? "; TP overlap te (Transformer Engine's userbuffers, Megatron-core --tp-comm-overlap) has no "
-                  "DeepSpeed equivalent: its predicted time needs Megatron-core with Transformer Engine"
-                : "");
-    json_object_set_new(ps, "note", json_string(note));
+    json_object_set_new(ps, "framework", json_string(x->fw->version));
+    json_object_set_new(ps, "model", json_string(m->name));
+    json_object_set_new(ps, "cluster", json_string(x->c->name));
+    json_object_set_new(ps, "gpus", json_integer(x->c->n_gpus));
+    json_t *specs = json_array();
+    for (int64_t i = 0; i < m->n_layers;) {
+        int64_t k = i;
+        while (k < m->n_layers && m->layers[k].kind == m->layers[i].kind) k++;
+        json_array_append_new(specs, json_pack("{s:s, s:I}", "kind", ps_layer_kind_name(m->layers[i].kind), "count",
+                                               (json_int_t)(k - i)));
+        i = k;
+    }
+    json_object_set_new(ps, "layer_specs", specs);
+    /* the model code's vocabulary, padded as planned */
+    json_object_set_new(ps, "vocab_size", json_integer(x->emb ? x->emb->vocab : 0));
+    if (p->pp > 1) {
+        /* runtime/pipe/topology.py PipeModelDataParallelTopology(num_pp, num_mp, num_dp) */
+        json_object_set_new(ps, "topology", json_pack("{s:i, s:i, s:I}", "num_pp", p->pp, "num_mp", s->tp, "num_dp",
+                                                      (json_int_t)x->dp));
+        int64_t *cuts = ps_calloc((size_t)x->S + 1, sizeof *cuts);
+        bool uniform = cuts && ps_framework_fixed_cuts(PS_FW_DEEPSPEED, 0, m, x->S, cuts) &&
+                       memcmp(cuts, p->cuts, ((size_t)x->S + 1) * sizeof *cuts) == 0;
+        free(cuts);
+        json_t *pm = json_pack("{s:i, s:s}", "num_stages", p->pp, "partition_method",
+                               uniform ? "uniform" : "type:TransformerLayer");
+        json_object_set_new(pm, "activation_checkpoint_interval", json_integer(x->ckpt == PS_RECOMP_FULL ? 1 : 0));
+        if (x->ckpt == PS_RECOMP_FULL)
+            json_object_set_new(pm, "checkpointable_layers", json_pack("[s]", "TransformerLayer"));
+        json_object_set_new(ps, "PipelineModule", pm);
+        json_t *parts = json_array();
+        for (int st = 0; st <= x->S; st++) json_array_append_new(parts, json_integer(p->cuts[st]));
+        json_object_set_new(ps, "parts", parts);
+    } else {
+        json_object_set_new(ps, "mpu", json_pack("{s:i, s:I}", "tensor_model_parallel_size", s->tp,
+                                                 "data_parallel_size", (json_int_t)x->dp));
+    }
+    json_object_set_new(ps, "attention", json_string(ps_attn_name(s->attn)));
+    json_object_set_new(ps, "recompute", json_string(ps_recompute_name(x->ckpt)));
     json_object_set_new(j, "_psearch", ps);
+
+    plan_notes(N, x, "DeepSpeed config");
+    if (p->pp > 1)
+        add(N, "the training script builds PipelineModule(layers=<one LayerSpec per layer_specs entry, in order, the "
+            "transformer layers of class TransformerLayer>, topology=PipeModelDataParallelTopology(**topology), "
+            "**PipelineModule); 'parts' is the split DeepSpeed computes from them, the plan's");
+    else
+        add(N, "the training script passes deepspeed.initialize(..., mpu=<a model-parallel unit of tp %d>) and %s",
+            s->tp,
+            x->ckpt == PS_RECOMP_FULL ? "checkpoints every transformer layer with deepspeed.checkpointing.checkpoint"
+                                      : "checkpoints nothing");
+    if (s->tp > 1)
+        add(N, "tensor parallelism is the model's own (Megatron-style column / row-parallel layers, "
+            "vocabulary-parallel embedding and head: the layout the plan prices); DeepSpeed's AutoTP "
+            "(tensor_parallel.autotp_size) gathers the logits and keeps tied embeddings whole, which the plan does not "
+            "price");
+    add(N, "attention kernel: %s (the model code's choice)", ps_attn_name(s->attn));
     return j;
 }
 
-ps_status ps_plan_export(ps_out *out, const char *kind, const ps_model *m, const ps_plan *p,
-                         const ps_cost_params *cp)
+/* ---- torchtitan ---- */
+
+static const char *tt_schedule(const char *kind)
 {
-    if (strcmp(kind, "megatron") == 0) {
-        megatron(out->f, m, p);
-        return PS_OK;
+    /* torch.distributed.pipelining get_schedule_class names */
+    if (strcmp(kind, "gpipe") == 0) return "GPipe";
+    if (strcmp(kind, "interleaved") == 0) return "Interleaved1F1B";
+    return "1F1B";
+}
+
+static void tt_fqns(FILE *f, const exp_ctx *x)
+{
+    /* models/llama3/model/model.py: tok_embeddings, layers.<i>, norm, output (the final norm is part of psearch's
+     * LM head layer) */
+    fprintf(f, "module_fqns_per_model_part = [\n");
+    int64_t blk = 0;
+    for (int s = 0; s < x->S; s++) {
+        fprintf(f, "    [");
+        bool first = true;
+        for (int64_t l = x->p->cuts[s]; l < x->p->cuts[s + 1]; l++) {
+            ps_layer_kind k = x->m->layers[l].kind;
+            if (k == PS_LAYER_EMBED) fprintf(f, "%s\"tok_embeddings\"", first ? "" : ", ");
+            if (ps_layer_has_attention(k)) fprintf(f, "%s\"layers.%lld\"", first ? "" : ", ", (long long)blk++);
+            if (k == PS_LAYER_LM_HEAD) fprintf(f, "%s\"norm\", \"output\"", first ? "" : ", ");
+            first = false;
+        }
+        fprintf(f, "]%s\n", s + 1 < x->S ? "," : "");
     }
-    if (strcmp(kind, "deepspeed") == 0) return ps_out_json(out, deepspeed(m, p, cp));
-    return PS_FAIL(PS_ERR_INPUT, "unknown --export '%s' (known: megatron, deepspeed)", kind);
+    fprintf(f, "]\n");
+}
+
+static void torchtitan_toml(FILE *f, lines *N, const exp_ctx *x)
+{
+    const ps_model *m = x->m;
+    const ps_plan *p = x->p;
+    const ps_strategy *s = x->s;
+    /* config/job_config.py at v0.2.2: sections and keys */
+    fprintf(f, "[job]\ndescription = \"psearch plan: %s on %s\"\n\n", m->name, x->c->name);
+    fprintf(f, "[model]\nname = \"llama3\"\nflavor = \"%s\"\n", ps_framework_torchtitan_flavor(m));
+    /* components/quantization/float8.py registers its converter as "quantize.linear.float8" (the "float8" of
+     * some example TOML files names no registered converter at v0.2.2) */
+    if (m->dtype == PS_DTYPE_FP8) fprintf(f, "converters = [\"quantize.linear.float8\"]\n");
+    /* train.py: gradient accumulation = global / (local x dp); pipeline_parallel.py: micro-batches = local /
+     * pipeline_parallel_microbatch_size. With pipelining the whole per-replica batch is one schedule step. */
+    fprintf(f, "\n[training]\nlocal_batch_size = %lld\nglobal_batch_size = %lld\nseq_len = %lld\n",
+            (long long)(p->pp > 1 ? p->mbs * x->micro : p->mbs), (long long)p->gbs, (long long)x->blk->seq);
+    fprintf(f, "mixed_precision_param = \"%s\"\n", m->dtype == PS_DTYPE_FP32 ? "float32" : "bfloat16");
+    fprintf(f, "\n[parallelism]\n");
+    bool shard = s->zero == 3 && x->dp > 1;
+    fprintf(f, "data_parallel_replicate_degree = %lld\n", (long long)(shard ? 1 : x->dp));
+    fprintf(f, "data_parallel_shard_degree = %lld\n", (long long)(shard ? x->dp : 1));
+    /* models/llama3/infra/parallelize.py apply_fsdp: "default" keeps the parameters gathered from the forward to the
+     * backward with pipelining (and for the final norm and output always); ZeRO-3 as planned gathers each layer for
+     * its forward and again for its backward, every micro-batch: "always" */
+    if (shard) fprintf(f, "fsdp_reshard_after_forward = \"always\"\n");
+    fprintf(f, "tensor_parallel_degree = %d\n", s->tp);
+    fprintf(f, "disable_loss_parallel = false\n");
+    fprintf(f, "context_parallel_degree = 1\n");
+    fprintf(f, "pipeline_parallel_degree = %d\n", p->pp);
+    if (p->pp > 1) {
+        fprintf(f, "pipeline_parallel_schedule = \"%s\"\n", tt_schedule(p->schedule));
+        fprintf(f, "pipeline_parallel_microbatch_size = %lld\n", (long long)p->mbs);
+        tt_fqns(f, x);
+    }
+    fprintf(f, "\n[activation_checkpoint]\nmode = \"%s\"\n", x->ckpt == PS_RECOMP_FULL ? "full" : "none");
+    if (m->dtype == PS_DTYPE_FP8) fprintf(f, "\n[quantize.linear.float8]\nrecipe_name = \"tensorwise\"\n");
+
+    plan_notes(N, x, "torchtitan job config");
+    int64_t per_node = x->c->groups[0].gpus_per_node > 0 ? x->c->groups[0].gpus_per_node : 1;
+    add(N, "launch: torchrun --nnodes %lld --nproc-per-node %lld -m torchtitan.train --job.config_file <this file> "
+        "(plus [job], [optimizer], [lr_scheduler], [training] dataset and steps, [checkpoint] as the run needs)",
+        (long long)x->c->n_nodes, (long long)per_node);
+    add(N, "tensor parallelism in torchtitan shards the sequence between blocks (sequence parallelism) and the loss "
+        "(loss parallel), as planned");
+    if (s->ckpt == PS_RECOMP_SELECTIVE && x->ckpt == PS_RECOMP_NONE)
+        add(N, "selective recomputation with a fused attention kernel repeats nothing (priced as none): mode none");
+    if (m->dtype == PS_DTYPE_FP8)
+        add(N, "FP8: torchao's float8 linears (tensorwise scaling) for the plan's FP8 GEMMs; the plan's memory counts "
+            "Transformer Engine's FP8 weight copies, which torchao does not keep: it needs less than planned");
+    add(N, "torchtitan main replaced TOML job configs with Python configs on 2026-02-23; this file is for v0.2.2");
+}
+
+ps_status ps_plan_export(ps_out *out, const char *kind, const ps_model *m, const ps_cluster *c, const ps_plan *p,
+                         const ps_prediction *r, const ps_cost_params *cp, int64_t vocab_pad)
+{
+    int f = ps_framework_find(kind);
+    if (f <= PS_FW_ANY)
+        return PS_FAIL(PS_ERR_INPUT, "unknown --export '%s' (known: megatron, deepspeed, torchtitan)", kind);
+    exp_ctx x;
+    PS_TRY(ctx_init(&x, (ps_framework)f, m, c, p, r, cp, vocab_pad));
+    lines F = {0}, N = {0};
+    ps_status st = PS_OK;
+    if (f == PS_FW_MEGATRON) {
+        megatron_flags(&F, &N, &x);
+        if (!F.oom && !N.oom) {
+            /* one flag per line, each but the last continued for the shell; the notes after a blank line */
+            for (int i = 0; i < F.n; i++) fprintf(out->f, "%s%s\n", F.v[i], i + 1 < F.n ? " \\" : "");
+            fprintf(out->f, "\n");
+        }
+    } else if (f == PS_FW_DEEPSPEED) {
+        json_t *j = deepspeed_config(&x, &N);
+        if (j && !N.oom) {
+            json_t *notes = json_array();
+            for (int i = 0; i < N.n; i++) json_array_append_new(notes, json_string(N.v[i]));
+            json_object_set_new(json_object_get(j, "_psearch"), "notes", notes);
+        }
+        /* the notes live inside the JSON (no comments in JSON) */
+        if (N.oom) {
+            json_decref(j);
+            st = PS_FAIL(PS_ERR_SYSTEM, "out of memory writing the export");
+        } else
+            st = ps_out_json(out, j);
+    } else {
+        torchtitan_toml(out->f, &N, &x);
+        fprintf(out->f, "\n");
+    }
+    if (st == PS_OK && (F.oom || N.oom)) st = PS_FAIL(PS_ERR_SYSTEM, "out of memory writing the export");
+    if (st == PS_OK && f != PS_FW_DEEPSPEED)
+        for (int i = 0; i < N.n; i++) fprintf(out->f, "# %s\n", N.v[i]);
+    lines_free(&F);
+    lines_free(&N);
+    ctx_free(&x);
+    return st;
 }
 
 /* Row label of each pipeline device: the GPUs its stages hold ("GPUs 16-31"), from the prediction's placement; a

@@ -90,9 +90,13 @@ ps_status ps_cli_load_model(const ps_cli_opts *o, const char *spec, const ps_clu
 
 int64_t ps_cli_vocab_pad(const ps_cli_opts *o, int64_t tp)
 {
+    if (o->mopts.vocab_pad) return o->mopts.vocab_pad;
+    /* torchtitan builds the vocabulary as the model gives it (its llama3 flavors: 128256 tokens, model/args.py at
+     * v0.2.2), so a search for it or an export to it plans the vocabulary unpadded */
+    if (o->framework == PS_FW_TORCHTITAN || (o->export_kind && strcmp(o->export_kind, "torchtitan") == 0)) return 1;
     /* Megatron-LM pads the vocabulary up to a multiple of --make-vocab-size-divisible-by (default 128) x TP:
      * vocab_size_with_padding in megatron/core/tokenizers/utils/build_tokenizer.py (Megatron-LM d98e8a64, 2026-08). */
-    return o->mopts.vocab_pad ? o->mopts.vocab_pad : PS_VOCAB_DIVISIBLE_BY * (tp > 0 ? tp : 1);
+    return PS_VOCAB_DIVISIBLE_BY * (tp > 0 ? tp : 1);
 }
 
 ps_status ps_cli_model_from_file(const ps_cli_opts *o, const ps_cli_model_file *f, const ps_cluster *c,
@@ -225,6 +229,29 @@ static ps_status search_restriction(const ps_cli_opts *o, const ps_cluster *c, p
     return PS_FAIL(st, "%s", msg);
 }
 
+/* "option --framework F: " or "option --export K (the search keeps to what it runs): ": what a refusal of the
+ * search's restriction starts with, naming the option that asked for it. */
+static void restriction_option(const ps_cli_opts *o, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (o->framework > PS_FW_ANY)
+        snprintf(buf, cap, "option --framework %s: ", ps_framework_name((ps_framework)o->framework));
+    else if (o->framework < 0 && o->export_kind)
+        snprintf(buf, cap, "option --export %s (the search keeps to what it runs): ", o->export_kind);
+}
+
+ps_status ps_cli_search_model_check(const ps_cli_opts *o, const ps_search_opts *so, const ps_model *m,
+                                    const ps_cluster *c)
+{
+    ps_status st = ps_search_model_check(so, m, c);
+    if (st == PS_OK) return st;
+    char msg[512], pre[160];
+    ps_strlcpy(msg, ps_error_message(), sizeof msg);
+    ps_error_clear();
+    restriction_option(o, pre, sizeof pre);
+    return PS_FAIL(st, "%s%s", pre, msg);
+}
+
 ps_status ps_cli_search_setup(const ps_cli_opts *o, const ps_cluster *c, ps_cli_search_opts *s)
 {
     ps_search_opts *so = &s->so;
@@ -244,6 +271,7 @@ ps_status ps_cli_search_setup(const ps_cli_opts *o, const ps_cluster *c, ps_cli_
         so->overlap = strcmp(o->tp_overlap, "auto") == 0;
     }
     so->dp_no_overlap = o->dp_overlap == 0;
+    so->dp_overlap_given = o->dp_overlap >= 0;
     if (o->attention) {
         ps_attn a = PS_ATTN_AUTO;
         if (strcmp(o->attention, "search") == 0)

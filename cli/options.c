@@ -171,7 +171,7 @@ static ps_status parse_word(const opt_row *r, const char *val, ps_cli_opts *o, c
 
 static ps_status parse_export(const opt_row *r, const char *val, ps_cli_opts *o)
 {
-    static const char *const words[] = {"megatron", "deepspeed", NULL};
+    static const char *const words[] = {"megatron", "deepspeed", "torchtitan", NULL};
     return parse_word(r, val, o, words);
 }
 
@@ -351,10 +351,15 @@ static const opt_row k_options[] = {
        "60"}}},
     {"format", 0, OPT_FN, "F", AT(format), NULL, 0, parse_format,
      {{"plan", NULL, "output: table or json", "table"}}},
-    {"export", 0, OPT_FN, "K", AT(export_kind), "plan", 0, parse_export,
+    {"export", 0, OPT_FN, "K", AT(export_kind), "plan estimate", 0, parse_export,
      {{"plan", NULL,
-       "print the best plan as megatron (Megatron-LM arguments) or deepspeed (config JSON)\ninstead of the table; "
-       "implies --framework K",
+       "print the best plan as the launch of framework K instead of the table: megatron\n(Megatron-LM arguments), "
+       "deepspeed (config JSON) or torchtitan (TOML job config);\nimplies --framework K (docs/exports.md)",
+       NULL},
+      {"estimate", NULL,
+       "print the plan as the launch of framework K (megatron, deepspeed, torchtitan)\ninstead of the prediction; "
+       "with plan options, --recompute applies to the\ntransformer layers, as the frameworks recompute; exit 2 when "
+       "K cannot run it",
        NULL}}},
     {"framework", 0, OPT_FN, "F", AT(framework), "plan sweep", 0, parse_framework,
      {{"plan", NULL,

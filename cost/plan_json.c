@@ -59,7 +59,9 @@ ps_status ps_plan_from_json(const json_t *root, const char *file, const ps_model
                                         "dp_overlap", "attention", "stages", "predicted", "flops_convention",
                                         "cost_params", "note", "notes", /* estimate: what it chose for the user */
                                         /* the search's result document and a --costdb estimate add these */
-                                        "top", "search", "objective", "baselines", "binding", "costdb", NULL};
+                                        "top", "search", "objective", "baselines", "binding", "costdb",
+                                        /* ... and a restricted search its restriction (--framework, fixed fields) */
+                                        "framework", "fixed", NULL};
     PS_TRY(ps_json_known_keys(root, &loc, known));
     int64_t gbs = 0, mbs = 1, pp = 1, vpp = 1;
     PS_TRY(ps_json_int(root, &loc, "gbs", true, 1, INT32_MAX, &gbs));

@@ -13,6 +13,7 @@ typedef struct {
     const char *path;
     ps_layer_vec *vec;
     int64_t seq; /* sequence length every layer is built with (the model's maximum positions) */
+    double rope_theta; /* the rotary base, 0 when the architecture has none */
 } hf_ctx;
 
 /* Integer field; JSON null counts as absent (HF writes "n_inner": null for "use the default"). */
@@ -180,6 +181,11 @@ static ps_status hf_llama(hf_ctx *c)
         s.head_dim = s.h / s.heads;
     }
     PS_TRY(hf_int(c, "sliding_window", false, 0, &s.window)); /* Mistral; null = full attention */
+    /* transformers' LlamaConfig / MistralConfig default rope_theta: 10000 */
+    c->rope_theta = 10000.0;
+    json_t *theta = json_object_get(c->root, "rope_theta");
+    if (theta && !json_is_null(theta))
+        PS_TRY(ps_json_num(c->root, &c->loc, "rope_theta", true, 1.0, 1e12, &c->rope_theta));
     s.norm = PS_NORM_RMSNORM;
     s.act = PS_ACT_SWIGLU;
     s.bias = false;
@@ -443,6 +449,7 @@ ps_status ps_model_from_hf(const json_t *root, const char *path, const ps_model_
     out->dtype = PS_DTYPE_BF16;
     PS_TRY_GOTO(st, g_hf_types[ti].build(&c), fail);
     out->seq = c.seq;
+    out->rope_theta = c.rope_theta;
     PS_TRY_GOTO(st, ps_model_finish(out, &vec, opts, path), fail);
     return PS_OK;
 fail:

@@ -7,7 +7,7 @@
 #include "models_internal.h"
 
 static const char *const g_model_keys[] = {"name", "family", "source", "published_params", "published_params_rounding",
-                                           "dtype", "seq", "notes", "layers", NULL};
+                                           "dtype", "seq", "notes", "layers", "rope_theta", NULL};
 static const char *const g_group_keys[] = {"kind", "repeat", "notes", NULL};
 
 /* Known keys = the scope's own keys + every layer field; built once per call (the field table is short). */
@@ -117,6 +117,7 @@ static ps_status read_top(const json_t *root, const ps_jloc *top, const char *pa
     PS_TRY(ps_json_num(root, top, "published_params", false, 0.0, 1e16, &m->published_params));
     /* checked here so a typo fails early; only the preset tests use it (ps_model has no field for it) */
     PS_TRY(ps_json_num(root, top, "published_params_rounding", false, 0.0, 1e16, rounding));
+    PS_TRY(ps_json_num(root, top, "rope_theta", false, 1.0, 1e12, &m->rope_theta));
     m->dtype = PS_DTYPE_BF16;
     if (json_object_get(root, "dtype")) {
         char s[16];

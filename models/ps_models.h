@@ -81,6 +81,8 @@ typedef struct {
     int64_t n_layers;
     ps_layer *layers;
     double published_params; /* parameter count stated by the source, 0 if none (checked in tests, within 1%) */
+    double rope_theta;    /* base of the rotary position embedding ("rope_theta"), 0 when the source states none;
+                             no cost depends on it: the exports pass it on (Megatron-LM --rotary-base) */
 } ps_model;
 
 /* Options applied while building a model from any source. 0 / NULL = keep the source's value. */

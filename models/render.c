@@ -23,6 +23,7 @@ json_t *ps_model_to_json(const ps_model *m)
     json_object_set_new(j, "n_layers", json_integer(m->n_layers));
     json_object_set_new(j, "params", json_integer(ps_model_params(m)));
     if (m->published_params > 0) json_object_set_new(j, "published_params", json_real(m->published_params));
+    if (m->rope_theta > 0) json_object_set_new(j, "rope_theta", json_real(m->rope_theta));
     json_object_set_new(j, "fwd_flops_per_sample", json_real(ps_model_fwd_flops(m)));
     json_object_set_new(j, "train_flops_per_sample", json_real(ps_model_train_flops(m)));
     json_object_set_new(j, "flops_convention",

@@ -51,6 +51,13 @@ static ps_status try_plan(const ps_cost_params *cp, const ps_model *m, const ps_
     const ps_framework_rules *fw = ps_framework_get((ps_framework)o->framework);
     if (fw && fw->partition == PS_FW_PART_UNIFORM) /* the framework's own split of the layers */
         for (int k = 0; k <= pp; k++) cand.plan.cuts[k] = ps_framework_uniform_cut(m->n_layers, pp, k);
+    /* each layer as the framework runs it (no recomputation outside transformer layers); a plan it still cannot run
+     * (a TP degree its heads or sequence do not take, a ZeRO stage beside model parallelism) is not this rule's */
+    for (int64_t l = 0; fw && l < m->n_layers; l++) cand.plan.layer[l] = ps_search_fw_layer(o, &m->layers[l], s);
+    if (fw && !ps_framework_runs((ps_framework)o->framework, m, &cand.plan, NULL, 0)) {
+        ps_plan_free(&cand.plan);
+        return PS_OK;
+    }
     ps_status st = ps_plan_check(&cand.plan, m, c);
     if (st == PS_OK) st = ps_cost_plan(cp, m, c, &cand.plan, &cand.pred);
     if (st != PS_OK) {
@@ -90,11 +97,17 @@ static ps_status try_layout(const ps_cost_params *cp, const ps_model *m, const p
     /* the rules run one attention kernel: the search's, auto resolved; with both, the last of ps_search_attention's
      * (fused, the cluster's default) */
     ps_attn attn[2];
-    ps_attn a = attn[ps_search_attention(o, c, attn) - 1];
+    int n_attn = ps_search_fw_attention(o, c, attn);
+    if (n_attn == 0) return PS_OK;
+    ps_attn a = attn[n_attn - 1];
     int64_t dp = c->n_gpus / ((int64_t)tp * pp);
     if (dp < 1 || dp > INT32_MAX) return PS_OK;
     const ps_framework_rules *fw = ps_framework_get((ps_framework)o->framework);
     if (fw && !(pp > 1 ? fw->zero_pp : fw->zero)[dp > 1 ? zero : 0]) return PS_OK; /* a ZeRO stage it does not run */
+    /* SP as the framework runs TP (DeepSpeed: none; torchtitan: always), the DP overlap as it runs that stage */
+    if (fw) sp = fw->sp_required || (sp && fw->sp);
+    int no_ov = dp > 1 ? ps_search_fw_dp_mode(o, pp > 1, zero) : o->dp_no_overlap;
+    if (no_ov < 0) return PS_OK;
     for (int64_t gbs = o->gbs_lo; gbs <= o->gbs_hi; gbs += o->gbs_step > 0 ? o->gbs_step : 1) {
         if (gbs % dp == 0) {
             int64_t per = gbs / dp;
@@ -103,7 +116,7 @@ static ps_status try_layout(const ps_cost_params *cp, const ps_model *m, const p
                 for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++) {
                     if (fw && !fw->recompute[rc]) continue;
                     ps_strategy s = {.tp = tp, .dp = (int)dp, .zero = dp > 1 ? zero : 0, .ckpt = (ps_recompute)rc,
-                                     .sp = sp && tp > 1, .attn = a, .dp_no_overlap = o->dp_no_overlap};
+                                     .sp = sp && tp > 1, .attn = a, .dp_no_overlap = no_ov == 1};
                     PS_TRY(try_plan(cp, m, c, o, gbs, mbs, pp, &s, (*index)++, acc));
                 }
             }

@@ -54,6 +54,9 @@ typedef struct {
                                          Engine's te beside SP) [1] */
     bool dp_no_overlap;               /* every strategy's DP collectives not overlapped (ps_strategy.dp_no_overlap):
                                          a framework run without overlap [false] */
+    bool dp_overlap_given;            /* the user chose dp_no_overlap (--dp-overlap): under a framework, strategies it
+                                         runs only the other way are left out; else each takes the way the framework
+                                         runs it (ps_framework_rules.dp_overlap / dp_exposed) [false] */
     int attention;                    /* the attention kernel of every layer (a ps_attn; PS_ATTN_AUTO: fused when every
                                          GPU of the cluster has one, ps_search_attention), or PS_SEARCH_ATTN_BOTH: fused
                                          and unfused, chosen per layer [auto] */
@@ -178,6 +181,8 @@ void ps_search_explain(ps_search_result *r, const ps_search_opts *o, const ps_mo
 /* ---- frameworks (search/framework.c): what a training framework, at a stated version, can run as exported ----
  * The search restricted with --framework X only returns plans X runs, and `--export X` writes exactly that plan. */
 typedef enum { PS_FW_ANY = 0, PS_FW_MEGATRON, PS_FW_DEEPSPEED, PS_FW_TORCHTITAN, PS_FW_COUNT } ps_framework;
+/* "Transformer layers" below are the layers with an attention core (ps_layer_has_attention): what the frameworks'
+ * recomputation, kernels and pipeline splits count as layers; embeddings, heads and Swin's merges are not. */
 /* How a framework's pipeline flags can split the layers. */
 typedef enum {
     PS_FW_PART_ANY = 0,  /* any partition (Megatron-LM --pipeline-model-parallel-layout, torchtitan's module lists) */
@@ -195,7 +200,24 @@ typedef struct {
     bool zero[4];             /* ZeRO stages it runs with pp == 1 */
     bool zero_pp[4];          /* ... and with pp > 1 */
     bool overlap[PS_OVERLAP_COUNT]; /* TP overlap kinds */
-    bool recompute[3];        /* ps_recompute kinds */
+    bool recompute[3];        /* ps_recompute kinds, of the transformer layers (ps_framework_effective_ckpt) */
+    /* ---- added with the exports (#22); ps_framework_runs checks every one ---- */
+    bool sp;                  /* Megatron sequence parallelism with tp > 1 */
+    bool sp_required;         /* tp > 1 only with sequence parallelism (torchtitan's TP plan shards the sequence) */
+    bool attention[PS_ATTN_COUNT]; /* attention kernels of the transformer layers (AUTO: left to the caller) */
+    bool recompute_blocks_only; /* embeddings and heads never recomputed: their effective ckpt must be none */
+    bool recompute_partial;   /* also full recomputation of the first n blocks of every model chunk and none on the
+                                 rest, the same n everywhere (Megatron --recompute-method block; ..._block_n) */
+    bool part_blocks_balanced; /* PS_FW_PART_UNIFORM: also its split balancing the transformer layers alone
+                                  (DeepSpeed partition_method "type:"); ps_framework_fixed_cuts gives both */
+    bool dtype[4];            /* ps_dtype values it trains in */
+    bool zero_pp_bf16[4];     /* ZeRO stages with pp > 1 when training in bf16 or fp8 (replaces zero_pp there) */
+    bool zero_model_parallel[4]; /* ZeRO stages it runs with dp > 1 beside tp > 1 or pp > 1 */
+    bool dp_overlap[2][4];    /* [pp > 1][zero], dp > 1: runs the DP collectives overlapped (dp_no_overlap false) */
+    bool dp_exposed[2][4];    /* [pp > 1][zero], dp > 1: runs them after the backward (dp_no_overlap true) */
+    bool kv_heads_div_tp;     /* key/value heads must divide by tp (no replication of kv heads) */
+    int seq_tp_multiple;      /* > 1: every layer's sequence a multiple of this x tp */
+    bool (*model_runs)(const ps_model *m, char *why, size_t cap); /* the models it builds; NULL: any */
 } ps_framework_rules;
 const ps_framework_rules *ps_framework_get(ps_framework f); /* NULL for PS_FW_ANY */
 int ps_framework_find(const char *name);                    /* a ps_framework, or -1 when unknown */
@@ -210,6 +232,10 @@ int64_t ps_framework_uniform_cut(int64_t n, int parts, int s);
  * (a TP degree that does not divide the GPUs, a ZeRO stage or schedule the framework does not run) is a wrong input,
  * PS_ERR_INPUT, not an infeasible search. ps_search_job_create checks it; a caller may first, to name its options. */
 ps_status ps_search_opts_check(const ps_search_opts *o, const ps_cluster *c) PS_NODISCARD;
+/* Model m and cluster c against o's framework, before searching: a model the framework does not build, a dtype it
+ * does not train in, or a cluster without the attention kernel it runs (o->attention included) leaves no plan, so it
+ * is a wrong input, PS_ERR_INPUT naming the rule. ps_search_job_create checks it; a caller may first. */
+ps_status ps_search_model_check(const ps_search_opts *o, const ps_model *m, const ps_cluster *c) PS_NODISCARD;
 /* Whether the search under o may return plan p of model m: o->framework runs it (ps_framework_runs) and it has every
  * field o->fixed fixes; else false with the first rule it breaks in why. */
 bool ps_search_plan_allowed(const ps_search_opts *o, const ps_model *m, const ps_plan *p, char *why, size_t cap);
@@ -217,6 +243,19 @@ bool ps_search_plan_allowed(const ps_search_opts *o, const ps_model *m, const ps
  * ps_search_plan_allowed, and every rule-based baseline ps_framework_runs (baselines keep their own rules, not the
  * fixed fields). A failure is a bug of the search: PS_ERR_SYSTEM naming the plan and the rule. */
 ps_status ps_search_result_check(const ps_search_opts *o, const ps_model *m, const ps_search_result *r) PS_NODISCARD;
+/* The splits a PS_FW_PART_UNIFORM framework computes itself for `stages` stages of m: k = 0 its uniform split of the
+ * layer list, k = 1 (part_blocks_balanced) its balanced split of the transformer layers. Fills cuts[stages + 1];
+ * false when k names no split of f (or memory ran out). */
+bool ps_framework_fixed_cuts(ps_framework f, int k, const ps_model *m, int stages, int64_t *cuts);
+/* The recomputation layer l runs under s as the cost model prices it: selective on a layer without attention or
+ * with a fused kernel repeats nothing, so it is none. */
+ps_recompute ps_framework_effective_ckpt(const ps_layer *l, const ps_strategy *s);
+/* Megatron's --recompute-method block: n >= 1 when p fully recomputes the first n transformer layers of every model
+ * chunk (all of a chunk's when it holds at most n) and none of the rest, and not all layers alike; 0 when every
+ * transformer layer is recomputed alike (or none); -1 for any other pattern. */
+int64_t ps_framework_recompute_block_n(const ps_model *m, const ps_plan *p);
+/* The torchtitan llama3 flavor ("8B", ...) whose shape m has, or NULL. */
+const char *ps_framework_torchtitan_flavor(const ps_model *m);
 
 /* ---- baselines (search/baselines.c) ---- */
 const char *ps_baseline_name(int kind); /* "megatron", "dp-only", "zero3-only", "even-split" */

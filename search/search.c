@@ -250,29 +250,87 @@ int ps_search_attention(const ps_search_opts *o, const ps_cluster *c, ps_attn ou
 }
 
 /* What the strategies of a unit may be: the search's options, the rules of o->framework for the unit's pipeline
- * degree (ZeRO stages with and without pp, TP overlap kinds, recomputation kinds) and the fields the user fixed. */
+ * degree (ZeRO stages with and without pp, in bf16, beside tensor or pipeline parallelism; the DP overlap each stage
+ * runs with; TP overlap, SP, recomputation and attention kernels; TP degrees the model's heads and sequence take) and
+ * the fields the user fixed. */
 typedef struct {
     int max_tp, tp;        /* tp up to max_tp; exactly tp when > 0 */
     int64_t mbs_max, mbs;  /* samples per replica up to mbs_max; exactly mbs when > 0 */
-    bool zero[4];
+    bool zero[4];          /* ZeRO stages with dp > 1 (dp 1: stage 0 only, ps_strategy.zero) */
+    bool zero_mp[4];       /* ... beside tp > 1 or pp > 1 */
+    int dp_mode[4];        /* dp > 1: the strategy's dp_no_overlap at each stage, -1: none (ps_search_fw_dp_mode) */
+    bool dp_no_overlap;    /* dp 1: o->dp_no_overlap (no DP collectives to price) */
+    bool pp_on;
     bool recompute[3];
     bool overlap[PS_OVERLAP_COUNT];
+    bool sp, plain;        /* tp > 1 with SP / without (plain or overlapped) */
     bool fused_selective;  /* also selective recomputation with fused attention (it equals none there): only when the
                               user fixed recompute to selective, which would otherwise leave no strategy */
+    const ps_search_opts *o; /* TP degrees under a framework (ps_search_fw_tp_ok): NULL when any */
+    const ps_model *m;
 } strat_filter;
 
-static void strat_filter_of(const ps_search_opts *o, const ps_cluster *c, int pp, strat_filter *f)
+static void strat_filter_of(const ps_search_opts *o, const ps_cluster *c, const ps_model *m, int pp, strat_filter *f)
 {
     const ps_framework_rules *r = ps_framework_get((ps_framework)o->framework);
     *f = (strat_filter){.max_tp = ps_search_max_tp(o, c), .tp = o->fixed.tp > 0 ? o->fixed.tp : 0,
                         .mbs_max = o->mbs_max, .mbs = o->fixed.mbs > 0 ? o->fixed.mbs : 0,
-                        .fused_selective = o->fixed.recompute == PS_RECOMP_SELECTIVE};
-    for (int z = 0; z < 4; z++)
-        f->zero[z] = (o->fixed.zero < 0 || o->fixed.zero == z) && (!r || (pp > 1 ? r->zero_pp : r->zero)[z]);
+                        .fused_selective = o->fixed.recompute == PS_RECOMP_SELECTIVE, .pp_on = pp > 1,
+                        .dp_no_overlap = o->dp_no_overlap, .sp = !r || r->sp, .plain = !r || !r->sp_required,
+                        .o = r ? o : NULL, .m = m};
+    /* [D] the bf16 rule of DeepSpeed's pipeline engine (ps_framework_rules.zero_pp_bf16) */
+    bool bf16 = m->dtype == PS_DTYPE_BF16 || m->dtype == PS_DTYPE_FP8;
+    const bool *zs = !r ? NULL : pp <= 1 ? r->zero : bf16 ? r->zero_pp_bf16 : r->zero_pp;
+    for (int z = 0; z < 4; z++) {
+        f->zero[z] = (o->fixed.zero < 0 || o->fixed.zero == z) && (!r || zs[z]);
+        f->zero_mp[z] = !r || r->zero_model_parallel[z];
+        f->dp_mode[z] = ps_search_fw_dp_mode(o, pp > 1, z);
+    }
     for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++)
         f->recompute[rc] = (o->fixed.recompute < 0 || o->fixed.recompute == rc) && (!r || r->recompute[rc]);
     for (int ov = 0; ov < PS_OVERLAP_COUNT; ov++)
         f->overlap[ov] = (ov == PS_OVERLAP_NONE || o->overlap) && (!r || r->overlap[ov]);
+}
+
+int ps_search_fw_dp_mode(const ps_search_opts *o, bool pp_on, int zero)
+{
+    const ps_framework_rules *r = ps_framework_get((ps_framework)o->framework);
+    if (!r) return o->dp_no_overlap;
+    const bool *asked = (o->dp_no_overlap ? r->dp_exposed : r->dp_overlap)[pp_on];
+    const bool *other = (o->dp_no_overlap ? r->dp_overlap : r->dp_exposed)[pp_on];
+    if (asked[zero]) return o->dp_no_overlap;
+    if (!o->dp_overlap_given && other[zero]) return !o->dp_no_overlap;
+    return -1;
+}
+
+ps_strategy ps_search_fw_layer(const ps_search_opts *o, const ps_layer *l, const ps_strategy *s)
+{
+    ps_strategy v = *s;
+    const ps_framework_rules *r = ps_framework_get((ps_framework)o->framework);
+    if (r && r->recompute_blocks_only && !ps_layer_has_attention(l->kind)) v.ckpt = PS_RECOMP_NONE;
+    return v;
+}
+
+bool ps_search_fw_tp_ok(const ps_search_opts *o, const ps_model *m, int tp)
+{
+    const ps_framework_rules *r = ps_framework_get((ps_framework)o->framework);
+    if (!r) return true;
+    for (int64_t i = 0; i < m->n_layers; i++) {
+        const ps_layer *l = &m->layers[i];
+        if (r->kv_heads_div_tp && ps_layer_has_attention(l->kind) && l->kv_heads % tp) return false;
+        if (r->seq_tp_multiple > 1 && l->seq % ((int64_t)r->seq_tp_multiple * tp)) return false;
+    }
+    return true;
+}
+
+int ps_search_fw_attention(const ps_search_opts *o, const ps_cluster *c, ps_attn out[2])
+{
+    const ps_framework_rules *r = ps_framework_get((ps_framework)o->framework);
+    ps_attn all[2];
+    int n = ps_search_attention(o, c, all), k = 0;
+    for (int a = 0; a < n; a++)
+        if (!r || r->attention[all[a]]) out[k++] = all[a];
+    return k;
 }
 
 /* Every strategy of one stage width that f allows, grouped by layout; lay_rep[l] is a strategy of layout l (what
@@ -293,9 +351,11 @@ static int build_strategies(int64_t width, int64_t global_mb, const strat_filter
         if (global_mb % dp) continue;
         int64_t per = global_mb / dp;
         if (f->mbs ? per != f->mbs : per > f->mbs_max) continue;
+        if (f->o && !ps_search_fw_tp_ok(f->o, f->m, (int)tp)) continue;
         bool can_ov = tp > 1 && per >= 2 && (f->overlap[PS_OVERLAP_CROSS] || f->overlap[PS_OVERLAP_OASES]);
         /* variants: 0 plain, 1 SP, 2 overlapped */
         for (int v = 0; v <= (tp > 1 ? 1 + can_ov : 0); v++) {
+            if (tp > 1 && !(v == 1 ? f->sp : f->plain)) continue;
             bool first = true;
             int ov_lo = v == 2 ? PS_OVERLAP_CROSS : PS_OVERLAP_NONE;
             int ov_hi = v == 2 ? PS_OVERLAP_OASES : v == 1 ? 1 : PS_OVERLAP_NONE; /* SP: 1 is TE's */
@@ -305,6 +365,8 @@ static int build_strategies(int64_t width, int64_t global_mb, const strat_filter
                 if (!f->overlap[kind]) continue;
                 for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++) {
                     if (!f->zero[zero]) continue;
+                    if (dp > 1 && ((!f->zero_mp[zero] && (tp > 1 || f->pp_on)) || f->dp_mode[zero] < 0)) continue;
+                    bool no_ov = dp > 1 ? f->dp_mode[zero] == 1 : f->dp_no_overlap;
                     for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++) {
                         if (!f->recompute[rc] || (kind == PS_OVERLAP_OASES && rc != PS_RECOMP_FULL)) continue;
                         for (int a = 0; a < n_attn && n < cap; a++) {
@@ -312,7 +374,7 @@ static int build_strategies(int64_t width, int64_t global_mb, const strat_filter
                             if (out) {
                                 out[n].s = (ps_strategy){.tp = (int)tp, .dp = (int)dp, .zero = zero,
                                                          .ckpt = (ps_recompute)rc, .sp = v == 1, .overlap = kind,
-                                                         .attn = attn[a]};
+                                                         .attn = attn[a], .dp_no_overlap = no_ov};
                                 out[n].layout = lay;
                                 if (first) lay_rep[lay] = out[n].s;
                             }
@@ -350,16 +412,19 @@ static bool model_allows(const ps_model *m, const ps_strategy *s)
 
 /* Candidate indices: the outer candidate's position times PS_IDX_STRIDE plus the variant below (chunked schedules use
  * the strategy's position 0..PS_SEARCH_MAX_STRATS-1), so every costed plan has its own place in the total order. */
-#define PS_IDX_STRIDE 2048
-/* each partition variant also takes the next index, for its per-layer refinement */
+#define PS_IDX_STRIDE 4096
+/* each partition variant also takes the next index, for its per-layer refinement; a framework's second split of the
+ * layers (DeepSpeed's "type:") the strategy's position after PS_IDX_SPLIT2 */
 enum {
     PS_IDX_TIME = PS_SEARCH_MAX_STRATS,
     PS_IDX_EVEN = PS_IDX_TIME + 2,
     PS_IDX_BALANCED = PS_IDX_TIME + 4,
     PS_IDX_MEMORY = PS_IDX_TIME + 6,
-    PS_IDX_LIGHT = PS_IDX_TIME + 8
+    PS_IDX_LIGHT = PS_IDX_TIME + 8,
+    PS_IDX_SPLIT2 = PS_IDX_TIME + 10
 };
-_Static_assert(PS_IDX_LIGHT < PS_IDX_STRIDE, "candidate variants must fit the index stride");
+_Static_assert(PS_IDX_SPLIT2 + PS_SEARCH_MAX_STRATS <= PS_IDX_STRIDE,
+               "candidate variants must fit the index stride");
 /* where evaluate() offers a plan: the top k, the best even-split plan (the "even split" baseline), or both */
 enum { EV_TOP = 1, EV_EVEN = 2 };
 
@@ -586,6 +651,10 @@ static ps_status evaluate(worker *w, const ps_cost_params *cp, const ps_model *m
 {
     ps_search_cand cand = {.plan = *plan, .index = index};
     memset(plan, 0, sizeof *plan);
+    /* every plan costed as its framework runs it: the layer tables were costed so (ps_search_fw_layer) */
+    if (o->framework != PS_FW_ANY)
+        for (int64_t l = 0; l < m->n_layers; l++)
+            cand.plan.layer[l] = ps_search_fw_layer(o, &m->layers[l], &cand.plan.layer[l]);
     ps_status st = ps_cost_plan_ws(cp, m, c, &cand.plan, w->sched, &cand.pred); /* the candidate's order, built once */
     if (st != PS_OK) {
         ps_plan_free(&cand.plan);
@@ -1100,6 +1169,9 @@ static ps_status layer_tables_build(worker *w, const unit_ctx *x)
 #undef X
                     continue;
                 }
+                /* the layer's own strategy under the framework (no recomputation outside transformer layers) */
+                ps_strategy sl = ps_search_fw_layer(x->o, ly, sv);
+                sv = &sl;
                 ps_layer_cost lc;
                 PS_TRY(ps_cost_layer(x->cp, x->c, ly, x->m->dtype, x->global_mb / sv->dp, sv, first, &lc));
 #define X(col, none, value) lt->col[e] = value;
@@ -1133,6 +1205,24 @@ static void framework_cuts(const ps_model *m, int stages, int64_t *cuts)
     for (int s = 0; s <= stages; s++) cuts[s] = ps_framework_uniform_cut(m->n_layers, stages, s);
 }
 
+/* The splits a framework that splits the layers itself offers (ps_framework_fixed_cuts: DeepSpeed's "uniform" and,
+ * where part_blocks_balanced, its "type:" balance of the transformer layers) into `stages` stages: cuts[k (stages +
+ * 1) ...], k < the count returned; a second split equal to the first is left out. */
+static ps_status framework_splits(worker *w, const ps_search_opts *o, const ps_model *m, int stages, int *n)
+{
+    size_t row = (size_t)stages + 1;
+    PS_TRY(SCRATCH(w, parts, 2 * row));
+    *n = 0;
+    for (int k = 0; k < 2; k++) {
+        int64_t *cuts = w->sc.parts + (size_t)*n * row;
+        if (!ps_framework_fixed_cuts((ps_framework)o->framework, k, m, stages, cuts)) continue;
+        if (*n == 1 && memcmp(cuts, w->sc.parts, row * sizeof *cuts) == 0) continue;
+        (*n)++;
+    }
+    if (*n == 0) return PS_FAIL(PS_ERR_SYSTEM, "out of memory splitting %d stages", stages);
+    return PS_OK;
+}
+
 /* Step 2, chunked schedules: Megatron's even split, one strategy for all layers. Also every unit of a framework that
  * splits the layers itself and takes one strategy for all blocks (DeepSpeed): its split instead, with any schedule. */
 static ps_status search_chunked(worker *w, const unit_ctx *x)
@@ -1144,6 +1234,9 @@ static ps_status search_chunked(worker *w, const unit_ctx *x)
     double maxcap = 0;
     for (int g = 0; g < x->G; g++) maxcap = fmax(maxcap, x->cap_mem[g]);
     const order_shape *sh = NULL;
+    /* the framework's own splits (DeepSpeed: two), else Megatron's even split (ps_plan_uniform's) */
+    int n_split = 1, stages = oc->pp * oc->vpp;
+    if (framework_split(x->o)) PS_TRY(framework_splits(w, x->o, m, stages, &n_split));
     for (int s = 0; s < x->nS; s++) {
         const ps_strategy *sv = &x->S[s].s;
         bool ok = true;
@@ -1172,19 +1265,25 @@ static ps_status search_chunked(worker *w, const unit_ctx *x)
             continue;
         }
         if (!ps_plan_uniform_ok(m, oc->pp, oc->vpp)) return PS_OK; /* too few layers for pp x vpp stages */
-        ps_plan plan;
-        PS_TRY(ps_plan_uniform(m, oc->gbs, x->global_mb / sv->dp, oc->pp, oc->vpp, x->sched, sv, &plan));
-        if (framework_split(x->o)) framework_cuts(m, oc->pp * oc->vpp, plan.cuts);
-        bool fits = true;
-        ps_status mst = chunked_fits(w, x, &sh, &plan, s, &fits);
-        if (mst != PS_OK || !fits) {
-            ps_plan_free(&plan);
-            PS_TRY(mst);
-            w->r.pruned++;
-            continue;
+        for (int k = 0; k < n_split; k++) {
+            ps_plan plan;
+            PS_TRY(ps_plan_uniform(m, oc->gbs, x->global_mb / sv->dp, oc->pp, oc->vpp, x->sched, sv, &plan));
+            if (framework_split(x->o))
+                memcpy(plan.cuts, w->sc.parts + (size_t)k * (size_t)(stages + 1),
+                       (size_t)(stages + 1) * sizeof *plan.cuts);
+            bool fits = true;
+            ps_status mst = chunked_fits(w, x, &sh, &plan, s, &fits);
+            if (mst != PS_OK || !fits) {
+                ps_plan_free(&plan);
+                PS_TRY(mst);
+                w->r.pruned++;
+                continue;
+            }
+            /* chunked schedules keep the even split: every one is also an "even split" plan; a framework's second
+             * split (DeepSpeed's "type:") is not even, and takes its own index */
+            int64_t at = x->index * PS_IDX_STRIDE + (k == 0 ? s : PS_IDX_SPLIT2 + s);
+            PS_TRY(evaluate(w, x->cp, m, x->c, x->o, &plan, at, k == 0 ? EV_TOP | EV_EVEN : EV_TOP));
         }
-        /* chunked schedules keep the even split: every one is also an "even split" plan */
-        PS_TRY(evaluate(w, x->cp, m, x->c, x->o, &plan, x->index * PS_IDX_STRIDE + s, EV_TOP | EV_EVEN));
     }
     return PS_OK;
 }
@@ -1434,9 +1533,9 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
     PS_TRY(SCRATCH(w, lay_rep, PS_SEARCH_MAX_LAYOUTS));
     w->unit = index;
     ps_attn attn[2];
-    int n_attn = ps_search_attention(o, c, attn);
+    int n_attn = ps_search_fw_attention(o, c, attn);
     strat_filter f;
-    strat_filter_of(o, c, oc->pp, &f);
+    strat_filter_of(o, c, m, oc->pp, &f);
     x.nS = build_strategies(x.width, x.global_mb, &f, attn, n_attn, w->sc.S, PS_SEARCH_MAX_STRATS, &x.n_layouts,
                             w->sc.lay_rep);
     if (oc->strat >= 0) {
@@ -1447,10 +1546,8 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
         x.nS = x.n_layouts = 1;
     }
     if (x.nS == 0) return PS_OK;
-    /* --dp-overlap off: the same space, priced for a framework that does not overlap its DP collectives (the layout
-     * representatives too, which are copies of strategies) */
-    for (int i = 0; o->dp_no_overlap && i < x.nS; i++) w->sc.S[i].s.dp_no_overlap = true;
-    for (int i = 0; o->dp_no_overlap && i < x.n_layouts; i++) w->sc.lay_rep[i].dp_no_overlap = true;
+    /* --dp-overlap off: the same space, priced for a framework that does not overlap its DP collectives; under a
+     * framework, each strategy as the framework runs it (build_strategies set dp_no_overlap) */
     x.S = w->sc.S;
     x.lay_rep = w->sc.lay_rep;
     if (x.K > PS_SEARCH_MAX_PP)
@@ -1515,9 +1612,9 @@ static double unit_work(const ps_search_job *j, const outer *oc)
     int nl = 0;
     int64_t width = j->c->n_gpus / oc->pp;
     ps_attn attn[2];
-    int n_attn = ps_search_attention(&j->o, j->c, attn);
+    int n_attn = ps_search_fw_attention(&j->o, j->c, attn);
     strat_filter f;
-    strat_filter_of(&j->o, j->c, oc->pp, &f);
+    strat_filter_of(&j->o, j->c, j->m, oc->pp, &f);
     int nS = build_strategies(width, oc->gbs / oc->micro, &f, attn, n_attn, NULL, PS_SEARCH_MAX_STRATS, &nl, NULL);
     if (nS == 0) return 1;
     if (oc->strat >= 0) nS = 1;
@@ -1585,6 +1682,33 @@ ps_status ps_search_opts_check(const ps_search_opts *o, const ps_cluster *c)
         if (kind < 0) return PS_FAIL(PS_ERR_INPUT, "unknown pipeline schedule '%s'", o->schedules[i]);
         if (!framework_runs_kind(fw, kind, why, sizeof why)) return PS_FAIL(PS_ERR_INPUT, "%s", why);
     }
+    /* the DP overlap the user chose, where the framework runs no ZeRO stage that way (torchtitan always overlaps) */
+    bool any_way = false;
+    for (int pp_on = 0; pp_on < 2; pp_on++)
+        for (int z = 0; z < 4; z++) any_way = any_way || ps_search_fw_dp_mode(o, pp_on, z) >= 0;
+    PS_CHECK_INPUT(any_way, "%s runs no data-parallel training with its collectives %s", fw->title,
+                   o->dp_no_overlap ? "after the backward (--dp-overlap off)" : "overlapped (--dp-overlap on)");
+    ps_attn attn[2];
+    PS_CHECK_INPUT(ps_search_fw_attention(o, c, attn) > 0, "%s runs %s attention kernels only; %s", fw->title,
+                   fw->attention[PS_ATTN_FUSED] ? "fused" : "unfused",
+                   o->attention == PS_ATTN_AUTO || o->attention == PS_SEARCH_ATTN_BOTH
+                       ? "some GPUs of the cluster have none"
+                       : "the search was asked for another (--attention)");
+    return PS_OK;
+}
+
+ps_status ps_search_model_check(const ps_search_opts *o, const ps_model *m, const ps_cluster *c)
+{
+    PS_TRY(ps_search_opts_check(o, c));
+    const ps_framework_rules *fw = ps_framework_get((ps_framework)o->framework);
+    if (!fw) return PS_OK;
+    char why[320];
+    if (fw->model_runs && !fw->model_runs(m, why, sizeof why)) return PS_FAIL(PS_ERR_INPUT, "%s", why);
+    PS_CHECK_INPUT((unsigned)m->dtype < 4 && fw->dtype[m->dtype], "%s does not train in %s (the dtype %s is planned "
+                   "in)", fw->title, ps_dtype_name(m->dtype), m->name);
+    bool block = false;
+    for (int64_t i = 0; i < m->n_layers && !block; i++) block = ps_layer_has_attention(m->layers[i].kind);
+    PS_CHECK_INPUT(block, "%s: %s has no transformer layer", fw->title, m->name);
     return PS_OK;
 }
 
@@ -1600,7 +1724,7 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
     PS_CHECK_INPUT(o->top_k >= 1 && o->top_k <= 1000, "top k must be in [1, 1000] (got %d)", o->top_k);
     PS_CHECK_INPUT(o->quanta >= 16 && o->quanta <= 65536, "memory quanta must be in [16, 65536] (got %d)", o->quanta);
     PS_CHECK_INPUT(c->n_gpus >= 1, "cluster %s has no GPUs to plan for", c->name);
-    PS_TRY(ps_search_opts_check(o, c));
+    PS_TRY(ps_search_model_check(o, m, c));
     const ps_framework_rules *fw = ps_framework_get((ps_framework)o->framework);
     ps_search_job *j = ps_calloc(1, sizeof *j);
     if (!j) return PS_ERR_SYSTEM;
@@ -1627,7 +1751,7 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
      * one strategy for all layers already). */
     bool per_strat = fw && fw->uniform && fw->partition == PS_FW_PART_ANY;
     ps_attn attn[2];
-    int n_attn = ps_search_attention(o, c, attn);
+    int n_attn = ps_search_fw_attention(o, c, attn);
     const int k_1f1b = ps_sched_kind_find("1f1b"); /* the one kind tried without a pipeline */
 
     /* Enumerate the units in a fixed order: their index is the final tie-breaker. */
@@ -1651,7 +1775,7 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
             int64_t pp = pps[a];
             if (o->fixed.pp > 0 && pp != o->fixed.pp) continue;
             strat_filter f;
-            strat_filter_of(o, c, (int)pp, &f);
+            strat_filter_of(o, c, m, (int)pp, &f);
             for (int64_t micro = 1; micro <= gbs && ps_plan_size_ok(micro, pp) && st == PS_OK; micro++) {
                 if (gbs % micro || (o->fixed.micro > 0 && micro != o->fixed.micro)) continue;
                 int n_strat = 1, nl = 0;
@@ -1914,9 +2038,13 @@ bool ps_search_plan_allowed(const ps_search_opts *o, const ps_model *m, const ps
         if (f->tp > 0 && s->tp != f->tp) NO("layer %lld: tp %d, not the fixed %d", (long long)i, s->tp, f->tp);
         if (f->zero >= 0 && s->zero != f->zero)
             NO("layer %lld: ZeRO %d, not the fixed %d", (long long)i, s->zero, f->zero);
-        if (f->recompute >= 0 && (int)s->ckpt != f->recompute)
+        /* a framework that recomputes transformer layers only runs the others without (ps_search_fw_layer): the
+         * fixed recomputation is that of its transformer layers */
+        ps_strategy want = {.ckpt = (ps_recompute)(f->recompute >= 0 ? f->recompute : 0)};
+        want = ps_search_fw_layer(o, &m->layers[i], &want);
+        if (f->recompute >= 0 && s->ckpt != want.ckpt)
             NO("layer %lld: recompute %s, not the fixed %s", (long long)i, ps_recompute_name(s->ckpt),
-               ps_recompute_name((ps_recompute)f->recompute));
+               ps_recompute_name(want.ckpt));
     }
 #undef NO
     return true;

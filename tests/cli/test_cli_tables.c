@@ -98,7 +98,7 @@ static void test_messages(void **state)
                  "option --gbs does not apply to 'psearch schedule' (it is an option of: plan estimate sweep)");
     expect_error("--top 1001", "option --top must be at most 1000 (got 1001)");
     expect_error("estimate --tp 0", "option --tp needs a positive integer (got '0')");
-    expect_error("--export x", "unknown --export 'x' (known: megatron, deepspeed)");
+    expect_error("--export x", "unknown --export 'x' (known: megatron, deepspeed, torchtitan)");
     expect_error("--model", "option '--model' needs a value");
     expect_error("plan", "unknown command 'plan' (commands: model, cluster, estimate, schedule, calibrate, costdb, "
                          "sweep, exec; see psearch --help)");
