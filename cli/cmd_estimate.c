@@ -216,6 +216,15 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     ps_cli_opts lo = *o;
     lo.model = input_spec(o->model, root, "model", PS_DEFAULT_MODEL);
     lo.cluster = input_spec(o->cluster, root, "cluster", PS_DEFAULT_CLUSTER);
+    /* a plan file keeps the vocabulary padding it was planned with (the search pads for a node's TP, estimate for the
+     * plan's): without --vocab-pad it is priced, and exported, with that vocabulary again */
+    json_int_t file_pad = root ? json_integer_value(json_object_get(root, "vocab_pad")) : 0;
+    if (!o->mopts.vocab_pad && root && json_is_integer(json_object_get(root, "vocab_pad")) && file_pad >= 0 &&
+        file_pad <= (1 << 20)) {
+        lo.mopts.vocab_pad = file_pad > 1 ? (int64_t)file_pad : 1;
+        add_note(&nt, "vocabulary padded as the plan file was planned (vocab_pad %lld; --vocab-pad N for another)",
+                 (long long)file_pad);
+    }
     ps_status st;
     /* a CPU-only allocation describes no GPU to predict for */
     PS_TRY_GOTO(st, ps_cli_load_cluster(&lo, lo.cluster, comm, strcmp(lo.cluster, "auto") == 0, &c), done);
@@ -228,7 +237,7 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
         for (int64_t i = 0; o->dp_overlap >= 0 && i < m.n_layers; i++) plan.layer[i].dp_no_overlap = !o->dp_overlap;
     } else
         PS_TRY_GOTO(st, plan_from_flags(&lo, &m, &c, &plan, &nt), done);
-    PS_TRY_GOTO(st, pad_for_plan(o, &c, &plan, &m, &nt, &vocab_pad), done);
+    PS_TRY_GOTO(st, pad_for_plan(&lo, &c, &plan, &m, &nt, &vocab_pad), done);
     ps_attn attn = PS_ATTN_AUTO;
     if (o->attention && strcmp(o->attention, "search") == 0)
         PS_TRY_GOTO(st, PS_FAIL(PS_ERR_INPUT, "option --attention: estimate costs one plan: fused, unfused or auto "
@@ -254,6 +263,7 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
         for (int i = 0; i < nt.n; i++) json_array_append_new(na, json_string(nt.text[i]));
         if (j && nt.n) json_object_set_new(j, "notes", na);
         else json_decref(na);
+        if (j) json_object_set_new(j, "vocab_pad", json_integer(vocab_pad > 1 ? vocab_pad : 0));
         PS_TRY_GOTO(st, ps_out_json(out, j), done);
     } else {
         fprintf(out->f, "# psearch %s estimate: %s on %s (%lld GPUs)\n", PS_VERSION, m.name, c.name,

@@ -228,6 +228,9 @@ static ps_status print_result(const ps_cli_opts *o, const ps_search_opts *so, ps
         for (int i = 0; i < r->n_top; i++)
             json_array_append_new(top, ps_prediction_json(m, c, &r->top[i].plan, &r->top[i].pred, cp));
         json_object_set_new(j, "top", top);
+        /* the padding the search loaded the model with, so that estimate --plan prices this vocabulary again */
+        int64_t pad = ps_cli_vocab_pad(o, c->groups[0].gpus_per_node);
+        json_object_set_new(j, "vocab_pad", json_integer(pad > 1 ? pad : 0));
         json_object_set_new(j, "search", json_pack("{s:I, s:I, s:I, s:I, s:f, s:i, s:f}", "candidates",
                                                    (json_int_t)r->candidates, "evaluated", (json_int_t)r->evaluated,
                                                    "feasible", (json_int_t)r->feasible, "pruned",

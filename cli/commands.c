@@ -95,15 +95,25 @@ static ps_status batch_finish(const ps_cli_opts *o)
     return PS_OK;
 }
 
+/* --export prints a launch instead of the command's table or JSON: with --format json one would be dropped. */
+static ps_status export_format(const ps_cli_opts *o, const char *what)
+{
+    if (o->export_kind && o->format == PS_FMT_JSON)
+        return PS_FAIL(PS_ERR_INPUT, "--export %s prints the %s as %s instead of the %s table or JSON: drop --format "
+                                     "json (or --export, for the JSON)", o->export_kind, what,
+                       strcmp(o->export_kind, "megatron") == 0    ? "Megatron-LM arguments"
+                       : strcmp(o->export_kind, "deepspeed") == 0 ? "a DeepSpeed config"
+                                                                  : "a torchtitan job config",
+                       strcmp(what, "plan") == 0 ? "estimate's" : "search's");
+    return PS_OK;
+}
+
+static ps_status estimate_finish(ps_cli_opts *o) { return export_format(o, "plan"); }
+
 static ps_status plan_finish(ps_cli_opts *o)
 {
     PS_TRY(batch_finish(o));
-    if (o->export_kind && o->format == PS_FMT_JSON)
-        return PS_FAIL(PS_ERR_INPUT, "--export %s prints the best plan as %s instead of the search's table or JSON: "
-                                     "drop --format json (or --export, for the search's JSON)", o->export_kind,
-                       strcmp(o->export_kind, "megatron") == 0    ? "Megatron-LM arguments"
-                       : strcmp(o->export_kind, "deepspeed") == 0 ? "a DeepSpeed config"
-                                                                  : "a torchtitan job config");
+    PS_TRY(export_format(o, "best plan"));
     if (!o->exec_top && (o->iters || o->warmup >= 0 || o->scale > 0 || o->backend || o->record || o->watchdog > 0))
         return PS_FAIL(PS_ERR_INPUT, "--iters, --warmup, --scale, --backend, --record and --watchdog apply to executed "
                                      "plans: give --exec-top K (or use psearch exec plan.json)");
@@ -210,6 +220,7 @@ static const ps_cli_command k_commands[] = {
     {
         .name = "estimate",
         .inputs_from_plan = true, /* with --plan; ps_cmd_estimate applies the defaults */
+        .finish = estimate_finish,
         .needs_mpi = estimate_needs_mpi,
         .run = ps_cmd_estimate,
         .synopsis = "estimate [PLAN OPTIONS]",

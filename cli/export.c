@@ -129,8 +129,10 @@ static void plan_notes(lines *N, const exp_ctx *x, const char *what)
         x->s->tp, p->pp, (long long)x->dp, p->schedule, p->vpp, (long long)p->mbs, (long long)p->gbs,
         (long long)x->micro, ps_dtype_name(x->m->dtype));
     add(N, "read against %s; rules and sources: search/framework.c, docs/exports.md", x->fw->version);
-    add(N, "predicted by psearch %s: %.4g s per iteration, %.4g samples/s, %.4g tokens/s, MFU %.1f%%, bubble %.1f%%, "
-        "peak memory %.1f GiB per GPU", PS_VERSION, x->r->iter_time_s, x->r->samples_per_s, x->r->tokens_per_s,
+    char sps[32], tps[32];
+    add(N, "predicted by psearch %s: %.4g s per iteration, %s samples/s, %s tokens/s, MFU %.1f%%, bubble %.1f%%, "
+        "peak memory %.1f GiB per GPU", PS_VERSION, x->r->iter_time_s,
+        ps_fmt_num(x->r->samples_per_s, 0, sps, sizeof sps), ps_fmt_num(x->r->tokens_per_s, 0, tps, sizeof tps),
         100 * x->r->mfu, 100 * x->r->bubble_frac, peak_gib(x->r));
     char buf[512] = "";
     for (int s = 0; s < x->S && strlen(buf) < sizeof buf - 24; s++)

@@ -61,7 +61,9 @@ ps_status ps_plan_from_json(const json_t *root, const char *file, const ps_model
                                         /* the search's result document and a --costdb estimate add these */
                                         "top", "search", "objective", "baselines", "binding", "costdb",
                                         /* ... and a restricted search its restriction (--framework, fixed fields) */
-                                        "framework", "fixed", NULL};
+                                        "framework", "fixed",
+                                        /* the vocabulary padding unit it was planned with (0: none), for the CLI */
+                                        "vocab_pad", NULL};
     PS_TRY(ps_json_known_keys(root, &loc, known));
     int64_t gbs = 0, mbs = 1, pp = 1, vpp = 1;
     PS_TRY(ps_json_int(root, &loc, "gbs", true, 1, INT32_MAX, &gbs));
