@@ -18,6 +18,7 @@
 
 #include "ps_schedules.h"
 #include "ps_search.h"
+#include "brute_cost.h"
 
 #ifndef PS_SOURCE_DIR
 #error "PS_SOURCE_DIR must name the source tree (tests/search/CMakeLists.txt)"
@@ -64,22 +65,14 @@ typedef struct {
 
 static void cost(brute *b, ps_plan *p)
 {
-    /* the micro-batch per replica of the first layer's dp (ps_plan_micro_batches counts with it), so that the plan
-     * has the micro-batch count being enumerated whichever strategy its first stage got */
-    p->mbs = b->global_mb / p->layer[0].dp;
-    ps_prediction pr;
-    ps_status st = ps_cost_plan_ws(b->cp, b->m, b->c, p, b->ws, &pr);
-    if (st == PS_ERR_INPUT) { /* a rule of the plan (divisibility, the schedule's micro-batch count): not a plan */
-        ps_error_clear();
-        return;
-    }
-    if (st != PS_OK) fail_msg("ps_cost_plan: %s", ps_error_message());
+    bool fits;
+    double sps;
+    if (!brute_cost(b->cp, b->m, b->c, b->ws, b->global_mb, p, &fits, &sps)) return;
     b->plans++;
-    if (pr.fits) {
+    if (fits) {
         b->fitting++;
-        if (pr.samples_per_s > b->best) b->best = pr.samples_per_s;
+        if (sps > b->best) b->best = sps;
     }
-    ps_prediction_free(&pr);
 }
 
 static int64_t blocks_in(const ps_model *m, int64_t lo, int64_t hi)
