@@ -9,7 +9,11 @@ file: another split of the layers, recomputation of some layers), exports it wit
     nothing of psearch's own code), and checks that `psearch estimate` of the read-back plan predicts exactly what the
     original plan predicts (every figure of "predicted", bit for bit).
 Cases marked "search" also export straight from the search (`psearch ... --export FW`) and from `psearch --framework
-FW` when psearch has that option (skipped otherwise).
+FW` when psearch has that option (skipped otherwise). A case may end with the features its export must show (Expect:
+a flag, a key, the split, least memory), so that a search which stops producing the shape it covers fails the test.
+Every Megatron-LM export must also build the model it names: the architecture its flags build with Megatron's defaults
+(megatron_model.py) is the model JSON's, Llama 3's model flags are there with their values, dropping any one of them
+is caught, and the read-back plan is estimated on a model built from the flags alone, not on the preset.
 
 usage: run_exports.py PSEARCH DATA_DIR FRAMEWORK [CASE ...]
 """
@@ -20,8 +24,10 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 import fwlib
+import megatron_model
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -72,6 +78,118 @@ def no_edge_recompute(plan):
     return resplit(blocks, head_ckpt="none")(plan) if n else plan
 
 
+class Export:
+    """One export, parsed, for the checks of Expect: `doc` is {flag: value or True} (Megatron-LM), the config dict
+    (DeepSpeed) or the TOML dict (torchtitan); `blocks` the transformer layers of every (virtual) stage, `pp`."""
+
+    def __init__(self, fw, text, keys, plan, search_cmd, psearch):
+        self.fw, self.text, self.plan, self.search_cmd, self.psearch = fw, text, plan, search_cmd, psearch
+        if fw == "megatron":
+            self.doc = fwlib.megatron_args(text, keys["flags"])[0]
+            self.pp = int(self.doc.get("--pipeline-model-parallel-size", 1))
+            self.blocks = fwlib.megatron_stage_layers(self.doc, [])[0]
+        elif fw == "deepspeed":
+            self.doc = json.loads(text)
+            t = self.doc["_psearch"].get("topology")
+            self.pp = t["num_pp"] if t else 1
+            layers = fwlib.ds_layers(self.doc)
+            cuts = fwlib.ds_parts(self.doc) if t else [0, len(layers)]
+            self.blocks = [sum(c == "TransformerLayer" for c in layers[cuts[i]:cuts[i + 1]])
+                           for i in range(len(cuts) - 1)]
+        else:
+            self.doc = fwlib.tomllib.loads(text)
+            par = self.doc["parallelism"]
+            self.pp = par.get("pipeline_parallel_degree", 1)
+            # without pipelining there is no part list: no split to check
+            parts = par.get("module_fqns_per_model_part", [])
+            self.blocks = [sum(f.startswith("layers.") for f in part) for part in parts]
+
+    def get(self, path):
+        """A Megatron flag's value (True for a switch), or a dotted key of the config; None when absent."""
+        if self.fw == "megatron":
+            return self.doc.get(path)
+        d = self.doc
+        for k in path.split("."):
+            if not isinstance(d, dict) or k not in d:
+                return None
+            d = d[k]
+        return d
+
+
+class Expect:
+    """Features an export must show: each check returns None or what is missing."""
+
+    @staticmethod
+    def has(path, want=None):
+        """The flag / key is there; with `want` a value (compared as text for Megatron's flags) or a predicate
+        (its docstring says what it wants)."""
+        def check(ex):
+            v = ex.get(path)
+            if v is None:
+                return f"{path} missing"
+            if want is None:
+                return None
+            if callable(want):
+                return None if want(v) else f"{path} is {v!r}, expected {want.__doc__ or 'otherwise'}"
+            ok = str(v) == str(want) if ex.fw == "megatron" else v == want
+            return None if ok else f"{path} is {v!r}, expected {want!r}"
+        return check
+
+    @staticmethod
+    def lacks(path):
+        return lambda ex: None if ex.get(path) is None else f"{path} present ({ex.get(path)!r})"
+
+    @staticmethod
+    def split(pred, what):
+        """The transformer layers per (virtual) stage satisfy pred(blocks, pp)."""
+        return lambda ex: None if pred(ex.blocks, ex.pp) else f"the split {ex.blocks} (pp {ex.pp}) is not {what}"
+
+    @staticmethod
+    def least_memory():
+        """A --objective memory search: its plan's peak memory per GPU is the least of its top plans and at most
+        that of the same search for throughput (the objective took effect)."""
+        def check(ex):
+            peak = lambda p: max(p["predicted"]["peak_mem_gib"])
+            mine = peak(ex.plan)
+            worse = [peak(t) for t in ex.plan.get("top", []) if peak(t) < mine]
+            if worse:
+                return f"peak {mine:.3f} GiB, but a listed plan needs {min(worse):.3f}"
+            cmd = list(ex.search_cmd)
+            i = cmd.index("--objective")
+            del cmd[i:i + 2]
+            r = run([ex.psearch, *cmd, "--format", "json"])
+            if r.returncode:
+                return f"the throughput search failed: {r.stderr.strip()}"
+            fast = peak(json.loads(r.stdout))
+            return None if mine <= fast else f"peak {mine:.3f} GiB above the throughput plan's {fast:.3f}"
+        return check
+
+
+def uneven_first_last(b, pp):
+    return pp > 2 and len(b) == pp and len(set(b[1:-1])) == 1 and (b[0] != b[1] or b[-1] != b[-2])
+
+
+def needs_layout(b, pp):
+    """Not even and not only the first/last stage different: only a layout string says it."""
+    return len(b) > 1 and len(set(b)) > 1 and not uneven_first_last(b, pp)
+
+
+def positive(v):
+    """above 1"""
+    return int(v) > 1
+
+
+# the model flags of a Llama 3 Megatron-LM export, by hand from the Llama 3 paper and its released config.json
+# (rope_theta 500000, RMSNorm, SwiGLU, no biases, untied output layer, 8 key/value heads, no dropout)
+LLAMA3_FLAGS = [Expect.has("--position-embedding-type", "rope"), Expect.has("--rotary-base", "500000"),
+                Expect.has("--normalization", "RMSNorm"), Expect.has("--swiglu"), Expect.has("--disable-bias-linear"),
+                Expect.has("--untie-embeddings-and-output-weights"), Expect.has("--group-query-attention"),
+                Expect.has("--num-query-groups", "8"), Expect.has("--hidden-dropout", "0.0"),
+                Expect.has("--attention-dropout", "0.0")]
+TT_FSDP = [Expect.has("parallelism.data_parallel_shard_degree", positive),
+           Expect.has("parallelism.fsdp_reshard_after_forward", "always")]
+ZERO1_MEGATRON = [Expect.has("--use-distributed-optimizer"), Expect.lacks("--use-megatron-fsdp")]
+
 H100_4 = ["--model", "llama3-8b", "--cluster", "dgx-h100:4"]
 CASES = {
     "megatron": [
@@ -98,7 +216,35 @@ CASES = {
                         "--seq-parallel", "--tp-overlap", "te", "--recompute", "selective", "--zero", "1", "--gbs",
                         "64", "--dtype", "fp8"], None, ["--vocab-pad", "1024", "--dtype", "fp8"], None, True),
         ("search_llama2_zero2", ["search", "--model", "llama2-7b", "--cluster", "dgx-a100-80g:1"], None,
-         ["--vocab-pad", "1024"], None, True),
+         ["--vocab-pad", "1024"], None, True,
+         [Expect.has("--use-megatron-fsdp"), Expect.has("--data-parallel-sharding-strategy", "optim_grads")]),
+        # searches of #22's review, each with the shape it covers (at this commit: the 405B on H100 x 128 runs
+        # pp 32 with 3 layers on the first and last stage, 4 on the others; the 70B on H100 x 64 splits 20 21 20 19)
+        ("search_llama3_405b_first_last", ["search", "--model", "llama3-405b", "--cluster", "dgx-h100:16"], None,
+         ["--vocab-pad", "1024"], None, True,
+         [Expect.has("--decoder-first-pipeline-num-layers"), Expect.has("--decoder-last-pipeline-num-layers"),
+          Expect.lacks("--pipeline-model-parallel-layout"), Expect.lacks("--num-virtual-stages-per-pipeline-rank"),
+          Expect.split(uneven_first_last, "even but for the first and last stage"), *ZERO1_MEGATRON]),
+        ("search_llama3_70b_layout", ["search", "--model", "llama3-70b", "--cluster", "dgx-h100:8"], None,
+         ["--vocab-pad", "1024"], None, True,
+         [Expect.has("--pipeline-model-parallel-layout"), Expect.lacks("--decoder-first-pipeline-num-layers"),
+          Expect.split(needs_layout, "uneven in the middle"), *ZERO1_MEGATRON]),
+        ("search_llama3_405b_interleaved", ["search", "--model", "llama3-405b", "--cluster", "dgx-h100:16", "--pp",
+                                            "16", "--schedule", "interleaved"], None, ["--vocab-pad", "1024"], None,
+         True, [Expect.has("--pipeline-model-parallel-layout"), Expect.has("--pipeline-model-parallel-size", "16"),
+                Expect.split(lambda b, pp: len(b) >= 2 * pp and needs_layout(b, pp), "interleaved and uneven")]),
+        ("search_gpt3_175b_interleaved", ["search", "--model", "gpt3-175b", "--cluster", "dgx-a100-80g:16"], None,
+         ["--vocab-pad", "1024"], None, True,
+         [Expect.has("--num-virtual-stages-per-pipeline-rank", positive),
+          Expect.lacks("--pipeline-model-parallel-layout"), Expect.lacks("--position-embedding-type"),
+          Expect.has("--max-position-embeddings", "2048"), Expect.lacks("--swiglu"), *ZERO1_MEGATRON]),
+        ("search_fsdp_zero3", ["search", "--model", "llama3-8b", "--cluster", "dgx-h100:1", "--zero", "3"], None,
+         ["--vocab-pad", "1024"], None, True,
+         [Expect.has("--use-megatron-fsdp"), Expect.has("--data-parallel-sharding-strategy", "optim_grads_params"),
+          Expect.has("--ckpt-format", "fsdp_dtensor"), Expect.has("--tensor-model-parallel-size", positive)]),
+        ("search_memory_objective", ["search", "--model", "llama3-70b", "--cluster", "dgx-h100:8", "--objective",
+                                     "memory"], None, ["--vocab-pad", "1024"], None, True,
+         [Expect.least_memory(), Expect.has("--recompute-granularity", "full")]),
         ("memory_objective", ["search", "--model", "gpt3-2.7b", "--cluster", "dgx-a100-40g:1", "--gbs", "64",
                               "--objective", "memory", "--schedules", "1f1b"], None, ["--vocab-pad", "1024"],
          "@any", True),
@@ -136,7 +282,21 @@ CASES = {
                             "--gbs", "32", "--dp-overlap", "off", "--recompute", "full"], no_edge_recompute,
          ["--vocab-pad", "1024"], None, False),
         ("search_llama2", ["search", "--model", "llama2-7b", "--cluster", "dgx-a100-80g:1"], None,
-         ["--vocab-pad", "1024"], None, True),
+         ["--vocab-pad", "1024"], None, True, [Expect.has("zero_optimization.stage", 2)]),
+        ("search_llama3_70b_zero3", ["search", "--model", "llama3-70b", "--cluster", "dgx-h100:8"], None,
+         ["--vocab-pad", "1024"], None, True,
+         [Expect.has("zero_optimization.stage", 3), Expect.has("zero_optimization.stage3_prefetch_bucket_size"),
+          Expect.lacks("_psearch.topology")]),
+        ("search_llama2_70b_pipeline", ["search", "--model", "llama2-70b", "--cluster", "dgx-a100-80g:8"], None,
+         ["--vocab-pad", "1024"], None, True,
+         [Expect.has("_psearch.topology.num_pp", positive), Expect.has("_psearch.topology.num_mp", positive),
+          Expect.has("zero_optimization.stage", 1), Expect.has("_psearch.PipelineModule.partition_method")]),
+        ("search_llama3_70b_pp8", ["search", "--model", "llama3-70b", "--cluster", "dgx-h100:8", "--pp", "8"], None,
+         ["--vocab-pad", "1024"], None, True,
+         [Expect.has("_psearch.topology.num_pp", 8), Expect.has("_psearch.PipelineModule.checkpointable_layers",
+                                                                ["TransformerLayer"])]),
+        ("search_memory_objective", ["search", "--model", "llama3-8b", "--cluster", "dgx-h100:2", "--objective",
+                                     "memory"], None, ["--vocab-pad", "1024"], None, True, [Expect.least_memory()]),
         ("refuse_zero2_pp", ["estimate", *H100_4, "--tp", "2", "--pp", "2", "--zero", "2", "--gbs", "64",
                              "--dp-overlap", "off"], None, ["--vocab-pad", "256"],
          r"does not run ZeRO stage 2 with pipeline", False),
@@ -169,10 +329,25 @@ CASES = {
                       "--zero", "3", "--gbs", "64", "--dtype", "fp8"], None, ["--vocab-pad", "1", "--dtype", "fp8"],
          None, True),
         ("search_llama3_8b", ["search", "--model", "llama3-8b", "--cluster", "dgx-h100:2", "--gbs", "64"], None,
-         ["--vocab-pad", "1"], None, True),
+         ["--vocab-pad", "1"], None, True, TT_FSDP),
         ("search_debugmodel_pp", ["search", "--model", "@DATA@/export/tt-debugmodel.json", "--cluster",
                                   "dgx-a100-80g:1", "--gbs", "64", "--pp", "2"], None, ["--vocab-pad", "1"], None,
          True),
+        ("search_llama3_70b_uneven", ["search", "--model", "llama3-70b", "--cluster", "dgx-h100:8"], None,
+         ["--vocab-pad", "1"], None, True,
+         [Expect.has("parallelism.pipeline_parallel_schedule", "1F1B"), *TT_FSDP,
+          Expect.split(lambda b, pp: len(b) == pp > 1 and needs_layout(b, pp), "uneven in the middle")]),
+        ("search_llama3_405b_uneven", ["search", "--model", "llama3-405b", "--cluster", "dgx-h100:16"], None,
+         ["--vocab-pad", "1"], None, True,
+         [Expect.split(lambda b, pp: len(b) == pp > 1 and len(set(b)) > 1, "uneven")]),
+        ("search_llama3_70b_fsdp", ["search", "--model", "llama3-70b", "--cluster", "dgx-h100:4", "--pp", "1"], None,
+         ["--vocab-pad", "1"], None, True, TT_FSDP),
+        ("search_llama3_70b_interleaved", ["search", "--model", "llama3-70b", "--cluster", "dgx-h100:8", "--schedule",
+                                           "interleaved"], None, ["--vocab-pad", "1"], None, True,
+         [Expect.has("parallelism.pipeline_parallel_schedule", "Interleaved1F1B"),
+          Expect.split(lambda b, pp: len(b) >= 2 * pp, "interleaved")]),
+        ("search_memory_objective", ["search", "--model", "llama3-8b", "--cluster", "dgx-h100:2", "--objective",
+                                     "memory"], None, ["--vocab-pad", "1"], None, True, [Expect.least_memory()]),
         ("memory_objective_as_run", ["search", "--model", "@DATA@/export/tt-debugmodel.json", "--cluster",
                                      "dgx-a100-80g:1", "--gbs", "64", "--objective", "memory", "--schedules", "1f1b"],
          no_edge_recompute, ["--vocab-pad", "1"], None, False),
@@ -196,7 +371,41 @@ CASES = {
 
 
 def run(args, **kw):
-    return subprocess.run(args, capture_output=True, text=True, **kw)
+    # a search here takes well under a second; the limit keeps a hung psearch from holding ctest for its 600 s
+    return subprocess.run(args, capture_output=True, text=True, timeout=120, **kw)
+
+
+def model_path(model):
+    """The model JSON psearch reads for `model`: a file, or a preset of the source tree's presets/models/."""
+    if model.endswith(".json"):
+        return model
+    return os.path.join(HERE, "..", "..", "presets", "models", f"{model}.json")
+
+
+def megatron_checks(text, gpus, keys, model, llama3):
+    """Why the Megatron-LM export `text` does not build `model` (None: it does). For Llama 3 also its model flags
+    with their hand-written values (LLAMA3_FLAGS), and that dropping any one of them (the flag line removed from the
+    launch) makes the validator or the model comparison fail: no flag is carried without being checked."""
+    a, errors = fwlib.megatron_args(text, keys["flags"])
+    arch = megatron_model.arch_errors(a, model)
+    if errors or arch:
+        return "the flags build another model: " + "; ".join(errors + arch)
+    if not llama3:
+        return None
+    ex = Export("megatron", text, keys, None, None, None)
+    missing = [m for m in (c(ex) for c in LLAMA3_FLAGS) if m]
+    if missing:
+        return "Llama 3 model flags: " + "; ".join(missing)
+    args, notes = text.split("\n\n", 1)
+    for flag in megatron_model.LLAMA3_MODEL_FLAGS:
+        lines = [ln for ln in args.splitlines() if ln.split()[0] != flag]
+        if len(lines) != len(args.splitlines()) - 1:
+            return f"{flag}: not one line of the launch"
+        dropped = "\n".join(lines) + "\n\n" + notes
+        b, errs = fwlib.megatron_args(dropped, keys["flags"])
+        if not (errs or fwlib.validate_megatron(dropped, gpus, keys) or megatron_model.arch_errors(b, model)):
+            return f"the launch without {flag} passes as the same model: the check does not read {flag}"
+    return None
 
 
 def main():
@@ -212,9 +421,12 @@ def main():
     has_framework = "--framework" in run([psearch, "--help"]).stdout
     fails, passed, refused, skipped = [], 0, 0, 0
     tmp = tempfile.mkdtemp(prefix="psearch-export-")
-    for name, source, edit, opts, refusal, flag_path in CASES[fw]:
+    times = []
+    for name, source, edit, opts, refusal, flag_path, *expect in CASES[fw]:
         if only and name not in only:
             continue
+        expect = expect[0] if expect else []
+        t0 = time.monotonic()
         source = [a.replace("@DATA@", data) for a in source]
         model = source[source.index("--model") + 1]
         cluster = source[source.index("--cluster") + 1]
@@ -258,12 +470,28 @@ def main():
         if errors:
             fail("the framework would refuse it: " + "; ".join(errors))
             continue
+        ex_doc = Export(fw, text, keys, plan, [*cmd, *pad], psearch)
+        missing = [m for m in (c(ex_doc) for c in expect) if m]
+        if missing:
+            fail("the export lacks the shape this case covers: " + "; ".join(missing))
+            continue
+        rb_model = model
+        if fw == "megatron":
+            # the model flags: the model the launch builds is the model planned, and the read-back plan is estimated
+            # on that model (built from the flags alone), so a dropped or wrong model flag fails here
+            preset = megatron_model.load_model(model_path(model))
+            why = megatron_checks(text, gpus, keys, preset, llama3=preset.get("family") == "llama3")
+            if why:
+                fail(why)
+                continue
+            rb_model = os.path.join(tmp, f"{fw}-{name}-model.json")
+            json.dump(megatron_model.model_json(ex_doc.doc, preset["vocab"], preset["name"]), open(rb_model, "w"))
         rb, rb_opts, shape = read(text, gpus, keys)
-        rb.update({"model": model, "cluster": cluster})
+        rb.update({"model": rb_model, "cluster": cluster})
         rb_path = os.path.join(tmp, f"{fw}-{name}-readback.json")
         json.dump(rb, open(rb_path, "w"))
         want = run([psearch, "estimate", "--plan", orig, *inputs, "--format", "json"])
-        got = run([psearch, "estimate", "--plan", rb_path, "--model", model, "--cluster", cluster, *rb_opts,
+        got = run([psearch, "estimate", "--plan", rb_path, "--model", rb_model, "--cluster", cluster, *rb_opts,
                    "--format", "json"])
         if want.returncode or got.returncode:
             fail(f"estimate: {want.stderr.strip()} {got.stderr.strip()}")
@@ -301,7 +529,10 @@ def main():
             else:
                 skipped += 1
         passed += 1
-        print(f"ok   {fw}/{name}: valid, read back with the same prediction")
+        times.append((time.monotonic() - t0, name))
+        print(f"ok   {fw}/{name}: valid, read back with the same prediction ({times[-1][0]:.1f} s)")
+    if times:
+        print(f"slowest: {max(times)[1]} {max(times)[0]:.1f} s")
     print(f"{fw}: {passed} exports validated and read back, {refused} refusals as expected"
           + (f", {skipped} --framework checks skipped (psearch has no --framework yet)" if skipped else ""))
     return 1 if fails else 0
