@@ -111,7 +111,10 @@ static void test_messages(void **state)
                  "to search several)");
     expect_error("--export megatron --format json",
                  "--export megatron prints the best plan as Megatron-LM arguments instead of the search's table or "
-                 "JSON: drop --format json (or --export, for the search's JSON)");
+                 "JSON: drop --format json (or --export, for the JSON)");
+    expect_error("estimate --export torchtitan --format json",
+                 "--export torchtitan prints the plan as a torchtitan job config instead of the estimate's table or "
+                 "JSON: drop --format json (or --export, for the JSON)");
     ps_cli_opts o;
     assert_int_equal(parse("--export deepspeed --format table", &o), PS_OK); /* the default format, said again */
     assert_int_equal(parse("--gbs-range 8:16:8", &o), PS_OK);
