@@ -143,16 +143,6 @@ void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const 
                "transient buffers + reserve; times per micro-batch)\n");
 }
 
-static int64_t gcd64(int64_t a, int64_t b)
-{
-    while (b) {
-        int64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
 /* Without --vocab-pad, the vocabulary padded as Megatron-LM pads it for the plan's TP (128 x TP: ps_cli_vocab_pad,
  * the search's padding with another TP): a multiple of 128 x the least common multiple of the TP degrees of the
  * layers that hold the vocabulary (one TP in a uniform plan). Said in a note when it changes the vocabulary. */
@@ -167,7 +157,7 @@ static ps_status pad_for_plan(const ps_cli_opts *o, const ps_cluster *c, const p
         if (m->layers[i].vocab > 0) {
             int64_t t = plan->layer[i].tp > 0 ? plan->layer[i].tp : 1;
             /* a TP beyond the cluster is refused by ps_plan_check, which names it: no padding for it */
-            if (!ps_mul_i64(tp / gcd64(tp, t), t, &tp) || tp > c->n_gpus) return PS_OK;
+            if (!ps_mul_i64(tp / ps_gcd64(tp, t), t, &tp) || tp > c->n_gpus) return PS_OK;
             if (!before) before = m->layers[i].vocab;
         }
     if (!before) return PS_OK;
@@ -218,12 +208,13 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     lo.cluster = input_spec(o->cluster, root, "cluster", PS_DEFAULT_CLUSTER);
     /* a plan file keeps the vocabulary padding it was planned with (the search pads for a node's TP, estimate for the
      * plan's): without --vocab-pad it is priced, and exported, with that vocabulary again */
-    json_int_t file_pad = root ? json_integer_value(json_object_get(root, "vocab_pad")) : 0;
-    if (!o->mopts.vocab_pad && root && json_is_integer(json_object_get(root, "vocab_pad")) && file_pad >= 0 &&
-        file_pad <= (1 << 20)) {
+    const json_t *jpad = root ? json_object_get(root, "vocab_pad") : NULL;
+    json_int_t file_pad = json_is_integer(jpad) ? json_integer_value(jpad) : -1;
+    if (!o->mopts.vocab_pad && file_pad >= 0 && file_pad <= (1 << 20)) {
         lo.mopts.vocab_pad = file_pad > 1 ? (int64_t)file_pad : 1;
-        add_note(&nt, "vocabulary padded as the plan file was planned (vocab_pad %lld; --vocab-pad N for another)",
-                 (long long)file_pad);
+        if (file_pad > 1)
+            add_note(&nt, "vocabulary padded as the plan file was planned (vocab_pad %lld; --vocab-pad N for another)",
+                     (long long)file_pad);
     }
     ps_status st;
     /* a CPU-only allocation describes no GPU to predict for */

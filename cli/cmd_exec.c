@@ -42,7 +42,6 @@ static ps_status resolve_backend(const ps_cli_opts *o, MPI_Comm comm, const ps_c
                    c->groups[0].gpu.name, c->name, why);
 }
 
-static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
 
 /* FNV-1a 64 of the plan's canonical JSON: the same plan gives the same digest in every record. */
 static void plan_digest(const ps_plan *p, const ps_model *m, char *out, size_t cap)
@@ -80,7 +79,8 @@ ps_status ps_cli_exec(const ps_cli_opts *o, MPI_Comm comm, const ps_model *m, co
     run->scale = o->scale > 0 ? o->scale : (cpu && !cluster_is_cpu(c) ? 16 : 1);
     /* widths stay multiples of every TP degree of the plan (and of 8, for sane GEMM shapes) */
     int64_t align = 8;
-    for (int64_t i = 0; i < m->n_layers; i++) align = align / gcd64(align, plan->layer[i].tp) * plan->layer[i].tp;
+    for (int64_t i = 0; i < m->n_layers; i++)
+        align = align / ps_gcd64(align, plan->layer[i].tp) * plan->layer[i].tp;
     PS_TRY(ps_model_scaled(m, run->scale, run->scale > 1 ? align : 1, &run->model));
     ps_exec_opts eo;
     ps_exec_opts_default(&eo);

@@ -111,14 +111,6 @@ static bool all_equal(const int64_t *v, int from, int to)
     return true;
 }
 
-static double gib(double b) { return b / (1024.0 * 1024 * 1024); }
-
-static double peak_gib(const ps_prediction *r)
-{
-    double pk = 0;
-    for (int i = 0; i < r->n_stages; i++) pk = fmax(pk, r->stages[i].mem_peak);
-    return gib(pk);
-}
 
 /* The notes every export opens with: what was planned and what it predicts. */
 static void plan_notes(lines *N, const exp_ctx *x, const char *what)
@@ -129,11 +121,13 @@ static void plan_notes(lines *N, const exp_ctx *x, const char *what)
         x->s->tp, p->pp, (long long)x->dp, p->schedule, p->vpp, (long long)p->mbs, (long long)p->gbs,
         (long long)x->micro, ps_dtype_name(x->m->dtype));
     add(N, "read against %s; rules and sources: search/framework.c, docs/exports.md", x->fw->version);
-    char sps[32], tps[32];
-    add(N, "predicted by psearch %s: %.4g s per iteration, %s samples/s, %s tokens/s, MFU %.1f%%, bubble %.1f%%, "
-        "peak memory %.1f GiB per GPU", PS_VERSION, x->r->iter_time_s,
+    char its[32], sps[32], tps[32];
+    /* as the tables print them: plain digits, and the rounding left of a zero bubble as 0 */
+    double bubble = fabs(x->r->bubble_frac) <= 1e-9 ? 0.0 : 100 * x->r->bubble_frac;
+    add(N, "predicted by psearch %s: %s s per iteration, %s samples/s, %s tokens/s, MFU %.1f%%, bubble %.1f%%, "
+        "peak memory %.1f GiB per GPU", PS_VERSION, ps_fmt_num(x->r->iter_time_s, 0, its, sizeof its),
         ps_fmt_num(x->r->samples_per_s, 0, sps, sizeof sps), ps_fmt_num(x->r->tokens_per_s, 0, tps, sizeof tps),
-        100 * x->r->mfu, 100 * x->r->bubble_frac, peak_gib(x->r));
+        100 * x->r->mfu, bubble, ps_prediction_peak(x->r) / (1024.0 * 1024 * 1024));
     char buf[512] = "";
     for (int s = 0; s < x->S && strlen(buf) < sizeof buf - 24; s++)
         ps_strcatf(buf, sizeof buf, "%s%lld", s ? " " : "", (long long)x->blocks[s]);

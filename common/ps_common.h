@@ -79,6 +79,16 @@ ps_status ps_grow(void **buf, size_t *cap, size_t need, size_t elt);
 /* ---- checked 64-bit arithmetic (sizes, counts, bytes) ---- */
 /* Return false on overflow; *out is then unspecified. */
 bool ps_mul_i64(int64_t a, int64_t b, int64_t *out);
+/* Greatest common divisor of two non-negative counts (0 with 0: the other). */
+static inline int64_t ps_gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
 bool ps_add_i64(int64_t a, int64_t b, int64_t *out);
 
 /* ---- hashing ---- */

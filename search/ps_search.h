@@ -32,9 +32,7 @@ typedef struct {
     int64_t mbs;     /* micro-batch size per data-parallel replica (instead of the range up to mbs_max) */
     int64_t micro;   /* micro-batches per iteration */
 } ps_search_fixed;
-/* Whether any field of f is fixed. */
-bool ps_search_fixed_any(const ps_search_fixed *f);
-/* "tp 4, micro-batches 8": the fixed fields as the output and the binding message name them ("" when none). */
+/* "tp 4, 8 micro-batches": the fixed fields as the output and the binding message name them ("" when none). */
 void ps_search_fixed_describe(const ps_search_fixed *f, char *buf, size_t cap);
 
 typedef struct {

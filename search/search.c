@@ -37,11 +37,6 @@ void ps_search_opts_default(ps_search_opts *o)
     o->fixed = (ps_search_fixed){.zero = -1, .recompute = -1};
 }
 
-bool ps_search_fixed_any(const ps_search_fixed *f)
-{
-    return f->tp > 0 || f->pp > 0 || f->zero >= 0 || f->recompute >= 0 || f->mbs > 0 || f->micro > 0;
-}
-
 void ps_search_fixed_describe(const ps_search_fixed *f, char *buf, size_t cap)
 {
     if (cap) buf[0] = '\0';
