@@ -130,8 +130,7 @@ static ps_status try_layout(const ps_cost_params *cp, const ps_model *m, const p
  * why not. The rule's choices it runs only in part (recomputation kinds, ZeRO with pp) are narrowed in try_layout. */
 static bool fw_runs_rule(const ps_framework_rules *fw, int kind, char *why, size_t cap)
 {
-    bool sched = false;
-    for (const char *const *k = fw->schedules; *k; k++) sched = sched || strcmp(*k, "1f1b") == 0;
+    bool sched = ps_framework_has_schedule(fw, "1f1b");
     int zero = kind == PS_BASE_ZERO3 ? 3 : 0;
     if (!sched)
         snprintf(why, cap, "%s runs no 1F1B schedule", fw->title);

@@ -271,6 +271,13 @@ const ps_framework_rules *ps_framework_get(ps_framework f)
     return f > PS_FW_ANY && f < PS_FW_COUNT ? &k_rules[f] : NULL;
 }
 
+bool ps_framework_has_schedule(const ps_framework_rules *r, const char *name)
+{
+    for (const char *const *k = r->schedules; *k; k++)
+        if (strcmp(*k, name) == 0) return true;
+    return false;
+}
+
 const char *ps_framework_name(ps_framework f)
 {
     return f == PS_FW_ANY ? "any" : f > PS_FW_ANY && f < PS_FW_COUNT ? k_rules[f].name : "?";
@@ -414,9 +421,7 @@ bool ps_framework_runs(ps_framework f, const ps_model *m, const ps_plan *p, char
     if (r->model_runs && !r->model_runs(m, why, cap)) return false;
     if ((unsigned)m->dtype >= 4 || !r->dtype[m->dtype])
         NO("%s does not train in %s", r->title, ps_dtype_name(m->dtype));
-    bool sched_ok = false;
-    for (const char *const *k = r->schedules; *k; k++) sched_ok = sched_ok || strcmp(*k, p->schedule) == 0;
-    if (!sched_ok) NO("%s runs no schedule '%s'", r->title, p->schedule);
+    if (!ps_framework_has_schedule(r, p->schedule)) NO("%s runs no schedule '%s'", r->title, p->schedule);
     if (p->vpp > r->max_vpp) NO("%s takes at most %d model chunks per device (plan: vpp %d)", r->title, r->max_vpp,
                                 p->vpp);
     if (p->vpp > 1 && p->pp < 2)

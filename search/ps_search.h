@@ -218,6 +218,8 @@ typedef struct {
     bool (*model_runs)(const ps_model *m, char *why, size_t cap); /* the models it builds; NULL: any */
 } ps_framework_rules;
 const ps_framework_rules *ps_framework_get(ps_framework f); /* NULL for PS_FW_ANY */
+/* Whether r lists schedule kind `name` among those it runs. */
+bool ps_framework_has_schedule(const ps_framework_rules *r, const char *name);
 int ps_framework_find(const char *name);                    /* a ps_framework, or -1 when unknown */
 const char *ps_framework_name(ps_framework f);              /* "any", "megatron", "deepspeed", "torchtitan" */
 /* true when framework f runs plan p of model m exactly as planned; else false with the first rule it breaks in

@@ -1625,15 +1625,14 @@ static bool framework_runs_kind(const ps_framework_rules *fw, int kind, char *wh
 {
     if (!fw) return true;
     const char *name = ps_sched_kind_name(kind);
-    bool listed = false;
-    for (const char *const *k = fw->schedules; *k && !listed; k++) listed = strcmp(*k, name) == 0;
-    char known[160] = "";
-    for (const char *const *k = fw->schedules; *k; k++)
-        ps_strcatf(known, sizeof known, "%s%s", known[0] ? ", " : "", *k);
+    bool listed = ps_framework_has_schedule(fw, name);
     int chunks = ps_sched_kind_default_chunks(kind);
-    if (!listed)
+    if (!listed) {
+        char known[160] = "";
+        for (const char *const *k = fw->schedules; *k; k++)
+            ps_strcatf(known, sizeof known, "%s%s", known[0] ? ", " : "", *k);
         snprintf(why, cap, "%s runs no pipeline schedule '%s' (it runs: %s)", fw->title, name, known);
-    else if (chunks > fw->max_vpp)
+    } else if (chunks > fw->max_vpp)
         snprintf(why, cap, "%s takes at most %d model chunk(s) per device; schedule '%s' runs %d", fw->title,
                  fw->max_vpp, name, chunks);
     return listed && chunks <= fw->max_vpp;
