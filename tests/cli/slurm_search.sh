@@ -123,7 +123,11 @@ deadline=$((SECONDS + 270))
 # failure counts. A normal step takes 1-12 s here.
 race='Segmentation fault'
 srun_once() { # SECONDS-LIMIT command...: one step, its stdout and stderr in $d/step.out and $d/step.err
-  timeout "$1" srun -N 8 -n 8 --mpi=pmix --immediate=30 "${@:2}" </dev/null >"$d/step.out" 2>"$d/step.err" &
+  # Emptied here, before the step starts: the background job opens its redirections only once it runs, and the watch
+  # below would otherwise read the previous try's crash message and cancel this try's job (it did, in CI).
+  : >"$d/step.out"
+  : >"$d/step.err"
+  timeout "$1" srun -N 8 -n 8 --mpi=pmix --immediate=30 "${@:2}" </dev/null >>"$d/step.out" 2>>"$d/step.err" &
   local pid=$!
   while kill -0 "$pid" 2>/dev/null; do
     if grep -q -- "$race" "$d/step.err"; then
