@@ -452,7 +452,10 @@ static void torchtitan_toml(FILE *f, lines *N, const exp_ctx *x)
         fprintf(f, "pipeline_parallel_microbatch_size = %lld\n", (long long)p->mbs);
         tt_fqns(f, x);
     }
-    fprintf(f, "\n[activation_checkpoint]\nmode = \"%s\"\n", x->ckpt == PS_RECOMP_FULL ? "full" : "none");
+    fprintf(f, "\n[activation_checkpoint]\nmode = \"%s\"\n",
+            x->ckpt == PS_RECOMP_FULL ? "full" : x->ckpt == PS_RECOMP_OP ? "selective" : "none");
+    /* [T] activation_checkpoint.py _apply_ac_to_transformer_block: "op" picks per-op SAC */
+    if (x->ckpt == PS_RECOMP_OP) fprintf(f, "selective_ac_option = \"op\"\n");
     if (m->dtype == PS_DTYPE_FP8) fprintf(f, "\n[quantize.linear.float8]\nrecipe_name = \"tensorwise\"\n");
 
     plan_notes(N, x, "torchtitan job config");

@@ -84,7 +84,7 @@ static ps_status parse_recompute(const opt_row *r, const char *val, ps_cli_opts 
 {
     ps_recompute rc;
     if (ps_recompute_parse(val, &rc) != PS_OK)
-        return PS_FAIL(PS_ERR_INPUT, "option --recompute: expected none, selective or full (got '%s')", val);
+        return PS_FAIL(PS_ERR_INPUT, "option --recompute: expected none, selective, full or op (got '%s')", val);
     *FIELD(o, r, const char *) = val;
     return PS_OK;
 }
@@ -243,7 +243,7 @@ static const opt_row k_options[] = {
      {{"estimate", NULL, "ZeRO stage 0-3 of the data-parallel group", "0"},
       {"plan", NULL, "fix the ZeRO stage 0-3 of every layer (above 0: data-parallel plans only)", "searched"}}},
     {"recompute", 0, OPT_FN, "R", AT(recompute), "estimate plan sweep", 0, parse_recompute,
-     {{"estimate", NULL, "activation recomputation: none, selective, full", "none"},
+     {{"estimate", NULL, "activation recomputation: none, selective, full, op (torchtitan per-op)", "none"},
       {"plan", NULL, "fix the activation recomputation of every layer: none, selective, full", "searched"}}},
     {"seq-parallel", 0, OPT_FLAG, NULL, AT(seq_parallel), "estimate", 0, NULL,
      {{"estimate", NULL, "Megatron sequence parallelism (with tp > 1)", NULL}}},

@@ -692,6 +692,24 @@ static void te_passes(const ps_cost_params *p, const ps_cluster *c, const dev_sp
     }
 }
 
+/* PS_RECOMP_OP: the time of the linear layers the backward recomputes (those ps_op_sac_keeps does not keep) for a
+ * micro-batch of mbs samples, and their FLOPs in *flops. */
+static double op_recompute_gemms(const ps_cost_params *p, const dev_speed *d, const ps_layer *l, int64_t mbs, int tp,
+                                 ps_dtype dtype, double *flops)
+{
+    ps_linear lin[PS_LINEARS_MAX];
+    int n = ps_layer_linears(l, tp, lin);
+    double t = 0;
+    *flops = 0;
+    for (int i = 0; i < n; i++) {
+        if (ps_op_sac_keeps(i, dtype)) continue;
+        double m = lin[i].tokens * (double)mbs;
+        t += gemm_time(p, d, m, lin[i].n_out, lin[i].k_in, 1, ps_dtype_bytes(d->dtype));
+        *flops += 2 * m * lin[i].n_out * lin[i].k_in;
+    }
+    return t;
+}
+
 ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_layer *l, ps_dtype dtype,
                         int64_t mbs, const ps_strategy *s_in, int64_t first, ps_layer_cost *out)
 {
@@ -750,13 +768,25 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
 
     /* compute_scale (1 unless refitted from executed plans) corrects every computation time at once */
     double comp_f = p->compute_scale * (w.gemm + w.attn + elem_f);
-    double recompute = 0, recompute_comm = 0;
+    double recompute = 0, recompute_comm = 0, op_gemm = 0, op_flops = 0;
     if (s->ckpt == PS_RECOMP_FULL) {
         recompute = comp_f; /* the whole forward again, its TP collectives included */
         recompute_comm = tp_f;
-    } else if (sel_recomputes)
+    } else if (sel_recomputes) {
         /* only the attention core: score GEMMs and the elementwise work on the score tensors */
         recompute = p->compute_scale * (w.attn + p->elementwise_passes * (act_full - act_sel) / d.stream);
+    } else if (s->ckpt == PS_RECOMP_OP && has_attn) {
+        /* torchtitan's per-op policy: the linear layers whose outputs were not kept, every elementwise operation
+         * (and an unfused attention core, whose bmm and softmax are not kept either), and the collectives that
+         * are not kept: the sequence-parallel all-gathers (the reduce-scatters' outputs are), or without sequence
+         * parallelism the all-reduces */
+        op_gemm = op_recompute_gemms(p, &d, l, mbs, s->tp, dtype, &op_flops);
+        recompute = p->compute_scale * (op_gemm + elem_f + (s->attn == PS_ATTN_FUSED ? 0 : w.attn));
+        if (s->tp > 1) {
+            ps_group g = {first, s->tp, 1};
+            recompute_comm = w.tp_colls * (sp ? ps_coll_allgather(p, c, &g, out->tp_bytes) : tp_one);
+        }
+    }
     /* input gradients: dgrad GEMMs and the attention core's backward; weight gradients: wgrad GEMMs */
     double comp_b = p->compute_scale * (w.gemm + w.attn_bwd + 2 * (elem_f - cast_f) + cast_b) + recompute;
     double comp_w = p->compute_scale * w.gemm;
@@ -774,6 +804,8 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
         out->mem_temp = act_full; /* the recomputed layer lives until its backward is done */
     else if (s->ckpt == PS_RECOMP_SELECTIVE)
         out->mem_temp = act_full - act_sel;
+    else if (s->ckpt == PS_RECOMP_OP) /* what the backward recomputes, alive until the layer's backward is done */
+        out->mem_temp = fmax(0, act_full - out->mem_act);
     if (s->zero >= 3) out->mem_temp += 2 * P * elt; /* the gathered layer and the prefetched next one */
     if (fp8 && (ps_layer_has_attention(l->kind))) {
         /* Transformer Engine keeps an FP8 copy of each linear weight and, for the backward on Hopper, of its
@@ -857,6 +889,9 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
         out->recompute += rf * df;
     }
     if (ps_overlap_is_oases(s->overlap) && s->tp > 1) {
+        PS_CHECK_INPUT(s->ckpt != PS_RECOMP_OP, "TP overlap %s schedules Megatron-style recomputation; torchtitan's "
+                                                "per-op checkpointing (recompute op) does not combine with it",
+                       ps_overlap_name(s->overlap));
         PS_CHECK_INPUT(mbs >= 2, "TP overlap splits the micro-batch into two sub-batches: it needs a micro-batch of "
                                  "at least 2 samples per replica (got %lld)", (long long)mbs);
         PS_CHECK_INPUT(!sp, "TP overlap (Oases) and sequence parallelism do not combine: choose one");
@@ -880,6 +915,7 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
      * backward (2x unfused, 2.5x fused), and what recomputation repeats of the forward */
     double fwd_exec = w.flops - w.attn_flops + w.attn_exec;
     double rec_flops = s->ckpt == PS_RECOMP_FULL ? fwd_exec : sel_recomputes ? w.attn_exec : 0;
+    if (s->ckpt == PS_RECOMP_OP) rec_flops = op_flops + (s->attn == PS_ATTN_FUSED ? 0 : w.attn_exec);
     out->hw_flops = 3 * (w.flops - w.attn_flops) + (1 + ps_attn_bwd_ratio(s->attn)) * w.attn_exec + rec_flops;
     return PS_OK;
 }

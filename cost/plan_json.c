@@ -28,7 +28,8 @@ static ps_status read_strategy(const json_t *o, const ps_jloc *loc, ps_strategy 
     s->zero = (int)v;
     char rc[16] = "";
     PS_TRY(ps_json_str(o, loc, "ckpt", false, rc, sizeof rc));
-    if (rc[0] && ps_recompute_parse(rc, &s->ckpt) != PS_OK) return bad_name(loc, "ckpt", "none, selective or full", rc);
+    if (rc[0] && ps_recompute_parse(rc, &s->ckpt) != PS_OK)
+        return bad_name(loc, "ckpt", "none, selective, full or op", rc);
     PS_TRY(ps_json_bool(o, loc, "sp", false, &s->sp));
     char ov[16] = "";
     PS_TRY(ps_json_str(o, loc, "overlap", false, ov, sizeof ov));

@@ -117,6 +117,10 @@ typedef struct {
                            overlapped */
     double act_full;    /* activation bytes of the layer without recomputation (elementwise traffic) */
     double act_sel;     /* with selective recomputation */
+    /* recompute op (torchtitan's per-op checkpointing): the linear layers whose outputs were not kept, as the
+     * backward recomputes them (ps_op_sac_keeps) */
+    ps_gemm_shape op_rec[PS_LINEARS_MAX];
+    int n_op_rec;
     double param_bytes; /* the layer's weights on one GPU of its TP group, unsharded by ZeRO */
     double grad_bytes;  /* its gradients as reduced */
     /* overlapped TP (Oases): the two sub-batches' shapes and their blocks of the forward and the backward */
@@ -339,6 +343,21 @@ static ps_status layer_backward_b(exec_ctx *x, const layer_job *l, ps_exec_where
         for (int i = 0; i < l->g.n; i++)
             if (l->g.g[i].attn) PS_TRY(do_gemm(x, &l->g.g[i], 1));
         PS_TRY(do_stream(x, cp->elementwise_passes * (l->act_full - l->act_sel)));
+    } else if (l->s->ckpt == PS_RECOMP_OP && l->n_op_rec > 0) {
+        /* as ps_cost_layer prices it: the linear layers not kept, the attention core (exec runs it unfused: its bmm
+         * and softmax are not kept), every elementwise operation, and the collectives not kept (the SP all-gathers,
+         * or the all-reduces) */
+        for (int i = 0; i < l->n_op_rec; i++) PS_TRY(do_gemm(x, &l->op_rec[i], 1));
+        for (int i = 0; i < l->g.n; i++)
+            if (l->g.g[i].attn) PS_TRY(do_gemm(x, &l->g.g[i], 1));
+        PS_TRY(do_stream(x, cp->elementwise_passes * l->act_full));
+        if (l->s->tp > 1) {
+            w->what = "a TP collective recomputed by the backward";
+            bool sp = l->s->sp && l->s->tp > 1;
+            for (int i = 0; i < l->g.tp_colls; i++)
+                PS_TRY(do_coll(x, x->comm[l->c_tp].comm, sp ? PS_EXEC_ALLGATHER : PS_EXEC_ALLREDUCE,
+                               l->pred.tp_bytes, w));
+        }
     }
     if (l->te) return te_pass(x, l, PS_OV_BWD, w);
     /* input gradients: each weight GEMM once more (dgrad), the attention GEMMs twice */
@@ -693,6 +712,15 @@ static ps_status build_layers(exec_ctx *x, const ps_cluster *c)
             bool sp = l->s->sp && l->s->tp > 1;
             l->act_full = ps_layer_act_bytes(ly, m->dtype, l->s->tp, sp, PS_RECOMP_NONE) * (double)mbs;
             l->act_sel = ps_layer_act_bytes(ly, m->dtype, l->s->tp, sp, PS_RECOMP_SELECTIVE) * (double)mbs;
+            if (l->s->ckpt == PS_RECOMP_OP) {
+                ps_linear lin[PS_LINEARS_MAX];
+                int n = ps_layer_linears(ly, l->s->tp, lin);
+                for (int j = 0; j < n; j++)
+                    if (!ps_op_sac_keeps(j, m->dtype))
+                        l->op_rec[l->n_op_rec++] =
+                            (ps_gemm_shape){.m = lin[j].tokens * (double)mbs, .n = lin[j].n_out, .k = lin[j].k_in,
+                                            .count = 1};
+            }
             /* the layer's weights on one GPU of its TP group (as the cost model counts them: the big matrices split
              * over tp), in the training dtype's element; not mem_params, which under FP8 also holds the FP8 copies */
             double P = ps_cost_params_per_gpu(ly, l->s->tp);

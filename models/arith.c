@@ -99,19 +99,21 @@ const char *ps_recompute_name(ps_recompute r)
     case PS_RECOMP_NONE: return "none";
     case PS_RECOMP_SELECTIVE: return "selective";
     case PS_RECOMP_FULL: return "full";
+    case PS_RECOMP_OP: return "op";
+    case PS_RECOMP_COUNT: break;
     }
     return "?";
 }
 
 ps_status ps_recompute_parse(const char *s, ps_recompute *out)
 {
-    for (int r = PS_RECOMP_NONE; r <= PS_RECOMP_FULL; r++) {
+    for (int r = PS_RECOMP_NONE; r < PS_RECOMP_COUNT; r++) {
         if (strcmp(s, ps_recompute_name((ps_recompute)r)) == 0) {
             *out = (ps_recompute)r;
             return PS_OK;
         }
     }
-    return PS_FAIL(PS_ERR_INPUT, "unknown recompute mode '%s' (known: none, selective, full)", s);
+    return PS_FAIL(PS_ERR_INPUT, "unknown recompute mode '%s' (known: none, selective, full, op)", s);
 }
 
 static const char *const k_attn_names[PS_ATTN_COUNT] = {"auto", "unfused", "fused"};
@@ -317,6 +319,53 @@ static void attn_act(const ps_layer *l, double d, double lin, double q_tokens, d
     if (l->dropout) *rep += q_tokens * h;       /* residual dropout mask */
 }
 
+int ps_layer_linears(const ps_layer *l, int tp, ps_linear out[PS_LINEARS_MAX])
+{
+    if (!ps_layer_has_attention(l->kind)) return 0;
+    double t = tp > 0 ? (double)tp : 1.0, s = (double)l->seq, h = (double)l->hidden;
+    double q = (double)l->heads * (double)l->head_dim / t, k = (double)l->kv_heads * (double)l->head_dim / t;
+    double f = (double)l->ffn_hidden / t;
+    int n = 0;
+    for (int x = 0; x < (l->kind == PS_LAYER_DECODER_XATTN ? 2 : 1); x++) {
+        double kv = x ? (double)l->kv_seq : s; /* cross-attention's keys and values come from the encoder tokens */
+        out[n++] = (ps_linear){s, q, h, false};
+        out[n++] = (ps_linear){kv, k, h, false};
+        out[n++] = (ps_linear){kv, k, h, false};
+        out[n++] = (ps_linear){s, h, q, true};
+    }
+    out[n++] = (ps_linear){s, f, h, false};
+    if (is_gated(l->act)) out[n++] = (ps_linear){s, f, h, false};
+    out[n++] = (ps_linear){s, h, f, true};
+    return n;
+}
+
+bool ps_op_sac_keeps(int i, ps_dtype d) { return d != PS_DTYPE_FP8 && i % 2 == 0; }
+
+/* PS_RECOMP_OP (ps_recompute): what a block keeps per sample, as ps_layer_act_bytes_attn splits it. */
+static double op_sac_bytes(const ps_layer *l, ps_dtype dtype, double d, double t, bool sp, bool fused)
+{
+    ps_linear lin[PS_LINEARS_MAX];
+    int n = ps_layer_linears(l, (int)t, lin);
+    double s = (double)l->seq, h = (double)l->hidden, a = (double)l->heads;
+    double rep = d * s * h; /* the checkpoint's input */
+    double split = 0, whole = 0;
+    for (int i = 0; i < n; i++) {
+        if (!ps_op_sac_keeps(i, dtype)) continue;
+        /* a row-parallel output is the full-width partial sum, on every rank; a column-parallel one its columns */
+        if (lin[i].row)
+            whole += d * lin[i].tokens * lin[i].n_out;
+        else
+            split += d * lin[i].tokens * lin[i].n_out * t;
+    }
+    int blocks = l->kind == PS_LAYER_DECODER_XATTN ? 3 : 2;
+    /* the fused kernel's output and fp32 log-sum-exp per head and query (in the save list); an unfused (math)
+     * attention decomposes into bmm and softmax, which are not, so it keeps nothing of its own */
+    if (fused) split += (blocks - 1) * (d * s * a * (double)l->head_dim + 4.0 * a * s);
+    /* with sequence parallelism, each block's reduce-scatter output (its 1/t of the tokens; in the save list) */
+    if (sp && t > 1) rep += blocks * d * s * h;
+    return rep / (sp ? t : 1.0) + split / t + whole;
+}
+
 double ps_layer_act_bytes(const ps_layer *l, ps_dtype dtype, int tp, bool seq_parallel, ps_recompute rc)
 {
     return ps_layer_act_bytes_attn(l, dtype, tp, seq_parallel, rc, PS_ATTN_UNFUSED);
@@ -348,6 +397,7 @@ double ps_layer_act_bytes_attn(const ps_layer *l, ps_dtype dtype, int tp, bool s
     case PS_LAYER_DECODER_XATTN: {
         /* Full recomputation keeps only the layer input (Korthikanti et al. 2022, Sec. 4). */
         if (rc == PS_RECOMP_FULL) return d * s * h / rep_div;
+        if (rc == PS_RECOMP_OP) return op_sac_bytes(l, dtype, d, t, seq_parallel, fused);
         attn_act(l, d, lin, s, s, attn_ctx(l), fused, &rep, &split, &scores, &stats);
         if (l->kind == PS_LAYER_DECODER_XATTN) {
             /* Cross-attention: queries from the decoder, K and V from kv_seq encoder tokens. The encoder output

@@ -30,8 +30,15 @@ typedef enum { PS_NORM_LAYERNORM = 0, PS_NORM_RMSNORM } ps_norm_kind;
 typedef enum { PS_ACT_GELU = 0, PS_ACT_RELU, PS_ACT_SWIGLU, PS_ACT_GEGLU } ps_mlp_act; /* *GLU = gated, 3 matrices */
 typedef enum { PS_DTYPE_FP32 = 0, PS_DTYPE_FP16, PS_DTYPE_BF16, PS_DTYPE_FP8 } ps_dtype;
 /* Activation recomputation (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
- * Models"). */
-typedef enum { PS_RECOMP_NONE = 0, PS_RECOMP_SELECTIVE, PS_RECOMP_FULL } ps_recompute;
+ * Models"): none, selective (Megatron-LM: the attention core only), full (the layer keeps its input).
+ * PS_RECOMP_OP: torchtitan's per-operator selective checkpointing (`[activation_checkpoint] mode = "selective",
+ * selective_ac_option = "op"`; torchtitan v0.2.2 torchtitan/distributed/activation_checkpoint.py, _apply_op_sac, and
+ * the save list of torchtitan/models/llama3/infra/parallelize.py, unchanged since 9dec370 of 2024-12): the layer is
+ * checkpointed, but the outputs of every other linear layer (the 1st, 3rd, ... aten.mm of the layer's forward), of
+ * the attention kernel and of the sequence-parallel reduce-scatters are kept; the backward recomputes the other
+ * linear layers, every elementwise operation and the all-gathers (ps_layer_linears lists the linear layers in that
+ * order). */
+typedef enum { PS_RECOMP_NONE = 0, PS_RECOMP_SELECTIVE, PS_RECOMP_FULL, PS_RECOMP_OP, PS_RECOMP_COUNT } ps_recompute;
 /* How the attention core (scores, softmax, dropout, weighted sum) runs.
  * PS_ATTN_UNFUSED: two batched GEMMs around elementwise kernels that write the s x ctx scores, the softmax and the
  *   dropout mask to memory (Megatron-LM of 2021; Korthikanti et al. 2022 count these bytes).
@@ -160,6 +167,21 @@ double ps_layer_act_bytes(const ps_layer *l, ps_dtype dtype, int tp, bool seq_pa
  * recomputation keeps the layer input either way. */
 double ps_layer_act_bytes_attn(const ps_layer *l, ps_dtype dtype, int tp, bool seq_parallel, ps_recompute rc,
                                ps_attn a);
+/* The linear layers (weight GEMMs) of a transformer block's forward in the order torchtitan's modules run them,
+ * which decides what PS_RECOMP_OP keeps: self-attention wq, wk, wv, wo; cross-attention the same over the encoder
+ * tokens for k and v; the MLP w1, w3, w2 (gated) or fc1, fc2. Per sample on one GPU of a tp-way group: `tokens`
+ * rows, n_out output columns (already / tp for the column-parallel ones), k_in input columns; `row`: row parallel
+ * (wo, w2, fc2: a partial sum of the full width before its reduction). At most PS_LINEARS_MAX; 0 for other kinds. */
+#define PS_LINEARS_MAX 11
+typedef struct {
+    double tokens, n_out, k_in;
+    bool row;
+} ps_linear;
+int ps_layer_linears(const ps_layer *l, int tp, ps_linear out[PS_LINEARS_MAX]);
+/* Whether PS_RECOMP_OP keeps linear layer i (0-based, ps_layer_linears' order) under dtype d: every other one from
+ * the first (the policy counts aten.mm calls and recomputes the even ones); none under FP8, whose linear layers run
+ * torch._scaled_mm (torchao float8), which is not in the save list. */
+bool ps_op_sac_keeps(int i, ps_dtype d);
 /* Bytes of one activation element in training dtype d: its size, but 2 for FP8, whose recipe (Transformer Engine)
  * keeps activations, weights and gradients in BF16 and runs only the linear layers' GEMMs in FP8. Under FP8,
  * ps_layer_act_bytes counts the inputs the linear layers keep for their weight gradient at 1 byte (the FP8 copies

@@ -240,8 +240,9 @@ static const ps_framework_rules k_rules[PS_FW_COUNT] = {
             .zero_pp = {true, false, false, true},
             .overlap = {[PS_OVERLAP_NONE] = true},
             /* [T] job_config.py ActivationCheckpoint.mode: "full" wraps each TransformerBlock; "selective" is
-             * op-level or every-n-th-layer checkpointing, not the attention-core recomputation psearch plans */
-            .recompute = {true, false, true},
+             * op-level (selective_ac_option "op": PS_RECOMP_OP) or every-n-th-layer checkpointing, not Megatron's
+             * attention-core recomputation */
+            .recompute = {true, false, true, true},
             /* [T] apply_tp: SequenceParallel on the norms, the embedding's output sharded on the sequence */
             .sp = true,
             .sp_required = true,
@@ -372,6 +373,8 @@ ps_recompute ps_framework_effective_ckpt(const ps_layer *l, const ps_strategy *s
      * kernel (which keeps no scores), has none: the cost model prices it exactly as none. */
     if (s->ckpt == PS_RECOMP_SELECTIVE && (!ps_layer_has_attention(l->kind) || s->attn == PS_ATTN_FUSED))
         return PS_RECOMP_NONE;
+    /* per-op checkpointing applies to transformer blocks (ps_layer_linears); other layers keep what none keeps */
+    if (s->ckpt == PS_RECOMP_OP && !ps_layer_has_attention(l->kind)) return PS_RECOMP_NONE;
     return s->ckpt;
 }
 
@@ -480,7 +483,7 @@ bool ps_framework_runs(ps_framework f, const ps_model *m, const ps_plan *p, char
          * te as none (ps_layer_te_pair), so only the blocks' choice matters */
         bool ov_ok = r->overlap[st->overlap] || (!ps_layer_has_attention(l->kind) && st->overlap == PS_OVERLAP_TE);
         if (!ov_ok) NO("%s has no TP overlap '%s' (layer %lld)", r->title, ps_overlap_name(st->overlap), (long long)i);
-        if ((unsigned)st->ckpt > PS_RECOMP_FULL) NO("layer %lld: unknown recomputation", (long long)i);
+        if ((unsigned)st->ckpt >= PS_RECOMP_COUNT) NO("layer %lld: unknown recomputation", (long long)i);
         ps_recompute eff = ps_framework_effective_ckpt(l, st);
         if (!r->recompute[eff])
             NO("%s has no %s recomputation (layer %lld%s)", r->title, ps_recompute_name(eff), (long long)i,

@@ -198,7 +198,7 @@ typedef struct {
     bool zero[4];             /* ZeRO stages it runs with pp == 1 */
     bool zero_pp[4];          /* ... and with pp > 1 */
     bool overlap[PS_OVERLAP_COUNT]; /* TP overlap kinds */
-    bool recompute[3];        /* ps_recompute kinds, of the transformer layers (ps_framework_effective_ckpt) */
+    bool recompute[PS_RECOMP_COUNT]; /* ps_recompute kinds, of the transformer layers (ps_framework_effective_ckpt) */
     /* ---- added with the exports (#22); ps_framework_runs checks every one ---- */
     bool sp;                  /* Megatron sequence parallelism with tp > 1 */
     bool sp_required;         /* tp > 1 only with sequence parallelism (torchtitan's TP plan shards the sequence) */

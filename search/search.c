@@ -256,7 +256,7 @@ typedef struct {
     int dp_mode[4];        /* dp > 1: the strategy's dp_no_overlap at each stage, -1: none (ps_search_fw_dp_mode) */
     bool dp_no_overlap;    /* dp 1: o->dp_no_overlap (no DP collectives to price) */
     bool pp_on;
-    bool recompute[3];
+    bool recompute[PS_RECOMP_COUNT];
     bool overlap[PS_OVERLAP_COUNT];
     bool sp, plain;        /* tp > 1 with SP / without (plain or overlapped) */
     bool fused_selective;  /* also selective recomputation with fused attention (it equals none there): only when the
@@ -1659,7 +1659,9 @@ ps_status ps_search_opts_check(const ps_search_opts *o, const ps_cluster *c)
                        "tp %d x pp %d does not divide the %lld GPUs of %s", f->tp, f->pp, (long long)g, c->name);
     }
     PS_CHECK_INPUT(f->zero <= 3, "ZeRO stage %d: expected 0-3", f->zero);
-    PS_CHECK_INPUT(f->recompute <= PS_RECOMP_FULL, "recompute kind %d: expected none, selective or full", f->recompute);
+    PS_CHECK_INPUT(f->recompute <= PS_RECOMP_FULL, "recompute %s: the search chooses among none, selective and full "
+                   "(op, torchtitan's per-op checkpointing, is priced by psearch estimate --recompute op)",
+                   ps_recompute_name(f->recompute));
     PS_CHECK_INPUT(f->micro <= PS_PLAN_MAX_MICRO_BATCHES, "%lld micro-batches per iteration: plans are simulated with "
                    "at most %d", (long long)f->micro, PS_PLAN_MAX_MICRO_BATCHES);
     if (!fw) return PS_OK;

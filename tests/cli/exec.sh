@@ -103,6 +103,7 @@ mkdir -p "$scratch/plans" "$scratch/out"
 good=(
   "tp2-pp2:--tp 2 --pp 2"
   "tp2-pp2-full-sp:--tp 2 --pp 2 --recompute full --seq-parallel"
+  "tp2-pp2-op-sp:--tp 2 --pp 2 --recompute op --seq-parallel"
   "pp4:--pp 4"
   "dp4-zero3:--dp 4 --zero 3"
 )

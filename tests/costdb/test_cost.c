@@ -294,6 +294,52 @@ static void test_fused_attention_cost(void **state)
     ps_cluster_free(&v);
 }
 
+/* torchtitan's per-op checkpointing (recompute op) on a GELU layer (linears q k v o fc1 fc2, multi-head: K = h):
+ * the backward recomputes k, o and fc2, 2 s h (h + h + 4h) = 12 s h^2 FLOPs per sample, every elementwise operation
+ * and nothing of the fused kernel; with TP 2 and SP it re-runs the two all-gathers. */
+static void test_op_checkpointing_cost(void **state)
+{
+    (void)state;
+    ps_cost_params p;
+    ps_cost_params_default(&p);
+    ps_cluster c = load_cluster("dgx-a100-80g:1");
+    ps_layer l = gelu_decoder(2048, 4096);
+    const double s = 4096, h = 2048, mbs = 2;
+    ps_strategy sn = {.tp = 1, .dp = 1, .attn = PS_ATTN_FUSED}, so = sn;
+    so.ckpt = PS_RECOMP_OP;
+    ps_layer_cost n, o;
+    assert_int_equal(ps_cost_layer(&p, &c, &l, PS_DTYPE_BF16, 2, &sn, 0, &n), PS_OK);
+    assert_int_equal(ps_cost_layer(&p, &c, &l, PS_DTYPE_BF16, 2, &so, 0, &o), PS_OK);
+    assert_rel(o.hw_flops - n.hw_flops, mbs * 12 * s * h * h, 1e-12);
+    assert_true(o.fwd == n.fwd && o.recompute > 0 && o.bwd_b == n.bwd_b + o.recompute);
+    assert_rel(o.mem_act, mbs * ps_layer_act_bytes_attn(&l, PS_DTYPE_BF16, 1, false, PS_RECOMP_OP, PS_ATTN_FUSED),
+               1e-12);
+    assert_rel(o.mem_temp, n.mem_act - o.mem_act, 1e-12);
+    /* cheaper than full recomputation, which repeats the whole forward */
+    ps_strategy sf = sn;
+    sf.ckpt = PS_RECOMP_FULL;
+    ps_layer_cost f;
+    assert_int_equal(ps_cost_layer(&p, &c, &l, PS_DTYPE_BF16, 2, &sf, 0, &f), PS_OK);
+    assert_true(o.recompute < f.recompute);
+    /* TP 2 with SP: the two all-gathers of the forward again, priced as the collective model prices them */
+    ps_strategy st = so;
+    st.tp = 2;
+    st.sp = true;
+    ps_layer_cost t;
+    assert_int_equal(ps_cost_layer(&p, &c, &l, PS_DTYPE_BF16, 2, &st, 0, &t), PS_OK);
+    ps_group g = {0, 2, 1};
+    double ag = ps_coll_allgather(&p, &c, &g, t.tp_bytes);
+    assert_rel(t.comm_bwd_b - t.tp_comm / 2, 2 * ag, 1e-9); /* the backward's own TP collectives are half of tp_comm */
+    assert_true(t.recompute > 2 * ag);
+    /* Oases' overlap schedules Megatron's recomputation: refused with op */
+    ps_strategy sx = so;
+    sx.tp = 2;
+    sx.overlap = PS_OVERLAP_CROSS;
+    assert_int_equal(ps_cost_layer(&p, &c, &l, PS_DTYPE_BF16, 2, &sx, 0, &t), PS_ERR_INPUT);
+    ps_error_clear();
+    ps_cluster_free(&c);
+}
+
 /* FP8 as Transformer Engine trains it: the blocks' linear GEMMs at the FP8 peak, everything else in BF16; memory:
  * BF16 weights + FP8 copies and transposes (2 bytes) + scaling state, linear inputs kept in FP8. By hand. */
 static void test_fp8_recipe(void **state)
@@ -807,6 +853,7 @@ int main(void)
         cmocka_unit_test(test_monotone),       cmocka_unit_test(test_plan_rules),
         cmocka_unit_test(test_plan_prediction), cmocka_unit_test(test_plan_workspace),
         cmocka_unit_test(test_params),          cmocka_unit_test(test_fused_attention_cost),
+        cmocka_unit_test(test_op_checkpointing_cost),
         cmocka_unit_test(test_gemm_eff_by_gpu),
         cmocka_unit_test(test_gemm_shape),       cmocka_unit_test(test_fp8_recipe),
     };

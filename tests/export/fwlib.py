@@ -500,9 +500,18 @@ def validate_torchtitan(text, gpus, keys):
         want = ["tok_embeddings"] + [f"layers.{i}" for i in range(n_layers)] + ["norm", "output"]
         if flat != want:
             errors.append("module_fqns_per_model_part: every module once, in model order")
-    mode = cfg.get("activation_checkpoint", {}).get("mode", "selective")
-    if mode == "selective":
-        errors.append("activation_checkpoint.mode defaults to selective: say none or full")
+    ac = cfg.get("activation_checkpoint", {})
+    mode = ac.get("mode", "selective")
+    if "mode" not in ac:
+        errors.append("activation_checkpoint.mode defaults to selective: say none, full or selective")
+    elif mode not in ("none", "full", "selective"):
+        errors.append(f"activation_checkpoint.mode {mode!r}: none, full, selective (memory_budget needs compile)")
+    # job_config.py ActivationCheckpoint.selective_ac_option defaults to "2" (every second layer): a plan of per-op
+    # checkpointing must say "op"
+    if mode == "selective" and ac.get("selective_ac_option", "2") != "op":
+        errors.append("selective checkpointing without selective_ac_option = \"op\" checkpoints every n-th layer")
+    if mode != "selective" and "selective_ac_option" in ac:
+        errors.append("selective_ac_option without mode selective")
     return errors
 
 
@@ -514,7 +523,8 @@ def torchtitan_read(text, gpus, keys):
     dp = rep * shard
     sched = {"1f1b": "1f1b", "gpipe": "gpipe", "interleaved1f1b": "interleaved"}[
         par.get("pipeline_parallel_schedule", "1F1B").lower()]
-    full = cfg["activation_checkpoint"]["mode"] == "full"
+    ac_mode = cfg["activation_checkpoint"]["mode"]
+    block_ckpt = {"full": "full", "selective": "op"}.get(ac_mode, "none")
     # apply_fsdp: only "always" regathers every layer for its forward and its backward, as ZeRO-3; "default" keeps
     # them gathered from forward to backward with pipelining and for the final norm and output
     assert shard == 1 or par.get("fsdp_reshard_after_forward", "default") == "always", "FSDP without resharding"
@@ -541,7 +551,7 @@ def torchtitan_read(text, gpus, keys):
         strat = []
         for i in range(cuts[s], cuts[s + 1]):
             block = not (i == 0 or i == cuts[-1] - 1)
-            strat.append(dict(base, layers=[i, i + 1], ckpt="full" if full and block else "none"))
+            strat.append(dict(base, layers=[i, i + 1], ckpt=block_ckpt if block else "none"))
         stages.append({"layers": [cuts[s], cuts[s + 1]], "strategies": merge_runs(strat)})
     plan = {"gbs": tr["global_batch_size"], "mbs": mbs, "pp": pp, "vpp": len(counts) // pp, "schedule": sched,
             "stages": stages}

@@ -328,6 +328,8 @@ CASES = {
         ("fp8_fsdp", ["estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:2", "--tp", "2", "--seq-parallel",
                       "--zero", "3", "--gbs", "64", "--dtype", "fp8"], None, ["--vocab-pad", "1", "--dtype", "fp8"],
          None, True),
+        ("fsdp_op_sac", ["estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:1", "--zero", "3", "--dp", "8",
+                         "--gbs", "16", "--mbs", "2", "--recompute", "op"], None, ["--vocab-pad", "1"], None, True),
         ("search_llama3_8b", ["search", "--model", "llama3-8b", "--cluster", "dgx-h100:2", "--gbs", "64"], None,
          ["--vocab-pad", "1"], None, True, TT_FSDP),
         ("search_debugmodel_pp", ["search", "--model", "@DATA@/export/tt-debugmodel.json", "--cluster",

@@ -118,6 +118,10 @@ def main():
            "every module once")
     expect("torchtitan", "seq", sub(tt, "seq_len = 8192", "seq_len = 8190"), 32, "seq_len")
     expect("torchtitan", "ac mode", sub(tt, 'mode = "none"', 'mode = "selective"'), 32, "selective")
+    expect("torchtitan", "layer sac", sub(tt, 'mode = "none"', 'mode = "selective"\nselective_ac_option = "2"'), 32,
+           "every n-th layer")
+    expect("torchtitan", "sac option alone", sub(tt, 'mode = "none"', 'mode = "full"\nselective_ac_option = "op"'),
+           32, "without mode selective")
     expect("torchtitan", "schedule", sub(tt, '"Interleaved1F1B"', '"Interleaved1F1B_v2"'), 32, "no pipeline schedule")
     expect("torchtitan", "stages per rank", sub(tt, '"Interleaved1F1B"', '"1F1B"'), 32, "one stage per rank")
 

@@ -237,6 +237,47 @@ static void test_korthikanti_table2(void **state)
     assert_true(fabs(rel_err(nodrop, s * h * (32 + 2 * a * s / h))) < 1e-12);
 }
 
+/* torchtitan's per-op checkpointing (PS_RECOMP_OP) by hand on a small Llama-style layer: s = 8, h = 16, 4 heads of
+ * 4, 2 kv heads (K = 8), SwiGLU F = 24, BF16 (2 bytes). The linears run wq wk wv wo w1 w3 w2; the policy keeps the
+ * 1st, 3rd, 5th and 7th (wq, wv, w1, w2), the kernel's output and statistics, the input, and with SP the two
+ * reduce-scatter outputs. */
+static void test_op_checkpointing(void **state)
+{
+    (void)state;
+    ps_layer l = gpt_layer(8, 16, 4);
+    l.kv_heads = 2;
+    l.ffn_hidden = 24;
+    l.act = PS_ACT_SWIGLU;
+    l.bias = l.dropout = false;
+    const ps_dtype bf = PS_DTYPE_BF16;
+    ps_linear lin[PS_LINEARS_MAX];
+    assert_int_equal(ps_layer_linears(&l, 1, lin), 7);
+    assert_true(lin[1].n_out == 8 && lin[3].row && lin[3].k_in == 16 && lin[6].row && lin[6].k_in == 24);
+    /* TP 1 fused: input 256 + wq 256 + wv 128 + w1 384 + w2 256 + kernel output 256 + fp32 log-sum-exp 4*4*8 = 128 */
+    assert_true(ps_layer_act_bytes_attn(&l, bf, 1, false, PS_RECOMP_OP, PS_ATTN_FUSED) == 1664);
+    /* TP 2 with SP: input 128, wq 128, wv 64, w1 192, w2 256 (a row-parallel output: the full partial sum), kernel
+     * output 128, statistics 64, two reduce-scatter outputs of 128 */
+    assert_true(ps_layer_act_bytes_attn(&l, bf, 2, true, PS_RECOMP_OP, PS_ATTN_FUSED) == 1216);
+    /* unfused (math) attention keeps nothing of its own: 256 + 256 + 128 + 384 + 256 */
+    assert_true(ps_layer_act_bytes_attn(&l, bf, 1, false, PS_RECOMP_OP, PS_ATTN_UNFUSED) == 1280);
+    /* FP8 (torchao float8: torch._scaled_mm is not in the save list): the input and the kernel's output, 2-byte */
+    assert_true(ps_layer_act_bytes_attn(&l, PS_DTYPE_FP8, 1, false, PS_RECOMP_OP, PS_ATTN_FUSED) == 640);
+    assert_false(ps_op_sac_keeps(0, PS_DTYPE_FP8));
+    assert_true(ps_op_sac_keeps(2, bf) && !ps_op_sac_keeps(3, bf));
+    /* between full and none */
+    double none = ps_layer_act_bytes_attn(&l, bf, 1, false, PS_RECOMP_NONE, PS_ATTN_FUSED);
+    assert_true(1664 < none && 1664 > ps_layer_act_bytes_attn(&l, bf, 1, false, PS_RECOMP_FULL, PS_ATTN_FUSED));
+    /* a GELU MLP has fc1 and fc2: 6 linears, heads and embeddings none */
+    ps_layer g = gpt_layer(8, 16, 2);
+    assert_int_equal(ps_layer_linears(&g, 1, lin), 6);
+    g.kind = PS_LAYER_LM_HEAD;
+    assert_int_equal(ps_layer_linears(&g, 1, lin), 0);
+    ps_recompute rc;
+    assert_int_equal(ps_recompute_parse("op", &rc), PS_OK);
+    assert_int_equal(rc, PS_RECOMP_OP);
+    assert_string_equal(ps_recompute_name(PS_RECOMP_OP), "op");
+}
+
 /* Fused attention (FlashAttention-2/3, cuDNN): Table 2's score terms (5as^2: softmax output 2as^2, dropout mask as^2,
  * dropout output 2as^2) give way to the fp32 log-sum-exp, 4as bytes; everything else of the layer stays. A small
  * layer by hand: s = 8, h = 16, a = 2, head dim 8. */
@@ -776,6 +817,7 @@ int main(void)
         cmocka_unit_test(test_scaled),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_fused_attention),
+        cmocka_unit_test(test_op_checkpointing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
