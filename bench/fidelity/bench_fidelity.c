@@ -90,7 +90,7 @@ static int g_attn_mode = ATTN_CASE;
 
 /* Features a case needs ("needs") that psearch does not model yet: such a case is listed under `pending`, not
  * predicted, so that no error is reported for a configuration the cost model cannot describe. */
-static const char *const k_pending_needs[] = {"cp", "ep", "moe", NULL};
+static const char *const k_pending_needs[] = {"cp", "ep", "moe", "activation_offload", NULL};
 
 static const char *pending_need(const json_t *c)
 {
@@ -237,6 +237,22 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
             }
         if (plain)
             snprintf(why, whycap, "%lld layer(s) with one sample per replica costed without overlap", (long long)plain);
+    }
+    /* Megatron-LM's --recompute-method block --recompute-num-layers n (recompute.py: the first n transformer layers
+     * of every model chunk fully recomputed, the rest not), as a case's source recipe states it */
+    const json_t *rnl = json_object_get(plan, "recompute_num_layers");
+    if (rnl) {
+        int64_t n = json_integer_value(rnl);
+        if (!json_is_integer(rnl) || n < 1 || s.ckpt != PS_RECOMP_FULL) {
+            st = PS_FAIL(PS_ERR_INPUT, "plan.recompute_num_layers needs recompute full and a count >= 1");
+            goto done;
+        }
+        for (int chunk = 0; chunk < p.pp * p.vpp; chunk++) {
+            int64_t done_n = 0;
+            for (int64_t i = p.cuts[chunk]; i < p.cuts[chunk + 1]; i++)
+                if (ps_layer_is_block(m.layers[i].kind))
+                    p.layer[i].ckpt = done_n++ < n ? PS_RECOMP_FULL : PS_RECOMP_NONE;
+        }
     }
     PS_TRY_GOTO(st, ps_cost_plan(cp, &m, &cl, &p, &r), done);
     if (strcmp(*metric, "iter_time_s") == 0)

@@ -21,7 +21,7 @@ RECOMPUTE = {"none", "selective", "full", "op"}  # op: torchtitan per-op selecti
 DTYPES = {"bf16", "fp16", "fp32", "fp8"}
 ATTENTION = {"fused", "unfused"}
 SETS = {"train", "validation"}
-NEEDS = {"cp", "ep", "moe", "fp8", "fused_attention", "overlap", "gb200-nvl72"}
+NEEDS = {"cp", "ep", "moe", "fp8", "fused_attention", "overlap", "gb200-nvl72", "activation_offload"}
 # Presets another branch is adding: a case may name them before they exist (the GPU count is then not checked).
 PENDING_CLUSTERS = {"gb200-nvl72"}
 
@@ -124,6 +124,12 @@ class Checker:
             self.err(where, cid, "plan.zero", "required integer 0-3 (got %r)" % p.get("zero"))
         if p.get("recompute") not in RECOMPUTE:
             self.err(where, cid, "plan.recompute", "must be one of %s (got %r)" % (sorted(RECOMPUTE), p.get("recompute")))
+        # Megatron-LM's --recompute-method block: the first n transformer layers of every model chunk
+        rnl = p.get("recompute_num_layers")
+        if rnl is not None and (not isinstance(rnl, int) or isinstance(rnl, bool) or rnl < 1
+                                or p.get("recompute") != "full"):
+            self.err(where, cid, "plan.recompute_num_layers", "must be an integer >= 1 with recompute full (got %r)"
+                     % (rnl,))
         if not isinstance(p.get("seq_parallel"), bool):
             self.err(where, cid, "plan.seq_parallel", "required boolean")
         for k in ("cp", "ep", "seq"):
