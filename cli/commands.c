@@ -145,6 +145,8 @@ static ps_status costdb_finish(ps_cli_opts *o)
 {
     if (!o->sub && !o->help) return PS_FAIL(PS_ERR_INPUT, "'psearch costdb' needs a subcommand: show or merge");
     if (o->sub && strcmp(o->sub, "merge") == 0) out_is_database(o);
+    if (o->sub && strcmp(o->sub, "show") == 0 && o->db_replace)
+        return PS_FAIL(PS_ERR_INPUT, "option --replace is for 'costdb merge' (B's node kinds replace A's), not show");
     return PS_OK;
 }
 
@@ -284,10 +286,11 @@ static const ps_cli_command k_commands[] = {
         .synopsis = "costdb show|merge ...",
         .summary = "summarize or merge cost databases (psearch costdb --help)",
         .usage = "usage: psearch costdb show FILE [--format table|json]\n"
-                 "       psearch costdb merge A.h5 B.h5 --out C.h5\n"
+                 "       psearch costdb merge A.h5 B.h5 --out C.h5 [--replace]\n"
                  "\n"
                  "show: provenance, devices, table sizes, peak GEMM rate, memory bandwidth, all-reduce bus bandwidth.\n"
                  "merge: one database from files calibrated on different node kinds (heterogeneous clusters).\n"
+                 "  --replace: B's node kinds replace A's rows of the same kinds (a nightly re-calibration)\n"
                  "Use a database with: psearch --costdb FILE --cluster costdb ... (the calibrated machine) or with\n"
                  "a cluster of the devices it measured (docs/costdb.md).\n",
     },

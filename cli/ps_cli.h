@@ -66,6 +66,7 @@ typedef struct {
     const char *db_out;   /* calibrate / costdb merge: the database written (their --out) */
     const char *db_args[2]; /* costdb show FILE / costdb merge A B */
     int n_db_args;
+    int db_replace;       /* costdb merge --replace: B's node kinds replace A's rows of the same device keys */
     /* sweep */
     const char *models;    /* --models LIST */
     const char *clusters;  /* --clusters LIST */
