@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "sweep_tables.h"
 #include "ps_comm.h"
 
 static bool mpi_always(const ps_cli_opts *o)
@@ -160,6 +161,17 @@ static ps_status sweep_finish(ps_cli_opts *o)
     if (!o->models || !o->clusters || !o->sweep_dir)
         return PS_FAIL(PS_ERR_INPUT, "'psearch sweep' needs --models LIST, --clusters LIST and --out DIR "
                                      "(see psearch sweep --help)");
+    /* --compare / --history (docs/nightly.md): their two tuning options mean nothing without one of them */
+    if ((o->sweep_nights || o->change_threshold) && !o->sweep_compare && !o->sweep_history)
+        return PS_FAIL(PS_ERR_INPUT, "option --%s needs --compare PREV_DIR or --history DIR (what to compare with)",
+                       o->sweep_nights ? "nights" : "change-threshold");
+    if (o->sweep_nights == 0) o->sweep_nights = PS_SWEEP_NIGHTS;
+    o->sweep_threshold_pct = PS_SWEEP_THRESHOLD_PCT;
+    if (o->change_threshold &&
+        (!ps_parse_double(o->change_threshold, &o->sweep_threshold_pct) || o->sweep_threshold_pct < 0 ||
+         o->sweep_threshold_pct > 1000))
+        return PS_FAIL(PS_ERR_INPUT, "option --change-threshold needs a percentage from 0 to 1000 (got '%s')",
+                       o->change_threshold);
     return PS_OK;
 }
 
@@ -301,7 +313,8 @@ static const ps_cli_command k_commands[] = {
         .run = ps_cmd_sweep,
         .synopsis = "sweep --models L --clusters L --out DIR",
         .summary = "plan tables (psearch sweep --help)",
-        .usage = "usage: psearch sweep --models LIST --clusters LIST --out DIR [--resume] [SEARCH OPTIONS]\n"
+        .usage = "usage: psearch sweep --models LIST --clusters LIST --out DIR [--resume]\n"
+                 "                     [--compare PREV_DIR] [--history DIR] [SEARCH OPTIONS]\n"
                  "\n"
                  "Search every (model, cluster) cell with all ranks, one cell after another, and publish plan\n"
                  "tables in DIR: plans.md, plans.csv and index.html (one table per model, with each plan's\n"
