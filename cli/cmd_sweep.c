@@ -482,13 +482,7 @@ static ps_status compare_setup(const ps_cli_opts *o, sweep_inputs *in, json_t **
         free(txt);
         json_decref(cj);
     }
-    if (st == PS_OK && o->costdb) {
-        char *bytes = NULL;
-        size_t len = 0;
-        st = ps_read_file(o->costdb, &bytes, &len);
-        if (st == PS_OK) ps_sweep_digest(bytes, len, dbd);
-        free(bytes);
-    }
+    if (st == PS_OK && o->costdb) st = ps_sweep_file_digest(o->costdb, dbd);
     if (st == PS_OK && !(*manifest = ps_sweep_manifest_new(&in->g, in->model_digest, cd, o->costdb, dbd)))
         st = PS_FAIL(PS_ERR_SYSTEM, "out of memory building the sweep's manifest");
     free(cd);

@@ -326,7 +326,8 @@ static const ps_cli_command k_commands[] = {
                      "  --recompute, --mbs, --micro, --schedule (--gbs default: 8 x GPUs of each cluster)\n"
                      "\n"
                      "Exit 0 when every cell is recorded (infeasible cells too, with their binding constraint);\n"
-                     "2 on a bad model or cluster (before any cell runs) or a folder holding another sweep.\n",
+                     "2 on a bad model or cluster (before any cell runs), a folder holding another sweep, or a\n"
+                     "PREV_DIR / history folder that holds no sweep.\n",
         .help_col = 19,
     },
     {

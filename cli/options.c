@@ -396,8 +396,9 @@ static const opt_row k_options[] = {
     {"compare", 0, OPT_FILE, "PREV_DIR", AT(sweep_compare), "sweep", 0, NULL,
      {{"sweep", NULL,
        "say in every table which cells changed since the sweep in PREV_DIR\n"
-       "(plan, feasibility, samples/s), and why (docs/nightly.md)",
-       "the newest folder of --history"}}},
+       "(plan, feasibility, samples/s) and why; without it, the newest folder\n"
+       "of --history (docs/nightly.md)",
+       NULL}}},
     {"history", 0, OPT_FILE, "DIR", AT(sweep_history), "sweep", 0, NULL,
      {{"sweep", NULL, "folder of earlier nights' sweep folders, by name in date order: each\n"
                       "cell's trend in index.html", NULL}}},

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -33,6 +34,22 @@ struct ps_sweep_compare {
 void ps_sweep_digest(const void *data, size_t n, char out[17])
 {
     snprintf(out, 17, "%016llx", (unsigned long long)ps_hash64(data, n, PS_HASH64_INIT));
+}
+
+ps_status ps_sweep_file_digest(const char *path, char out[17])
+{
+    /* streamed: a cost database may be larger than what psearch reads into memory as an input (64 MiB) */
+    FILE *f = fopen(path, "rb");
+    if (!f) return PS_FAIL(PS_ERR_INPUT, "%s: cannot read it for its digest: %s", path, strerror(errno));
+    uint64_t h = PS_HASH64_INIT;
+    static char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) h = ps_hash64(buf, n, h);
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad) return PS_FAIL(PS_ERR_SYSTEM, "%s: read error while taking its digest", path);
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+    return PS_OK;
 }
 
 json_t *ps_sweep_manifest_new(const ps_sweep_grid *g, char (*model_digest)[17], char (*cluster_digest)[17],
@@ -482,7 +499,9 @@ static void cell_why(const ps_sweep_compare *c, const ps_sweep_grid *g, int cell
     if (strcmp(mw, mn) != 0) ps_strcatf(buf, cap, "%smodel file %s -> %s", buf[0] ? "; " : "", mw[0] ? mw : "?", mn);
     const char *cw = digest_of(c->prev_manifest, "clusters", cluster),
                *cn = digest_of(c->manifest, "clusters", cluster);
-    if (strcmp(cw, cn) != 0 && strcmp(cluster, "costdb") != 0) ps_strcatf(buf, cap, "%scluster %s -> %s", buf[0] ? "; " : "", cw[0] ? cw : "?", cn);
+    /* the costdb cluster is the database's machine: its change is the database's, said above */
+    if (strcmp(cw, cn) != 0 && strcmp(cluster, "costdb") != 0)
+        ps_strcatf(buf, cap, "%scluster %s -> %s", buf[0] ? "; " : "", cw[0] ? cw : "?", cn);
     if (!buf[0]) ps_strcatf(buf, cap, "no recorded input differs");
 }
 

@@ -79,6 +79,8 @@ typedef struct {
 void ps_sweep_cell_change(const ps_sweep_grid *g, int cell, ps_sweep_change *c);
 /* Digest (16 hex digits) of n bytes, as the manifest writes them. */
 void ps_sweep_digest(const void *data, size_t n, char out[17]);
+/* The same of a file's whole content, read in pieces (any size). PS_ERR_INPUT naming it when it cannot be read. */
+ps_status ps_sweep_file_digest(const char *path, char out[17]) PS_NODISCARD;
 /* The manifest of this sweep: psearch's version, the cost database's path and digest (costdb NULL: none), each
  * model's and cluster's digest by the name the lists give (model_digest[i], cluster_digest[k]), each cluster's
  * options line. NULL when out of memory. */
