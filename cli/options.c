@@ -383,11 +383,8 @@ static const opt_row k_options[] = {
      {{"calibrate", NULL, "small shapes and sizes (1 KiB .. 1 MiB collectives), seconds on a CPU", NULL}}},
     {"reps", 0, OPT_INT, "N", AT(reps), "calibrate", 10000, NULL,
      {{"calibrate", NULL, "timed repetitions per point", "10; 5 with --quick"}}},
-    {"replace", 0, OPT_FLAG, NULL, AT(db_replace), "costdb", 0, NULL,
-     {{"costdb", NULL,
-       "merge: B's node kinds (device keys) replace A's rows of the same kinds,\n"
-       "as a nightly re-calibration does, instead of adding them as more nodes",
-       NULL}}},
+    /* costdb --help tells of it in its usage (the command lists no options) */
+    {"replace", 0, OPT_FLAG, NULL, AT(db_replace), "costdb", 0, NULL, {{NULL, NULL, NULL, NULL}}},
     {"resume", 0, OPT_FLAG, NULL, AT(resume), "sweep", 0, NULL,
      {{"sweep", NULL,
        "continue the sweep recorded in DIR: finished cells are skipped; refused\n"
