@@ -275,7 +275,20 @@ ps_status ps_cmd_costdb(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
         ps_costdb_free(&a);
         return ps_error_trace(st, __FILE__, __LINE__);
     }
-    st = ps_costdb_merge(&a, &b, &m);
+    if (o->db_replace) {
+        /* --replace: B is a newer calibration of node kinds A already holds; without it their ranks would be added
+         * again as more nodes of the same kind, and the interpolation would mix both nights' measurements */
+        ps_costdb kept;
+        size_t dropped = 0;
+        st = ps_costdb_without_kinds(&a, &b, &kept, &dropped);
+        if (st == PS_OK) {
+            fprintf(stderr, "# costdb merge --replace: %zu device row(s) of %s in %s replaced by %s's\n", dropped,
+                    b.prov.devices, a.path, b.path);
+            ps_costdb_free(&a);
+            a = kept;
+        }
+    }
+    if (st == PS_OK) st = ps_costdb_merge(&a, &b, &m);
     ps_costdb_free(&a);
     ps_costdb_free(&b);
     PS_TRY(st);

@@ -359,6 +359,7 @@ typedef struct {
     ps_sweep_grid g;
     sweep_cluster *cols;  /* [n_clusters] */
     ps_model *models;     /* [n_models * n_clusters]: the vocabulary padding and dtype depend on the cluster */
+    char (*model_digest)[17]; /* [n_models]: of the bytes read, for the manifest (sweep_compare.c) */
     int n_loaded_clusters, n_loaded_models;
 } sweep_inputs;
 
@@ -370,6 +371,7 @@ static void inputs_free(sweep_inputs *in)
         ps_costdb_model_free(in->cols[i].db);
     }
     free(in->models);
+    free(in->model_digest);
     free(in->cols);
     ps_mpi_strings_free(in->g.models, in->g.n_models);
     free(in->g.rec);
@@ -391,7 +393,9 @@ static ps_status prepare_grid(const ps_cli_opts *o, sweep_inputs *in)
     in->models = ps_calloc((size_t)in->g.n_models * (size_t)in->g.n_clusters, sizeof *in->models);
     in->g.rec = ps_calloc((size_t)in->g.n_models * (size_t)in->g.n_clusters + 1, sizeof *in->g.rec);
     in->g.timeline_missing = ps_calloc((size_t)in->g.n_models * (size_t)in->g.n_clusters + 1, 1);
-    if (!in->cols || !in->g.options || !in->models || !in->g.rec || !in->g.timeline_missing) return PS_ERR_SYSTEM;
+    in->model_digest = ps_calloc((size_t)in->g.n_models, sizeof *in->model_digest);
+    if (!in->cols || !in->g.options || !in->models || !in->g.rec || !in->g.timeline_missing || !in->model_digest)
+        return PS_ERR_SYSTEM;
     return PS_OK;
 }
 
@@ -423,6 +427,7 @@ static ps_status load_inputs(const ps_cli_opts *o, MPI_Comm comm, sweep_inputs *
     for (int i = 0; i < in->g.n_models; i++) {
         ps_cli_model_file f;
         PS_TRY(ps_cli_model_file_read(in->g.models[i], comm, &f));
+        ps_sweep_digest(f.text ? f.text : "", f.text ? f.len : 0, in->model_digest[i]);
         ps_status st = PS_OK;
         for (int k = 0; k < in->g.n_clusters && st == PS_OK; k++) {
             st = ps_cli_model_from_file(o, &f, &in->cols[k].c, true, comm, &in->models[i * in->g.n_clusters + k]);
@@ -460,6 +465,36 @@ static void cell_line(const json_t *rec, char *buf, size_t cap)
     ps_strcatf(buf, cap, " [%.2f s]", json_real_value(json_object_get(json_object_get(rec, "search"), "wall_s")));
 }
 
+/* Rank 0, before the folder is touched: this sweep's manifest (the digests of its inputs, DIR/sweep.json), and with
+ * --compare / --history the earlier sweep the tables compare with (a bad PREV_DIR fails here, exit 2). */
+static ps_status compare_setup(const ps_cli_opts *o, sweep_inputs *in, json_t **manifest, ps_sweep_compare **cmp)
+{
+    char (*cd)[17] = ps_calloc((size_t)in->g.n_clusters + 1, sizeof *cd);
+    char dbd[17] = "";
+    if (!cd) return PS_ERR_SYSTEM;
+    ps_status st = PS_OK;
+    /* a cluster by its description as psearch read it (presets, files, auto and costdb alike) */
+    for (int k = 0; k < in->g.n_clusters && st == PS_OK; k++) {
+        json_t *cj = ps_cluster_to_json(&in->cols[k].c);
+        char *txt = cj ? json_dumps(cj, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        if (txt) ps_sweep_digest(txt, strlen(txt), cd[k]);
+        else st = PS_FAIL(PS_ERR_SYSTEM, "out of memory describing cluster %s", in->g.clusters[k]);
+        free(txt);
+        json_decref(cj);
+    }
+    if (st == PS_OK && o->costdb) st = ps_sweep_file_digest(o->costdb, dbd);
+    if (st == PS_OK && !(*manifest = ps_sweep_manifest_new(&in->g, in->model_digest, cd, o->costdb, dbd)))
+        st = PS_FAIL(PS_ERR_SYSTEM, "out of memory building the sweep's manifest");
+    free(cd);
+    if (st == PS_OK && (o->sweep_compare || o->sweep_history)) {
+        ps_sweep_compare_args a = {o->sweep_compare, o->sweep_history, o->sweep_nights, o->sweep_threshold_pct,
+                                   o->sweep_dir};
+        st = ps_sweep_compare_open(&a, &in->g, *manifest, cmp);
+        if (st == PS_OK) in->g.cmp = *cmp;
+    }
+    return st;
+}
+
 ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
 {
     /* psearch runs sweep under MPI always (ps_cli_needs_mpi), so comm is a communicator, never MPI_COMM_NULL. */
@@ -471,6 +506,8 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     memset(&in, 0, sizeof in);
     ps_sweep_log *lg = NULL;
     unsigned char *done = NULL;
+    json_t *manifest = NULL;
+    ps_sweep_compare *cmp = NULL;
 
     ps_status st = load_inputs(o, comm, &in);
     int n_cells = in.g.n_models * in.g.n_clusters;
@@ -480,7 +517,9 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
 
     /* Rank 0 owns the folder: records, tables, progress. */
     if (rank == 0) {
-        st = open_records(o, &in.g, &lg, done);
+        st = compare_setup(o, &in, &manifest, &cmp);
+        if (st == PS_OK) st = open_records(o, &in.g, &lg, done);
+        if (st == PS_OK) st = ps_sweep_manifest_write(o->sweep_dir, manifest, in.g.n_done);
         if (st == PS_OK) st = ps_sweep_render(o->sweep_dir, &in.g);
     }
     st = agree(comm, st, &stop);
@@ -536,24 +575,45 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
         for (int i = 0; i < n_cells; i++)
             inf_total += in.g.rec[i] && strcmp(ps_sweep_str(in.g.rec[i], "status"), "infeasible") == 0;
         double wall = MPI_Wtime() - t0;
+        int n_changed = 0, n_compared = 0;
+        for (int i = 0; i < n_cells; i++) {
+            ps_sweep_change ch;
+            ps_sweep_cell_change(&in.g, i, &ch);
+            n_compared += ch.compared;
+            n_changed += ch.changed;
+        }
+        bool compared = cmp && ps_sweep_compare_prev(cmp)[0];
         if (o->format == PS_FMT_JSON) {
             json_t *opts = json_object(); /* cluster -> the options its cells ran with */
             for (int k = 0; k < in.g.n_clusters; k++)
                 json_object_set_new(opts, in.g.clusters[k], json_string(in.g.options[k]));
-            st = ps_out_json(out, json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:o, s:[s,s,s], s:s}", "out",
-                                            o->sweep_dir, "cells", n_cells, "searched", searched, "from_records",
-                                            already, "infeasible", inf_total, "ranks", nranks, "wall_s", wall,
-                                            "options", opts, "tables", "plans.md", "plans.csv", "index.html",
-                                            "records", "cells.jsonl"));
+            json_t *sum = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:o, s:[s,s,s], s:s}", "out", o->sweep_dir,
+                                    "cells", n_cells, "searched", searched, "from_records", already, "infeasible",
+                                    inf_total, "ranks", nranks, "wall_s", wall, "options", opts, "tables", "plans.md",
+                                    "plans.csv", "index.html", "records", "cells.jsonl");
+            /* with --compare / --history: what changed, in brief (changes.json has every cell) */
+            if (sum && compared)
+                json_object_set_new(sum, "changes",
+                                    json_pack("{s:s, s:i, s:i, s:s, s:s}", "compared_with",
+                                              ps_sweep_compare_prev(cmp), "changed", n_changed, "compared",
+                                              n_compared, "file", PS_SWEEP_CHANGES, "inputs_differ",
+                                              ps_sweep_compare_inputs_note(cmp)));
+            st = ps_out_json(out, sum);
         } else {
             fprintf(out->f, "# psearch sweep: %d cells (%d searched now, %d from earlier records, %d infeasible); "
                             "%d rank(s), %.2f s\n", n_cells, searched, already, inf_total, nranks, wall);
             fprintf(out->f, "# tables: %s/plans.md %s/plans.csv %s/index.html; records: %s/cells.jsonl\n",
                     o->sweep_dir, o->sweep_dir, o->sweep_dir, o->sweep_dir);
+            if (compared)
+                fprintf(out->f, "# since %s: %d of %d cell(s) changed (%s/%s); inputs that differ: %s\n",
+                        ps_sweep_compare_prev(cmp), n_changed, n_compared, o->sweep_dir, PS_SWEEP_CHANGES,
+                        ps_sweep_compare_inputs_note(cmp)[0] ? ps_sweep_compare_inputs_note(cmp) : "none");
         }
     }
 end:
     ps_sweep_log_close(lg);
+    ps_sweep_compare_free(cmp);
+    json_decref(manifest);
     free(done);
     inputs_free(&in);
     return st;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "sweep_tables.h"
 #include "ps_comm.h"
 
 static bool mpi_always(const ps_cli_opts *o)
@@ -145,6 +146,8 @@ static ps_status costdb_finish(ps_cli_opts *o)
 {
     if (!o->sub && !o->help) return PS_FAIL(PS_ERR_INPUT, "'psearch costdb' needs a subcommand: show or merge");
     if (o->sub && strcmp(o->sub, "merge") == 0) out_is_database(o);
+    if (o->sub && strcmp(o->sub, "show") == 0 && o->db_replace)
+        return PS_FAIL(PS_ERR_INPUT, "option --replace is for 'costdb merge' (B's node kinds replace A's), not show");
     return PS_OK;
 }
 
@@ -158,6 +161,17 @@ static ps_status sweep_finish(ps_cli_opts *o)
     if (!o->models || !o->clusters || !o->sweep_dir)
         return PS_FAIL(PS_ERR_INPUT, "'psearch sweep' needs --models LIST, --clusters LIST and --out DIR "
                                      "(see psearch sweep --help)");
+    /* --compare / --history (docs/nightly.md): their two tuning options mean nothing without one of them */
+    if ((o->sweep_nights || o->change_threshold) && !o->sweep_compare && !o->sweep_history)
+        return PS_FAIL(PS_ERR_INPUT, "option --%s needs --compare PREV_DIR or --history DIR (what to compare with)",
+                       o->sweep_nights ? "nights" : "change-threshold");
+    if (o->sweep_nights == 0) o->sweep_nights = PS_SWEEP_NIGHTS;
+    o->sweep_threshold_pct = PS_SWEEP_THRESHOLD_PCT;
+    if (o->change_threshold &&
+        (!ps_parse_double(o->change_threshold, &o->sweep_threshold_pct) || o->sweep_threshold_pct < 0 ||
+         o->sweep_threshold_pct > 1000))
+        return PS_FAIL(PS_ERR_INPUT, "option --change-threshold needs a percentage from 0 to 1000 (got '%s')",
+                       o->change_threshold);
     return PS_OK;
 }
 
@@ -284,10 +298,11 @@ static const ps_cli_command k_commands[] = {
         .synopsis = "costdb show|merge ...",
         .summary = "summarize or merge cost databases (psearch costdb --help)",
         .usage = "usage: psearch costdb show FILE [--format table|json]\n"
-                 "       psearch costdb merge A.h5 B.h5 --out C.h5\n"
+                 "       psearch costdb merge A.h5 B.h5 --out C.h5 [--replace]\n"
                  "\n"
                  "show: provenance, devices, table sizes, peak GEMM rate, memory bandwidth, all-reduce bus bandwidth.\n"
                  "merge: one database from files calibrated on different node kinds (heterogeneous clusters).\n"
+                 "  --replace: B's node kinds replace A's rows of the same kinds (a nightly re-calibration)\n"
                  "Use a database with: psearch --costdb FILE --cluster costdb ... (the calibrated machine) or with\n"
                  "a cluster of the devices it measured (docs/costdb.md).\n",
     },
@@ -298,7 +313,8 @@ static const ps_cli_command k_commands[] = {
         .run = ps_cmd_sweep,
         .synopsis = "sweep --models L --clusters L --out DIR",
         .summary = "plan tables (psearch sweep --help)",
-        .usage = "usage: psearch sweep --models LIST --clusters LIST --out DIR [--resume] [SEARCH OPTIONS]\n"
+        .usage = "usage: psearch sweep --models LIST --clusters LIST --out DIR [--resume]\n"
+                 "                     [--compare PREV_DIR] [--history DIR] [SEARCH OPTIONS]\n"
                  "\n"
                  "Search every (model, cluster) cell with all ranks, one cell after another, and publish plan\n"
                  "tables in DIR: plans.md, plans.csv and index.html (one table per model, with each plan's\n"
@@ -310,7 +326,8 @@ static const ps_cli_command k_commands[] = {
                      "  --recompute, --mbs, --micro, --schedule (--gbs default: 8 x GPUs of each cluster)\n"
                      "\n"
                      "Exit 0 when every cell is recorded (infeasible cells too, with their binding constraint);\n"
-                     "2 on a bad model or cluster (before any cell runs) or a folder holding another sweep.\n",
+                     "2 on a bad model or cluster (before any cell runs), a folder holding another sweep, or a\n"
+                     "PREV_DIR / history folder that holds no sweep.\n",
         .help_col = 19,
     },
     {

@@ -383,11 +383,26 @@ static const opt_row k_options[] = {
      {{"calibrate", NULL, "small shapes and sizes (1 KiB .. 1 MiB collectives), seconds on a CPU", NULL}}},
     {"reps", 0, OPT_INT, "N", AT(reps), "calibrate", 10000, NULL,
      {{"calibrate", NULL, "timed repetitions per point", "10; 5 with --quick"}}},
+    /* costdb --help tells of it in its usage (the command lists no options) */
+    {"replace", 0, OPT_FLAG, NULL, AT(db_replace), "costdb", 0, NULL, {{NULL, NULL, NULL, NULL}}},
     {"resume", 0, OPT_FLAG, NULL, AT(resume), "sweep", 0, NULL,
      {{"sweep", NULL,
        "continue the sweep recorded in DIR: finished cells are skipped; refused\n"
        "when DIR's records were made with other search options or other cells",
        NULL}}},
+    {"compare", 0, OPT_FILE, "PREV_DIR", AT(sweep_compare), "sweep", 0, NULL,
+     {{"sweep", NULL,
+       "say in every table which cells changed since the sweep in PREV_DIR\n"
+       "(plan, feasibility, samples/s) and why; without it, the newest folder\n"
+       "of --history (docs/nightly.md)",
+       NULL}}},
+    {"history", 0, OPT_FILE, "DIR", AT(sweep_history), "sweep", 0, NULL,
+     {{"sweep", NULL, "folder of earlier nights' sweep folders, by name in date order: each\n"
+                      "cell's trend in index.html", NULL}}},
+    {"nights", 0, OPT_INT, "N", AT(sweep_nights), "sweep", 366, NULL,
+     {{"sweep", NULL, "nights a trend shows, tonight included", "14"}}},
+    {"change-threshold", 0, OPT_STR, "PCT", AT(change_threshold), "sweep", 0, NULL,
+     {{"sweep", NULL, "a change of the predicted samples/s above PCT percent counts", "2"}}},
     {"data-dir", 0, OPT_STR, "DIR", AT(data_dir), NULL, 0, NULL,
      {{"plan", NULL, "folder holding models/ and clusters/ presets", "installed share/psearch"}}},
     {"verbose", 'v', OPT_FLAG, NULL, AT(verbose), NULL, 0, NULL,

@@ -66,11 +66,17 @@ typedef struct {
     const char *db_out;   /* calibrate / costdb merge: the database written (their --out) */
     const char *db_args[2]; /* costdb show FILE / costdb merge A B */
     int n_db_args;
+    int db_replace;       /* costdb merge --replace: B's node kinds replace A's rows of the same device keys */
     /* sweep */
     const char *models;    /* --models LIST */
     const char *clusters;  /* --clusters LIST */
     const char *sweep_dir; /* --out DIR of `sweep` (o->out stays NULL: the summary goes to stdout) */
     int resume;
+    const char *sweep_compare;   /* --compare PREV_DIR: the earlier sweep the tables say what changed since */
+    const char *sweep_history;   /* --history DIR: earlier nights' sweep folders (the trend; the default PREV_DIR) */
+    int sweep_nights;            /* --nights N: the nights a trend shows, tonight included (0 = default) */
+    const char *change_threshold; /* --change-threshold PCT, as given (sweep_finish parses it) */
+    double sweep_threshold_pct;   /* ... parsed, or the default */
     /* exec (docs/exec.md): psearch exec PLAN, and psearch --exec-top K after a search */
     const char *exec_plan; /* the plan file (positional) */
     int exec_top;          /* --exec-top K: execute the K best plans of the search and re-rank them */

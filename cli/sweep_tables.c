@@ -2,6 +2,7 @@
  * (XHTML-style empty elements, no named entities beyond XML's own), so a strict XML parser checks it in tests; it
  * links each plan's schedule timeline, drawn once when the cell finished (DIR/timelines), rather than drawing and
  * inlining every timeline on every render. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,6 +167,8 @@ static void row_of(const ps_sweep_grid *g, int ci, const json_t *rec, row_text *
     t->n = N_COLS;
 }
 
+static void html_text(FILE *f, const char *s);
+
 /* Text goes into a table through its format's escaping: Markdown and CSV take it as is, HTML escapes it. */
 typedef void (*put_fn)(FILE *f, const char *s);
 
@@ -216,6 +219,48 @@ static void options_note(FILE *f, const ps_sweep_grid *g, put_fn put)
     }
 }
 
+/* Changed cells so far (those with a record), and all with a record. */
+static int count_changed(const ps_sweep_grid *g, int *compared)
+{
+    int n = 0;
+    *compared = 0;
+    for (int cell = 0; cell < g->n_models * g->n_clusters; cell++) {
+        ps_sweep_change ch;
+        ps_sweep_cell_change(g, cell, &ch);
+        *compared += ch.compared;
+        n += ch.changed;
+    }
+    return n;
+}
+
+/* With --compare / --history: which sweep the tables are compared with, how many cells changed, and the inputs that
+ * differ between the two sweeps. */
+static void compare_note(FILE *f, const ps_sweep_grid *g, const char *sep, put_fn put)
+{
+    if (!g->cmp) return;
+    const char *prev = ps_sweep_compare_prev(g->cmp);
+    char buf[4096];
+    if (!prev[0]) {
+        put(f, "No earlier sweep in the history to compare with (the first night).");
+        fputs(sep, f);
+        return;
+    }
+    int compared = 0, changed = count_changed(g, &compared);
+    snprintf(buf, sizeof buf, "Compared with %s (%s): %d of %d cell(s) changed their best plan, their feasibility, or "
+             "their predicted samples/s by more than %g%%", prev, ps_sweep_compare_prev_created(g->cmp), changed,
+             compared, 100 * ps_sweep_compare_threshold(g->cmp));
+    put(f, buf);
+    int only = ps_sweep_compare_prev_only(g->cmp);
+    if (only) {
+        snprintf(buf, sizeof buf, "; %d cell(s) of that sweep are not in this one", only);
+        put(f, buf);
+    }
+    const char *note = ps_sweep_compare_inputs_note(g->cmp);
+    snprintf(buf, sizeof buf, ". Inputs that differ: %s.", note[0] ? note : "none");
+    put(f, buf);
+    fputs(sep, f);
+}
+
 static void header_note(FILE *f, const ps_sweep_grid *g, const char *sep, put_fn put)
 {
     char buf[256];
@@ -225,6 +270,7 @@ static void header_note(FILE *f, const ps_sweep_grid *g, const char *sep, put_fn
     options_note(f, g, put);
     put(f, ".");
     fputs(sep, f);
+    compare_note(f, g, sep, put);
     put(f, "Predictions of psearch's cost model for the best plan of each cell: samples/s per iteration, MFU as "
            "model FLOPs over the dense peak of the model's dtype, peak memory of the fullest GPU. "
            "* marks per-layer plans (their first layer's strategy is shown). The gain over the Megatron "
@@ -262,15 +308,58 @@ static void md_cell(FILE *f, const char *s)
     fputc(' ', f);
 }
 
+/* Whether the tables have a "since" column: a previous sweep is compared. */
+static bool comparing(const ps_sweep_grid *g) { return g->cmp && ps_sweep_compare_prev(g->cmp)[0]; }
+
+/* The changed cells, one line each (Markdown list, or HTML list items): cell, change, samples/s before and now, why.
+ * A cell that turned infeasible comes first and in bold: it is the one to act on. */
+static void change_list(FILE *f, const ps_sweep_grid *g, bool html)
+{
+    char line[2048], a[32], b[32];
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int cell = 0; cell < g->n_models * g->n_clusters; cell++) {
+            ps_sweep_change ch;
+            ps_sweep_cell_change(g, cell, &ch);
+            if (!ch.changed || (pass == 0) != ch.turned_infeasible) continue;
+            /* an infeasible side says so rather than 0 samples/s */
+            if (ch.prev_sps > 0) ps_fmt_num(ch.prev_sps, 0, a, sizeof a);
+            else snprintf(a, sizeof a, "infeasible");
+            if (ch.sps > 0) ps_fmt_num(ch.sps, 0, b, sizeof b);
+            else snprintf(b, sizeof b, "infeasible");
+            snprintf(line, sizeof line, "%s on %s: %s (samples/s %s -> %s); why: %s", g->models[cell / g->n_clusters],
+                     g->clusters[cell % g->n_clusters], ch.what, ch.was_recorded ? a : "-", b, ch.why);
+            n++;
+            if (html) {
+                fputs(ch.turned_infeasible ? "<li class=\"lost\"><strong>" : "<li>", f);
+                html_text(f, line);
+                fputs(ch.turned_infeasible ? "</strong></li>\n" : "</li>\n", f);
+            } else {
+                fprintf(f, ch.turned_infeasible ? "- **%s**\n" : "- %s\n", line);
+            }
+        }
+    if (!n) {
+        if (html) fputs("<li>no cell changed</li>\n", f);
+        else fputs("- no cell changed\n", f);
+    }
+}
+
 static void render_md(FILE *f, const ps_sweep_grid *g)
 {
     fprintf(f, "# psearch plan tables\n\n");
     header_note(f, g, "\n\n", put_plain);
+    if (comparing(g)) {
+        fprintf(f, "## Changes since %s\n\n", ps_sweep_compare_prev(g->cmp));
+        change_list(f, g, false);
+        fprintf(f, "\n");
+    }
     for (int mi = 0; mi < g->n_models; mi++) {
         fprintf(f, "## %s\n\n", g->models[mi]);
         for (int c = 0; c < N_COLS; c++) md_cell(f, k_cols[c].name);
+        if (comparing(g)) md_cell(f, "since previous");
         fprintf(f, "|\n");
         for (int c = 0; c < N_COLS; c++) fprintf(f, "|%s", k_cols[c].numeric ? "---:" : "---");
+        if (comparing(g)) fprintf(f, "|---");
         fprintf(f, "|\n");
         for (int ci = 0; ci < g->n_clusters; ci++) {
             const json_t *r = cell_rec(g, mi, ci);
@@ -278,6 +367,13 @@ static void render_md(FILE *f, const ps_sweep_grid *g)
             row_text t;
             row_of(g, ci, r, &t);
             for (int c = 0; c < N_COLS; c++) md_cell(f, c < t.n ? t.text[c] : "");
+            if (comparing(g)) {
+                ps_sweep_change ch;
+                ps_sweep_cell_change(g, mi * g->n_clusters + ci, &ch);
+                char cell[200];
+                snprintf(cell, sizeof cell, ch.turned_infeasible ? "**%s**" : "%s", ch.what);
+                md_cell(f, cell);
+            }
             fprintf(f, "|\n");
         }
         not_searched(f, g, mi, put_plain, "\n", "\n");
@@ -335,17 +431,33 @@ static void csv_value(FILE *f, const json_t *v, int last)
     csv_field(f, buf, last);
 }
 
+/* With a previous sweep compared, four columns after binding: change (1 when the cell changed), what changed
+ * ("plan, +3.1%", "INFEASIBLE now", ...), the previous samples/s (empty when the cell is new) and why. */
+static const char *const k_csv_change[] = {"changed", "change", "prev_samples_per_s", "change_why"};
+enum { N_CSV_CHANGE = sizeof k_csv_change / sizeof k_csv_change[0] };
+
 static void render_csv(FILE *f, const ps_sweep_grid *g)
 {
-    for (int c = 0; c < N_CSV; c++) csv_field(f, k_csv[c].key, c == N_CSV - 1);
+    bool cmp = comparing(g);
+    for (int c = 0; c < N_CSV; c++) csv_field(f, k_csv[c].key, !cmp && c == N_CSV - 1);
+    for (int c = 0; cmp && c < N_CSV_CHANGE; c++) csv_field(f, k_csv_change[c], c == N_CSV_CHANGE - 1);
     for (int mi = 0; mi < g->n_models; mi++)
         for (int ci = 0; ci < g->n_clusters; ci++) {
             const json_t *r = cell_rec(g, mi, ci);
             if (!r) continue;
             for (int c = 0; c < N_CSV; c++) {
                 const json_t *in = k_csv[c].section ? json_object_get(r, k_csv[c].section) : r;
-                csv_value(f, json_object_get(in, k_csv[c].key), c == N_CSV - 1);
+                csv_value(f, json_object_get(in, k_csv[c].key), !cmp && c == N_CSV - 1);
             }
+            if (!cmp) continue;
+            ps_sweep_change ch;
+            ps_sweep_cell_change(g, mi * g->n_clusters + ci, &ch);
+            char prev[64] = "";
+            if (ch.was_recorded) snprintf(prev, sizeof prev, "%.6g", ch.prev_sps);
+            csv_field(f, ch.changed ? "1" : "0", 0);
+            csv_field(f, ch.what, 0);
+            csv_field(f, prev, 0);
+            csv_field(f, ch.why, 1);
         }
 }
 
@@ -387,6 +499,62 @@ static void timeline_td(FILE *f, const char *path, bool missing)
     fputs("\" alt=\"schedule timeline\" loading=\"lazy\"/></a></details></td>", f);
 }
 
+/* A cell's samples/s over the kept nights and tonight as an inline SVG sparkline (no script: each point's <title>
+ * is its tooltip): a line through the feasible nights scaled to their range, a red cross at the bottom for an
+ * infeasible night, nothing for a night the cell was not searched; the last point is tonight's, filled. */
+static void sparkline(FILE *f, const ps_sweep_grid *g, int cell)
+{
+    enum { W = 120, H = 24, PAD = 3 };
+    int n = ps_sweep_compare_nights(g->cmp) + 1;
+    double v[PS_SWEEP_NIGHTS_MAX + 1];
+    if (n > PS_SWEEP_NIGHTS_MAX + 1) n = PS_SWEEP_NIGHTS_MAX + 1;
+    int first = ps_sweep_compare_nights(g->cmp) - (n - 1);
+    double lo = INFINITY, hi = -INFINITY;
+    for (int k = 0; k < n; k++) {
+        v[k] = k < n - 1 ? ps_sweep_compare_night_sps(g->cmp, first + k, cell)
+                         : g->rec[cell] ? (strcmp(ps_sweep_str(g->rec[cell], "status"), "ok") == 0
+                                               ? jnum(json_object_get(g->rec[cell], "predicted"), "samples_per_s")
+                                               : 0)
+                                        : NAN;
+        if (v[k] > 0) {
+            lo = v[k] < lo ? v[k] : lo;
+            hi = v[k] > hi ? v[k] : hi;
+        }
+    }
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"trend\" width=\"%d\" height=\"%d\" "
+               "viewBox=\"0 0 %d %d\" role=\"img\"><title>", W, H, W, H);
+    fprintf(f, "%d night(s), oldest first", n);
+    fputs("</title>", f);
+    double dx = n > 1 ? (double)(W - 2 * PAD) / (n - 1) : 0;
+    /* flat when every night predicts the same: mid-height */
+    double span = hi > lo ? hi - lo : 0;
+#define PX(k) (PAD + dx * (k))
+#define PY(x) (span > 0 ? H - PAD - ((x)-lo) / span * (H - 2 * PAD) : H / 2.0)
+    fputs("<polyline fill=\"none\" stroke=\"#36c\" stroke-width=\"1.5\" points=\"", f);
+    for (int k = 0, any = 0; k < n; k++)
+        if (v[k] > 0) fprintf(f, "%s%.1f,%.1f", any++ ? " " : "", PX(k), PY(v[k]));
+    fputs("\"/>", f);
+    for (int k = 0; k < n; k++) {
+        char label[300], num[32];
+        const char *night = k < n - 1 ? ps_sweep_compare_night_label(g->cmp, first + k) : "this sweep";
+        if (isnan(v[k])) continue;
+        if (v[k] > 0) {
+            snprintf(label, sizeof label, "%s: %s samples/s", night, ps_fmt_num(v[k], 0, num, sizeof num));
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%s\" fill=\"%s\"><title>", PX(k), PY(v[k]),
+                    k == n - 1 ? "2.5" : "1.5", k == n - 1 ? "#36c" : "#9ab");
+        } else {
+            snprintf(label, sizeof label, "%s: infeasible", night);
+            fprintf(f, "<path d=\"M%.1f,%d l4,-4 m-4,0 l4,4\" transform=\"translate(-2,0)\" stroke=\"#c00\" "
+                       "stroke-width=\"1.5\"><title>", PX(k), H - 1);
+        }
+        html_text(f, label);
+        fputs(v[k] > 0 ? "</title></circle>" : "</title></path>", f);
+    }
+#undef PX
+#undef PY
+    fputs("</svg>", f);
+}
+
 static void render_html(FILE *f, const ps_sweep_grid *g)
 {
     fputs("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta "
@@ -396,10 +564,19 @@ static void render_html(FILE *f, const ps_sweep_grid *g)
           "th,td{border:1px solid #ccc;padding:3px 7px;vertical-align:top}\n"
           "th{background:#f0f0f0}\ntd.n{text-align:right}\ntd.bad{color:#a00}\n"
           "details img{max-width:900px;height:auto}\n"
+          "tr.chg td{background:#fff6d5}\ntr.lost td{background:#fbdada}\ntr.won td{background:#dcf3dc}\n"
+          "li.lost{color:#a00}\nsvg.trend{vertical-align:middle}\n"
           "</style>\n</head>\n<body>\n<h1>psearch plan tables</h1>\n<p>",
           f);
     header_note(f, g, " ", html_text);
     fputs("</p>\n", f);
+    if (comparing(g)) {
+        fputs("<h2 id=\"changes\">Changes since ", f);
+        html_text(f, ps_sweep_compare_prev(g->cmp));
+        fputs("</h2>\n<ul>\n", f);
+        change_list(f, g, true);
+        fputs("</ul>\n", f);
+    }
     for (int mi = 0; mi < g->n_models; mi++) {
         fprintf(f, "<h2 id=\"model-%d\">", mi);
         html_text(f, g->models[mi]);
@@ -409,13 +586,20 @@ static void render_html(FILE *f, const ps_sweep_grid *g)
             html_text(f, k_cols[c].name);
             fputs("</th>", f);
         }
-        fputs("<th>schedule timeline</th></tr></thead>\n<tbody>\n", f);
+        fputs("<th>schedule timeline</th>", f);
+        if (comparing(g)) fputs("<th>since previous</th>", f);
+        if (g->cmp) fputs("<th>trend (samples/s)</th>", f);
+        fputs("</tr></thead>\n<tbody>\n", f);
         for (int ci = 0; ci < g->n_clusters; ci++) {
             const json_t *r = cell_rec(g, mi, ci);
             if (!r) continue;
             row_text t;
             row_of(g, ci, r, &t);
-            fputs("<tr>", f);
+            ps_sweep_change ch;
+            ps_sweep_cell_change(g, mi * g->n_clusters + ci, &ch);
+            const char *cls = ch.turned_infeasible ? "lost" : ch.became_feasible ? "won" : ch.changed ? "chg" : NULL;
+            if (cls) fprintf(f, "<tr class=\"%s\">", cls);
+            else fputs("<tr>", f);
             for (int c = 0; c < t.n; c++)
                 if (t.n == INFEASIBLE_COLS && c == t.n - 1) {
                     /* the constraint spans the plan's columns and the timeline's */
@@ -427,6 +611,20 @@ static void render_html(FILE *f, const ps_sweep_grid *g)
                 }
             if (t.n == N_COLS)
                 timeline_td(f, ps_sweep_str(r, "timeline_svg"), g->timeline_missing[mi * g->n_clusters + ci]);
+            if (comparing(g)) {
+                fputs("<td title=\"", f);
+                html_text(f, ch.why);
+                fputs("\">", f);
+                if (ch.turned_infeasible) fputs("<strong>", f);
+                html_text(f, ch.what);
+                if (ch.turned_infeasible) fputs("</strong>", f);
+                fputs("</td>", f);
+            }
+            if (g->cmp) {
+                fputs("<td>", f);
+                sparkline(f, g, mi * g->n_clusters + ci);
+                fputs("</td>", f);
+            }
             fputs("</tr>\n", f);
         }
         fputs("</tbody>\n</table>\n", f);
@@ -435,14 +633,53 @@ static void render_html(FILE *f, const ps_sweep_grid *g)
     fputs("</body>\n</html>\n", f);
 }
 
+/* ---- changes.json: the comparison as data (written only while a previous sweep is compared) ---- */
+
+static void render_changes(FILE *f, const ps_sweep_grid *g)
+{
+    json_t *cells = json_array();
+    int compared = 0, changed = 0;
+    for (int cell = 0; cell < g->n_models * g->n_clusters; cell++) {
+        ps_sweep_change ch;
+        ps_sweep_cell_change(g, cell, &ch);
+        if (!ch.compared) continue;
+        compared++;
+        changed += ch.changed;
+        json_t *j = json_pack("{s:s, s:s, s:b, s:s, s:b, s:b, s:b, s:f, s:s}", "model", g->models[cell / g->n_clusters],
+                              "cluster", g->clusters[cell % g->n_clusters], "changed", ch.changed, "change", ch.what,
+                              "plan_changed", ch.plan_changed, "turned_infeasible", ch.turned_infeasible,
+                              "became_feasible", ch.became_feasible, "samples_per_s", ch.sps, "why", ch.why);
+        if (j) {
+            json_object_set_new(j, "prev_samples_per_s", ch.was_recorded ? json_real(ch.prev_sps) : json_null());
+            json_object_set_new(j, "change_pct",
+                                ch.was_recorded && ch.prev_sps > 0 && ch.sps > 0 ? json_real(100 * ch.rel)
+                                                                                  : json_null());
+        }
+        json_array_append_new(cells, j);
+    }
+    json_t *top = json_pack("{s:s, s:s, s:f, s:s, s:i, s:i, s:i, s:o}", "previous", ps_sweep_compare_prev(g->cmp),
+                            "previous_created", ps_sweep_compare_prev_created(g->cmp), "threshold_pct",
+                            100 * ps_sweep_compare_threshold(g->cmp), "inputs_differ",
+                            ps_sweep_compare_inputs_note(g->cmp), "compared", compared, "changed", changed,
+                            "previous_only", ps_sweep_compare_prev_only(g->cmp), "cells", cells);
+    if (top) json_dumpf(top, f, JSON_INDENT(2));
+    fputc('\n', f);
+    json_decref(top);
+}
+
 static const struct {
     const char *name;
     void (*render)(FILE *f, const ps_sweep_grid *g);
-} k_tables[] = {{"plans.md", render_md}, {"plans.csv", render_csv}, {"index.html", render_html}};
+    bool compare_only;
+} k_tables[] = {{"plans.md", render_md, false},
+                {"plans.csv", render_csv, false},
+                {"index.html", render_html, false},
+                {PS_SWEEP_CHANGES, render_changes, true}};
 
 ps_status ps_sweep_render(const char *dir, const ps_sweep_grid *g)
 {
     for (size_t i = 0; i < sizeof k_tables / sizeof k_tables[0]; i++) {
+        if (k_tables[i].compare_only && !comparing(g)) continue;
         /* Render into memory, then replace dir/name in one rename. */
         ps_out o;
         PS_TRY(ps_out_open(&o));
@@ -458,6 +695,7 @@ void ps_sweep_remove_temporaries(const char *dir)
 {
     for (size_t i = 0; i < sizeof k_tables / sizeof k_tables[0]; i++)
         ps_remove_stale_temporaries(dir, k_tables[i].name);
+    ps_remove_stale_temporaries(dir, PS_SWEEP_MANIFEST);
     char sub[4096];
     snprintf(sub, sizeof sub, "%s/%s", dir, PS_SWEEP_TIMELINES);
     ps_remove_stale_temporaries(sub, NULL); /* the sweep's own folder: any temporary there is a timeline's */

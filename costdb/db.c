@@ -1174,6 +1174,98 @@ ps_status ps_costdb_merge(const ps_costdb *a, const ps_costdb *b, ps_costdb *out
     return PS_OK;
 }
 
+/* The index of old rank r in a's kept ranks, -1 when dropped or not a device row's rank. */
+static int32_t map_rank(const int32_t *map, int32_t n, int32_t r) { return r >= 0 && r < n ? map[r] : -1; }
+
+ps_status ps_costdb_without_kinds(const ps_costdb *a, const ps_costdb *b, ps_costdb *out, size_t *n_dropped)
+{
+    memset(out, 0, sizeof *out);
+    *n_dropped = 0;
+    ps_strlcpy(out->path, a->path, sizeof out->path);
+    out->prov = a->prov;
+    int32_t max_rank = -1, max_node = -1;
+    for (size_t i = 0; i < a->n_dev; i++) {
+        if (a->dev[i].rank > max_rank) max_rank = a->dev[i].rank;
+        if (a->dev[i].node > max_node) max_node = a->dev[i].node;
+    }
+    /* old rank -> new rank, old node -> new node: the kept ones numbered 0.. in their old order, so the rows stay in
+     * the order the reader expects and b's ranks and nodes follow right after them in the merge */
+    int32_t *rmap = ps_calloc((size_t)max_rank + 2, sizeof *rmap);
+    int32_t *nmap = ps_calloc((size_t)max_node + 2, sizeof *nmap);
+    bool *keep = ps_calloc(a->n_dev + 1, sizeof *keep);
+    ps_status st = PS_OK;
+    if (!rmap || !nmap || !keep) st = PS_ERR_SYSTEM;
+    for (int32_t r = 0; st == PS_OK && r <= max_rank; r++) rmap[r] = -1;
+    for (int32_t k = 0; st == PS_OK && k <= max_node; k++) nmap[k] = -1;
+    for (size_t i = 0; st == PS_OK && i < a->n_dev; i++) {
+        keep[i] = true;
+        for (size_t j = 0; j < b->n_dev && keep[i]; j++) keep[i] = strcmp(a->dev[i].name, b->dev[j].name) != 0;
+        if (!keep[i]) (*n_dropped)++;
+    }
+    if (st == PS_OK) {
+        int32_t nr = 0, nn = 0;
+        for (int32_t r = 0; r <= max_rank; r++)
+            for (size_t i = 0; i < a->n_dev; i++)
+                if (keep[i] && a->dev[i].rank == r) rmap[r] = nr++;
+        for (int32_t k = 0; k <= max_node; k++)
+            for (size_t i = 0; i < a->n_dev; i++)
+                if (keep[i] && a->dev[i].node == k && nmap[k] < 0) nmap[k] = nn++;
+        /* an allocation of 0 nodes (a file of executed plans only) stays 0; else the kept nodes and ranks */
+        if (a->n_dev) {
+            out->prov.n_ranks = nr;
+            out->prov.n_nodes = nn;
+        }
+    }
+    if (st == PS_OK &&
+        (!(out->dev = ps_calloc(a->n_dev + 1, sizeof *out->dev)) ||
+         !(out->gemm = ps_calloc(a->n_gemm + 1, sizeof *out->gemm)) ||
+         !(out->bw = ps_calloc(a->n_bw + 1, sizeof *out->bw)) ||
+         !(out->coll = ps_calloc(a->n_coll + 1, sizeof *out->coll)) ||
+         !(out->ovl = ps_calloc(a->n_ovl + 1, sizeof *out->ovl))))
+        st = PS_ERR_SYSTEM;
+    /* executed plans and fits are records of runs, not of the node rows: they stay (a merge keeps b's fit) */
+    if (st == PS_OK) st = cat((void **)&out->meas, a->meas, a->n_meas, NULL, 0, sizeof *a->meas);
+    if (st == PS_OK) st = cat((void **)&out->fit, a->fit, a->n_fit, NULL, 0, sizeof *a->fit);
+    if (st != PS_OK) {
+        free(rmap);
+        free(nmap);
+        free(keep);
+        ps_costdb_free(out);
+        return st == PS_ERR_SYSTEM ? PS_FAIL(PS_ERR_SYSTEM, "out of memory replacing node kinds of %s", a->path) : st;
+    }
+    out->n_meas = a->n_meas;
+    out->n_fit = a->n_fit;
+    int32_t n_map = max_rank + 1;
+    out->prov.hosts[0] = out->prov.devices[0] = '\0';
+    for (size_t i = 0; i < a->n_dev; i++)
+        if (keep[i]) {
+            ps_bench_device d = a->dev[i];
+            d.rank = rmap[d.rank];
+            d.node = nmap[d.node];
+            out->dev[out->n_dev++] = d;
+            ps_costdb_list_add(out->prov.hosts, sizeof out->prov.hosts, d.host);
+            ps_costdb_list_add(out->prov.devices, sizeof out->prov.devices, d.name);
+        }
+    /* every table's rows of a dropped rank go with it; a collective goes with the rank that wrote it (its group's
+     * lowest rank: groups are measured within one calibration, whose ranks are all of one file) */
+#define KEEP_ROWS(tab, n, field)                                                                                       \
+    for (size_t i = 0; i < a->n; i++) {                                                                                \
+        int32_t r = map_rank(rmap, n_map, a->tab[i].field);                                                            \
+        if (r < 0) continue;                                                                                           \
+        out->tab[out->n] = a->tab[i];                                                                                  \
+        out->tab[out->n++].field = r;                                                                                  \
+    }
+    KEEP_ROWS(gemm, n_gemm, rank)
+    KEEP_ROWS(bw, n_bw, rank)
+    KEEP_ROWS(coll, n_coll, root_rank)
+    KEEP_ROWS(ovl, n_ovl, rank)
+#undef KEEP_ROWS
+    free(rmap);
+    free(nmap);
+    free(keep);
+    return PS_OK;
+}
+
 /* ---- executed plans ---------------------------------------------------------------------------------------------- */
 
 static ps_status record_locked(const char *path, const ps_bench_measurement *rows, size_t n);

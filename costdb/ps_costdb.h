@@ -127,6 +127,12 @@ void ps_costdb_free(ps_costdb *db);
 /* a's rows then b's, b's ranks and nodes renumbered after a's; /fit: b's rows replace a's of the same device and
  * coefficient. Files of any readable schema merge (they are read into the current one). */
 ps_status ps_costdb_merge(const ps_costdb *a, const ps_costdb *b, ps_costdb *out);
+/* `costdb merge --replace`: a copy of a without the node kinds (device keys) b measured: their /devices rows and
+ * every GEMM, bandwidth, collective and overlap row of their ranks; the kept ranks and nodes renumbered from 0 in
+ * their order, hosts, devices, n_ranks and n_nodes recounted. Executed plans and fits stay (records of runs: the merge
+ * then keeps b's fit per device and coefficient). *n_dropped: the device rows removed. Merging the result with b
+ * replaces yesterday's calibration of a node kind with tonight's instead of adding its ranks a second time. */
+ps_status ps_costdb_without_kinds(const ps_costdb *a, const ps_costdb *b, ps_costdb *out, size_t *n_dropped);
 
 /* ---- executed plans and the fit (serial, no MPI) ---- */
 /* Append n rows to the database at `path` (`psearch exec --record`): read it (ps_costdb_read), append, write it all

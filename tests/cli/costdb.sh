@@ -71,9 +71,23 @@ rm -f "$scratch/link.h5"
 # two databases of the same machine stand for two allocations here: a copy is another file
 cp "$db" "$scratch/copy.h5"
 expect merge 0 'devices +4 rank\(s\) on 2 node\(s\)' "$psearch" costdb merge "$db" "$scratch/copy.h5" --out "$scratch/m.h5"
-rm -f "$scratch/copy.h5"
 expect merged_cluster 0 'nodes +2 +GPUs 4' "$psearch" cluster show costdb --costdb "$scratch/m.h5"
-rm -f "$scratch/m.h5"
+# A nightly merge: tonight's calibration of the same node kind replaces the site's rows of that kind (--replace)
+# instead of adding its ranks once more: the site above holds the kind twice (4 ranks), the result once (2 ranks on 1
+# node), and its GEMM rows are tonight's alone (as many as one calibration has).
+expect merge_replace 0 'devices +2 rank\(s\) on 1 node\(s\)' "$psearch" costdb merge "$scratch/m.h5" "$scratch/copy.h5" \
+  --out "$scratch/r.h5" --replace
+expect merge_replace_note 0 '4 device row\(s\) of cpu:.* replaced' "$psearch" costdb merge "$scratch/m.h5" \
+  "$scratch/copy.h5" --out "$scratch/r.h5" --replace
+expect replaced_cluster 0 'nodes +1 +GPUs 2' "$psearch" cluster show costdb --costdb "$scratch/r.h5"
+n_gemm() { "$psearch" costdb show "$1" --format json 2>/dev/null | grep -m1 '"gemm"' | tr -dc '0-9'; }
+[[ -n $(n_gemm "$db") && $(n_gemm "$scratch/r.h5") == "$(n_gemm "$db")" ]] && ok ||
+  bad "merge --replace: $(n_gemm "$scratch/r.h5") GEMM rows, expected one calibration's $(n_gemm "$db")"
+# without --replace the same merge adds the kind a third time (6 ranks): the replace is the option's doing
+expect merge_accumulates 0 'devices +6 rank\(s\) on 3 node\(s\)' "$psearch" costdb merge "$scratch/m.h5" \
+  "$scratch/copy.h5" --out "$scratch/r.h5"
+expect replace_show 2 '--replace is for .costdb merge' "$psearch" costdb show "$db" --replace
+rm -f "$scratch/copy.h5" "$scratch/m.h5" "$scratch/r.h5"
 expect calibrate_no_out 2 'needs --out FILE.h5' $launch "$psearch" calibrate --quick
 
 # ---- executed plans and the refit: test_costdb --add-measurements records 3 plans (what psearch exec --record does)

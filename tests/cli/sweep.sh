@@ -231,4 +231,119 @@ else
   echo "skipped: the model file read once per sweep (no strace, or it cannot trace here)"
 fi
 
+# ---- what changed since an earlier sweep (--compare, --history; docs/nightly.md) ----
+check "every sweep writes its manifest" grep -q '"gpt3-1.3b": "[0-9a-f]\{16\}"' "$out/sweep.json"
+# The same sweep again, compared with the first: nothing changed, nothing differs, and the tables say so.
+sweep "${args[@]}" --out "$scratch/same" --compare "$out" >"$scratch/o20" 2>"$scratch/e20"
+rc=$?
+check "a sweep compared with an identical one exits 0 (exit $rc; $(tail -2 "$scratch/e20"))" test $rc -eq 0
+check "... 0 of 4 changed, no input differs" grep -q "since $out: 0 of 4 cell(s) changed .*inputs that differ: none" \
+  "$scratch/o20"
+check "... Markdown: no cell changed" grep -q '^- no cell changed$' "$scratch/same/plans.md"
+check "... Markdown: every row 'same'" test "$(grep -c '| same |$' "$scratch/same/plans.md")" -eq 4
+check "... CSV: 4 more columns, changed 0 in each row" \
+  test "$(awk -F, 'NR > 1 { print $33 }' "$scratch/same/plans.csv" | sort -u | tr -d '\n')" = 0
+check "... CSV header ends with the change columns" \
+  test "$(head -1 "$scratch/same/plans.csv" | cut -d, -f32-)" = binding,changed,change,prev_samples_per_s,change_why
+check "... changes.json: 0 changed of 4" grep -q '"changed": 0,' "$scratch/same/changes.json"
+check "... the page has a trend per row" test "$(grep -o '<svg xmlns="http://www.w3.org/2000/svg" class="trend"' \
+  "$scratch/same/index.html" | wc -l)" -eq 4
+if command -v xmllint >/dev/null; then check "... and is well-formed" xmllint --noout "$scratch/same/index.html"; fi
+check "... the folder holds nothing else" test -z "$(sweep_leftovers "$scratch/same")"
+# Another option: every plan changes, and the cause is the option, by its values.
+sweep "${args[@]}" --gbs 16 --out "$scratch/gbs" --compare "$out" >"$scratch/o21" 2>"$scratch/e21"
+check "another --gbs: 4 of 4 changed" grep -q "4 of 4 cell(s) changed .*inputs that differ: the options of 4 cell" \
+  "$scratch/o21"
+check "... each naming the option's old and new value" \
+  test "$(grep -c -E '^- gpt3-[0-9.]+b on dgx-a100-80g:[12]: plan.*why: options gbs=(64|128) -> gbs=16$' \
+    "$scratch/gbs/plans.md")" -eq 4
+check "... changes.json says why" test "$(grep -c '"why": "options gbs=' "$scratch/gbs/changes.json")" -eq 4
+check "... rows marked changed in the page" test "$(grep -c '<tr class="chg">' "$scratch/gbs/index.html")" -eq 4
+# A model file edited between two nights: the cell turns infeasible (it stands out) and the cause is the model file;
+# edited back, it becomes feasible again. The preset gpt3-1.3b beside it stays the same.
+cp "$(dirname "$0")/../../presets/models/gpt3-1.3b.json" "$scratch/m.json"
+margs=(--models "$scratch/m.json,gpt3-1.3b" --clusters g4dn-12xlarge:1)
+sweep "${margs[@]}" --out "$scratch/m1" >/dev/null 2>&1
+sed -i 's/"repeat": 24/"repeat": 400/' "$scratch/m.json"
+sweep "${margs[@]}" --out "$scratch/m2" --compare "$scratch/m1" >"$scratch/o22" 2>"$scratch/e22"
+rc=$?
+check "a sweep after the model file grew exits 0 (exit $rc; $(tail -2 "$scratch/e22"))" test $rc -eq 0
+check "... 1 of 2 changed, the model named" grep -q "1 of 2 cell(s) changed .*inputs that differ: model $scratch/m.json" \
+  "$scratch/o22"
+check "... the cell turned infeasible, in bold, with the model file as the cause" \
+  grep -q "^- \*\*$scratch/m.json on g4dn-12xlarge:1: INFEASIBLE now (samples/s [0-9.]* -> infeasible); why: model file [0-9a-f]\{16\} -> [0-9a-f]\{16\}\*\*$" \
+  "$scratch/m2/plans.md"
+check "... its row stands out in the page" grep -q '<tr class="lost">' "$scratch/m2/index.html"
+check "... changes.json: turned_infeasible" grep -q '"turned_infeasible": true' "$scratch/m2/changes.json"
+check "... the other cell is the same" grep -q '| g4dn-12xlarge:1 | 4 | .* | same |$' "$scratch/m2/plans.md"
+sed -i 's/"repeat": 400/"repeat": 24/' "$scratch/m.json"
+sweep "${margs[@]}" --out "$scratch/m3" --compare "$scratch/m2" >"$scratch/o23" 2>&1
+check "edited back: feasible now" grep -q "on g4dn-12xlarge:1: feasible now (samples/s infeasible -> [0-9.]*); why: model" \
+  "$scratch/m3/plans.md"
+check "... marked in the page" grep -q '<tr class="won">' "$scratch/m3/index.html"
+# A resumed folder must not mix records of two model files.
+head -1 "$scratch/m3/cells.jsonl" >"$scratch/m3.keep" && cp "$scratch/m3.keep" "$scratch/m3/cells.jsonl"
+sed -i 's/"repeat": 24/"repeat": 25/' "$scratch/m.json"
+sweep "${margs[@]}" --out "$scratch/m3" --resume >/dev/null 2>"$scratch/e24"
+check "a resume after the model file changed is refused (exit 2)" test $? -eq 2
+check "... naming it" grep -q "records were searched with other inputs: model $scratch/m.json changed" "$scratch/e24"
+# A previous folder of an older psearch (no sweep.json) still compares: its version and options are in its records
+# and named; what it cannot know (database, models, clusters) is said to be unknown.
+cp -r "$scratch/same" "$scratch/premanifest" && rm "$scratch/premanifest/sweep.json"
+sed -i 's/"psearch":"[^"]*"/"psearch":"0.0.0-older"/' "$scratch/premanifest/cells.jsonl"
+sweep "${args[@]}" --gbs 16 --out "$scratch/vsold" --compare "$scratch/premanifest" >"$scratch/o25" 2>&1
+check "an old folder compares: its version and the option named, the rest unknown" \
+  test "$(grep -c 'why: psearch 0.0.0-older -> [^;]*; options gbs=[0-9]* -> gbs=16; other cause unknown: the previous sweep did not record its inputs' \
+    "$scratch/vsold/plans.md")" -eq 4
+check "... the header says why unknown" \
+  grep -q "premanifest has no sweep.json: made before psearch recorded its inputs" "$scratch/vsold/plans.md"
+sed -i 's/"psearch":"[^"]*"/"psearch":"'"$("$psearch" --version | head -1 | awk '{print $2}')"'"/' \
+  "$scratch/premanifest/cells.jsonl"
+sweep "${args[@]}" --out "$scratch/vsold2" --compare "$scratch/premanifest" >/dev/null 2>&1
+check "... and with nothing known to differ, 'cause unknown' alone" \
+  test "$(grep -c ',cause unknown: the previous sweep did not record' "$scratch/vsold2/plans.csv")" -eq 4
+# The cost database by content: two calibrations of this machine differ (every cell's samples/s moves, --change-
+# threshold 0 counts any move), and the cause is the database, whatever its path.
+model=$(dirname "$0")/../data/models/good/gpt2-small.json
+cargs=(--models "$model" --clusters costdb --dtype fp32 --vocab-pad 256)
+"$psearch" calibrate --quick --out "$scratch/c1.h5" >/dev/null 2>&1 </dev/null
+"$psearch" calibrate --quick --out "$scratch/c2.h5" >/dev/null 2>&1 </dev/null
+sweep "${cargs[@]}" --costdb "$scratch/c1.h5" --out "$scratch/db1" >/dev/null 2>&1
+sweep "${cargs[@]}" --costdb "$scratch/c2.h5" --out "$scratch/db2" --compare "$scratch/db1" --change-threshold 0 \
+  --format json >"$scratch/o26" 2>"$scratch/e26"
+rc=$?
+check "a sweep on a new calibration exits 0 (exit $rc; $(tail -2 "$scratch/e26"))" test $rc -eq 0
+check "... the summary names the cost database" grep -q '"inputs_differ": "the cost database (its content)"' "$scratch/o26"
+check "... 1 of 1 changed (threshold 0)" grep -q '"changed": 1,' "$scratch/o26"
+check "... because of the cost database, not its path (an option)" \
+  grep -q "why: cost database [0-9a-f]\{16\} -> [0-9a-f]\{16\} ($scratch/c2.h5)$" "$scratch/db2/plans.md"
+# --history: the nights in a folder by name, the newest compared, a trend of each cell over them.
+mkdir "$scratch/hist"
+for night in 2026-01-01 2026-01-02 2026-01-03; do
+  g=(); [[ $night == 2026-01-02 ]] && g=(--gbs 16)
+  sweep "${args[@]}" "${g[@]}" --history "$scratch/hist" --nights 3 --out "$scratch/hist/$night" >"$scratch/o27" 2>&1
+done
+check "--history compares with the newest night" grep -q "since $scratch/hist/2026-01-02: 4 of 4 cell(s) changed" \
+  "$scratch/o27"
+check "... and draws 3 nights per cell" \
+  test "$(grep -o '<title>3 night(s), oldest first</title>' "$scratch/hist/2026-01-03/index.html" | wc -l)" -eq 4
+check "... each night a point" test "$(grep -c '<title>2026-01-01: [0-9.]* samples/s</title>' \
+  "$scratch/hist/2026-01-03/index.html")" -eq 4
+sweep "${args[@]}" --history "$scratch/hist" --nights 2 --out "$scratch/h2" >/dev/null 2>&1
+check "--nights 2: the newest night and this one" \
+  test "$(grep -o '<title>2 night(s), oldest first</title>' "$scratch/h2/index.html" | wc -l)" -eq 4
+# Bad input: exit 2 naming the folder, nothing created.
+sweep "${args[@]}" --out "$scratch/bad1" --compare "$scratch/nowhere" >/dev/null 2>"$scratch/e28"
+check "a missing PREV_DIR exits 2" test $? -eq 2
+check "... naming it" grep -q -- "--compare $scratch/nowhere: no such folder" "$scratch/e28"
+check "... before the folder is made" test ! -e "$scratch/bad1"
+sweep "${args[@]}" --out "$scratch/bad2" --compare "$scratch/hist" >/dev/null 2>"$scratch/e29"
+check "a folder that is not a sweep's exits 2" test $? -eq 2
+check "... saying so" grep -q -- "--compare $scratch/hist: not a sweep folder (it has no cells.jsonl" "$scratch/e29"
+sweep "${args[@]}" --out "$scratch/bad3" --nights 3 >/dev/null 2>"$scratch/e30"
+check "--nights without --compare/--history exits 2" test $? -eq 2
+sweep "${args[@]}" --out "$scratch/bad4" --compare "$out" --change-threshold x >/dev/null 2>"$scratch/e31"
+check "a bad --change-threshold exits 2" test $? -eq 2
+check "... naming it" grep -q "change-threshold needs a percentage" "$scratch/e31"
+
 finish

@@ -70,14 +70,15 @@ sweep_records() { if [[ -f "$1/cells.jsonl" ]]; then grep -c '' "$1/cells.jsonl"
 sweep_torn() { if [[ -f "$1/cells.jsonl" ]]; then grep -c -v '}$' "$1/cells.jsonl"; else echo 0; fi; }
 # sweep_cells DIR: distinct cells recorded.
 sweep_cells() { if [[ -f "$1/cells.jsonl" ]]; then grep -o '"cell":"[^"]*"' "$1/cells.jsonl" | sort -u | wc -l; else echo 0; fi; }
-# sweep_leftovers DIR: what the folder holds beyond what a sweep publishes (tables, records, timelines/*.svg);
+# sweep_leftovers DIR: what the folder holds beyond what a sweep publishes (tables, records, its manifest, the
+# comparison with --compare, timelines/*.svg);
 # empty when clean.
 sweep_leftovers() {
   local f
   for f in "$1"/* "$1"/.[!.]* "$1"/timelines/* "$1"/timelines/.[!.]*; do
     [[ -e "$f" ]] || continue
     case ${f#"$1"/} in
-      cells.jsonl | plans.md | plans.csv | index.html | timelines | timelines/*.svg) ;;
+      cells.jsonl | sweep.json | changes.json | plans.md | plans.csv | index.html | timelines | timelines/*.svg) ;;
       *) echo "${f#"$1"/}" ;;
     esac
   done

@@ -1223,6 +1223,86 @@ static int add_measurements(const char *path)
     return 0;
 }
 
+/* make_db with its device key and host changed and every GEMM rate multiplied: another node kind, or another night */
+static void make_kind(ps_costdb *db, const char *key, const char *host, double rate_x)
+{
+    make_db(db);
+    ps_strlcpy(db->prov.devices, key, sizeof db->prov.devices);
+    ps_strlcpy(db->prov.hosts, host, sizeof db->prov.hosts);
+    for (size_t i = 0; i < db->n_dev; i++) {
+        ps_strlcpy(db->dev[i].name, key, sizeof db->dev[i].name);
+        ps_strlcpy(db->dev[i].host, host, sizeof db->dev[i].host);
+    }
+    for (size_t i = 0; i < db->n_gemm; i++) db->gemm[i].flops_per_s *= rate_x;
+}
+
+/* costdb merge --replace: a site database of two node kinds; tonight's calibration of one of them replaces that kind's
+ * rows (not added as two more ranks), the other kind's rows stay, renumbered first, and the counts follow. */
+static void test_merge_replace(void **state)
+{
+    (void)state;
+    ps_costdb old_kind, other, site, tonight, kept, mg;
+    make_kind(&old_kind, "cpu:a", "ha", 1);
+    make_kind(&other, "cpu:b", "hb", 3);
+    ps_strlcpy(old_kind.path, "a.h5", sizeof old_kind.path);
+    ps_strlcpy(other.path, "b.h5", sizeof other.path);
+    assert_int_equal(ps_costdb_merge(&old_kind, &other, &site), PS_OK); /* ranks 0-1 cpu:a, 2-3 cpu:b */
+    ps_strlcpy(site.path, "site.h5", sizeof site.path);
+    assert_int_equal(site.n_dev, 4);
+    make_kind(&tonight, "cpu:a", "ha2", 2);
+    ps_strlcpy(tonight.path, "tonight.h5", sizeof tonight.path);
+    size_t dropped = 99;
+    assert_int_equal(ps_costdb_without_kinds(&site, &tonight, &kept, &dropped), PS_OK);
+    assert_int_equal(dropped, 2);
+    assert_int_equal(kept.n_dev, 2);
+    assert_int_equal(kept.prov.n_ranks, 2);
+    assert_int_equal(kept.prov.n_nodes, 1);
+    assert_string_equal(kept.prov.devices, "cpu:b");
+    assert_string_equal(kept.prov.hosts, "hb");
+    for (int r = 0; r < 2; r++) {
+        assert_string_equal(kept.dev[r].name, "cpu:b");
+        assert_int_equal(kept.dev[r].rank, r); /* was 2 + r */
+        assert_int_equal(kept.dev[r].node, 0); /* was 1 */
+    }
+    assert_int_equal(kept.n_gemm, 6);
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(kept.gemm[i].rank, i / 3);
+        assert_true(kept.gemm[i].flops_per_s == 3e9 * pow(10, i % 3)); /* cpu:b's rates, x3 */
+    }
+    assert_int_equal(kept.n_bw, 2);
+    assert_int_equal(kept.n_ovl, 2);
+    assert_int_equal(kept.n_coll, 3);
+    for (int i = 0; i < 3; i++) assert_int_equal(kept.coll[i].root_rank, 0); /* cpu:b's group, was rooted at 2 */
+    assert_int_equal(ps_costdb_merge(&kept, &tonight, &mg), PS_OK);
+    assert_int_equal(mg.n_dev, 4);
+    assert_int_equal(mg.prov.n_ranks, 4);
+    assert_int_equal(mg.prov.n_nodes, 2);
+    assert_int_equal(mg.n_gemm, 12);
+    assert_int_equal(mg.n_coll, 6);
+    assert_string_equal(mg.prov.devices, "cpu:b,cpu:a");
+    for (int i = 6; i < 12; i++) {
+        assert_int_equal(mg.gemm[i].rank, 2 + (i - 6) / 3);
+        assert_true(mg.gemm[i].flops_per_s == 2e9 * pow(10, i % 3)); /* tonight's cpu:a, not the site's */
+    }
+    for (int r = 2; r < 4; r++) assert_string_equal(mg.dev[r].host, "ha2");
+    /* a kind the site does not hold: nothing dropped, the merge adds it as before */
+    ps_costdb none;
+    make_kind(&none, "cpu:c", "hc", 1);
+    ps_costdb_free(&kept);
+    assert_int_equal(ps_costdb_without_kinds(&site, &none, &kept, &dropped), PS_OK);
+    assert_int_equal(dropped, 0);
+    assert_int_equal(kept.n_dev, 4);
+    assert_int_equal(kept.prov.n_nodes, 2);
+    assert_memory_equal(kept.gemm, site.gemm, site.n_gemm * sizeof *site.gemm);
+    ps_costdb_free(&none);
+    ps_costdb_free(&kept);
+    ps_costdb_free(&mg);
+    ps_costdb_free(&tonight);
+    ps_costdb_free(&site);
+    ps_costdb_free(&other);
+    ps_costdb_free(&old_kind);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "--make-bad") == 0) return make_bad(argv[2], argv[3]);
@@ -1231,6 +1311,7 @@ int main(int argc, char **argv)
     if (!mkdtemp(g_dir)) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_merge_replace),
         cmocka_unit_test_setup_teardown(test_interpolation, setup_db, teardown_db),
         cmocka_unit_test_setup_teardown(test_cost_model, setup_db, teardown_db),
         cmocka_unit_test(test_bad_files),
