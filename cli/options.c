@@ -388,6 +388,11 @@ static const opt_row k_options[] = {
        "continue the sweep recorded in DIR: finished cells are skipped; refused\n"
        "when DIR's records were made with other search options or other cells",
        NULL}}},
+    {"group-ranks", 0, OPT_INT, "N", AT(group_ranks), "sweep", 1000000, NULL,
+     {{"sweep", NULL,
+       "ranks per group: groups search cells side by side, the largest first;\n"
+       "a cell larger than a group's share is searched by all ranks",
+       "one group per cell up to the rank count (ranks / cells per group)"}}},
     {"data-dir", 0, OPT_STR, "DIR", AT(data_dir), NULL, 0, NULL,
      {{"plan", NULL, "folder holding models/ and clusters/ presets", "installed share/psearch"}}},
     {"verbose", 'v', OPT_FLAG, NULL, AT(verbose), NULL, 0, NULL,

@@ -71,6 +71,7 @@ typedef struct {
     const char *clusters;  /* --clusters LIST */
     const char *sweep_dir; /* --out DIR of `sweep` (o->out stays NULL: the summary goes to stdout) */
     int resume;
+    int group_ranks;       /* --group-ranks N: ranks per group of cells (0 = automatic) */
     /* exec (docs/exec.md): psearch exec PLAN, and psearch --exec-top K after a search */
     const char *exec_plan; /* the plan file (positional) */
     int exec_top;          /* --exec-top K: execute the K best plans of the search and re-rank them */
