@@ -503,8 +503,9 @@ static ps_status run_cell(void *arg, int cell, MPI_Comm group, const ps_mpi_poll
     const sweep_cluster *col = &in->cols[ci];
     const ps_model *m = &in->models[cell];
     ps_search_result all;
-    double secs = 0;
+    double secs = 0, cpu0 = ps_sweep_cpu_s();
     PS_TRY(ps_cli_search(group, &col->setup.so, r->o->distribute, poll, &col->cp, m, &col->c, &all, &secs));
+    double cpu = ps_sweep_cpu_s() - cpu0;
     if (grank != 0) {
         ps_search_result_free(&all);
         return PS_OK;
@@ -521,8 +522,12 @@ static ps_status run_cell(void *arg, int cell, MPI_Comm group, const ps_mpi_poll
                               : cell_record(key, in->g.models[mi], in->g.clusters[ci], in->g.options[ci], m, &col->c,
                                             &all, col->setup.so.objective, timeline, gsize, secs);
     if (st == PS_OK && !rec) st = PS_FAIL(PS_ERR_SYSTEM, "out of memory building the record of %s", key);
-    if (st == PS_OK)
-        json_object_set_new(json_object_get(rec, "search"), "work_estimate", json_real(r->work[cell]));
+    if (st == PS_OK) {
+        /* what the hand-out ordered by, and this rank's CPU seconds (bench/scaling replays the hand-out with them) */
+        json_t *sj = json_object_get(rec, "search");
+        json_object_set_new(sj, "cpu_s", json_real(cpu));
+        json_object_set_new(sj, "work_estimate", json_real(r->work[cell]));
+    }
     char *txt = rec ? json_dumps(rec, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) : NULL;
     if (st == PS_OK && !txt) st = PS_FAIL(PS_ERR_SYSTEM, "out of memory serializing the record of %s", key);
     if (st == PS_OK) {
@@ -616,18 +621,20 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     ps_sweep_run_stats rs;
     memset(&rs, 0, sizeof rs);
     /* every rank's busy seconds, for the summary and bench/scaling */
-    double *busy = NULL;
+    double *busy = NULL, setup_s = 0;
     st = cell_estimates(comm, &in, done, &run.work);
     if (st == PS_OK) st = ps_sweep_groups_make(run.work, done, n_cells, nranks, o->group_ranks, &groups);
-    if (st == PS_OK && rank == 0 && !(busy = ps_calloc((size_t)nranks, sizeof *busy))) st = PS_ERR_SYSTEM;
+    if (st == PS_OK && rank == 0 && !(busy = ps_calloc(2 * (size_t)nranks, sizeof *busy))) st = PS_ERR_SYSTEM;
     st = agree(comm, st, &stop);
+    setup_s = MPI_Wtime() - t0;
     if (!stop) {
         ps_sweep_cell_ops ops = {run_cell, take_cell, &run};
         st = ps_sweep_run_groups(comm, &groups, &ops, &rs, &stop);
     }
     ps_sweep_progress_end(&prog);
     int searched = run.searched;
-    if (!stop && MPI_Gather(&rs.busy_s, 1, MPI_DOUBLE, busy, 1, MPI_DOUBLE, 0, comm) != MPI_SUCCESS)
+    double mine[2] = {rs.busy_s, rs.cpu_s}; /* busy[2 r], busy[2 r + 1]: rank r's wall and CPU seconds */
+    if (!stop && MPI_Gather(mine, 2, MPI_DOUBLE, busy, 2, MPI_DOUBLE, 0, comm) != MPI_SUCCESS)
         st = PS_FAIL(PS_ERR_SYSTEM, "MPI_Gather of the ranks' busy time failed");
     free(run.work);
     if (stop || st != PS_OK) {
@@ -640,25 +647,35 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
         int inf_total = 0;
         for (int i = 0; i < n_cells; i++)
             inf_total += in.g.rec[i] && strcmp(ps_sweep_str(in.g.rec[i], "status"), "infeasible") == 0;
-        double wall = MPI_Wtime() - t0, bmax = 0, bsum = 0;
+        double wall = MPI_Wtime() - t0, bmax = 0, bsum = 0, cmax = 0, csum = 0;
         for (int r = 0; r < nranks; r++) {
-            bmax = fmax(bmax, busy[r]);
-            bsum += busy[r];
+            bmax = fmax(bmax, busy[2 * r]);
+            bsum += busy[2 * r];
+            cmax = fmax(cmax, busy[2 * r + 1]);
+            csum += busy[2 * r + 1];
         }
-        double balance = bsum > 0 ? bmax / (bsum / nranks) : 1;
+        double balance = bsum > 0 ? bmax / (bsum / nranks) : 1, cbalance = csum > 0 ? cmax / (csum / nranks) : 1;
         if (o->format == PS_FMT_JSON) {
             json_t *opts = json_object(); /* cluster -> the options its cells ran with */
             for (int k = 0; k < in.g.n_clusters; k++)
                 json_object_set_new(opts, in.g.clusters[k], json_string(in.g.options[k]));
-            json_t *b = json_array();
-            for (int r = 0; r < nranks; r++) json_array_append_new(b, json_real(busy[r]));
-            st = ps_out_json(out, json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:o, s:[s,s,s], s:s, s:i, s:i, "
-                                            "s:o, s:f}", "out", o->sweep_dir, "cells", n_cells, "searched", searched,
-                                            "from_records", already, "infeasible", inf_total, "ranks", nranks,
-                                            "wall_s", wall, "options", opts, "tables", "plans.md", "plans.csv",
-                                            "index.html", "records", "cells.jsonl", "groups", groups.n_groups,
-                                            "shared_cells", groups.n_shared, "busy_s", b, "busy_max_over_mean",
-                                            balance));
+            json_t *b = json_array(), *bc = json_array();
+            for (int r = 0; r < nranks; r++) {
+                json_array_append_new(b, json_real(busy[2 * r]));
+                json_array_append_new(bc, json_real(busy[2 * r + 1]));
+            }
+            json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:o, s:[s,s,s], s:s}", "out", o->sweep_dir,
+                                  "cells", n_cells, "searched", searched, "from_records", already, "infeasible",
+                                  inf_total, "ranks", nranks, "wall_s", wall, "options", opts, "tables", "plans.md",
+                                  "plans.csv", "index.html", "records", "cells.jsonl");
+            /* how the cells were shared out and how evenly the ranks worked (docs/search.md, bench/scaling) */
+            json_t *gj = json_pack("{s:i, s:i, s:f, s:f, s:o, s:f, s:o, s:f}", "groups", groups.n_groups,
+                                   "shared_cells", groups.n_shared, "setup_s", setup_s, "take_s", rs.take_s,
+                                   "busy_s", b, "busy_max_over_mean", balance, "busy_cpu_s", bc,
+                                   "busy_cpu_max_over_mean", cbalance);
+            if (j && gj) json_object_update(j, gj);
+            json_decref(gj);
+            st = ps_out_json(out, j);
         } else {
             fprintf(out->f, "# psearch sweep: %d cells (%d searched now, %d from earlier records, %d infeasible); "
                             "%d rank(s), %.2f s\n", n_cells, searched, already, inf_total, nranks, wall);

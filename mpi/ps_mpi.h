@@ -113,10 +113,16 @@ typedef struct {
 
 typedef struct {
     double busy_s;  /* seconds this rank spent in run() */
+    double cpu_s;   /* CPU seconds of this process (all its threads) in run(): its share of the work, which an
+                     * oversubscribed machine's wall time hides */
+    double take_s;  /* rank 0: seconds in take() (records, tables) */
     int cells;      /* cells this rank's group searched, shared ones included */
     int group;      /* this rank's group in the hand-out */
     int group_size; /* ranks in it */
 } ps_sweep_run_stats;
+
+/* CPU seconds this process has used, all threads (CLOCK_PROCESS_CPUTIME_ID). */
+double ps_sweep_cpu_s(void);
 
 /* Run every cell of g; collective over comm. Returns this rank's own outcome (a rank that only learned of another's
  * failure returns PS_OK); *stop is 1 on every rank when any failed, so that the caller's agreement lets the failing

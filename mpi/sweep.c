@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ps_comm.h"
@@ -306,6 +307,7 @@ typedef struct {
     int active;      /* other groups' leaders not yet told to stop */
     int stop;        /* hand out nothing more: a cell or a take failed */
     ps_status err;   /* an MPI or memory failure while answering (poll cannot return one) */
+    double take_s;   /* in take() */
     queued *q, **q_tail;
 } dispatch;
 
@@ -386,7 +388,9 @@ static ps_status flush(dispatch *d, const ps_sweep_cell_ops *ops, ps_status st)
         d->q = e->next;
         /* a cell another group finished is still recorded after a third one failed: a resume need not redo it */
         if (st == PS_OK) {
+            double t0 = MPI_Wtime();
             st = ops->take(ops->arg, e->cell, e->bytes, e->len);
+            d->take_s += MPI_Wtime() - t0;
             if (st != PS_OK) d->stop = 1;
         }
         free(e->bytes);
@@ -411,15 +415,23 @@ static ps_status send_result(MPI_Comm comm, int cell, ps_status cst, const char 
     return ps_mpi_status(rc, "MPI_Send", __FILE__, __LINE__);
 }
 
+double ps_sweep_cpu_s(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* One cell on `group`; busy time and count in stats. */
 static ps_status run_one(const ps_sweep_cell_ops *ops, int cell, MPI_Comm group, const ps_mpi_poll *poll, char **out,
                          size_t *len, ps_sweep_run_stats *stats)
 {
     *out = NULL;
     *len = 0;
-    double t0 = MPI_Wtime();
+    double t0 = MPI_Wtime(), c0 = ps_sweep_cpu_s();
     ps_status st = ops->run(ops->arg, cell, group, poll, out, len);
     stats->busy_s += MPI_Wtime() - t0;
+    stats->cpu_s += ps_sweep_cpu_s() - c0;
     stats->cells++;
     return st;
 }
@@ -456,6 +468,7 @@ static ps_status hand_out(MPI_Comm comm, MPI_Comm group, int rank, int grank, in
             local = flush(&d, ops, local);
         }
         local = flush(&d, ops, local);
+        stats->take_s += d.take_s;
         if (d.err != PS_OK && local == PS_OK) local = d.err;
         return local;
     }
@@ -514,7 +527,11 @@ ps_status ps_sweep_run_groups(MPI_Comm comm, const ps_sweep_groups *g, const ps_
             char *bytes = NULL;
             size_t len = 0;
             local = run_one(ops, g->shared[x], comm, NULL, &bytes, &len, stats);
-            if (local == PS_OK && rank == 0) local = ops->take(ops->arg, g->shared[x], bytes, len);
+            if (local == PS_OK && rank == 0) {
+                double t0 = MPI_Wtime();
+                local = ops->take(ops->arg, g->shared[x], bytes, len);
+                stats->take_s += MPI_Wtime() - t0;
+            }
             free(bytes);
         }
         PS_TRY(ps_mpi_agree(comm, local, &worst, &first));
