@@ -73,6 +73,18 @@ t = [r["search"]["cpu_s"] for r in cells]  # CPU seconds: the work, without the 
 w = [r["search"]["work_estimate"] for r in cells]
 total = sum(t)
 
+def ranks_of(v):
+    order = sorted(range(len(v)), key=lambda i: -v[i])
+    r = [0] * len(v)
+    for pos, i in enumerate(order):
+        r[i] = pos
+    return r
+
+# How well the estimate orders the cells (Spearman's rank correlation with the measured CPU seconds).
+rt, rw = ranks_of(t), ranks_of(w)
+m = len(cells)
+spearman = 1 - 6 * sum((a - b) ** 2 for a, b in zip(rt, rw)) / (m * (m * m - 1)) if m > 1 else 1.0
+
 def replay(nodes):
     """psearch's split (mpi/sweep.c ps_sweep_groups_make, automatic groups) and dynamic hand-out, simulated."""
     g = min(nodes, len(cells))
@@ -96,6 +108,7 @@ def replay(nodes):
 print(json.dumps({"sweep": {"models": len(mods), "clusters": len(clus), "cells": len(cells),
                             "threads_per_rank": int(os.environ["OMP_NUM_THREADS"]), "cell_search_total_s": round(total, 3),
                             "largest_cell_s": round(max(t), 3), "setup_s": round(setup, 3),
-                            "take_s_per_cell": round(take, 4), "runs": runs,
+                            "take_s_per_cell": round(take, 4), "estimate_rank_correlation": round(spearman, 3),
+                            "runs": runs,
                             "predicted": [replay(n) for n in (1, 2, 4, 8, 16)]}}, indent=1))
 EOF
