@@ -392,7 +392,7 @@ static const opt_row k_options[] = {
      {{"sweep", NULL,
        "ranks per group: groups search cells side by side, the largest first;\n"
        "a cell larger than a group's share is searched by all ranks",
-       "one group per cell up to the rank count (ranks / cells per group)"}}},
+       "ranks / cells, at least 1"}}},
     {"data-dir", 0, OPT_STR, "DIR", AT(data_dir), NULL, 0, NULL,
      {{"plan", NULL, "folder holding models/ and clusters/ presets", "installed share/psearch"}}},
     {"verbose", 'v', OPT_FLAG, NULL, AT(verbose), NULL, 0, NULL,
