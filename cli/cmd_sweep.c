@@ -504,8 +504,12 @@ static ps_status run_cell(void *arg, int cell, MPI_Comm group, const ps_mpi_poll
     const ps_model *m = &in->models[cell];
     ps_search_result all;
     double secs = 0, cpu0 = ps_sweep_cpu_s();
-    PS_TRY(ps_cli_search(group, &col->setup.so, r->o->distribute, poll, &col->cp, m, &col->c, &all, &secs));
+    ps_status sst = ps_cli_search(group, &col->setup.so, r->o->distribute, poll, &col->cp, m, &col->c, &all, &secs);
     double cpu = ps_sweep_cpu_s() - cpu0;
+    if (sst != PS_OK) {
+        ps_search_result_free(&all);
+        return sst;
+    }
     if (grank != 0) {
         ps_search_result_free(&all);
         return PS_OK;

@@ -306,7 +306,8 @@ typedef struct {
     int head;        /* next of g->handed to hand out */
     int active;      /* other groups' leaders not yet told to stop */
     int stop;        /* hand out nothing more: a cell or a take failed */
-    ps_status err;   /* an MPI or memory failure while answering (poll cannot return one) */
+    ps_status err;   /* the first failure while answering (poll cannot return one) */
+    int broken;      /* an MPI failure, or a message that could not be received: stop talking */
     double take_s;   /* in take() */
     queued *q, **q_tail;
 } dispatch;
@@ -318,7 +319,8 @@ static void enqueue(dispatch *d, int cell, char *bytes, size_t len)
     queued *e = ps_calloc(1, sizeof *e);
     if (!e) {
         free(bytes);
-        d->err = PS_FAIL(PS_ERR_SYSTEM, "out of memory keeping the result of sweep cell %d", cell);
+        /* the others are still answered (with no cell), so none waits for a reply that never comes */
+        if (d->err == PS_OK) d->err = PS_FAIL(PS_ERR_SYSTEM, "out of memory keeping the result of sweep cell %d", cell);
         d->stop = 1;
         return;
     }
@@ -331,7 +333,7 @@ static void enqueue(dispatch *d, int cell, char *bytes, size_t len)
  * the asker its next cell at once (-1: none; it stops). */
 static void answer(dispatch *d, int block)
 {
-    while (d->err == PS_OK && d->active > 0) {
+    while (!d->broken && d->active > 0) {
         MPI_Status s;
         int flag = 1, rc;
         if (block) rc = MPI_Probe(MPI_ANY_SOURCE, TAG_RESULT, d->comm, &s);
@@ -339,6 +341,7 @@ static void answer(dispatch *d, int block)
         block = 0;
         if (rc != MPI_SUCCESS) {
             d->err = ps_mpi_status(rc, "MPI_Probe", __FILE__, __LINE__);
+            d->broken = 1;
             break;
         }
         if (!flag) break;
@@ -347,6 +350,7 @@ static void answer(dispatch *d, int block)
         char *buf = ps_calloc((size_t)n + 1, 1);
         if (!buf) {
             d->err = PS_FAIL(PS_ERR_SYSTEM, "out of memory receiving a sweep result of %d bytes", n);
+            d->broken = 1;
             break;
         }
         rc = MPI_Recv(buf, n, MPI_BYTE, s.MPI_SOURCE, TAG_RESULT, d->comm, MPI_STATUS_IGNORE);
@@ -355,6 +359,7 @@ static void answer(dispatch *d, int block)
             d->err = rc != MPI_SUCCESS ? ps_mpi_status(rc, "MPI_Recv", __FILE__, __LINE__)
                                        : PS_FAIL(PS_ERR_SYSTEM, "a sweep result of %d bytes from rank %d", n,
                                                  s.MPI_SOURCE);
+            d->broken = 1;
             break;
         }
         result_head h;
@@ -373,7 +378,10 @@ static void answer(dispatch *d, int block)
         int next = next_cell(d);
         if (next < 0) d->active--;
         rc = MPI_Send(&next, 1, MPI_INT, s.MPI_SOURCE, TAG_CELL, d->comm);
-        if (rc != MPI_SUCCESS) d->err = ps_mpi_status(rc, "MPI_Send", __FILE__, __LINE__);
+        if (rc != MPI_SUCCESS) {
+            d->err = ps_mpi_status(rc, "MPI_Send", __FILE__, __LINE__);
+            d->broken = 1;
+        }
     }
 }
 
@@ -448,7 +456,7 @@ static ps_status hand_out(MPI_Comm comm, MPI_Comm group, int rank, int grank, in
         for (;;) {
             answer(&d, 0);
             local = flush(&d, ops, local);
-            if (d.err != PS_OK) break;
+            if (d.broken) d.stop = 1; /* group 0 is still told (-1) before rank 0 leaves */
             int cell = next_cell(&d);
             if (gsize > 1) PS_MPI(MPI_Bcast(&cell, 1, MPI_INT, 0, group));
             if (cell < 0) break;
@@ -463,7 +471,7 @@ static ps_status hand_out(MPI_Comm comm, MPI_Comm group, int rank, int grank, in
             }
         }
         /* group 0 is done: answer the others until each has been told to stop */
-        while (d.err == PS_OK && d.active > 0) {
+        while (!d.broken && d.active > 0) {
             answer(&d, 1);
             local = flush(&d, ops, local);
         }
