@@ -111,9 +111,12 @@ ps_status ps_cli_search_model_check(const ps_cli_opts *o, const ps_search_opts *
                                     const ps_cluster *c) PS_NODISCARD;
 /* Search m on c with the resolved search options so on every rank of comm, shared out as dist says (MPI is running:
  * plan and sweep need it). On rank 0, *all holds the merged, re-costed top k in the search's total order (n_top 0:
- * nothing fits, all->binding says why) and the baselines; on other ranks it is empty. Collective over comm. */
-ps_status ps_cli_search(MPI_Comm comm, const ps_search_opts *so, int dist, const ps_cost_params *cp,
-                        const ps_model *m, const ps_cluster *c, ps_search_result *all, double *seconds);
+ * nothing fits, all->binding says why) and the baselines; on other ranks it is empty. Collective over comm. poll:
+ * NULL, or called before each work unit this rank takes (ps_mpi_poll in mpi/ps_mpi.h: the sweep's rank 0). */
+struct ps_mpi_poll;
+ps_status ps_cli_search(MPI_Comm comm, const ps_search_opts *so, int dist, const struct ps_mpi_poll *poll,
+                        const ps_cost_params *cp, const ps_model *m, const ps_cluster *c, ps_search_result *all,
+                        double *seconds);
 
 /* cli/cmd_exec.c: one plan executed on every rank of comm (jobs/), shared by `psearch exec` and --exec-top: the
  * backend (auto: cuda where every rank sees a GPU; a GPU plan without GPUs is refused unless --backend cpu), the

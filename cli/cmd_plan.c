@@ -287,8 +287,9 @@ static ps_status print_result(const ps_cli_opts *o, const ps_search_opts *so, ps
     return PS_OK;
 }
 
-ps_status ps_cli_search(MPI_Comm comm, const ps_search_opts *so, int dist, const ps_cost_params *cp,
-                        const ps_model *m, const ps_cluster *c, ps_search_result *all, double *seconds)
+ps_status ps_cli_search(MPI_Comm comm, const ps_search_opts *so, int dist, const ps_mpi_poll *poll,
+                        const ps_cost_params *cp, const ps_model *m, const ps_cluster *c, ps_search_result *all,
+                        double *seconds)
 {
     memset(all, 0, sizeof *all);
     int rank = 0;
@@ -300,7 +301,7 @@ ps_status ps_cli_search(MPI_Comm comm, const ps_search_opts *so, int dist, const
         st = ps_search_run(cp, m, c, so, all);
     } else {
         ps_mpi_search_stats stats;
-        st = ps_mpi_search(comm, cp, m, c, so, (ps_dist)dist, all, &stats);
+        st = ps_mpi_search_polled(comm, cp, m, c, so, (ps_dist)dist, poll, all, &stats);
     }
     if (st == PS_OK && rank == 0) {
         /* The rule-based baselines are a few hundred plans: rank 0 costs them while the others wait. */
@@ -345,7 +346,7 @@ ps_status ps_cmd_plan(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     ps_cli_search_opts setup;
     if (st == PS_OK) st = ps_cli_search_setup(o, &c, &setup);
     if (st == PS_OK) st = ps_cli_search_model_check(o, &setup.so, &m, &c);
-    if (st == PS_OK) st = ps_cli_search(comm, &setup.so, o->distribute, &cp, &m, &c, &all, &secs);
+    if (st == PS_OK) st = ps_cli_search(comm, &setup.so, o->distribute, NULL, &cp, &m, &c, &all, &secs);
     if (st == PS_OK && o->exec_top) st = run_exec_top(o, comm, &cp, &m, &c, &all, &xt);
     /* the export first: a plan its framework cannot run fails the command before any file is written */
     bool exported = st == PS_OK && rank == 0 && all.n_top && o->export_kind;

@@ -1,6 +1,8 @@
-/* `psearch sweep`: every (model, cluster) cell searched by all ranks, one cell after another; each finished cell
- * appended to DIR/cells.jsonl (mpi/sweep.c) and the plan tables re-rendered from those records (sweep_tables.c), so
- * a sweep killed at any moment resumes with --resume, losing at most the cell in progress. */
+/* `psearch sweep`: every (model, cluster) cell searched, the ranks split into groups that rank 0 hands cells to,
+ * largest estimated search work first (mpi/sweep.c); each finished cell appended by rank 0 to DIR/cells.jsonl as it
+ * finishes, whichever group searched it, and the plan tables re-rendered from those records in grid order
+ * (sweep_tables.c), so the tables do not depend on the ranks or groups, and a sweep killed at any moment resumes with
+ * --resume, losing at most the cells in progress. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -265,20 +267,6 @@ static ps_status open_records(const ps_cli_opts *o, ps_sweep_grid *g, ps_sweep_l
     return PS_OK;
 }
 
-/* Rank 0: draw the timeline of the cell's best plan once, into DIR/timelines atomically, before its record names it
- * (rel: its path under DIR). */
-static ps_status write_timeline(const char *dir, const char *key, const ps_search_cand *best, char *rel, size_t cap)
-{
-    ps_sweep_timeline_name(key, rel, cap);
-    char *svg = NULL, path[4200];
-    size_t len = 0;
-    PS_TRY(ps_plan_svg(&best->plan, &best->pred, &svg, &len));
-    snprintf(path, sizeof path, "%s/%s", dir, rel);
-    ps_status st = ps_write_file_atomic(path, svg, len);
-    free(svg);
-    return st;
-}
-
 /* ---- one cell's record ---- */
 
 static json_t *cell_record(const char *key, const char *model, const char *cluster, const char *opts,
@@ -495,6 +483,146 @@ static ps_status compare_setup(const ps_cli_opts *o, sweep_inputs *in, json_t **
     return st;
 }
 
+/* ---- cells across rank groups ---- */
+
+typedef struct {
+    const ps_cli_opts *o;
+    sweep_inputs *in;
+    ps_sweep_log *lg;       /* rank 0 */
+    ps_sweep_progress *prog;
+    double *work;           /* [cells] the estimates the hand-out ordered by */
+    int searched;           /* rank 0: cells recorded by this run */
+} sweep_run;
+
+/* Each cell's estimated search work, known before searching: the sum over the search's work units of their
+ * estimated DP cells (ps_search_job_unit_work; the static distribution balances units with the same figure). Listing
+ * the units is a small part of a search; the ranks list a share of the cells each and add up. Done cells: 0. */
+static ps_status cell_estimates(MPI_Comm comm, const sweep_inputs *in, const unsigned char *done, double **out)
+{
+    int rank = 0, nranks = 1, n = in->g.n_models * in->g.n_clusters;
+    PS_MPI(MPI_Comm_rank(comm, &rank));
+    PS_MPI(MPI_Comm_size(comm, &nranks));
+    double *w = ps_calloc((size_t)n + 1, sizeof *w);
+    ps_status st = w ? PS_OK : PS_FAIL(PS_ERR_SYSTEM, "out of memory for %d cell estimates", n);
+    for (int cell = rank; cell < n && st == PS_OK; cell += nranks) {
+        if (done[cell]) continue;
+        const sweep_cluster *col = &in->cols[cell % in->g.n_clusters];
+        ps_search_job *job = NULL;
+        st = ps_search_job_create(&col->cp, &in->models[cell], &col->c, &col->setup.so, &job);
+        int64_t units = st == PS_OK ? ps_search_job_units(job) : 0;
+        for (int64_t u = 0; u < units; u++) w[cell] += ps_search_job_unit_work(job, u);
+        ps_search_job_free(job);
+    }
+    st = ps_mpi_agree_status(comm, st, "estimating the cells' search work");
+    /* one rank holds each cell's figure and the others 0: the sum is that figure exactly, the same on every rank */
+    if (st == PS_OK && n > 0) st = ps_mpi_status(MPI_Allreduce(MPI_IN_PLACE, w, n, MPI_DOUBLE, MPI_SUM, comm),
+                                                 "MPI_Allreduce", __FILE__, __LINE__);
+    if (st != PS_OK) {
+        free(w);
+        return st;
+    }
+    *out = w;
+    return PS_OK;
+}
+
+/* A group searches one cell; its rank 0 draws the best plan's timeline and builds the record, and sends both to the
+ * sweep's rank 0 as one buffer: the record's JSON text (reals to 17 digits: rank 0 reads back the same doubles), a
+ * NUL, the SVG (nothing for an infeasible cell). */
+static ps_status run_cell(void *arg, int cell, MPI_Comm group, const ps_mpi_poll *poll, char **out, size_t *len)
+{
+    sweep_run *r = arg;
+    const sweep_inputs *in = r->in;
+    int mi = cell / in->g.n_clusters, ci = cell % in->g.n_clusters, grank = 0, gsize = 1;
+    PS_MPI(MPI_Comm_rank(group, &grank));
+    PS_MPI(MPI_Comm_size(group, &gsize));
+    const sweep_cluster *col = &in->cols[ci];
+    const ps_model *m = &in->models[cell];
+    ps_search_result all;
+    double secs = 0, cpu0 = ps_sweep_cpu_s();
+    ps_status sst = ps_cli_search(group, &col->setup.so, r->o->distribute, poll, &col->cp, m, &col->c, &all, &secs);
+    double cpu = ps_sweep_cpu_s() - cpu0;
+    if (sst != PS_OK) {
+        ps_search_result_free(&all);
+        return sst;
+    }
+    if (grank != 0) {
+        ps_search_result_free(&all);
+        return PS_OK;
+    }
+    char key[2100], timeline[256] = "", *svg = NULL;
+    size_t svg_len = 0;
+    ps_sweep_cell_key(in->g.models[mi], in->g.clusters[ci], key, sizeof key);
+    ps_status st = PS_OK;
+    if (all.n_top) {
+        ps_sweep_timeline_name(key, timeline, sizeof timeline);
+        st = ps_plan_svg(&all.top[0].plan, &all.top[0].pred, &svg, &svg_len);
+    }
+    json_t *rec = st != PS_OK ? NULL
+                              : cell_record(key, in->g.models[mi], in->g.clusters[ci], in->g.options[ci], m, &col->c,
+                                            &all, col->setup.so.objective, timeline, gsize, secs);
+    if (st == PS_OK && !rec) st = PS_FAIL(PS_ERR_SYSTEM, "out of memory building the record of %s", key);
+    if (st == PS_OK) {
+        /* what the hand-out ordered by, and this rank's CPU seconds (bench/scaling replays the hand-out with them) */
+        json_t *sj = json_object_get(rec, "search");
+        json_object_set_new(sj, "cpu_s", json_real(cpu));
+        json_object_set_new(sj, "work_estimate", json_real(r->work[cell]));
+    }
+    char *txt = rec ? json_dumps(rec, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) : NULL;
+    if (st == PS_OK && !txt) st = PS_FAIL(PS_ERR_SYSTEM, "out of memory serializing the record of %s", key);
+    if (st == PS_OK) {
+        size_t tl = strlen(txt);
+        char *buf = malloc(tl + 1 + svg_len + 1);
+        if (!buf) {
+            st = PS_FAIL(PS_ERR_SYSTEM, "out of memory sending the record of %s", key);
+        } else {
+            memcpy(buf, txt, tl + 1);
+            if (svg_len) memcpy(buf + tl + 1, svg, svg_len);
+            buf[tl + 1 + svg_len] = '\0';
+            *out = buf;
+            *len = tl + 1 + svg_len;
+        }
+    }
+    free(txt);
+    free(svg);
+    json_decref(rec);
+    ps_search_result_free(&all);
+    return st;
+}
+
+/* Rank 0: a finished cell, from whichever group: its timeline written (atomically) before the record that names it,
+ * the record appended, the tables re-rendered, a progress line. */
+static ps_status take_cell(void *arg, int cell, const char *bytes, size_t len)
+{
+    sweep_run *r = arg;
+    const char *dir = r->o->sweep_dir;
+    size_t rl = strnlen(bytes, len);
+    const char *svg = rl < len ? bytes + rl + 1 : "";
+    size_t svg_len = rl < len ? len - rl - 1 : 0;
+    json_t *rec = NULL;
+    PS_TRY(ps_json_load_buffer(bytes, rl, "a sweep cell's record", &rec));
+    ps_status st = PS_OK;
+    const char *rel = ps_sweep_str(rec, "timeline_svg");
+    if (svg_len && rel[0]) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, rel);
+        st = ps_write_file_atomic(path, svg, svg_len);
+    }
+    if (st == PS_OK) st = ps_sweep_log_append(r->lg, rec);
+    if (st == PS_OK) {
+        r->in->g.rec[cell] = rec; /* the log keeps a reference */
+        r->in->g.n_done++;
+        r->searched++;
+        st = ps_sweep_render(dir, &r->in->g);
+    }
+    if (st == PS_OK) {
+        char line[512];
+        cell_line(rec, line, sizeof line);
+        ps_sweep_progress_cell(r->prog, line);
+    }
+    json_decref(rec);
+    return st;
+}
+
 ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
 {
     /* psearch runs sweep under MPI always (ps_cli_needs_mpi), so comm is a communicator, never MPI_COMM_NULL. */
@@ -526,55 +654,50 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     if (stop) goto end;
     PS_TRY_GOTO(st, ps_sweep_share_done(comm, 0, done, n_cells), end);
 
-    int already = 0, searched = 0;
+    int already = 0;
     for (int i = 0; i < n_cells; i++) already += done[i];
     ps_sweep_progress prog;
     ps_sweep_progress_start(&prog, rank == 0, n_cells, already);
-    for (int mi = 0; mi < in.g.n_models; mi++)
-        for (int ci = 0; ci < in.g.n_clusters; ci++) {
-            int cell = mi * in.g.n_clusters + ci;
-            if (done[cell]) continue;
-            const ps_model *m = &in.models[cell];
-            const ps_cluster *c = &in.cols[ci].c;
-            ps_search_result all;
-            double secs = 0;
-            st = ps_cli_search(comm, &in.cols[ci].setup.so, o->distribute, &in.cols[ci].cp, m, c, &all, &secs);
-            if (st == PS_OK && rank == 0) {
-                char key[2100], line[512], timeline[256] = "";
-                ps_sweep_cell_key(in.g.models[mi], in.g.clusters[ci], key, sizeof key);
-                if (all.n_top) st = write_timeline(o->sweep_dir, key, &all.top[0], timeline, sizeof timeline);
-                json_t *rec = st != PS_OK ? NULL
-                                          : cell_record(key, in.g.models[mi], in.g.clusters[ci], in.g.options[ci], m,
-                                                        c, &all, in.cols[ci].setup.so.objective,
-                                                        timeline, nranks, secs);
-                if (st == PS_OK && !rec) st = PS_FAIL(PS_ERR_SYSTEM, "out of memory building the record of %s", key);
-                if (st == PS_OK) st = ps_sweep_log_append(lg, rec);
-                if (st == PS_OK) {
-                    in.g.rec[cell] = rec; /* the log keeps a reference */
-                    in.g.n_done++;
-                }
-                if (st == PS_OK) st = ps_sweep_render(o->sweep_dir, &in.g);
-                if (st == PS_OK) {
-                    cell_line(rec, line, sizeof line);
-                    ps_sweep_progress_cell(&prog, line);
-                }
-                json_decref(rec);
-            }
-            if (st == PS_OK) searched++;
-            ps_search_result_free(&all);
-            st = agree(comm, st, &stop);
-            if (stop) {
-                ps_sweep_progress_end(&prog);
-                goto end;
-            }
-        }
+    sweep_run run = {.o = o, .in = &in, .lg = lg, .prog = &prog};
+    ps_sweep_groups groups;
+    memset(&groups, 0, sizeof groups);
+    ps_sweep_run_stats rs;
+    memset(&rs, 0, sizeof rs);
+    /* every rank's busy seconds, for the summary and bench/scaling */
+    double *busy = NULL, setup_s = 0;
+    st = cell_estimates(comm, &in, done, &run.work);
+    if (st == PS_OK) st = ps_sweep_groups_make(run.work, done, n_cells, nranks, o->group_ranks, &groups);
+    if (st == PS_OK && rank == 0 && !(busy = ps_calloc(2 * (size_t)nranks, sizeof *busy))) st = PS_ERR_SYSTEM;
+    st = agree(comm, st, &stop);
+    setup_s = MPI_Wtime() - t0;
+    if (!stop) {
+        ps_sweep_cell_ops ops = {run_cell, take_cell, &run};
+        st = ps_sweep_run_groups(comm, &groups, &ops, &rs, &stop);
+    }
     ps_sweep_progress_end(&prog);
+    int searched = run.searched;
+    double mine[2] = {rs.busy_s, rs.cpu_s}; /* busy[2 r], busy[2 r + 1]: rank r's wall and CPU seconds */
+    if (!stop && MPI_Gather(mine, 2, MPI_DOUBLE, busy, 2, MPI_DOUBLE, 0, comm) != MPI_SUCCESS)
+        st = PS_FAIL(PS_ERR_SYSTEM, "MPI_Gather of the ranks' busy time failed");
+    free(run.work);
+    if (stop || st != PS_OK) {
+        free(busy);
+        ps_sweep_groups_free(&groups);
+        goto end;
+    }
 
     if (rank == 0) {
         int inf_total = 0;
         for (int i = 0; i < n_cells; i++)
             inf_total += in.g.rec[i] && strcmp(ps_sweep_str(in.g.rec[i], "status"), "infeasible") == 0;
-        double wall = MPI_Wtime() - t0;
+        double wall = MPI_Wtime() - t0, bmax = 0, bsum = 0, cmax = 0, csum = 0;
+        for (int r = 0; r < nranks; r++) {
+            bmax = fmax(bmax, busy[2 * r]);
+            bsum += busy[2 * r];
+            cmax = fmax(cmax, busy[2 * r + 1]);
+            csum += busy[2 * r + 1];
+        }
+        double balance = bsum > 0 ? bmax / (bsum / nranks) : 1, cbalance = csum > 0 ? cmax / (csum / nranks) : 1;
         int n_changed = 0, n_compared = 0;
         for (int i = 0; i < n_cells; i++) {
             ps_sweep_change ch;
@@ -587,29 +710,47 @@ ps_status ps_cmd_sweep(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
             json_t *opts = json_object(); /* cluster -> the options its cells ran with */
             for (int k = 0; k < in.g.n_clusters; k++)
                 json_object_set_new(opts, in.g.clusters[k], json_string(in.g.options[k]));
-            json_t *sum = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:o, s:[s,s,s], s:s}", "out", o->sweep_dir,
-                                    "cells", n_cells, "searched", searched, "from_records", already, "infeasible",
-                                    inf_total, "ranks", nranks, "wall_s", wall, "options", opts, "tables", "plans.md",
-                                    "plans.csv", "index.html", "records", "cells.jsonl");
+            json_t *b = json_array(), *bc = json_array();
+            for (int r = 0; r < nranks; r++) {
+                json_array_append_new(b, json_real(busy[2 * r]));
+                json_array_append_new(bc, json_real(busy[2 * r + 1]));
+            }
+            json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:o, s:[s,s,s], s:s}", "out", o->sweep_dir,
+                                  "cells", n_cells, "searched", searched, "from_records", already, "infeasible",
+                                  inf_total, "ranks", nranks, "wall_s", wall, "options", opts, "tables", "plans.md",
+                                  "plans.csv", "index.html", "records", "cells.jsonl");
+            /* how the cells were shared out and how evenly the ranks worked (docs/search.md, bench/scaling) */
+            json_t *gj = json_pack("{s:i, s:i, s:f, s:f, s:o, s:f, s:o, s:f}", "groups", groups.n_groups,
+                                   "shared_cells", groups.n_shared, "setup_s", setup_s, "take_s", rs.take_s,
+                                   "busy_s", b, "busy_max_over_mean", balance, "busy_cpu_s", bc,
+                                   "busy_cpu_max_over_mean", cbalance);
+            if (j && gj) json_object_update(j, gj);
+            json_decref(gj);
             /* with --compare / --history: what changed, in brief (changes.json has every cell) */
-            if (sum && compared)
-                json_object_set_new(sum, "changes",
+            if (j && compared)
+                json_object_set_new(j, "changes",
                                     json_pack("{s:s, s:i, s:i, s:s, s:s}", "compared_with",
                                               ps_sweep_compare_prev(cmp), "changed", n_changed, "compared",
                                               n_compared, "file", PS_SWEEP_CHANGES, "inputs_differ",
                                               ps_sweep_compare_inputs_note(cmp)));
-            st = ps_out_json(out, sum);
+            st = ps_out_json(out, j);
         } else {
             fprintf(out->f, "# psearch sweep: %d cells (%d searched now, %d from earlier records, %d infeasible); "
                             "%d rank(s), %.2f s\n", n_cells, searched, already, inf_total, nranks, wall);
             fprintf(out->f, "# tables: %s/plans.md %s/plans.csv %s/index.html; records: %s/cells.jsonl\n",
                     o->sweep_dir, o->sweep_dir, o->sweep_dir, o->sweep_dir);
+            if (searched)
+                fprintf(out->f, "# %d group(s) of ranks took %d cell(s), %d cell(s) searched by all ranks; busy "
+                                "time max/mean over the ranks %.2f\n", groups.n_groups, groups.n_handed,
+                        groups.n_shared, balance);
             if (compared)
                 fprintf(out->f, "# since %s: %d of %d cell(s) changed (%s/%s); inputs that differ: %s\n",
                         ps_sweep_compare_prev(cmp), n_changed, n_compared, o->sweep_dir, PS_SWEEP_CHANGES,
                         ps_sweep_compare_inputs_note(cmp)[0] ? ps_sweep_compare_inputs_note(cmp) : "none");
         }
     }
+    free(busy);
+    ps_sweep_groups_free(&groups);
 end:
     ps_sweep_log_close(lg);
     ps_sweep_compare_free(cmp);

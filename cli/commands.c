@@ -316,9 +316,10 @@ static const ps_cli_command k_commands[] = {
         .usage = "usage: psearch sweep --models LIST --clusters LIST --out DIR [--resume]\n"
                  "                     [--compare PREV_DIR] [--history DIR] [SEARCH OPTIONS]\n"
                  "\n"
-                 "Search every (model, cluster) cell with all ranks, one cell after another, and publish plan\n"
-                 "tables in DIR: plans.md, plans.csv and index.html (one table per model, with each plan's\n"
-                 "schedule timeline). Each finished cell is appended to DIR/cells.jsonl as it completes.\n"
+                 "Search every (model, cluster) cell, the ranks in groups that take the largest cells first\n"
+                 "(--group-ranks), and publish plan tables in DIR: plans.md, plans.csv and index.html (one\n"
+                 "table per model, with each plan's schedule timeline). Each finished cell is appended to\n"
+                 "DIR/cells.jsonl as it completes.\n"
                  "\n",
         .usage_end = "  search options as for `psearch --help`: --gbs, --gbs-range, --mbs-max, --max-tp, --schedules,\n"
                      "  --seq, --vocab-pad, --dtype, --cost-param, --costdb, --objective, --distribute, --tp-overlap,\n"

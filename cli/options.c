@@ -403,6 +403,11 @@ static const opt_row k_options[] = {
      {{"sweep", NULL, "nights a trend shows, tonight included", "14"}}},
     {"change-threshold", 0, OPT_STR, "PCT", AT(change_threshold), "sweep", 0, NULL,
      {{"sweep", NULL, "a change of the predicted samples/s above PCT percent counts", "2"}}},
+    {"group-ranks", 0, OPT_INT, "N", AT(group_ranks), "sweep", 1000000, NULL,
+     {{"sweep", NULL,
+       "ranks per group: groups search cells side by side, the largest first;\n"
+       "a cell larger than a group's share is searched by all ranks",
+       "ranks / cells, at least 1"}}},
     {"data-dir", 0, OPT_STR, "DIR", AT(data_dir), NULL, 0, NULL,
      {{"plan", NULL, "folder holding models/ and clusters/ presets", "installed share/psearch"}}},
     {"verbose", 'v', OPT_FLAG, NULL, AT(verbose), NULL, 0, NULL,

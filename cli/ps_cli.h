@@ -77,6 +77,7 @@ typedef struct {
     int sweep_nights;            /* --nights N: the nights a trend shows, tonight included (0 = default) */
     const char *change_threshold; /* --change-threshold PCT, as given (sweep_finish parses it) */
     double sweep_threshold_pct;   /* ... parsed, or the default */
+    int group_ranks;       /* --group-ranks N: ranks per group of cells (0 = automatic) */
     /* exec (docs/exec.md): psearch exec PLAN, and psearch --exec-top K after a search */
     const char *exec_plan; /* the plan file (positional) */
     int exec_top;          /* --exec-top K: execute the K best plans of the search and re-rank them */

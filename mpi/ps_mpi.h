@@ -33,6 +33,14 @@ typedef struct {
     int shared;      /* 1 when floors and units went through the MPI window, 0 when MPI's thread level forbade it */
 } ps_mpi_search_stats;
 
+/* Something to call often during a long search, from the thread that takes the next work unit (calls never overlap,
+ * so it may use MPI under MPI_THREAD_SERIALIZED): the sweep's rank 0 answers other groups with it while it searches a
+ * cell of its own (mpi/sweep.c). */
+typedef struct ps_mpi_poll {
+    void (*fn)(void *arg);
+    void *arg;
+} ps_mpi_poll;
+
 /* Search on every rank of comm; collective. On rank 0, *all gets the merged result (top k, the even-split baseline,
  * summed counters, the binding of the plan closest to fitting); elsewhere it is left empty. A rank that fails
  * (memory, the cost model) sends its error instead of results; every rank then returns an error, rank 0 the lowest
@@ -40,6 +48,10 @@ typedef struct {
 ps_status ps_mpi_search(MPI_Comm comm, const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
                         const ps_search_opts *o, ps_dist dist, ps_search_result *all,
                         ps_mpi_search_stats *stats) PS_NODISCARD;
+/* The same, calling poll (when not NULL) before each work unit this rank takes. */
+ps_status ps_mpi_search_polled(MPI_Comm comm, const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
+                               const ps_search_opts *o, ps_dist dist, const ps_mpi_poll *poll,
+                               ps_search_result *all, ps_mpi_search_stats *stats) PS_NODISCARD;
 
 /* ---- sweep bookkeeping (mpi/sweep.c) ----
  * The record of finished cells (one JSON line per cell in an append-only file, each appended with one write and made
@@ -63,6 +75,60 @@ ps_status ps_sweep_log_append(ps_sweep_log *lg, json_t *rec) PS_NODISCARD;
 
 /* Root's done[n] flags to every rank of comm, so all ranks skip the same cells. Collective. */
 ps_status ps_sweep_share_done(MPI_Comm comm, int root, unsigned char *done, int n) PS_NODISCARD;
+
+/* ---- cells across rank groups (mpi/sweep.c) ----
+ * A sweep's cells differ in search work by orders of magnitude, and a small one searched by every rank is mostly
+ * synchronisation. So the ranks split into groups (MPI sub-communicators of consecutive ranks) and rank 0 hands the
+ * cells out one at a time to whichever group asks, largest estimate first (Graham's LPT list scheduling, done
+ * dynamically so that estimates need only be roughly right). A cell whose estimate exceeds the sweep's total
+ * divided by the number of groups would alone outlast a group's even share: it is searched by all ranks together,
+ * after the hand-out. Rank 0 searches in group 0 too, and answers the other groups between its own work units
+ * (ps_mpi_poll), so no rank sits idle waiting for it; it alone calls take(), as cells finish. */
+typedef struct {
+    int n_groups;  /* groups of the hand-out */
+    int *handed;   /* cells handed out to groups, largest estimate first (ties: lower cell first) */
+    int n_handed;
+    int *shared;   /* cells searched by all ranks, largest first, after the hand-out */
+    int n_shared;
+} ps_sweep_groups;
+
+/* Split the cells not done[] (work[i]: cell i's estimated search work, >= 0) for nranks ranks. group_ranks: ranks
+ * per group, or 0 for automatic: one rank per group when there are as many cells as ranks, else the ranks spread
+ * over the cells (nranks / cells per group); ranks left over join the groups (sizes differ by at most one). */
+ps_status ps_sweep_groups_make(const double *work, const unsigned char *done, int n_cells, int nranks,
+                               int group_ranks, ps_sweep_groups *out) PS_NODISCARD;
+void ps_sweep_groups_free(ps_sweep_groups *g);
+/* The group of `rank` (consecutive ranks: rank * n_groups / nranks); group 0 holds rank 0. */
+int ps_sweep_group_of(int rank, int nranks, int n_groups);
+
+typedef struct {
+    /* Search `cell` on every rank of `group` (collective over it). On the group's rank 0, *out gets malloc'ed bytes
+     * for take() (NULL elsewhere); a failure is the cell's and the sweep stops. poll is NULL, or to pass to the
+     * search (rank 0 of the sweep only). */
+    ps_status (*run)(void *arg, int cell, MPI_Comm group, const ps_mpi_poll *poll, char **out, size_t *len);
+    /* Rank 0 of the sweep: a finished cell's bytes, in the order cells finish. */
+    ps_status (*take)(void *arg, int cell, const char *bytes, size_t len);
+    void *arg;
+} ps_sweep_cell_ops;
+
+typedef struct {
+    double busy_s;  /* seconds this rank spent in run() */
+    double cpu_s;   /* CPU seconds of this process (all its threads) in run(): its share of the work, which an
+                     * oversubscribed machine's wall time hides */
+    double take_s;  /* rank 0: seconds in take() (records, tables) */
+    int cells;      /* cells this rank's group searched, shared ones included */
+    int group;      /* this rank's group in the hand-out */
+    int group_size; /* ranks in it */
+} ps_sweep_run_stats;
+
+/* CPU seconds this process has used, all threads (CLOCK_PROCESS_CPUTIME_ID). */
+double ps_sweep_cpu_s(void);
+
+/* Run every cell of g; collective over comm. Returns this rank's own outcome (a rank that only learned of another's
+ * failure returns PS_OK); *stop is 1 on every rank when any failed, so that the caller's agreement lets the failing
+ * rank say why. */
+ps_status ps_sweep_run_groups(MPI_Comm comm, const ps_sweep_groups *g, const ps_sweep_cell_ops *ops,
+                              ps_sweep_run_stats *stats, int *stop) PS_NODISCARD;
 
 /* Progress on stderr: a bar redrawn in place with cells done / total and ETA when stderr is a terminal, one plain
  * line per cell otherwise (logs of nightly jobs). Only the rank that owns it prints (rank 0). */

@@ -93,6 +93,7 @@ typedef struct {
     double share_out[2], share_in[2];
     double mpi_s, last_share;
     ps_status err;        /* the first MPI failure: the source then stops handing out units */
+    const ps_mpi_poll *poll; /* the caller's, before each unit (NULL: none) */
 } source;
 
 enum { OFF_COUNTER = 0, OFF_TOP = 8, OFF_EVEN = 16, WIN_BYTES = 24 };
@@ -120,6 +121,7 @@ static int64_t next_unit(void *arg)
 {
     source *s = arg;
     if (s->err != PS_OK) return -1;
+    if (s->poll) s->poll->fn(s->poll->arg);
     if (s->dist == PS_DIST_STATIC) return s->next_mine < s->n_mine ? s->mine[s->next_mine++] : -1;
     if (s->q_next >= s->q_end) {
         if (s->done) return -1;
@@ -350,6 +352,13 @@ static ps_status assemble(const ps_cost_params *cp, const ps_model *m, const ps_
 ps_status ps_mpi_search(MPI_Comm comm, const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
                         const ps_search_opts *o, ps_dist dist, ps_search_result *all, ps_mpi_search_stats *stats)
 {
+    return ps_mpi_search_polled(comm, cp, m, c, o, dist, NULL, all, stats);
+}
+
+ps_status ps_mpi_search_polled(MPI_Comm comm, const ps_cost_params *cp, const ps_model *m, const ps_cluster *c,
+                               const ps_search_opts *o, ps_dist dist, const ps_mpi_poll *poll,
+                               ps_search_result *all, ps_mpi_search_stats *stats)
+{
     memset(all, 0, sizeof *all);
     memset(stats, 0, sizeof *stats);
     double t_start = MPI_Wtime(), t_red = 0;
@@ -376,7 +385,7 @@ ps_status ps_mpi_search(MPI_Comm comm, const ps_cost_params *cp, const ps_model 
     int k = o->top_k;
     source src = {.win = MPI_WIN_NULL, .dist = dist, .n = ps_search_job_units(job),
                   .workers = nranks * nthreads, .pre = MPI_REQUEST_NULL, .share_req = MPI_REQUEST_NULL,
-                  .last_share = -1};
+                  .last_share = -1, .poll = poll};
     ps_search_result mine;
     memset(&mine, 0, sizeof mine);
     key *keys = NULL;

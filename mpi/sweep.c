@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ps_comm.h"
@@ -220,4 +221,332 @@ void ps_sweep_progress_cell(ps_sweep_progress *p, const char *what)
 void ps_sweep_progress_end(ps_sweep_progress *p)
 {
     if (p->enabled && p->tty) fputc('\n', stderr);
+}
+
+/* ---- cells across rank groups ---- */
+
+typedef struct {
+    double w;
+    int cell;
+} cell_work;
+
+/* Largest estimate first; equal estimates in cell order, so every rank builds the same list. */
+static int by_cell_work_desc(const void *pa, const void *pb)
+{
+    const cell_work *a = pa, *b = pb;
+    if (a->w != b->w) return a->w > b->w ? -1 : 1;
+    return (a->cell > b->cell) - (a->cell < b->cell);
+}
+
+void ps_sweep_groups_free(ps_sweep_groups *g)
+{
+    if (!g) return;
+    free(g->handed);
+    free(g->shared);
+    memset(g, 0, sizeof *g);
+}
+
+int ps_sweep_group_of(int rank, int nranks, int n_groups) { return (int)((int64_t)rank * n_groups / nranks); }
+
+ps_status ps_sweep_groups_make(const double *work, const unsigned char *done, int n_cells, int nranks,
+                               int group_ranks, ps_sweep_groups *out)
+{
+    memset(out, 0, sizeof *out);
+    PS_CHECK_INPUT(nranks >= 1 && n_cells >= 0 && group_ranks >= 0, "sweep groups: %d ranks, %d cells", nranks,
+                   n_cells);
+    cell_work *cw = ps_calloc((size_t)n_cells + 1, sizeof *cw);
+    out->handed = ps_calloc((size_t)n_cells + 1, sizeof *out->handed);
+    out->shared = ps_calloc((size_t)n_cells + 1, sizeof *out->shared);
+    if (!cw || !out->handed || !out->shared) {
+        free(cw);
+        ps_sweep_groups_free(out);
+        return PS_FAIL(PS_ERR_SYSTEM, "out of memory sharing out %d sweep cells", n_cells);
+    }
+    int n = 0;
+    double total = 0;
+    for (int i = 0; i < n_cells; i++)
+        if (!done[i]) {
+            cw[n++] = (cell_work){work[i] > 0 ? work[i] : 0, i};
+            total += cw[n - 1].w;
+        }
+    qsort(cw, (size_t)n, sizeof *cw, by_cell_work_desc);
+    /* More groups than cells would leave ranks idle: then the groups grow instead. */
+    int g = group_ranks > 0 ? nranks / group_ranks : (n < nranks ? n : nranks);
+    if (g < 1) g = 1;
+    if (g > nranks) g = nranks;
+    out->n_groups = g;
+    for (int x = 0; x < n; x++) {
+        /* Searched by one group, a cell above the even share per group would end after every other group (its
+         * group's time alone exceeds the mean); searched by all ranks it takes about total / nranks. */
+        if (g > 1 && cw[x].w * g > total) out->shared[out->n_shared++] = cw[x].cell;
+        else out->handed[out->n_handed++] = cw[x].cell;
+    }
+    free(cw);
+    return PS_OK;
+}
+
+enum { TAG_RESULT = 7301, TAG_CELL = 7302 };
+
+/* A result as a leader sends it to rank 0: cell (-1: none yet, just asking), status, then the bytes. */
+typedef struct {
+    int32_t cell, status;
+} result_head;
+
+typedef struct queued {
+    int cell;
+    char *bytes;
+    size_t len;
+    struct queued *next;
+} queued;
+
+/* Rank 0's side of the hand-out. */
+typedef struct {
+    MPI_Comm comm;
+    const ps_sweep_groups *g;
+    int head;        /* next of g->handed to hand out */
+    int active;      /* other groups' leaders not yet told to stop */
+    int stop;        /* hand out nothing more: a cell or a take failed */
+    ps_status err;   /* the first failure while answering (poll cannot return one) */
+    int broken;      /* an MPI failure, or a message that could not be received: stop talking */
+    double take_s;   /* in take() */
+    queued *q, **q_tail;
+} dispatch;
+
+static int next_cell(dispatch *d) { return !d->stop && d->head < d->g->n_handed ? d->g->handed[d->head++] : -1; }
+
+static void enqueue(dispatch *d, int cell, char *bytes, size_t len)
+{
+    queued *e = ps_calloc(1, sizeof *e);
+    if (!e) {
+        free(bytes);
+        /* the others are still answered (with no cell), so none waits for a reply that never comes */
+        if (d->err == PS_OK) d->err = PS_FAIL(PS_ERR_SYSTEM, "out of memory keeping the result of sweep cell %d", cell);
+        d->stop = 1;
+        return;
+    }
+    *e = (queued){cell, bytes, len, NULL};
+    *d->q_tail = e;
+    d->q_tail = &e->next;
+}
+
+/* Answer the leaders whose results are waiting (block: wait for one first): keep each result for take(), and send
+ * the asker its next cell at once (-1: none; it stops). */
+static void answer(dispatch *d, int block)
+{
+    while (!d->broken && d->active > 0) {
+        MPI_Status s;
+        int flag = 1, rc;
+        if (block) rc = MPI_Probe(MPI_ANY_SOURCE, TAG_RESULT, d->comm, &s);
+        else rc = MPI_Iprobe(MPI_ANY_SOURCE, TAG_RESULT, d->comm, &flag, &s);
+        block = 0;
+        if (rc != MPI_SUCCESS) {
+            d->err = ps_mpi_status(rc, "MPI_Probe", __FILE__, __LINE__);
+            d->broken = 1;
+            break;
+        }
+        if (!flag) break;
+        int n = 0;
+        MPI_Get_count(&s, MPI_BYTE, &n);
+        char *buf = ps_calloc((size_t)n + 1, 1);
+        if (!buf) {
+            d->err = PS_FAIL(PS_ERR_SYSTEM, "out of memory receiving a sweep result of %d bytes", n);
+            d->broken = 1;
+            break;
+        }
+        rc = MPI_Recv(buf, n, MPI_BYTE, s.MPI_SOURCE, TAG_RESULT, d->comm, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || n < (int)sizeof(result_head)) {
+            free(buf);
+            d->err = rc != MPI_SUCCESS ? ps_mpi_status(rc, "MPI_Recv", __FILE__, __LINE__)
+                                       : PS_FAIL(PS_ERR_SYSTEM, "a sweep result of %d bytes from rank %d", n,
+                                                 s.MPI_SOURCE);
+            d->broken = 1;
+            break;
+        }
+        result_head h;
+        memcpy(&h, buf, sizeof h);
+        if (h.cell >= 0 && h.status != PS_OK) {
+            d->stop = 1; /* that leader says why; nothing more is handed out */
+            free(buf);
+        } else if (h.cell >= 0) {
+            size_t len = (size_t)n - sizeof h;
+            memmove(buf, buf + sizeof h, len);
+            buf[len] = '\0';
+            enqueue(d, h.cell, buf, len);
+        } else {
+            free(buf);
+        }
+        int next = next_cell(d);
+        if (next < 0) d->active--;
+        rc = MPI_Send(&next, 1, MPI_INT, s.MPI_SOURCE, TAG_CELL, d->comm);
+        if (rc != MPI_SUCCESS) {
+            d->err = ps_mpi_status(rc, "MPI_Send", __FILE__, __LINE__);
+            d->broken = 1;
+        }
+    }
+}
+
+static void poll_answer(void *arg) { answer(arg, 0); }
+
+/* Hand the kept results to take(), in the order they came; once this rank failed (a take, its own cell) only free
+ * them. */
+static ps_status flush(dispatch *d, const ps_sweep_cell_ops *ops, ps_status st)
+{
+    while (d->q) {
+        queued *e = d->q;
+        d->q = e->next;
+        /* a cell another group finished is still recorded after a third one failed: a resume need not redo it */
+        if (st == PS_OK) {
+            double t0 = MPI_Wtime();
+            st = ops->take(ops->arg, e->cell, e->bytes, e->len);
+            d->take_s += MPI_Wtime() - t0;
+            if (st != PS_OK) d->stop = 1;
+        }
+        free(e->bytes);
+        free(e);
+    }
+    d->q_tail = &d->q;
+    return st;
+}
+
+/* The message a leader sends rank 0: its last cell's outcome and bytes (cell -1: the first request). */
+static ps_status send_result(MPI_Comm comm, int cell, ps_status cst, const char *bytes, size_t len)
+{
+    if (len > (size_t)INT32_MAX - sizeof(result_head))
+        return PS_FAIL(PS_ERR_SYSTEM, "sweep cell %d: a result of %zu bytes is too large to send", cell, len);
+    char *msg = ps_calloc(sizeof(result_head) + len + 1, 1);
+    if (!msg) return PS_FAIL(PS_ERR_SYSTEM, "out of memory sending the result of sweep cell %d", cell);
+    result_head h = {cell, (int32_t)cst};
+    memcpy(msg, &h, sizeof h);
+    if (len) memcpy(msg + sizeof h, bytes, len);
+    int rc = MPI_Send(msg, (int)(sizeof h + len), MPI_BYTE, 0, TAG_RESULT, comm);
+    free(msg);
+    return ps_mpi_status(rc, "MPI_Send", __FILE__, __LINE__);
+}
+
+double ps_sweep_cpu_s(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* One cell on `group`; busy time and count in stats. */
+static ps_status run_one(const ps_sweep_cell_ops *ops, int cell, MPI_Comm group, const ps_mpi_poll *poll, char **out,
+                         size_t *len, ps_sweep_run_stats *stats)
+{
+    *out = NULL;
+    *len = 0;
+    double t0 = MPI_Wtime(), c0 = ps_sweep_cpu_s();
+    ps_status st = ops->run(ops->arg, cell, group, poll, out, len);
+    stats->busy_s += MPI_Wtime() - t0;
+    stats->cpu_s += ps_sweep_cpu_s() - c0;
+    stats->cells++;
+    return st;
+}
+
+/* The hand-out: rank 0 (leader of group 0), the other leaders, and the other members of every group. */
+static ps_status hand_out(MPI_Comm comm, MPI_Comm group, int rank, int grank, int gsize, const ps_sweep_groups *g,
+                          const ps_sweep_cell_ops *ops, ps_sweep_run_stats *stats)
+{
+    ps_status local = PS_OK;
+    if (rank == 0) {
+        dispatch d = {.comm = comm, .g = g, .active = g->n_groups - 1, .err = PS_OK};
+        d.q_tail = &d.q;
+        ps_mpi_poll poll = {poll_answer, &d};
+        for (;;) {
+            answer(&d, 0);
+            local = flush(&d, ops, local);
+            if (d.broken) d.stop = 1; /* group 0 is still told (-1) before rank 0 leaves */
+            int cell = next_cell(&d);
+            if (gsize > 1) PS_MPI(MPI_Bcast(&cell, 1, MPI_INT, 0, group));
+            if (cell < 0) break;
+            char *bytes = NULL;
+            size_t len = 0;
+            ps_status cst = run_one(ops, cell, group, g->n_groups > 1 ? &poll : NULL, &bytes, &len, stats);
+            if (cst == PS_OK) enqueue(&d, cell, bytes, len);
+            else {
+                free(bytes);
+                d.stop = 1;
+                if (local == PS_OK) local = cst;
+            }
+        }
+        /* group 0 is done: answer the others until each has been told to stop */
+        while (!d.broken && d.active > 0) {
+            answer(&d, 1);
+            local = flush(&d, ops, local);
+        }
+        local = flush(&d, ops, local);
+        stats->take_s += d.take_s;
+        if (d.err != PS_OK && local == PS_OK) local = d.err;
+        return local;
+    }
+    if (grank == 0) {
+        int cell = -1;
+        ps_status cst = PS_OK;
+        char *bytes = NULL;
+        size_t len = 0;
+        for (;;) {
+            ps_status st = send_result(comm, cell, cst, bytes, len);
+            free(bytes);
+            bytes = NULL;
+            len = 0;
+            PS_TRY(st);
+            PS_MPI(MPI_Recv(&cell, 1, MPI_INT, 0, TAG_CELL, comm, MPI_STATUS_IGNORE));
+            if (gsize > 1) PS_MPI(MPI_Bcast(&cell, 1, MPI_INT, 0, group));
+            if (cell < 0) return local;
+            cst = run_one(ops, cell, group, NULL, &bytes, &len, stats);
+            if (cst != PS_OK && local == PS_OK) local = cst;
+        }
+    }
+    for (;;) {
+        int cell = -1;
+        PS_MPI(MPI_Bcast(&cell, 1, MPI_INT, 0, group));
+        if (cell < 0) return local;
+        char *bytes = NULL;
+        size_t len = 0;
+        ps_status cst = run_one(ops, cell, group, NULL, &bytes, &len, stats);
+        free(bytes);
+        if (cst != PS_OK && local == PS_OK) local = cst;
+    }
+}
+
+ps_status ps_sweep_run_groups(MPI_Comm comm, const ps_sweep_groups *g, const ps_sweep_cell_ops *ops,
+                              ps_sweep_run_stats *stats, int *stop)
+{
+    memset(stats, 0, sizeof *stats);
+    *stop = 0;
+    int rank = 0, nranks = 1, grank = 0, gsize = 1;
+    PS_MPI(MPI_Comm_rank(comm, &rank));
+    PS_MPI(MPI_Comm_size(comm, &nranks));
+    stats->group = ps_sweep_group_of(rank, nranks, g->n_groups);
+    MPI_Comm group = MPI_COMM_NULL;
+    PS_MPI(MPI_Comm_split(comm, stats->group, rank, &group));
+    ps_status local = MPI_Comm_set_errhandler(group, MPI_ERRORS_RETURN) == MPI_SUCCESS ? PS_OK : PS_ERR_SYSTEM;
+    if (local == PS_OK && (MPI_Comm_rank(group, &grank) != MPI_SUCCESS || MPI_Comm_size(group, &gsize) != MPI_SUCCESS))
+        local = PS_FAIL(PS_ERR_SYSTEM, "MPI_Comm_rank on a sweep group failed");
+    stats->group_size = gsize;
+    if (local == PS_OK) local = hand_out(comm, group, rank, grank, gsize, g, ops, stats);
+    MPI_Comm_free(&group);
+    /* The shared cells, one after another on every rank, each agreed on as it ends. */
+    ps_status worst = PS_OK;
+    int first = 0;
+    for (int x = -1; x < g->n_shared; x++) {
+        if (x >= 0) {
+            char *bytes = NULL;
+            size_t len = 0;
+            local = run_one(ops, g->shared[x], comm, NULL, &bytes, &len, stats);
+            if (local == PS_OK && rank == 0) {
+                double t0 = MPI_Wtime();
+                local = ops->take(ops->arg, g->shared[x], bytes, len);
+                stats->take_s += MPI_Wtime() - t0;
+            }
+            free(bytes);
+        }
+        PS_TRY(ps_mpi_agree(comm, local, &worst, &first));
+        if (worst != PS_OK) {
+            *stop = 1;
+            return local;
+        }
+    }
+    return PS_OK;
 }
