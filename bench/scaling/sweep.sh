@@ -8,7 +8,8 @@
 #           1-rank sweep (cells.jsonl: search.cpu_s, CPU seconds) replayed through the hand-out psearch does (the
 #           same split: cells above a group's share on all ranks, at perfect scaling, the others to whichever group
 #           is free, largest estimate first), plus the 1-rank sweep's set-up time and rank 0's time recording each
-#           cell (take_s / cells); in units of this machine's single-thread cell times.
+#           cell (take_s / cells: record, timeline, tables, each fsync'ed), in units of this machine's single-thread
+#           cell times; search_only_wall_s leaves the set-up and recording out (the hand-out's balance alone).
 # Usage: bench/scaling/sweep.sh BUILD_DIR [RANK_COUNTS...]   (default 1 2 4 8; OMP_NUM_THREADS per rank [1])
 set -eu
 build=${1:?usage: sweep.sh BUILD_DIR [RANK_COUNTS...]}
@@ -85,7 +86,7 @@ rt, rw = ranks_of(t), ranks_of(w)
 m = len(cells)
 spearman = 1 - 6 * sum((a - b) ** 2 for a, b in zip(rt, rw)) / (m * (m * m - 1)) if m > 1 else 1.0
 
-def replay(nodes):
+def replay(nodes, take):
     """psearch's split (mpi/sweep.c ps_sweep_groups_make, automatic groups) and dynamic hand-out, simulated."""
     g = min(nodes, len(cells))
     order = sorted(range(len(cells)), key=lambda i: (-w[i], i))
@@ -100,15 +101,23 @@ def replay(nodes):
         busy[k] += t[i]
         free_at[0] += take  # rank 0 records every cell (records, tables) between its own work
     tail = sum(t[i] + take for i in shared) / nodes  # every rank together, at perfect scaling
-    wall = setup + max(free_at) + tail
+    return setup + max(free_at) + tail, ratio(busy), len(shared)
+
+def predict(nodes):
+    wall, balance, shared = replay(nodes, take)
+    # the same without rank 0's recording and the set-up: how well the hand-out alone spreads the search work
+    search_wall, _, _ = replay(nodes, 0.0)
+    search_wall -= setup
     return {"nodes": nodes, "wall_s": round(wall, 3), "ideal_s": round(total / nodes, 3),
-            "efficiency": round(total / nodes / wall, 3), "busy_max_over_mean": round(ratio(busy), 3),
-            "shared_cells": len(shared)}
+            "efficiency": round(total / nodes / wall, 3), "busy_max_over_mean": round(balance, 3),
+            "shared_cells": shared, "search_only_wall_s": round(search_wall, 3),
+            "search_only_efficiency": round(total / nodes / search_wall, 3),
+            "recording_s": round(take * len(cells), 3)}
 
 print(json.dumps({"sweep": {"models": len(mods), "clusters": len(clus), "cells": len(cells),
                             "threads_per_rank": int(os.environ["OMP_NUM_THREADS"]), "cell_search_total_s": round(total, 3),
                             "largest_cell_s": round(max(t), 3), "setup_s": round(setup, 3),
                             "take_s_per_cell": round(take, 4), "estimate_rank_correlation": round(spearman, 3),
                             "runs": runs,
-                            "predicted": [replay(n) for n in (1, 2, 4, 8, 16)]}}, indent=1))
+                            "predicted": [predict(n) for n in (1, 2, 4, 8, 16)]}}, indent=1))
 EOF
