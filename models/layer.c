@@ -215,6 +215,12 @@ ps_status ps_layer_resolve(ps_layer_kind kind, const ps_layer_spec *defaults, co
              * not given; shared experts default to the routed ones' width */
             if (!(set & BIT(FI_EXPERT_FFN)) && (set & BIT(FI_FFN))) l.expert_ffn = l.ffn_hidden;
             if (!(set & BIT(FI_SHARED_FFN)) && l.n_shared_experts > 0) l.shared_ffn = l.expert_ffn;
+            /* one canonical form (the HF import builds the same): an MoE layer's ffn_hidden is its experts' width,
+             * which code that knows only dense MLPs then reads as one expert */
+            if (l.expert_ffn > 0) {
+                l.ffn_hidden = l.expert_ffn;
+                set |= BIT(FI_FFN);
+            }
         }
         if (l.kv_lora_rank > 0) {
             /* MLA: every head has its own K and V (from the shared latent), and the score width is nope + rope */

@@ -216,6 +216,79 @@ static void test_long_seq(void **state)
     }
 }
 
+/* Each Hugging Face config imports as the preset of the same model (at the preset's sequence length: the configs
+ * state the longest context, the presets the pre-training one). */
+static void test_hf_equals_preset(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"mixtral-8x7b", "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b",
+                                        "deepseek-v3"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        ps_model p, h;
+        load_ok(names[i], NULL, &p);
+        ps_model_opts o;
+        ps_model_opts_init(&o);
+        o.seq = p.seq;
+        char rel[64];
+        snprintf(rel, sizeof rel, "hf/%s.json", names[i]);
+        load_ok(tdata(rel), &o, &h);
+        if (h.n_layers != p.n_layers) fail_msg("%s: %lld layers imported, %lld in the preset", names[i],
+                                               (long long)h.n_layers, (long long)p.n_layers);
+        for (int64_t k = 0; k < p.n_layers; k++)
+            if (!ps_layer_equal(&h.layers[k], &p.layers[k])) fail_msg("%s: layer %lld differs", names[i], (long long)k);
+        assert_int_equal(ps_model_params(&h), ps_model_params(&p));
+        assert_int_equal(ps_model_active_params(&h), ps_model_active_params(&p));
+        assert_true(h.rope_theta == p.rope_theta);
+        ps_model_free(&h);
+        ps_model_free(&p);
+    }
+    /* the configs' own context */
+    ps_model m;
+    load_ok(tdata("hf/deepseek-v3.json"), NULL, &m);
+    assert_int_equal(m.seq, 163840);
+    assert_string_equal(m.family, "deepseek_v3");
+    ps_model_free(&m);
+    /* Qwen1.5-MoE-A2.7B (qwen2_moe): 60 experts of 1408, 4 per token, one shared expert of 5632; the Qwen blog's
+     * 14.3B total and 2.7B activated */
+    load_ok(tdata("hf/qwen1.5-moe-a2.7b.json"), NULL, &m);
+    assert_int_equal(m.layers[1].n_experts, 60);
+    assert_int_equal(m.layers[1].n_shared_experts, 1);
+    assert_int_equal(m.layers[1].shared_ffn, 5632);
+    assert_int_equal(m.layers[1].attn_window, 0); /* use_sliding_window false */
+    assert_true(fabs(rel_err((double)ps_model_params(&m), 14.3e9)) < 0.01);
+    assert_true(fabs(rel_err((double)ps_model_active_params(&m), 2.7e9)) < 0.01);
+    ps_model_free(&m);
+}
+
+/* Which layers are sparse: Qwen's mlp_only_layers and decoder_sparse_step, DeepSeek's first_k_dense_replace and
+ * moe_layer_freq, written as small configs. */
+static void test_hf_sparse_layers(void **state)
+{
+    (void)state;
+    ps_model m;
+    load_ok(tdata("hf/qwen-sparse-step.json"), NULL, &m);
+    /* 4 layers, step 2 -> layers 1 and 3 sparse; mlp_only_layers [3] -> only layer 1 */
+    assert_int_equal(m.layers[1].n_experts, 0);
+    assert_int_equal(m.layers[1].ffn_hidden, 512);
+    assert_int_equal(m.layers[2].n_experts, 8);
+    assert_int_equal(m.layers[2].ffn_hidden, 64);
+    assert_int_equal(m.layers[3].n_experts, 0);
+    assert_int_equal(m.layers[4].n_experts, 0);
+    ps_model_free(&m);
+    load_ok(tdata("hf/deepseek-v2-lite-like.json"), NULL, &m);
+    /* first_k_dense_replace 1, moe_layer_freq 2 over 5 layers: layers 2 and 4 sparse; q_lora_rank null; softmax */
+    assert_int_equal(m.layers[1].n_experts, 0);
+    assert_int_equal(m.layers[2].n_experts, 0);
+    assert_int_equal(m.layers[3].n_experts, 16);
+    assert_int_equal(m.layers[3].router, PS_ROUTER_SOFTMAX);
+    assert_int_equal(m.layers[3].n_shared_experts, 2);
+    assert_int_equal(m.layers[5].n_experts, 16);
+    assert_int_equal(m.layers[1].q_lora_rank, 0);
+    assert_int_equal(m.layers[1].kv_lora_rank, 64);
+    assert_int_equal(m.layers[1].head_dim, 48);
+    ps_model_free(&m);
+}
+
 static void bad(const char *file, const char *needle)
 {
     ps_model m;
@@ -234,6 +307,10 @@ static void test_bad(void **state)
     bad("bad/mla-head-dim.json", "layers[0].head_dim = 16: must be qk_nope_head_dim + qk_rope_head_dim = 12");
     bad("bad/moe-router.layers", "moe-router.layers:2:29: router=argmax: unknown router");
     bad("bad/moe-capacity.json", "field 'layers[0].capacity_factor' must be in [0, 1e+06] (got -1)");
+    bad("hf/bad/deepseek-missing-kv-lora.json", "deepseek-missing-kv-lora.json: missing field 'kv_lora_rank'");
+    bad("hf/bad/qwen-mlp-only.json", "field 'mlp_only_layers[1]' must be a layer index from 0 to 1");
+    bad("hf/bad/mixtral-topk.json", "layer 1 (decoder): top_k = 6: must be at most n_experts = 4");
+    bad("hf/bad/deepseek-scoring.json", "field 'scoring_func' = 'argmax' is not supported");
     /* validation of a layer built in code names the field too */
     ps_model m;
     memset(&m, 0, sizeof m);
@@ -257,7 +334,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_moe_params), cmocka_unit_test(test_moe_flops), cmocka_unit_test(test_moe_act),
         cmocka_unit_test(test_mla),        cmocka_unit_test(test_formats),   cmocka_unit_test(test_moe_presets),
-        cmocka_unit_test(test_long_seq),   cmocka_unit_test(test_bad),
+        cmocka_unit_test(test_long_seq),   cmocka_unit_test(test_hf_equals_preset),
+        cmocka_unit_test(test_hf_sparse_layers), cmocka_unit_test(test_bad),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
