@@ -46,6 +46,8 @@ typedef struct {
      * max(dp_bucket_elems, dp_bucket_elems_per_rank x dp) parameters of the GPU (Megatron-core's default rule) */
     double dp_bucket_elems;          /* [elements] */
     double dp_bucket_elems_per_rank; /* [elements per data-parallel rank] */
+    /* Mixture of experts: tokens of the busiest routed expert over the mean, max/mean [1] (cost/params.c) */
+    double moe_imbalance;
     /* Measured tables (ps_costdb_model below, built by costdb/, docs/costdb.md) that replace the analytic GEMM,
      * memory-bandwidth and collective formulas for the devices they measured; NULL (the default): analytic model
      * only. Not a named constant: ps_cost_param_name does not list it. */
@@ -255,6 +257,9 @@ typedef struct {
     bool attn; /* attention score / context GEMM (no weights; what selective recomputation repeats) */
     int blk;   /* the forward block it belongs to: the computation before the layer's blk-th TP collective
                   (attention, [cross-attention,] MLP; 0 for layers with one block or none) */
+    double experts; /* routed experts: the n_experts GEMMs the count spans (count / experts per expert), m the mean
+                       tokens per expert (T x top_k / n_experts, capped by a capacity factor); 0 for other GEMMs.
+                       The cost model moves moe_imbalance x m of them to the busiest expert */
 } ps_gemm_shape;
 typedef struct {
     ps_gemm_shape g[12];
