@@ -312,23 +312,38 @@ void ps_layer_gemm_shapes(const ps_layer *l, int64_t mbs, int tp, ps_layer_gemms
 #undef GEMM
 }
 
-/* A weight GEMM of a layer's list, timed. Routed experts (x->experts > 0) run as n_experts GEMMs of the mean tokens in
- * the list; the time puts moe_imbalance x the mean on the busiest expert (no more than the layer's capacity, cf x the
- * even share, when it has one) and spreads what is left over the others: the tokens are the same, only the shapes the
- * GPU runs them in change. */
+/* A weight GEMM of a layer's list, timed. Routed experts (x->experts > 0) run as one grouped GEMM (Megatron-core's
+ * TEGroupedMLP: one kernel for every expert's matrix, their tiles sharing the waves over the SMs) of n_experts GEMMs,
+ * the mean tokens each in the list; the time puts moe_imbalance x the mean on the busiest expert (no more than the
+ * layer's capacity, cf x the even share, when it has one) and spreads what is left over the others: the tokens and
+ * FLOPs stay, only the tiles the GPU runs them in change. A cost database's measured rate is per FLOP, which the
+ * imbalance leaves as it is. */
 static double weight_gemm_time(const ps_cost_params *p, const dev_speed *d, const ps_layer *l, const ps_gemm_shape *x,
                                double elt)
 {
     double E = x->experts;
-    if (!(E > 1) || !(p->moe_imbalance > 1))
-        return gemm_time(p, d, x->m, x->n, x->k, x->count, elt);
-    double per = x->count / E; /* GEMMs per expert (2 for a gated first GEMM) */
+    if (!(E > 0) || d->dbdev >= 0) return gemm_time(p, d, x->m, x->n, x->k, x->count, elt);
+    if (x->m <= 0 || x->n <= 0 || x->k <= 0 || x->count <= 0 || !(d->peak > 0)) return 0;
+    double per = x->count / E; /* GEMMs per expert (2 for a gated first GEMM: gate and up) */
     double cf = l->capacity_factor, even = cf > 0 && cf < 1 ? x->m / cf : x->m; /* the share before drops */
-    double busy = fmin(p->moe_imbalance * even, cf > 0 ? cf * even : INFINITY);
-    busy = fmin(busy, E * x->m); /* never more than every token */
-    if (!(busy > x->m)) return gemm_time(p, d, x->m, x->n, x->k, x->count, elt); /* capped at the even share */
-    double rest = (E * x->m - busy) / (E - 1);
-    return gemm_time(p, d, busy, x->n, x->k, per, elt) + gemm_time(p, d, rest, x->n, x->k, per * (E - 1), elt);
+    double busy = x->m, rest = x->m;
+    if (E > 1 && p->moe_imbalance > 1) {
+        busy = fmin(fmin(p->moe_imbalance * even, cf > 0 ? cf * even : INFINITY), E * x->m);
+        if (busy > x->m)
+            rest = (E * x->m - busy) / (E - 1);
+        else
+            busy = x->m; /* capped at the even share */
+    }
+    double useful = 2 * x->m * x->n * x->k * x->count, bytes = elt * x->count * (x->m * x->k + x->k * x->n +
+                                                                                  x->m * x->n);
+    double work = useful;
+    if (d->sms > 0 && p->gemm_tile_m > 0 && p->gemm_tile_n > 0) {
+        double tiles = (ceil_pos(busy / p->gemm_tile_m) * per + ceil_pos(rest / p->gemm_tile_m) * per * (E - 1)) *
+                       ceil_pos(x->n / p->gemm_tile_n);
+        double waves = ceil_pos(tiles / d->sms);
+        work = fmax(useful, waves * d->sms * 2 * p->gemm_tile_m * p->gemm_tile_n * x->k);
+    }
+    return fmax(work / (d->peak * d->gemm_eff), bytes / d->stream) + per * p->kernel_launch_s;
 }
 
 /* The attention core's share of GEMM j of a layer run by kernel `a`, `times` forward-equivalents of it (1: the

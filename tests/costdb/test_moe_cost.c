@@ -88,10 +88,11 @@ static void test_mla_gemms(void **state)
     ps_model_free(&m);
 }
 
-/* The imbalance factor: 1.25 x the mean on one expert, the rest spread over the other 7. On an H100 (132 SMs,
- * 128 x 128 tiles), Mixtral's gate/up GEMM at 1024 tokens per expert: balanced, 8 x 112 tiles x 16 GEMMs = 14336 tiles
- * in 109 waves; the busy expert's 1280 tokens, 10 x 112 x 2 = 2240 tiles in 17 waves, the others' 987.4, 8 x 112 x
- * 14 = 12544 tiles in 96 waves: 113 waves. */
+/* The imbalance factor: 1.25 x the mean on one expert, the rest spread over the other 7, in one grouped GEMM whose
+ * tiles share the waves. On an H100 (132 SMs, 128 x 128 tiles), Mixtral's gate/up GEMMs at 1024 tokens per expert
+ * (seq 4096, top 2 of 8): balanced, 8 x 112 tiles x 16 GEMMs = 14336 tiles, 109 waves; skewed, the busy expert's 1280
+ * tokens in 10 x 112 x 2 tiles and the others' 987.4 in 8 x 112 x 14: 14784 tiles, 112 waves. The down GEMMs: 8 x 32
+ * x 8 = 2048 tiles (16 waves) against 10 x 32 + 8 x 32 x 7 = 2112 (16 waves): no change. Both math-bound. */
 static void test_imbalance(void **state)
 {
     (void)state;
@@ -107,27 +108,29 @@ static void test_imbalance(void **state)
     const ps_layer *l = &m.layers[1];
     const ps_gpu *gpu = &c.groups[0].gpu;
     assert_int_equal(gpu->sm_count, 132);
-    const double tile = 2.0 * 128 * 128 * 4096;
-    assert_close(ps_cost_gemm_work(&p, 132, 1024, 14336, 4096, 16), 109 * 132 * tile, 1e-15);
-    assert_close(ps_cost_gemm_work(&p, 132, 1280, 14336, 4096, 2), 17 * 132 * tile, 1e-15);
-    assert_close(ps_cost_gemm_work(&p, 132, (8192 - 1280) / 7.0, 14336, 4096, 14), 96 * 132 * tile, 1e-15);
-    /* the layer's weight GEMM time (comp_bwd_w: the W pass runs each weight GEMM once) grows by the expert GEMMs'
-     * difference, timed as the cost model times any GEMM */
+    /* the weight GEMM time (comp_bwd_w: the W pass runs each weight GEMM once) grows by 3 waves of the gate/up GEMMs */
     ps_strategy s = {.tp = 1, .dp = 1, .attn = PS_ATTN_FUSED};
     ps_layer_cost even, skew;
     ps_cost_params p1 = p;
     p1.moe_imbalance = 1;
     assert_int_equal(ps_cost_layer(&p1, &c, l, PS_DTYPE_BF16, 1, &s, 0, &even), PS_OK);
     assert_int_equal(ps_cost_layer(&p, &c, l, PS_DTYPE_BF16, 1, &s, 0, &skew), PS_OK);
-    double rest = (8192 - 1280) / 7.0;
-    double d = ps_cost_gemm_time(&p, gpu, PS_DTYPE_BF16, 1280, 14336, 4096, 2) +
-               ps_cost_gemm_time(&p, gpu, PS_DTYPE_BF16, rest, 14336, 4096, 14) -
-               ps_cost_gemm_time(&p, gpu, PS_DTYPE_BF16, 1024, 14336, 4096, 16) +
-               ps_cost_gemm_time(&p, gpu, PS_DTYPE_BF16, 1280, 4096, 14336, 1) +
-               ps_cost_gemm_time(&p, gpu, PS_DTYPE_BF16, rest, 4096, 14336, 7) -
-               ps_cost_gemm_time(&p, gpu, PS_DTYPE_BF16, 1024, 4096, 14336, 8);
-    assert_true(d > 0);
-    assert_close(skew.comp_bwd_w - even.comp_bwd_w, d, 1e-9);
+    double wave = 132 * 2.0 * 128 * 128 * 4096 / (gpu->bf16_flops * ps_cost_gemm_eff(&p, gpu));
+    assert_close(skew.comp_bwd_w - even.comp_bwd_w, 3 * wave, 1e-9);
+    /* balanced, the grouped GEMMs are the 109 and 16 waves of their tiles, and one launch per expert matrix (gate,
+     * up, down) instead of one per expert: with the plain GEMM of the same tiles (ps_cost_gemm_time, 24 launches) */
+    double plain = ps_cost_gemm_time(&p, gpu, PS_DTYPE_BF16, 1024, 14336, 4096, 16) +
+                   ps_cost_gemm_time(&p, gpu, PS_DTYPE_BF16, 1024, 4096, 14336, 8);
+    assert_close(ps_cost_gemm_work(&p, 132, 1024, 14336, 4096, 16), 109 * 132 * 2.0 * 128 * 128 * 4096, 1e-15);
+    ps_layer dense = *l;
+    dense.n_experts = dense.top_k = dense.expert_ffn = 0;
+    ps_layer_cost dc;
+    assert_int_equal(ps_cost_layer(&p1, &c, &dense, PS_DTYPE_BF16, 1, &s, 0, &dc), PS_OK);
+    /* the dense twin has the same attention and an MLP of 14336 over all 4096 tokens (3 GEMMs, 3 launches) */
+    double dense_mlp = ps_cost_gemm_time(&p, gpu, PS_DTYPE_BF16, 4096, 14336, 4096, 2) +
+                       ps_cost_gemm_time(&p, gpu, PS_DTYPE_BF16, 4096, 4096, 14336, 1);
+    double router = ps_cost_gemm_time(&p, gpu, PS_DTYPE_BF16, 4096, 8, 4096, 1);
+    assert_close(even.comp_bwd_w - dc.comp_bwd_w, plain - 21 * p.kernel_launch_s + router - dense_mlp, 1e-9);
     /* the same FLOPs either way: the tokens only move between experts */
     assert_close(skew.hw_flops, even.hw_flops, 1e-15);
     /* a capacity factor caps the busy expert: at 1.0 every expert runs its even share */
