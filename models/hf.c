@@ -1,6 +1,6 @@
 /* Import of Hugging Face config.json files: the architecture hyper-parameters of GPT-2, GPT-NeoX, Llama, Mistral,
- * BERT, T5, ViT and the mixture-of-experts decoders Mixtral, Qwen2-MoE, Qwen3-MoE and DeepSeek-V3 mapped onto psearch
- * layers. Config files carry many fields psearch does not need; only the ones
+ * BERT, T5, ViT and the mixture-of-experts decoders Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V3 and Llama 4 mapped onto
+ * psearch layers. Config files carry many fields psearch does not need; only the ones
  * that fix the shapes are read, and a missing one is an error rather than a silent default. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -414,6 +414,83 @@ static ps_status hf_deepseek_v3(hf_ctx *c)
     return build_moe(c, &s, &m);
 }
 
+/* Llama 4 (transformers' configuration_llama4.py at 008e574): the text model's fields under "text_config" (model_type
+ * llama4; llama4_text has them at the top). MoE blocks are moe_layers, else every interleave_moe_layer_step-th block
+ * (indices step - 1, 2 step - 1, ...); each has num_local_experts routed experts of intermediate_size, top
+ * num_experts_per_tok, and one shared expert of the same width (Llama4TextMoe's shared_expert); dense blocks have an
+ * MLP of intermediate_size_mlp. The router scores the top-k logits with a sigmoid and has no bias: as parameters,
+ * psearch's softmax router. Left out: chunked attention on the RoPE blocks (attention_chunk_size; psearch counts full
+ * causal attention, an upper bound past the chunk), the qk L2 norms (no parameters) and the vision model. */
+static ps_status hf_llama4(hf_ctx *c)
+{
+    hf_ctx t = *c;
+    json_t *tc = json_object_get(c->root, "text_config");
+    if (tc) {
+        if (!json_is_object(tc))
+            return PS_FAIL(PS_ERR_INPUT, "%s: field 'text_config' must be an object (the text model's fields)",
+                           c->path);
+        t.root = tc;
+        t.loc = ps_jloc_key(&c->loc, "text_config");
+    }
+    causal_shape s = {0};
+    moe_shape m = {0};
+    PS_TRY(moe_common(&t, &s, true));
+    if (!json_object_get(t.root, "rope_theta")) t.rope_theta = 500000.0; /* Llama4TextConfig.default_theta */
+    int64_t dense_ffn = 0;
+    PS_TRY(hf_int(&t, "intermediate_size_mlp", false, 1, &dense_ffn));
+    PS_TRY(hf_int(&t, "num_local_experts", true, 1, &m.experts));
+    PS_TRY(hf_int(&t, "num_experts_per_tok", true, 1, &m.top_k));
+    m.expert_ffn = m.shared_ffn = s.ffn;
+    m.shared = 1;
+    int64_t step = 1;
+    PS_TRY(hf_int(&t, "interleave_moe_layer_step", false, 1, &step));
+    json_t *moe_layers = json_object_get(t.root, "moe_layers");
+    bool *sparse = ps_calloc((size_t)s.layers, sizeof *sparse);
+    if (!sparse) return PS_ERR_SYSTEM;
+    if (moe_layers && !json_is_null(moe_layers)) {
+        if (!json_is_array(moe_layers)) {
+            free(sparse);
+            return PS_FAIL(PS_ERR_INPUT, "%s: field 'moe_layers' must be an array of layer indices", c->path);
+        }
+        size_t k;
+        json_t *v;
+        json_array_foreach(moe_layers, k, v)
+        {
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= s.layers) {
+                free(sparse);
+                return PS_FAIL(PS_ERR_INPUT, "%s: field 'moe_layers[%zu]' must be a layer index from 0 to %lld",
+                               c->path, k, (long long)(s.layers - 1));
+            }
+            sparse[json_integer_value(v)] = true;
+        }
+    } else {
+        for (int64_t i = step - 1; i < s.layers; i += step) sparse[i] = true;
+    }
+    bool any_dense = false;
+    for (int64_t i = 0; i < s.layers; i++) any_dense = any_dense || !sparse[i];
+    if (any_dense && dense_ffn == 0) {
+        free(sparse);
+        return PS_FAIL(PS_ERR_INPUT, "%s: missing field 'intermediate_size_mlp' (the dense blocks' MLP width)",
+                       c->path);
+    }
+    /* every block built sparse (m has no rule that makes one dense), then the dense ones made dense */
+    ps_layer_vec *vec = c->vec;
+    int64_t n0 = vec->n;
+    ps_status st = build_moe(&t, &s, &m);
+    if (st == PS_OK)
+        for (int64_t i = 0; i < s.layers; i++) {
+            ps_layer *d = &vec->v[n0 + 1 + i];
+            if (sparse[i]) continue;
+            d->n_experts = d->top_k = d->expert_ffn = d->n_shared_experts = d->shared_ffn = 0;
+            d->router = PS_ROUTER_SOFTMAX;
+            d->ffn_hidden = dense_ffn;
+        }
+    free(sparse);
+    c->seq = t.seq;
+    c->rope_theta = t.rope_theta;
+    return st;
+}
+
 static ps_status hf_bert(hf_ctx *c)
 {
     int64_t h = 0, layers = 0, heads = 0, ffn = 0, vocab = 0, positions = 0, types = 2;
@@ -583,6 +660,8 @@ static const struct {
     const char *arch_prefix; /* the class names in "architectures" start with this */
     ps_status (*build)(hf_ctx *);
 } g_hf_types[] = {
+    /* llama4 before llama: "Llama4ForConditionalGeneration" starts with both prefixes, the first match wins */
+    {"llama4", "Llama4", hf_llama4},   {"llama4_text", "Llama4ForCausalLM", hf_llama4},
     {"gpt2", "GPT2", hf_gpt2},         {"gpt_neox", "GPTNeoX", hf_gpt_neox}, {"llama", "Llama", hf_llama},
     {"mistral", "Mistral", hf_llama}, {"bert", "Bert", hf_bert},            {"t5", "T5", hf_t5},
     {"vit", "ViT", hf_vit},           {"mixtral", "Mixtral", hf_mixtral},
@@ -590,7 +669,8 @@ static const struct {
     {"deepseek_v3", "DeepseekV3", hf_deepseek_v3},
 };
 #define N_HF_TYPES (sizeof g_hf_types / sizeof g_hf_types[0])
-#define HF_SUPPORTED "gpt2, gpt_neox, llama, mistral, bert, t5, vit, mixtral, qwen2_moe, qwen3_moe, deepseek_v3"
+#define HF_SUPPORTED                                                                                                   \
+    "gpt2, gpt_neox, llama, mistral, bert, t5, vit, mixtral, qwen2_moe, qwen3_moe, deepseek_v3, llama4, llama4_text"
 
 static int find_type(const json_t *root, const char *path, char *type, size_t cap, ps_status *st)
 {
@@ -617,7 +697,8 @@ static int find_type(const json_t *root, const char *path, char *type, size_t ca
         const char *name = json_string_value(a);
         for (size_t i = 0; i < N_HF_TYPES; i++) {
             size_t n = strlen(g_hf_types[i].arch_prefix);
-            /* "GPT2LMHeadModel" but not "GPT2" inside "GPTNeoX...": prefixes are distinct by construction */
+            /* "GPT2LMHeadModel" but not "GPT2" inside "GPTNeoX..."; of prefixes that nest (Llama4, Llama) the table
+             * lists the longer first */
             if (!strncmp(name, g_hf_types[i].arch_prefix, n)) {
                 ps_strlcpy(type, g_hf_types[i].model_type, cap);
                 return (int)i;

@@ -316,6 +316,36 @@ static void test_hf_sparse_layers(void **state)
     ps_model_free(&m);
 }
 
+/* Llama 4 (the text model of the llama4 config): Maverick, 128 experts on every second block, 400B total and 17B
+ * active (Meta's Llama 4 announcement); Scout, 16 experts on every block, 17B active of 109B, which counts the vision
+ * encoder psearch does not import (its text model: 107.8B). */
+static void test_hf_llama4(void **state)
+{
+    (void)state;
+    ps_model m;
+    load_ok(tdata("hf/llama4-maverick.json"), NULL, &m);
+    assert_string_equal(m.family, "llama4");
+    assert_int_equal(m.n_layers, 50);
+    assert_int_equal(m.layers[1].n_experts, 0); /* block 0 dense: interleave_moe_layer_step 2 -> 1, 3, 5, ... */
+    assert_int_equal(m.layers[1].ffn_hidden, 16384);
+    assert_int_equal(m.layers[2].n_experts, 128);
+    assert_int_equal(m.layers[2].top_k, 1);
+    assert_int_equal(m.layers[2].n_shared_experts, 1);
+    assert_int_equal(m.layers[2].shared_ffn, 8192);
+    assert_int_equal(m.layers[48].n_experts, 128);
+    assert_true(m.rope_theta == 500000.0);
+    assert_true(fabs(rel_err((double)ps_model_params(&m), 400e9)) < 0.01);
+    assert_true(fabs((double)ps_model_active_params(&m) - 17e9) <= 1e9);
+    ps_model_free(&m);
+    load_ok(tdata("hf/llama4-scout.json"), NULL, &m);
+    for (int64_t i = 1; i <= 48; i++) assert_int_equal(m.layers[i].n_experts, 16);
+    /* 48 x (62.9M attention + 17 x 125.8M experts + 82K router + norms) + 2 x 202048 x 5120 */
+    assert_int_equal(ps_model_params(&m), 107769861120LL);
+    assert_true(fabs(rel_err((double)ps_model_params(&m), 109e9)) < 0.015);
+    assert_true(fabs((double)ps_model_active_params(&m) - 17e9) <= 1e9);
+    ps_model_free(&m);
+}
+
 static void bad(const char *file, const char *needle)
 {
     ps_model m;
@@ -338,6 +368,7 @@ static void test_bad(void **state)
     bad("hf/bad/qwen-mlp-only.json", "field 'mlp_only_layers[1]' must be a layer index from 0 to 1");
     bad("hf/bad/mixtral-topk.json", "layer 1 (decoder): top_k = 6: must be at most n_experts = 4");
     bad("hf/bad/deepseek-scoring.json", "field 'scoring_func' = 'argmax' is not supported");
+    bad("hf/bad/llama4-no-text.json", "llama4-no-text.json: missing field 'text_config.intermediate_size'");
     /* validation of a layer built in code names the field too */
     ps_model m;
     memset(&m, 0, sizeof m);
@@ -362,7 +393,7 @@ int main(void)
         cmocka_unit_test(test_moe_params), cmocka_unit_test(test_moe_flops), cmocka_unit_test(test_moe_act),
         cmocka_unit_test(test_mla),        cmocka_unit_test(test_formats),   cmocka_unit_test(test_moe_presets),
         cmocka_unit_test(test_long_seq),   cmocka_unit_test(test_hf_equals_preset),
-        cmocka_unit_test(test_hf_sparse_layers), cmocka_unit_test(test_bad),
+        cmocka_unit_test(test_hf_sparse_layers), cmocka_unit_test(test_hf_llama4), cmocka_unit_test(test_bad),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
