@@ -262,7 +262,9 @@ typedef struct {
                        The cost model moves moe_imbalance x m of them to the busiest expert */
 } ps_gemm_shape;
 typedef struct {
-    ps_gemm_shape g[12];
+    /* at most 16: a decoder_xattn block with MLA (4 weight GEMMs), an MoE MLP (5), cross-attention (3) and the two
+     * attention pairs (4) */
+    ps_gemm_shape g[16];
     int n;
     int tp_colls;     /* TP collectives of the layer output in the forward pass */
     int bwd_tp_colls; /* in the backward pass */
@@ -280,7 +282,7 @@ bool ps_layer_te_pair(const ps_layer_gemms *g, int blk, int *ag, int *rs);
 /* One block: computation (GEMMs of ps_layer_gemm_shapes, each run `times` times, and elementwise memory traffic),
  * then optionally one TP all-reduce of the sub-batch's layer output. The cost model times these and `psearch exec`
  * runs them (two sub-batches, the collective non-blocking), so both see the same work. */
-#define PS_OV_MAX_GEMMS 12
+#define PS_OV_MAX_GEMMS 16 /* as ps_layer_gemms.g */
 #define PS_OV_MAX_BLOCKS 8
 typedef struct {
     int times[PS_OV_MAX_GEMMS]; /* how often GEMM j of ps_layer_gemms.g (the sub-batch's shapes) runs in the block */

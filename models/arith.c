@@ -384,7 +384,8 @@ static void attn_act(const ps_layer *l, double d, double lin, double q_tokens, d
                      bool fused, double *rep, double *split, double *scores, double *stats)
 {
     double h = (double)l->hidden, a = (double)l->heads;
-    double q = a * (double)l->head_dim, k = (double)l->kv_heads * (double)l->head_dim, v = k;
+    /* v: V's width (the key width K with ordinary attention), o: the output projection's input (Q's width) */
+    double q = a * (double)l->head_dim, k = (double)l->kv_heads * (double)l->head_dim, v = k, o = q;
     *rep += d * q_tokens * h;                   /* norm input */
     *rep += lin * q_tokens * h;                 /* Q (and for self-attention K, V) projection input */
     if (ps_layer_is_mla(l)) {
@@ -394,7 +395,7 @@ static void attn_act(const ps_layer *l, double d, double lin, double q_tokens, d
          * K at head_dim = nope + rope per head and V at v_head_dim, split over the heads as usual. */
         double ql = (double)l->q_lora_rank, kl = (double)l->kv_lora_rank;
         *rep += (d + lin) * q_tokens * ql + (d + lin) * kv_tokens * kl + d * kv_tokens * (double)l->qk_rope_head_dim;
-        v = a * (double)l->v_head_dim;
+        v = o = a * (double)l->v_head_dim;
     }
     *split += d * (q_tokens * q + kv_tokens * k); /* Q and K, kept for the score matmul's backward */
     if (fused) {
@@ -404,7 +405,7 @@ static void attn_act(const ps_layer *l, double d, double lin, double q_tokens, d
         if (l->dropout) *scores += a * q_tokens * ctx + d * a * q_tokens * ctx; /* dropout mask + dropout output */
     }
     *split += d * kv_tokens * v;                /* V */
-    *split += lin * q_tokens * v;               /* output projection input: the heads' weighted sums of V */
+    *split += lin * q_tokens * o;               /* output projection input: the heads' weighted sums of V */
     if (l->dropout) *rep += q_tokens * h;       /* residual dropout mask */
 }
 

@@ -88,6 +88,29 @@ static void test_mla_gemms(void **state)
     ps_model_free(&m);
 }
 
+/* The longest list a layer has: a decoder_xattn block with MLA, an MoE MLP and cross-attention, 16 GEMMs. */
+static void test_longest_list(void **state)
+{
+    (void)state;
+    ps_model m = load_model("deepseek-v3", 0);
+    ps_layer l = m.layers[4];
+    l.kind = PS_LAYER_DECODER_XATTN;
+    l.kv_seq = 512;
+    ps_layer_gemms g;
+    ps_layer_gemm_shapes(&l, 1, 8, &g);
+    assert_int_equal(g.n, 16);
+    assert_int_equal(g.tp_colls, 3);
+    ps_cost_params p;
+    ps_cost_params_default(&p);
+    ps_cluster c = load_cluster("dgx-h100:1");
+    ps_strategy s = {.tp = 8, .dp = 1, .sp = true, .attn = PS_ATTN_FUSED, .overlap = PS_OVERLAP_TE};
+    ps_layer_cost lc;
+    assert_int_equal(ps_cost_layer(&p, &c, &l, PS_DTYPE_BF16, 1, &s, 0, &lc), PS_OK);
+    assert_true(lc.fwd > 0 && lc.bwd_b > 0 && lc.bwd_w > 0);
+    ps_model_free(&m);
+    ps_cluster_free(&c);
+}
+
 /* The imbalance factor: 1.25 x the mean on one expert, the rest spread over the other 7, in one grouped GEMM whose
  * tiles share the waves. On an H100 (132 SMs, 128 x 128 tiles), Mixtral's gate/up GEMMs at 1024 tokens per expert
  * (seq 4096, top 2 of 8): balanced, 8 x 112 tiles x 16 GEMMs = 14336 tiles, 109 waves; skewed, the busy expert's 1280
@@ -177,6 +200,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_moe_gemms),
         cmocka_unit_test(test_mla_gemms),
+        cmocka_unit_test(test_longest_list),
         cmocka_unit_test(test_imbalance),
         cmocka_unit_test(test_moe_memory),
     };

@@ -128,6 +128,22 @@ static void test_mla(void **state)
     assert_int_equal(ps_layer_params(&l), 173 - 60 + 48 + 144 + 16);
 }
 
+/* Ordinary grouped-query attention keeps what it kept before MLA came: V at the key width, the output projection's
+ * input at the query width. h 8, 4 heads of 2, 1 KV head, bf16, 10 tokens: norm and projection inputs 2 x 160
+ * [rep], Q and K 2 x 10 x (8 + 2) = 200, V 2 x 10 x 2 = 40, projection input 2 x 10 x 8 = 160, softmax 2 x 4 x 100 =
+ * 800; MLP inputs 2 x 160 [rep], intermediate (2 x 2 + 2) x 10 x 6 = 360. */
+static void test_gqa_unchanged(void **state)
+{
+    (void)state;
+    ps_layer l = tiny_block();
+    l.heads = 4;
+    l.kv_heads = 1;
+    l.head_dim = 2;
+    assert_true(fabs(ps_layer_act_bytes(&l, PS_DTYPE_BF16, 1, false, PS_RECOMP_NONE) - 2200.0) < 1e-9);
+    /* TP 2: 640 + (200 + 40 + 160 + 360 + 800) / 2 */
+    assert_true(fabs(ps_layer_act_bytes(&l, PS_DTYPE_BF16, 2, false, PS_RECOMP_NONE) - 1420.0) < 1e-9);
+}
+
 /* The same mixed model (dense, MoE, MLA + sigmoid + capacity) in both formats, with its totals by hand: embedding
  * 128, 2 dense blocks of 416, 3 MoE blocks of 1000, one MLA MoE block 173 + 16 + 36 + 576 + 120 = 921, tied head 8. */
 static void test_formats(void **state)
@@ -391,7 +407,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_moe_params), cmocka_unit_test(test_moe_flops), cmocka_unit_test(test_moe_act),
-        cmocka_unit_test(test_mla),        cmocka_unit_test(test_formats),   cmocka_unit_test(test_moe_presets),
+        cmocka_unit_test(test_mla),        cmocka_unit_test(test_gqa_unchanged), cmocka_unit_test(test_formats),   cmocka_unit_test(test_moe_presets),
         cmocka_unit_test(test_long_seq),   cmocka_unit_test(test_hf_equals_preset),
         cmocka_unit_test(test_hf_sparse_layers), cmocka_unit_test(test_hf_llama4), cmocka_unit_test(test_bad),
     };
