@@ -406,10 +406,18 @@ static void test_bad(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_moe_params), cmocka_unit_test(test_moe_flops), cmocka_unit_test(test_moe_act),
-        cmocka_unit_test(test_mla),        cmocka_unit_test(test_gqa_unchanged), cmocka_unit_test(test_formats),   cmocka_unit_test(test_moe_presets),
-        cmocka_unit_test(test_long_seq),   cmocka_unit_test(test_hf_equals_preset),
-        cmocka_unit_test(test_hf_sparse_layers), cmocka_unit_test(test_hf_llama4), cmocka_unit_test(test_bad),
+        cmocka_unit_test(test_moe_params),
+        cmocka_unit_test(test_moe_flops),
+        cmocka_unit_test(test_moe_act),
+        cmocka_unit_test(test_mla),
+        cmocka_unit_test(test_gqa_unchanged),
+        cmocka_unit_test(test_formats),
+        cmocka_unit_test(test_moe_presets),
+        cmocka_unit_test(test_long_seq),
+        cmocka_unit_test(test_hf_equals_preset),
+        cmocka_unit_test(test_hf_sparse_layers),
+        cmocka_unit_test(test_hf_llama4),
+        cmocka_unit_test(test_bad),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
