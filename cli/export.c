@@ -74,6 +74,15 @@ static ps_status ctx_init(exp_ctx *x, ps_framework f, const ps_model *m, const p
     memset(x, 0, sizeof *x);
     char why[512];
     x->fw = ps_framework_get(f);
+    /* The launches below describe dense blocks with ordinary attention: a mixture-of-experts or latent-attention
+     * model would start as another model. Refused until its flags (Megatron-LM's --num-experts, --moe-router-topk,
+     * --multi-latent-attention, ...) are exported with expert parallelism. */
+    for (int64_t l = 0; l < m->n_layers; l++)
+        if (ps_layer_is_moe(&m->layers[l]) || ps_layer_is_mla(&m->layers[l]))
+            return PS_FAIL(PS_ERR_INPUT, "--export %s: layer %lld of %s is %s, which the export does not describe yet "
+                           "(it would launch a dense model); use the plan's figures without --export",
+                           x->fw->name, (long long)l, m->name,
+                           ps_layer_is_moe(&m->layers[l]) ? "a mixture-of-experts layer" : "latent attention (MLA)");
     if (!ps_framework_runs(f, m, p, why, sizeof why))
         return PS_FAIL(PS_ERR_INPUT, "--export %s: %s cannot run this plan as planned: %s (%s; docs/exports.md)",
                        x->fw->name, x->fw->title, why, x->fw->version);

@@ -223,8 +223,11 @@ void ps_layer_gemm_shapes(const ps_layer *l, int64_t mbs, int tp, ps_layer_gemms
     double Q = (double)(l->heads * l->head_dim), K = (double)(l->kv_heads * l->head_dim), F = (double)l->ffn_hidden;
     bool gated = l->act == PS_ACT_SWIGLU || l->act == PS_ACT_GEGLU;
     int blk = 0; /* the forward block the next GEMMs belong to (ps_gemm_shape.blk) */
+    double experts = 0; /* ps_gemm_shape.experts of the next GEMMs */
 #define GEMM(M, N, K_, cnt, at)                                                                                        \
-    out->g[out->n++] = (ps_gemm_shape) { .m = (M), .n = (N), .k = (K_), .count = (cnt), .attn = (at), .blk = blk }
+    out->g[out->n++] = (ps_gemm_shape) {                                                                               \
+        .m = (M), .n = (N), .k = (K_), .count = (cnt), .attn = (at), .blk = blk, .experts = experts                    \
+    }
     switch (l->kind) {
     case PS_LAYER_ENCODER:
     case PS_LAYER_DECODER:
@@ -232,17 +235,51 @@ void ps_layer_gemm_shapes(const ps_layer *l, int64_t mbs, int tp, ps_layer_gemms
         double ctx = (l->attn_window > 0 && l->attn_window < l->seq) ? (double)l->attn_window : (double)l->seq;
         double s = (double)l->seq, hd = (double)l->head_dim;
         bool xattn = l->kind == PS_LAYER_DECODER_XATTN;
+        double vd = hd; /* the width of V and of the weighted sum per head */
         /* blocks (Megatron order, each ending in a TP collective): self-attention, [cross-attention,] MLP */
-        GEMM(T, (Q + 2 * K) / t, h, 1, false);
-        GEMM(T, h, Q / t, 1, false);
+        if (ps_layer_is_mla(l)) {
+            /* MLA as Megatron-core splits it: the down projections (q_a and kv_a, one GEMM over the same input) whole
+             * on every TP rank, the up projections (q_b, kv_b) and the output projection split over the heads */
+            double H = (double)l->heads, ql = (double)l->q_lora_rank, kl = (double)l->kv_lora_rank;
+            vd = (double)l->v_head_dim;
+            GEMM(T, ql + kl + (double)l->qk_rope_head_dim, h, 1, false);
+            if (ql > 0)
+                GEMM(T, Q / t, ql, 1, false);
+            else
+                GEMM(T, Q / t, h, 1, false);
+            GEMM(T, H * ((double)l->qk_nope_head_dim + vd) / t, kl, 1, false);
+            GEMM(T, h, H * vd / t, 1, false);
+        } else {
+            GEMM(T, (Q + 2 * K) / t, h, 1, false);
+            GEMM(T, h, Q / t, 1, false);
+        }
         blk = xattn ? 2 : 1;
-        GEMM(T, F / t, h, gated ? 2 : 1, false);
-        GEMM(T, h, F / t, 1, false);
+        if (ps_layer_is_moe(l)) {
+            /* the router (whole on every TP rank); the routed experts as one grouped GEMM of n_experts GEMMs, each
+             * over its mean share of the tokens, T x top_k / n_experts (a capacity factor below 1 drops the rest),
+             * split over TP like the dense MLP (expert-TP = TP at expert-parallel degree 1); the shared experts as
+             * one dense MLP of their summed width */
+            double E = (double)l->n_experts, fe = (double)l->expert_ffn, cf = l->capacity_factor;
+            double me = T * (double)l->top_k / E * (cf > 0 && cf < 1 ? cf : 1.0);
+            double fs = (double)l->n_shared_experts * (double)l->shared_ffn;
+            GEMM(T, E, h, 1, false);
+            experts = E;
+            GEMM(me, fe / t, h, E * (gated ? 2 : 1), false);
+            GEMM(me, h, fe / t, E, false);
+            experts = 0;
+            if (fs > 0) {
+                GEMM(T, fs / t, h, gated ? 2 : 1, false);
+                GEMM(T, h, fs / t, 1, false);
+            }
+        } else {
+            GEMM(T, F / t, h, gated ? 2 : 1, false);
+            GEMM(T, h, F / t, 1, false);
+        }
         blk = 0;
         /* scores Q.K^T and probabilities . V: one batched GEMM each over (micro-batch x local heads) */
         double b = (double)mbs * ((double)l->heads / t);
         GEMM(s, ctx, hd, b, true);
-        GEMM(s, hd, ctx, b, true);
+        GEMM(s, vd, ctx, b, true);
         out->tp_colls = 2;
         if (xattn) {
             double kvT = (double)mbs * (double)l->kv_seq, kv = (double)l->kv_seq;
@@ -273,6 +310,40 @@ void ps_layer_gemm_shapes(const ps_layer *l, int64_t mbs, int tp, ps_layer_gemms
     case PS_LAYER_KIND_COUNT: break;
     }
 #undef GEMM
+}
+
+/* A weight GEMM of a layer's list, timed. Routed experts (x->experts > 0) run as one grouped GEMM (Megatron-core's
+ * TEGroupedMLP: one kernel for every expert's matrix, their tiles sharing the waves over the SMs) of n_experts GEMMs,
+ * the mean tokens each in the list; the time puts moe_imbalance x the mean on the busiest expert (no more than the
+ * layer's capacity, cf x the even share, when it has one) and spreads what is left over the others: the tokens and
+ * FLOPs stay, only the tiles the GPU runs them in change. A cost database's measured rate is per FLOP, which the
+ * imbalance leaves as it is. */
+static double weight_gemm_time(const ps_cost_params *p, const dev_speed *d, const ps_layer *l, const ps_gemm_shape *x,
+                               double elt)
+{
+    double E = x->experts;
+    if (!(E > 0) || d->dbdev >= 0) return gemm_time(p, d, x->m, x->n, x->k, x->count, elt);
+    if (x->m <= 0 || x->n <= 0 || x->k <= 0 || x->count <= 0 || !(d->peak > 0)) return 0;
+    double per = x->count / E; /* GEMMs per expert (2 for a gated first GEMM: gate and up) */
+    double cf = l->capacity_factor, even = cf > 0 && cf < 1 ? x->m / cf : x->m; /* the share before drops */
+    double busy = x->m, rest = x->m;
+    if (E > 1 && p->moe_imbalance > 1) {
+        busy = fmin(fmin(p->moe_imbalance * even, cf > 0 ? cf * even : INFINITY), E * x->m);
+        if (busy > x->m)
+            rest = (E * x->m - busy) / (E - 1);
+        else
+            busy = x->m; /* capped at the even share */
+    }
+    double useful = 2 * x->m * x->n * x->k * x->count, bytes = elt * x->count * (x->m * x->k + x->k * x->n +
+                                                                                  x->m * x->n);
+    double work = useful;
+    if (d->sms > 0 && p->gemm_tile_m > 0 && p->gemm_tile_n > 0) {
+        double tiles = (ceil_pos(busy / p->gemm_tile_m) * per + ceil_pos(rest / p->gemm_tile_m) * per * (E - 1)) *
+                       ceil_pos(x->n / p->gemm_tile_n);
+        double waves = ceil_pos(tiles / d->sms);
+        work = fmax(useful, waves * d->sms * 2 * p->gemm_tile_m * p->gemm_tile_n * x->k);
+    }
+    return fmax(work / (d->peak * d->gemm_eff), bytes / d->stream) + per * p->kernel_launch_s;
 }
 
 /* The attention core's share of GEMM j of a layer run by kernel `a`, `times` forward-equivalents of it (1: the
@@ -331,7 +402,7 @@ static void layer_work(const ps_cost_params *p, const dev_speed *d, const ps_lay
             w->attn_flops += f;
             w->attn_exec += x->blk == 0 ? f * keys : f;
         } else {
-            w->gemm += gemm_time(p, dd, x->m, x->n, x->k, x->count, elt);
+            w->gemm += weight_gemm_time(p, dd, l, x, elt);
         }
         w->flops += f;
     }
@@ -563,7 +634,7 @@ static double block_comp(const ps_cost_params *p, const dev_speed *d, const ps_l
             const dev_speed *dd = gemm_dev(d, l, &g->g[j]);
             double elt = ps_dtype_bytes(dd->dtype);
             t += g->g[j].attn ? attn_time(p, dd, l, &g->g[j], a, b->times[j], elt)
-                              : b->times[j] * gemm_time(p, dd, g->g[j].m, g->g[j].n, g->g[j].k, g->g[j].count, elt);
+                              : b->times[j] * weight_gemm_time(p, dd, l, &g->g[j], elt);
         }
     if (b->stream_bytes > 0) t += b->stream_bytes / d->stream + p->kernel_launch_s;
     return p->compute_scale * t;
@@ -724,6 +795,10 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     /* auto: what ps_cost_attn answers, from the walk over the stage's groups stage_speed just made */
     if (sr.attn == PS_ATTN_AUTO) sr.attn = d.fused_ok ? PS_ATTN_FUSED : PS_ATTN_UNFUSED;
     bool has_attn = ps_layer_has_attention(l->kind);
+    /* ps_layer_linears lists a dense block's linear layers in torchtitan's order; an MoE or MLA block runs others */
+    PS_CHECK_INPUT(s->ckpt != PS_RECOMP_OP || !(ps_layer_is_moe(l) || ps_layer_is_mla(l)),
+                   "recompute op (torchtitan's per-op checkpointing) is modelled for dense attention blocks; an MoE "
+                   "or multi-head latent attention block needs none, selective or full");
     if (sr.attn == PS_ATTN_FUSED && !d.fused_ok && has_attn)
         return PS_FAIL(PS_ERR_INPUT, "fused attention needs compute capability 8.0 or later (FlashAttention-2, cuDNN), "
                                      "and a GPU of cluster %s from GPU %lld on has none: use --attention unfused (or "

@@ -77,6 +77,14 @@ static const param_def k_params[] = {
      "(deepspeed/runtime/zero/config.py)"},
     {"dp_bucket_elems_per_rank", P(dp_bucket_elems_per_rank), 1e6, 0, 1e10, "elements per DP rank",
      "the 1000000 x dp_size term of Megatron-core's default bucket_size (as dp_bucket_elems)"},
+    /* Mixture of experts (docs/costmodel.md, "Mixture of experts") */
+    {"moe_imbalance", P(moe_imbalance), 1.25, 1.0, 64, "max/mean tokens per expert",
+     "the busiest routed expert's tokens over the mean (1 + MaxVio, the imbalance measure of Wang et al. 2024, "
+     "Auxiliary-Loss-Free Load Balancing, arXiv 2408.15664); 1.25 = the per-batch headroom MoE training "
+     "provisions: Switch Transformer (Fedus et al. 2022, Table 1) trains at capacity factor 1.25, a provision, not "
+     "a measured maximum; capped by a layer's own capacity_factor. At expert-parallel degree 1 it moves tokens "
+     "between the experts of one GPU (their "
+     "grouped GEMM's shapes), not the layer's total work"},
 };
 #undef P
 #define N_PARAMS ((int)(sizeof k_params / sizeof k_params[0]))

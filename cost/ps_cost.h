@@ -46,6 +46,8 @@ typedef struct {
      * max(dp_bucket_elems, dp_bucket_elems_per_rank x dp) parameters of the GPU (Megatron-core's default rule) */
     double dp_bucket_elems;          /* [elements] */
     double dp_bucket_elems_per_rank; /* [elements per data-parallel rank] */
+    /* Mixture of experts: tokens of the busiest routed expert over the mean, max/mean [1] (cost/params.c) */
+    double moe_imbalance;
     /* Measured tables (ps_costdb_model below, built by costdb/, docs/costdb.md) that replace the analytic GEMM,
      * memory-bandwidth and collective formulas for the devices they measured; NULL (the default): analytic model
      * only. Not a named constant: ps_cost_param_name does not list it. */
@@ -255,9 +257,14 @@ typedef struct {
     bool attn; /* attention score / context GEMM (no weights; what selective recomputation repeats) */
     int blk;   /* the forward block it belongs to: the computation before the layer's blk-th TP collective
                   (attention, [cross-attention,] MLP; 0 for layers with one block or none) */
+    double experts; /* routed experts: the n_experts GEMMs the count spans (count / experts per expert), m the mean
+                       tokens per expert (T x top_k / n_experts, capped by a capacity factor); 0 for other GEMMs.
+                       The cost model moves moe_imbalance x m of them to the busiest expert */
 } ps_gemm_shape;
 typedef struct {
-    ps_gemm_shape g[12];
+    /* at most 16: a decoder_xattn block with MLA (4 weight GEMMs), an MoE MLP (5), cross-attention (3) and the two
+     * attention pairs (4) */
+    ps_gemm_shape g[16];
     int n;
     int tp_colls;     /* TP collectives of the layer output in the forward pass */
     int bwd_tp_colls; /* in the backward pass */
@@ -275,7 +282,7 @@ bool ps_layer_te_pair(const ps_layer_gemms *g, int blk, int *ag, int *rs);
 /* One block: computation (GEMMs of ps_layer_gemm_shapes, each run `times` times, and elementwise memory traffic),
  * then optionally one TP all-reduce of the sub-batch's layer output. The cost model times these and `psearch exec`
  * runs them (two sub-batches, the collective non-blocking), so both see the same work. */
-#define PS_OV_MAX_GEMMS 12
+#define PS_OV_MAX_GEMMS 16 /* as ps_layer_gemms.g */
 #define PS_OV_MAX_BLOCKS 8
 typedef struct {
     int times[PS_OV_MAX_GEMMS]; /* how often GEMM j of ps_layer_gemms.g (the sub-batch's shapes) runs in the block */

@@ -161,9 +161,64 @@ static int64_t norm_params(bool *ovf, ps_norm_kind n, int64_t width)
     return cmul(ovf, n == PS_NORM_RMSNORM ? 1 : 2, width);
 }
 
+bool ps_layer_is_moe(const ps_layer *l) { return ps_layer_has_attention(l->kind) && l->n_experts > 0; }
+bool ps_layer_is_mla(const ps_layer *l) { return ps_layer_has_attention(l->kind) && l->kv_lora_rank > 0; }
+
+/* Multi-head latent attention, as DeepSeek-V3's modeling code builds it (transformers' DeepseekV3Attention): queries
+ * through q_a_proj h x q_lora, its RMSNorm and q_b_proj q_lora x H*(nope+rope) (or q_proj h x H*(nope+rope) when
+ * q_lora_rank is 0); keys and values from kv_a_proj_with_mqa h x (kv_lora + rope), its norm on the kv_lora part,
+ * and kv_b_proj kv_lora x H*(nope+v); o_proj H*v x h. Biases (none in DeepSeek) on every projection's output. */
+static int64_t mla_params(bool *ovf, const ps_layer *l)
+{
+    int64_t h = l->hidden, H = l->heads, ql = l->q_lora_rank, kl = l->kv_lora_rank, rope = l->qk_rope_head_dim;
+    int64_t qk = cmul(ovf, H, cadd(ovf, l->qk_nope_head_dim, rope));
+    int64_t kvb = cmul(ovf, H, cadd(ovf, l->qk_nope_head_dim, l->v_head_dim));
+    int64_t vo = cmul(ovf, H, l->v_head_dim);
+    int64_t p = ql > 0 ? cadd(ovf, cadd(ovf, cmul(ovf, h, ql), norm_params(ovf, l->norm, ql)), cmul(ovf, ql, qk))
+                       : cmul(ovf, h, qk);
+    p = cadd(ovf, p, cmul(ovf, h, cadd(ovf, kl, rope)));
+    p = cadd(ovf, p, norm_params(ovf, l->norm, kl));
+    p = cadd(ovf, p, cmul(ovf, kl, kvb));
+    p = cadd(ovf, p, cmul(ovf, vo, h));
+    if (l->bias) p = cadd(ovf, p, cadd(ovf, cadd(ovf, cadd(ovf, ql, qk), cadd(ovf, cadd(ovf, kl, rope), kvb)), h));
+    return p;
+}
+
+/* One MLP of inner width f: 2 or 3 (gated) matrices h x f, and their biases. */
+static int64_t mlp_params(bool *ovf, const ps_layer *l, int64_t f)
+{
+    bool gated = is_gated(l->act);
+    int64_t h = l->hidden;
+    int64_t p = cmul(ovf, cmul(ovf, gated ? 3 : 2, h), f);
+    if (l->bias) p = cadd(ovf, p, cadd(ovf, cmul(ovf, gated ? 2 : 1, f), h));
+    return p;
+}
+
+/* The router: a linear h x n_experts without bias (Mixtral, Qwen-MoE, DeepSeek-V3 alike), plus DeepSeek-V3's
+ * per-expert selection bias under sigmoid routing (e_score_correction_bias). Qwen2-MoE's shared_expert_gate (h x 1)
+ * is left out: h parameters next to the experts' billions. */
+static int64_t router_params(bool *ovf, const ps_layer *l)
+{
+    int64_t p = cmul(ovf, l->hidden, l->n_experts);
+    if (l->router == PS_ROUTER_SIGMOID) p = cadd(ovf, p, l->n_experts);
+    return p;
+}
+
+/* The MLP part of a block: the dense MLP, or an MoE layer's router, `routed` of its routed experts and all of its
+ * shared experts (routed = n_experts for the stored parameters, top_k for the ones a token uses). */
+static int64_t ffn_params(bool *ovf, const ps_layer *l, int64_t routed)
+{
+    if (!ps_layer_is_moe(l)) return mlp_params(ovf, l, l->ffn_hidden);
+    int64_t p = router_params(ovf, l);
+    p = cadd(ovf, p, cmul(ovf, routed, mlp_params(ovf, l, l->expert_ffn)));
+    if (l->n_shared_experts > 0) p = cadd(ovf, p, cmul(ovf, l->n_shared_experts, mlp_params(ovf, l, l->shared_ffn)));
+    return p;
+}
+
 /* Wq h x Q, Wk and Wv h x K, Wo Q x h, and their biases. */
 static int64_t attn_params(bool *ovf, const ps_layer *l)
 {
+    if (l->kv_lora_rank > 0) return mla_params(ovf, l);
     int64_t h = l->hidden;
     int64_t q = cmul(ovf, l->heads, l->head_dim);
     int64_t k = cmul(ovf, l->kv_heads, l->head_dim);
@@ -172,7 +227,8 @@ static int64_t attn_params(bool *ovf, const ps_layer *l)
     return p;
 }
 
-bool ps_layer_params_checked(const ps_layer *l, int64_t *out)
+/* Parameters of layer l with `routed` routed experts counted (-1: all of them). */
+static bool layer_params(const ps_layer *l, int64_t routed, int64_t *out)
 {
     bool ovf = false;
     int64_t h = l->hidden, p = 0;
@@ -191,13 +247,9 @@ bool ps_layer_params_checked(const ps_layer *l, int64_t *out)
     case PS_LAYER_ENCODER:
     case PS_LAYER_DECODER:
     case PS_LAYER_DECODER_XATTN: {
-        int64_t f = l->ffn_hidden;
-        bool gated = is_gated(l->act);
         p = attn_params(&ovf, l);
         if (l->kind == PS_LAYER_DECODER_XATTN) p = cadd(&ovf, p, attn_params(&ovf, l));
-        int64_t mlp = cmul(&ovf, cmul(&ovf, gated ? 3 : 2, h), f);
-        if (l->bias) mlp = cadd(&ovf, mlp, cadd(&ovf, cmul(&ovf, gated ? 2 : 1, f), h));
-        p = cadd(&ovf, p, mlp);
+        p = cadd(&ovf, p, ffn_params(&ovf, l, routed < 0 ? l->n_experts : routed));
         int norms = l->kind == PS_LAYER_DECODER_XATTN ? 3 : 2;
         p = cadd(&ovf, p, cmul(&ovf, norms, norm_params(&ovf, l->norm, h)));
         break;
@@ -230,11 +282,20 @@ bool ps_layer_params_checked(const ps_layer *l, int64_t *out)
     return true;
 }
 
+bool ps_layer_params_checked(const ps_layer *l, int64_t *out) { return layer_params(l, -1, out); }
+
 int64_t ps_layer_params(const ps_layer *l)
 {
     int64_t p;
     /* -1 only for a layer that ps_model_validate would have refused. */
     return ps_layer_params_checked(l, &p) ? p : -1;
+}
+
+int64_t ps_layer_active_params(const ps_layer *l)
+{
+    int64_t p;
+    /* a token goes through top_k of the routed experts; dense layers use all of their parameters */
+    return layer_params(l, l->top_k, &p) ? p : -1;
 }
 
 /* ---- FLOPs ----------------------------------------------------------------------------------------------------- */
@@ -258,9 +319,30 @@ double ps_layer_fwd_flops(const ps_layer *l)
     case PS_LAYER_DECODER:
     case PS_LAYER_DECODER_XATTN: {
         double q = (double)l->heads * (double)l->head_dim, k = (double)l->kv_heads * (double)l->head_dim;
-        double f = 2.0 * s * (h * (q + 2.0 * k) + q * h); /* QKV and output projections */
-        f += 2.0 * 2.0 * s * attn_ctx(l) * q;              /* scores QK^T and the weighted sum over V */
-        f += 2.0 * s * h * (double)l->ffn_hidden * (is_gated(l->act) ? 3.0 : 2.0);
+        double f;
+        if (ps_layer_is_mla(l)) {
+            /* the projections of mla_params, each 2 FLOPs per weight per token; the scores over the head_dim =
+             * nope + rope wide Q and K, the weighted sum over the v_head_dim wide V */
+            double H = (double)l->heads, ql = (double)l->q_lora_rank, kl = (double)l->kv_lora_rank;
+            double rope = (double)l->qk_rope_head_dim, v = H * (double)l->v_head_dim;
+            double kvb = H * ((double)l->qk_nope_head_dim + (double)l->v_head_dim);
+            f = 2.0 * s * (ql > 0 ? h * ql + ql * q : h * q);
+            f += 2.0 * s * (h * (kl + rope) + kl * kvb + v * h);
+            f += 2.0 * s * attn_ctx(l) * (q + v);
+        } else {
+            f = 2.0 * s * (h * (q + 2.0 * k) + q * h); /* QKV and output projections */
+            f += 2.0 * 2.0 * s * attn_ctx(l) * q;       /* scores QK^T and the weighted sum over V */
+        }
+        double gm = is_gated(l->act) ? 3.0 : 2.0;
+        if (ps_layer_is_moe(l)) {
+            /* the router GEMM over every expert, then each token through top_k routed experts and every shared one
+             * (model FLOPs: tokens a capacity factor drops are counted as routed, as the model defines them) */
+            f += 2.0 * s * h * (double)l->n_experts;
+            f += 2.0 * s * (double)l->top_k * h * (double)l->expert_ffn * gm;
+            f += 2.0 * s * (double)l->n_shared_experts * h * (double)l->shared_ffn * gm;
+        } else {
+            f += 2.0 * s * h * (double)l->ffn_hidden * gm;
+        }
         if (l->kind == PS_LAYER_DECODER_XATTN) {
             double kv = (double)l->kv_seq;
             f += 2.0 * s * h * q + 2.0 * kv * h * 2.0 * k + 2.0 * s * q * h + 2.0 * 2.0 * s * kv * q;
@@ -304,9 +386,19 @@ static void attn_act(const ps_layer *l, double d, double lin, double q_tokens, d
                      bool fused, double *rep, double *split, double *scores, double *stats)
 {
     double h = (double)l->hidden, a = (double)l->heads;
-    double q = a * (double)l->head_dim, k = (double)l->kv_heads * (double)l->head_dim;
+    /* v: V's width (the key width K with ordinary attention), o: the output projection's input (Q's width) */
+    double q = a * (double)l->head_dim, k = (double)l->kv_heads * (double)l->head_dim, v = k, o = q;
     *rep += d * q_tokens * h;                   /* norm input */
     *rep += lin * q_tokens * h;                 /* Q (and for self-attention K, V) projection input */
+    if (ps_layer_is_mla(l)) {
+        /* MLA: the down projections' outputs are whole on every TP rank (Megatron-core's MLA keeps
+         * linear_q_down_proj and linear_kv_down_proj unsplit): the q latent as its norm's input and, normed, as
+         * q_b_proj's input; the kv latent likewise for kv_b_proj; the shared rotary key before rotation. Then Q and
+         * K at head_dim = nope + rope per head and V at v_head_dim, split over the heads as usual. */
+        double ql = (double)l->q_lora_rank, kl = (double)l->kv_lora_rank;
+        *rep += (d + lin) * q_tokens * ql + (d + lin) * kv_tokens * kl + d * kv_tokens * (double)l->qk_rope_head_dim;
+        v = o = a * (double)l->v_head_dim;
+    }
     *split += d * (q_tokens * q + kv_tokens * k); /* Q and K, kept for the score matmul's backward */
     if (fused) {
         *stats += 4.0 * a * q_tokens; /* fp32 log-sum-exp per head and query: all the fused backward needs of them */
@@ -314,8 +406,8 @@ static void attn_act(const ps_layer *l, double d, double lin, double q_tokens, d
         *scores += d * a * q_tokens * ctx; /* softmax output */
         if (l->dropout) *scores += a * q_tokens * ctx + d * a * q_tokens * ctx; /* dropout mask + dropout output */
     }
-    *split += d * kv_tokens * k;                /* V */
-    *split += lin * q_tokens * q;               /* output projection input */
+    *split += d * kv_tokens * v;                /* V */
+    *split += lin * q_tokens * o;               /* output projection input: the heads' weighted sums of V */
     if (l->dropout) *rep += q_tokens * h;       /* residual dropout mask */
 }
 
@@ -366,6 +458,29 @@ static double op_sac_bytes(const ps_layer *l, ps_dtype dtype, double d, double t
     return rep / (sp ? t : 1.0) + split / t + whole;
 }
 
+/* The routed half of an MoE block, per sample of s tokens, as a dropless token-dispatching MoE layer (Megatron-core's
+ * MoEAlltoAllTokenDispatcher with TEGroupedMLP) keeps it for the backward:
+ * - the router's probabilities, E per token (softmax's and sigmoid's backward need only their output), and the top-k
+ *   selection: k routing weights in the activation dtype and k int64 expert indices per token (torch.topk's output,
+ *   which the permutation's backward reuses);
+ * - the permuted tokens, k copies of each token's h-wide input (the experts' first GEMM keeps them for its weight
+ *   gradient), whole on every TP rank like the dense MLP's input;
+ * - each expert's intermediate as for a dense MLP (the activation function's inputs, 2 gated, and the second GEMM's
+ *   input), split over TP like it;
+ * - the experts' h-wide outputs before the weighted combine (the routing weights' gradient is their dot product
+ *   with the output gradient).
+ * A capacity factor below 1 caps the tokens the experts take at cf x the even share; above 1 (or dropless) every
+ * token reaches its k experts, so the count is s*k either way at most. */
+static void moe_act(const ps_layer *l, double d, double lin, double s, double *rep, double *split)
+{
+    double h = (double)l->hidden, E = (double)l->n_experts, k = (double)l->top_k, fe = (double)l->expert_ffn;
+    double cf = l->capacity_factor, routed = s * k * (cf > 0 && cf < 1 ? cf : 1.0);
+    double g = is_gated(l->act) ? 2.0 : 1.0;
+    *rep += d * s * E + (d + 8.0) * s * k; /* probabilities; routing weights and int64 indices */
+    *rep += lin * routed * h + d * routed * h; /* permuted expert inputs, expert outputs */
+    *split += g * d * routed * fe + lin * routed * fe;
+}
+
 double ps_layer_act_bytes(const ps_layer *l, ps_dtype dtype, int tp, bool seq_parallel, ps_recompute rc)
 {
     return ps_layer_act_bytes_attn(l, dtype, tp, seq_parallel, rc, PS_ATTN_UNFUSED);
@@ -407,11 +522,15 @@ double ps_layer_act_bytes_attn(const ps_layer *l, ps_dtype dtype, int tp, bool s
             attn_act(l, d, lin, s, kv, kv, fused, &rep_x, &split, &scores, &stats);
             rep += rep_x;
         }
-        double f = (double)l->ffn_hidden;
+        double f = (double)l->ffn_hidden, g = is_gated(l->act) ? 2.0 : 1.0;
         rep += d * s * h;   /* MLP norm input */
-        rep += lin * s * h; /* first MLP linear input */
+        rep += lin * s * h; /* first MLP linear input (an MoE layer's router and shared experts read it too) */
+        if (ps_layer_is_moe(l)) {
+            moe_act(l, d, lin, s, &rep, &split);
+            f = (double)l->n_shared_experts * (double)l->shared_ffn; /* the shared experts: a dense MLP as below */
+        }
         /* the activation function's input (two of them gated) and the second linear's input */
-        split += (is_gated(l->act) ? 2.0 : 1.0) * d * s * f + lin * s * f;
+        split += g * d * s * f + lin * s * f;
         if (l->dropout) rep += s * h;
         if (rc == PS_RECOMP_SELECTIVE) scores = 0.0;
         /* the statistics are split with the heads, like the scores they stand for */
@@ -475,6 +594,16 @@ int64_t ps_model_params(const ps_model *m)
     return total;
 }
 
+int64_t ps_model_active_params(const ps_model *m)
+{
+    int64_t total = 0;
+    for (int64_t i = 0; i < m->n_layers; i++) {
+        int64_t p = ps_layer_active_params(&m->layers[i]);
+        if (p < 0 || !ps_add_i64(total, p, &total)) return -1;
+    }
+    return total;
+}
+
 double ps_model_fwd_flops(const ps_model *m)
 {
     double f = 0.0;
@@ -493,5 +622,10 @@ bool ps_layer_equal(const ps_layer *a, const ps_layer *b)
            a->positions == b->positions && a->token_types == b->token_types && a->n_classes == b->n_classes &&
            a->channels == b->channels && a->patch == b->patch && a->norm == b->norm && a->act == b->act &&
            a->bias == b->bias && a->dropout == b->dropout && a->tied == b->tied && a->pooler == b->pooler &&
-           a->cls_token == b->cls_token;
+           a->cls_token == b->cls_token && a->n_experts == b->n_experts && a->top_k == b->top_k &&
+           a->expert_ffn == b->expert_ffn && a->n_shared_experts == b->n_shared_experts &&
+           a->shared_ffn == b->shared_ffn && a->capacity_factor == b->capacity_factor && a->router == b->router &&
+           a->q_lora_rank == b->q_lora_rank && a->kv_lora_rank == b->kv_lora_rank &&
+           a->qk_nope_head_dim == b->qk_nope_head_dim && a->qk_rope_head_dim == b->qk_rope_head_dim &&
+           a->v_head_dim == b->v_head_dim;
 }

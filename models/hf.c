@@ -1,5 +1,6 @@
 /* Import of Hugging Face config.json files: the architecture hyper-parameters of GPT-2, GPT-NeoX, Llama, Mistral,
- * BERT, T5 and ViT mapped onto psearch layers. Config files carry many fields psearch does not need; only the ones
+ * BERT, T5, ViT and the mixture-of-experts decoders Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V3 and Llama 4 mapped onto
+ * psearch layers. Config files carry many fields psearch does not need; only the ones
  * that fix the shapes are read, and a missing one is an error rather than a silent default. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,6 +198,299 @@ static ps_status hf_llama(hf_ctx *c)
     return build_causal(c, &s);
 }
 
+/* ---- mixture-of-experts decoders ------------------------------------------------------------------------------ */
+
+/* What the MoE families add to the causal shape: the experts of the sparse layers, which layers are sparse, and
+ * multi-head latent attention (DeepSeek). Field names and defaults from transformers' configuration_mixtral.py,
+ * configuration_qwen2_moe.py, configuration_qwen3_moe.py and configuration_deepseek_v3.py (huggingface/transformers
+ * at 008e574 / 001f85b); which layers are sparse from the modeling files' decoder layers (Qwen: a layer not in
+ * mlp_only_layers with (i + 1) % decoder_sparse_step == 0; DeepSeek: i >= first_k_dense_replace and
+ * i % moe_layer_freq == 0, as deepseek-ai's modeling_deepseek.py). */
+typedef struct {
+    int64_t experts, top_k, expert_ffn, shared, shared_ffn;
+    ps_router router;
+    int64_t first_dense, sparse_step, freq; /* DeepSeek's first_k_dense_replace / Qwen's step / DeepSeek's freq */
+    const json_t *mlp_only;                 /* Qwen's mlp_only_layers, NULL = none */
+    int64_t q_lora, kv_lora, nope, rope, v; /* MLA; kv_lora 0 = none */
+} moe_shape;
+
+static bool layer_sparse(const moe_shape *m, int64_t i)
+{
+    if (m->experts <= 0 || m->top_k <= 0) return false;
+    if (m->mlp_only) {
+        size_t k;
+        json_t *v;
+        json_array_foreach(m->mlp_only, k, v) if (json_integer_value(v) == i) return false;
+    }
+    if (m->sparse_step > 0 && (i + 1) % m->sparse_step != 0) return false;
+    if (i < m->first_dense) return false;
+    if (m->freq > 0 && i % m->freq != 0) return false;
+    return true;
+}
+
+static ps_status build_moe(hf_ctx *c, const causal_shape *s, const moe_shape *m)
+{
+    ps_layer e = base_layer(PS_LAYER_EMBED, s->h, c->seq);
+    e.vocab = s->vocab;
+    e.norm = s->norm;
+    PS_TRY(push(c, &e, 1, "embedding"));
+    for (int64_t i = 0; i < s->layers; i++) {
+        ps_layer d = base_layer(PS_LAYER_DECODER, s->h, c->seq);
+        d.heads = s->heads;
+        d.kv_heads = s->kv_heads;
+        d.head_dim = s->head_dim;
+        d.ffn_hidden = s->ffn;
+        d.attn_window = s->window;
+        d.norm = s->norm;
+        d.act = s->act;
+        d.bias = s->bias;
+        d.dropout = s->dropout;
+        if (m->kv_lora > 0) {
+            d.q_lora_rank = m->q_lora;
+            d.kv_lora_rank = m->kv_lora;
+            d.qk_nope_head_dim = m->nope;
+            d.qk_rope_head_dim = m->rope;
+            d.v_head_dim = m->v;
+            d.kv_heads = d.heads;
+            d.head_dim = m->nope + m->rope;
+        }
+        if (layer_sparse(m, i)) {
+            d.n_experts = m->experts;
+            d.top_k = m->top_k;
+            d.expert_ffn = d.ffn_hidden = m->expert_ffn; /* the canonical form of ps_layer_resolve */
+            d.n_shared_experts = m->shared;
+            d.shared_ffn = m->shared > 0 ? m->shared_ffn : 0;
+            d.router = m->router;
+        }
+        char what[64];
+        snprintf(what, sizeof what, "decoder layer %lld", (long long)i);
+        PS_TRY(push(c, &d, 1, what));
+    }
+    ps_layer o = base_layer(PS_LAYER_LM_HEAD, s->h, c->seq);
+    o.vocab = s->vocab;
+    o.norm = s->norm;
+    o.tied = s->tied;
+    PS_TRY(push(c, &o, 1, "lm_head"));
+    return PS_OK;
+}
+
+/* The fields every MoE family shares with Llama: sizes, heads, vocabulary, positions, rope_theta, tying. */
+static ps_status moe_common(hf_ctx *c, causal_shape *s, bool ffn_required)
+{
+    PS_TRY(hf_int(c, "hidden_size", true, 1, &s->h));
+    PS_TRY(hf_int(c, "intermediate_size", ffn_required, 1, &s->ffn));
+    PS_TRY(hf_int(c, "num_hidden_layers", true, 1, &s->layers));
+    PS_TRY(hf_int(c, "num_attention_heads", true, 1, &s->heads));
+    PS_TRY(hf_int(c, "vocab_size", true, 1, &s->vocab));
+    PS_TRY(hf_int(c, "max_position_embeddings", true, 1, &s->positions));
+    s->kv_heads = s->heads;
+    PS_TRY(hf_int(c, "num_key_value_heads", false, 1, &s->kv_heads));
+    PS_TRY(need_divides(c, "num_key_value_heads", s->kv_heads, "num_attention_heads", s->heads));
+    if (json_object_get(c->root, "head_dim") && !json_is_null(json_object_get(c->root, "head_dim"))) {
+        PS_TRY(hf_int(c, "head_dim", true, 1, &s->head_dim));
+    } else {
+        PS_TRY(need_divides(c, "num_attention_heads", s->heads, "hidden_size", s->h));
+        s->head_dim = s->h / s->heads;
+    }
+    c->rope_theta = 10000.0; /* the configuration classes' default */
+    json_t *theta = json_object_get(c->root, "rope_theta");
+    if (theta && !json_is_null(theta))
+        PS_TRY(ps_json_num(c->root, &c->loc, "rope_theta", true, 1.0, 1e12, &c->rope_theta));
+    s->norm = PS_NORM_RMSNORM;
+    s->act = PS_ACT_SWIGLU;
+    s->bias = false;
+    PS_TRY(hf_bool(c, "tie_word_embeddings", &s->tied));
+    static const char *const drop[] = {"attention_dropout", NULL};
+    PS_TRY(hf_dropout(c, drop, false, &s->dropout));
+    c->seq = s->positions;
+    return PS_OK;
+}
+
+/* Qwen's sliding window applies only with use_sliding_window (their configs state a window they do not use). */
+static ps_status qwen_window(hf_ctx *c, causal_shape *s)
+{
+    bool use = false;
+    PS_TRY(hf_bool(c, "use_sliding_window", &use));
+    if (use) PS_TRY(hf_int(c, "sliding_window", false, 0, &s->window));
+    return PS_OK;
+}
+
+static ps_status hf_mixtral(hf_ctx *c)
+{
+    causal_shape s = {0};
+    moe_shape m = {0};
+    PS_TRY(moe_common(c, &s, true));
+    PS_TRY(hf_int(c, "sliding_window", false, 0, &s.window));
+    PS_TRY(hf_int(c, "num_local_experts", true, 1, &m.experts));
+    PS_TRY(hf_int(c, "num_experts_per_tok", true, 1, &m.top_k));
+    m.expert_ffn = s.ffn; /* Mixtral's intermediate_size is each expert's */
+    return build_moe(c, &s, &m);
+}
+
+static ps_status qwen_sparse_layers(hf_ctx *c, moe_shape *m, int64_t layers)
+{
+    m->sparse_step = 1;
+    PS_TRY(hf_int(c, "decoder_sparse_step", false, 1, &m->sparse_step));
+    json_t *only = json_object_get(c->root, "mlp_only_layers");
+    if (only && !json_is_null(only)) {
+        if (!json_is_array(only))
+            return PS_FAIL(PS_ERR_INPUT, "%s: field 'mlp_only_layers' must be an array of layer indices", c->path);
+        size_t k;
+        json_t *v;
+        json_array_foreach(only, k, v)
+        {
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= layers)
+                return PS_FAIL(PS_ERR_INPUT, "%s: field 'mlp_only_layers[%zu]' must be a layer index from 0 to %lld",
+                               c->path, k, (long long)(layers - 1));
+        }
+        m->mlp_only = only;
+    }
+    return PS_OK;
+}
+
+static ps_status hf_qwen_moe(hf_ctx *c, bool shared)
+{
+    causal_shape s = {0};
+    moe_shape m = {0};
+    PS_TRY(moe_common(c, &s, false));
+    PS_TRY(qwen_window(c, &s));
+    PS_TRY(hf_int(c, "num_experts", true, 1, &m.experts));
+    PS_TRY(hf_int(c, "num_experts_per_tok", true, 1, &m.top_k));
+    PS_TRY(hf_int(c, "moe_intermediate_size", true, 1, &m.expert_ffn));
+    if (shared) {
+        /* Qwen2-MoE: one shared expert of its own width (and a 1-wide gate psearch leaves out); 0 = none */
+        PS_TRY(hf_int(c, "shared_expert_intermediate_size", true, 0, &m.shared_ffn));
+        m.shared = m.shared_ffn > 0 ? 1 : 0;
+    }
+    PS_TRY(qwen_sparse_layers(c, &m, s.layers));
+    /* intermediate_size is the dense layers' width: needed only when some layer is dense */
+    for (int64_t i = 0; i < s.layers; i++)
+        if (!layer_sparse(&m, i) && s.ffn == 0)
+            return PS_FAIL(PS_ERR_INPUT, "%s: missing field 'intermediate_size' (layer %lld has a dense MLP)",
+                           c->path, (long long)i);
+    return build_moe(c, &s, &m);
+}
+
+static ps_status hf_qwen2_moe(hf_ctx *c) { return hf_qwen_moe(c, true); }
+static ps_status hf_qwen3_moe(hf_ctx *c) { return hf_qwen_moe(c, false); }
+
+static ps_status hf_deepseek_v3(hf_ctx *c)
+{
+    causal_shape s = {0};
+    moe_shape m = {0};
+    PS_TRY(moe_common(c, &s, true));
+    PS_TRY(hf_int(c, "kv_lora_rank", true, 1, &m.kv_lora));
+    PS_TRY(hf_int(c, "q_lora_rank", false, 1, &m.q_lora)); /* null: queries not compressed (DeepSeek-V2-Lite) */
+    PS_TRY(hf_int(c, "qk_nope_head_dim", true, 1, &m.nope));
+    PS_TRY(hf_int(c, "qk_rope_head_dim", true, 0, &m.rope));
+    PS_TRY(hf_int(c, "v_head_dim", true, 1, &m.v));
+    s.kv_heads = s.heads; /* MLA: num_key_value_heads is not used by the attention */
+    /* num_experts_per_tok null: a dense model (the configuration class's docstring) */
+    PS_TRY(hf_int(c, "num_experts_per_tok", false, 1, &m.top_k));
+    if (m.top_k > 0) {
+        PS_TRY(hf_int(c, "n_routed_experts", true, 1, &m.experts));
+        PS_TRY(hf_int(c, "moe_intermediate_size", true, 1, &m.expert_ffn));
+        m.shared = 1; /* DeepseekV3Config defaults: 1 shared expert, 3 dense layers first */
+        PS_TRY(hf_int(c, "n_shared_experts", false, 0, &m.shared));
+        m.shared_ffn = m.expert_ffn; /* one MLP of moe_intermediate_size x n_shared_experts: the same weights */
+        m.first_dense = 3;
+        PS_TRY(hf_int(c, "first_k_dense_replace", false, 0, &m.first_dense));
+        m.freq = 1;
+        PS_TRY(hf_int(c, "moe_layer_freq", false, 1, &m.freq));
+        /* DeepSeek-V3 scores with a sigmoid and a selection bias (transformers' DeepseekV3TopkRouter always does);
+         * deepseek-ai's configs say so in scoring_func */
+        m.router = PS_ROUTER_SIGMOID;
+        json_t *sf = json_object_get(c->root, "scoring_func");
+        if (sf && !json_is_null(sf)) {
+            char f[32];
+            PS_TRY(ps_json_str(c->root, &c->loc, "scoring_func", true, f, sizeof f));
+            if (!strcmp(f, "softmax"))
+                m.router = PS_ROUTER_SOFTMAX;
+            else if (strcmp(f, "sigmoid") != 0)
+                return PS_FAIL(PS_ERR_INPUT, "%s: field 'scoring_func' = '%s' is not supported (supported: softmax, "
+                               "sigmoid)", c->path, f);
+        }
+    }
+    return build_moe(c, &s, &m);
+}
+
+/* Llama 4 (transformers' configuration_llama4.py at 008e574): the text model's fields under "text_config" (model_type
+ * llama4; llama4_text has them at the top). MoE blocks are moe_layers, else every interleave_moe_layer_step-th block
+ * (indices step - 1, 2 step - 1, ...); each has num_local_experts routed experts of intermediate_size, top
+ * num_experts_per_tok, and one shared expert of the same width (Llama4TextMoe's shared_expert); dense blocks have an
+ * MLP of intermediate_size_mlp. The router scores the top-k logits with a sigmoid and has no bias: as parameters,
+ * psearch's softmax router. Left out: chunked attention on the RoPE blocks (attention_chunk_size; psearch counts full
+ * causal attention, an upper bound past the chunk), the qk L2 norms (no parameters) and the vision model. */
+static ps_status hf_llama4(hf_ctx *c)
+{
+    hf_ctx t = *c;
+    json_t *tc = json_object_get(c->root, "text_config");
+    if (tc) {
+        if (!json_is_object(tc))
+            return PS_FAIL(PS_ERR_INPUT, "%s: field 'text_config' must be an object (the text model's fields)",
+                           c->path);
+        t.root = tc;
+        t.loc = ps_jloc_key(&c->loc, "text_config");
+    }
+    causal_shape s = {0};
+    moe_shape m = {0};
+    PS_TRY(moe_common(&t, &s, true));
+    if (!json_object_get(t.root, "rope_theta")) t.rope_theta = 500000.0; /* Llama4TextConfig.default_theta */
+    int64_t dense_ffn = 0;
+    PS_TRY(hf_int(&t, "intermediate_size_mlp", false, 1, &dense_ffn));
+    PS_TRY(hf_int(&t, "num_local_experts", true, 1, &m.experts));
+    PS_TRY(hf_int(&t, "num_experts_per_tok", true, 1, &m.top_k));
+    m.expert_ffn = m.shared_ffn = s.ffn;
+    m.shared = 1;
+    int64_t step = 1;
+    PS_TRY(hf_int(&t, "interleave_moe_layer_step", false, 1, &step));
+    json_t *moe_layers = json_object_get(t.root, "moe_layers");
+    bool *sparse = ps_calloc((size_t)s.layers, sizeof *sparse);
+    if (!sparse) return PS_ERR_SYSTEM;
+    if (moe_layers && !json_is_null(moe_layers)) {
+        if (!json_is_array(moe_layers)) {
+            free(sparse);
+            return PS_FAIL(PS_ERR_INPUT, "%s: field 'moe_layers' must be an array of layer indices", c->path);
+        }
+        size_t k;
+        json_t *v;
+        json_array_foreach(moe_layers, k, v)
+        {
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= s.layers) {
+                free(sparse);
+                return PS_FAIL(PS_ERR_INPUT, "%s: field 'moe_layers[%zu]' must be a layer index from 0 to %lld",
+                               c->path, k, (long long)(s.layers - 1));
+            }
+            sparse[json_integer_value(v)] = true;
+        }
+    } else {
+        for (int64_t i = step - 1; i < s.layers; i += step) sparse[i] = true;
+    }
+    bool any_dense = false;
+    for (int64_t i = 0; i < s.layers; i++) any_dense = any_dense || !sparse[i];
+    if (any_dense && dense_ffn == 0) {
+        free(sparse);
+        return PS_FAIL(PS_ERR_INPUT, "%s: missing field 'intermediate_size_mlp' (the dense blocks' MLP width)",
+                       c->path);
+    }
+    /* every block built sparse (m has no rule that makes one dense), then the dense ones made dense */
+    ps_layer_vec *vec = c->vec;
+    int64_t n0 = vec->n;
+    ps_status st = build_moe(&t, &s, &m);
+    if (st == PS_OK)
+        for (int64_t i = 0; i < s.layers; i++) {
+            ps_layer *d = &vec->v[n0 + 1 + i];
+            if (sparse[i]) continue;
+            d->n_experts = d->top_k = d->expert_ffn = d->n_shared_experts = d->shared_ffn = 0;
+            d->router = PS_ROUTER_SOFTMAX;
+            d->ffn_hidden = dense_ffn;
+        }
+    free(sparse);
+    c->seq = t.seq;
+    c->rope_theta = t.rope_theta;
+    return st;
+}
+
 static ps_status hf_bert(hf_ctx *c)
 {
     int64_t h = 0, layers = 0, heads = 0, ffn = 0, vocab = 0, positions = 0, types = 2;
@@ -366,12 +660,17 @@ static const struct {
     const char *arch_prefix; /* the class names in "architectures" start with this */
     ps_status (*build)(hf_ctx *);
 } g_hf_types[] = {
+    /* llama4 before llama: "Llama4ForConditionalGeneration" starts with both prefixes, the first match wins */
+    {"llama4", "Llama4", hf_llama4},   {"llama4_text", "Llama4ForCausalLM", hf_llama4},
     {"gpt2", "GPT2", hf_gpt2},         {"gpt_neox", "GPTNeoX", hf_gpt_neox}, {"llama", "Llama", hf_llama},
     {"mistral", "Mistral", hf_llama}, {"bert", "Bert", hf_bert},            {"t5", "T5", hf_t5},
-    {"vit", "ViT", hf_vit},
+    {"vit", "ViT", hf_vit},           {"mixtral", "Mixtral", hf_mixtral},
+    {"qwen2_moe", "Qwen2Moe", hf_qwen2_moe}, {"qwen3_moe", "Qwen3Moe", hf_qwen3_moe},
+    {"deepseek_v3", "DeepseekV3", hf_deepseek_v3},
 };
 #define N_HF_TYPES (sizeof g_hf_types / sizeof g_hf_types[0])
-#define HF_SUPPORTED "gpt2, gpt_neox, llama, mistral, bert, t5, vit"
+#define HF_SUPPORTED                                                                                                   \
+    "gpt2, gpt_neox, llama, mistral, bert, t5, vit, mixtral, qwen2_moe, qwen3_moe, deepseek_v3, llama4, llama4_text"
 
 static int find_type(const json_t *root, const char *path, char *type, size_t cap, ps_status *st)
 {
@@ -398,7 +697,8 @@ static int find_type(const json_t *root, const char *path, char *type, size_t ca
         const char *name = json_string_value(a);
         for (size_t i = 0; i < N_HF_TYPES; i++) {
             size_t n = strlen(g_hf_types[i].arch_prefix);
-            /* "GPT2LMHeadModel" but not "GPT2" inside "GPTNeoX...": prefixes are distinct by construction */
+            /* "GPT2LMHeadModel" but not "GPT2" inside "GPTNeoX..."; of prefixes that nest (Llama4, Llama) the table
+             * lists the longer first */
             if (!strncmp(name, g_hf_types[i].arch_prefix, n)) {
                 ps_strlcpy(type, g_hf_types[i].model_type, cap);
                 return (int)i;

@@ -7,7 +7,8 @@
 #include "models_internal.h"
 
 static const char *const g_model_keys[] = {"name", "family", "source", "published_params", "published_params_rounding",
-                                           "dtype", "seq", "notes", "layers", "rope_theta", NULL};
+                                           "published_active_params", "published_active_params_rounding", "dtype",
+                                           "seq", "notes", "layers", "rope_theta", NULL};
 static const char *const g_group_keys[] = {"kind", "repeat", "notes", NULL};
 
 /* Known keys = the scope's own keys + every layer field; built once per call (the field table is short). */
@@ -99,6 +100,13 @@ static ps_status read_fields(const json_t *obj, const ps_jloc *loc, int kind, ps
         }
         case PS_FT_NORM: PS_TRY(parse_enum(obj, loc, f->name, g_norm_names, 2, &v)); break;
         case PS_FT_ACT: PS_TRY(parse_enum(obj, loc, f->name, g_act_names, 4, &v)); break;
+        case PS_FT_ROUTER: PS_TRY(parse_enum(obj, loc, f->name, ps_router_names, 2, &v)); break;
+        case PS_FT_REAL: {
+            double x = 0;
+            PS_TRY(ps_json_num(obj, loc, f->name, true, 0.0, 1e6, &x));
+            ps_spec_put_real(spec, i, x);
+            continue;
+        }
         }
         ps_spec_put(spec, i, v);
     }
@@ -117,6 +125,9 @@ static ps_status read_top(const json_t *root, const ps_jloc *top, const char *pa
     PS_TRY(ps_json_num(root, top, "published_params", false, 0.0, 1e16, &m->published_params));
     /* checked here so a typo fails early; only the preset tests use it (ps_model has no field for it) */
     PS_TRY(ps_json_num(root, top, "published_params_rounding", false, 0.0, 1e16, rounding));
+    PS_TRY(ps_json_num(root, top, "published_active_params", false, 0.0, 1e16, &m->published_active_params));
+    double active_rounding = 0;
+    PS_TRY(ps_json_num(root, top, "published_active_params_rounding", false, 0.0, 1e16, &active_rounding));
     PS_TRY(ps_json_num(root, top, "rope_theta", false, 1.0, 1e12, &m->rope_theta));
     m->dtype = PS_DTYPE_BF16;
     if (json_object_get(root, "dtype")) {
@@ -128,7 +139,7 @@ static ps_status read_top(const json_t *root, const ps_jloc *top, const char *pa
     }
     PS_TRY(read_fields(root, top, -1, defaults));
     /* The model's reference length is its top-level seq; without one, the first layer's (set in finish). */
-    if (defaults->set & (1u << ps_field_index("seq"))) m->seq = defaults->v.seq;
+    if (defaults->set & (UINT64_C(1) << ps_field_index("seq"))) m->seq = defaults->v.seq;
     return PS_OK;
 }
 

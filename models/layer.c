@@ -38,19 +38,35 @@ const ps_field_def ps_layer_fields[] = {
     F(tied, PS_FT_BOOL, 0, K(PS_LAYER_LM_HEAD)),
     F(pooler, PS_FT_BOOL, 0, K(PS_LAYER_EMBED) | K(PS_LAYER_LM_HEAD) | K(PS_LAYER_CLS_HEAD)),
     F(cls_token, PS_FT_BOOL, 0, K(PS_LAYER_PATCH_EMBED)),
+    /* mixture of experts (0 experts: a dense MLP) */
+    F(n_experts, PS_FT_INT, 0, K_ATTN),
+    F(top_k, PS_FT_INT, 0, K_ATTN),
+    F(expert_ffn, PS_FT_INT, 0, K_ATTN),
+    F(n_shared_experts, PS_FT_INT, 0, K_ATTN),
+    F(shared_ffn, PS_FT_INT, 0, K_ATTN),
+    F(capacity_factor, PS_FT_REAL, 0, K_ATTN),
+    F(router, PS_FT_ROUTER, 0, K_ATTN),
+    /* multi-head latent attention (kv_lora_rank 0: ordinary attention) */
+    F(q_lora_rank, PS_FT_INT, 0, K_ATTN),
+    F(kv_lora_rank, PS_FT_INT, 0, K_ATTN),
+    F(qk_nope_head_dim, PS_FT_INT, 0, K_ATTN),
+    F(qk_rope_head_dim, PS_FT_INT, 0, K_ATTN),
+    F(v_head_dim, PS_FT_INT, 0, K_ATTN),
 };
+const char *const ps_router_names[2] = {"softmax", "sigmoid"};
 const int ps_layer_field_count = (int)(sizeof ps_layer_fields / sizeof ps_layer_fields[0]);
 
 /* Field indices used by the resolver (must follow the table's order). */
 enum {
     FI_HIDDEN, FI_OUT_HIDDEN, FI_HEADS, FI_KV_HEADS, FI_HEAD_DIM, FI_FFN, FI_SEQ, FI_KV_SEQ, FI_WINDOW, FI_VOCAB,
     FI_POSITIONS, FI_TOKEN_TYPES, FI_N_CLASSES, FI_CHANNELS, FI_PATCH, FI_NORM, FI_ACT, FI_BIAS, FI_DROPOUT,
-    FI_TIED, FI_POOLER, FI_CLS_TOKEN, FI_COUNT
+    FI_TIED, FI_POOLER, FI_CLS_TOKEN, FI_N_EXPERTS, FI_TOP_K, FI_EXPERT_FFN, FI_N_SHARED, FI_SHARED_FFN, FI_CAPACITY,
+    FI_ROUTER, FI_Q_LORA, FI_KV_LORA, FI_QK_NOPE, FI_QK_ROPE, FI_V_HEAD_DIM, FI_COUNT
 };
 _Static_assert(FI_COUNT == sizeof ps_layer_fields / sizeof ps_layer_fields[0], "field index enum out of sync");
-_Static_assert(FI_COUNT <= 32, "ps_layer_spec.set has 32 bits");
+_Static_assert(FI_COUNT <= 64, "ps_layer_spec.set has 64 bits");
 
-#define BIT(i) (1u << (i))
+#define BIT(i) (UINT64_C(1) << (i))
 
 int ps_field_index(const char *name)
 {
@@ -94,22 +110,47 @@ static void put_raw(ps_layer *l, int field, int64_t value)
         memcpy(base, &a, sizeof a);
         break;
     }
+    case PS_FT_ROUTER: {
+        ps_router r = (ps_router)value;
+        memcpy(base, &r, sizeof r);
+        break;
     }
+    case PS_FT_REAL: {
+        double x = (double)value;
+        memcpy(base, &x, sizeof x);
+        break;
+    }
+    }
+}
+
+static size_t field_size(ps_field_type t)
+{
+    switch (t) {
+    case PS_FT_INT: return sizeof(int64_t);
+    case PS_FT_BOOL: return sizeof(bool);
+    case PS_FT_NORM: return sizeof(ps_norm_kind);
+    case PS_FT_ACT: return sizeof(ps_mlp_act);
+    case PS_FT_ROUTER: return sizeof(ps_router);
+    case PS_FT_REAL: return sizeof(double);
+    }
+    return 0;
 }
 
 static void copy_field(ps_layer *dst, const ps_layer *src, int field)
 {
     const ps_field_def *f = &ps_layer_fields[field];
-    size_t size = f->type == PS_FT_INT ? sizeof(int64_t)
-                  : f->type == PS_FT_BOOL ? sizeof(bool)
-                  : f->type == PS_FT_NORM ? sizeof(ps_norm_kind)
-                                          : sizeof(ps_mlp_act);
-    memcpy((char *)dst + f->offset, (const char *)src + f->offset, size);
+    memcpy((char *)dst + f->offset, (const char *)src + f->offset, field_size(f->type));
 }
 
 void ps_spec_put(ps_layer_spec *s, int field, int64_t value)
 {
     put_raw(&s->v, field, value);
+    s->set |= BIT(field);
+}
+
+void ps_spec_put_real(ps_layer_spec *s, int field, double value)
+{
+    memcpy((char *)&s->v + ps_layer_fields[field].offset, &value, sizeof value);
     s->set |= BIT(field);
 }
 
@@ -135,7 +176,7 @@ ps_status ps_layer_resolve(ps_layer_kind kind, const ps_layer_spec *defaults, co
     ps_layer l;
     memset(&l, 0, sizeof l);
     l.kind = kind;
-    uint32_t set = 0;
+    uint64_t set = 0;
     /* Group values win over model defaults; a default that does not apply to this kind (vocab on an encoder) is
      * simply not inherited, so one set of top-level values can serve a whole encoder-decoder or vision model. */
     for (int i = 0; i < ps_layer_field_count; i++) {
@@ -155,6 +196,44 @@ ps_status ps_layer_resolve(ps_layer_kind kind, const ps_layer_spec *defaults, co
     if (!(set & BIT(FI_SEQ))) return WFAIL(w, "seq", ": missing (give it at the model level or in the layer)");
 
     if (K(kind) & K_ATTN) {
+        /* A dense layer among MoE ones (DeepSeek-V3's first three) says n_experts = 0 and inherits nothing of the
+         * experts from the model's defaults; values its own group gives are kept, for the check to name. The same
+         * for ordinary attention among MLA layers. */
+        static const int moe_fields[] = {FI_TOP_K, FI_EXPERT_FFN, FI_N_SHARED, FI_SHARED_FFN, FI_CAPACITY, FI_ROUTER};
+        static const int mla_fields[] = {FI_Q_LORA, FI_QK_NOPE, FI_QK_ROPE, FI_V_HEAD_DIM};
+        ps_layer zero;
+        memset(&zero, 0, sizeof zero);
+        for (size_t i = 0; l.n_experts == 0 && i < sizeof moe_fields / sizeof moe_fields[0]; i++)
+            if (!(group && (group->set & BIT(moe_fields[i])))) copy_field(&l, &zero, moe_fields[i]);
+        for (size_t i = 0; l.kv_lora_rank == 0 && i < sizeof mla_fields / sizeof mla_fields[0]; i++)
+            if (!(group && (group->set & BIT(mla_fields[i])))) copy_field(&l, &zero, mla_fields[i]);
+        if (l.n_experts > 0) {
+            if (!(set & BIT(FI_TOP_K)))
+                return WFAIL(w, "top_k", ": missing (an MoE layer, n_experts = %lld, needs the experts per token)",
+                             (long long)l.n_experts);
+            /* Mixtral's config states the expert width as intermediate_size: ffn_hidden serves when expert_ffn is
+             * not given; shared experts default to the routed ones' width */
+            if (!(set & BIT(FI_EXPERT_FFN)) && (set & BIT(FI_FFN))) l.expert_ffn = l.ffn_hidden;
+            if (!(set & BIT(FI_SHARED_FFN)) && l.n_shared_experts > 0) l.shared_ffn = l.expert_ffn;
+            /* one canonical form (the HF import builds the same): an MoE layer's ffn_hidden is its experts' width,
+             * which code that knows only dense MLPs then reads as one expert */
+            if (l.expert_ffn > 0) {
+                l.ffn_hidden = l.expert_ffn;
+                set |= BIT(FI_FFN);
+            }
+        }
+        if (l.kv_lora_rank > 0) {
+            /* MLA: every head has its own K and V (from the shared latent), and the score width is nope + rope */
+            if (!(set & BIT(FI_KV_HEADS)) && (set & BIT(FI_HEADS))) {
+                l.kv_heads = l.heads;
+                set |= BIT(FI_KV_HEADS);
+            }
+            if (!(set & BIT(FI_HEAD_DIM)) && (set & BIT(FI_HEADS))) {
+                if (!ps_add_i64(l.qk_nope_head_dim, l.qk_rope_head_dim, &l.head_dim))
+                    return WFAIL(w, "qk_nope_head_dim", " = %lld: too large", (long long)l.qk_nope_head_dim);
+                set |= BIT(FI_HEAD_DIM);
+            }
+        }
         if (!(set & BIT(FI_HEADS))) {
             /* Swin-style descriptions give the per-head width and let the head count follow the stage width. */
             if (!(set & BIT(FI_HEAD_DIM)))
@@ -204,6 +283,64 @@ static ps_status need_nonneg(const ps_where *w, const char *field, int64_t v)
 #define NEED_POS(field) PS_TRY(need_pos(w, #field, l->field))
 #define NEED_NONNEG(field) PS_TRY(need_nonneg(w, #field, l->field))
 
+static ps_status only_if(const ps_where *w, const char *field, int64_t v, bool applies, const char *when)
+{
+    if (v != 0 && !applies) return WFAIL(w, field, " = %lld: applies only to %s", (long long)v, when);
+    return PS_OK;
+}
+
+static ps_status check_moe(const ps_layer *l, const ps_where *w)
+{
+    bool moe = l->n_experts > 0;
+    const char *when = "MoE layers (n_experts > 0)";
+    NEED_NONNEG(n_experts);
+    PS_TRY(only_if(w, "top_k", l->top_k, moe, when));
+    PS_TRY(only_if(w, "expert_ffn", l->expert_ffn, moe, when));
+    PS_TRY(only_if(w, "n_shared_experts", l->n_shared_experts, moe, when));
+    PS_TRY(only_if(w, "shared_ffn", l->shared_ffn, moe, when));
+    PS_TRY(only_if(w, "router", (int64_t)l->router, moe, when));
+    if (!moe && l->capacity_factor != 0)
+        return WFAIL(w, "capacity_factor", " = %g: applies only to %s", l->capacity_factor, when);
+    if (!moe) return PS_OK;
+    NEED_POS(top_k);
+    if (l->top_k > l->n_experts)
+        return WFAIL(w, "top_k", " = %lld: must be at most n_experts = %lld (a token picks top_k different experts)",
+                     (long long)l->top_k, (long long)l->n_experts);
+    NEED_POS(expert_ffn);
+    NEED_NONNEG(n_shared_experts);
+    if (l->n_shared_experts > 0) NEED_POS(shared_ffn);
+    PS_TRY(only_if(w, "shared_ffn", l->shared_ffn, l->n_shared_experts > 0, "layers with n_shared_experts > 0"));
+    if (!(l->capacity_factor >= 0) || !(l->capacity_factor <= 1e6))
+        return WFAIL(w, "capacity_factor", " = %g: must be 0 (dropless) or a positive factor", l->capacity_factor);
+    if ((int)l->router < 0 || l->router > PS_ROUTER_SIGMOID)
+        return WFAIL(w, "router", " = %d: unknown", (int)l->router);
+    return PS_OK;
+}
+
+static ps_status check_mla(const ps_layer *l, const ps_where *w)
+{
+    bool mla = l->kv_lora_rank > 0;
+    const char *when = "multi-head latent attention (kv_lora_rank > 0)";
+    NEED_NONNEG(kv_lora_rank);
+    PS_TRY(only_if(w, "q_lora_rank", l->q_lora_rank, mla, when));
+    PS_TRY(only_if(w, "qk_nope_head_dim", l->qk_nope_head_dim, mla, when));
+    PS_TRY(only_if(w, "qk_rope_head_dim", l->qk_rope_head_dim, mla, when));
+    PS_TRY(only_if(w, "v_head_dim", l->v_head_dim, mla, when));
+    if (!mla) return PS_OK;
+    NEED_NONNEG(q_lora_rank);
+    NEED_POS(qk_nope_head_dim);
+    NEED_NONNEG(qk_rope_head_dim);
+    NEED_POS(v_head_dim);
+    if (l->head_dim != l->qk_nope_head_dim + l->qk_rope_head_dim)
+        return WFAIL(w, "head_dim", " = %lld: must be qk_nope_head_dim + qk_rope_head_dim = %lld under multi-head "
+                     "latent attention (the width of Q and K per head)", (long long)l->head_dim,
+                     (long long)(l->qk_nope_head_dim + l->qk_rope_head_dim));
+    if (l->kv_heads != l->heads)
+        return WFAIL(w, "kv_heads", " = %lld: must equal heads = %lld under multi-head latent attention (each head "
+                     "gets its own K and V from the latent)", (long long)l->kv_heads, (long long)l->heads);
+    return PS_OK;
+}
+
 ps_status ps_layer_check(const ps_layer *l, const ps_where *w)
 {
     if ((int)l->kind < 0 || l->kind >= PS_LAYER_KIND_COUNT) return WFAIL(w, "kind", " = %d: unknown", (int)l->kind);
@@ -225,6 +362,8 @@ ps_status ps_layer_check(const ps_layer *l, const ps_where *w)
         if ((int)l->norm < 0 || l->norm > PS_NORM_RMSNORM) return WFAIL(w, "norm", " = %d: unknown", (int)l->norm);
         if ((int)l->act < 0 || l->act > PS_ACT_GEGLU) return WFAIL(w, "act", " = %d: unknown", (int)l->act);
         if (l->kind == PS_LAYER_DECODER_XATTN) NEED_POS(kv_seq);
+        PS_TRY(check_moe(l, w));
+        PS_TRY(check_mla(l, w));
         break;
     case PS_LAYER_EMBED:
         NEED_NONNEG(vocab);

@@ -113,6 +113,20 @@ static ps_status put_field(int fi, const char *key, const char *val, int kind, c
             return PS_FAIL(PS_ERR_INPUT, "%s:%d:%d: %s=%s: unknown activation (known: gelu, relu, swiglu, geglu)",
                            pos->path, pos->line, col, key, val);
         break;
+    case PS_FT_ROUTER:
+        v = find_name(val, ps_router_names, 2);
+        if (v < 0)
+            return PS_FAIL(PS_ERR_INPUT, "%s:%d:%d: %s=%s: unknown router (known: softmax, sigmoid)", pos->path,
+                           pos->line, col, key, val);
+        break;
+    case PS_FT_REAL: {
+        double x;
+        if (!ps_parse_double(val, &x) || !(x >= 0) || !(x <= 1e6))
+            return PS_FAIL(PS_ERR_INPUT, "%s:%d:%d: %s=%s: must be a number from 0 to 1e6", pos->path, pos->line, col,
+                           key, val);
+        ps_spec_put_real(spec, fi, x);
+        return PS_OK;
+    }
     }
     ps_spec_put(spec, fi, v);
     return PS_OK;
@@ -135,7 +149,8 @@ static ps_status put_string(char *dst, size_t cap, const char *key, const char *
 
 static ps_status unknown_key(const char *key, const char *val, const lpos *pos, int col, bool on_set)
 {
-    static const char *const model_keys[] = {"name", "family", "source", "published_params", "dtype"};
+    static const char *const model_keys[] = {"name", "family", "source", "published_params", "published_active_params",
+                                             "dtype"};
     const char *hint = ps_field_suggest(key);
     for (size_t i = 0; !hint && i < sizeof model_keys / sizeof model_keys[0]; i++)
         if (ps_edit_distance(key, model_keys[i]) <= 2) hint = model_keys[i];
@@ -193,6 +208,10 @@ static ps_status set_line(token *tok, int n, const lpos *pos, ps_model *m, ps_la
             if (!ps_parse_double(val, &m->published_params) || m->published_params < 0)
                 return PS_FAIL(PS_ERR_INPUT, "%s:%d:%d: published_params=%s: not a non-negative number", pos->path,
                                pos->line, col, val);
+        } else if (!strcmp(key, "published_active_params")) {
+            if (!ps_parse_double(val, &m->published_active_params) || m->published_active_params < 0)
+                return PS_FAIL(PS_ERR_INPUT, "%s:%d:%d: published_active_params=%s: not a non-negative number",
+                               pos->path, pos->line, col, val);
         } else if (!strcmp(key, "dtype")) {
             if (ps_dtype_parse(val, &m->dtype) != PS_OK)
                 return PS_FAIL(PS_ERR_INPUT, "%s:%d:%d: dtype=%s: unknown dtype (known: fp32, fp16, bf16, fp8)",
@@ -251,7 +270,7 @@ static ps_status layer_line(token *tok, int n, const lpos *pos, const ps_layer_s
         int fi = ps_field_index(key);
         if (fi < 0) {
             if (!strcmp(key, "name") || !strcmp(key, "family") || !strcmp(key, "source") || !strcmp(key, "dtype") ||
-                !strcmp(key, "published_params"))
+                !strcmp(key, "published_params") || !strcmp(key, "published_active_params"))
                 return PS_FAIL(PS_ERR_INPUT, "%s:%d:%d: %s=%s: '%s' is model-wide; put it on a 'set' line", pos->path,
                                pos->line, tok[i].col, key, val, key);
             return unknown_key(key, val, pos, tok[i].col, false);

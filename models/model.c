@@ -474,6 +474,7 @@ ps_status ps_model_scaled(const ps_model *m, int64_t f, int64_t align, ps_model 
         out->name[len < keep ? len : keep] = '\0';
         ps_strcatf(out->name, sizeof out->name, "%s", suffix);
         out->published_params = 0;
+        out->published_active_params = 0;
         /* Tokens shrink like widths (seq is a multiple of align too, for sequence parallelism over tp); heads stay,
          * so every head divisibility rule of the original holds, and head_dim shrinks instead. */
         out->seq = shrink(m->seq, f, align);
@@ -488,6 +489,14 @@ ps_status ps_model_scaled(const ps_model *m, int64_t f, int64_t align, ps_model 
             l->attn_window = shrink(l->attn_window, f, 1);
             l->positions = shrink(l->positions, f, 1);
             l->head_dim = shrink(l->head_dim, f, 1);
+            l->expert_ffn = shrink(l->expert_ffn, f, align);
+            l->shared_ffn = shrink(l->shared_ffn, f, align);
+            l->q_lora_rank = shrink(l->q_lora_rank, f, align);
+            l->kv_lora_rank = shrink(l->kv_lora_rank, f, align);
+            l->qk_nope_head_dim = shrink(l->qk_nope_head_dim, f, 1);
+            l->qk_rope_head_dim = shrink(l->qk_rope_head_dim, f, 1);
+            l->v_head_dim = shrink(l->v_head_dim, f, 1);
+            if (l->kv_lora_rank > 0) l->head_dim = l->qk_nope_head_dim + l->qk_rope_head_dim;
         }
     }
     ps_status st = ps_model_validate(out, out->name);

@@ -14,7 +14,8 @@
  * dynamic programs are sized by it. */
 #define PS_MODEL_MAX_LAYERS 100000
 
-typedef enum { PS_FT_INT = 0, PS_FT_BOOL, PS_FT_NORM, PS_FT_ACT } ps_field_type;
+/* PS_FT_REAL: a double (capacity_factor), stored through ps_spec_put_real; the others through ps_spec_put. */
+typedef enum { PS_FT_INT = 0, PS_FT_BOOL, PS_FT_NORM, PS_FT_ACT, PS_FT_ROUTER, PS_FT_REAL } ps_field_type;
 
 typedef struct {
     const char *name;
@@ -35,11 +36,14 @@ const char *ps_field_suggest(const char *name);
 /* Layer field values of one scope (model defaults or one group); bit i of `set` = ps_layer_fields[i] was given. */
 typedef struct {
     ps_layer v;
-    uint32_t set;
+    uint64_t set;
 } ps_layer_spec;
 
 /* Store an integer / boolean / enum value (enums as their ps_norm_kind / ps_mlp_act value) and mark it given. */
 void ps_spec_put(ps_layer_spec *s, int field, int64_t value);
+void ps_spec_put_real(ps_layer_spec *s, int field, double value);
+/* Names of the router kinds, in ps_router order (the readers parse them). */
+extern const char *const ps_router_names[2];
 
 /* Where a layer came from, for messages: prefix "m.json: layers[2]" with sep "." gives "m.json: layers[2].heads";
  * prefix "m.layers:7" with sep ": " gives "m.layers:7: heads". */

@@ -28,6 +28,10 @@ typedef enum {
 
 typedef enum { PS_NORM_LAYERNORM = 0, PS_NORM_RMSNORM } ps_norm_kind;
 typedef enum { PS_ACT_GELU = 0, PS_ACT_RELU, PS_ACT_SWIGLU, PS_ACT_GEGLU } ps_mlp_act; /* *GLU = gated, 3 matrices */
+/* How a mixture-of-experts router scores the experts: softmax over the expert logits (Mixtral, Qwen-MoE), or a
+ * sigmoid per expert with a learned bias that steers the top-k choice (DeepSeek-V3's auxiliary-loss-free balancing:
+ * DeepSeek-V3 report Sec. 2.1.2; the bias is n_experts parameters more). */
+typedef enum { PS_ROUTER_SOFTMAX = 0, PS_ROUTER_SIGMOID } ps_router;
 typedef enum { PS_DTYPE_FP32 = 0, PS_DTYPE_FP16, PS_DTYPE_BF16, PS_DTYPE_FP8 } ps_dtype;
 /* Activation recomputation (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
  * Models"): none, selective (Megatron-LM: the attention core only), full (the layer keeps its input).
@@ -77,6 +81,26 @@ typedef struct {
     bool tied;           /* LM_HEAD: weights shared with the embedding (adds no parameters) */
     bool pooler;         /* CLS_HEAD: BERT pooler dense h x h before the classifier; EMBED: adds an embedding norm */
     bool cls_token;      /* PATCH_EMBED: learned [CLS] token */
+    /* Mixture of experts (blocks only; n_experts 0 = a dense MLP of ffn_hidden, and the fields below are 0). The MoE
+     * block replaces the MLP: a router (h x n_experts), n_experts routed experts of width expert_ffn of which each
+     * token uses top_k, and n_shared_experts experts of width shared_ffn every token uses (DeepSeek, Qwen2-MoE);
+     * ffn_hidden is then unused. Each expert is an MLP of the layer's act (gated: 3 matrices). */
+    int64_t n_experts;        /* routed experts */
+    int64_t top_k;            /* routed experts per token */
+    int64_t expert_ffn;       /* inner width of one routed expert */
+    int64_t n_shared_experts; /* experts every token goes through */
+    int64_t shared_ffn;       /* inner width of one shared expert */
+    double capacity_factor;   /* tokens an expert takes at most, x its even share T*top_k/n_experts; 0 = dropless */
+    ps_router router;
+    /* Multi-head latent attention (DeepSeek-V2/V3; kv_lora_rank 0 = ordinary attention and the fields below are 0).
+     * Keys and values come from one compressed latent of kv_lora_rank (plus a shared rotary key of qk_rope_head_dim),
+     * queries from a q_lora_rank latent (0: a plain h x heads*(nope+rope) projection, DeepSeek-V2-Lite). heads
+     * query/key/value heads; head_dim = qk_nope_head_dim + qk_rope_head_dim (the score width), kv_heads = heads. */
+    int64_t q_lora_rank;
+    int64_t kv_lora_rank;
+    int64_t qk_nope_head_dim;
+    int64_t qk_rope_head_dim;
+    int64_t v_head_dim;       /* value and output width per head */
 } ps_layer;
 
 typedef struct {
@@ -88,6 +112,7 @@ typedef struct {
     int64_t n_layers;
     ps_layer *layers;
     double published_params; /* parameter count stated by the source, 0 if none (checked in tests, within 1%) */
+    double published_active_params; /* active parameters per token stated by the source (MoE), 0 if none */
     double rope_theta;    /* base of the rotary position embedding ("rope_theta"), 0 when the source states none;
                              no cost depends on it: the exports pass it on (Megatron-LM --rotary-base) */
 } ps_model;
@@ -141,8 +166,16 @@ ps_status ps_model_list(char ***names, int *count);
 void ps_model_list_free(char **names, int count);
 
 /* ---- per-layer arithmetic (all per sample, i.e. micro-batch size 1) ---- */
-/* -1 when the count overflows int64 (ps_model_validate refuses such layers, so a loaded model never gives -1). */
+/* -1 when the count overflows int64 (ps_model_validate refuses such layers, so a loaded model never gives -1).
+ * Every routed expert counts: the weights a checkpoint stores. */
 int64_t ps_layer_params(const ps_layer *l);
+/* The parameters one token's forward pass uses: a dense layer's all, an MoE layer's top_k routed experts, its shared
+ * experts, the router and the attention (what "active parameters" means in the Mixtral, Qwen3 and DeepSeek-V3
+ * reports). -1 on overflow, as ps_layer_params. */
+int64_t ps_layer_active_params(const ps_layer *l);
+/* The layer has routed experts (n_experts > 0) / multi-head latent attention (kv_lora_rank > 0). */
+bool ps_layer_is_moe(const ps_layer *l);
+bool ps_layer_is_mla(const ps_layer *l);
 /* Forward matmul FLOPs per sample, 2 FLOPs per multiply-add, attention s*ctx terms included (Megatron convention:
  * causal masking is not discounted). Backward = 2x forward (input + weight gradient). These are model FLOPs (what
  * MFU and TFLOP/s per GPU count), whatever kernel runs the attention. */
@@ -171,7 +204,8 @@ double ps_layer_act_bytes_attn(const ps_layer *l, ps_dtype dtype, int tp, bool s
  * which decides what PS_RECOMP_OP keeps: self-attention wq, wk, wv, wo; cross-attention the same over the encoder
  * tokens for k and v; the MLP w1, w3, w2 (gated) or fc1, fc2. Per sample on one GPU of a tp-way group: `tokens`
  * rows, n_out output columns (already / tp for the column-parallel ones), k_in input columns; `row`: row parallel
- * (wo, w2, fc2: a partial sum of the full width before its reduction). At most PS_LINEARS_MAX; 0 for other kinds. */
+ * (wo, w2, fc2: a partial sum of the full width before its reduction). At most PS_LINEARS_MAX; 0 for other kinds.
+ * Dense blocks only: an MoE or MLA block's linear layers are others (the cost model refuses recompute op there). */
 #define PS_LINEARS_MAX 11
 typedef struct {
     double tokens, n_out, k_in;
@@ -194,6 +228,7 @@ double ps_layer_boundary_bytes(const ps_layer *l, ps_dtype dtype);
 bool ps_layer_equal(const ps_layer *a, const ps_layer *b);
 
 int64_t ps_model_params(const ps_model *m); /* -1 on int64 overflow, as ps_layer_params */
+int64_t ps_model_active_params(const ps_model *m); /* the sum of ps_layer_active_params; -1 on overflow */
 double ps_model_fwd_flops(const ps_model *m);
 /* Model FLOPs of one training iteration per sample (fwd + bwd = 3x forward, no recompute). */
 double ps_model_train_flops(const ps_model *m);

@@ -22,7 +22,10 @@ json_t *ps_model_to_json(const ps_model *m)
     json_object_set_new(j, "seq", json_integer(m->seq));
     json_object_set_new(j, "n_layers", json_integer(m->n_layers));
     json_object_set_new(j, "params", json_integer(ps_model_params(m)));
+    json_object_set_new(j, "active_params", json_integer(ps_model_active_params(m)));
     if (m->published_params > 0) json_object_set_new(j, "published_params", json_real(m->published_params));
+    if (m->published_active_params > 0)
+        json_object_set_new(j, "published_active_params", json_real(m->published_active_params));
     if (m->rope_theta > 0) json_object_set_new(j, "rope_theta", json_real(m->rope_theta));
     json_object_set_new(j, "fwd_flops_per_sample", json_real(ps_model_fwd_flops(m)));
     json_object_set_new(j, "train_flops_per_sample", json_real(ps_model_train_flops(m)));
@@ -50,7 +53,26 @@ json_t *ps_model_to_json(const ps_model *m)
         if (l->attn_window) json_object_set_new(g, "attn_window", json_integer(l->attn_window));
         if (l->vocab) json_object_set_new(g, "vocab", json_integer(l->vocab));
         if (l->n_classes) json_object_set_new(g, "n_classes", json_integer(l->n_classes));
+        if (ps_layer_is_moe(l)) {
+            json_object_set_new(g, "n_experts", json_integer(l->n_experts));
+            json_object_set_new(g, "top_k", json_integer(l->top_k));
+            json_object_set_new(g, "expert_ffn", json_integer(l->expert_ffn));
+            if (l->n_shared_experts) {
+                json_object_set_new(g, "n_shared_experts", json_integer(l->n_shared_experts));
+                json_object_set_new(g, "shared_ffn", json_integer(l->shared_ffn));
+            }
+            json_object_set_new(g, "capacity_factor", json_real(l->capacity_factor));
+            json_object_set_new(g, "router", json_string(l->router == PS_ROUTER_SIGMOID ? "sigmoid" : "softmax"));
+        }
+        if (ps_layer_is_mla(l)) {
+            json_object_set_new(g, "q_lora_rank", json_integer(l->q_lora_rank));
+            json_object_set_new(g, "kv_lora_rank", json_integer(l->kv_lora_rank));
+            json_object_set_new(g, "qk_nope_head_dim", json_integer(l->qk_nope_head_dim));
+            json_object_set_new(g, "qk_rope_head_dim", json_integer(l->qk_rope_head_dim));
+            json_object_set_new(g, "v_head_dim", json_integer(l->v_head_dim));
+        }
         json_object_set_new(g, "params_each", json_integer(ps_layer_params(l)));
+        json_object_set_new(g, "active_params_each", json_integer(ps_layer_active_params(l)));
         json_object_set_new(g, "fwd_flops_each", json_real(ps_layer_fwd_flops(l)));
         json_t *act = json_object();
         json_object_set_new(act, "none", json_real(ps_layer_act_bytes(l, m->dtype, 1, false, PS_RECOMP_NONE)));
@@ -80,6 +102,14 @@ void ps_model_print(FILE *f, const ps_model *m)
         fprintf(f, "   published %s, %+.2f%%", ps_fmt_count(m->published_params, b2, sizeof b2),
                 100.0 * ((double)ps_model_params(m) - m->published_params) / m->published_params);
     fprintf(f, "\n");
+    int64_t act = ps_model_active_params(m);
+    if (act != ps_model_params(m) || m->published_active_params > 0) {
+        fprintf(f, "active    %s (%lld) per token", ps_fmt_count((double)act, b1, sizeof b1), (long long)act);
+        if (m->published_active_params > 0)
+            fprintf(f, "   published %s, %+.2f%%", ps_fmt_count(m->published_active_params, b2, sizeof b2),
+                    100.0 * ((double)act - m->published_active_params) / m->published_active_params);
+        fprintf(f, "\n");
+    }
     fprintf(f, "layers    %lld    seq %lld tokens    dtype %s\n", (long long)m->n_layers, (long long)m->seq,
             ps_dtype_name(m->dtype));
     double fl = ps_model_train_flops(m);
@@ -93,12 +123,26 @@ void ps_model_print(FILE *f, const ps_model *m)
         int64_t n = run_length(m, i);
         fprintf(f, "%5lld %6lld  %-14s %7lld %5lld %4lld %6lld %6lld %6lld %11s %10.2f %10s %10s %10s\n", (long long)i,
                 (long long)n, ps_layer_kind_name(l->kind), (long long)l->hidden, (long long)l->heads,
-                (long long)l->kv_heads, (long long)l->ffn_hidden, (long long)l->seq, (long long)l->kv_seq,
+                (long long)l->kv_heads, (long long)(ps_layer_is_moe(l) ? l->expert_ffn : l->ffn_hidden),
+                (long long)l->seq, (long long)l->kv_seq,
                 ps_fmt_count((double)ps_layer_params(l), b1, sizeof b1), ps_layer_fwd_flops(l) / 1e9,
                 ps_fmt_bytes(ps_layer_act_bytes(l, m->dtype, 1, false, PS_RECOMP_NONE), b2, sizeof b2),
                 ps_fmt_bytes(ps_layer_act_bytes(l, m->dtype, 1, false, PS_RECOMP_SELECTIVE), b3, sizeof b3),
                 ps_fmt_bytes(ps_layer_act_bytes_attn(l, m->dtype, 1, false, PS_RECOMP_NONE, PS_ATTN_FUSED), b4,
                              sizeof b4));
+        if (ps_layer_is_moe(l)) {
+            char cap[48] = "dropless";
+            if (l->capacity_factor > 0) snprintf(cap, sizeof cap, "capacity factor %g", l->capacity_factor);
+            fprintf(f, "%13s moe: %lld experts (ffn column: one expert's), top %lld, %lld shared of ffn %lld, %s "
+                    "router, %s; active %s/layer\n", "", (long long)l->n_experts, (long long)l->top_k,
+                    (long long)l->n_shared_experts, (long long)l->shared_ffn,
+                    l->router == PS_ROUTER_SIGMOID ? "sigmoid" : "softmax", cap,
+                    ps_fmt_count((double)ps_layer_active_params(l), b1, sizeof b1));
+        }
+        if (ps_layer_is_mla(l))
+            fprintf(f, "%13s mla: q_lora %lld, kv_lora %lld, qk head %lld nope + %lld rope, v head %lld\n", "",
+                    (long long)l->q_lora_rank, (long long)l->kv_lora_rank, (long long)l->qk_nope_head_dim,
+                    (long long)l->qk_rope_head_dim, (long long)l->v_head_dim);
         i += n;
     }
     fprintf(f, "(per layer, per sample: forward GFLOP; activation bytes kept for backward at TP 1, no recompute / "

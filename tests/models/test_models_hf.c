@@ -155,7 +155,7 @@ static const hf_bad g_bad[] = {
     {"hf/bad/gpt2-missing-n_embd.json", {"gpt2-missing-n_embd.json: missing field 'n_embd'", NULL}},
     {"hf/bad/llama-missing-intermediate.json", {"missing field 'intermediate_size'", NULL}},
     {"hf/bad/unsupported-type.json",
-     {"model_type 'mixtral' is not supported", "gpt2, gpt_neox, llama, mistral, bert, t5, vit", NULL}},
+     {"model_type 'jamba' is not supported", "gpt2, gpt_neox, llama, mistral, bert, t5, vit, mixtral", NULL}},
     {"hf/bad/unsupported-arch.json", {"architecture 'FalconForCausalLM' is not supported", "gpt_neox", NULL}},
     {"hf/bad/null-required.json", {"null-required.json: field 'hidden_size' is null", NULL}},
     {"hf/bad/t5-bad-ffproj.json", {"field 'feed_forward_proj' = 'swish' is not supported", NULL}},
