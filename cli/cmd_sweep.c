@@ -161,6 +161,8 @@ static char *options_line(const ps_cli_opts *o, const ps_cluster *c, const ps_se
     if (f->recompute >= 0) ps_strcatf(buf, sizeof buf, " recompute=%s", ps_recompute_name((ps_recompute)f->recompute));
     if (f->mbs > 0) ps_strcatf(buf, sizeof buf, " mbs=%lld", (long long)f->mbs);
     if (f->micro > 0) ps_strcatf(buf, sizeof buf, " micro=%lld", (long long)f->micro);
+    if (f->cp > 0) ps_strcatf(buf, sizeof buf, " cp=%d", f->cp);
+    if (f->cp_comm > 0) ps_strcatf(buf, sizeof buf, " cp-comm=%s", ps_cp_comm_name((ps_cp_comm)(f->cp_comm - 1)));
     if (o->mopts.seq) ps_strcatf(buf, sizeof buf, " seq=%lld", (long long)o->mopts.seq);
     if (o->mopts.vocab_pad) ps_strcatf(buf, sizeof buf, " vocab-pad=%lld", (long long)o->mopts.vocab_pad);
     if (o->mopts.dtype >= 0) ps_strcatf(buf, sizeof buf, " dtype=%s", ps_dtype_name((ps_dtype)o->mopts.dtype));
