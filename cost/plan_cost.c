@@ -362,7 +362,10 @@ static void dp_layer_record(dp_layers *d, int64_t i, const ps_strategy *s, const
     dpl(d, DPL_GRAD)[i] = ov ? lc->dp_grad : 0;
     dpl(d, DPL_PARAM)[i] = ov ? lc->dp_param : 0;
     dpl(d, DPL_ELEMS)[i] = lc->dp_elems;
-    dpl(d, DPL_DP)[i] = ps_strategy_dp_cp(s); /* the gradient group: dp x cp */
+    /* the bucket rule's DP size: Megatron-core sizes buckets by its data-parallel group without context parallelism
+     * (distributed_data_parallel.py: max(40000000, 1000000 x dp_group.size()), d98e8a64), though the gradients are
+     * reduced over dp x cp */
+    dpl(d, DPL_DP)[i] = s->dp;
     /* ZeRO-3 not overlapped is exposed in its layer's cost already: its collectives join the computation here */
     dpl(d, DPL_ZCF)[i] = lc->comp_fwd + (ov ? 0 : lc->zero_exposed_f);
     dpl(d, DPL_ZCB)[i] = lc->comp_bwd_b + lc->comp_bwd_w + (ov ? 0 : lc->zero_exposed_b);
