@@ -85,19 +85,24 @@ int ps_search_max_tp(const ps_search_opts *o, const ps_cluster *c)
     return (int)(d > 0 ? d : 1);
 }
 
+static int64_t search_max_cp(const ps_search_opts *o, const ps_model *m, const ps_cluster *c);
+
 /* The generic binding constraints, when no plan was seen short of memory. */
 static void explain_generic(ps_search_result *r, const ps_search_opts *o, const ps_model *m, const ps_cluster *c)
 {
     int64_t mbs_max = o->fixed.mbs > 0 ? o->fixed.mbs : o->mbs_max;
     /* Two causes plain from the sizes alone, named before the generic ones. Every data-parallel replica takes at least
-     * one sample, and a replica spans at most max TP x max PP GPUs (a stage holds at least one layer). */
+     * one sample, and a replica spans at most max TP x max CP x max PP GPUs (a stage holds at least one layer). */
     int max_pp = (int)(m->n_layers < PS_SEARCH_MAX_PP ? m->n_layers : PS_SEARCH_MAX_PP);
-    int64_t per_replica = (int64_t)ps_search_max_tp(o, c) * (max_pp > 0 ? max_pp : 1);
+    int64_t max_cp = search_max_cp(o, m, c);
+    int64_t per_replica = (int64_t)ps_search_max_tp(o, c) * max_cp * (max_pp > 0 ? max_pp : 1);
     if (o->gbs_hi > 0 && o->gbs_hi < c->n_gpus / per_replica) {
+        char cps[48] = "";
+        if (max_cp > 1) snprintf(cps, sizeof cps, ", CP up to %lld", (long long)max_cp);
         snprintf(r->binding, sizeof r->binding,
-                 "a global batch of at most %lld samples is too small for %lld GPUs: with TP up to %d and at most %d "
+                 "a global batch of at most %lld samples is too small for %lld GPUs: with TP up to %d%s and at most %d "
                  "pipeline stages (one per layer) there are at least %lld data-parallel replicas, each needing a "
-                 "sample", (long long)o->gbs_hi, (long long)c->n_gpus, ps_search_max_tp(o, c), max_pp,
+                 "sample", (long long)o->gbs_hi, (long long)c->n_gpus, ps_search_max_tp(o, c), cps, max_pp,
                  (long long)(c->n_gpus / per_replica));
         return;
     }
@@ -1624,6 +1629,31 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
     return search_partitions(w, &x);
 }
 
+/* The fewest tokens of a sequence chunk the search splits a sequence into (2 x cp chunks, ring's load balancing; the
+ * same bound for a2a): fused attention kernels tile queries and keys in blocks of 64 or 128 rows (FlashAttention-2,
+ * Dao 2023, arXiv 2307.08691), and a shorter chunk leaves its kernel's tiles partly empty, which the cost model does
+ * not price. A fixed --cp is taken as given. */
+#define PS_SEARCH_CP_MIN_CHUNK 128
+
+/* An upper bound on the context-parallel degree of any plan the search makes (for the binding message): the fixed
+ * one, else the most 2 x cp chunks of PS_SEARCH_CP_MIN_CHUNK tokens the shortest sequence holds, where the cluster
+ * has fused attention and the framework runs a kind; 1 otherwise. */
+static int64_t search_max_cp(const ps_search_opts *o, const ps_model *m, const ps_cluster *c)
+{
+    if (o->fixed.cp > 0) return o->fixed.cp;
+    const ps_framework_rules *r = ps_framework_get((ps_framework)o->framework);
+    if (r && !r->cp[PS_CP_RING] && !r->cp[PS_CP_A2A]) return 1;
+    ps_attn attn[2];
+    int n_attn = ps_search_fw_attention(o, c, attn);
+    bool fused = false;
+    for (int a = 0; a < n_attn; a++) fused = fused || attn[a] == PS_ATTN_FUSED;
+    int64_t seq = 0;
+    for (int64_t l = 0; l < m->n_layers; l++)
+        if (ps_layer_has_attention(m->layers[l].kind) && (seq == 0 || m->layers[l].seq < seq)) seq = m->layers[l].seq;
+    int64_t most = seq / (2 * PS_SEARCH_CP_MIN_CHUNK);
+    return fused && most > 1 ? most : 1;
+}
+
 /* One context-parallel choice of a unit. */
 typedef struct {
     int cp;
@@ -1647,8 +1677,14 @@ static ps_status cp_choices(const ps_search_opts *o, const ps_model *m, const ps
     for (int a = 0; a < n_attn; a++) fused = fused || attn[a] == PS_ATTN_FUSED;
     for (int64_t l = 0; l < m->n_layers; l++) any_attn = any_attn || ps_layer_has_attention(m->layers[l].kind);
     if (!fused || !any_attn) return PS_OK;
+    int64_t seq = 0; /* the shortest sequence of a layer with attention */
+    for (int64_t l = 0; l < m->n_layers; l++)
+        if (ps_layer_has_attention(m->layers[l].kind) && (seq == 0 || m->layers[l].seq < seq)) seq = m->layers[l].seq;
     for (int64_t cp = 2; cp <= width && cp <= INT32_MAX; cp++) {
         if (width % cp || (o->fixed.cp > 1 && cp != o->fixed.cp)) continue;
+        /* no chunk shorter than a fused kernel's query tile (PS_SEARCH_CP_MIN_CHUNK): the cost model prices a ring
+         * step as 1/cp of the attention, which a kernel running mostly empty tiles does not reach */
+        if (o->fixed.cp <= 1 && seq / (2 * cp) < PS_SEARCH_CP_MIN_CHUNK) break;
         unsigned kinds = 0;
         for (int k = 0; k < PS_CP_COMM_COUNT; k++) {
             if ((o->fixed.cp_comm > 0 && k != o->fixed.cp_comm - 1) || (r && !r->cp[k])) continue;
