@@ -310,8 +310,10 @@ static json_t *cell_record(const char *key, const char *model, const char *clust
             return NULL;
         }
         json_object_set_new(j, "plan",
-                            json_pack("{s:i, s:i, s:i, s:i, s:i, s:s, s:b, s:b, s:s, s:s, s:I, s:I, s:I}", "pp", p->pp,
-                                      "vpp", p->vpp, "tp", s0->tp, "dp", s0->dp, "zero", s0->zero, "ckpt",
+                            json_pack("{s:i, s:i, s:i, s:i, s:s, s:i, s:i, s:s, s:b, s:b, s:s, s:s, s:I, s:I, s:I}",
+                                      "pp", p->pp, "vpp", p->vpp, "tp", s0->tp, "cp", ps_strategy_cp(s0), "cp_comm",
+                                      ps_cp_comm_name(ps_strategy_cp(s0) > 1 ? s0->cp_comm : PS_CP_RING), "dp",
+                                      s0->dp, "zero", s0->zero, "ckpt",
                                       ps_recompute_name(s0->ckpt), "sp", s0->sp, "uniform",
                                       ps_plan_is_uniform(p, m->n_layers), "varies", varies, "schedule", p->schedule,
                                       "gbs", (json_int_t)p->gbs, "mbs", (json_int_t)p->mbs, "micro_batches",

@@ -1812,6 +1812,19 @@ ps_status ps_search_model_check(const ps_search_opts *o, const ps_model *m, cons
 {
     PS_TRY(ps_search_opts_check(o, c));
     const ps_framework_rules *fw = ps_framework_get((ps_framework)o->framework);
+    if (o->fixed.cp > 1) {
+        /* a fixed context-parallel degree no plan can have is a wrong input: name what it needs */
+        PS_CHECK_INPUT(c->n_gpus % o->fixed.cp == 0, "context-parallel degree %d does not divide the %lld GPUs of %s",
+                       o->fixed.cp, (long long)c->n_gpus, c->name);
+        PS_CHECK_INPUT(!fw || fw->cp[PS_CP_RING] || fw->cp[PS_CP_A2A], "%s runs no context parallelism (cp %d)",
+                       fw ? fw->title : "", o->fixed.cp);
+        ps_attn attn[2];
+        int n_attn = ps_search_fw_attention(o, c, attn);
+        bool fused = false;
+        for (int a = 0; a < n_attn; a++) fused = fused || attn[a] == PS_ATTN_FUSED;
+        PS_CHECK_INPUT(fused, "context parallelism (cp %d) needs fused attention, which the search does not try on %s "
+                       "(--attention, or GPUs without a fused kernel)", o->fixed.cp, c->name);
+    }
     if (!fw) return PS_OK;
     char why[320];
     if (fw->model_runs && !fw->model_runs(m, why, sizeof why)) return PS_FAIL(PS_ERR_INPUT, "%s", why);
