@@ -132,7 +132,8 @@ static double brute_force(const ps_cost_params *cp, const ps_model *m, const ps_
         for (int64_t ck = 0; ck < 2 * width - 1; ck++) {
           int cpd = (int)(ck == 0 ? 1 : (ck + 1) / 2 + 1);
           ps_cp_comm cpk = ck == 0 || ck % 2 ? PS_CP_RING : PS_CP_A2A;
-          if (width % cpd) continue;
+          /* the search's space: 2 x cp chunks of at least 128 tokens (PS_SEARCH_CP_MIN_CHUNK, docs/search.md) */
+          if (width % cpd || (cpd > 1 && m->seq / (2 * cpd) < 128)) continue;
           for (int64_t micro = 1; micro <= gbs; micro++) {
             if (gbs % micro) continue;
             b.global_mb = gbs / micro;
