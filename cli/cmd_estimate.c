@@ -28,12 +28,23 @@ static void PS_PRINTF(2, 3) add_note(est_notes *nt, const char *fmt, ...)
 static ps_status plan_from_flags(const ps_cli_opts *o, const ps_model *m, const ps_cluster *c, ps_plan *plan,
                                  est_notes *nt)
 {
-    int64_t tp = o->tp ? o->tp : 1, pp = o->pp ? o->pp : 1;
-    if (c->n_gpus % (tp * pp) != 0 && !o->dp)
+    int64_t tp = o->tp ? o->tp : 1, pp = o->pp ? o->pp : 1, cp = o->cp ? o->cp : 1, tcp = 0;
+    if (tp > INT32_MAX || cp > INT32_MAX || pp > INT32_MAX || !ps_mul_i64(tp, cp, &tcp) || !ps_mul_i64(tcp, pp, &tcp))
+        return PS_FAIL(PS_ERR_INPUT, "degrees are too large (tp %lld, cp %lld, pp %lld)", (long long)tp,
+                       (long long)cp, (long long)pp);
+    if (c->n_gpus % tcp != 0 && !o->dp) {
+        if (cp > 1)
+            return PS_FAIL(PS_ERR_INPUT, "tp %lld x cp %lld x pp %lld = %lld does not divide the %lld GPUs of %s; give "
+                                         "--dp or other degrees", (long long)tp, (long long)cp, (long long)pp,
+                           (long long)tcp, (long long)c->n_gpus, c->name);
         return PS_FAIL(PS_ERR_INPUT, "tp %lld x pp %lld = %lld does not divide the %lld GPUs of %s; give --dp or "
                                      "other degrees", (long long)tp, (long long)pp, (long long)(tp * pp),
                        (long long)c->n_gpus, c->name);
-    int64_t dp = o->dp ? o->dp : c->n_gpus / (tp * pp);
+    }
+    if (o->cp_comm && cp == 1)
+        return PS_FAIL(PS_ERR_INPUT, "option --cp-comm %s: context parallelism is off (give --cp N, N > 1)",
+                       o->cp_comm);
+    int64_t dp = o->dp ? o->dp : c->n_gpus / tcp;
     int64_t mbs = o->mbs ? o->mbs : 1, gbs = o->gbs;
     if (!gbs && (!ps_mul_i64(mbs, dp, &gbs) || !ps_mul_i64(gbs, 4 * pp, &gbs)))
         return PS_FAIL(PS_ERR_INPUT, "the default global batch mbs %lld x dp %lld x 4 x pp %lld overflows; give --gbs",
@@ -51,7 +62,9 @@ static ps_status plan_from_flags(const ps_cli_opts *o, const ps_model *m, const 
      * unknown kind gets 1 here and is refused by name when the plan is costed. */
     int chunks = ps_sched_kind_default_chunks(ps_sched_kind_find(sched));
     int64_t vpp = o->vpp ? o->vpp : (chunks > 0 ? chunks : 1);
-    ps_strategy s = {.tp = (int)tp, .dp = (int)dp, .zero = o->zero > 0 ? o->zero : 0, .sp = o->seq_parallel != 0};
+    ps_strategy s = {.tp = (int)tp, .dp = (int)dp, .zero = o->zero > 0 ? o->zero : 0, .sp = o->seq_parallel != 0,
+                     .cp = (int)cp};
+    if (o->cp_comm) PS_TRY(ps_cp_comm_parse(o->cp_comm, &s.cp_comm));
     if (o->recompute) PS_TRY(ps_recompute_parse(o->recompute, &s.ckpt));
     if (o->tp_overlap && strcmp(o->tp_overlap, "auto") == 0)
         return PS_FAIL(PS_ERR_INPUT, "option --tp-overlap: estimate costs one plan: none, cross-pass, oases or te "
@@ -102,8 +115,11 @@ void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const 
         s = blk;
         uni = true;
     }
-    fprintf(f, "plan        tp %d x dp %d x pp %d%s, mbs %lld, gbs %lld (%lld micro-batches), schedule %s, vpp %d\n",
-            s->tp, s->dp, plan->pp, uni ? "" : " (per-layer strategies vary)", (long long)plan->mbs,
+    /* context parallelism only where there is some, so that every other plan reads as it always did */
+    char cps[48] = "";
+    if (ps_strategy_cp(s) > 1) snprintf(cps, sizeof cps, " x cp %d (%s)", s->cp, ps_cp_comm_name(s->cp_comm));
+    fprintf(f, "plan        tp %d%s x dp %d x pp %d%s, mbs %lld, gbs %lld (%lld micro-batches), schedule %s, vpp %d\n",
+            s->tp, cps, s->dp, plan->pp, uni ? "" : " (per-layer strategies vary)", (long long)plan->mbs,
             (long long)plan->gbs, (long long)ps_plan_micro_batches(plan), plan->schedule, plan->vpp);
     if (uni)
         fprintf(f, "            zero %d, recompute %s%s, sequence parallel %s, TP overlap %s, attention %s, DP "
@@ -199,7 +215,7 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     int64_t vocab_pad = 0;
     if (o->plan) {
         if (o->tp || o->pp || o->dp || o->mbs || o->gbs || o->vpp || o->zero >= 0 || o->recompute || o->schedule ||
-            o->seq_parallel || o->tp_overlap)
+            o->seq_parallel || o->tp_overlap || o->cp || o->cp_comm)
             return PS_FAIL(PS_ERR_INPUT, "--plan %s: give the plan either as a file or as flags, not both", o->plan);
         PS_TRY(ps_json_load_file(o->plan, &root));
     }

@@ -14,8 +14,10 @@
 static void plan_summary(char *buf, size_t cap, const ps_plan *p, int64_t n_layers)
 {
     const ps_strategy *s = &p->layer[0];
-    snprintf(buf, cap, "pp %d x tp %d x dp %d, ZeRO %d, recompute %s%s%s%s, %s, mbs %lld x %lld%s", p->pp, s->tp,
-             s->dp, s->zero, ps_recompute_name(s->ckpt), s->sp && s->tp > 1 ? ", SP" : "",
+    char cps[40] = ""; /* only where there is context parallelism, so other plans read as they always did */
+    if (ps_strategy_cp(s) > 1) snprintf(cps, sizeof cps, " x cp %d (%s)", s->cp, ps_cp_comm_name(s->cp_comm));
+    snprintf(buf, cap, "pp %d x tp %d%s x dp %d, ZeRO %d, recompute %s%s%s%s, %s, mbs %lld x %lld%s", p->pp, s->tp,
+             cps, s->dp, s->zero, ps_recompute_name(s->ckpt), s->sp && s->tp > 1 ? ", SP" : "",
              s->overlap != PS_OVERLAP_NONE ? ", TP overlap " : "",
              s->overlap != PS_OVERLAP_NONE ? ps_overlap_name(s->overlap) : "", p->schedule, (long long)p->mbs,
              (long long)ps_plan_micro_batches(p), ps_plan_is_uniform(p, n_layers) ? "" : ", per-layer");
@@ -211,6 +213,8 @@ static json_t *fixed_json(const ps_search_opts *so)
     if (f->recompute >= 0) json_object_set_new(j, "recompute", json_string(ps_recompute_name(f->recompute)));
     if (f->mbs > 0) json_object_set_new(j, "mbs", json_integer(f->mbs));
     if (f->micro > 0) json_object_set_new(j, "micro_batches", json_integer(f->micro));
+    if (f->cp > 0) json_object_set_new(j, "cp", json_integer(f->cp));
+    if (f->cp_comm > 0) json_object_set_new(j, "cp_comm", json_string(ps_cp_comm_name((ps_cp_comm)(f->cp_comm - 1))));
     if (so->schedules && so->n_schedules == 1) json_object_set_new(j, "schedule", json_string(so->schedules[0]));
     return j;
 }
@@ -257,9 +261,12 @@ static ps_status print_result(const ps_cli_opts *o, const ps_search_opts *so, ps
     ps_prediction_table(out->f, m, c, &r->top[0].plan, &r->top[0].pred);
     ps_cli_costdb_note(out->f, cp, c);
     if (r->n_top > 1) {
-        fprintf(out->f, "\n# top %d\n%4s %12s %8s %6s %4s %4s %4s %5s %5s %5s %-12s %9s %-10s %6s\n", r->n_top,
-                "rank", "samples/s", "MFU", "bubble", "pp", "tp", "dp", "zero", "mbs", "m", "schedule", "ckpt",
-                "tp-overlap", "peak");
+        /* a cp column where some plan has context parallelism (the table of every other search stays as it was) */
+        bool any_cp = false;
+        for (int i = 0; i < r->n_top; i++) any_cp = any_cp || ps_strategy_cp(&r->top[i].plan.layer[0]) > 1;
+        fprintf(out->f, "\n# top %d\n%4s %12s %8s %6s %4s %4s%s %4s %5s %5s %5s %-12s %9s %-10s %6s\n", r->n_top,
+                "rank", "samples/s", "MFU", "bubble", "pp", "tp", any_cp ? "       cp" : "", "dp", "zero", "mbs", "m",
+                "schedule", "ckpt", "tp-overlap", "peak");
         for (int i = 0; i < r->n_top; i++) {
             const ps_plan *p = &r->top[i].plan;
             const ps_prediction *q = &r->top[i].pred;
@@ -273,10 +280,14 @@ static ps_status print_result(const ps_cli_opts *o, const ps_search_opts *so, ps
                     ckpt = p->layer[l].ckpt;
                     break;
                 }
-            char sps[32];
-            fprintf(out->f, "%4d %12s %7.1f%% %5.1f%% %4d %4d %4d %5d %5lld %5lld %-12s %9s %-10s %5.1fG%s\n",
+            char sps[32], cps[24] = "";
+            const ps_strategy *s0 = &p->layer[0];
+            if (any_cp)
+                snprintf(cps, sizeof cps, " %4d %-4s", ps_strategy_cp(s0),
+                         ps_strategy_cp(s0) > 1 ? ps_cp_comm_name(s0->cp_comm) : "");
+            fprintf(out->f, "%4d %12s %7.1f%% %5.1f%% %4d %4d%s %4d %5d %5lld %5lld %-12s %9s %-10s %5.1fG%s\n",
                     i + 1, ps_fmt_num(q->samples_per_s, 0, sps, sizeof sps), 100 * q->mfu,
-                    fabs(q->bubble_frac) <= 1e-9 ? 0.0 : 100 * q->bubble_frac, p->pp, p->layer[0].tp,
+                    fabs(q->bubble_frac) <= 1e-9 ? 0.0 : 100 * q->bubble_frac, p->pp, p->layer[0].tp, cps,
                     p->layer[0].dp, p->layer[0].zero, (long long)p->mbs, (long long)ps_plan_micro_batches(p),
                     p->schedule, ps_recompute_name(ckpt), ps_overlap_name(p->layer[0].overlap),
                     peak / 1073741824.0, uni ? "" : "  (per-layer)");

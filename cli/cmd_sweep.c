@@ -163,6 +163,8 @@ static char *options_line(const ps_cli_opts *o, const ps_cluster *c, const ps_se
     if (f->recompute >= 0) ps_strcatf(buf, sizeof buf, " recompute=%s", ps_recompute_name((ps_recompute)f->recompute));
     if (f->mbs > 0) ps_strcatf(buf, sizeof buf, " mbs=%lld", (long long)f->mbs);
     if (f->micro > 0) ps_strcatf(buf, sizeof buf, " micro=%lld", (long long)f->micro);
+    if (f->cp > 0) ps_strcatf(buf, sizeof buf, " cp=%d", f->cp);
+    if (f->cp_comm > 0) ps_strcatf(buf, sizeof buf, " cp-comm=%s", ps_cp_comm_name((ps_cp_comm)(f->cp_comm - 1)));
     if (o->mopts.seq) ps_strcatf(buf, sizeof buf, " seq=%lld", (long long)o->mopts.seq);
     if (o->mopts.vocab_pad) ps_strcatf(buf, sizeof buf, " vocab-pad=%lld", (long long)o->mopts.vocab_pad);
     if (o->mopts.dtype >= 0) ps_strcatf(buf, sizeof buf, " dtype=%s", ps_dtype_name((ps_dtype)o->mopts.dtype));
@@ -296,8 +298,10 @@ static json_t *cell_record(const char *key, const char *model, const char *clust
             return NULL;
         }
         json_object_set_new(j, "plan",
-                            json_pack("{s:i, s:i, s:i, s:i, s:i, s:s, s:b, s:b, s:s, s:s, s:I, s:I, s:I}", "pp", p->pp,
-                                      "vpp", p->vpp, "tp", s0->tp, "dp", s0->dp, "zero", s0->zero, "ckpt",
+                            json_pack("{s:i, s:i, s:i, s:i, s:s, s:i, s:i, s:s, s:b, s:b, s:s, s:s, s:I, s:I, s:I}",
+                                      "pp", p->pp, "vpp", p->vpp, "tp", s0->tp, "cp", ps_strategy_cp(s0), "cp_comm",
+                                      ps_cp_comm_name(ps_strategy_cp(s0) > 1 ? s0->cp_comm : PS_CP_RING), "dp",
+                                      s0->dp, "zero", s0->zero, "ckpt",
                                       ps_recompute_name(s0->ckpt), "sp", s0->sp, "uniform",
                                       ps_plan_is_uniform(p, m->n_layers), "varies", varies, "schedule", p->schedule,
                                       "gbs", (json_int_t)p->gbs, "mbs", (json_int_t)p->mbs, "micro_batches",

@@ -26,6 +26,7 @@ typedef struct {
     const ps_strategy *s;      /* the first transformer layer's strategy: the model's (the rules checked it) */
     ps_recompute ckpt;         /* its effective recomputation */
     int64_t dp, micro;
+    int64_t dpc;               /* the gradient group: dp x cp */
 } exp_ctx;
 
 /* A growing list of lines (flags, notes), each malloc'd. */
@@ -107,6 +108,7 @@ static ps_status ctx_init(exp_ctx *x, ps_framework f, const ps_model *m, const p
     }
     x->ckpt = ps_framework_effective_ckpt(x->blk, x->s);
     x->dp = x->s->dp;
+    x->dpc = ps_strategy_dp_cp(x->s);
     x->micro = ps_plan_micro_batches(p);
     return PS_OK;
 }
@@ -125,9 +127,13 @@ static bool all_equal(const int64_t *v, int from, int to)
 static void plan_notes(lines *N, const exp_ctx *x, const char *what)
 {
     const ps_plan *p = x->p;
-    add(N, "%s for the psearch plan of %s on %s (%lld GPUs): tp %d x pp %d x dp %lld, schedule %s, vpp %d, micro-batch "
-        "%lld, global batch %lld (%lld micro-batches), %s", what, x->m->name, x->c->name, (long long)x->c->n_gpus,
-        x->s->tp, p->pp, (long long)x->dp, p->schedule, p->vpp, (long long)p->mbs, (long long)p->gbs,
+    char cps[48] = "";
+    if (ps_strategy_cp(x->s) > 1)
+        snprintf(cps, sizeof cps, " x cp %d (%s)", x->s->cp, ps_cp_comm_name(x->s->cp_comm));
+    add(N, "%s for the psearch plan of %s on %s (%lld GPUs): tp %d%s x pp %d x dp %lld, schedule %s, vpp %d, "
+        "micro-batch %lld, global batch %lld (%lld micro-batches), %s", what, x->m->name, x->c->name,
+        (long long)x->c->n_gpus, x->s->tp, cps, p->pp, (long long)x->dp, p->schedule, p->vpp, (long long)p->mbs,
+        (long long)p->gbs,
         (long long)x->micro, ps_dtype_name(x->m->dtype));
     add(N, "read against %s; rules and sources: search/framework.c, docs/exports.md", x->fw->version);
     char its[32], sps[32], tps[32];
@@ -172,6 +178,12 @@ static void megatron_flags(lines *F, lines *N, const exp_ctx *x)
     /* parallelism (megatron/training/arguments.py _add_distributed_args; megatron/core/model_parallel_config.py) */
     add(F, "--tensor-model-parallel-size %d", s->tp);
     add(F, "--pipeline-model-parallel-size %d", p->pp);
+    if (ps_strategy_cp(s) > 1) {
+        /* arguments.py --context-parallel-size; --cp-comm-type p2p (the ring of K/V blocks) or a2a (Ulysses),
+         * transformer_config.py cp_comm_type */
+        add(F, "--context-parallel-size %d", s->cp);
+        add(F, "--cp-comm-type %s", s->cp_comm == PS_CP_A2A ? "a2a" : "p2p");
+    }
     if (x->S > 1) {
         bool even = all_equal(x->blocks, 0, x->S);
         if (even && p->vpp > 1) {
@@ -260,7 +272,7 @@ static void megatron_flags(lines *F, lines *N, const exp_ctx *x)
     }
     /* distributed_data_parallel_config.py: both off by default; the plan was priced with Megatron-core's bucketed
      * reduction during the backward and, with sharding, the parameter gathers beside the next forward */
-    if (x->dp > 1 && !s->dp_no_overlap) {
+    if (x->dpc > 1 && !s->dp_no_overlap) {
         add(F, "--overlap-grad-reduce");
         if (s->zero >= 1) add(F, "--overlap-param-gather");
     }
@@ -295,10 +307,10 @@ static void megatron_flags(lines *F, lines *N, const exp_ctx *x)
     if (s->overlap == PS_OVERLAP_TE)
         add(N, "--tp-comm-overlap: Transformer Engine's userbuffer rings for every transformer layer (TE built with "
             "userbuffers)");
-    if (x->dp > 1 && !s->dp_no_overlap)
+    if (x->dpc > 1 && !s->dp_no_overlap)
         add(N, "data-parallel overlap priced with Megatron-core's default buckets (--ddp-bucket-size unset: max(4e7, "
             "1e6 x dp) parameters)");
-    if (x->dp > 1 && s->dp_no_overlap)
+    if (x->dpc > 1 && s->dp_no_overlap)
         add(N, "data-parallel collectives after the backward, as planned (--dp-overlap off): no --overlap-grad-reduce "
             "or --overlap-param-gather");
     if (m->dtype == PS_DTYPE_FP8) add(N, "FP8 as planned is Transformer Engine's delayed scaling; Blackwell GPUs run "
@@ -445,7 +457,10 @@ static void torchtitan_toml(FILE *f, lines *N, const exp_ctx *x)
             (long long)(p->pp > 1 ? p->mbs * x->micro : p->mbs), (long long)p->gbs, (long long)x->blk->seq);
     fprintf(f, "mixed_precision_param = \"%s\"\n", m->dtype == PS_DTYPE_FP32 ? "float32" : "bfloat16");
     fprintf(f, "\n[parallelism]\n");
-    bool shard = s->zero == 3 && x->dp > 1;
+    /* FSDP shards over dp_shard x cp (parallel_dims.py: fsdp_enabled whenever cp_enabled), as ZeRO-3 over dp x cp
+     * was planned */
+    const int cp = ps_strategy_cp(s);
+    bool shard = s->zero == 3 && x->dp * cp > 1;
     fprintf(f, "data_parallel_replicate_degree = %lld\n", (long long)(shard ? 1 : x->dp));
     fprintf(f, "data_parallel_shard_degree = %lld\n", (long long)(shard ? x->dp : 1));
     /* models/llama3/infra/parallelize.py apply_fsdp: "default" keeps the parameters gathered from the forward to the
@@ -454,7 +469,10 @@ static void torchtitan_toml(FILE *f, lines *N, const exp_ctx *x)
     if (shard) fprintf(f, "fsdp_reshard_after_forward = \"always\"\n");
     fprintf(f, "tensor_parallel_degree = %d\n", s->tp);
     fprintf(f, "disable_loss_parallel = false\n");
-    fprintf(f, "context_parallel_degree = 1\n");
+    fprintf(f, "context_parallel_degree = %d\n", cp);
+    /* K/V shards passed step by step beside the attention blocks, the ring as planned (the default "allgather"
+     * gathers them all after the first block) */
+    if (cp > 1) fprintf(f, "context_parallel_rotate_method = \"alltoall\"\n");
     fprintf(f, "pipeline_parallel_degree = %d\n", p->pp);
     if (p->pp > 1) {
         fprintf(f, "pipeline_parallel_schedule = \"%s\"\n", tt_schedule(p->schedule));

@@ -195,6 +195,25 @@ static ps_status search_restriction(const ps_cli_opts *o, const ps_cluster *c, p
                            (long long)(o->tp * o->pp), (long long)g, c->name);
         so->fixed.pp = (int)o->pp;
     }
+    if (o->exec_top && o->cp > 1)
+        return PS_FAIL(PS_ERR_INPUT, "option --cp %lld with --exec-top: exec does not run context parallelism yet",
+                       (long long)o->cp);
+    /* --exec-top runs the plans it finds, and exec does not run context parallelism yet: those plans only */
+    if (o->exec_top) so->fixed.cp = 1;
+    if (o->cp) {
+        if (g % o->cp || (o->tp && g % (o->tp * o->cp)) || (o->tp && o->pp && g % (o->tp * o->cp * o->pp)))
+            return PS_FAIL(PS_ERR_INPUT, "option --cp %lld (x --tp, --pp where given) does not divide the %lld GPUs of "
+                                         "%s", (long long)o->cp, (long long)g, c->name);
+        so->fixed.cp = (int)o->cp;
+    }
+    if (o->cp_comm) {
+        if (o->cp == 1)
+            return PS_FAIL(PS_ERR_INPUT, "option --cp-comm %s with --cp 1: there is no context parallelism to run it",
+                           o->cp_comm);
+        ps_cp_comm k;
+        PS_TRY(ps_cp_comm_parse(o->cp_comm, &k)); /* the option's parser has accepted it already */
+        so->fixed.cp_comm = (int)k + 1;
+    }
     if (o->zero >= 0) so->fixed.zero = o->zero;
     if (o->recompute) {
         ps_recompute rc;

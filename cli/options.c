@@ -100,6 +100,17 @@ static ps_status parse_tp_overlap(const opt_row *r, const char *val, ps_cli_opts
     return PS_OK;
 }
 
+static ps_status parse_cp_comm(const opt_row *r, const char *val, ps_cli_opts *o)
+{
+    ps_cp_comm k;
+    if (ps_cp_comm_parse(val, &k) != PS_OK) {
+        ps_error_clear();
+        return PS_FAIL(PS_ERR_INPUT, "option --cp-comm: expected ring or a2a (got '%s')", val);
+    }
+    *FIELD(o, r, const char *) = val;
+    return PS_OK;
+}
+
 static ps_status parse_dp_overlap(const opt_row *r, const char *val, ps_cli_opts *o)
 {
     if (strcmp(val, "on") != 0 && strcmp(val, "off") != 0)
@@ -221,8 +232,15 @@ static const opt_row k_options[] = {
       {"plan", NULL, "fix the tensor-parallel degree of every layer; the rest is searched", "searched"}}},
     {"pp", 0, OPT_I64, "N", AT(pp), "estimate plan sweep", 0, NULL,
      {{"estimate", NULL, "pipeline stages", "1"}, {"plan", NULL, "fix the pipeline degree", "searched"}}},
+    {"cp", 0, OPT_I64, "N", AT(cp), "estimate plan sweep", 0, NULL,
+     {{"estimate", NULL, "context-parallel degree: every sequence split over N GPUs", "1"},
+      {"plan", NULL, "fix the context-parallel degree of every plan (1: none)", "searched"}}},
+    {"cp-comm", 0, OPT_FN, "K", AT(cp_comm), "estimate plan sweep", 0, parse_cp_comm,
+     {{"estimate", NULL, "context parallelism's attention: ring (K/V passed around, Megatron p2p) or a2a\n"
+                         "(Ulysses all-to-alls)", "ring"},
+      {"plan", NULL, "fix context parallelism's attention: ring or a2a", "searched"}}},
     {"dp", 0, OPT_I64, "N", AT(dp), "estimate", 0, NULL,
-     {{"estimate", NULL, "data-parallel degree", "GPUs / (tp x pp)"}}},
+     {{"estimate", NULL, "data-parallel degree", "GPUs / (tp x cp x pp)"}}},
     {"mbs", 0, OPT_I64, "N", AT(mbs), "estimate plan sweep", 0, NULL,
      {{"estimate", NULL, "micro-batch size per data-parallel replica", "1"},
       {"plan", NULL, "fix the micro-batch size per data-parallel replica (not with --mbs-max)", "searched"}}},

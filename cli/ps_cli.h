@@ -33,6 +33,8 @@ typedef struct {
     /* estimate: the plan given by flags (0 = default) or by --plan */
     const char *plan;
     int64_t tp, pp, dp, mbs, gbs, vpp;
+    int64_t cp;            /* --cp: context-parallel degree (0 = not given: 1 for estimate, searched for the search) */
+    const char *cp_comm;   /* --cp-comm ring|a2a (NULL: not given: ring for estimate, searched for the search) */
     int zero;             /* -1 = default (0) */
     const char *recompute;
     int seq_parallel;

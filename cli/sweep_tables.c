@@ -77,6 +77,7 @@ static const char *ckpt_name(int k) { return ps_recompute_name((ps_recompute)k);
 static const char *onoff_name(int k) { return k ? "on" : "off"; }
 static const char *overlap_name(int k) { return ps_overlap_name((ps_overlap)k); }
 static const char *attn_name(int k) { return ps_attn_name((ps_attn)k); }
+static const char *cp_comm_name(int k) { return ps_cp_comm_name((ps_cp_comm)k); }
 
 ps_status ps_sweep_plan_varies(const ps_plan *p, int64_t n_layers, char *buf, size_t cap)
 {
@@ -98,6 +99,8 @@ ps_status ps_sweep_plan_varies(const ps_plan *p, int64_t n_layers, char *buf, si
     GATHER(s->overlap) vary_names(buf, cap, "tp-overlap", v, n_layers, PS_OVERLAP_COUNT, overlap_name);
     GATHER(s->attn) vary_names(buf, cap, "attention", v, n_layers, PS_ATTN_COUNT, attn_name);
     GATHER(!s->dp_no_overlap) vary_names(buf, cap, "dp-overlap", v, n_layers, 2, onoff_name);
+    GATHER(ps_strategy_cp(s) > 1 ? s->cp_comm : PS_CP_RING)
+    vary_names(buf, cap, "cp-comm", v, n_layers, PS_CP_COMM_COUNT, cp_comm_name);
 #undef GATHER
     free(v);
     return PS_OK;
@@ -121,7 +124,8 @@ static void gain_text(const json_t *rec, char *buf, size_t cap)
 static const struct {
     const char *name;
     bool numeric;
-} k_cols[] = {{"cluster", false}, {"GPUs", true}, {"pp", false}, {"tp", false}, {"dp", false}, {"zero", false},
+} k_cols[] = {{"cluster", false}, {"GPUs", true}, {"pp", false}, {"tp", false}, {"cp", false}, {"dp", false},
+              {"zero", false},
               {"ckpt", false}, {"sp", false}, {"schedule", false}, {"mbs", true}, {"micro-batches", true},
               {"gbs", true}, {"samples/s", true}, {"MFU", true}, {"peak memory per GPU", true},
               {"gain over Megatron heuristic", true}};
@@ -149,21 +153,26 @@ static void row_of(const ps_sweep_grid *g, int ci, const json_t *rec, row_text *
     const char *star = json_is_false(json_object_get(p, "uniform")) ? "*" : "";
     snprintf(v[2], sizeof v[2], "%lld", jint(p, "pp"));
     snprintf(v[3], sizeof v[3], "%lld%s", jint(p, "tp"), star);
-    snprintf(v[4], sizeof v[4], "%lld%s", jint(p, "dp"), star);
-    snprintf(v[5], sizeof v[5], "%lld%s", jint(p, "zero"), star);
-    snprintf(v[6], sizeof v[6], "%s%s", ps_sweep_str(p, "ckpt"), star);
-    snprintf(v[7], sizeof v[7], "%s%s", json_is_true(json_object_get(p, "sp")) ? "yes" : "no", star);
-    if (jint(p, "vpp") > 1)
-        snprintf(v[8], sizeof v[8], "%s (v=%lld)", ps_sweep_str(p, "schedule"), jint(p, "vpp"));
+    /* context parallelism: one degree per plan; records written before it have none (1) */
+    if (jint(p, "cp") > 1)
+        snprintf(v[4], sizeof v[4], "%lld %s", jint(p, "cp"), ps_sweep_str(p, "cp_comm"));
     else
-        snprintf(v[8], sizeof v[8], "%s", ps_sweep_str(p, "schedule"));
-    snprintf(v[9], sizeof v[9], "%lld", jint(p, "mbs"));
-    snprintf(v[10], sizeof v[10], "%lld", jint(p, "micro_batches"));
-    snprintf(v[11], sizeof v[11], "%lld", jint(p, "gbs"));
-    ps_fmt_num(jnum(q, "samples_per_s"), 0, v[12], sizeof v[12]); /* plain digits, not 1.234e+04 */
-    snprintf(v[13], sizeof v[13], "%.1f%%", 100 * jnum(q, "mfu"));
-    snprintf(v[14], sizeof v[14], "%.1f of %.0f GiB", jnum(q, "peak_mem_gib"), jnum(q, "mem_capacity_gib"));
-    gain_text(rec, v[15], sizeof v[15]);
+        snprintf(v[4], sizeof v[4], "1");
+    snprintf(v[5], sizeof v[5], "%lld%s", jint(p, "dp"), star);
+    snprintf(v[6], sizeof v[6], "%lld%s", jint(p, "zero"), star);
+    snprintf(v[7], sizeof v[7], "%s%s", ps_sweep_str(p, "ckpt"), star);
+    snprintf(v[8], sizeof v[8], "%s%s", json_is_true(json_object_get(p, "sp")) ? "yes" : "no", star);
+    if (jint(p, "vpp") > 1)
+        snprintf(v[9], sizeof v[9], "%s (v=%lld)", ps_sweep_str(p, "schedule"), jint(p, "vpp"));
+    else
+        snprintf(v[9], sizeof v[9], "%s", ps_sweep_str(p, "schedule"));
+    snprintf(v[10], sizeof v[10], "%lld", jint(p, "mbs"));
+    snprintf(v[11], sizeof v[11], "%lld", jint(p, "micro_batches"));
+    snprintf(v[12], sizeof v[12], "%lld", jint(p, "gbs"));
+    ps_fmt_num(jnum(q, "samples_per_s"), 0, v[13], sizeof v[13]); /* plain digits, not 1.234e+04 */
+    snprintf(v[14], sizeof v[14], "%.1f%%", 100 * jnum(q, "mfu"));
+    snprintf(v[15], sizeof v[15], "%.1f of %.0f GiB", jnum(q, "peak_mem_gib"), jnum(q, "mem_capacity_gib"));
+    gain_text(rec, v[16], sizeof v[16]);
     t->n = N_COLS;
 }
 
@@ -407,7 +416,8 @@ static const struct {
     const char *section, *key;
 } k_csv[] = {
     {NULL, "model"}, {NULL, "model_name"}, {NULL, "dtype"}, {NULL, "cluster"}, {NULL, "gpus"}, {NULL, "status"},
-    {"plan", "pp"}, {"plan", "vpp"}, {"plan", "tp"}, {"plan", "dp"}, {"plan", "zero"}, {"plan", "ckpt"},
+    {"plan", "pp"}, {"plan", "vpp"}, {"plan", "tp"}, {"plan", "cp"}, {"plan", "cp_comm"}, {"plan", "dp"},
+    {"plan", "zero"}, {"plan", "ckpt"},
     {"plan", "sp"}, {"plan", "uniform"}, {"plan", "varies"}, {"plan", "schedule"}, {"plan", "gbs"}, {"plan", "mbs"},
     {"plan", "micro_batches"},
     {"predicted", "iter_time_s"}, {"predicted", "samples_per_s"}, {"predicted", "tokens_per_s"},

@@ -218,8 +218,15 @@ static double gemm_time(const ps_cost_params *p, const dev_speed *d, double m, d
 
 void ps_layer_gemm_shapes(const ps_layer *l, int64_t mbs, int tp, ps_layer_gemms *out)
 {
+    ps_layer_gemm_shapes_cp(l, mbs, tp, 1, PS_CP_RING, out);
+}
+
+void ps_layer_gemm_shapes_cp(const ps_layer *l, int64_t mbs, int tp, int cp, ps_cp_comm kind, ps_layer_gemms *out)
+{
     memset(out, 0, sizeof *out);
-    double T = (double)mbs * (double)l->seq, h = (double)l->hidden, t = tp;
+    /* cpd: the token share of one GPU of the CP group; the attention core's queries (ring) or heads (a2a) split */
+    double cpd = cp > 1 ? cp : 1, q_div = kind == PS_CP_RING ? cpd : 1, head_div = kind == PS_CP_A2A ? cpd : 1;
+    double T = (double)mbs * (double)l->seq / cpd, h = (double)l->hidden, t = tp;
     double Q = (double)(l->heads * l->head_dim), K = (double)(l->kv_heads * l->head_dim), F = (double)l->ffn_hidden;
     bool gated = l->act == PS_ACT_SWIGLU || l->act == PS_ACT_GEGLU;
     int blk = 0; /* the forward block the next GEMMs belong to (ps_gemm_shape.blk) */
@@ -233,7 +240,7 @@ void ps_layer_gemm_shapes(const ps_layer *l, int64_t mbs, int tp, ps_layer_gemms
     case PS_LAYER_DECODER:
     case PS_LAYER_DECODER_XATTN: {
         double ctx = (l->attn_window > 0 && l->attn_window < l->seq) ? (double)l->attn_window : (double)l->seq;
-        double s = (double)l->seq, hd = (double)l->head_dim;
+        double s = (double)l->seq / q_div, hd = (double)l->head_dim;
         bool xattn = l->kind == PS_LAYER_DECODER_XATTN;
         double vd = hd; /* the width of V and of the weighted sum per head */
         /* blocks (Megatron order, each ending in a TP collective): self-attention, [cross-attention,] MLP */
@@ -277,7 +284,7 @@ void ps_layer_gemm_shapes(const ps_layer *l, int64_t mbs, int tp, ps_layer_gemms
         }
         blk = 0;
         /* scores Q.K^T and probabilities . V: one batched GEMM each over (micro-batch x local heads) */
-        double b = (double)mbs * ((double)l->heads / t);
+        double b = (double)mbs * ((double)l->heads / t) / head_div;
         GEMM(s, ctx, hd, b, true);
         GEMM(s, vd, ctx, b, true);
         out->tp_colls = 2;
@@ -385,11 +392,11 @@ typedef struct {
 
 /* The GEMMs of a layer on one GPU of a tp-way group, timed. */
 static void layer_work(const ps_cost_params *p, const dev_speed *d, const ps_layer *l, int64_t mbs, int tp,
-                       ps_attn a, fwd_work *w)
+                       int cp, ps_cp_comm kind, ps_attn a, fwd_work *w)
 {
     memset(w, 0, sizeof *w);
     ps_layer_gemms g;
-    ps_layer_gemm_shapes(l, mbs, tp, &g);
+    ps_layer_gemm_shapes_cp(l, mbs, tp, cp, kind, &g);
     double keys = ps_layer_attn_keys(l, a) / ps_layer_attn_keys(l, PS_ATTN_UNFUSED);
     for (int i = 0; i < g.n; i++) {
         const ps_gemm_shape *x = &g.g[i];
@@ -449,6 +456,80 @@ double ps_cost_prefetch(const ps_cost_params *p, int n, const double *comp, cons
     double t = comm[0] + comm[n + 1];
     for (int k = 0; k < n; k++) t += ps_cost_overlapped(p, comp[k], comm[k + 1]);
     return t;
+}
+
+static const char *const k_cp_names[PS_CP_COMM_COUNT] = {"ring", "a2a"};
+
+const char *ps_cp_comm_name(ps_cp_comm k) { return (int)k >= 0 && k < PS_CP_COMM_COUNT ? k_cp_names[k] : "?"; }
+
+ps_status ps_cp_comm_parse(const char *s, ps_cp_comm *k)
+{
+    for (int i = 0; i < PS_CP_COMM_COUNT; i++)
+        if (strcmp(s, k_cp_names[i]) == 0) {
+            *k = (ps_cp_comm)i;
+            return PS_OK;
+        }
+    if (strcmp(s, "p2p") == 0) { /* Megatron-core's name of the ring */
+        *k = PS_CP_RING;
+        return PS_OK;
+    }
+    return PS_FAIL(PS_ERR_INPUT, "unknown context-parallel communication '%s' (known: ring (or p2p), a2a)", s);
+}
+
+bool ps_cost_cp_ok(const ps_layer *l, const ps_strategy *s, char *why, size_t n)
+{
+    int cp = ps_strategy_cp(s);
+    char dummy[8];
+    if (!why) {
+        why = dummy;
+        n = sizeof dummy;
+    }
+    why[0] = '\0';
+    if (cp <= 1) return true;
+    const char *kn = ps_cp_comm_name(s->cp_comm);
+    if (l->kind == PS_LAYER_DECODER_XATTN) {
+        snprintf(why, n, "context parallelism does not split cross-attention's encoder tokens (cp %d)", cp);
+        return false;
+    }
+    if (ps_overlap_is_oases(s->overlap)) {
+        snprintf(why, n, "TP overlap %s and context parallelism (cp %d) do not combine",
+                 ps_overlap_name(s->overlap), cp);
+        return false;
+    }
+    int64_t mult = s->cp_comm == PS_CP_RING ? 2 * (int64_t)cp : cp;
+    if (l->seq % mult) {
+        snprintf(why, n, "sequence %lld is not a multiple of %s%d (cp %d, %s)", (long long)l->seq,
+                 s->cp_comm == PS_CP_RING ? "2 x cp = " : "cp = ", (int)mult, cp, kn);
+        return false;
+    }
+    if (s->sp && s->tp > 1 && (l->seq / cp) % s->tp) {
+        snprintf(why, n, "sequence %lld / cp %d is not divisible by tp %d (sequence parallelism)", (long long)l->seq,
+                 cp, s->tp);
+        return false;
+    }
+    if (!ps_layer_has_attention(l->kind)) return true;
+    if (s->cp_comm == PS_CP_RING && l->attn_window > 0 && l->attn_window < l->seq) {
+        snprintf(why, n, "ring context parallelism passes whole key/value blocks: an attention window of %lld tokens "
+                         "needs cp_comm a2a", (long long)l->attn_window);
+        return false;
+    }
+    if (s->cp_comm == PS_CP_A2A) {
+        int64_t hq = l->heads / s->tp, hk = l->kv_heads / s->tp > 1 ? l->kv_heads / s->tp : 1;
+        if (hq % cp || hk % cp) {
+            snprintf(why, n, "a2a context parallelism splits the heads of a TP rank cp ways: %lld query and %lld "
+                             "key/value heads per TP rank (tp %d) are not both multiples of cp %d", (long long)hq,
+                     (long long)hk, s->tp, cp);
+            return false;
+        }
+    }
+    return true;
+}
+
+ps_status ps_cost_cp_check(const ps_layer *l, const ps_strategy *s)
+{
+    char why[256];
+    if (ps_cost_cp_ok(l, s, why, sizeof why)) return PS_OK;
+    return PS_FAIL(PS_ERR_INPUT, "%s", why);
 }
 
 static const char *const k_overlap_names[PS_OVERLAP_COUNT] = {"none", "cross-pass", "oases", "te"};
@@ -727,11 +808,11 @@ typedef struct {
  * reduce-scatter pipelines with the dgrad GEMM, not with wgrad, so that the W pass (deferred by zero-bubble
  * schedules) stays apart, as with cuBLASMp, whose configuration TE gives ring_exchange for qkv_dgrad / fc1_dgrad. */
 static void te_passes(const ps_cost_params *p, const ps_cluster *c, const dev_speed *d, const ps_layer *l,
-                      int64_t mbs, int tp, int64_t first, double bytes, te_pass out[2])
+                      int64_t mbs, int tp, int cp, ps_cp_comm kind, int64_t first, double bytes, te_pass out[2])
 {
     memset(out, 0, 2 * sizeof *out);
     ps_layer_gemms g;
-    ps_layer_gemm_shapes(l, mbs, tp, &g);
+    ps_layer_gemm_shapes_cp(l, mbs, tp, cp, kind, &g);
     ps_group grp = {first, tp, 1};
     /* the plain layer's price of each SP collective (ps_cost_layer: 2 all-gathers per TP collective) */
     double coll = ps_coll_allgather(p, c, &grp, bytes);
@@ -781,17 +862,79 @@ static double op_recompute_gemms(const ps_cost_params *p, const dev_speed *d, co
     return t;
 }
 
+/* One step of a ring over the group g in which every member sends `bytes` to the next one at once: the slowest edge
+ * sets the pace, never faster than one step of the ring all-gather (which shares a node's network among the GPUs of
+ * the node that communicate at once, as every TP rank's CP ring does). */
+static double ring_step(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes)
+{
+    if (g->n <= 1 || bytes <= 0) return 0;
+    double step = ps_coll_allgather(p, c, g, bytes * (double)g->n) / (double)(g->n - 1);
+    for (int64_t k = 0; k < g->n; k++)
+        step = fmax(step, ps_p2p(p, c, g->first + k * g->stride, g->first + ((k + 1) % g->n) * g->stride, bytes));
+    return step;
+}
+
+/* Context parallelism's attention core on one GPU (docs/costmodel.md, "Context parallelism"), read from Transformer
+ * Engine's context_parallel.py (commit d0067d0, the attention Megatron-core runs with --context-parallel-size):
+ * - ring (AttnFuncWithCPAndKVP2P): the forward runs cp attention steps, each beside the transfer of the next K/V
+ *   block (k and v of the GPU's 1/cp of the tokens) to the next GPU of the CP ring: ps_cost_ring_overlap of cp steps
+ *   of 1/cp of the attention; the backward runs cp steps too, step 0 beside a K/V transfer, the middle ones beside
+ *   K/V and the dK/dV accumulated so far (the same dtype), the last beside dK/dV alone. Memory: the forward keeps
+ *   every received block until it returns ((cp - 1) K/V blocks), the backward two K/V + dK/dV buffer pairs and a dQ
+ *   buffer; the larger is transient.
+ * - a2a (AttnFuncWithCPAndQKVOA2A): all-to-alls of Q, K, V before and of the output after the core; the backward of
+ *   the output gradient before and of dQ, dK, dV after; none overlapped. Memory: one copy of Q, K, V and the output.
+ * af, ab: the attention core's forward and backward computation [s]. Returns the communication before overlap and
+ * the part of it left exposed per pass, and the transient bytes. */
+static void cp_attention(const ps_cost_params *p, const ps_cluster *c, const ps_layer *l, double elt, int64_t mbs,
+                         const ps_strategy *s, int64_t first, double af, double ab, double comm[2], double exposed[2],
+                         double *temp)
+{
+    int cp = ps_strategy_cp(s);
+    ps_group g = {first, cp, s->tp}; /* this GPU's CP group: the same TP rank of cp consecutive TP groups */
+    double t = s->tp, hd = (double)l->head_dim, tokens = (double)mbs * (double)l->seq / cp;
+    double qb = tokens * (double)l->heads * hd / t * elt;
+    /* key/value heads on a TP rank: a share of them, at least one (Megatron replicates them when tp exceeds them) */
+    double kb = tokens * fmax((double)l->kv_heads / t, 1.0) * hd * elt;
+    if (s->cp_comm == PS_CP_A2A) {
+        comm[0] = ps_coll_alltoall(p, c, &g, qb + 2 * kb) + ps_coll_alltoall(p, c, &g, qb);
+        comm[1] = ps_coll_alltoall(p, c, &g, qb) + ps_coll_alltoall(p, c, &g, qb + 2 * kb);
+        exposed[0] = comm[0];
+        exposed[1] = comm[1];
+        *temp = 2 * qb + 2 * kb;
+        return;
+    }
+    double kv = 2 * kb, step = ring_step(p, c, &g, kv);
+    comm[0] = (cp - 1) * step;
+    exposed[0] = ps_cost_ring_overlap(p, cp, af / cp, step, true) - af;
+    double bs = ab / cp, bwd = 2 * ps_cost_overlapped(p, bs, step) + (cp - 2) * ps_cost_overlapped(p, bs, 2 * step);
+    comm[1] = 2 * (cp - 1) * step;
+    exposed[1] = bwd - ab;
+    *temp = fmax((cp - 1) * kv, 4 * kv + qb);
+}
+
 ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_layer *l, ps_dtype dtype,
                         int64_t mbs, const ps_strategy *s_in, int64_t first, ps_layer_cost *out)
 {
     memset(out, 0, sizeof *out);
     ps_strategy sr = *s_in; /* the strategy with its attention kernel resolved for this stage */
     const ps_strategy *s = &sr;
-    PS_CHECK_INPUT(s->tp >= 1 && s->dp >= 1, "strategy degrees must be >= 1 (tp %d, dp %d)", s->tp, s->dp);
+    PS_CHECK_INPUT(s->tp >= 1 && s->dp >= 1 && s->cp >= 0, "strategy degrees must be >= 1 (tp %d, cp %d, dp %d)",
+                   s->tp, s->cp, s->dp);
     PS_CHECK_INPUT(s->zero >= 0 && s->zero <= 3, "ZeRO stage must be 0-3 (got %d)", s->zero);
     PS_CHECK_INPUT(mbs >= 1, "micro-batch size must be >= 1 (got %lld)", (long long)mbs);
+    const int cp = ps_strategy_cp(s);
+    PS_CHECK_INPUT((int)s->cp_comm >= 0 && s->cp_comm < PS_CP_COMM_COUNT, "unknown context-parallel kind %d",
+                   (int)s->cp_comm);
+    /* the layer as one GPU of the CP group sees it: 1/cp of every sample's tokens */
+    ps_layer lcp = *l;
+    const ps_layer *lt = &lcp;
+    if (cp > 1) {
+        PS_TRY(ps_cost_cp_check(l, s));
+        lcp.seq = l->seq / cp;
+    }
     dev_speed d;
-    PS_TRY(stage_speed(p, c, dtype, first, (int64_t)s->tp * s->dp, &d));
+    PS_TRY(stage_speed(p, c, dtype, first, ps_strategy_width(s), &d));
     /* auto: what ps_cost_attn answers, from the walk over the stage's groups stage_speed just made */
     if (sr.attn == PS_ATTN_AUTO) sr.attn = d.fused_ok ? PS_ATTN_FUSED : PS_ATTN_UNFUSED;
     bool has_attn = ps_layer_has_attention(l->kind);
@@ -803,20 +946,25 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
         return PS_FAIL(PS_ERR_INPUT, "fused attention needs compute capability 8.0 or later (FlashAttention-2, cuDNN), "
                                      "and a GPU of cluster %s from GPU %lld on has none: use --attention unfused (or "
                                      "auto)", c->name, (long long)first);
+    if (cp > 1 && has_attn && sr.attn != PS_ATTN_FUSED)
+        return PS_FAIL(PS_ERR_INPUT, "context parallelism (cp %d) runs the attention core as fused kernels block by "
+                                     "block (Megatron-core: TEDotProductAttention only): it needs --attention fused",
+                       cp);
     /* elements of activations, weights and gradients: FP8 training keeps them in BF16 (ps_act_elt_bytes) */
     double elt = ps_act_elt_bytes(dtype);
     const bool fp8 = dtype == PS_DTYPE_FP8;
     dev_speed d16;
     if (fp8) {
-        PS_TRY(stage_speed(p, c, PS_DTYPE_BF16, first, (int64_t)s->tp * s->dp, &d16));
+        PS_TRY(stage_speed(p, c, PS_DTYPE_BF16, first, ps_strategy_width(s), &d16));
         d.bf16 = &d16;
     }
 
     fwd_work w;
-    layer_work(p, &d, l, mbs, s->tp, s->attn, &w);
+    layer_work(p, &d, l, mbs, s->tp, cp, s->cp_comm, s->attn, &w);
     bool sp = s->sp && s->tp > 1;
-    double act_full = ps_layer_act_bytes_attn(l, dtype, s->tp, sp, PS_RECOMP_NONE, s->attn) * (double)mbs;
-    double act_sel = ps_layer_act_bytes_attn(l, dtype, s->tp, sp, PS_RECOMP_SELECTIVE, s->attn) * (double)mbs;
+    /* with fused attention (what cp > 1 needs) every activation is proportional to the tokens: those of lt */
+    double act_full = ps_layer_act_bytes_attn(lt, dtype, s->tp, sp, PS_RECOMP_NONE, s->attn) * (double)mbs;
+    double act_sel = ps_layer_act_bytes_attn(lt, dtype, s->tp, sp, PS_RECOMP_SELECTIVE, s->attn) * (double)mbs;
     /* A fused kernel keeps no scores, so selective recomputation has nothing to drop and repeats nothing: its
      * backward already recomputes the scores (counted in attn_bwd). */
     bool sel_recomputes = s->ckpt == PS_RECOMP_SELECTIVE && s->attn != PS_ATTN_FUSED;
@@ -825,7 +973,7 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
      * reading 2 bytes and writing 1 per element (Transformer Engine quantizes outside the GEMM) */
     double cast_f = 0, cast_b = 0;
     if (fp8) {
-        fp8_cast_elems(l, mbs, s->tp, &cast_f, &cast_b);
+        fp8_cast_elems(lt, mbs, s->tp, &cast_f, &cast_b);
         cast_f = 3 * cast_f / d.stream;
         cast_b = 3 * cast_b / d.stream;
         elem_f += cast_f;
@@ -834,7 +982,7 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     /* TP: Megatron's all-reduces (or reduce-scatter + all-gather with SP: the same bytes) of the layer output,
      * not overlapped with computation. */
     double tp_one = 0;
-    out->tp_bytes = (double)mbs * (double)l->seq * (double)l->hidden * elt;
+    out->tp_bytes = (double)mbs * (double)lt->seq * (double)l->hidden * elt;
     if (s->tp > 1) {
         ps_group g = {first, s->tp, 1};
         tp_one = sp ? 2 * ps_coll_allgather(p, c, &g, out->tp_bytes) : ps_coll_allreduce(p, c, &g, out->tp_bytes);
@@ -855,7 +1003,7 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
          * (and an unfused attention core, whose bmm and softmax are not kept either), and the collectives that
          * are not kept: the sequence-parallel all-gathers (the reduce-scatters' outputs are), or without sequence
          * parallelism the all-reduces */
-        op_gemm = op_recompute_gemms(p, &d, l, mbs, s->tp, dtype, &op_flops);
+        op_gemm = op_recompute_gemms(p, &d, lt, mbs, s->tp, dtype, &op_flops);
         recompute = p->compute_scale * (op_gemm + elem_f + (s->attn == PS_ATTN_FUSED ? 0 : w.attn));
         if (s->tp > 1) {
             ps_group g = {first, s->tp, 1};
@@ -869,12 +1017,13 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     /* Memory. Mixed-precision Adam: weights and gradients in the training dtype, fp32 master weights + two moments
      * (12 bytes) when training in 16 bits, two fp32 moments (8 bytes) in fp32 (ZeRO, Rajbhandari et al. Sec. 3.1:
      * 2 + 2 + 12 = 16 bytes per parameter); ZeRO stage z shards the first z of {optimizer, gradients, weights}. */
-    double P = ps_cost_params_per_gpu(l, s->tp), dp = s->dp;
+    /* ZeRO shards over the data-parallel group with context parallelism (ps_strategy_dp_cp) */
+    double P = ps_cost_params_per_gpu(l, s->tp), dp = ps_strategy_dp_cp(s);
     double opt = elt >= 4 ? 8 : 12;
     out->mem_params = P * elt / (s->zero >= 3 ? dp : 1);
     out->mem_grads = P * elt / (s->zero >= 2 ? dp : 1);
     out->mem_optim = P * opt / (s->zero >= 1 ? dp : 1);
-    out->mem_act = ps_layer_act_bytes_attn(l, dtype, s->tp, sp, s->ckpt, s->attn) * (double)mbs;
+    out->mem_act = ps_layer_act_bytes_attn(lt, dtype, s->tp, sp, s->ckpt, s->attn) * (double)mbs;
     if (s->ckpt == PS_RECOMP_FULL)
         out->mem_temp = act_full; /* the recomputed layer lives until its backward is done */
     else if (s->ckpt == PS_RECOMP_SELECTIVE)
@@ -899,8 +1048,9 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
      * micro-batch, hidden behind computation when possible (prefetch); stages 0-2 synchronise once per iteration. */
     double zero_f = 0, zero_b = 0;
     out->dp_elems = P;
-    if (s->dp > 1) {
-        ps_group g = {first, s->dp, s->tp};
+    if (dp > 1) {
+        /* the GPUs of this TP rank across the CP and DP groups: stride tp, cp x dp of them (tp-cp-dp order) */
+        ps_group g = {first, ps_strategy_dp_cp(s), s->tp};
         double wbytes = P * elt, gbytes = P * p->grad_reduce_bytes;
         if (s->zero >= 3) {
             out->zero_gather = ps_coll_allgather(p, c, &g, wbytes);
@@ -938,13 +1088,32 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     out->comm_fwd = tp_f + zero_f;
     out->comm_bwd_b = tp_b + recompute_comm;
     out->comm_bwd_w = zero_b;
+    if (cp > 1 && has_attn) {
+        double cpc[2], cpx[2], cpt;
+        cp_attention(p, c, l, elt, mbs, s, first, p->compute_scale * w.attn, p->compute_scale * w.attn_bwd, cpc, cpx,
+                     &cpt);
+        /* full recomputation repeats the forward, its ring or all-to-alls included */
+        double rf = s->ckpt == PS_RECOMP_FULL ? 1 : 0;
+        out->cp_comm[0] = cpc[0];
+        out->cp_comm[1] = cpc[1] + rf * cpc[0];
+        out->cp_exposed[0] = cpx[0];
+        out->cp_exposed[1] = cpx[1] + rf * cpx[0];
+        out->fwd += out->cp_exposed[0];
+        out->bwd_b += out->cp_exposed[1];
+        out->comm_fwd += out->cp_comm[0];
+        out->comm_bwd_b += out->cp_comm[1];
+        /* exposed communication of the layer, as the breakdown counts it */
+        out->tp_comm += out->cp_exposed[0] + out->cp_exposed[1];
+        out->recompute += rf * cpx[0];
+        out->mem_temp += cpt;
+    }
     out->fwd_run = out->fwd;
     out->bwd_b_run = out->bwd_b;
     if (s->overlap == PS_OVERLAP_TE && s->tp > 1) {
         PS_CHECK_INPUT(sp, "TP overlap te (Transformer Engine's --tp-comm-overlap) pipelines the all-gathers and "
                            "reduce-scatters of sequence parallelism with the GEMMs: it needs sp (tp %d)", s->tp);
         te_pass te[2];
-        te_passes(p, c, &d, l, mbs, s->tp, first, out->tp_bytes, te);
+        te_passes(p, c, &d, l, mbs, s->tp, cp, s->cp_comm, first, out->tp_bytes, te);
         /* full recomputation repeats the forward, its rings included */
         double rf = s->ckpt == PS_RECOMP_FULL ? 1 : 0;
         double df = te[0].dcomp + te[0].exposed - te[0].coll, db = te[1].dcomp + te[1].exposed - te[1].coll;
@@ -999,7 +1168,7 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
  * share tp / width, and with sequence parallelism 1 / tp of that. */
 static double held(const ps_strategy *s)
 {
-    double width = (double)s->tp * s->dp;
+    double width = (double)ps_strategy_width(s);
     return (s->sp && s->tp > 1 ? 1.0 : (double)s->tp) / width;
 }
 

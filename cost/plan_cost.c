@@ -98,8 +98,10 @@ double ps_cost_dp_bucket_elems(const ps_cost_params *p, int dp)
 
 bool ps_strategy_equal(const ps_strategy *a, const ps_strategy *b)
 {
+    int cp = ps_strategy_cp(a);
     return a->tp == b->tp && a->dp == b->dp && a->zero == b->zero && a->ckpt == b->ckpt && a->sp == b->sp &&
-           a->overlap == b->overlap && a->attn == b->attn && a->dp_no_overlap == b->dp_no_overlap;
+           a->overlap == b->overlap && a->attn == b->attn && a->dp_no_overlap == b->dp_no_overlap &&
+           cp == ps_strategy_cp(b) && (cp == 1 || a->cp_comm == b->cp_comm);
 }
 
 void ps_plan_resolve_attention(ps_plan *p, int64_t n_layers, const ps_cluster *c, ps_attn a)
@@ -139,11 +141,17 @@ ps_status ps_plan_check(const ps_plan *p, const ps_model *m, const ps_cluster *c
                        "stage %lld holds no layer (layer ranges must increase: %lld, %lld)", (long long)s,
                        (long long)p->cuts[s], (long long)p->cuts[s + 1]);
     const ps_strategy *s0 = &p->layer[0];
-    int64_t width = (int64_t)s0->tp * s0->dp;
-    int64_t gpus = width * p->pp;
-    if (gpus != c->n_gpus)
-        return PS_FAIL(PS_ERR_INPUT, "tp %d x dp %d x pp %d = %lld GPUs, but cluster %s has %lld", s0->tp, s0->dp,
-                       p->pp, (long long)gpus, c->name, (long long)c->n_gpus);
+    PS_CHECK_INPUT(s0->tp >= 1 && s0->dp >= 1 && s0->cp >= 0, "tp, cp and dp must be >= 1 (tp %d, cp %d, dp %d)",
+                   s0->tp, s0->cp, s0->dp);
+    const int cp0 = ps_strategy_cp(s0);
+    int64_t width = ps_strategy_width(s0), gpus;
+    if (!ps_mul_i64(width, p->pp, &gpus) || gpus != c->n_gpus) {
+        if (cp0 > 1)
+            return PS_FAIL(PS_ERR_INPUT, "tp %d x cp %d x dp %d x pp %d = %.0f GPUs, but cluster %s has %lld", s0->tp,
+                           cp0, s0->dp, p->pp, (double)width * p->pp, c->name, (long long)c->n_gpus);
+        return PS_FAIL(PS_ERR_INPUT, "tp %d x dp %d x pp %d = %.0f GPUs, but cluster %s has %lld", s0->tp, s0->dp,
+                       p->pp, (double)width * p->pp, c->name, (long long)c->n_gpus);
+    }
     int64_t per_mb;
     if (!ps_mul_i64(p->mbs, s0->dp, &per_mb))
         return PS_FAIL(PS_ERR_INPUT, "micro-batch %lld x dp %d overflows", (long long)p->mbs, s0->dp);
@@ -166,11 +174,30 @@ ps_status ps_plan_check(const ps_plan *p, const ps_model *m, const ps_cluster *c
         const ps_strategy *s = &p->layer[i];
         const ps_layer *l = &m->layers[i];
         const char *kn = ps_layer_kind_name(l->kind);
-        PS_CHECK_INPUT(s->tp >= 1 && s->dp >= 1, "layer %lld (%s): tp and dp must be >= 1 (tp %d, dp %d)",
-                       (long long)i, kn, s->tp, s->dp);
-        if ((int64_t)s->tp * s->dp != width)
-            return PS_FAIL(PS_ERR_INPUT, "layer %lld (%s): tp %d x dp %d = %d differs from the stage width %lld",
-                           (long long)i, kn, s->tp, s->dp, s->tp * s->dp, (long long)width);
+        PS_CHECK_INPUT(s->tp >= 1 && s->dp >= 1 && s->cp >= 0,
+                       "layer %lld (%s): tp, cp and dp must be >= 1 (tp %d, cp %d, dp %d)", (long long)i, kn, s->tp,
+                       s->cp, s->dp);
+        /* tokens are split along the whole stage: one CP degree for every layer (the pipeline's boundary
+         * activations and the data loader's split are per sequence shard) */
+        if (ps_strategy_cp(s) != cp0)
+            return PS_FAIL(PS_ERR_INPUT, "layer %lld (%s): cp %d differs from the plan's cp %d (one context-parallel "
+                                         "degree for every layer)", (long long)i, kn, ps_strategy_cp(s), cp0);
+        if (ps_strategy_width(s) != width)
+            return PS_FAIL(PS_ERR_INPUT, "layer %lld (%s): tp %d x cp %d x dp %d = %lld differs from the stage width "
+                                         "%lld", (long long)i, kn, s->tp, cp0, s->dp,
+                           (long long)ps_strategy_width(s), (long long)width);
+        if ((int)s->cp_comm < 0 || s->cp_comm >= PS_CP_COMM_COUNT)
+            return PS_FAIL(PS_ERR_INPUT, "layer %lld (%s): unknown context-parallel communication %d", (long long)i,
+                           kn, (int)s->cp_comm);
+        if (cp0 > 1) {
+            char why[256];
+            if (!ps_cost_cp_ok(l, s, why, sizeof why))
+                return PS_FAIL(PS_ERR_INPUT, "layer %lld (%s): %s", (long long)i, kn, why);
+            if (s->attn == PS_ATTN_UNFUSED && ps_layer_has_attention(l->kind))
+                return PS_FAIL(PS_ERR_INPUT, "layer %lld (%s): context parallelism (cp %d) needs fused attention "
+                                             "(Megatron-core runs it in TEDotProductAttention only)", (long long)i,
+                               kn, cp0);
+        }
         PS_CHECK_INPUT(s->zero >= 0 && s->zero <= 3, "layer %lld (%s): ZeRO stage must be 0-3 (got %d)", (long long)i,
                        kn, s->zero);
         if (global_mb % s->dp != 0)
@@ -335,6 +362,9 @@ static void dp_layer_record(dp_layers *d, int64_t i, const ps_strategy *s, const
     dpl(d, DPL_GRAD)[i] = ov ? lc->dp_grad : 0;
     dpl(d, DPL_PARAM)[i] = ov ? lc->dp_param : 0;
     dpl(d, DPL_ELEMS)[i] = lc->dp_elems;
+    /* the bucket rule's DP size: Megatron-core sizes buckets by its data-parallel group without context parallelism
+     * (distributed_data_parallel.py: max(40000000, 1000000 x dp_group.size()), d98e8a64), though the gradients are
+     * reduced over dp x cp */
     dpl(d, DPL_DP)[i] = s->dp;
     /* ZeRO-3 not overlapped is exposed in its layer's cost already: its collectives join the computation here */
     dpl(d, DPL_ZCF)[i] = lc->comp_fwd + (ov ? 0 : lc->zero_exposed_f);
@@ -455,7 +485,7 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
     PS_TRY(ps_plan_check(plan, m, c));
     int64_t n_mb = ps_plan_micro_batches(plan), global_mb = plan->gbs / n_mb;
     int d = plan->pp, S = plan->pp * plan->vpp;
-    int64_t width = (int64_t)plan->layer[0].tp * plan->layer[0].dp;
+    int64_t width = ps_strategy_width(&plan->layer[0]);
     if (n_mb > INT32_MAX) return PS_FAIL(PS_ERR_INPUT, "%lld micro-batches is too many", (long long)n_mb);
 
     ps_status st = PS_OK;
@@ -554,12 +584,14 @@ ps_status ps_cost_plan_ws(const ps_cost_params *p, const ps_model *m, const ps_c
             if (ng->gpus_per_node > 0 && ng->gpu.mem_bytes < dcap[dev]) dcap[dev] = ng->gpu.mem_bytes;
         }
         if (s + 1 < S) {
-            /* Megatron scatters the boundary activation over the TP group: each GPU sends 1/tp of it, all GPUs of
-             * the stage at once, so across the network (another node, or another NVLink domain where nodes share
-             * one) they share the node's NICs; inside a domain each GPU has its own NVLink. */
+            /* Megatron scatters the boundary activation over the TP group: each GPU sends 1/tp of its CP shard (1/cp
+             * of the tokens), all GPUs of the stage at once, so across the network (another node, or another NVLink
+             * domain where nodes share one) they share the node's NICs; inside a domain each GPU has its own
+             * NVLink. */
             const ps_layer *last = &m->layers[plan->cuts[s + 1] - 1];
             const ps_strategy *ls = &plan->layer[plan->cuts[s + 1] - 1];
-            double bytes = ps_layer_boundary_bytes(last, m->dtype) * (double)(global_mb / ls->dp) / ls->tp;
+            double bytes = ps_layer_boundary_bytes(last, m->dtype) * (double)(global_mb / ls->dp) / ls->tp /
+                           ps_strategy_cp(ls);
             sp->p2p_bytes = bytes;
             int64_t a = sp->first_gpu, nb = (int64_t)ps_sched_device_of(sch, s + 1) * width;
             if (ps_cluster_domain_of(c, a) != ps_cluster_domain_of(c, nb)) {

@@ -47,6 +47,13 @@ static ps_status read_strategy(const json_t *o, const ps_jloc *loc, ps_strategy 
     char at[16] = "";
     PS_TRY(ps_json_str(o, loc, "attention", false, at, sizeof at));
     if (at[0] && ps_attn_parse(at, &s->attn) != PS_OK) return bad_name(loc, "attention", "fused, unfused or auto", at);
+    /* context parallelism; absent (plans written before it existed): cp 1, ring */
+    v = ps_strategy_cp(s);
+    PS_TRY(ps_json_int(o, loc, "cp", false, 1, 1 << 20, &v));
+    s->cp = (int)v;
+    char cc[16] = "";
+    PS_TRY(ps_json_str(o, loc, "cp_comm", false, cc, sizeof cc));
+    if (cc[0] && ps_cp_comm_parse(cc, &s->cp_comm) != PS_OK) return bad_name(loc, "cp_comm", "ring or a2a", cc);
     return PS_OK;
 }
 
@@ -57,7 +64,8 @@ ps_status ps_plan_from_json(const json_t *root, const char *file, const ps_model
     /* A plan file written by psearch carries its prediction and inputs too; they are read elsewhere or ignored. */
     static const char *const known[] = {"psearch_version", "model", "cluster", "gpus", "gbs", "mbs", "micro_batches",
                                         "pp", "vpp", "schedule", "tp", "dp", "zero", "ckpt", "sp", "overlap",
-                                        "dp_overlap", "attention", "stages", "predicted", "flops_convention",
+                                        "dp_overlap", "attention", "cp", "cp_comm", "stages", "predicted",
+                                        "flops_convention",
                                         "cost_params", "note", "notes", /* estimate: what it chose for the user */
                                         /* the search's result document and a --costdb estimate add these */
                                         "top", "search", "objective", "baselines", "binding", "costdb",
@@ -80,7 +88,7 @@ ps_status ps_plan_from_json(const json_t *root, const char *file, const ps_model
     if (!stages) {
         /* Summary fields only: Megatron's even split. Without stages and without any degree the plan says nothing
          * about its strategy; tp 1 x dp 1 would then be blamed on the cluster's GPU count, not on the file. */
-        if (!json_object_get(root, "tp") && !json_object_get(root, "dp"))
+        if (!json_object_get(root, "tp") && !json_object_get(root, "dp") && !json_object_get(root, "cp"))
             return PS_FAIL(PS_ERR_INPUT, "%s: the plan has no 'stages' and no 'tp' or 'dp': give the stages with their "
                                          "layers and strategies (as psearch --format json writes them), or the "
                                          "uniform fields tp, dp (and pp, zero, ckpt, sp)", file);
@@ -197,6 +205,9 @@ json_t *ps_plan_to_json(const ps_plan *p, const ps_model *m)
         json_object_set_new(j, "overlap", json_string(ps_overlap_name(s->overlap)));
         json_object_set_new(j, "attention", json_string(ps_attn_name(s->attn)));
         json_object_set_new(j, "dp_overlap", json_boolean(!s->dp_no_overlap));
+        json_object_set_new(j, "cp", json_integer(ps_strategy_cp(s)));
+        json_object_set_new(j, "cp_comm",
+                            json_string(ps_cp_comm_name(ps_strategy_cp(s) > 1 ? s->cp_comm : PS_CP_RING)));
     }
     json_t *stages = json_array();
     int64_t S = (int64_t)p->pp * p->vpp;
@@ -219,6 +230,9 @@ json_t *ps_plan_to_json(const ps_plan *p, const ps_model *m)
             json_object_set_new(g, "overlap", json_string(ps_overlap_name(a->overlap)));
             json_object_set_new(g, "attention", json_string(ps_attn_name(a->attn)));
             json_object_set_new(g, "dp_overlap", json_boolean(!a->dp_no_overlap));
+            json_object_set_new(g, "cp", json_integer(ps_strategy_cp(a)));
+            json_object_set_new(g, "cp_comm",
+                                json_string(ps_cp_comm_name(ps_strategy_cp(a) > 1 ? a->cp_comm : PS_CP_RING)));
             json_array_append_new(strs, g);
             i = k;
         }

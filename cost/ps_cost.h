@@ -84,6 +84,17 @@ static inline bool ps_overlap_is_oases(ps_overlap o) { return o == PS_OVERLAP_CR
 /* Parse a name of ps_overlap_name; unknown -> PS_ERR_INPUT listing the names. */
 ps_status ps_overlap_parse(const char *s, ps_overlap *o);
 
+/* Context parallelism's communication (Megatron-core --cp-comm-type, Transformer Engine's context_parallel.py):
+ * PS_CP_RING ("p2p"): each GPU keeps its queries and passes its key/value block around the CP ring, cp attention steps
+ * with the next block's transfer beside each, the sequence in 2 x cp chunks (GPU i holds chunks i and 2cp - 1 - i) so
+ * every GPU does the same causal work; the backward passes K/V and their gradients around again. PS_CP_A2A ("a2a",
+ * DeepSpeed-Ulysses): all-to-alls of Q, K, V before and of the output after the attention core give each GPU the
+ * whole sequence for heads / cp of its heads (the backward: the output gradient before, dQ, dK, dV after). */
+typedef enum { PS_CP_RING = 0, PS_CP_A2A, PS_CP_COMM_COUNT } ps_cp_comm;
+const char *ps_cp_comm_name(ps_cp_comm k); /* "ring", "a2a" */
+/* Parse a name of ps_cp_comm_name (also Megatron's "p2p" for ring); unknown -> PS_ERR_INPUT listing the names. */
+ps_status ps_cp_comm_parse(const char *s, ps_cp_comm *k);
+
 typedef struct {
     int tp;           /* tensor-parallel degree */
     int dp;           /* data-parallel degree (sharded when zero > 0) */
@@ -99,13 +110,41 @@ typedef struct {
      * with designated initializers gets it) = overlapped as the frameworks do (docs/costmodel.md, "Data-parallel
      * overlap"); plan JSON "dp_overlap" is its negation. */
     bool dp_no_overlap;
+    /* Context parallelism (docs/costmodel.md, "Context parallelism"): the sequence of every sample split over cp
+     * GPUs, each running 1/cp of the tokens through every layer. 0 or 1 = off (the zero value, so that every strategy
+     * built with designated initializers has none; ps_strategy_cp reads it). The stage width is tp x cp x dp, ranks
+     * laid out tp fastest, then cp, then dp (Megatron-core's order "tp-cp-ep-dp-pp", megatron/core/parallel_state.py
+     * at d98e8a64). Every layer of a stage has the same cp: its tokens are split along the whole stage. */
+    int cp;
+    ps_cp_comm cp_comm; /* how attention sees the whole sequence when cp > 1 (ps_cp_comm) */
 } ps_strategy;
+
+/* The context-parallel degree of s: 1 when off (cp 0 or 1). */
+static inline int ps_strategy_cp(const ps_strategy *s) { return s->cp > 1 ? s->cp : 1; }
+/* GPUs of one stage under s: tp x cp x dp. */
+static inline int64_t ps_strategy_width(const ps_strategy *s)
+{
+    return (int64_t)s->tp * ps_strategy_cp(s) * s->dp;
+}
+/* The GPUs one data-parallel gradient is summed and ZeRO-sharded over: dp x cp (Megatron-core's data-parallel group
+ * "with_context_parallel", megatron/core/distributed/param_and_grad_buffer.py and optimizer.py at d98e8a64; torchtitan
+ * v0.2.2 shards FSDP over dp_shard x cp). */
+static inline int ps_strategy_dp_cp(const ps_strategy *s) { return s->dp * ps_strategy_cp(s); }
 
 /* The attention kernel a layer of strategy s runs on the GPUs [first, first + n) of c: s->attn when given, else fused
  * when every one of them has a fused kernel (ps_gpu.fused_attn). */
 ps_attn ps_cost_attn(const ps_cluster *c, int64_t first, int64_t n, ps_attn a);
 
 bool ps_strategy_equal(const ps_strategy *a, const ps_strategy *b);
+/* Whether layer l can run under s's context parallelism (always when cp <= 1): no cross-attention; ring: the
+ * sequence a multiple of 2 x cp (the load-balanced chunks) and no attention window shorter than it; a2a: the
+ * sequence a multiple of cp, and the query heads and key/value heads of a TP rank (at least one) multiples of cp
+ * (Transformer Engine's AttnFuncWithCPAndQKVOA2A asserts both); not with Oases' overlapped TP (cross-pass, oases),
+ * whose sub-batch blocks have no CP step. The fused-attention requirement is the layer cost's (it depends on the
+ * GPUs). False with the reason in why[n] (when why is not NULL). A predicate, for the search. */
+bool ps_cost_cp_ok(const ps_layer *l, const ps_strategy *s, char *why, size_t n);
+/* ps_cost_cp_ok as a status: PS_ERR_INPUT with the reason. */
+ps_status ps_cost_cp_check(const ps_layer *l, const ps_strategy *s);
 
 typedef struct {
     int64_t gbs;      /* global batch (samples per iteration) */
@@ -114,7 +153,8 @@ typedef struct {
     int vpp;          /* model chunks per device (interleaved schedules); 1 otherwise */
     char schedule[24];
     int64_t *cuts;    /* [pp*vpp + 1] layer boundaries: stage s holds layers [cuts[s], cuts[s+1]) */
-    ps_strategy *layer; /* [n_layers] per-layer strategy; tp*dp is the same for every layer (the stage width) */
+    ps_strategy *layer; /* [n_layers] per-layer strategy; tp*cp*dp is the same for every layer (the stage width),
+                           and so is cp */
 } ps_plan;
 
 /* Uniform plan: every layer the same strategy, layers split evenly over pp*vpp stages (the first stage takes the
@@ -270,6 +310,11 @@ typedef struct {
     int bwd_tp_colls; /* in the backward pass */
 } ps_layer_gemms;
 void ps_layer_gemm_shapes(const ps_layer *l, int64_t mbs, int tp, ps_layer_gemms *out);
+/* The same on one GPU of a tp x cp group (context parallelism, ps_cp_comm): every token-proportional GEMM has 1/cp of
+ * the tokens; the self-attention core, ring: 1/cp of the queries against every key (the causal half skipped as
+ * load-balanced, ps_layer_attn_keys of the whole layer); a2a: every query and key for 1/cp of the local heads. Either
+ * way 1/cp of the attention work. cp <= 1: ps_layer_gemm_shapes. */
+void ps_layer_gemm_shapes_cp(const ps_layer *l, int64_t mbs, int tp, int cp, ps_cp_comm kind, ps_layer_gemms *out);
 /* PS_OVERLAP_TE's pairs in forward block `blk` of g (blk < g->tp_colls): *ag, the GEMM the SP all-gather before
  * the block feeds (its first weight GEMM: QKV, FC1, cross-attention's Q; column parallel), and *rs, the GEMM whose
  * output the reduce-scatter after the block sums (its last weight GEMM: the output projection, FC2; row parallel);
@@ -343,6 +388,11 @@ typedef struct {
      * included) before overlap, inside comm_fwd / comm_bwd_b, and the part of them the GEMM pieces leave exposed,
      * the part `psearch exec` measures as waits [s]; 0 otherwise. */
     double te_comm[2], te_exposed[2];
+    /* Context parallelism (cp > 1): the attention core's communication of the forward [0] and the input-gradient
+     * backward [1] (recomputation included) before overlap: ring: the K/V (and dK/dV) transfers, a2a: the
+     * all-to-alls; inside comm_fwd / comm_bwd_b; and what of it is exposed (ring: beside the attention steps; a2a:
+     * all of it) [s]; 0 otherwise. */
+    double cp_comm[2], cp_exposed[2];
     /* memory on one GPU, bytes */
     double mem_params;
     double mem_grads;

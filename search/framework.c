@@ -176,6 +176,14 @@ static const ps_framework_rules k_rules[PS_FW_COUNT] = {
             /* [M] transformer_config.py: num_query_groups a multiple or a divisor of tp (psearch's own rule) */
             .kv_heads_div_tp = false,
             .seq_tp_multiple = 0,
+            /* [M] --context-parallel-size with --cp-comm-type p2p (the ring) or a2a (transformer_config.py
+             * cp_comm_type; "all_gather" and the hierarchical "a2a+p2p" are not planned); arguments.py: "seq-length
+             * should be a multiple of 2 * context-parallel-size" whatever the kind; dot_product_attention.py: "Context
+             * parallelism is only supported by TEDotProductAttention" (fused kernels: the cost model's rule); the
+             * distributed optimizer and Megatron-FSDP shard over the data-parallel group with context parallelism */
+            .cp = {[PS_CP_RING] = true, [PS_CP_A2A] = true},
+            .cp_seq_multiple = 2,
+            .cp_zero = {true, true, true, true},
             .model_runs = megatron_model,
         },
     [PS_FW_DEEPSPEED] =
@@ -221,6 +229,13 @@ static const ps_framework_rules k_rules[PS_FW_COUNT] = {
             .dp_exposed = {{true, true, true, true}, {true, true, false, false}},
             .kv_heads_div_tp = false,
             .seq_tp_multiple = 0,
+            /* [D] no context parallelism in the config: Ulysses (deepspeed/sequence/layer.py DistributedAttention,
+             * runtime/sequence_parallel/ulysses_sp.py) takes its sequence-parallel group from the model code's mpu
+             * (Megatron-DeepSpeed) or UlyssesSPAttentionHF, and runtime/config.py reads "sequence_parallel_size"
+             * only to size zero.init's world; ring attention it has none */
+            .cp = {false, false},
+            .cp_seq_multiple = 0,
+            .cp_zero = {false, false, false, false},
             .model_runs = NULL, /* PipelineModule takes any layer list */
         },
     [PS_FW_TORCHTITAN] =
@@ -263,6 +278,13 @@ static const ps_framework_rules k_rules[PS_FW_COUNT] = {
             .kv_heads_div_tp = true,
             /* [T] parallel_dims.py seq_len_divisor: tp x 2 x cp */
             .seq_tp_multiple = 2,
+            /* [T] [parallelism] context_parallel_degree: PyTorch's ring attention over SDPA (context_parallel.py
+             * apply_cp_to_attention_module), K/V shards rotated step by step with context_parallel_rotate_method
+             * "alltoall" (the default "allgather" gathers them all after the first block; exported as alltoall);
+             * no Ulysses. parallel_dims.py: fsdp_enabled whenever cp_enabled, FSDP over dp_shard x cp: ZeRO-3 */
+            .cp = {[PS_CP_RING] = true},
+            .cp_seq_multiple = 2,
+            .cp_zero = {false, false, false, true},
             .model_runs = torchtitan_model,
         },
 };
@@ -461,19 +483,38 @@ bool ps_framework_runs(ps_framework f, const ps_model *m, const ps_plan *p, char
         const ps_layer *l = &m->layers[i];
         bool block = ps_layer_has_attention(l->kind); /* a transformer layer (Swin's merges are not) */
         if (st->zero < 0 || st->zero > 3) NO("layer %lld: ZeRO stage %d", (long long)i, st->zero);
+        /* the data-parallel group of gradients and ZeRO: dp x cp */
+        const int dpc = ps_strategy_dp_cp(st), cp = ps_strategy_cp(st);
         /* (the bf16 rule shards over the data-parallel group: nothing to shard over one replica) */
-        const bool *zs = !pp_on ? r->zero : bf16 && st->dp > 1 ? r->zero_pp_bf16 : r->zero_pp;
+        const bool *zs = !pp_on ? r->zero : bf16 && dpc > 1 ? r->zero_pp_bf16 : r->zero_pp;
         if (!zs[st->zero])
             NO("%s does not run ZeRO stage %d%s (layer %lld)%s", r->title, st->zero,
                pp_on ? " with pipeline parallelism" : "", (long long)i,
                zs == r->zero_pp_bf16 && r->zero_pp[st->zero] ? ": in bf16 its pipeline engine shards the optimizer "
                                                               "states (ZeRO-1)" : "");
-        if (st->zero == 3 && st->dp == 1)
+        if (st->zero == 3 && dpc == 1)
             NO("ZeRO-3 over one data-parallel replica shards nothing (layer %lld): plan zero 0", (long long)i);
-        if (st->dp > 1 && (st->tp > 1 || pp_on) && !r->zero_model_parallel[st->zero])
+        if (dpc > 1 && (st->tp > 1 || pp_on) && !r->zero_model_parallel[st->zero])
             NO("%s runs ZeRO stage %d over dp > 1 only without tensor or pipeline parallelism (plan: tp %d, pp %d)",
                r->title, st->zero, st->tp, p->pp);
-        if (st->dp > 1 && !(st->dp_no_overlap ? r->dp_exposed : r->dp_overlap)[pp_on][st->zero])
+        if (cp > 1) {
+            if ((unsigned)st->cp_comm >= PS_CP_COMM_COUNT || !r->cp[st->cp_comm]) {
+                if (!r->cp[PS_CP_RING] && !r->cp[PS_CP_A2A])
+                    NO("%s runs no context parallelism%s (plan: cp %d)", r->title,
+                       f == PS_FW_DEEPSPEED ? ": its config has no key for it (Ulysses is set up by the model code's "
+                                              "mpu, as Megatron-DeepSpeed does, not by the config)" : "", cp);
+                NO("%s runs no %s context parallelism (plan: cp %d; it runs %s)", r->title,
+                   ps_cp_comm_name(st->cp_comm), cp, r->cp[PS_CP_RING] ? "ring" : "a2a");
+            }
+            if (!r->cp_zero[st->zero])
+                NO("%s runs context parallelism (cp %d) with ZeRO stage%s %s only (layer %lld: zero %d)", r->title, cp,
+                   r->cp_zero[0] ? "s" : "", r->cp_zero[0] ? "0-3" : "3 (FSDP over dp x cp)", (long long)i,
+                   st->zero);
+            if (r->cp_seq_multiple > 1 && l->seq % ((int64_t)r->cp_seq_multiple * cp))
+                NO("%s needs the sequence (%lld) to be a multiple of %d x cp %d (layer %lld)", r->title,
+                   (long long)l->seq, r->cp_seq_multiple, cp, (long long)i);
+        }
+        if (dpc > 1 && !(st->dp_no_overlap ? r->dp_exposed : r->dp_overlap)[pp_on][st->zero])
             NO("%s cannot run ZeRO stage %d%s with its data-parallel collectives %s (layer %lld; --dp-overlap %s "
                "plans the other way)", r->title, st->zero, pp_on ? " with pipeline parallelism" : "",
                st->dp_no_overlap ? "after the backward" : "overlapped with the backward", (long long)i,
@@ -503,9 +544,9 @@ bool ps_framework_runs(ps_framework f, const ps_model *m, const ps_plan *p, char
         if (r->kv_heads_div_tp && ps_layer_has_attention(l->kind) && l->kv_heads % st->tp)
             NO("%s shards whole key/value heads: %lld of them do not divide by tp %d (layer %lld)", r->title,
                (long long)l->kv_heads, st->tp, (long long)i);
-        if (r->seq_tp_multiple > 1 && l->seq % ((int64_t)r->seq_tp_multiple * st->tp))
-            NO("%s needs the sequence (%lld) to be a multiple of %d x tp %d (layer %lld)", r->title,
-               (long long)l->seq, r->seq_tp_multiple, st->tp, (long long)i);
+        if (r->seq_tp_multiple > 1 && l->seq % ((int64_t)r->seq_tp_multiple * st->tp * cp))
+            NO("%s needs the sequence (%lld) to be a multiple of %d x tp %d%s (layer %lld)", r->title,
+               (long long)l->seq, r->seq_tp_multiple, st->tp, cp > 1 ? " x cp" : "", (long long)i);
         if (!r->uniform) continue;
         /* one setting for the whole model: the layout (tp, sp), the sharding and the DP overlap of every layer;
          * kernel, TP overlap and recomputation of the blocks (embeddings and heads have no attention to tune) */
@@ -516,6 +557,9 @@ bool ps_framework_runs(ps_framework f, const ps_model *m, const ps_plan *p, char
                ps_layer_kind_name(l->kind), st->tp, ref->tp, sp ? "on" : "off", ref->sp && ref->tp > 1 ? "on" : "off",
                st->zero, ref->zero, st->dp_no_overlap ? "off" : "on", ref->dp_no_overlap ? "off" : "on");
         if (!block) continue;
+        if (cp > 1 && st->cp_comm != ref->cp_comm)
+            NO("%s takes one context-parallel kind for the whole model; layer %lld has %s, the first %s", r->title,
+               (long long)i, ps_cp_comm_name(st->cp_comm), ps_cp_comm_name(ref->cp_comm));
         if (st->overlap != ref->overlap || st->attn != ref->attn)
             NO("%s takes one setting for every transformer layer; layer %lld differs from the first (TP overlap %s vs "
                "%s, attention %s vs %s)", r->title, (long long)i, ps_overlap_name(st->overlap),

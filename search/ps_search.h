@@ -31,6 +31,8 @@ typedef struct {
     int recompute;   /* ps_recompute of every layer */
     int64_t mbs;     /* micro-batch size per data-parallel replica (instead of the range up to mbs_max) */
     int64_t micro;   /* micro-batches per iteration */
+    int cp;          /* context-parallel degree (1: none) */
+    int cp_comm;     /* context parallelism's kind + 1 (ps_cp_comm: 1 ring, 2 a2a); 0: searched */
 } ps_search_fixed;
 /* "tp 4, 8 micro-batches": the fixed fields as the output and the binding message name them ("" when none). */
 void ps_search_fixed_describe(const ps_search_fixed *f, char *buf, size_t cap);
@@ -214,6 +216,10 @@ typedef struct {
     bool dp_overlap[2][4];    /* [pp > 1][zero], dp > 1: runs the DP collectives overlapped (dp_no_overlap false) */
     bool dp_exposed[2][4];    /* [pp > 1][zero], dp > 1: runs them after the backward (dp_no_overlap true) */
     bool kv_heads_div_tp;     /* key/value heads must divide by tp (no replication of kv heads) */
+    bool cp[PS_CP_COMM_COUNT]; /* context-parallel kinds it runs with cp > 1 (none: no context parallelism) */
+    int cp_seq_multiple;      /* cp > 1: every layer's sequence a multiple of this x cp (Megatron-LM: 2, for either
+                                 kind) */
+    bool cp_zero[4];          /* ZeRO stages it runs with cp > 1 */
     int seq_tp_multiple;      /* > 1: every layer's sequence a multiple of this x tp */
     bool (*model_runs)(const ps_model *m, char *why, size_t cap); /* the models it builds; NULL: any */
 } ps_framework_rules;

@@ -47,6 +47,8 @@ void ps_search_fixed_describe(const ps_search_fixed *f, char *buf, size_t cap)
     if (f->recompute >= 0) ITEM("recompute %s", ps_recompute_name((ps_recompute)f->recompute));
     if (f->mbs > 0) ITEM("mbs %lld", (long long)f->mbs);
     if (f->micro > 0) ITEM("%lld micro-batches", (long long)f->micro);
+    if (f->cp > 0) ITEM("cp %d", f->cp);
+    if (f->cp_comm > 0) ITEM("cp_comm %s", ps_cp_comm_name((ps_cp_comm)(f->cp_comm - 1)));
 #undef ITEM
 }
 
@@ -83,19 +85,24 @@ int ps_search_max_tp(const ps_search_opts *o, const ps_cluster *c)
     return (int)(d > 0 ? d : 1);
 }
 
+static int64_t search_max_cp(const ps_search_opts *o, const ps_model *m, const ps_cluster *c);
+
 /* The generic binding constraints, when no plan was seen short of memory. */
 static void explain_generic(ps_search_result *r, const ps_search_opts *o, const ps_model *m, const ps_cluster *c)
 {
     int64_t mbs_max = o->fixed.mbs > 0 ? o->fixed.mbs : o->mbs_max;
     /* Two causes plain from the sizes alone, named before the generic ones. Every data-parallel replica takes at least
-     * one sample, and a replica spans at most max TP x max PP GPUs (a stage holds at least one layer). */
+     * one sample, and a replica spans at most max TP x max CP x max PP GPUs (a stage holds at least one layer). */
     int max_pp = (int)(m->n_layers < PS_SEARCH_MAX_PP ? m->n_layers : PS_SEARCH_MAX_PP);
-    int64_t per_replica = (int64_t)ps_search_max_tp(o, c) * (max_pp > 0 ? max_pp : 1);
+    int64_t max_cp = search_max_cp(o, m, c);
+    int64_t per_replica = (int64_t)ps_search_max_tp(o, c) * max_cp * (max_pp > 0 ? max_pp : 1);
     if (o->gbs_hi > 0 && o->gbs_hi < c->n_gpus / per_replica) {
+        char cps[48] = "";
+        if (max_cp > 1) snprintf(cps, sizeof cps, ", CP up to %lld", (long long)max_cp);
         snprintf(r->binding, sizeof r->binding,
-                 "a global batch of at most %lld samples is too small for %lld GPUs: with TP up to %d and at most %d "
+                 "a global batch of at most %lld samples is too small for %lld GPUs: with TP up to %d%s and at most %d "
                  "pipeline stages (one per layer) there are at least %lld data-parallel replicas, each needing a "
-                 "sample", (long long)o->gbs_hi, (long long)c->n_gpus, ps_search_max_tp(o, c), max_pp,
+                 "sample", (long long)o->gbs_hi, (long long)c->n_gpus, ps_search_max_tp(o, c), cps, max_pp,
                  (long long)(c->n_gpus / per_replica));
         return;
     }
@@ -191,6 +198,9 @@ typedef struct {
     int kind;           /* schedule kind (schedules/: ps_sched_kind_name gives its name) */
     int strat;          /* -1: every strategy of the stage width; else only this one (its index among them), for
                            every layer: a framework that takes one strategy for all blocks (ps_search_job_create) */
+    int cp;             /* the context-parallel degree of every strategy of the unit (1: none): one per plan */
+    unsigned cp_kinds;  /* ... and its kinds (cp > 1): bit k for ps_cp_comm k. Ring and a2a change no layout (the
+                           boundary activation is the same), so one unit holds both and the layer DP may mix them */
 } outer;
 
 /* Schedule kinds one job tries: a list naming each kind of schedules/ once fits (it has 10); names past this are
@@ -263,6 +273,15 @@ typedef struct {
                               user fixed recompute to selective, which would otherwise leave no strategy */
     const ps_search_opts *o; /* TP degrees under a framework (ps_search_fw_tp_ok): NULL when any */
     const ps_model *m;
+    int cp;                /* the unit's context-parallel degree (1: none) and kinds (outer.cp_kinds) */
+    unsigned cp_kinds;
+    /* cp > 1: leave out the strategies whose replica micro-batch divides by cp. Each is dominated by the cp 1
+     * strategy of the same tp and cp times the dp, which the job's cp 1 unit of the same (batch, pipeline,
+     * micro-batches, kind) has: the same tokens per GPU, the same GEMMs, FLOPs, activations, gradient group and
+     * hand-overs, and no CP transfers (docs/search.md, "Context parallelism"). Only when cp 1 units exist and the
+     * micro-batch is not fixed. */
+    bool cp_dominated_out;
+    bool cp_zero[4];       /* ZeRO stages with cp > 1 (the framework's) */
 } strat_filter;
 
 static void strat_filter_of(const ps_search_opts *o, const ps_cluster *c, const ps_model *m, int pp, strat_filter *f)
@@ -272,11 +291,13 @@ static void strat_filter_of(const ps_search_opts *o, const ps_cluster *c, const 
                         .mbs_max = o->mbs_max, .mbs = o->fixed.mbs > 0 ? o->fixed.mbs : 0,
                         .fused_selective = o->fixed.recompute == PS_RECOMP_SELECTIVE, .pp_on = pp > 1,
                         .dp_no_overlap = o->dp_no_overlap, .sp = !r || r->sp, .plain = !r || !r->sp_required,
-                        .o = r ? o : NULL, .m = m};
+                        .o = r ? o : NULL, .m = m, .cp = 1, .cp_kinds = 1,
+                        .cp_dominated_out = o->fixed.cp <= 1 && o->fixed.mbs <= 0};
     /* [D] the bf16 rule of DeepSpeed's pipeline engine (ps_framework_rules.zero_pp_bf16) */
     bool bf16 = m->dtype == PS_DTYPE_BF16 || m->dtype == PS_DTYPE_FP8;
     const bool *zs = !r ? NULL : pp <= 1 ? r->zero : bf16 ? r->zero_pp_bf16 : r->zero_pp;
     for (int z = 0; z < 4; z++) {
+        f->cp_zero[z] = !r || r->cp_zero[z];
         f->zero[z] = (o->fixed.zero < 0 || o->fixed.zero == z) && (!r || zs[z]);
         f->zero_mp[z] = !r || r->zero_model_parallel[z];
         f->dp_mode[z] = ps_search_fw_dp_mode(o, pp > 1, z);
@@ -306,14 +327,15 @@ ps_strategy ps_search_fw_layer(const ps_search_opts *o, const ps_layer *l, const
     return v;
 }
 
-bool ps_search_fw_tp_ok(const ps_search_opts *o, const ps_model *m, int tp)
+bool ps_search_fw_tp_ok(const ps_search_opts *o, const ps_model *m, int tp, int cp)
 {
     const ps_framework_rules *r = ps_framework_get((ps_framework)o->framework);
     if (!r) return true;
     for (int64_t i = 0; i < m->n_layers; i++) {
         const ps_layer *l = &m->layers[i];
         if (r->kv_heads_div_tp && ps_layer_has_attention(l->kind) && l->kv_heads % tp) return false;
-        if (r->seq_tp_multiple > 1 && l->seq % ((int64_t)r->seq_tp_multiple * tp)) return false;
+        if (r->seq_tp_multiple > 1 && l->seq % ((int64_t)r->seq_tp_multiple * tp * cp)) return false;
+        if (cp > 1 && r->cp_seq_multiple > 1 && l->seq % ((int64_t)r->cp_seq_multiple * cp)) return false;
     }
     return true;
 }
@@ -339,15 +361,24 @@ static int build_strategies(int64_t width, int64_t global_mb, const strat_filter
                             strat *out, int cap, int *n_layouts, ps_strategy *lay_rep)
 {
     int n = 0, lay = 0;
-    for (int64_t tp = 1; tp <= width && tp <= f->max_tp; tp++) {
-        if (width % tp || (f->tp && tp != f->tp)) continue;
+    const int64_t cp = f->cp > 1 ? f->cp : 1;
+    if (width % cp) {
+        *n_layouts = 0;
+        return 0;
+    }
+    /* context parallelism runs fused attention only (ps_cost_layer); a model without attention has no kernel */
+    bool any_attn = false;
+    for (int64_t l = 0; l < f->m->n_layers && !any_attn; l++) any_attn = ps_layer_has_attention(f->m->layers[l].kind);
+    for (int64_t tp = 1; tp <= width / cp && tp <= f->max_tp; tp++) {
+        if ((width / cp) % tp || (f->tp && tp != f->tp)) continue;
         if (lay + 3 > PS_SEARCH_MAX_LAYOUTS) break; /* the per-stage tables below are sized for this many */
-        int64_t dp = width / tp;
+        int64_t dp = width / cp / tp, dpc = dp * cp; /* dpc: the gradient group, what ZeRO shards over */
         if (global_mb % dp) continue;
         int64_t per = global_mb / dp;
         if (f->mbs ? per != f->mbs : per > f->mbs_max) continue;
-        if (f->o && !ps_search_fw_tp_ok(f->o, f->m, (int)tp)) continue;
-        bool can_ov = tp > 1 && per >= 2 && (f->overlap[PS_OVERLAP_CROSS] || f->overlap[PS_OVERLAP_OASES]);
+        if (cp > 1 && f->cp_dominated_out && per % cp == 0) continue;
+        if (f->o && !ps_search_fw_tp_ok(f->o, f->m, (int)tp, (int)cp)) continue;
+        bool can_ov = cp == 1 && tp > 1 && per >= 2 && (f->overlap[PS_OVERLAP_CROSS] || f->overlap[PS_OVERLAP_OASES]);
         /* variants: 0 plain, 1 SP, 2 overlapped */
         for (int v = 0; v <= (tp > 1 ? 1 + can_ov : 0); v++) {
             if (tp > 1 && !(v == 1 ? f->sp : f->plain)) continue;
@@ -358,18 +389,22 @@ static int build_strategies(int64_t width, int64_t global_mb, const strat_filter
                 /* SP's second pass (ov 1): Transformer Engine's overlap, in SP's layout class */
                 ps_overlap kind = v == 1 && ov ? PS_OVERLAP_TE : (ps_overlap)ov;
                 if (!f->overlap[kind]) continue;
-                for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++) {
-                    if (!f->zero[zero]) continue;
-                    if (dp > 1 && ((!f->zero_mp[zero] && (tp > 1 || f->pp_on)) || f->dp_mode[zero] < 0)) continue;
-                    bool no_ov = dp > 1 ? f->dp_mode[zero] == 1 : f->dp_no_overlap;
+                for (int zero = 0; zero <= (dpc > 1 ? 3 : 0); zero++) {
+                    if (!f->zero[zero] || (cp > 1 && !f->cp_zero[zero])) continue;
+                    if (dpc > 1 && ((!f->zero_mp[zero] && (tp > 1 || f->pp_on)) || f->dp_mode[zero] < 0)) continue;
+                    bool no_ov = dpc > 1 ? f->dp_mode[zero] == 1 : f->dp_no_overlap;
                     for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++) {
                         if (!f->recompute[rc] || (kind == PS_OVERLAP_OASES && rc != PS_RECOMP_FULL)) continue;
-                        for (int a = 0; a < n_attn && n < cap; a++) {
+                        for (int ak = 0; ak < n_attn * PS_CP_COMM_COUNT && n < cap; ak++) {
+                            int a = ak / PS_CP_COMM_COUNT, k = ak % PS_CP_COMM_COUNT;
+                            if (cp > 1 ? !(f->cp_kinds >> k & 1) : k > 0) continue;
                             if (attn[a] == PS_ATTN_FUSED && rc == PS_RECOMP_SELECTIVE && !f->fused_selective) continue;
+                            if (cp > 1 && any_attn && attn[a] != PS_ATTN_FUSED) continue;
                             if (out) {
                                 out[n].s = (ps_strategy){.tp = (int)tp, .dp = (int)dp, .zero = zero,
                                                          .ckpt = (ps_recompute)rc, .sp = v == 1, .overlap = kind,
-                                                         .attn = attn[a], .dp_no_overlap = no_ov};
+                                                         .attn = attn[a], .dp_no_overlap = no_ov, .cp = (int)cp,
+                                                         .cp_comm = (ps_cp_comm)k};
                                 out[n].layout = lay;
                                 if (first) lay_rep[lay] = out[n].s;
                             }
@@ -395,6 +430,7 @@ bool ps_search_layer_allows(const ps_layer *l, const ps_strategy *s)
     if (l->ffn_hidden && l->ffn_hidden % t) return false;
     if (l->vocab && l->vocab % t) return false;
     if (s->sp && l->seq % t) return false;
+    if (ps_strategy_cp(s) > 1 && !ps_cost_cp_ok(l, s, NULL, 0)) return false;
     return true;
 }
 
@@ -486,6 +522,8 @@ typedef struct {
     bool valid;     /* whole, for this key */
     int64_t gbs, micro;
     int pp, strat;  /* ... and the unit's one strategy (outer.strat) */
+    int cp;         /* ... and its context parallelism */
+    unsigned cp_kinds;
 } layer_tables;
 
 /* The sums of a stage table row after some layers (search step 3). */
@@ -1119,7 +1157,8 @@ static ps_status layer_tables_build(worker *w, const unit_ctx *x)
 {
     layer_tables *lt = &w->lt;
     const outer *oc = x->oc;
-    if (lt->valid && lt->gbs == oc->gbs && lt->pp == oc->pp && lt->micro == oc->micro && lt->strat == oc->strat)
+    if (lt->valid && lt->gbs == oc->gbs && lt->pp == oc->pp && lt->micro == oc->micro && lt->strat == oc->strat &&
+        lt->cp == oc->cp && lt->cp_kinds == oc->cp_kinds)
         return PS_OK;
     lt->valid = false; /* until they are whole again */
     size_t n = (size_t)x->G * x->LS, GL = (size_t)x->G * (size_t)x->L;
@@ -1184,6 +1223,8 @@ static ps_status layer_tables_build(worker *w, const unit_ctx *x)
     lt->pp = oc->pp;
     lt->micro = oc->micro;
     lt->strat = oc->strat;
+    lt->cp = oc->cp;
+    lt->cp_kinds = oc->cp_kinds;
     return PS_OK;
 }
 
@@ -1531,6 +1572,8 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
     int n_attn = ps_search_fw_attention(o, c, attn);
     strat_filter f;
     strat_filter_of(o, c, m, oc->pp, &f);
+    f.cp = oc->cp;
+    f.cp_kinds = oc->cp_kinds;
     x.nS = build_strategies(x.width, x.global_mb, &f, attn, n_attn, w->sc.S, PS_SEARCH_MAX_STRATS, &x.n_layouts,
                             w->sc.lay_rep);
     if (oc->strat >= 0) {
@@ -1586,6 +1629,78 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
     return search_partitions(w, &x);
 }
 
+/* The fewest tokens of a sequence chunk the search splits a sequence into (2 x cp chunks, ring's load balancing; the
+ * same bound for a2a): fused attention kernels tile queries and keys in blocks of 64 or 128 rows (FlashAttention-2,
+ * Dao 2023, arXiv 2307.08691), and a shorter chunk leaves its kernel's tiles partly empty, which the cost model does
+ * not price. A fixed --cp is taken as given. */
+#define PS_SEARCH_CP_MIN_CHUNK 128
+
+/* An upper bound on the context-parallel degree of any plan the search makes (for the binding message): the fixed
+ * one, else the most 2 x cp chunks of PS_SEARCH_CP_MIN_CHUNK tokens the shortest sequence holds, where the cluster
+ * has fused attention and the framework runs a kind; 1 otherwise. */
+static int64_t search_max_cp(const ps_search_opts *o, const ps_model *m, const ps_cluster *c)
+{
+    if (o->fixed.cp > 0) return o->fixed.cp;
+    const ps_framework_rules *r = ps_framework_get((ps_framework)o->framework);
+    if (r && !r->cp[PS_CP_RING] && !r->cp[PS_CP_A2A]) return 1;
+    ps_attn attn[2];
+    int n_attn = ps_search_fw_attention(o, c, attn);
+    bool fused = false;
+    for (int a = 0; a < n_attn; a++) fused = fused || attn[a] == PS_ATTN_FUSED;
+    int64_t seq = 0;
+    for (int64_t l = 0; l < m->n_layers; l++)
+        if (ps_layer_has_attention(m->layers[l].kind) && (seq == 0 || m->layers[l].seq < seq)) seq = m->layers[l].seq;
+    int64_t most = seq / (2 * PS_SEARCH_CP_MIN_CHUNK);
+    return fused && most > 1 ? most : 1;
+}
+
+/* One context-parallel choice of a unit. */
+typedef struct {
+    int cp;
+    unsigned kinds; /* bit k: ps_cp_comm k */
+} cp_choice;
+
+/* The context-parallel choices for stages of `width` GPUs, into out (room for 2 x the divisors of the GPU count + 2):
+ * cp 1 unless another is fixed, then each divisor cp > 1 of the width with the kinds the framework runs that every
+ * layer takes at tp 1 (the sequence multiples; a2a: heads; a necessary condition for every tp, whose own rules
+ * ps_search_layer_allows applies), where the cluster has fused attention. The fixed fields choose among them. */
+static ps_status cp_choices(const ps_search_opts *o, const ps_model *m, const ps_cluster *c, int64_t width,
+                            cp_choice *out, int *n)
+{
+    *n = 0;
+    const ps_framework_rules *r = ps_framework_get((ps_framework)o->framework);
+    if (o->fixed.cp <= 1) out[(*n)++] = (cp_choice){1, 1};
+    if (o->fixed.cp == 1) return PS_OK;
+    ps_attn attn[2];
+    int n_attn = ps_search_fw_attention(o, c, attn);
+    bool fused = false, any_attn = false;
+    for (int a = 0; a < n_attn; a++) fused = fused || attn[a] == PS_ATTN_FUSED;
+    for (int64_t l = 0; l < m->n_layers; l++) any_attn = any_attn || ps_layer_has_attention(m->layers[l].kind);
+    if (!fused || !any_attn) return PS_OK;
+    int64_t seq = 0; /* the shortest sequence of a layer with attention */
+    for (int64_t l = 0; l < m->n_layers; l++)
+        if (ps_layer_has_attention(m->layers[l].kind) && (seq == 0 || m->layers[l].seq < seq)) seq = m->layers[l].seq;
+    for (int64_t cp = 2; cp <= width && cp <= INT32_MAX; cp++) {
+        if (width % cp || (o->fixed.cp > 1 && cp != o->fixed.cp)) continue;
+        /* no chunk shorter than a fused kernel's query tile (PS_SEARCH_CP_MIN_CHUNK): the cost model prices a ring
+         * step as 1/cp of the attention, which a kernel running mostly empty tiles does not reach */
+        if (o->fixed.cp <= 1 && seq / (2 * cp) < PS_SEARCH_CP_MIN_CHUNK) break;
+        unsigned kinds = 0;
+        for (int k = 0; k < PS_CP_COMM_COUNT; k++) {
+            if ((o->fixed.cp_comm > 0 && k != o->fixed.cp_comm - 1) || (r && !r->cp[k])) continue;
+            ps_strategy s = {.tp = 1, .dp = 1, .cp = (int)cp, .cp_comm = (ps_cp_comm)k, .attn = PS_ATTN_FUSED};
+            bool ok = true;
+            for (int64_t l = 0; l < m->n_layers && ok; l++) {
+                ok = ps_cost_cp_ok(&m->layers[l], &s, NULL, 0);
+                if (r && r->cp_seq_multiple > 1) ok = ok && m->layers[l].seq % (r->cp_seq_multiple * cp) == 0;
+            }
+            if (ok) kinds |= 1u << k;
+        }
+        if (kinds) out[(*n)++] = (cp_choice){(int)cp, kinds};
+    }
+    return PS_OK;
+}
+
 static int64_t *divisors(int64_t n, int *count)
 {
     int64_t *d = ps_calloc(PS_SEARCH_MAX_DIVISORS, sizeof *d);
@@ -1610,6 +1725,8 @@ static double unit_work(const ps_search_job *j, const outer *oc)
     int n_attn = ps_search_fw_attention(&j->o, j->c, attn);
     strat_filter f;
     strat_filter_of(&j->o, j->c, j->m, oc->pp, &f);
+    f.cp = oc->cp;
+    f.cp_kinds = oc->cp_kinds;
     int nS = build_strategies(width, oc->gbs / oc->micro, &f, attn, n_attn, NULL, PS_SEARCH_MAX_STRATS, &nl, NULL);
     if (nS == 0) return 1;
     if (oc->strat >= 0) nS = 1;
@@ -1697,6 +1814,19 @@ ps_status ps_search_model_check(const ps_search_opts *o, const ps_model *m, cons
 {
     PS_TRY(ps_search_opts_check(o, c));
     const ps_framework_rules *fw = ps_framework_get((ps_framework)o->framework);
+    if (o->fixed.cp > 1) {
+        /* a fixed context-parallel degree no plan can have is a wrong input: name what it needs */
+        PS_CHECK_INPUT(c->n_gpus % o->fixed.cp == 0, "context-parallel degree %d does not divide the %lld GPUs of %s",
+                       o->fixed.cp, (long long)c->n_gpus, c->name);
+        PS_CHECK_INPUT(!fw || fw->cp[PS_CP_RING] || fw->cp[PS_CP_A2A], "%s runs no context parallelism (cp %d)",
+                       fw ? fw->title : "", o->fixed.cp);
+        ps_attn attn[2];
+        int n_attn = ps_search_fw_attention(o, c, attn);
+        bool fused = false;
+        for (int a = 0; a < n_attn; a++) fused = fused || attn[a] == PS_ATTN_FUSED;
+        PS_CHECK_INPUT(fused, "context parallelism (cp %d) needs fused attention, which the search does not try on %s "
+                       "(--attention, or GPUs without a fused kernel)", o->fixed.cp, c->name);
+    }
     if (!fw) return PS_OK;
     char why[320];
     if (fw->model_runs && !fw->model_runs(m, why, sizeof why)) return PS_FAIL(PS_ERR_INPUT, "%s", why);
@@ -1758,6 +1888,13 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
         return PS_ERR_SYSTEM;
     }
     int64_t blocks = count_blocks(m);
+    /* the context-parallel choices of a pipeline degree: cp 1 first, then every degree and kind that may run */
+    cp_choice *cpc = ps_calloc(2 * (size_t)npp + 2, sizeof *cpc);
+    if (!cpc) {
+        free(pps);
+        free(j);
+        return PS_ERR_SYSTEM;
+    }
     size_t cap = 1024, n = 0;
     outer *cands = ps_calloc(cap, sizeof *cands);
     ps_status st = cands ? PS_OK : PS_ERR_SYSTEM;
@@ -1765,6 +1902,10 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
      * how much is pruned, never the result. The schedules of one (batch, pipeline degree, micro-batch count) are
      * neighbours: they share the layer tables (search_outer step 1), which a worker then computes once. */
     int64_t n_gbs = o->gbs_lo == o->gbs_hi ? 1 : (o->gbs_hi - o->gbs_lo) / o->gbs_step + 1;
+    /* Two passes: every unit without context parallelism, then every unit with it. The plans without it set the
+     * pruning floors first, so that the units with it, which rarely win at short sequences, are mostly pruned by
+     * their bound (unit_prunable) before their stage tables. */
+    for (int pass = 0; pass < 2 && st == PS_OK; pass++)
     for (int64_t kg = n_gbs - 1; kg >= 0 && st == PS_OK; kg--) {
         int64_t gbs = o->gbs_lo + kg * (n_gbs > 1 ? o->gbs_step : 0);
         for (int a = 0; a < npp && st == PS_OK; a++) {
@@ -1772,13 +1913,21 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
             if (o->fixed.pp > 0 && pp != o->fixed.pp) continue;
             strat_filter f;
             strat_filter_of(o, c, m, (int)pp, &f);
+            int ncp = 0;
+            st = cp_choices(o, m, c, c->n_gpus / pp, cpc, &ncp);
             for (int64_t micro = 1; micro <= gbs && ps_plan_size_ok(micro, pp) && st == PS_OK; micro++) {
                 if (gbs % micro || (o->fixed.micro > 0 && micro != o->fixed.micro)) continue;
+              for (int ci = 0; ci < ncp && st == PS_OK; ci++) {
+                if ((cpc[ci].cp > 1) != (pass == 1)) continue;
+                f.cp = cpc[ci].cp;
+                f.cp_kinds = cpc[ci].kinds;
                 int n_strat = 1, nl = 0;
-                if (per_strat) {
+                if (per_strat || f.cp > 1) {
                     n_strat = build_strategies(c->n_gpus / pp, gbs / micro, &f, attn, n_attn, NULL,
                                                PS_SEARCH_MAX_STRATS, &nl, NULL);
-                    if (n_strat < 1) n_strat = 1; /* one unit still, which finds no strategy: as without */
+                    /* context parallelism no strategy of which can win here (strat_filter.cp_dominated_out) */
+                    if (n_strat < 1 && f.cp > 1) continue;
+                    if (n_strat < 1 || !per_strat) n_strat = 1; /* one unit still, which finds no strategy */
                 }
                 for (int k = 0; k < n_strat * nk && st == PS_OK; k++) {
                     int s = k % nk, one = per_strat ? k / nk : -1;
@@ -1798,12 +1947,14 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
                         cands = nc;
                         cap *= 2;
                     }
-                    cands[n++] = (outer){gbs, micro, (int)pp, vpp, j->kinds[s], one};
+                    cands[n++] = (outer){gbs, micro, (int)pp, vpp, j->kinds[s], one, f.cp, f.cp_kinds};
                 }
+              }
             }
         }
     }
     free(pps);
+    free(cpc);
     j->units = cands;
     j->n = (int64_t)n;
     if (st == PS_OK && !(j->work = ps_calloc(n + 1, sizeof *j->work))) st = PS_ERR_SYSTEM;
@@ -2034,6 +2185,11 @@ bool ps_search_plan_allowed(const ps_search_opts *o, const ps_model *m, const ps
         if (f->tp > 0 && s->tp != f->tp) NO("layer %lld: tp %d, not the fixed %d", (long long)i, s->tp, f->tp);
         if (f->zero >= 0 && s->zero != f->zero)
             NO("layer %lld: ZeRO %d, not the fixed %d", (long long)i, s->zero, f->zero);
+        if (f->cp > 0 && ps_strategy_cp(s) != f->cp)
+            NO("layer %lld: cp %d, not the fixed %d", (long long)i, ps_strategy_cp(s), f->cp);
+        if (f->cp_comm > 0 && ps_strategy_cp(s) > 1 && (int)s->cp_comm != f->cp_comm - 1)
+            NO("layer %lld: cp_comm %s, not the fixed %s", (long long)i, ps_cp_comm_name(s->cp_comm),
+               ps_cp_comm_name((ps_cp_comm)(f->cp_comm - 1)));
         /* a framework that recomputes transformer layers only runs the others without (ps_search_fw_layer): the
          * fixed recomputation is that of its transformer layers */
         ps_strategy want = {.ckpt = (ps_recompute)(f->recompute >= 0 ? f->recompute : 0)};

@@ -17,9 +17,10 @@ int ps_search_fw_dp_mode(const ps_search_opts *o, bool pp_on, int zero);
 /* Layer l's strategy under o's framework: s, without recomputation on a layer that is not a transformer layer where
  * the framework recomputes transformer layers only (recompute_blocks_only). */
 ps_strategy ps_search_fw_layer(const ps_search_opts *o, const ps_layer *l, const ps_strategy *s);
-/* Whether TP degree tp suits every layer of m under o's framework: whole key/value heads per rank (kv_heads_div_tp),
- * the sequence a multiple of seq_tp_multiple x tp. */
-bool ps_search_fw_tp_ok(const ps_search_opts *o, const ps_model *m, int tp);
+/* Whether TP degree tp with context-parallel degree cp suits every layer of m under o's framework: whole key/value
+ * heads per rank (kv_heads_div_tp), the sequence a multiple of seq_tp_multiple x tp x cp and, with cp > 1, of
+ * cp_seq_multiple x cp. */
+bool ps_search_fw_tp_ok(const ps_search_opts *o, const ps_model *m, int tp, int cp);
 /* The attention kernels the search tries on c under o (ps_search_attention) that o's framework runs; how many. */
 int ps_search_fw_attention(const ps_search_opts *o, const ps_cluster *c, ps_attn out[2]);
 

@@ -135,10 +135,11 @@ def validate_megatron(text, gpus, keys):
         return [str(e)]
     num = lambda k, d=None: int(a[k]) if k in a else d
     tp, pp = num("--tensor-model-parallel-size", 1), num("--pipeline-model-parallel-size", 1)
-    if gpus % (tp * pp):
-        errors.append(f"world {gpus} not divisible by tp x pp {tp * pp}")
+    cp = num("--context-parallel-size", 1)
+    if gpus % (tp * pp * cp):  # arguments.py: total_model_size = tp x pp x cp
+        errors.append(f"world {gpus} not divisible by tp x pp x cp {tp * pp * cp}")
         return errors
-    dp = gpus // (tp * pp)
+    dp = gpus // (tp * pp * cp)
     mbs, gbs = num("--micro-batch-size", 1), num("--global-batch-size")
     if gbs is None or gbs % (mbs * dp):
         errors.append(f"global batch {gbs} not a multiple of micro-batch {mbs} x dp {dp}")
@@ -176,6 +177,30 @@ def validate_megatron(text, gpus, keys):
     if "--tp-comm-overlap" in a and not sp:
         errors.append("arguments.py: --tp-comm-overlap needs --sequence-parallel")
     te = a.get("--transformer-impl", "transformer_engine") == "transformer_engine"
+    if cp > 1:
+        kind = a.get("--cp-comm-type", "p2p")  # arguments.py: default ["p2p"]
+        if seq % (2 * cp):  # arguments.py
+            errors.append("seq-length should be a multiple of 2 * context-parallel-size")
+        if not te:  # dot_product_attention.py: "Context parallelism is only supported by TEDotProductAttention!"
+            errors.append("context parallelism needs Transformer Engine's attention")
+        if a.get("--attention-backend", "auto") in ("unfused", "local"):
+            # Transformer Engine runs context parallelism in its flash and fused (cuDNN) attention only
+            errors.append("context parallelism needs a flash or fused attention backend")
+        if kind not in ("p2p", "a2a", "allgather", "a2a+p2p"):
+            errors.append(f"--cp-comm-type {kind}: not p2p, a2a, allgather or a2a+p2p")
+        if kind == "a2a+p2p" and "--hierarchical-context-parallel-sizes" not in a:
+            errors.append("a2a+p2p needs --hierarchical-context-parallel-sizes")
+        if kind == "a2a":
+            # Transformer Engine context_parallel.py AttnFuncWithCPAndQKVOA2A: heads of Q and of K, V on a TP rank
+            # divisible by cp
+            groups = num("--num-query-groups", heads) if "--group-query-attention" in a else heads
+            if (heads // tp) % cp or max(groups // tp, 1) % cp:
+                errors.append(f"a2a: heads per TP rank ({heads // tp} query, {max(groups // tp, 1)} key/value) not "
+                              f"divisible by cp {cp}")
+        if sp and (seq // cp) % tp:
+            errors.append("each context-parallel shard of the sequence must split over tp (sequence parallelism)")
+    elif "--cp-comm-type" in a:
+        errors.append("--cp-comm-type without --context-parallel-size > 1 does nothing")
     if ("--tp-comm-overlap" in a or "--fp8-format" in a) and not te:
         errors.append("--tp-comm-overlap / --fp8-format need Transformer Engine")
     layers, vpp = megatron_stage_layers(a, errors)
@@ -219,7 +244,8 @@ def megatron_read(text, gpus, keys):
     a, errors = megatron_args(text, keys["flags"])
     assert not errors, errors
     tp, pp = int(a.get("--tensor-model-parallel-size", 1)), int(a.get("--pipeline-model-parallel-size", 1))
-    dp = gpus // (tp * pp)
+    cp = int(a.get("--context-parallel-size", 1))
+    dp = gpus // (tp * pp * cp)
     blocks, vpp = megatron_stage_layers(a, errors)
     assert not errors, errors
     S = pp * vpp
@@ -237,7 +263,8 @@ def megatron_read(text, gpus, keys):
     attn = {"fused": "fused", "flash": "fused", "unfused": "unfused"}[a.get("--attention-backend", "fused")]
     base = {"tp": tp, "dp": dp, "zero": zero, "sp": "--sequence-parallel" in a,
             "overlap": "te" if "--tp-comm-overlap" in a else "none", "attention": attn,
-            "dp_overlap": dp == 1 or "--overlap-grad-reduce" in a}
+            "dp_overlap": dp * cp == 1 or "--overlap-grad-reduce" in a, "cp": cp,
+            "cp_comm": "a2a" if cp > 1 and a.get("--cp-comm-type") == "a2a" else "ring"}
     stages = []
     for s in range(S):
         strat = []
@@ -256,7 +283,8 @@ def megatron_read(text, gpus, keys):
     plan = {"gbs": int(a["--global-batch-size"]), "mbs": int(a.get("--micro-batch-size", 1)), "pp": pp, "vpp": vpp,
             "schedule": "interleaved" if vpp > 1 else "1f1b", "stages": stages}
     dtype = "fp8" if "--fp8-format" in a else "bf16" if "--bf16" in a else "fp16" if "--fp16" in a else "fp32"
-    opts = ["--vocab-pad", str(int(a.get("--make-vocab-size-divisible-by", 128)) * tp), "--dtype", dtype]
+    opts = ["--vocab-pad", str(int(a.get("--make-vocab-size-divisible-by", 128)) * tp), "--dtype", dtype,
+            "--seq", a["--seq-length"]]
     model = {"layers": int(a["--num-layers"]), "hidden": int(a["--hidden-size"]),
              "heads": int(a["--num-attention-heads"]), "ffn": int(a.get("--ffn-hidden-size", 0)),
              "kv_heads": int(a.get("--num-query-groups", a["--num-attention-heads"])), "seq": int(a["--seq-length"])}
@@ -425,6 +453,14 @@ def deepspeed_read(text, gpus, keys):
 
 # ---------------------------------------------------------------- torchtitan (pytorch/torchtitan v0.2.2)
 
+def m_attn(cfg):
+    """The attention of a llama3 flavor (models/llama3/__init__.py at v0.2.2: attn_type "flex" for the *_flex
+    flavors, "varlen" for the *_varlen ones, sdpa otherwise)."""
+    flavor = cfg.get("model", {}).get("flavor", "")
+    return "flex" if flavor.endswith("_flex") or flavor.endswith("flex_attn") else \
+        "varlen" if "varlen" in flavor else "sdpa"
+
+
 def validate_torchtitan(text, gpus, keys):
     errors = []
     cfg = tomllib.loads(text)
@@ -461,6 +497,8 @@ def validate_torchtitan(text, gpus, keys):
         errors.append("global batch size not a multiple of local batch size x dp")
     if tr.get("seq_len", 2048) % (tp * 2 * cp):  # parallel_dims.py seq_len_divisor
         errors.append("seq_len not divisible by tp x 2 x cp")
+    if cp > 1 and m_attn(cfg) not in ("sdpa", "flex"):  # distributed/context_parallel.py: varlen not implemented
+        errors.append("context parallelism runs on sdpa or flex attention")
     m = cfg.get("model", {})
     if m.get("name") != "llama3" or m.get("flavor") not in keys["llama3_flavors"]:
         errors.append(f"model {m.get('name')} / {m.get('flavor')} is not a llama3 flavor")
@@ -520,16 +558,21 @@ def torchtitan_read(text, gpus, keys):
     par, tr, m = cfg["parallelism"], cfg["training"], cfg["model"]
     rep, shard = par["data_parallel_replicate_degree"], par["data_parallel_shard_degree"]
     tp, pp = par["tensor_parallel_degree"], par["pipeline_parallel_degree"]
+    cp = par.get("context_parallel_degree", 1)
     dp = rep * shard
+    # the ring as psearch prices it: K/V passed step by step ("alltoall"); "allgather" gathers them all up front
+    assert cp == 1 or par.get("context_parallel_rotate_method", "allgather") == "alltoall", "CP rotate method"
     sched = {"1f1b": "1f1b", "gpipe": "gpipe", "interleaved1f1b": "interleaved"}[
         par.get("pipeline_parallel_schedule", "1F1B").lower()]
     ac_mode = cfg["activation_checkpoint"]["mode"]
     block_ckpt = {"full": "full", "selective": "op"}.get(ac_mode, "none")
     # apply_fsdp: only "always" regathers every layer for its forward and its backward, as ZeRO-3; "default" keeps
     # them gathered from forward to backward with pipelining and for the final norm and output
-    assert shard == 1 or par.get("fsdp_reshard_after_forward", "default") == "always", "FSDP without resharding"
-    base = {"tp": tp, "dp": dp, "zero": 3 if shard > 1 else 0, "sp": tp > 1, "overlap": "none",
-            "attention": "fused", "dp_overlap": True}
+    # parallel_dims.py: FSDP over dp_shard x cp, on whenever cp > 1
+    fsdp = shard * cp > 1
+    assert not fsdp or par.get("fsdp_reshard_after_forward", "default") == "always", "FSDP without resharding"
+    base = {"tp": tp, "dp": dp, "zero": 3 if fsdp else 0, "sp": tp > 1, "overlap": "none",
+            "attention": "fused", "dp_overlap": True, "cp": cp, "cp_comm": "ring"}
     if pp > 1:
         parts = par["module_fqns_per_model_part"]
         mbs = par["pipeline_parallel_microbatch_size"]
@@ -557,7 +600,7 @@ def torchtitan_read(text, gpus, keys):
             "stages": stages}
     dtype = "fp8" if "quantize.linear.float8" in m.get("converters", []) else \
         "fp32" if tr.get("mixed_precision_param", "bfloat16") == "float32" else "bf16"
-    return plan, ["--vocab-pad", "1", "--dtype", dtype], None
+    return plan, ["--vocab-pad", "1", "--dtype", dtype, "--seq", str(tr.get("seq_len", 2048))], None
 
 
 # ---------------------------------------------------------------- pipeline orders

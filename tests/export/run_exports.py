@@ -63,7 +63,7 @@ def resplit(blocks, ckpt=None, head_ckpt="none"):
             stages.append({"layers": [cuts[s], cuts[s + 1]], "strategies": fwlib.merge_runs(strat)})
         out = {k: v for k, v in plan.items() if k not in ("stages", "predicted", "top", "search", "baselines",
                                                          "tp", "dp", "zero", "ckpt", "sp", "overlap", "attention",
-                                                         "dp_overlap")}
+                                                         "dp_overlap", "cp", "cp_comm")}
         out["stages"] = stages
         out["vpp"] = S // plan["pp"]
         return out
@@ -225,7 +225,8 @@ CASES = {
          [Expect.has("--decoder-first-pipeline-num-layers"), Expect.has("--decoder-last-pipeline-num-layers"),
           Expect.lacks("--pipeline-model-parallel-layout"), Expect.lacks("--num-virtual-stages-per-pipeline-rank"),
           Expect.split(uneven_first_last, "even but for the first and last stage"), *ZERO1_MEGATRON]),
-        ("search_llama3_70b_layout", ["search", "--model", "llama3-70b", "--cluster", "dgx-h100:8"], None,
+        # (with context parallelism the 70B plans cp 4 and splits evenly: cp 1 keeps the uneven split covered)
+        ("search_llama3_70b_layout", ["search", "--model", "llama3-70b", "--cluster", "dgx-h100:8", "--cp", "1"], None,
          ["--vocab-pad", "1024"], None, True,
          [Expect.has("--pipeline-model-parallel-layout"), Expect.lacks("--decoder-first-pipeline-num-layers"),
           Expect.split(needs_layout, "uneven in the middle"), *ZERO1_MEGATRON]),
@@ -263,6 +264,21 @@ CASES = {
         ("refuse_oases", ["estimate", "--model", "gpt3-1.3b", "--cluster", "dgx-a100-80g:1", "--tp", "2", "--mbs", "2",
                           "--gbs", "64", "--recompute", "full", "--tp-overlap", "oases"], None,
          ["--vocab-pad", "1024"], r"has no TP overlap 'oases'", False),
+        # context parallelism (#21): the ring (p2p) with TP and SP, the all-to-all (a2a) with a pipeline, a search
+        # at 128K tokens that plans it, and Megatron's sequence rule (2 x cp whatever the kind)
+        ("cp_ring_tp8", ["estimate", "--model", "llama3-8b", "--seq", "131072", "--cluster", "dgx-h100:8", "--tp", "8",
+                         "--cp", "8", "--seq-parallel", "--gbs", "8", "--recompute", "full"], no_edge_recompute,
+         ["--seq", "131072", "--vocab-pad", "1024"], None, True,
+         [Expect.has("--context-parallel-size", "8"), Expect.has("--cp-comm-type", "p2p")]),
+        ("cp_a2a_pp2", ["estimate", "--model", "llama3-8b", "--seq", "32768", "--cluster", "dgx-h100:4", "--tp", "2",
+                        "--cp", "4", "--cp-comm", "a2a", "--pp", "2", "--seq-parallel", "--zero", "1", "--gbs", "64"],
+         None, ["--seq", "32768", "--vocab-pad", "256"], None, True,
+         [Expect.has("--context-parallel-size", "4"), Expect.has("--cp-comm-type", "a2a"), *ZERO1_MEGATRON]),
+        ("search_llama3_8b_cp", ["search", "--model", "llama3-8b", "--seq", "131072", "--cluster", "dgx-h100:8"], None,
+         ["--seq", "131072", "--vocab-pad", "1024"], None, True, [Expect.has("--context-parallel-size", positive)]),
+        ("refuse_cp_seq", ["estimate", "--model", "llama3-8b", "--seq", "8196", "--cluster", "dgx-h100:1", "--cp",
+                           "4", "--cp-comm", "a2a", "--zero", "1", "--gbs", "8"], None,
+         ["--seq", "8196", "--vocab-pad", "128"], r"multiple of 2 x cp 4", False),
     ],
     "deepspeed": [
         ("pp4_balanced_zero1", ["estimate", *H100_4, "--tp", "2", "--pp", "4", "--zero", "1", "--gbs", "256",
@@ -309,6 +325,10 @@ CASES = {
          r"cannot run ZeRO stage 0 with its data-parallel collectives overlapped", False),
         ("refuse_fp8", ["estimate", *H100_4, "--tp", "2", "--zero", "1", "--gbs", "64", "--dtype", "fp8"], None,
          ["--vocab-pad", "256", "--dtype", "fp8"], r"does not train in fp8", False),
+        ("refuse_cp", ["estimate", "--model", "gpt3-1.3b", "--seq", "8192", "--cluster", "dgx-a100-80g:1", "--cp", "2",
+                       "--zero", "1", "--gbs", "8", "--dp-overlap", "off"], None,
+         ["--seq", "8192", "--vocab-pad", "1024"], r"runs no context parallelism: its config has no key for it",
+         False),
     ],
     "torchtitan": [
         ("fsdp_tp2_full", ["estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:2", "--tp", "2", "--seq-parallel",
@@ -368,6 +388,22 @@ CASES = {
         ("refuse_tp_without_sp", ["estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:2", "--tp", "2",
                                   "--zero", "3", "--gbs", "64"], None, ["--vocab-pad", "1"],
          r"tensor parallelism with sequence parallelism only", False),
+        # context parallelism (#21): the ring with TP, SP and FSDP over dp x cp, a search that plans it, and the
+        # kind and sharding torchtitan does not run
+        ("cp_fsdp_tp2", ["estimate", "--model", "llama3-8b", "--seq", "65536", "--cluster", "dgx-h100:2", "--tp", "2",
+                         "--cp", "4", "--seq-parallel", "--zero", "3", "--gbs", "8", "--recompute", "full"],
+         no_edge_recompute, ["--seq", "65536", "--vocab-pad", "1"], None, True,
+         [Expect.has("parallelism.context_parallel_degree", 4),
+          Expect.has("parallelism.context_parallel_rotate_method", "alltoall")]),
+        ("search_llama3_8b_cp", ["search", "--model", "llama3-8b", "--seq", "131072", "--cluster", "dgx-h100:8"], None,
+         ["--seq", "131072", "--vocab-pad", "1"], None, True,
+         [Expect.has("parallelism.context_parallel_degree", positive)]),
+        ("refuse_cp_a2a", ["estimate", "--model", "llama3-8b", "--seq", "32768", "--cluster", "dgx-h100:2", "--tp",
+                           "2", "--cp", "4", "--cp-comm", "a2a", "--seq-parallel", "--zero", "3", "--gbs", "8"], None,
+         ["--seq", "32768", "--vocab-pad", "1"], r"runs no a2a context parallelism", False),
+        ("refuse_cp_ddp", ["estimate", "--model", "@DATA@/export/tt-debugmodel.json", "--seq", "8192", "--cluster",
+                           "dgx-a100-80g:1", "--cp", "2", "--gbs", "8"], None, ["--seq", "8192", "--vocab-pad", "1"],
+         r"context parallelism \(cp 2\) with ZeRO stage 3", False),
     ],
 }
 
@@ -439,6 +475,7 @@ def main():
             print(f"FAIL {fw}/{name}: {why}")
 
         cmd = source[1:] if source[0] == "search" else source
+        seq = ["--seq", opts[opts.index("--seq") + 1]] if "--seq" in opts else []
         # a search exported as it stands: the plan of the search for that framework (what --export FW writes)
         if source[0] == "search" and edit is None and refusal is None:
             cmd = cmd + ["--framework", fw]
@@ -480,6 +517,9 @@ def main():
             # the model flags: the model the launch builds is the model planned, and the read-back plan is estimated
             # on that model (built from the flags alone), so a dropped or wrong model flag fails here
             preset = megatron_model.load_model(model_path(model))
+            if seq:  # the model as --seq makes it: every layer's sequence
+                preset = dict(preset, seq=int(seq[1]),
+                              layers=[{k: v for k, v in g.items() if k != "seq"} for g in preset["layers"]])
             why = megatron_checks(text, gpus, keys, preset, llama3=preset.get("family") == "llama3")
             if why:
                 fail(why)
@@ -502,7 +542,7 @@ def main():
             fail(f"the read-back plan predicts otherwise: {json.dumps(diff)[:600]}")
             continue
         if shape:
-            ms = json.loads(run([psearch, "model", "show", model, "--format", "json"]).stdout)
+            ms = json.loads(run([psearch, "model", "show", model, *seq, "--format", "json"]).stdout)
             blocks = [g for g in ms["layer_groups"] if g["kind"] == "decoder"]
             b = blocks[0]
             want_shape = {"layers": sum(g["count"] for g in blocks), "hidden": b["hidden"], "heads": b["heads"],

@@ -37,6 +37,13 @@ def main():
     tt = export(psearch, ["--model", "llama3-8b", "--cluster", "dgx-h100:4", "--tp", "2", "--pp", "4",
                           "--seq-parallel", "--zero", "3", "--schedule", "interleaved", "--gbs", "128",
                           "--vocab-pad", "1"], "torchtitan")
+    # context parallelism (#21): Megatron-LM's all-to-all with TP, SP and a pipeline; torchtitan's ring with FSDP
+    mg_cp_args = ["--model", "llama3-8b", "--seq", "32768", "--cluster", "dgx-h100:4", "--tp", "2", "--cp", "4",
+                  "--cp-comm", "a2a", "--pp", "2", "--seq-parallel", "--zero", "1", "--gbs", "64", "--vocab-pad", "256"]
+    mg_cp = export(psearch, mg_cp_args, "megatron")
+    tt_cp_args = ["--model", "llama3-8b", "--seq", "65536", "--cluster", "dgx-h100:2", "--tp", "2", "--cp", "4",
+                  "--seq-parallel", "--zero", "3", "--gbs", "8", "--recompute", "full", "--vocab-pad", "1"]
+    tt_cp = export(psearch, tt_cp_args, "torchtitan")
 
     def expect(fw, name, text, gpus, pattern):
         nonlocal checks
@@ -85,6 +92,15 @@ def main():
     expect("megatron", "fsdp with pp", sub(mg_pp, "--overlap-grad-reduce \\\n",
                                            "--use-megatron-fsdp \\\n--ckpt-format fsdp_dtensor \\\n"
                                            "--overlap-grad-reduce \\\n"), 32, "pp 1 only")
+    expect("megatron", "cp valid", mg_cp, 32, None)
+    expect("megatron", "cp sequence", sub(mg_cp, "--seq-length 32768", "--seq-length 32764"), 32,
+           r"multiple of 2 \* context-parallel-size")
+    expect("megatron", "cp world", sub(mg_cp, "--context-parallel-size 4", "--context-parallel-size 3"), 32,
+           "not divisible by tp x pp x cp")
+    expect("megatron", "cp a2a heads", sub(mg_cp, "--context-parallel-size 4", "--context-parallel-size 8"), 32,
+           "a2a: heads per TP rank")
+    expect("megatron", "cp unfused", sub(mg_cp, "--attention-backend fused", "--attention-backend unfused"), 32,
+           "flash or fused attention backend")
 
     expect("deepspeed", "valid", ds, 32, None)
     cfg = json.loads(ds)
@@ -124,6 +140,11 @@ def main():
            32, "without mode selective")
     expect("torchtitan", "schedule", sub(tt, '"Interleaved1F1B"', '"Interleaved1F1B_v2"'), 32, "no pipeline schedule")
     expect("torchtitan", "stages per rank", sub(tt, '"Interleaved1F1B"', '"1F1B"'), 32, "one stage per rank")
+    expect("torchtitan", "cp valid", tt_cp, 16, None)
+    expect("torchtitan", "cp sequence", sub(tt_cp, "seq_len = 65536", "seq_len = 65532"), 16, "seq_len")
+    expect("torchtitan", "cp rotate", sub(tt_cp, '"alltoall"', '"ring"'), 16, "not one of")
+    expect("torchtitan", "cp degrees", sub(tt_cp, "context_parallel_degree = 4", "context_parallel_degree = 8"), 16,
+           "are not the 16 GPUs")
 
     # the read-back is exact: a launch that runs another plan predicts otherwise
     tmp = tempfile.mkdtemp(prefix="psearch-export-")
@@ -154,6 +175,11 @@ def main():
     readback_differs("torchtitan", sub(tt, 'mode = "none"', 'mode = "full"'), 32, "llama3-8b", "dgx-h100:4",
                      ["--model", "llama3-8b", "--cluster", "dgx-h100:4", "--tp", "2", "--pp", "4", "--seq-parallel",
                       "--zero", "3", "--schedule", "interleaved", "--gbs", "128", "--vocab-pad", "1"])
+    readback_differs("megatron", sub(mg_cp, "--cp-comm-type a2a", "--cp-comm-type p2p"), 32, "llama3-8b",
+                     "dgx-h100:4", mg_cp_args)
+    readback_differs("torchtitan", sub(sub(tt_cp, "context_parallel_degree = 4", "context_parallel_degree = 2"),
+                                       "data_parallel_shard_degree = 2", "data_parallel_shard_degree = 4"), 16,
+                     "llama3-8b", "dgx-h100:2", tt_cp_args)
     for f in fails:
         print("FAIL", f)
     print(f"{checks - len(fails)} of {checks} validator and read-back checks behave")

@@ -24,22 +24,26 @@
 #error "PS_SOURCE_DIR must name the source tree (tests/search/CMakeLists.txt)"
 #endif
 
-/* The strategy set of a stage of `width` GPUs, written out from the search's documented space (search.c header and
- * docs/search.md): tp dividing width and at most max_tp, dp = width / tp dividing the micro-batch with at most mbs_max
- * samples per replica; ZeRO 0-3 when dp > 1; recomputation none / selective / full; SP with tp > 1; overlapped TP
- * (cross-pass with any recomputation, oases with full) with tp > 1, no SP, at least 2 samples per replica;
- * Transformer Engine's overlap (te) with SP, any recomputation. */
-static int strategies(int64_t width, int max_tp, int64_t global_mb, int64_t mbs_max, ps_strategy *out, int cap)
+/* The strategy set of a stage of `width` GPUs with context-parallel degree cp of kind `cpk`, written out from the
+ * search's documented space (search.c header and docs/search.md): tp dividing width / cp and at most max_tp, dp =
+ * width / (tp x cp) dividing the micro-batch with at most mbs_max samples per replica; ZeRO 0-3 when dp x cp > 1;
+ * recomputation none / selective / full; SP with tp > 1; overlapped TP (cross-pass with any recomputation, oases with
+ * full) with tp > 1, no SP, at least 2 samples per replica, and no cp; Transformer Engine's overlap (te) with SP, any
+ * recomputation. Every cp > 1 strategy is enumerated, also those the search leaves out as dominated (its
+ * strat_filter.cp_dominated_out): brute force is what shows that they never win. */
+static int strategies(int64_t width, int max_tp, int64_t global_mb, int64_t mbs_max, int cp, ps_cp_comm cpk,
+                      ps_strategy *out, int cap)
 {
     int n = 0;
-    for (int64_t tp = 1; tp <= width && tp <= max_tp; tp++) {
-        int64_t dp = width / tp;
-        if (width % tp || global_mb % dp || global_mb / dp > mbs_max) continue;
-        for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
+    if (width % cp) return 0;
+    for (int64_t tp = 1; tp <= width / cp && tp <= max_tp; tp++) {
+        int64_t dp = width / cp / tp;
+        if ((width / cp) % tp || global_mb % dp || global_mb / dp > mbs_max) continue;
+        for (int zero = 0; zero <= (dp * cp > 1 ? 3 : 0); zero++)
             for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++)
                 for (int v = 0; v < 5; v++) { /* plain, SP, cross-pass, oases, SP + te */
                     if (v > 0 && tp == 1) continue;
-                    if ((v == 2 || v == 3) && global_mb / dp < 2) continue;
+                    if ((v == 2 || v == 3) && (global_mb / dp < 2 || cp > 1)) continue;
                     if (v == 3 && rc != PS_RECOMP_FULL) continue;
                     if (n == cap) fail_msg("more than %d strategies", cap);
                     out[n++] = (ps_strategy){.tp = (int)tp, .dp = (int)dp, .zero = zero, .ckpt = (ps_recompute)rc,
@@ -47,7 +51,8 @@ static int strategies(int64_t width, int max_tp, int64_t global_mb, int64_t mbs_
                                              .overlap = v == 2   ? PS_OVERLAP_CROSS
                                                         : v == 3 ? PS_OVERLAP_OASES
                                                         : v == 4 ? PS_OVERLAP_TE
-                                                                 : PS_OVERLAP_NONE};
+                                                                 : PS_OVERLAP_NONE,
+                                             .cp = cp, .cp_comm = cpk};
                 }
     }
     return n;
@@ -123,10 +128,16 @@ static double brute_force(const ps_cost_params *cp, const ps_model *m, const ps_
         if (c->n_gpus % pp || (pp == 1 && strcmp(kind, "1f1b") != 0)) continue;
         if (pp * vpp > blocks_in(m, 0, m->n_layers)) continue;
         int64_t width = c->n_gpus / pp;
-        for (int64_t micro = 1; micro <= gbs; micro++) {
+        /* context parallelism: one degree and kind for the whole plan; cp 1 first, then each divisor and kind */
+        for (int64_t ck = 0; ck < 2 * width - 1; ck++) {
+          int cpd = (int)(ck == 0 ? 1 : (ck + 1) / 2 + 1);
+          ps_cp_comm cpk = ck == 0 || ck % 2 ? PS_CP_RING : PS_CP_A2A;
+          /* the search's space: 2 x cp chunks of at least 128 tokens (PS_SEARCH_CP_MIN_CHUNK, docs/search.md) */
+          if (width % cpd || (cpd > 1 && m->seq / (2 * cpd) < 128)) continue;
+          for (int64_t micro = 1; micro <= gbs; micro++) {
             if (gbs % micro) continue;
             b.global_mb = gbs / micro;
-            int nS = strategies(width, max_tp, gbs / micro, o->mbs_max, S, 512);
+            int nS = strategies(width, max_tp, gbs / micro, o->mbs_max, cpd, cpk, S, 512);
             for (int s = 0; s < nS; s++) {
                 ps_plan p;
                 int64_t mbs = gbs / micro / S[s].dp;
@@ -152,6 +163,7 @@ static double brute_force(const ps_cost_params *cp, const ps_model *m, const ps_
                 }
                 ps_plan_free(&p);
             }
+          }
         }
     }
     ps_sched_destroy(b.ws);
@@ -162,6 +174,8 @@ static double brute_force(const ps_cost_params *cp, const ps_model *m, const ps_
 typedef struct {
     const char *model, *cluster;
     int64_t gbs;
+    int64_t seq;  /* 0: the model's own */
+    bool cp_wins; /* the best plan over every kind has context parallelism (so that the comparison covers it) */
 } scenario;
 
 static void run_scenario(const scenario *sc)
@@ -174,11 +188,13 @@ static void run_scenario(const scenario *sc)
     ps_model_opts mo;
     ps_model_opts_init(&mo);
     if (!ps_cluster_supports_dtype(&c, "bf16")) mo.dtype = PS_DTYPE_FP16;
+    mo.seq = sc->seq;
     char path[512];
     snprintf(path, sizeof path, "%s/%s", PS_SOURCE_DIR, sc->model);
     if (ps_model_load(path, &mo, &m) != PS_OK) fail_msg("%s: %s", path, ps_error_message());
     assert_true(m.n_layers <= 8 && c.n_gpus <= 8);
-    int failed = 0;
+    int failed = 0, best_cp = 0;
+    double best = 0;
     for (int k = 0; k < ps_sched_kind_count(); k++) {
         const char *kind = ps_sched_kind_name(k);
         ps_search_opts o;
@@ -190,6 +206,10 @@ static void run_scenario(const scenario *sc)
         ps_search_result r;
         if (ps_search_run(&cp, &m, &c, &o, &r) != PS_OK) fail_msg("search: %s", ps_error_message());
         double got = r.n_top > 0 ? r.top[0].pred.samples_per_s : 0;
+        if (got > best) {
+            best = got;
+            best_cp = ps_strategy_cp(&r.top[0].plan.layer[0]);
+        }
         int64_t plans = 0;
         double want = brute_force(&cp, &m, &c, sc->gbs, &o, kind, &plans);
         bool chunked = ps_sched_kind_default_chunks(k) > 1;
@@ -213,19 +233,27 @@ static void run_scenario(const scenario *sc)
     }
     ps_model_free(&m);
     ps_cluster_free(&c);
+    if (sc->cp_wins && best_cp < 2) fail_msg("the best plan has cp %d; the scenario was to cover cp > 1", best_cp);
     if (failed) fail_msg("%d schedule kind(s) where the search misses the brute-force optimum", failed);
 }
 
 static void test_tiny_p3(void **state)
 {
     (void)state;
-    run_scenario(&(scenario){"tests/data/models/good/tiny-gpt-6.json", "p3-8xlarge:1", 16});
+    run_scenario(&(scenario){"tests/data/models/good/tiny-gpt-6.json", "p3-8xlarge:1", 16, 0, false});
 }
 
 static void test_tiny_a100(void **state)
 {
     (void)state;
-    run_scenario(&(scenario){"tests/data/models/good/tiny-gpt-6.json", "dgx-a100-40g:1", 16});
+    run_scenario(&(scenario){"tests/data/models/good/tiny-gpt-6.json", "dgx-a100-40g:1", 16, 0, false});
+}
+
+/* A long sequence on 40 GB GPUs: a plan with context parallelism (cp 2, ring) is the best one here */
+static void test_tiny_a100_long(void **state)
+{
+    (void)state;
+    run_scenario(&(scenario){"tests/data/models/good/tiny-gpt-6.json", "dgx-a100-40g:1", 4, 65536, true});
 }
 
 int main(void)
@@ -233,6 +261,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny_p3),
         cmocka_unit_test(test_tiny_a100),
+        cmocka_unit_test(test_tiny_a100_long),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -77,13 +77,15 @@ static bool recompute_ok(const space *sp, int rc)
 
 static bool overlap_ok(const space *sp, ps_overlap ov) { return !sp->fw || sp->fw->overlap[ov]; }
 
-/* TP degrees the framework's model code takes: whole key/value heads per rank, the sequence a multiple of k x tp */
-static bool tp_ok(const space *sp, int64_t tp)
+/* TP degrees the framework's model code takes with context-parallel degree cp: whole key/value heads per rank, the
+ * sequence a multiple of k x tp x cp, and with cp > 1 of its k' x cp */
+static bool tp_ok(const space *sp, int64_t tp, int64_t cp)
 {
     for (int64_t i = 0; sp->fw && i < sp->m->n_layers; i++) {
         const ps_layer *l = &sp->m->layers[i];
         if (sp->fw->kv_heads_div_tp && ps_layer_has_attention(l->kind) && l->kv_heads % tp) return false;
-        if (sp->fw->seq_tp_multiple > 1 && l->seq % (sp->fw->seq_tp_multiple * tp)) return false;
+        if (sp->fw->seq_tp_multiple > 1 && l->seq % (sp->fw->seq_tp_multiple * tp * cp)) return false;
+        if (cp > 1 && sp->fw->cp_seq_multiple > 1 && l->seq % (sp->fw->cp_seq_multiple * cp)) return false;
     }
     return true;
 }
@@ -94,20 +96,24 @@ static bool tp_ok(const space *sp, int64_t tp)
  * and oases (full) with tp > 1, no SP and 2 samples per replica; te with SP; each attention kernel the search tries
  * (selective recomputation with a fused one is none: left out). Each kept where the space allows it. */
 static int strategies(const space *sp, const ps_search_opts *o, int pp, int64_t width, int max_tp, int64_t global_mb,
-                      int64_t mbs_max, ps_strategy *out, int cap)
+                      int64_t mbs_max, int64_t cp, ps_cp_comm cpk, ps_strategy *out, int cap)
 {
     ps_attn attn[2];
     int n_attn = ps_search_attention(o, sp->c, attn), n = 0;
-    for (int64_t tp = 1; tp <= width && tp <= max_tp; tp++) {
-        int64_t dp = width / tp;
-        if (width % tp || global_mb % dp) continue;
+    /* context parallelism (docs/search.md "Context parallelism"): a kind the framework runs, tp x cp x dp = width,
+     * ZeRO over dp x cp, fused attention, no Oases overlap; every strategy, the dominated ones too */
+    if (width % cp || (cp > 1 && sp->fw && !sp->fw->cp[cpk])) return 0;
+    for (int64_t tp = 1; tp <= width / cp && tp <= max_tp; tp++) {
+        int64_t dp = width / cp / tp, dpc = dp * cp;
+        if ((width / cp) % tp || global_mb % dp) continue;
         if (sp->fixed.tp > 0 && tp != sp->fixed.tp) continue;
-        if (!tp_ok(sp, tp)) continue;
+        if (!tp_ok(sp, tp, cp)) continue;
         int64_t per = global_mb / dp;
         if (sp->fixed.mbs > 0 ? per != sp->fixed.mbs : per > mbs_max) continue;
-        for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++) {
-            if (!zero_ok(sp, pp, tp, dp, zero)) continue;
-            int mode = dp > 1 ? dp_mode(sp, pp, zero) : sp->dp_no_overlap;
+        for (int zero = 0; zero <= (dpc > 1 ? 3 : 0); zero++) {
+            if (!zero_ok(sp, pp, tp, dpc, zero)) continue;
+            if (cp > 1 && sp->fw && !sp->fw->cp_zero[zero]) continue;
+            int mode = dpc > 1 ? dp_mode(sp, pp, zero) : sp->dp_no_overlap;
             if (mode < 0) continue;
             for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++) {
                 if (!recompute_ok(sp, rc)) continue;
@@ -116,19 +122,20 @@ static int strategies(const space *sp, const ps_search_opts *o, int pp, int64_t 
                                                      PS_OVERLAP_OASES, PS_OVERLAP_TE};
                     bool with_sp = v == 1 || v == 4;
                     if (v > 0 && tp == 1) continue;
-                    if ((v == 2 || v == 3) && per < 2) continue;
+                    if ((v == 2 || v == 3) && (per < 2 || cp > 1)) continue;
                     if (v == 3 && rc != PS_RECOMP_FULL) continue;
                     if (!overlap_ok(sp, ov[v])) continue;
                     if (sp->fw && tp > 1 && (with_sp ? !sp->fw->sp : sp->fw->sp_required)) continue;
                     for (int a = 0; a < n_attn; a++) {
                         if (sp->fw && !sp->fw->attention[attn[a]]) continue;
+                        if (cp > 1 && attn[a] != PS_ATTN_FUSED) continue;
                         if (attn[a] == PS_ATTN_FUSED && rc == PS_RECOMP_SELECTIVE &&
                             sp->fixed.recompute != PS_RECOMP_SELECTIVE)
                             continue;
                         if (n == cap) fail_msg("more than %d strategies", cap);
                         out[n++] = (ps_strategy){.tp = (int)tp, .dp = (int)dp, .zero = zero, .ckpt = (ps_recompute)rc,
                                                  .sp = with_sp, .overlap = ov[v], .attn = attn[a],
-                                                 .dp_no_overlap = mode == 1};
+                                                 .dp_no_overlap = mode == 1, .cp = (int)cp, .cp_comm = cpk};
                     }
                 }
             }
@@ -213,11 +220,20 @@ static double brute_force(const ps_cost_params *cp, const ps_model *m, const ps_
     for (int64_t pp = 1; pp <= c->n_gpus; pp++) {
         if (c->n_gpus % pp || (pp == 1 && strcmp(kind, "1f1b") != 0)) continue;
         if (pp * vpp > blocks_in(m, 0, m->n_layers) || (sp->fixed.pp > 0 && pp != sp->fixed.pp)) continue;
-        for (int64_t micro = 1; micro <= gbs; micro++) {
+        int64_t width = c->n_gpus / pp;
+        /* one context-parallel degree and kind per plan: cp 1, then every divisor of the width whose 2 x cp chunks
+         * of the sequence hold 128 tokens (the search's bound; a fixed cp as given), each kind */
+        for (int64_t ck = 0; ck < 2 * width - 1; ck++) {
+          int64_t cpd = ck == 0 ? 1 : (ck + 1) / 2 + 1;
+          ps_cp_comm cpk = ck == 0 || ck % 2 ? PS_CP_RING : PS_CP_A2A;
+          if (width % cpd || (sp->fixed.cp > 0 && cpd != sp->fixed.cp)) continue;
+          if (cpd > 1 && sp->fixed.cp <= 0 && m->seq / (2 * cpd) < 128) continue;
+          if (cpd > 1 && sp->fixed.cp_comm > 0 && (int)cpk != sp->fixed.cp_comm - 1) continue;
+          for (int64_t micro = 1; micro <= gbs; micro++) {
             if (gbs % micro || (sp->fixed.micro > 0 && micro != sp->fixed.micro)) continue;
             b.global_mb = gbs / micro;
-            int nS = strategies(sp, o, (int)pp, c->n_gpus / pp, ps_search_max_tp(o, c), gbs / micro, o->mbs_max, S,
-                                512);
+            int nS = strategies(sp, o, (int)pp, width, ps_search_max_tp(o, c), gbs / micro, o->mbs_max, cpd, cpk,
+                                S, 512);
             if (nS == 0) continue;
             ps_plan p;
             if (vpp > 1 || (uniform && own_split)) {
@@ -247,12 +263,16 @@ static double brute_force(const ps_cost_params *cp, const ps_model *m, const ps_
             else
                 partitions(&b, &p, S, nS, 1, uniform);
             ps_plan_free(&p);
+          }
         }
     }
     ps_sched_destroy(b.ws);
     *plans = b.plans;
     return b.best;
 }
+
+/* The sequence length the models are loaded with (0: their own): the long-sequence cases set it. */
+static int64_t g_seq;
 
 /* As psearch loads it: the vocabulary padded to 128 x GPUs per node (unpadded for torchtitan, which builds it as
  * given: cli/inputs.c ps_cli_vocab_pad), fp16 where the cluster has no bf16. */
@@ -261,6 +281,7 @@ static void load_for(const char *model, const char *cluster, int framework, ps_m
     assert_int_equal(ps_cluster_load(cluster, c), PS_OK);
     ps_model_opts mo;
     ps_model_opts_init(&mo);
+    mo.seq = g_seq;
     mo.vocab_pad = framework == PS_FW_TORCHTITAN ? 1 : 128 * c->groups[0].gpus_per_node;
     if (!ps_cluster_supports_dtype(c, "bf16")) mo.dtype = PS_DTYPE_FP16;
     char path[512];
@@ -420,6 +441,39 @@ static void test_torchtitan_brute(void **state)
     /* (V100s: no bf16 and no fused attention, which torchtitan needs: refused, test_refusals) */
     against_brute("dgx-a100-40g:1", 16, PS_FW_TORCHTITAN, k_free);
     against_brute("dgx-a100-40g:2", 32, PS_FW_TORCHTITAN, k_free);
+}
+
+/* Long sequences: the frameworks' context parallelism (Megatron-LM's ring and a2a, torchtitan's ring with FSDP) in
+ * the space; a plan with cp > 1 is the best on both (asserted: the comparison covers it), DeepSpeed plans cp 1 */
+static void test_cp_brute(void **state)
+{
+    (void)state;
+    g_seq = 65536;
+    for (int f = PS_FW_MEGATRON; f < PS_FW_COUNT; f++) {
+        const char *model = f == PS_FW_TORCHTITAN ? "tests/data/export/tt-debugmodel.json"
+                                                  : "tests/data/models/good/tiny-gpt-6.json";
+        against_brute_model(model, "dgx-a100-40g:1", 4, f, k_free, -1);
+        ps_cost_params cp;
+        ps_cost_params_default(&cp);
+        ps_model m;
+        ps_cluster c;
+        load_for(model, "dgx-a100-40g:1", f, &m, &c);
+        ps_search_opts o;
+        ps_search_opts_default(&o);
+        o.gbs_lo = o.gbs_hi = 4;
+        o.mbs_max = 8;
+        o.framework = f;
+        ps_search_result r;
+        assert_int_equal(ps_search_run(&cp, &m, &c, &o, &r), PS_OK);
+        assert_true(r.n_top > 0);
+        int got = ps_strategy_cp(&r.top[0].plan.layer[0]);
+        printf("# %s at seq 65536: best plan cp %d\n", ps_framework_name((ps_framework)f), got);
+        if (f == PS_FW_DEEPSPEED ? got != 1 : got < 2) fail_msg("%s: best plan cp %d", ps_framework_name(f), got);
+        ps_search_result_free(&r);
+        ps_model_free(&m);
+        ps_cluster_free(&c);
+    }
+    g_seq = 0;
 }
 
 /* --dp-overlap given: each framework keeps to that way (DeepSpeed off: every stage; on: ZeRO 1-3 without pp) */
@@ -745,7 +799,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_megatron_brute),     cmocka_unit_test(test_deepspeed_brute),
         cmocka_unit_test(test_torchtitan_brute),   cmocka_unit_test(test_fixed_brute),
-        cmocka_unit_test(test_dp_overlap_brute),   cmocka_unit_test(test_model_refusals),
+        cmocka_unit_test(test_dp_overlap_brute),   cmocka_unit_test(test_cp_brute),
+        cmocka_unit_test(test_model_refusals),
         cmocka_unit_test(test_plans_run),          cmocka_unit_test(test_fixed_unit_fields),
         cmocka_unit_test(test_fixed_strategy_fields), cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_binding),
