@@ -146,6 +146,8 @@ typedef struct {
     double best;
     int64_t plans;
     const space *sp;
+    int64_t best_rcn; /* the best plan's --recompute-method block n (0: recomputation alike everywhere) */
+    int64_t rcn;      /* ... of the plan being costed */
 } brute;
 
 static void cost(brute *b, ps_plan *p)
@@ -157,7 +159,42 @@ static void cost(brute *b, ps_plan *p)
     double sps;
     if (!brute_cost(b->cp, b->m, b->c, b->ws, b->global_mb, p, &fits, &sps)) return;
     b->plans++;
-    if (fits && sps > b->best) b->best = sps;
+    if (fits && sps > b->best) {
+        b->best = sps;
+        b->best_rcn = b->rcn;
+    }
+}
+
+/* Megatron-LM's --recompute-method block (recompute_partial; megatron/core/recompute.py at d98e8a64ddf3): with a
+ * full-recomputation strategy s, also every n from 1 to one below the most transformer layers of a model chunk: the
+ * first n of every chunk (of p's pp x vpp) recomputed, the rest run s without recomputation. p's layers are s. */
+static void cost_partial(brute *b, ps_plan *p, const ps_strategy *s)
+{
+    if (!b->sp->fw || !b->sp->fw->recompute_partial || s->ckpt != PS_RECOMP_FULL || b->sp->fixed.recompute >= 0)
+        return;
+    int chunks = p->pp * p->vpp;
+    int64_t most = 0;
+    for (int k = 0; k < chunks; k++) {
+        int64_t n = 0;
+        for (int64_t i = p->cuts[k]; i < p->cuts[k + 1]; i++) n += ps_layer_has_attention(b->m->layers[i].kind);
+        most = n > most ? n : most;
+    }
+    ps_strategy none = *s;
+    none.ckpt = PS_RECOMP_NONE;
+    for (int64_t n = 1; n < most; n++) {
+        for (int k = 0; k < chunks; k++) {
+            int64_t seen = 0;
+            for (int64_t i = p->cuts[k]; i < p->cuts[k + 1]; i++) {
+                bool att = ps_layer_has_attention(b->m->layers[i].kind);
+                p->layer[i] = att && seen >= n ? none : *s;
+                seen += att;
+            }
+        }
+        assert_int_equal(ps_framework_recompute_block_n(b->m, p), n); /* the rules read it back as n */
+        b->rcn = n;
+        cost(b, p);
+        b->rcn = 0;
+    }
 }
 
 static int64_t blocks_in(const ps_model *m, int64_t lo, int64_t hi)
@@ -179,6 +216,7 @@ static void assign(brute *b, ps_plan *p, const ps_strategy *S, int nS, int k, bo
         if (uniform) {
             for (int64_t i = 0; i < b->m->n_layers; i++) p->layer[i] = S[s];
             cost(b, p);
+            cost_partial(b, p, &S[s]);
         } else {
             assign(b, p, S, nS, k + 1, false);
         }
@@ -202,9 +240,9 @@ static void partitions(brute *b, ps_plan *p, const ps_strategy *S, int nS, int k
 
 /* The best samples/s over the restricted space for one schedule kind (0 when nothing fits). */
 static double brute_force(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c, const ps_search_opts *o,
-                          const space *sp, const char *kind, int64_t *plans)
+                          const space *sp, const char *kind, int64_t *plans, int64_t *best_rcn)
 {
-    brute b = {cp, m, c, NULL, 0, 0, 0, sp};
+    brute b = {cp, m, c, NULL, 0, 0, 0, sp, 0, 0};
     assert_int_equal(ps_sched_create(&b.ws), PS_OK);
     int64_t gbs = o->gbs_lo;
     int vpp = ps_sched_kind_default_chunks(ps_sched_kind_find(kind));
@@ -233,7 +271,10 @@ static double brute_force(const ps_cost_params *cp, const ps_model *m, const ps_
                          * layers balanced; a second equal to the first costs the same plan again, harmless */
                         bool have = !own_split || ps_framework_fixed_cuts((ps_framework)o->framework, split, m, stages,
                                                                           p.cuts);
-                        if (have) cost(&b, &p);
+                        if (have) {
+                            cost(&b, &p);
+                            cost_partial(&b, &p, &S[s]);
+                        }
                         ps_plan_free(&p);
                     }
                 continue;
@@ -251,6 +292,7 @@ static double brute_force(const ps_cost_params *cp, const ps_model *m, const ps_
     }
     ps_sched_destroy(b.ws);
     *plans = b.plans;
+    *best_rcn = b.best_rcn;
     return b.best;
 }
 
@@ -320,6 +362,20 @@ static int check_runs(const ps_cost_params *cp, const ps_model *m, const ps_clus
     return n;
 }
 
+/* Brute-force optima whose plan recomputes the first n layers of every chunk (Megatron-LM's block method): the cases
+ * must include some, or the comparison says nothing about that part of the space. */
+static int g_block_best;
+
+/* Where the search found the brute force's optimum exactly, it found its recomputation too: the n of the block
+ * method, one more or one less of which is another plan (an n off by one costs differently). */
+static bool enumerated_rcn_differs(double got, double want, int64_t got_rcn, int64_t want_rcn)
+{
+    if (got != want || got_rcn == want_rcn) return false;
+    fprintf(stderr, "the same samples/s %.17g with block recomputation n %lld (search) and %lld (brute force)\n", got,
+            (long long)got_rcn, (long long)want_rcn);
+    return true;
+}
+
 /* The search under sp (framework, fixed fields) for each schedule kind against brute force over the same space. */
 static void against_brute_model(const char *model, const char *cluster, int64_t gbs, int framework,
                                 ps_search_fixed fixed, int dp_overlap)
@@ -363,15 +419,19 @@ static void against_brute_model(const char *model, const char *cluster, int64_t 
         }
         if (st != PS_OK) fail_msg("search: %s", ps_error_message());
         double got = r.n_top > 0 ? r.top[0].pred.samples_per_s : 0;
-        int64_t plans = 0;
-        double want = brute_force(&cp, &m, &c, &o, &sp, kind, &plans);
+        int64_t plans = 0, want_rcn = 0;
+        double want = brute_force(&cp, &m, &c, &o, &sp, kind, &plans, &want_rcn);
+        int64_t got_rcn = r.n_top > 0 ? ps_framework_recompute_block_n(&m, &r.top[0].plan) : 0;
         bool uniform = sp.fw && sp.fw->uniform;
         bool enumerated = ps_sched_kind_default_chunks(k) > 1 || (uniform && sp.fw->partition == PS_FW_PART_UNIFORM);
         char fx[200];
         ps_search_fixed_describe(&fixed, fx, sizeof fx);
-        printf("# %s on %s, %s%s%s, %-11s: search %.6g samples/s (%lld costed), brute force %.6g (%lld plans)\n",
+        printf("# %s on %s, %s%s%s, %-11s: search %.6g samples/s (%lld costed%s), brute force %.6g (%lld plans%s)\n",
                m.name, c.name, ps_framework_name((ps_framework)framework), fx[0] ? ", " : "", fx, kind, got,
-               (long long)r.evaluated, want, (long long)plans);
+               (long long)r.evaluated, got_rcn > 0 ? ", block recomputation" : "", want, (long long)plans,
+               want_rcn > 0 ? ", block recomputation" : "");
+        if (enumerated_rcn_differs(got, want, got_rcn, want_rcn)) failed++;
+        g_block_best += want_rcn > 0;
         /* enumerated: the same optimum to the last bit; a uniform framework's space is the brute force's, so never
          * above it; a per-layer search may beat the stage-uniform optimum, never fall TOL below it */
         bool bad = enumerated ? got != want : (uniform && got > want) || got < want * (1 - tol);
@@ -405,6 +465,13 @@ static void test_megatron_brute(void **state)
     (void)state;
     against_brute("p3-8xlarge:1", 16, PS_FW_MEGATRON, k_free);
     against_brute("dgx-a100-40g:1", 16, PS_FW_MEGATRON, k_free);
+    /* activation-bound: with tp 1 and 2 samples per micro-batch, recomputing the first 2 of 4 layers wins (pp 1;
+     * test_block_recompute_n checks that plan by hand), and the brute force costs block recomputation for every n
+     * over every partition of pp 2 and 4 and the even split of interleaved chunks */
+    g_block_best = 0;
+    against_brute_model("tests/data/models/good/tiny-gpt-48k.json", "dgx-a100-40g:1", 16, PS_FW_MEGATRON,
+                        (ps_search_fixed){.tp = 1, .zero = -1, .recompute = -1, .mbs = 2}, -1);
+    assert_true(g_block_best > 0);
 }
 
 static void test_deepspeed_brute(void **state)
@@ -714,6 +781,56 @@ static void test_model_refusals(void **state)
     }
 }
 
+/* Megatron-LM's block recomputation, by hand: tiny-gpt-48k (embedding, 4 decoder layers, head) with tp 1 and 2
+ * samples per micro-batch on 8 A100 40 GB runs pp 1 (one chunk of the 4 layers). Without recomputation it does not fit;
+ * recomputing layer 1 alone neither; layers 1-2 fit, and recomputing a third only costs time. So the search's best is
+ * exactly --recompute-num-layers 2: an n off by one in the search, the rules or the export is another plan. */
+static void test_block_recompute_n(void **state)
+{
+    (void)state;
+    ps_cost_params cp;
+    ps_cost_params_default(&cp);
+    ps_model m;
+    ps_cluster c;
+    load_for("tests/data/models/good/tiny-gpt-48k.json", "dgx-a100-40g:1", PS_FW_MEGATRON, &m, &c);
+    assert_int_equal(m.n_layers, 6);
+    ps_search_opts o;
+    ps_search_opts_default(&o);
+    o.gbs_lo = o.gbs_hi = 16;
+    o.framework = PS_FW_MEGATRON;
+    o.fixed = (ps_search_fixed){.tp = 1, .zero = -1, .recompute = -1, .mbs = 2};
+    ps_search_result r;
+    assert_int_equal(ps_search_run(&cp, &m, &c, &o, &r), PS_OK);
+    assert_true(r.n_top > 0);
+    const ps_plan *best = &r.top[0].plan;
+    assert_int_equal(best->pp, 1);
+    assert_int_equal(ps_framework_recompute_block_n(&m, best), 2);
+    static const ps_recompute want[6] = {PS_RECOMP_NONE, PS_RECOMP_FULL, PS_RECOMP_FULL, PS_RECOMP_NONE,
+                                         PS_RECOMP_NONE, PS_RECOMP_NONE};
+    for (int l = 0; l < 6; l++) assert_int_equal(best->layer[l].ckpt, want[l]);
+    /* n = 0 (none), 1, 3 and 4 (every layer: full) of the same plan, costed: none of them beats it */
+    ps_plan p;
+    assert_int_equal(ps_plan_alloc(&m, best->gbs, best->mbs, 1, 1, best->schedule, &best->layer[0], &p), PS_OK);
+    for (int n = 0; n <= 4; n++) {
+        if (n == 2) continue;
+        for (int l = 0; l < 6; l++) {
+            p.layer[l] = best->layer[l];
+            p.layer[l].ckpt = l >= 1 && l <= n ? PS_RECOMP_FULL : PS_RECOMP_NONE;
+        }
+        ps_prediction pr;
+        assert_int_equal(ps_cost_plan(&cp, &m, &c, &p, &pr), PS_OK);
+        printf("# tiny-gpt-48k, the best plan with the first %d layers recomputed: %s, %.6g samples/s (n 2: %.6g)\n",
+               n, pr.fits ? "fits" : "does not fit", pr.samples_per_s, r.top[0].pred.samples_per_s);
+        /* fewer recomputed layers do not fit; more fit, slower */
+        assert_true(n < 2 ? !pr.fits : pr.fits && pr.samples_per_s < r.top[0].pred.samples_per_s);
+        ps_prediction_free(&pr);
+    }
+    ps_plan_free(&p);
+    ps_search_result_free(&r);
+    ps_model_free(&m);
+    ps_cluster_free(&c);
+}
+
 /* Nothing fits: the binding message says the search was restricted. */
 static void test_binding(void **state)
 {
@@ -748,7 +865,7 @@ int main(void)
         cmocka_unit_test(test_dp_overlap_brute),   cmocka_unit_test(test_model_refusals),
         cmocka_unit_test(test_plans_run),          cmocka_unit_test(test_fixed_unit_fields),
         cmocka_unit_test(test_fixed_strategy_fields), cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_binding),
+        cmocka_unit_test(test_binding),           cmocka_unit_test(test_block_recompute_n),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
