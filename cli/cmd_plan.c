@@ -264,21 +264,24 @@ static ps_status print_result(const ps_cli_opts *o, const ps_search_opts *so, ps
             const ps_plan *p = &r->top[i].plan;
             const ps_prediction *q = &r->top[i].pred;
             double peak = ps_prediction_peak(q);
-            /* under a framework every plan takes one strategy for all transformer layers, the others without
-             * recomputation: the transformer layers' recomputation is the plan's */
-            bool uni = fw || ps_plan_is_uniform(p, m->n_layers);
-            ps_recompute ckpt = p->layer[0].ckpt;
-            for (int64_t l = 0; fw && l < m->n_layers; l++)
-                if (ps_layer_has_attention(m->layers[l].kind)) {
-                    ckpt = p->layer[l].ckpt;
-                    break;
-                }
-            char sps[32];
+            /* one strategy for the transformer layers, the others without recomputation (a framework's plan) is
+             * one strategy here too, and its recomputation the transformer layers': alike, or Megatron-LM's block
+             * pattern ("block 2": the first 2 of every chunk); anything else varies per layer */
+            const ps_strategy *ref = &p->layer[0];
+            int64_t block_n = 0;
+            bool uni = ps_plan_is_uniform(p, m->n_layers);
+            if (!uni) uni = ps_cli_blocks_uniform(m, p, &ref, &block_n);
+            if (!uni) ref = &p->layer[0];
+            char ck[32], sps[32];
+            if (block_n > 0)
+                snprintf(ck, sizeof ck, "block %lld", (long long)block_n);
+            else
+                snprintf(ck, sizeof ck, "%s", ps_recompute_name(ref->ckpt));
             fprintf(out->f, "%4d %12s %7.1f%% %5.1f%% %4d %4d %4d %5d %5lld %5lld %-12s %9s %-10s %5.1fG%s\n",
                     i + 1, ps_fmt_num(q->samples_per_s, 0, sps, sizeof sps), 100 * q->mfu,
                     fabs(q->bubble_frac) <= 1e-9 ? 0.0 : 100 * q->bubble_frac, p->pp, p->layer[0].tp,
                     p->layer[0].dp, p->layer[0].zero, (long long)p->mbs, (long long)ps_plan_micro_batches(p),
-                    p->schedule, ps_recompute_name(ckpt), ps_overlap_name(p->layer[0].overlap),
+                    p->schedule, ck, ps_overlap_name(p->layer[0].overlap),
                     peak / 1073741824.0, uni ? "" : "  (per-layer)");
         }
     }
