@@ -1585,15 +1585,16 @@ static ps_status search_partitions(worker *w, const unit_ctx *x)
     return PS_OK;
 }
 
-/* Whether no stage that fits its GPUs under the unit's full recomputation holds more than rcn transformer layers, so
- * that every plan of a block-recomputation unit is the full unit's: a stage of b of them needs at least b x the least
- * static + in-flight activation bytes of one (the activations of a recomputed layer are the fewest), plus the reserve.
- * Skipping such units keeps the n tried to those a stage can exceed (a 405B model's pp 32 stages fit about 5 layers,
- * not the 94 the layer count allows). The factor keeps a stage the stage tables' sums would let fit. */
+/* Whether no stage holding more than rcn transformer layers fits its GPUs, so that every plan of a block-recomputation
+ * unit is the full unit's: such a stage holds rcn + 1 of them, one at least without recomputation, so it needs at
+ * least (rcn + 1) x the least static + in-flight activation bytes of a recomputed one, plus the least extra
+ * activations of one not recomputed, plus the reserve (its other layers only add). Skipping such units keeps the n
+ * tried to those a stage can exceed (a 405B model's pp 32 stages fit about 5 layers, not the 94 the layer count
+ * allows). The factor keeps a stage the stage tables' sums would let fit. */
 static bool rcn_beyond_fit(const worker *w, const unit_ctx *x)
 {
     const layer_tables *lt = &w->lt;
-    double per = INFINITY, cap = 0, f = INFINITY;
+    double per = INFINITY, more = INFINITY, cap = 0, f = INFINITY;
     for (int k = 0; k < x->K; k++) f = fmin(f, x->inflight[k]);
     for (int g = 0; g < x->G; g++) {
         cap = fmax(cap, x->cap_mem[g]);
@@ -1601,11 +1602,28 @@ static bool rcn_beyond_fit(const worker *w, const unit_ctx *x)
             if (!ps_layer_has_attention(x->m->layers[l].kind)) continue;
             size_t e = (size_t)g * x->LS + (size_t)l * (size_t)x->nS;
             per = fmin(per, lt->st[e] + f * lt->act[e]);
+            more = fmin(more, fmax(0, f * (lt->act[e + 1] - lt->act[e])));
         }
     }
-    if (!(per > 0) || !isfinite(per)) return false;
-    double fit = floor((cap - x->cp->reserve_bytes) / per * (1 + 1e-9));
-    return (double)x->rcn >= fit;
+    if (!(per > 0) || !isfinite(per) || !isfinite(more)) return false;
+    return ((double)x->rcn + 1) * per + more > (cap - x->cp->reserve_bytes) * (1 + 1e-9);
+}
+
+/* Whether some stage holding more than rcn transformer layers fits, by the stage tables (finite entries): else every
+ * partition the DPs can return is the full unit's (rcn_own), and they are not run. */
+static bool rcn_stage_fits(const worker *w, const unit_ctx *x)
+{
+    size_t N = x->N;
+    for (int64_t i = 0; i < x->L; i++) {
+        int64_t att = 0;
+        for (int64_t j = i + 1; j <= x->L; j++) {
+            att += ps_layer_has_attention(x->m->layers[j - 1].kind);
+            if (att <= x->rcn) continue;
+            for (int k = 0; k < x->K; k++)
+                if (isfinite(w->sc.C[((size_t)k * N + (size_t)i) * N + (size_t)j])) return true;
+        }
+    }
+    return false;
 }
 
 /* A block-recomputation unit's own plans (rcn_own) have a chunk of more than rcn transformer layers, so a device
@@ -1714,6 +1732,7 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
     x.inflight = w->sc.inflight;
     if (x.rcn > 0 && rcn_beyond_fit(w, &x)) return PS_OK;
     PS_TRY(stage_tables_build(w, &x));
+    if (x.rcn > 0 && !rcn_stage_fits(w, &x)) return PS_OK;
     return search_partitions(w, &x);
 }
 
