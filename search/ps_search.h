@@ -232,6 +232,10 @@ int64_t ps_framework_uniform_cut(int64_t n, int parts, int s);
  * (a TP degree that does not divide the GPUs, a ZeRO stage or schedule the framework does not run) is a wrong input,
  * PS_ERR_INPUT, not an infeasible search. ps_search_job_create checks it; a caller may first, to name its options. */
 ps_status ps_search_opts_check(const ps_search_opts *o, const ps_cluster *c) PS_NODISCARD;
+/* The part of ps_search_opts_check that needs no framework: o->fixed against cluster c, o->max_tp and a fixed global
+ * batch (a tp or pp that does not divide the GPUs, a micro-batch count that does not divide the batch or that plans
+ * are not simulated with), PS_ERR_INPUT naming the option as the command line spells it (--tp, --pp, --micro). */
+ps_status ps_search_fixed_check(const ps_search_opts *o, const ps_cluster *c) PS_NODISCARD;
 /* Model m and cluster c against o's framework, before searching: a model the framework does not build, a dtype it
  * does not train in, or a cluster without the attention kernel it runs (o->attention included) leaves no plan, so it
  * is a wrong input, PS_ERR_INPUT naming the rule. ps_search_job_create checks it; a caller may first. */

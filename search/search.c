@@ -1788,30 +1788,42 @@ static bool framework_runs_kind(const ps_framework_rules *fw, int kind, char *wh
     return listed && chunks <= fw->max_vpp;
 }
 
+ps_status ps_search_fixed_check(const ps_search_opts *o, const ps_cluster *c)
+{
+    const ps_search_fixed *f = &o->fixed;
+    int64_t g = c->n_gpus;
+    /* named as the command line gives them (the fields are the user's: ps_search_fixed) */
+    if (f->tp > 0) {
+        PS_CHECK_INPUT(g % f->tp == 0, "option --tp %d does not divide the %lld GPUs of %s", f->tp, (long long)g,
+                       c->name);
+        PS_CHECK_INPUT(o->max_tp <= 0 || f->tp <= o->max_tp, "option --tp %d is above --max-tp %d", f->tp, o->max_tp);
+    }
+    if (f->pp > 0) {
+        PS_CHECK_INPUT(g % f->pp == 0, "option --pp %d does not divide the %lld GPUs of %s", f->pp, (long long)g,
+                       c->name);
+        PS_CHECK_INPUT(f->pp <= PS_SEARCH_MAX_PP, "option --pp %d is above the %d pipeline stages the search takes",
+                       f->pp, PS_SEARCH_MAX_PP);
+        PS_CHECK_INPUT(f->tp <= 0 || g % ((int64_t)f->tp * f->pp) == 0,
+                       "options --tp %d x --pp %d = %lld GPUs per replica do not divide the %lld GPUs of %s", f->tp,
+                       f->pp, (long long)f->tp * f->pp, (long long)g, c->name);
+    }
+    PS_CHECK_INPUT(f->zero <= 3, "ZeRO stage %d: expected 0-3", f->zero);
+    PS_CHECK_INPUT(f->recompute <= PS_RECOMP_FULL, "recompute kind %d: expected none, selective or full", f->recompute);
+    if (f->micro > 0) {
+        PS_CHECK_INPUT(f->micro <= PS_PLAN_MAX_MICRO_BATCHES, "option --micro %lld: plans are simulated with at "
+                       "most %d micro-batches per iteration", (long long)f->micro, PS_PLAN_MAX_MICRO_BATCHES);
+        PS_CHECK_INPUT(o->gbs_lo != o->gbs_hi || o->gbs_lo % f->micro == 0, "option --micro %lld does not divide the "
+                       "global batch of %lld samples (--gbs)", (long long)f->micro, (long long)o->gbs_lo);
+    }
+    return PS_OK;
+}
+
 ps_status ps_search_opts_check(const ps_search_opts *o, const ps_cluster *c)
 {
     PS_CHECK_INPUT(o->framework >= PS_FW_ANY && o->framework < PS_FW_COUNT, "unknown framework %d", o->framework);
     const ps_search_fixed *f = &o->fixed;
     const ps_framework_rules *fw = ps_framework_get((ps_framework)o->framework);
-    int64_t g = c->n_gpus;
-    if (f->tp > 0) {
-        PS_CHECK_INPUT(g % f->tp == 0, "tensor-parallel degree %d does not divide the %lld GPUs of %s", f->tp,
-                       (long long)g, c->name);
-        PS_CHECK_INPUT(o->max_tp <= 0 || f->tp <= o->max_tp, "tensor-parallel degree %d is above the largest tried, %d",
-                       f->tp, o->max_tp);
-    }
-    if (f->pp > 0) {
-        PS_CHECK_INPUT(f->pp <= PS_SEARCH_MAX_PP, "pipeline degree %d is above the %d the search supports", f->pp,
-                       PS_SEARCH_MAX_PP);
-        PS_CHECK_INPUT(g % f->pp == 0, "pipeline degree %d does not divide the %lld GPUs of %s", f->pp, (long long)g,
-                       c->name);
-        PS_CHECK_INPUT(f->tp <= 0 || g % ((int64_t)f->tp * f->pp) == 0,
-                       "tp %d x pp %d does not divide the %lld GPUs of %s", f->tp, f->pp, (long long)g, c->name);
-    }
-    PS_CHECK_INPUT(f->zero <= 3, "ZeRO stage %d: expected 0-3", f->zero);
-    PS_CHECK_INPUT(f->recompute <= PS_RECOMP_FULL, "recompute kind %d: expected none, selective or full", f->recompute);
-    PS_CHECK_INPUT(f->micro <= PS_PLAN_MAX_MICRO_BATCHES, "%lld micro-batches per iteration: plans are simulated with "
-                   "at most %d", (long long)f->micro, PS_PLAN_MAX_MICRO_BATCHES);
+    PS_TRY(ps_search_fixed_check(o, c));
     if (!fw) return PS_OK;
     if (f->zero >= 0) {
         bool with = fw->zero_pp[f->zero] && f->pp != 1, without = fw->zero[f->zero] && f->pp <= 1;

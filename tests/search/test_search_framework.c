@@ -694,7 +694,7 @@ static void test_refusals(void **state)
     } bad[] = {
         {PS_FW_ANY, {.tp = 3, .zero = -1, .recompute = -1}, NULL, "does not divide the 8 GPUs"},
         {PS_FW_ANY, {.pp = 16, .zero = -1, .recompute = -1}, NULL, "does not divide the 8 GPUs"},
-        {PS_FW_ANY, {.tp = 4, .pp = 4, .zero = -1, .recompute = -1}, NULL, "tp 4 x pp 4 does not divide"},
+        {PS_FW_ANY, {.tp = 4, .pp = 4, .zero = -1, .recompute = -1}, NULL, "--tp 4 x --pp 4 = 16 GPUs per replica"},
         {PS_FW_MEGATRON, {.zero = -1, .recompute = -1}, "zb-h1", "Megatron-LM runs no pipeline schedule 'zb-h1'"},
         {PS_FW_COUNT, {.zero = -1, .recompute = -1}, NULL, "unknown framework"},
     };
