@@ -408,6 +408,25 @@ int64_t ps_framework_recompute_block_n(const ps_model *m, const ps_plan *p)
     return n >= 1 && most_whole <= n ? n : -1;
 }
 
+bool ps_framework_tp_ok(ps_framework f, const ps_layer *l, int tp, int64_t i, char *why, size_t cap)
+{
+    const ps_framework_rules *r = ps_framework_get(f);
+    if (!r) return true;
+    if (r->kv_heads_div_tp && ps_layer_has_attention(l->kind) && l->kv_heads % tp) {
+        if (why && cap)
+            snprintf(why, cap, "%s shards whole key/value heads: %lld of them do not divide by tp %d (layer %lld)",
+                     r->title, (long long)l->kv_heads, tp, (long long)i);
+        return false;
+    }
+    if (r->seq_tp_multiple > 1 && l->seq % ((int64_t)r->seq_tp_multiple * tp)) {
+        if (why && cap)
+            snprintf(why, cap, "%s needs the sequence (%lld) to be a multiple of %d x tp %d (layer %lld)", r->title,
+                     (long long)l->seq, r->seq_tp_multiple, tp, (long long)i);
+        return false;
+    }
+    return true;
+}
+
 bool ps_framework_runs(ps_framework f, const ps_model *m, const ps_plan *p, char *why, size_t cap)
 {
     const ps_framework_rules *r = ps_framework_get(f);
@@ -497,12 +516,7 @@ bool ps_framework_runs(ps_framework f, const ps_model *m, const ps_plan *p, char
         if (block && ps_layer_has_attention(l->kind) && st->attn != PS_ATTN_AUTO &&
             ((unsigned)st->attn >= PS_ATTN_COUNT || !r->attention[st->attn]))
             NO("%s has no %s attention kernel (layer %lld)", r->title, ps_attn_name(st->attn), (long long)i);
-        if (r->kv_heads_div_tp && ps_layer_has_attention(l->kind) && l->kv_heads % st->tp)
-            NO("%s shards whole key/value heads: %lld of them do not divide by tp %d (layer %lld)", r->title,
-               (long long)l->kv_heads, st->tp, (long long)i);
-        if (r->seq_tp_multiple > 1 && l->seq % ((int64_t)r->seq_tp_multiple * st->tp))
-            NO("%s needs the sequence (%lld) to be a multiple of %d x tp %d (layer %lld)", r->title,
-               (long long)l->seq, r->seq_tp_multiple, st->tp, (long long)i);
+        if (!ps_framework_tp_ok(f, l, st->tp, i, why, cap)) return false;
         if (!r->uniform) continue;
         /* one setting for the whole model: the layout (tp, sp), the sharding and the DP overlap of every layer;
          * kernel, TP overlap and recomputation of the blocks (embeddings and heads have no attention to tune) */

@@ -225,6 +225,10 @@ const char *ps_framework_name(ps_framework f);              /* "any", "megatron"
 /* true when framework f runs plan p of model m exactly as planned; else false with the first rule it breaks in
  * why (a sentence naming the plan field and what the framework takes). PS_FW_ANY runs everything. */
 bool ps_framework_runs(ps_framework f, const ps_model *m, const ps_plan *p, char *why, size_t cap);
+/* Whether framework f shards layer l (index i, for the message) with tensor-parallel degree tp: whole key/value heads
+ * per rank (kv_heads_div_tp), the sequence a multiple of seq_tp_multiple x tp; else false with why. The rule
+ * ps_framework_runs applies to every layer and the search to the TP degrees it tries (PS_FW_ANY: any tp >= 1). */
+bool ps_framework_tp_ok(ps_framework f, const ps_layer *l, int tp, int64_t i, char *why, size_t cap);
 /* Boundary s (0..parts) of n layers split into `parts` stages by DeepSpeed's partition_uniform: the split a
  * PS_FW_PART_UNIFORM framework makes, which the search then takes as the only partition. */
 int64_t ps_framework_uniform_cut(int64_t n, int parts, int s);

@@ -312,13 +312,9 @@ ps_strategy ps_search_fw_layer(const ps_search_opts *o, const ps_layer *l, const
 
 bool ps_search_fw_tp_ok(const ps_search_opts *o, const ps_model *m, int tp)
 {
-    const ps_framework_rules *r = ps_framework_get((ps_framework)o->framework);
-    if (!r) return true;
-    for (int64_t i = 0; i < m->n_layers; i++) {
-        const ps_layer *l = &m->layers[i];
-        if (r->kv_heads_div_tp && ps_layer_has_attention(l->kind) && l->kv_heads % tp) return false;
-        if (r->seq_tp_multiple > 1 && l->seq % ((int64_t)r->seq_tp_multiple * tp)) return false;
-    }
+    if (o->framework == PS_FW_ANY) return true;
+    for (int64_t i = 0; i < m->n_layers; i++)
+        if (!ps_framework_tp_ok((ps_framework)o->framework, &m->layers[i], tp, i, NULL, 0)) return false;
     return true;
 }
 
