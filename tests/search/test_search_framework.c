@@ -6,8 +6,9 @@
  *     attention and recompute kinds, none outside transformer layers; TP degrees its heads and sequence take; one
  *     strategy for every layer; its splits of the layers) is costed with ps_cost_plan; the search must find the same
  *     optimum where it enumerates (chunked kinds, DeepSpeed's fixed splits), never a better one (it may only return
- *     plans of that space), and at most TOL below it where its partition DP ranks by a proxy; a kind it does not run
- *     is refused;
+ *     plans of that space), and at most TOL below it where its partition DP ranks by a proxy (one case further,
+ *     measured and explained in test_fixed_brute); Megatron-LM's block recomputation is part of its space (every n
+ *     over every partition); a kind it does not run is refused;
  *   - every plan the search returns, and every baseline, passes ps_framework_runs and has the fixed fields, over
  *     frameworks, models, clusters, objectives and fixed fields (the guarantee ps_search_result_check enforces);
  *   - fixing a field that units are made of (micro-batches, pp, schedule) gives exactly the best plan with that value
@@ -378,7 +379,7 @@ static bool enumerated_rcn_differs(double got, double want, int64_t got_rcn, int
 
 /* The search under sp (framework, fixed fields) for each schedule kind against brute force over the same space. */
 static void against_brute_model(const char *model, const char *cluster, int64_t gbs, int framework,
-                                ps_search_fixed fixed, int dp_overlap)
+                                ps_search_fixed fixed, int dp_overlap, double tol)
 {
     ps_cost_params cp;
     ps_cost_params_default(&cp);
@@ -386,10 +387,6 @@ static void against_brute_model(const char *model, const char *cluster, int64_t 
     ps_cluster c;
     load_for(model, cluster, framework, &m, &c);
     space sp = {ps_framework_get((ps_framework)framework), fixed, &m, &c, dp_overlap == 0, dp_overlap >= 0};
-    /* torchtitan's debug model (256 wide, 6 layers: the embedding and head weigh like blocks) leaves the partition
-     * DP's proxy further behind: 7.6% on 1f1b with pp 2 and mbs 2 (3136 vs 3395 samples/s), the search's split
-     * being the one gpipe's optimum takes; TOL elsewhere */
-    double tol = framework == PS_FW_TORCHTITAN ? 0.10 : TOL;
     int failed = 0, compared = 0;
     for (int k = 0; k < ps_sched_kind_count(); k++) {
         const char *kind = ps_sched_kind_name(k);
@@ -455,7 +452,7 @@ static void against_brute(const char *cluster, int64_t gbs, int framework, ps_se
     /* torchtitan builds its llama3 flavors only: its debug model (tests/data/export) */
     const char *model = framework == PS_FW_TORCHTITAN ? "tests/data/export/tt-debugmodel.json"
                                                       : "tests/data/models/good/tiny-gpt-6.json";
-    against_brute_model(model, cluster, gbs, framework, fixed, -1);
+    against_brute_model(model, cluster, gbs, framework, fixed, -1, TOL);
 }
 
 static const ps_search_fixed k_free = {.zero = -1, .recompute = -1};
@@ -470,7 +467,7 @@ static void test_megatron_brute(void **state)
      * over every partition of pp 2 and 4 and the even split of interleaved chunks */
     g_block_best = 0;
     against_brute_model("tests/data/models/good/tiny-gpt-48k.json", "dgx-a100-40g:1", 16, PS_FW_MEGATRON,
-                        (ps_search_fixed){.tp = 1, .zero = -1, .recompute = -1, .mbs = 2}, -1);
+                        (ps_search_fixed){.tp = 1, .zero = -1, .recompute = -1, .mbs = 2}, -1, TOL);
     assert_true(g_block_best > 0);
 }
 
@@ -494,9 +491,9 @@ static void test_dp_overlap_brute(void **state)
 {
     (void)state;
     const char *tiny = "tests/data/models/good/tiny-gpt-6.json";
-    against_brute_model(tiny, "dgx-a100-40g:1", 16, PS_FW_DEEPSPEED, k_free, 0);
-    against_brute_model(tiny, "dgx-a100-40g:1", 16, PS_FW_DEEPSPEED, k_free, 1);
-    against_brute_model(tiny, "p3-8xlarge:1", 16, PS_FW_MEGATRON, k_free, 0);
+    against_brute_model(tiny, "dgx-a100-40g:1", 16, PS_FW_DEEPSPEED, k_free, 0, TOL);
+    against_brute_model(tiny, "dgx-a100-40g:1", 16, PS_FW_DEEPSPEED, k_free, 1, TOL);
+    against_brute_model(tiny, "p3-8xlarge:1", 16, PS_FW_MEGATRON, k_free, 0, TOL);
 }
 
 /* fixed fields, with a framework and without (the per-layer search: only the lower bound holds there) */
@@ -505,8 +502,15 @@ static void test_fixed_brute(void **state)
     (void)state;
     against_brute("p3-8xlarge:1", 16, PS_FW_MEGATRON, (ps_search_fixed){.tp = 2, .zero = -1, .recompute = 2});
     against_brute("dgx-a100-40g:1", 16, PS_FW_DEEPSPEED, (ps_search_fixed){.zero = 1, .recompute = -1, .micro = 4});
-    against_brute("dgx-a100-40g:1", 16, PS_FW_TORCHTITAN, (ps_search_fixed){.pp = 2, .zero = -1, .recompute = -1,
-                                                                            .mbs = 2});
+    /* The partition DP ranks splits by AMP's (m - 1) x max + sum of the stage times u, which charges the fill and
+     * drain of every stage on top of the busiest one's m passes. 1F1B pays only the stages before the busiest
+     * (makespan about max_d (sum_{k<d} u_k + m u_d), ps_search_pipeline_lb), so with few micro-batches a heavier
+     * first stage costs less than the proxy says. Here (torchtitan's debug model, pp 2, 2 micro-batches, tp 1 ZeRO-3)
+     * the DP takes the balanced split after layer 4 (embedding + 3 blocks | 3 blocks + head: 3136.0 samples/s) where
+     * the split after layer 5 runs 3395.0 (after 2, 3, 6: 2629.9, 2860.8, 3168.0; psearch estimate of each): the
+     * search is 7.63% below the brute force, the largest gap of these cases (all others are within TOL). */
+    against_brute_model("tests/data/export/tt-debugmodel.json", "dgx-a100-40g:1", 16, PS_FW_TORCHTITAN,
+                        (ps_search_fixed){.pp = 2, .zero = -1, .recompute = -1, .mbs = 2}, -1, 0.0765);
     against_brute("p3-8xlarge:1", 16, PS_FW_ANY, (ps_search_fixed){.tp = 4, .zero = -1, .recompute = -1});
     against_brute("dgx-a100-40g:1", 16, PS_FW_ANY, (ps_search_fixed){.zero = 3, .recompute = 0, .micro = 2});
 }
