@@ -416,7 +416,8 @@ enum {
     PS_IDX_BALANCED = PS_IDX_TIME + 4,
     PS_IDX_MEMORY = PS_IDX_TIME + 6,
     PS_IDX_LIGHT = PS_IDX_TIME + 8,
-    PS_IDX_SPLIT2 = PS_IDX_TIME + 10
+    PS_IDX_PIPE = PS_IDX_TIME + 10,
+    PS_IDX_SPLIT2 = PS_IDX_TIME + 12
 };
 _Static_assert(PS_IDX_SPLIT2 + PS_SEARCH_MAX_STRATS <= PS_IDX_STRIDE,
                "candidate variants must fit the index stride");
@@ -1511,12 +1512,12 @@ static ps_status search_partitions(worker *w, const unit_ctx *x)
     int K = x->K;
     size_t N = x->N;
     int64_t base = x->index * PS_IDX_STRIDE;
-    PS_TRY(SCRATCH(w, parts, 4 * ((size_t)K + 1)));
-    int64_t *pt = w->sc.parts, *pe = pt + K + 1, *pb = pe + K + 1, *pm = pb + K + 1;
+    PS_TRY(SCRATCH(w, parts, 5 * ((size_t)K + 1)));
+    int64_t *pt = w->sc.parts, *pe = pt + K + 1, *pb = pe + K + 1, *pm = pb + K + 1, *pw = pm + K + 1;
     ps_pdp_problem tp_prob = {K, (int)x->L, w->sc.C, (double)(x->micro - 1), INFINITY};
     ps_pdp_problem mp_prob = {K, (int)x->L, w->sc.Cm, 0, INFINITY};
     double tbest = INFINITY, mbest = INFINITY;
-    bool have_e = false, have_b = false;
+    bool have_e = false, have_b = false, have_w = false;
     bool fw_split = framework_split(o);
     if (fw_split) {
         /* a framework that splits the layers itself: its split is the only partition (and its "even split") */
@@ -1549,6 +1550,14 @@ static ps_status search_partitions(worker *w, const unit_ctx *x)
                          !(have_e && memcmp(pb, pe, ((size_t)K + 1) * sizeof *pb) == 0);
             }
         }
+        if (isfinite(tbest) && K > 1) {
+            /* the DP's objective charges every stage's fill; the pipeline's makespan only the stages before the
+             * busiest one (ps_pdp_pipeline_objective): from the DP's partition, the walk that lowers the latter */
+            memcpy(pw, pt, ((size_t)K + 1) * sizeof *pw);
+            size_t row = ((size_t)K + 1) * sizeof *pw;
+            have_w = ps_pdp_pipeline_walk(&tp_prob, pw) && !(have_e && memcmp(pw, pe, row) == 0) &&
+                     !(have_b && memcmp(pw, pb, row) == 0);
+        }
     }
     if (!isfinite(tbest) && !isfinite(mbest) && !have_e) {
         if (x->rcn > 0) return PS_OK; /* the full unit costs its lightest plan */
@@ -1578,6 +1587,7 @@ static ps_status search_partitions(worker *w, const unit_ctx *x)
         PS_TRY(cost_partition(w, x, pt, base + PS_IDX_TIME, EV_TOP | (same_te ? EV_EVEN : 0)));
     if (have_e && !same_te) PS_TRY(cost_partition(w, x, pe, base + PS_IDX_EVEN, EV_TOP | EV_EVEN));
     if (have_b) PS_TRY(cost_partition(w, x, pb, base + PS_IDX_BALANCED, EV_TOP));
+    if (have_w) PS_TRY(cost_partition(w, x, pw, base + PS_IDX_PIPE, EV_TOP));
     return PS_OK;
 }
 
