@@ -165,6 +165,17 @@ ps_status ps_cli_costdb_show(const ps_costdb *db, ps_format fmt, ps_out *out);
 json_t *ps_cli_fit_json(const ps_costdb_fit *f);
 void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const ps_plan *plan,
                          const ps_prediction *r);
+/* Whether plan runs one strategy on every transformer layer but for recomputation, and the same on the other layers
+ * without recomputation (a framework's plan: search/framework.c), with its transformer layers' recomputation alike
+ * (*block_n 0) or Megatron-LM's block pattern, full on the first *block_n of every model chunk and none on the rest
+ * (ps_framework_recompute_block_n). *ref: the first transformer layer's strategy. What the tables print as one
+ * strategy. */
+bool ps_cli_blocks_uniform(const ps_model *m, const ps_plan *plan, const ps_strategy **ref, int64_t *block_n);
+/* The --export kinds, NULL-terminated ("megatron", "deepspeed", "torchtitan"), and what each writes, with its article
+ * ("Megatron-LM arguments", "a DeepSpeed config", "a torchtitan job config"; NULL for another word): one table
+ * (cli/export.c) for the option, the refusals and the export's notes. */
+extern const char *const ps_plan_export_kinds[];
+const char *ps_plan_export_what(const char *kind);
 /* The plan as the launch of framework `kind` (megatron: arguments, deepspeed: config JSON, torchtitan: TOML job
  * config; docs/exports.md), refused with PS_ERR_INPUT naming the rule when the framework cannot run it as planned
  * (ps_framework_runs), with PS_ERR_INFEASIBLE when it does not fit; nothing is written then. r: its prediction (the

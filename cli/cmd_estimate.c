@@ -86,22 +86,26 @@ static ps_status plan_from_flags(const ps_cli_opts *o, const ps_model *m, const 
 
 static double gib(double b) { return b / (1024.0 * 1024 * 1024); }
 
-/* One strategy for every transformer layer, and the same on the other layers but for their recomputation, none: a
- * framework's plan (it recomputes transformer layers only; search/framework.c). *ref: the transformer layers'. */
-static bool blocks_uniform(const ps_model *m, const ps_plan *plan, const ps_strategy **ref)
+bool ps_cli_blocks_uniform(const ps_model *m, const ps_plan *plan, const ps_strategy **ref, int64_t *block_n)
 {
     *ref = NULL;
+    *block_n = 0;
     for (int64_t i = 0; i < m->n_layers && !*ref; i++)
         if (ps_layer_has_attention(m->layers[i].kind)) *ref = &plan->layer[i];
     if (!*ref) return false;
+    int64_t n = ps_framework_recompute_block_n(m, plan);
+    if (n < 0) return false;
     for (int64_t i = 0; i < m->n_layers; i++) {
         ps_strategy s = plan->layer[i];
         if (!ps_layer_has_attention(m->layers[i].kind)) {
             if (s.ckpt != PS_RECOMP_NONE) return false;
             s.ckpt = (*ref)->ckpt;
+        } else if (n > 0) {
+            s.ckpt = (*ref)->ckpt; /* the block pattern: full or none, as ps_framework_recompute_block_n read it */
         }
         if (!ps_strategy_equal(&s, *ref)) return false;
     }
+    *block_n = n;
     return true;
 }
 
@@ -110,7 +114,8 @@ void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const 
 {
     const ps_strategy *s = &plan->layer[0], *blk = NULL;
     bool uni = ps_plan_is_uniform(plan, m->n_layers);
-    bool blocks_only = !uni && blocks_uniform(m, plan, &blk) && blk->ckpt != PS_RECOMP_NONE;
+    int64_t block_n = 0;
+    bool blocks_only = !uni && ps_cli_blocks_uniform(m, plan, &blk, &block_n);
     if (blocks_only) {
         s = blk;
         uni = true;
@@ -118,14 +123,20 @@ void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const 
     /* context parallelism only where there is some, so that every other plan reads as it always did */
     char cps[48] = "";
     if (ps_strategy_cp(s) > 1) snprintf(cps, sizeof cps, " x cp %d (%s)", s->cp, ps_cp_comm_name(s->cp_comm));
+    char rc[160];
+    if (block_n > 0)
+        snprintf(rc, sizeof rc, "full on the first %lld transformer layers of every model chunk (block), none on the "
+                 "rest", (long long)block_n);
+    else
+        snprintf(rc, sizeof rc, "%s%s", ps_recompute_name(s->ckpt),
+                 blocks_only && s->ckpt != PS_RECOMP_NONE ? " (transformer layers; the others none)" : "");
     fprintf(f, "plan        tp %d%s x dp %d x pp %d%s, mbs %lld, gbs %lld (%lld micro-batches), schedule %s, vpp %d\n",
             s->tp, cps, s->dp, plan->pp, uni ? "" : " (per-layer strategies vary)", (long long)plan->mbs,
             (long long)plan->gbs, (long long)ps_plan_micro_batches(plan), plan->schedule, plan->vpp);
     if (uni)
-        fprintf(f, "            zero %d, recompute %s%s, sequence parallel %s, TP overlap %s, attention %s, DP "
-                   "overlap %s\n", s->zero, ps_recompute_name(s->ckpt),
-                blocks_only ? " (transformer layers; the others none)" : "", s->sp ? "on" : "off",
-                ps_overlap_name(s->overlap), ps_attn_name(s->attn), s->dp_no_overlap ? "off" : "on");
+        fprintf(f, "            zero %d, recompute %s, sequence parallel %s, TP overlap %s, attention %s, DP "
+                   "overlap %s\n", s->zero, rc, s->sp ? "on" : "off", ps_overlap_name(s->overlap),
+                ps_attn_name(s->attn), s->dp_no_overlap ? "off" : "on");
     if (m->dtype == PS_DTYPE_FP8)
         fprintf(f, "dtype       fp8, Transformer Engine's recipe: FP8 GEMMs in the blocks' linear layers (E4M3 "
                    "forward, E5M2 gradients), BF16\n            attention, activations, weights and gradients, "

@@ -10,17 +10,27 @@
 #include "ps_mpi.h"
 #include "ps_search.h"
 
-/* "pp 4 x tp 4 x dp 2, ZeRO 2, recompute none, SP, v-zb, mbs 1 x 128" (+ "per-layer" when layers differ). */
-static void plan_summary(char *buf, size_t cap, const ps_plan *p, int64_t n_layers)
+/* "pp 4 x tp 4 x dp 2, ZeRO 2, recompute none, SP, v-zb, mbs 1 x 128" (+ "per-layer" when layers differ). A plan of
+ * one strategy for the transformer layers, the others without recomputation, is one strategy: the transformer
+ * layers' (ps_cli_blocks_uniform; "recompute block 2" for Megatron-LM's block pattern). */
+static void plan_summary(char *buf, size_t cap, const ps_plan *p, const ps_model *m)
 {
     const ps_strategy *s = &p->layer[0];
+    int64_t block_n = 0;
+    bool uni = ps_plan_is_uniform(p, m->n_layers);
+    if (!uni) uni = ps_cli_blocks_uniform(m, p, &s, &block_n);
+    if (!uni) s = &p->layer[0];
+    char rc[32];
+    if (block_n > 0)
+        snprintf(rc, sizeof rc, "block %lld", (long long)block_n);
+    else
+        snprintf(rc, sizeof rc, "%s", ps_recompute_name(s->ckpt));
     char cps[40] = ""; /* only where there is context parallelism, so other plans read as they always did */
     if (ps_strategy_cp(s) > 1) snprintf(cps, sizeof cps, " x cp %d (%s)", s->cp, ps_cp_comm_name(s->cp_comm));
     snprintf(buf, cap, "pp %d x tp %d%s x dp %d, ZeRO %d, recompute %s%s%s%s, %s, mbs %lld x %lld%s", p->pp, s->tp,
-             cps, s->dp, s->zero, ps_recompute_name(s->ckpt), s->sp && s->tp > 1 ? ", SP" : "",
-             s->overlap != PS_OVERLAP_NONE ? ", TP overlap " : "",
+             cps, s->dp, s->zero, rc, s->sp && s->tp > 1 ? ", SP" : "", s->overlap != PS_OVERLAP_NONE ? ", TP overlap " : "",
              s->overlap != PS_OVERLAP_NONE ? ps_overlap_name(s->overlap) : "", p->schedule, (long long)p->mbs,
-             (long long)ps_plan_micro_batches(p), ps_plan_is_uniform(p, n_layers) ? "" : ", per-layer");
+             (long long)ps_plan_micro_batches(p), uni ? "" : ", per-layer");
 }
 
 static json_t *baselines_json(const ps_search_result *r, const ps_model *m, int objective)
@@ -32,7 +42,7 @@ static json_t *baselines_json(const ps_search_result *r, const ps_model *m, int 
         if (r->have_base[k]) {
             const ps_search_cand *c = &r->base[k];
             char sum[256];
-            plan_summary(sum, sizeof sum, &c->plan, m->n_layers);
+            plan_summary(sum, sizeof sum, &c->plan, m);
             json_object_set_new(b, "plan", json_string(sum));
             json_object_set_new(b, "samples_per_s", json_real(c->pred.samples_per_s));
             json_object_set_new(b, "mfu", json_real(c->pred.mfu));
@@ -59,7 +69,7 @@ static void baselines_table(FILE *f, const ps_search_result *r, const ps_model *
         }
         const ps_search_cand *c = &r->base[k];
         char sum[256];
-        plan_summary(sum, sizeof sum, &c->plan, m->n_layers);
+        plan_summary(sum, sizeof sum, &c->plan, m);
         char sps[32];
         fprintf(f, "%-11s %12s %6.1f%% %6.1fG %6.2fx  %s\n", ps_baseline_name(k),
                 ps_fmt_num(c->pred.samples_per_s, 0, sps, sizeof sps),
@@ -165,7 +175,7 @@ static void exec_top_table(FILE *f, const exec_top *x, const ps_search_result *a
         int k = x->order[i];
         const ps_exec_result *r = &x->run[k].r;
         char sum[256];
-        plan_summary(sum, sizeof sum, &all->top[k].plan, m->n_layers);
+        plan_summary(sum, sizeof sum, &all->top[k].plan, m);
         fprintf(f, "%8d %9d %12.4g %12.4g %+8.1f%% %7.0f%%  %s\n", i + 1, k + 1, r->predicted_s, r->median_s,
                 ps_cli_err_pct(r->median_s, r->predicted_s), 100 * r->spread, sum);
     }
@@ -183,7 +193,7 @@ static json_t *exec_top_json(const exec_top *x, const ps_search_result *all, con
     for (int i = 0; i < x->n; i++) {
         int k = x->order[i];
         char sum[256];
-        plan_summary(sum, sizeof sum, &all->top[k].plan, m->n_layers);
+        plan_summary(sum, sizeof sum, &all->top[k].plan, m);
         json_t *e = ps_cli_exec_json(&x->run[k]);
         json_object_set_new(e, "predicted_rank", json_integer(k + 1));
         json_object_set_new(e, "measured_rank", json_integer(i + 1));
@@ -271,16 +281,19 @@ static ps_status print_result(const ps_cli_opts *o, const ps_search_opts *so, ps
             const ps_plan *p = &r->top[i].plan;
             const ps_prediction *q = &r->top[i].pred;
             double peak = ps_prediction_peak(q);
-            /* under a framework every plan takes one strategy for all transformer layers, the others without
-             * recomputation: the transformer layers' recomputation is the plan's */
-            bool uni = fw || ps_plan_is_uniform(p, m->n_layers);
-            ps_recompute ckpt = p->layer[0].ckpt;
-            for (int64_t l = 0; fw && l < m->n_layers; l++)
-                if (ps_layer_has_attention(m->layers[l].kind)) {
-                    ckpt = p->layer[l].ckpt;
-                    break;
-                }
-            char sps[32], cps[24] = "";
+            /* one strategy for the transformer layers, the others without recomputation (a framework's plan) is
+             * one strategy here too, and its recomputation the transformer layers': alike, or Megatron-LM's block
+             * pattern ("block 2": the first 2 of every chunk); anything else varies per layer */
+            const ps_strategy *ref = &p->layer[0];
+            int64_t block_n = 0;
+            bool uni = ps_plan_is_uniform(p, m->n_layers);
+            if (!uni) uni = ps_cli_blocks_uniform(m, p, &ref, &block_n);
+            if (!uni) ref = &p->layer[0];
+            char ck[32], sps[32], cps[24] = "";
+            if (block_n > 0)
+                snprintf(ck, sizeof ck, "block %lld", (long long)block_n);
+            else
+                snprintf(ck, sizeof ck, "%s", ps_recompute_name(ref->ckpt));
             const ps_strategy *s0 = &p->layer[0];
             if (any_cp)
                 snprintf(cps, sizeof cps, " %4d %-4s", ps_strategy_cp(s0),
@@ -289,7 +302,7 @@ static ps_status print_result(const ps_cli_opts *o, const ps_search_opts *so, ps
                     i + 1, ps_fmt_num(q->samples_per_s, 0, sps, sizeof sps), 100 * q->mfu,
                     fabs(q->bubble_frac) <= 1e-9 ? 0.0 : 100 * q->bubble_frac, p->pp, p->layer[0].tp, cps,
                     p->layer[0].dp, p->layer[0].zero, (long long)p->mbs, (long long)ps_plan_micro_batches(p),
-                    p->schedule, ps_recompute_name(ckpt), ps_overlap_name(p->layer[0].overlap),
+                    p->schedule, ck, ps_overlap_name(p->layer[0].overlap),
                     peak / 1073741824.0, uni ? "" : "  (per-layer)");
         }
     }

@@ -102,9 +102,7 @@ static ps_status export_format(const ps_cli_opts *o, const char *what)
     if (o->export_kind && o->format == PS_FMT_JSON)
         return PS_FAIL(PS_ERR_INPUT, "--export %s prints the %s as %s instead of the %s table or JSON: drop --format "
                                      "json (or --export, for the JSON)", o->export_kind, what,
-                       strcmp(o->export_kind, "megatron") == 0    ? "Megatron-LM arguments"
-                       : strcmp(o->export_kind, "deepspeed") == 0 ? "a DeepSpeed config"
-                                                                  : "a torchtitan job config",
+                       ps_plan_export_what(o->export_kind) ? ps_plan_export_what(o->export_kind) : "a launch",
                        strcmp(what, "plan") == 0 ? "estimate's" : "search's");
     return PS_OK;
 }

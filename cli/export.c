@@ -124,8 +124,39 @@ static bool all_equal(const int64_t *v, int from, int to)
 
 
 /* The notes every export opens with: what was planned and what it predicts. */
-static void plan_notes(lines *N, const exp_ctx *x, const char *what)
+/* The export kinds: the --export word (a framework's ps_framework_name) and what it writes, with and without its
+ * article (the refusals say "as a DeepSpeed config", the notes start "DeepSpeed config for ..."). */
+static const struct {
+    ps_framework fw;
+    const char *what, *noun;
+} k_exports[] = {
+    {PS_FW_MEGATRON, "Megatron-LM arguments", "Megatron-LM arguments"},
+    {PS_FW_DEEPSPEED, "a DeepSpeed config", "DeepSpeed config"},
+    {PS_FW_TORCHTITAN, "a torchtitan job config", "torchtitan job config"},
+};
+#define N_EXPORTS (sizeof k_exports / sizeof k_exports[0])
+const char *const ps_plan_export_kinds[] = {"megatron", "deepspeed", "torchtitan", NULL};
+_Static_assert(sizeof ps_plan_export_kinds / sizeof ps_plan_export_kinds[0] == N_EXPORTS + 1,
+               "one --export word per export kind");
+
+static int export_find(const char *kind)
 {
+    int f = kind ? ps_framework_find(kind) : -1;
+    for (size_t i = 0; i < N_EXPORTS; i++)
+        if ((int)k_exports[i].fw == f && strcmp(ps_plan_export_kinds[i], kind) == 0) return (int)i;
+    return -1;
+}
+
+const char *ps_plan_export_what(const char *kind)
+{
+    int i = export_find(kind);
+    return i < 0 ? NULL : k_exports[i].what;
+}
+
+static void plan_notes(lines *N, const exp_ctx *x)
+{
+    int k = export_find(x->fw->name);
+    const char *what = k < 0 ? "launch" : k_exports[k].noun;
     const ps_plan *p = x->p;
     char cps[48] = "";
     if (ps_strategy_cp(x->s) > 1)
@@ -288,7 +319,7 @@ static void megatron_flags(lines *F, lines *N, const exp_ctx *x)
     }
     add(F, "--transformer-impl transformer_engine");
 
-    plan_notes(N, x, "Megatron-LM arguments");
+    plan_notes(N, x);
     int64_t per_node = x->c->groups[0].gpus_per_node > 0 ? x->c->groups[0].gpus_per_node : 1;
     add(N, "launch: torchrun --nnodes %lld --nproc-per-node %lld pretrain_gpt.py <the arguments above> <data, "
         "tokenizer, optimizer, learning-rate and iteration flags>", (long long)x->c->n_nodes, (long long)per_node);
@@ -390,7 +421,7 @@ static json_t *deepspeed_config(const exp_ctx *x, lines *N)
     json_object_set_new(ps, "recompute", json_string(ps_recompute_name(x->ckpt)));
     json_object_set_new(j, "_psearch", ps);
 
-    plan_notes(N, x, "DeepSpeed config");
+    plan_notes(N, x);
     if (p->pp > 1)
         add(N, "the training script builds PipelineModule(layers=<one LayerSpec per layer_specs entry, in order, the "
             "transformer layers of class TransformerLayer>, topology=PipeModelDataParallelTopology(**topology), "
@@ -485,7 +516,7 @@ static void torchtitan_toml(FILE *f, lines *N, const exp_ctx *x)
     if (x->ckpt == PS_RECOMP_OP) fprintf(f, "selective_ac_option = \"op\"\n");
     if (m->dtype == PS_DTYPE_FP8) fprintf(f, "\n[quantize.linear.float8]\nrecipe_name = \"tensorwise\"\n");
 
-    plan_notes(N, x, "torchtitan job config");
+    plan_notes(N, x);
     int64_t per_node = x->c->groups[0].gpus_per_node > 0 ? x->c->groups[0].gpus_per_node : 1;
     add(N, "launch: torchrun --nnodes %lld --nproc-per-node %lld -m torchtitan.train --job.config_file <this file> "
         "(plus [job], [optimizer], [lr_scheduler], [training] dataset and steps, [checkpoint] as the run needs)",
@@ -503,9 +534,13 @@ static void torchtitan_toml(FILE *f, lines *N, const exp_ctx *x)
 ps_status ps_plan_export(ps_out *out, const char *kind, const ps_model *m, const ps_cluster *c, const ps_plan *p,
                          const ps_prediction *r, const ps_cost_params *cp, int64_t vocab_pad)
 {
+    if (export_find(kind) < 0) {
+        char known[128] = "";
+        for (size_t i = 0; i < N_EXPORTS; i++)
+            ps_strcatf(known, sizeof known, "%s%s", i ? ", " : "", ps_plan_export_kinds[i]);
+        return PS_FAIL(PS_ERR_INPUT, "unknown --export '%s' (known: %s)", kind, known);
+    }
     int f = ps_framework_find(kind);
-    if (f <= PS_FW_ANY)
-        return PS_FAIL(PS_ERR_INPUT, "unknown --export '%s' (known: megatron, deepspeed, torchtitan)", kind);
     exp_ctx x;
     PS_TRY(ctx_init(&x, (ps_framework)f, m, c, p, r, cp, vocab_pad));
     lines F = {0}, N = {0};

@@ -157,9 +157,20 @@ static ps_status parse_range(const char *s, int64_t *lo, int64_t *hi, int64_t *s
 
 static ps_status parse_schedules(const ps_cli_opts *o, ps_cli_search_opts *s);
 
+/* "option --framework F: " or "option --export K (the search keeps to what it runs): ": what a refusal of the
+ * search's restriction starts with, naming the option that asked for it. */
+static void restriction_option(const ps_cli_opts *o, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (o->framework > PS_FW_ANY)
+        snprintf(buf, cap, "option --framework %s: ", ps_framework_name((ps_framework)o->framework));
+    else if (o->framework < 0 && o->export_kind)
+        snprintf(buf, cap, "option --export %s (the search keeps to what it runs): ", o->export_kind);
+}
+
 /* --framework (or --export's framework) and the plan fields the search fixes (--tp, --pp, --zero, --recompute, --mbs,
- * --micro), checked against the cluster and each other here, where the options have their names; then the search's
- * own check (ps_search_opts_check) of what the framework runs. */
+ * --micro), checked by the search (ps_search_fixed_check, then ps_search_opts_check for what the framework runs, its
+ * refusal prefixed with the option that asked for the framework). */
 static ps_status search_restriction(const ps_cli_opts *o, const ps_cluster *c, ps_cli_search_opts *s)
 {
     ps_search_opts *so = &s->so;
@@ -172,29 +183,9 @@ static ps_status search_restriction(const ps_cli_opts *o, const ps_cluster *c, p
                                      "--framework %s)", ps_framework_name((ps_framework)o->framework), o->export_kind,
                        o->export_kind);
     so->framework = o->framework >= 0 ? o->framework : ex > PS_FW_ANY ? ex : PS_FW_ANY;
+    so->fixed.tp = (int)o->tp;
+    so->fixed.pp = (int)o->pp;
     int64_t g = c->n_gpus;
-    if (o->tp) {
-        if (g % o->tp)
-            return PS_FAIL(PS_ERR_INPUT, "option --tp %lld does not divide the %lld GPUs of %s", (long long)o->tp,
-                           (long long)g, c->name);
-        if (o->max_tp && o->tp > o->max_tp)
-            return PS_FAIL(PS_ERR_INPUT, "option --tp %lld is above --max-tp %lld", (long long)o->tp,
-                           (long long)o->max_tp);
-        so->fixed.tp = (int)o->tp;
-    }
-    if (o->pp) {
-        if (g % o->pp)
-            return PS_FAIL(PS_ERR_INPUT, "option --pp %lld does not divide the %lld GPUs of %s", (long long)o->pp,
-                           (long long)g, c->name);
-        if (o->pp > PS_SEARCH_MAX_PP)
-            return PS_FAIL(PS_ERR_INPUT, "option --pp %lld is above the %d pipeline stages the search takes",
-                           (long long)o->pp, PS_SEARCH_MAX_PP);
-        if (o->tp && g % (o->tp * o->pp))
-            return PS_FAIL(PS_ERR_INPUT, "options --tp %lld x --pp %lld = %lld GPUs per replica do not divide the %lld "
-                                         "GPUs of %s", (long long)o->tp, (long long)o->pp,
-                           (long long)(o->tp * o->pp), (long long)g, c->name);
-        so->fixed.pp = (int)o->pp;
-    }
     if (o->exec_top && o->cp > 1)
         return PS_FAIL(PS_ERR_INPUT, "option --cp %lld with --exec-top: exec does not run context parallelism yet",
                        (long long)o->cp);
@@ -226,37 +217,17 @@ static ps_status search_restriction(const ps_cli_opts *o, const ps_cluster *c, p
                                          "one of them");
         so->fixed.mbs = o->mbs;
     }
-    if (o->micro) {
-        if (o->micro > PS_PLAN_MAX_MICRO_BATCHES)
-            return PS_FAIL(PS_ERR_INPUT, "option --micro %lld: plans are simulated with at most %d micro-batches per "
-                                         "iteration", (long long)o->micro, PS_PLAN_MAX_MICRO_BATCHES);
-        if (so->gbs_lo == so->gbs_hi && so->gbs_lo % o->micro)
-            return PS_FAIL(PS_ERR_INPUT, "option --micro %lld does not divide the global batch of %lld samples "
-                                         "(--gbs)", (long long)o->micro, (long long)so->gbs_lo);
-        so->fixed.micro = o->micro;
-    }
+    so->fixed.micro = o->micro;
+    /* the fixed fields against the cluster and each other: the search's own check, whose messages name the options */
+    PS_TRY(ps_search_fixed_check(so, c));
     ps_status st = ps_search_opts_check(so, c);
     if (st == PS_OK) return st;
     /* what is left to fail is the framework's rules against the fixed fields or schedules */
-    char msg[512];
+    char msg[512], pre[160];
     ps_strlcpy(msg, ps_error_message(), sizeof msg);
     ps_error_clear();
-    if (o->framework > PS_FW_ANY)
-        return PS_FAIL(st, "option --framework %s: %s", ps_framework_name((ps_framework)o->framework), msg);
-    if (ex > PS_FW_ANY)
-        return PS_FAIL(st, "option --export %s (the search keeps to what it runs): %s", o->export_kind, msg);
-    return PS_FAIL(st, "%s", msg);
-}
-
-/* "option --framework F: " or "option --export K (the search keeps to what it runs): ": what a refusal of the
- * search's restriction starts with, naming the option that asked for it. */
-static void restriction_option(const ps_cli_opts *o, char *buf, size_t cap)
-{
-    buf[0] = '\0';
-    if (o->framework > PS_FW_ANY)
-        snprintf(buf, cap, "option --framework %s: ", ps_framework_name((ps_framework)o->framework));
-    else if (o->framework < 0 && o->export_kind)
-        snprintf(buf, cap, "option --export %s (the search keeps to what it runs): ", o->export_kind);
+    restriction_option(o, pre, sizeof pre);
+    return PS_FAIL(st, "%s%s", pre, msg);
 }
 
 ps_status ps_cli_search_model_check(const ps_cli_opts *o, const ps_search_opts *so, const ps_model *m,

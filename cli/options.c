@@ -182,8 +182,7 @@ static ps_status parse_word(const opt_row *r, const char *val, ps_cli_opts *o, c
 
 static ps_status parse_export(const opt_row *r, const char *val, ps_cli_opts *o)
 {
-    static const char *const words[] = {"megatron", "deepspeed", "torchtitan", NULL};
-    return parse_word(r, val, o, words);
+    return parse_word(r, val, o, ps_plan_export_kinds);
 }
 
 static ps_status parse_backend(const opt_row *r, const char *val, ps_cli_opts *o)

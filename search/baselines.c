@@ -103,7 +103,8 @@ static ps_status try_layout(const ps_cost_params *cp, const ps_model *m, const p
     int64_t dp = c->n_gpus / ((int64_t)tp * pp);
     if (dp < 1 || dp > INT32_MAX) return PS_OK;
     const ps_framework_rules *fw = ps_framework_get((ps_framework)o->framework);
-    if (fw && !(pp > 1 ? fw->zero_pp : fw->zero)[dp > 1 ? zero : 0]) return PS_OK; /* a ZeRO stage it does not run */
+    /* a ZeRO stage the framework does not run with this pp, dtype, tp and dp is left to try_plan's ps_framework_runs:
+     * the rules in one place (zero, zero_pp, zero_pp_bf16, zero_model_parallel) */
     /* SP as the framework runs TP (DeepSpeed: none; torchtitan: always), the DP overlap as it runs that stage */
     if (fw) sp = fw->sp_required || (sp && fw->sp);
     int no_ov = dp > 1 ? ps_search_fw_dp_mode(o, pp > 1, zero) : o->dp_no_overlap;

@@ -433,6 +433,32 @@ int64_t ps_framework_recompute_block_n(const ps_model *m, const ps_plan *p)
     return n >= 1 && most_whole <= n ? n : -1;
 }
 
+bool ps_framework_tp_ok(ps_framework f, const ps_layer *l, int tp, int cp, int64_t i, char *why, size_t cap)
+{
+    const ps_framework_rules *r = ps_framework_get(f);
+    if (!r) return true;
+    if (cp < 1) cp = 1;
+    if (r->kv_heads_div_tp && ps_layer_has_attention(l->kind) && l->kv_heads % tp) {
+        if (why && cap)
+            snprintf(why, cap, "%s shards whole key/value heads: %lld of them do not divide by tp %d (layer %lld)",
+                     r->title, (long long)l->kv_heads, tp, (long long)i);
+        return false;
+    }
+    if (r->seq_tp_multiple > 1 && l->seq % ((int64_t)r->seq_tp_multiple * tp * cp)) {
+        if (why && cap)
+            snprintf(why, cap, "%s needs the sequence (%lld) to be a multiple of %d x tp %d%s (layer %lld)", r->title,
+                     (long long)l->seq, r->seq_tp_multiple, tp, cp > 1 ? " x cp" : "", (long long)i);
+        return false;
+    }
+    if (cp > 1 && r->cp_seq_multiple > 1 && l->seq % ((int64_t)r->cp_seq_multiple * cp)) {
+        if (why && cap)
+            snprintf(why, cap, "%s needs the sequence (%lld) to be a multiple of %d x cp %d (layer %lld)", r->title,
+                     (long long)l->seq, r->cp_seq_multiple, cp, (long long)i);
+        return false;
+    }
+    return true;
+}
+
 bool ps_framework_runs(ps_framework f, const ps_model *m, const ps_plan *p, char *why, size_t cap)
 {
     const ps_framework_rules *r = ps_framework_get(f);
@@ -510,9 +536,7 @@ bool ps_framework_runs(ps_framework f, const ps_model *m, const ps_plan *p, char
                 NO("%s runs context parallelism (cp %d) with ZeRO stage%s %s only (layer %lld: zero %d)", r->title, cp,
                    r->cp_zero[0] ? "s" : "", r->cp_zero[0] ? "0-3" : "3 (FSDP over dp x cp)", (long long)i,
                    st->zero);
-            if (r->cp_seq_multiple > 1 && l->seq % ((int64_t)r->cp_seq_multiple * cp))
-                NO("%s needs the sequence (%lld) to be a multiple of %d x cp %d (layer %lld)", r->title,
-                   (long long)l->seq, r->cp_seq_multiple, cp, (long long)i);
+            /* the sequence against 2 x cp chunks: ps_framework_tp_ok below */
         }
         if (dpc > 1 && !(st->dp_no_overlap ? r->dp_exposed : r->dp_overlap)[pp_on][st->zero])
             NO("%s cannot run ZeRO stage %d%s with its data-parallel collectives %s (layer %lld; --dp-overlap %s "
@@ -541,12 +565,7 @@ bool ps_framework_runs(ps_framework f, const ps_model *m, const ps_plan *p, char
         if (block && ps_layer_has_attention(l->kind) && st->attn != PS_ATTN_AUTO &&
             ((unsigned)st->attn >= PS_ATTN_COUNT || !r->attention[st->attn]))
             NO("%s has no %s attention kernel (layer %lld)", r->title, ps_attn_name(st->attn), (long long)i);
-        if (r->kv_heads_div_tp && ps_layer_has_attention(l->kind) && l->kv_heads % st->tp)
-            NO("%s shards whole key/value heads: %lld of them do not divide by tp %d (layer %lld)", r->title,
-               (long long)l->kv_heads, st->tp, (long long)i);
-        if (r->seq_tp_multiple > 1 && l->seq % ((int64_t)r->seq_tp_multiple * st->tp * cp))
-            NO("%s needs the sequence (%lld) to be a multiple of %d x tp %d%s (layer %lld)", r->title,
-               (long long)l->seq, r->seq_tp_multiple, st->tp, cp > 1 ? " x cp" : "", (long long)i);
+        if (!ps_framework_tp_ok(f, l, st->tp, cp, i, why, cap)) return false;
         if (!r->uniform) continue;
         /* one setting for the whole model: the layout (tp, sp), the sharding and the DP overlap of every layer;
          * kernel, TP overlap and recomputation of the blocks (embeddings and heads have no attention to tune) */

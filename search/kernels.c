@@ -545,6 +545,49 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
     return PS_OK;
 }
 
+double ps_pdp_pipeline_objective(const ps_pdp_problem *p, const int64_t *cuts)
+{
+    size_t N = (size_t)p->n_layers + 1;
+    double worst = 0, prefix = 0, m = p->weight_max + 1;
+    for (int k = 0; k < p->n_stages; k++) {
+        double c = p->cost[((size_t)k * N + (size_t)cuts[k]) * N + (size_t)cuts[k + 1]];
+        if (!isfinite(c)) return INFINITY;
+        worst = fmax(worst, prefix + m * c);
+        prefix += c;
+    }
+    return worst;
+}
+
+bool ps_pdp_pipeline_walk(const ps_pdp_problem *p, int64_t *cuts)
+{
+    int K = p->n_stages;
+    double cur = ps_pdp_pipeline_objective(p, cuts);
+    bool moved = false;
+    for (size_t it = 0; it < (size_t)K * ((size_t)p->n_layers + 1) && isfinite(cur); it++) {
+        int bb = 0, bd = 0;
+        double best = cur;
+        for (int b = 1; b < K; b++)
+            for (int d = -1; d <= 1; d += 2) {
+                int64_t at = cuts[b] + d;
+                if (at <= cuts[b - 1] || at >= cuts[b + 1]) continue; /* both stages keep a layer */
+                int64_t keep = cuts[b];
+                cuts[b] = at;
+                double v = ps_pdp_pipeline_objective(p, cuts);
+                cuts[b] = keep;
+                if (v < best) {
+                    best = v;
+                    bb = b;
+                    bd = d;
+                }
+            }
+        if (bb == 0) break;
+        cuts[bb] += bd;
+        cur = best;
+        moved = true;
+    }
+    return moved;
+}
+
 double ps_pdp_objective(const ps_pdp_problem *p, const int64_t *cuts)
 {
     size_t N = (size_t)p->n_layers + 1;

@@ -80,6 +80,17 @@ ps_status ps_pdp_minmax(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, in
  * partition no such single move improves; never makes the largest stage time worse. weight_max is ignored. */
 void ps_pdp_balance_walk(const ps_pdp_problem *p, int64_t *cuts);
 
+/* max_d (sum_{k<d} c_k + (weight_max + 1) c_d) of given cuts (INFINITY when a stage does not fit): with c a stage's
+ * F + B + W time and weight_max + 1 the micro-batches, about the makespan of 1F1B and its kin (the stages before the
+ * busiest one fill the pipeline, the busiest then runs every micro-batch; ps_search_pipeline_lb), where the DP's
+ * objective charges every stage's fill. */
+double ps_pdp_pipeline_objective(const ps_pdp_problem *p, const int64_t *cuts);
+/* From a partition where every stage is finite (typically ps_pdp_solve's), repeatedly take the single move of one
+ * boundary by one layer that lowers ps_pdp_pipeline_objective most (ties: the first boundary, moved down before up),
+ * while the stages stay non-empty and finite. Ends at a partition no such move improves; never raises the objective.
+ * Returns whether it moved. At most K x (L + 1) moves. */
+bool ps_pdp_pipeline_walk(const ps_pdp_problem *p, int64_t *cuts);
+
 #ifdef __cplusplus
 }
 #endif

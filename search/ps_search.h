@@ -231,6 +231,11 @@ const char *ps_framework_name(ps_framework f);              /* "any", "megatron"
 /* true when framework f runs plan p of model m exactly as planned; else false with the first rule it breaks in
  * why (a sentence naming the plan field and what the framework takes). PS_FW_ANY runs everything. */
 bool ps_framework_runs(ps_framework f, const ps_model *m, const ps_plan *p, char *why, size_t cap);
+/* Whether framework f shards layer l (index i, for the message) with tensor-parallel degree tp: whole key/value heads
+ * per rank (kv_heads_div_tp), the sequence a multiple of seq_tp_multiple x tp (x cp), and of cp_seq_multiple x cp
+ * with context parallelism (cp > 1); else false with why. The rule
+ * ps_framework_runs applies to every layer and the search to the TP degrees it tries (PS_FW_ANY: any tp >= 1). */
+bool ps_framework_tp_ok(ps_framework f, const ps_layer *l, int tp, int cp, int64_t i, char *why, size_t cap);
 /* Boundary s (0..parts) of n layers split into `parts` stages by DeepSpeed's partition_uniform: the split a
  * PS_FW_PART_UNIFORM framework makes, which the search then takes as the only partition. */
 int64_t ps_framework_uniform_cut(int64_t n, int parts, int s);
@@ -238,6 +243,10 @@ int64_t ps_framework_uniform_cut(int64_t n, int parts, int s);
  * (a TP degree that does not divide the GPUs, a ZeRO stage or schedule the framework does not run) is a wrong input,
  * PS_ERR_INPUT, not an infeasible search. ps_search_job_create checks it; a caller may first, to name its options. */
 ps_status ps_search_opts_check(const ps_search_opts *o, const ps_cluster *c) PS_NODISCARD;
+/* The part of ps_search_opts_check that needs no framework: o->fixed against cluster c, o->max_tp and a fixed global
+ * batch (a tp or pp that does not divide the GPUs, a micro-batch count that does not divide the batch or that plans
+ * are not simulated with), PS_ERR_INPUT naming the option as the command line spells it (--tp, --pp, --micro). */
+ps_status ps_search_fixed_check(const ps_search_opts *o, const ps_cluster *c) PS_NODISCARD;
 /* Model m and cluster c against o's framework, before searching: a model the framework does not build, a dtype it
  * does not train in, or a cluster without the attention kernel it runs (o->attention included) leaves no plan, so it
  * is a wrong input, PS_ERR_INPUT naming the rule. ps_search_job_create checks it; a caller may first. */

@@ -201,6 +201,10 @@ typedef struct {
     int cp;             /* the context-parallel degree of every strategy of the unit (1: none): one per plan */
     unsigned cp_kinds;  /* ... and its kinds (cp > 1): bit k for ps_cp_comm k. Ring and a2a change no layout (the
                            boundary activation is the same), so one unit holds both and the layer DP may mix them */
+    int rcn;            /* 0: that strategy as it is; n >= 1 (a full-recomputation strategy, recompute_partial):
+                           Megatron-LM's --recompute-method block, the strategy on the first n transformer layers of
+                           every model chunk and its twin without recomputation on the rest (the unit's columns 0
+                           and 1) */
 } outer;
 
 /* Schedule kinds one job tries: a list naming each kind of schedules/ once fits (it has 10); names past this are
@@ -329,14 +333,9 @@ ps_strategy ps_search_fw_layer(const ps_search_opts *o, const ps_layer *l, const
 
 bool ps_search_fw_tp_ok(const ps_search_opts *o, const ps_model *m, int tp, int cp)
 {
-    const ps_framework_rules *r = ps_framework_get((ps_framework)o->framework);
-    if (!r) return true;
-    for (int64_t i = 0; i < m->n_layers; i++) {
-        const ps_layer *l = &m->layers[i];
-        if (r->kv_heads_div_tp && ps_layer_has_attention(l->kind) && l->kv_heads % tp) return false;
-        if (r->seq_tp_multiple > 1 && l->seq % ((int64_t)r->seq_tp_multiple * tp * cp)) return false;
-        if (cp > 1 && r->cp_seq_multiple > 1 && l->seq % ((int64_t)r->cp_seq_multiple * cp)) return false;
-    }
+    if (o->framework == PS_FW_ANY) return true;
+    for (int64_t i = 0; i < m->n_layers; i++)
+        if (!ps_framework_tp_ok((ps_framework)o->framework, &m->layers[i], tp, cp, i, NULL, 0)) return false;
     return true;
 }
 
@@ -452,7 +451,8 @@ enum {
     PS_IDX_BALANCED = PS_IDX_TIME + 4,
     PS_IDX_MEMORY = PS_IDX_TIME + 6,
     PS_IDX_LIGHT = PS_IDX_TIME + 8,
-    PS_IDX_SPLIT2 = PS_IDX_TIME + 10
+    PS_IDX_PIPE = PS_IDX_TIME + 10,
+    PS_IDX_SPLIT2 = PS_IDX_TIME + 12
 };
 _Static_assert(PS_IDX_SPLIT2 + PS_SEARCH_MAX_STRATS <= PS_IDX_STRIDE,
                "candidate variants must fit the index stride");
@@ -524,12 +524,14 @@ typedef struct {
     int pp, strat;  /* ... and the unit's one strategy (outer.strat) */
     int cp;         /* ... and its context parallelism */
     unsigned cp_kinds;
+    bool pair;      /* ... with its twin without recomputation (outer.rcn > 0): the same for every n */
 } layer_tables;
 
 /* The sums of a stage table row after some layers (search step 3). */
 typedef struct {
     double tt, sm, am, tm, exm, sync, bwd;
     int64_t blocks;
+    int64_t att; /* transformer layers (ps_layer_has_attention): what Megatron's block recomputation counts */
 } stage_acc;
 
 /* A unit's scratch: nothing in it outlives the unit that wrote it. Every buffer is sized by the unit that needs it
@@ -799,6 +801,9 @@ typedef struct {
     const char *sched;        /* its schedule kind's name: what plans and schedules/ take */
     const strat *S;           /* its strategies (scratch S) */
     int nS, n_layouts;
+    int nC;                   /* the candidates among them: nS, or 1 for a block-recomputation unit (rcn), whose
+                                 two columns make one candidate */
+    int64_t rcn;              /* outer.rcn */
     const ps_strategy *lay_rep;
     int64_t L, width, global_mb, micro;
     int K, G;                 /* stages, and stage groups with their own layer tables (1 when uni) */
@@ -807,6 +812,36 @@ typedef struct {
     const double *cap_mem;    /* [G] (scratch cap_mem) */
     const double *inflight;   /* [K] (scratch inflight), from the stage tables on */
 } unit_ctx;
+
+/* The column of a layer in the unit's tables for candidate s, after `att` transformer layers of its model chunk: a
+ * block-recomputation unit (rcn) runs the twin without recomputation (column 1) past the first rcn of every chunk
+ * ([M] megatron/core/recompute.py checkpointed_forward, method 'block': layer_idx < recompute_num_layers of the
+ * chunk's own TransformerBlock). Layers that are not transformer layers are never recomputed under the framework
+ * (ps_search_fw_layer): either column prices them alike. */
+static int col_of(const unit_ctx *x, int s, bool att_layer, int64_t att)
+{
+    return x->rcn > 0 && att_layer && att >= x->rcn ? 1 : s;
+}
+
+/* A plan of a block-recomputation unit: every chunk of plan->cuts (pp x vpp of them) past its first rcn transformer
+ * layers runs the twin. Returns whether some chunk holds more than rcn of them: else the plan is the full unit's
+ * (every layer recomputed), costed there, and not one of this unit. */
+static bool apply_rcn(const unit_ctx *x, ps_plan *plan)
+{
+    bool own = false;
+    for (int k = 0; k < plan->pp * plan->vpp; k++) {
+        int64_t att = 0;
+        for (int64_t l = plan->cuts[k]; l < plan->cuts[k + 1]; l++) {
+            bool a = ps_layer_has_attention(x->m->layers[l].kind);
+            if (col_of(x, 0, a, att) == 1) {
+                plan->layer[l] = x->S[1].s;
+                own = true;
+            }
+            att += a;
+        }
+    }
+    return own;
+}
 
 /* Megatron's even split over K stages (ps_plan_uniform's rule). False when the model has too few layers. It depends on
  * K alone, so each worker keeps the last one instead of building a plan per candidate. */
@@ -846,8 +881,22 @@ static ps_status plan_from_cuts(const unit_ctx *x, const int64_t *cuts, const in
         int s = arg[((size_t)k * x->N + (size_t)cuts[k]) * x->N + (size_t)cuts[k + 1]];
         for (int64_t l = cuts[k]; l < cuts[k + 1]; l++) plan->layer[l] = x->S[s].s;
     }
+    if (x->rcn > 0) apply_rcn(x, plan);
     plan->mbs = x->global_mb / plan->layer[0].dp;
     return PS_OK;
+}
+
+/* Whether the partition gives a block-recomputation unit's plan of its own: some stage holds more than rcn transformer
+ * layers (apply_rcn). Always for other units. */
+static bool rcn_own(const unit_ctx *x, const int64_t *cuts)
+{
+    if (x->rcn <= 0) return true;
+    for (int k = 0; k < x->K; k++) {
+        int64_t att = 0;
+        for (int64_t l = cuts[k]; l < cuts[k + 1]; l++) att += ps_layer_has_attention(x->m->layers[l].kind);
+        if (att > x->rcn) return true;
+    }
+    return false;
 }
 
 /* Galvatron-BMW Sec. IV-A: one strategy per layer of each stage, fastest under the stage's memory budget, with
@@ -978,6 +1027,7 @@ static ps_status cost_partition(worker *w, const unit_ctx *x, const int64_t *cut
 {
     const ps_model *m = x->m;
     const ps_search_opts *o = x->o;
+    if (!rcn_own(x, cuts)) return PS_OK; /* the full unit's plan */
     /* the busiest stage's compute, and the pipeline bound of the stages' fastest F + B passes */
     double busiest = 0, *u = w->sc.dmem;
     size_t GL = (size_t)(x->uni ? 1 : x->K) * (size_t)m->n_layers;
@@ -1091,7 +1141,8 @@ static ps_status order_shape_get(worker *w, const unit_ctx *x, const order_shape
     return PS_OK;
 }
 
-/* Whether a chunked plan with one strategy (index s) fits, before costing it: each device's memory added up as
+/* Whether a chunked plan with one strategy (index s; in a block-recomputation unit, its twin past the first rcn
+ * transformer layers of every chunk) fits, before costing it: each device's memory added up as
  * ps_cost_plan does (static + activation peak of the order + largest transient + reserve) from the layer tables, the
  * activation peak from the order's peak points (ps_sched_peak_points) instead of a simulation. The sums may round
  * differently from ps_cost_plan's, so only a device over its capacity by more than a relative 1e-9 counts; such a
@@ -1116,8 +1167,11 @@ static ps_status chunked_fits(worker *w, const unit_ctx *x, const order_shape **
         int dev = sh->stage_dev[st];
         size_t g = x->uni ? 0 : (size_t)dev;
         double sst = 0, a = 0;
+        int64_t att = 0;
         for (int64_t l = plan->cuts[st]; l < plan->cuts[st + 1]; l++) {
-            size_t e = g * x->LS + (size_t)l * (size_t)x->nS + (size_t)s;
+            bool at = ps_layer_has_attention(x->m->layers[l].kind);
+            size_t e = g * x->LS + (size_t)l * (size_t)x->nS + (size_t)col_of(x, s, at, att);
+            att += at;
             sst += lt->st[e];
             a += lt->act[e];
             tmp[dev] = fmax(tmp[dev], lt->tmp[e]);
@@ -1158,7 +1212,8 @@ static ps_status layer_tables_build(worker *w, const unit_ctx *x)
     layer_tables *lt = &w->lt;
     const outer *oc = x->oc;
     if (lt->valid && lt->gbs == oc->gbs && lt->pp == oc->pp && lt->micro == oc->micro && lt->strat == oc->strat &&
-        lt->cp == oc->cp && lt->cp_kinds == oc->cp_kinds)
+        lt->cp == oc->cp && lt->cp_kinds == oc->cp_kinds &&
+        lt->pair == (oc->rcn > 0))
         return PS_OK;
     lt->valid = false; /* until they are whole again */
     size_t n = (size_t)x->G * x->LS, GL = (size_t)x->G * (size_t)x->L;
@@ -1225,6 +1280,7 @@ static ps_status layer_tables_build(worker *w, const unit_ctx *x)
     lt->strat = oc->strat;
     lt->cp = oc->cp;
     lt->cp_kinds = oc->cp_kinds;
+    lt->pair = oc->rcn > 0;
     return PS_OK;
 }
 
@@ -1273,18 +1329,19 @@ static ps_status search_chunked(worker *w, const unit_ctx *x)
     /* the framework's own splits (DeepSpeed: two), else Megatron's even split (ps_plan_uniform's) */
     int n_split = 1, stages = oc->pp * oc->vpp;
     if (framework_split(x->o)) PS_TRY(framework_splits(w, x->o, m, stages, &n_split));
-    for (int s = 0; s < x->nS; s++) {
+    for (int s = 0; s < x->nC; s++) {
         const ps_strategy *sv = &x->S[s].s;
         bool ok = true;
         double fbs = 0, stat = 0;
         for (int64_t l = 0; l < x->L && ok; l++) {
             ok = ps_search_layer_allows(&m->layers[l], sv);
             double f1 = INFINITY, s1 = INFINITY;
-            for (int g = 0; g < x->G; g++) {
-                size_t e = (size_t)g * x->LS + (size_t)l * (size_t)x->nS + (size_t)s;
-                f1 = fmin(f1, lt->fb[e]);
-                s1 = fmin(s1, lt->st[e]);
-            }
+            for (int g = 0; g < x->G; g++)
+                for (int c = s; c <= (x->rcn > 0 ? 1 : s); c++) { /* a block-recomputation unit: either column */
+                    size_t e = (size_t)g * x->LS + (size_t)l * (size_t)x->nS + (size_t)c;
+                    f1 = fmin(f1, lt->fb[e]);
+                    s1 = fmin(s1, lt->st[e]);
+                }
             fbs += f1;
             stat += s1;
         }
@@ -1307,6 +1364,10 @@ static ps_status search_chunked(worker *w, const unit_ctx *x)
             if (framework_split(x->o))
                 memcpy(plan.cuts, w->sc.parts + (size_t)k * (size_t)(stages + 1),
                        (size_t)(stages + 1) * sizeof *plan.cuts);
+            if (x->rcn > 0 && !apply_rcn(x, &plan)) { /* no chunk holds more than rcn: the full unit's plan */
+                ps_plan_free(&plan);
+                continue;
+            }
             bool fits = true;
             ps_status mst = chunked_fits(w, x, &sh, &plan, s, &fits);
             if (mst != PS_OK || !fits) {
@@ -1408,7 +1469,7 @@ static ps_status stage_tables_build(worker *w, const unit_ctx *x)
                 j0 = run_last + 2;
             }
             bool record = uni && i >= 1 && i == run_first;
-            for (int s = 0; s < nS; s++) {
+            for (int s = 0; s < x->nC; s++) {
                 stage_acc a = {0};
                 size_t sn = (size_t)s * (size_t)(L + 1);
                 if (in_run) {
@@ -1426,7 +1487,8 @@ static ps_status stage_tables_build(worker *w, const unit_ctx *x)
                     n_live += live[q];
                 }
                 for (int64_t j = j0; j <= L && n_live > 0; j++) {
-                    size_t e = (size_t)g * LS + (size_t)(j - 1) * (size_t)nS + (size_t)s;
+                    bool att = ps_layer_has_attention(m->layers[j - 1].kind);
+                    size_t e = (size_t)g * LS + (size_t)(j - 1) * (size_t)nS + (size_t)col_of(x, s, att, a.att);
                     /* one run of overlapped layers: its ends exposed once (the largest layer's); the gradient
                      * synchronisation apart (below) */
                     a.tt += lt->t[e] - lt->sy[e] / micro - a.exm;
@@ -1438,6 +1500,7 @@ static ps_status stage_tables_build(worker *w, const unit_ctx *x)
                     a.am += lt->act[e];
                     a.tm = fmax(a.tm, lt->tmp[e]);
                     a.blocks += ps_layer_is_block(m->layers[j - 1].kind);
+                    a.att += att;
                     if (!isfinite(a.tt)) break;
                     if (record && j <= run_last + 1) {
                         snap[sn + (size_t)(j - i)] = a;
@@ -1489,12 +1552,12 @@ static ps_status search_partitions(worker *w, const unit_ctx *x)
     int K = x->K;
     size_t N = x->N;
     int64_t base = x->index * PS_IDX_STRIDE;
-    PS_TRY(SCRATCH(w, parts, 4 * ((size_t)K + 1)));
-    int64_t *pt = w->sc.parts, *pe = pt + K + 1, *pb = pe + K + 1, *pm = pb + K + 1;
+    PS_TRY(SCRATCH(w, parts, 5 * ((size_t)K + 1)));
+    int64_t *pt = w->sc.parts, *pe = pt + K + 1, *pb = pe + K + 1, *pm = pb + K + 1, *pw = pm + K + 1;
     ps_pdp_problem tp_prob = {K, (int)x->L, w->sc.C, (double)(x->micro - 1), INFINITY};
     ps_pdp_problem mp_prob = {K, (int)x->L, w->sc.Cm, 0, INFINITY};
     double tbest = INFINITY, mbest = INFINITY;
-    bool have_e = false, have_b = false;
+    bool have_e = false, have_b = false, have_w = false;
     bool fw_split = framework_split(o);
     if (fw_split) {
         /* a framework that splits the layers itself: its split is the only partition (and its "even split") */
@@ -1527,8 +1590,17 @@ static ps_status search_partitions(worker *w, const unit_ctx *x)
                          !(have_e && memcmp(pb, pe, ((size_t)K + 1) * sizeof *pb) == 0);
             }
         }
+        if (isfinite(tbest) && K > 1) {
+            /* the DP's objective charges every stage's fill; the pipeline's makespan only the stages before the
+             * busiest one (ps_pdp_pipeline_objective): from the DP's partition, the walk that lowers the latter */
+            memcpy(pw, pt, ((size_t)K + 1) * sizeof *pw);
+            size_t row = ((size_t)K + 1) * sizeof *pw;
+            have_w = ps_pdp_pipeline_walk(&tp_prob, pw) && !(have_e && memcmp(pw, pe, row) == 0) &&
+                     !(have_b && memcmp(pw, pb, row) == 0);
+        }
     }
     if (!isfinite(tbest) && !isfinite(mbest) && !have_e) {
+        if (x->rcn > 0) return PS_OK; /* the full unit costs its lightest plan */
         int light = -1;
         for (int s = x->nS - 1; s >= 0 && light < 0; s--)
             if (model_allows(m, &x->S[s].s)) light = s;
@@ -1541,7 +1613,7 @@ static ps_status search_partitions(worker *w, const unit_ctx *x)
         return evaluate(w, x->cp, m, x->c, o, &plan, base + PS_IDX_LIGHT, EV_TOP);
     }
     if (o->objective == PS_SEARCH_MEMORY) {
-        if (isfinite(mbest)) {
+        if (isfinite(mbest) && rcn_own(x, pm)) {
             ps_plan plan;
             PS_TRY(plan_from_cuts(x, pm, w->sc.Cmarg, &plan));
             PS_TRY(evaluate(w, x->cp, m, x->c, o, &plan, base + PS_IDX_MEMORY, EV_TOP));
@@ -1555,7 +1627,75 @@ static ps_status search_partitions(worker *w, const unit_ctx *x)
         PS_TRY(cost_partition(w, x, pt, base + PS_IDX_TIME, EV_TOP | (same_te ? EV_EVEN : 0)));
     if (have_e && !same_te) PS_TRY(cost_partition(w, x, pe, base + PS_IDX_EVEN, EV_TOP | EV_EVEN));
     if (have_b) PS_TRY(cost_partition(w, x, pb, base + PS_IDX_BALANCED, EV_TOP));
+    if (have_w) PS_TRY(cost_partition(w, x, pw, base + PS_IDX_PIPE, EV_TOP));
     return PS_OK;
+}
+
+/* Whether no stage holding more than rcn transformer layers fits its GPUs, so that every plan of a block-recomputation
+ * unit is the full unit's: such a stage holds rcn + 1 of them, one at least without recomputation, so it needs at
+ * least (rcn + 1) x the least static + in-flight activation bytes of a recomputed one, plus the least extra
+ * activations of one not recomputed, plus the reserve (its other layers only add). Skipping such units keeps the n
+ * tried to those a stage can exceed (a 405B model's pp 32 stages fit about 5 layers, not the 94 the layer count
+ * allows). The factor keeps a stage the stage tables' sums would let fit. */
+static bool rcn_beyond_fit(const worker *w, const unit_ctx *x)
+{
+    const layer_tables *lt = &w->lt;
+    double per = INFINITY, more = INFINITY, cap = 0, f = INFINITY;
+    for (int k = 0; k < x->K; k++) f = fmin(f, x->inflight[k]);
+    for (int g = 0; g < x->G; g++) {
+        cap = fmax(cap, x->cap_mem[g]);
+        for (int64_t l = 0; l < x->L; l++) {
+            if (!ps_layer_has_attention(x->m->layers[l].kind)) continue;
+            size_t e = (size_t)g * x->LS + (size_t)l * (size_t)x->nS;
+            per = fmin(per, lt->st[e] + f * lt->act[e]);
+            more = fmin(more, fmax(0, f * (lt->act[e + 1] - lt->act[e])));
+        }
+    }
+    if (!(per > 0) || !isfinite(per) || !isfinite(more)) return false;
+    return ((double)x->rcn + 1) * per + more > (cap - x->cp->reserve_bytes) * (1 + 1e-9);
+}
+
+/* Whether some stage holding more than rcn transformer layers fits, by the stage tables (finite entries): else every
+ * partition the DPs can return is the full unit's (rcn_own), and they are not run. */
+static bool rcn_stage_fits(const worker *w, const unit_ctx *x)
+{
+    size_t N = x->N;
+    for (int64_t i = 0; i < x->L; i++) {
+        int64_t att = 0;
+        for (int64_t j = i + 1; j <= x->L; j++) {
+            att += ps_layer_has_attention(x->m->layers[j - 1].kind);
+            if (att <= x->rcn) continue;
+            for (int k = 0; k < x->K; k++)
+                if (isfinite(w->sc.C[((size_t)k * N + (size_t)i) * N + (size_t)j])) return true;
+        }
+    }
+    return false;
+}
+
+/* A block-recomputation unit's own plans (rcn_own) have a chunk of more than rcn transformer layers, so a device
+ * computes at least rcn recomputed ones and one more per micro-batch, and every other chunk recomputes at least one:
+ * rcn + chunks - 1 recomputed layers in all, each costing at least the least extra time of recomputation. Bounds as in
+ * prunable (each layer's fastest over stage groups); large n, whose chunk alone outlasts the plans found, go here. */
+static bool rcn_prunable(const worker *w, const unit_ctx *x)
+{
+    const layer_tables *lt = &w->lt;
+    double full = INFINITY, none = INFINITY, extra = INFINITY, tot = 0;
+    const double *lmin = lt->lmin;
+    for (int64_t l = 0; l < x->L; l++) {
+        double f1 = INFINITY;
+        for (int g = 0; g < x->G; g++) f1 = fmin(f1, lmin[(size_t)g * (size_t)x->L + (size_t)l]);
+        tot += f1;
+        if (!ps_layer_has_attention(x->m->layers[l].kind)) continue;
+        for (int g = 0; g < x->G; g++) {
+            size_t e = (size_t)g * x->LS + (size_t)l * (size_t)x->nS;
+            full = fmin(full, lt->fb[e]);
+            none = fmin(none, lt->fb[e + 1]);
+            extra = fmin(extra, fmax(0, lt->fb[e] - lt->fb[e + 1]));
+        }
+    }
+    double chunks = (double)x->K * x->oc->vpp, n = (double)x->rcn;
+    double lb = fmax(n * full + none, (tot + (n + chunks - 1) * extra) / (double)x->K);
+    return isfinite(lb) && prunable(w, x->o, x->oc->gbs, (double)x->micro * lb, EV_TOP | EV_EVEN);
 }
 
 /* Search one unit (a batch, pipeline degree, schedule and micro-batch count): its strategies, then the steps above. */
@@ -1582,8 +1722,17 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
         w->sc.S[0] = (strat){.s = w->sc.S[oc->strat].s, .layout = 0};
         w->sc.lay_rep[0] = w->sc.S[0].s;
         x.nS = x.n_layouts = 1;
+        if (oc->rcn > 0) {
+            /* Megatron-LM's block recomputation: the twin without recomputation, in the same layout (column 1) */
+            if (w->sc.S[0].s.ckpt != PS_RECOMP_FULL) return PS_OK;
+            w->sc.S[1] = w->sc.S[0];
+            w->sc.S[1].s.ckpt = PS_RECOMP_NONE;
+            x.nS = 2;
+            x.rcn = oc->rcn;
+        }
     }
     if (x.nS == 0) return PS_OK;
+    x.nC = x.rcn > 0 ? 1 : x.nS;
     /* --dp-overlap off: the same space, priced for a framework that does not overlap its DP collectives; under a
      * framework, each strategy as the framework runs it (build_strategies set dp_no_overlap) */
     x.S = w->sc.S;
@@ -1608,6 +1757,10 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
     }
     x.cap_mem = w->sc.cap_mem;
     PS_TRY(layer_tables_build(w, &x));
+    if (x.rcn > 0 && rcn_prunable(w, &x)) {
+        w->r.pruned++;
+        return PS_OK;
+    }
     if (oc->vpp > 1) return search_chunked(w, &x);
     const ps_framework_rules *fw = ps_framework_get((ps_framework)o->framework);
     if (fw && fw->uniform && fw->partition == PS_FW_PART_UNIFORM) return search_chunked(w, &x);
@@ -1625,7 +1778,9 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
         w->sc.inflight[k] = sh->off[dev + 1] > sh->off[dev] ? sh->pts[sh->off[dev]] : 0;
     }
     x.inflight = w->sc.inflight;
+    if (x.rcn > 0 && rcn_beyond_fit(w, &x)) return PS_OK;
     PS_TRY(stage_tables_build(w, &x));
+    if (x.rcn > 0 && !rcn_stage_fits(w, &x)) return PS_OK;
     return search_partitions(w, &x);
 }
 
@@ -1755,32 +1910,42 @@ static bool framework_runs_kind(const ps_framework_rules *fw, int kind, char *wh
     return listed && chunks <= fw->max_vpp;
 }
 
+ps_status ps_search_fixed_check(const ps_search_opts *o, const ps_cluster *c)
+{
+    const ps_search_fixed *f = &o->fixed;
+    int64_t g = c->n_gpus;
+    /* named as the command line gives them (the fields are the user's: ps_search_fixed) */
+    if (f->tp > 0) {
+        PS_CHECK_INPUT(g % f->tp == 0, "option --tp %d does not divide the %lld GPUs of %s", f->tp, (long long)g,
+                       c->name);
+        PS_CHECK_INPUT(o->max_tp <= 0 || f->tp <= o->max_tp, "option --tp %d is above --max-tp %d", f->tp, o->max_tp);
+    }
+    if (f->pp > 0) {
+        PS_CHECK_INPUT(g % f->pp == 0, "option --pp %d does not divide the %lld GPUs of %s", f->pp, (long long)g,
+                       c->name);
+        PS_CHECK_INPUT(f->pp <= PS_SEARCH_MAX_PP, "option --pp %d is above the %d pipeline stages the search takes",
+                       f->pp, PS_SEARCH_MAX_PP);
+        PS_CHECK_INPUT(f->tp <= 0 || g % ((int64_t)f->tp * f->pp) == 0,
+                       "options --tp %d x --pp %d = %lld GPUs per replica do not divide the %lld GPUs of %s", f->tp,
+                       f->pp, (long long)f->tp * f->pp, (long long)g, c->name);
+    }
+    PS_CHECK_INPUT(f->zero <= 3, "ZeRO stage %d: expected 0-3", f->zero);
+    PS_CHECK_INPUT(f->recompute <= PS_RECOMP_FULL, "recompute kind %d: expected none, selective or full", f->recompute);
+    if (f->micro > 0) {
+        PS_CHECK_INPUT(f->micro <= PS_PLAN_MAX_MICRO_BATCHES, "option --micro %lld: plans are simulated with at "
+                       "most %d micro-batches per iteration", (long long)f->micro, PS_PLAN_MAX_MICRO_BATCHES);
+        PS_CHECK_INPUT(o->gbs_lo != o->gbs_hi || o->gbs_lo % f->micro == 0, "option --micro %lld does not divide the "
+                       "global batch of %lld samples (--gbs)", (long long)f->micro, (long long)o->gbs_lo);
+    }
+    return PS_OK;
+}
+
 ps_status ps_search_opts_check(const ps_search_opts *o, const ps_cluster *c)
 {
     PS_CHECK_INPUT(o->framework >= PS_FW_ANY && o->framework < PS_FW_COUNT, "unknown framework %d", o->framework);
     const ps_search_fixed *f = &o->fixed;
     const ps_framework_rules *fw = ps_framework_get((ps_framework)o->framework);
-    int64_t g = c->n_gpus;
-    if (f->tp > 0) {
-        PS_CHECK_INPUT(g % f->tp == 0, "tensor-parallel degree %d does not divide the %lld GPUs of %s", f->tp,
-                       (long long)g, c->name);
-        PS_CHECK_INPUT(o->max_tp <= 0 || f->tp <= o->max_tp, "tensor-parallel degree %d is above the largest tried, %d",
-                       f->tp, o->max_tp);
-    }
-    if (f->pp > 0) {
-        PS_CHECK_INPUT(f->pp <= PS_SEARCH_MAX_PP, "pipeline degree %d is above the %d the search supports", f->pp,
-                       PS_SEARCH_MAX_PP);
-        PS_CHECK_INPUT(g % f->pp == 0, "pipeline degree %d does not divide the %lld GPUs of %s", f->pp, (long long)g,
-                       c->name);
-        PS_CHECK_INPUT(f->tp <= 0 || g % ((int64_t)f->tp * f->pp) == 0,
-                       "tp %d x pp %d does not divide the %lld GPUs of %s", f->tp, f->pp, (long long)g, c->name);
-    }
-    PS_CHECK_INPUT(f->zero <= 3, "ZeRO stage %d: expected 0-3", f->zero);
-    PS_CHECK_INPUT(f->recompute <= PS_RECOMP_FULL, "recompute %s: the search chooses among none, selective and full "
-                   "(op, torchtitan's per-op checkpointing, is priced by psearch estimate --recompute op)",
-                   ps_recompute_name(f->recompute));
-    PS_CHECK_INPUT(f->micro <= PS_PLAN_MAX_MICRO_BATCHES, "%lld micro-batches per iteration: plans are simulated with "
-                   "at most %d", (long long)f->micro, PS_PLAN_MAX_MICRO_BATCHES);
+    PS_TRY(ps_search_fixed_check(o, c));
     if (!fw) return PS_OK;
     if (f->zero >= 0) {
         bool with = fw->zero_pp[f->zero] && f->pp != 1, without = fw->zero[f->zero] && f->pp <= 1;
@@ -1876,6 +2041,16 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
      * width, so that the stage tables and partition DPs of each unit see that strategy alone (chunked kinds take
      * one strategy for all layers already). */
     bool per_strat = fw && fw->uniform && fw->partition == PS_FW_PART_ANY;
+    /* Megatron-LM's --recompute-method block (ps_framework_rules.recompute_partial): beside every full-recomputation
+     * strategy's units, one per n, its first n transformer layers of every model chunk recomputed and the rest not
+     * (not with a fixed recomputation, which every layer must have) */
+    bool partial = per_strat && fw->recompute_partial && o->fixed.recompute < 0;
+    strat *sv = per_strat ? ps_calloc(PS_SEARCH_MAX_STRATS, sizeof *sv) : NULL;
+    ps_strategy lay[PS_SEARCH_MAX_LAYOUTS];
+    if (per_strat && !sv) {
+        free(j);
+        return PS_FAIL(PS_ERR_SYSTEM, "out of memory listing strategies");
+    }
     ps_attn attn[2];
     int n_attn = ps_search_fw_attention(o, c, attn);
     const int k_1f1b = ps_sched_kind_find("1f1b"); /* the one kind tried without a pipeline */
@@ -1884,14 +2059,17 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
     int npp = 0;
     int64_t *pps = divisors(c->n_gpus, &npp);
     if (!pps) {
+        free(sv);
         free(j);
         return PS_ERR_SYSTEM;
     }
-    int64_t blocks = count_blocks(m);
+    int64_t blocks = count_blocks(m), att = 0;
+    for (int64_t i = 0; i < m->n_layers; i++) att += ps_layer_has_attention(m->layers[i].kind);
     /* the context-parallel choices of a pipeline degree: cp 1 first, then every degree and kind that may run */
     cp_choice *cpc = ps_calloc(2 * (size_t)npp + 2, sizeof *cpc);
     if (!cpc) {
         free(pps);
+        free(sv);
         free(j);
         return PS_ERR_SYSTEM;
     }
@@ -1923,31 +2101,46 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
                 f.cp_kinds = cpc[ci].kinds;
                 int n_strat = 1, nl = 0;
                 if (per_strat || f.cp > 1) {
-                    n_strat = build_strategies(c->n_gpus / pp, gbs / micro, &f, attn, n_attn, NULL,
-                                               PS_SEARCH_MAX_STRATS, &nl, NULL);
+                    n_strat = build_strategies(c->n_gpus / pp, gbs / micro, &f, attn, n_attn, sv,
+                                               PS_SEARCH_MAX_STRATS, &nl, lay);
                     /* context parallelism no strategy of which can win here (strat_filter.cp_dominated_out) */
                     if (n_strat < 1 && f.cp > 1) continue;
                     if (n_strat < 1 || !per_strat) n_strat = 1; /* one unit still, which finds no strategy */
                 }
-                for (int k = 0; k < n_strat * nk && st == PS_OK; k++) {
-                    int s = k % nk, one = per_strat ? k / nk : -1;
+                /* per strategy, its units of every kind, then (block recomputation) its units of every n: units
+                 * of one strategy share the layer tables, those of its n their pair of columns */
+                for (int k = 0; k < n_strat * 2 * nk && st == PS_OK; k++) {
+                    int s = k % nk, one = per_strat ? k / (2 * nk) : -1, rpass = k / nk % 2;
                     int vpp = ps_sched_kind_default_chunks(j->kinds[s]); /* chunked kinds: 2 */
                     if (pp * vpp > blocks || (pp == 1 && j->kinds[s] != k_1f1b)) continue; /* pp 1: one */
                     /* beyond the caps on micro-batches (x stages) the cost model refuses a plan: not a candidate */
                     if (!ps_plan_size_ok(micro, pp * vpp)) continue;
-                    /* chunked kinds search every strategy (each for all layers) in one unit */
-                    if (vpp > 1 && one > 0) continue;
-                    if (vpp > 1) one = -1;
-                    if (n == cap) {
-                        outer *nc = realloc(cands, 2 * cap * sizeof *cands);
-                        if (!nc) {
-                            st = PS_FAIL(PS_ERR_SYSTEM, "out of memory listing candidates");
-                            break;
-                        }
-                        cands = nc;
-                        cap *= 2;
+                    int64_t n_lo = 0, n_hi = 0; /* the unit's rcn: 0, or block recomputation of n_lo..n_hi */
+                    if (rpass == 1) {
+                        if (!partial || one < 0 || sv[one].s.ckpt != PS_RECOMP_FULL) continue;
+                        /* n below the transformer layers of the largest chunk a split can make: every other
+                         * chunk holds one (any partition), or Megatron's even split (chunked kinds, whose
+                         * split is that) */
+                        int64_t chunks = pp * vpp;
+                        n_lo = 1;
+                        n_hi = vpp > 1 ? (att + chunks - 1) / chunks - 1 : att - chunks;
+                    } else {
+                        /* chunked kinds search every strategy (each for all layers) in one unit */
+                        if (vpp > 1 && one > 0) continue;
+                        if (vpp > 1) one = -1;
                     }
-                    cands[n++] = (outer){gbs, micro, (int)pp, vpp, j->kinds[s], one, f.cp, f.cp_kinds};
+                    for (int64_t rn = n_lo; rn <= n_hi && st == PS_OK; rn++) {
+                        if (n == cap) {
+                            outer *nc = realloc(cands, 2 * cap * sizeof *cands);
+                            if (!nc) {
+                                st = PS_FAIL(PS_ERR_SYSTEM, "out of memory listing candidates");
+                                break;
+                            }
+                            cands = nc;
+                            cap *= 2;
+                        }
+                        cands[n++] = (outer){gbs, micro, (int)pp, vpp, j->kinds[s], one, f.cp, f.cp_kinds, (int)rn};
+                    }
                 }
               }
             }
@@ -1955,6 +2148,7 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
     }
     free(pps);
     free(cpc);
+    free(sv);
     j->units = cands;
     j->n = (int64_t)n;
     if (st == PS_OK && !(j->work = ps_calloc(n + 1, sizeof *j->work))) st = PS_ERR_SYSTEM;

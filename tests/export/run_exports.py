@@ -252,6 +252,13 @@ CASES = {
         ("memory_objective_as_run", ["search", "--model", "gpt3-2.7b", "--cluster", "dgx-a100-40g:1", "--gbs", "64",
                                      "--objective", "memory", "--schedules", "1f1b"], no_edge_recompute,
          ["--vocab-pad", "1024"], None, False),
+        # Megatron-LM's block recomputation from the search: activation-bound, the best plan recomputes the first 2
+        # of the 4 layers (test_search_framework's test_block_recompute_n: 0 and 1 do not fit, 3 is slower)
+        ("search_block_recompute", ["search", "--model", "@DATA@/models/good/tiny-gpt-48k.json", "--cluster",
+                                    "dgx-a100-40g:1", "--gbs", "16", "--tp", "1", "--mbs", "2", "--cp", "1"], None,
+         ["--vocab-pad", "1024"], None, True,
+         [Expect.has("--recompute-granularity", "full"), Expect.has("--recompute-method", "block"),
+          Expect.has("--recompute-num-layers", "2")]),
         ("refuse_per_layer", ["search", "--model", "gpt3-1.3b", "--cluster", "dgx-a100-40g:1", "--gbs", "64"], None,
          ["--vocab-pad", "1024"], r"one strategy for the whole model", False),
         ("refuse_fsdp_pp", ["estimate", *H100_4, "--tp", "2", "--pp", "2", "--seq-parallel", "--zero", "3", "--gbs",

@@ -332,6 +332,90 @@ static void test_balance_walk(void **state)
     }
 }
 
+/* The pipeline objective, written here from its definition: stage d waits for the stages before it once, then runs
+ * every micro-batch (weight_max + 1 of them); the largest such finish over d. */
+static double pipeline_eval(const ps_pdp_problem *p, const int64_t *cuts)
+{
+    size_t N = (size_t)p->n_layers + 1;
+    double worst = 0;
+    for (int d = 0; d < p->n_stages; d++) {
+        double before = 0;
+        for (int k = 0; k < d; k++) before += p->cost[((size_t)k * N + (size_t)cuts[k]) * N + (size_t)cuts[k + 1]];
+        double c = p->cost[((size_t)d * N + (size_t)cuts[d]) * N + (size_t)cuts[d + 1]];
+        if (!isfinite(c)) return INFINITY;
+        worst = fmax(worst, before + (p->weight_max + 1) * c);
+    }
+    return worst;
+}
+
+/* The pipeline walk: from the partition DP's optimum it ends feasible, never above where it started (and below when
+ * it says it moved), and no move of one boundary by one layer improves the end; the brute force's optimum is never
+ * above it. A hand case: 2 stages, 2 micro-batches, stage times growing by 1 per layer except a dear last layer:
+ * the DP's balanced split is left for a heavier first stage. */
+static void test_pipeline_walk(void **state)
+{
+    (void)state;
+    ps_pdp_ws *ws;
+    assert_int_equal(ps_pdp_create(&ws), PS_OK);
+    int moved = 0;
+    for (int trial = 0; trial < 400; trial++) {
+        int L = 2 + (int)(rnd() % 7), K = 2 + (int)(rnd() % 3);
+        double *cost = random_table(K, L, false);
+        ps_pdp_problem p = {K, L, cost, (double)(rnd() % 4), INFINITY};
+        double best;
+        int64_t cuts[9];
+        assert_int_equal(ps_pdp_solve(ws, &p, &best, cuts), PS_OK);
+        if (!isfinite(best)) {
+            free(cost);
+            continue;
+        }
+        double before = pipeline_eval(&p, cuts);
+        bool m = ps_pdp_pipeline_walk(&p, cuts);
+        double after = pipeline_eval(&p, cuts);
+        check_cuts(cuts, K, L);
+        assert_true(ps_pdp_pipeline_objective(&p, cuts) == after);
+        assert_true(m ? after < before : after == before);
+        moved += m;
+        for (int b = 1; b < K; b++)
+            for (int d = -1; d <= 1; d += 2) {
+                int64_t c2[9];
+                memcpy(c2, cuts, sizeof c2);
+                c2[b] += d;
+                if (c2[b] <= c2[b - 1] || c2[b] >= c2[b + 1]) continue;
+                assert_false(pipeline_eval(&p, c2) < after);
+            }
+        assert_false(brute_force(&p, pipeline_eval).best > after);
+        free(cost);
+    }
+    assert_true(moved > 0);
+    /* by hand: layers cost 1, 1, 1, 3 (a stage's time is the sum), 2 stages, 2 micro-batches. The DP minimises
+     * max + sum = max + 6: cuts {0, 3, 4} (3 | 3). The pipeline: {0, 3, 4}: max(2 x 3, 3 + 2 x 3) = 9; {0, 2, 4}:
+     * max(4, 2 + 8) = 10; {0, 1, 4}: max(2, 1 + 10) = 11: the DP's split stays. With costs 3, 1, 1, 1 the DP's
+     * {0, 1, 4} (3 | 3) gives max(6, 3 + 6) = 9, {0, 2, 4}: max(8, 4 + 4) = 8: the walk moves one layer to the
+     * first stage. */
+    static const double lay[2][4] = {{1, 1, 1, 3}, {3, 1, 1, 1}};
+    static const int64_t want[2][3] = {{0, 3, 4}, {0, 2, 4}};
+    for (int h = 0; h < 2; h++) {
+        double cost[2 * 5 * 5];
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i <= 4; i++)
+                for (int j = 0; j <= 4; j++) {
+                    double t = 0;
+                    for (int l = i; l < j; l++) t += lay[h][l];
+                    cost[(k * 5 + i) * 5 + j] = j > i ? t : INFINITY;
+                }
+        ps_pdp_problem p = {2, 4, cost, 1, INFINITY};
+        double best;
+        int64_t cuts[3];
+        assert_int_equal(ps_pdp_solve(ws, &p, &best, cuts), PS_OK);
+        assert_true(best == 9);
+        ps_pdp_pipeline_walk(&p, cuts);
+        assert_memory_equal(cuts, want[h], sizeof cuts);
+        assert_true(ps_pdp_pipeline_objective(&p, cuts) == (h ? 8 : 9));
+    }
+    ps_pdp_destroy(ws);
+}
+
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -361,6 +445,7 @@ int main(void)
         cmocka_unit_test(test_partition_dp_brute),
         cmocka_unit_test(test_minmax_dp_brute),
         cmocka_unit_test(test_balance_walk),
+        cmocka_unit_test(test_pipeline_walk),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
