@@ -28,7 +28,8 @@ static void plan_summary(char *buf, size_t cap, const ps_plan *p, const ps_model
     char cps[40] = ""; /* only where there is context parallelism, so other plans read as they always did */
     if (ps_strategy_cp(s) > 1) snprintf(cps, sizeof cps, " x cp %d (%s)", s->cp, ps_cp_comm_name(s->cp_comm));
     snprintf(buf, cap, "pp %d x tp %d%s x dp %d, ZeRO %d, recompute %s%s%s%s, %s, mbs %lld x %lld%s", p->pp, s->tp,
-             cps, s->dp, s->zero, rc, s->sp && s->tp > 1 ? ", SP" : "", s->overlap != PS_OVERLAP_NONE ? ", TP overlap " : "",
+             cps, s->dp, s->zero, rc, s->sp && s->tp > 1 ? ", SP" : "",
+             s->overlap != PS_OVERLAP_NONE ? ", TP overlap " : "",
              s->overlap != PS_OVERLAP_NONE ? ps_overlap_name(s->overlap) : "", p->schedule, (long long)p->mbs,
              (long long)ps_plan_micro_batches(p), uni ? "" : ", per-layer");
 }
