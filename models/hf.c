@@ -84,15 +84,10 @@ typedef struct {
     bool bias, dropout, tied, learned_positions;
 } causal_shape;
 
-static ps_status build_causal(hf_ctx *c, const causal_shape *s)
+/* A decoder block of a causal model's shape (dense; an MoE builder adds its experts to it). */
+static ps_layer causal_decoder(const causal_shape *s, int64_t seq)
 {
-    ps_layer e = base_layer(PS_LAYER_EMBED, s->h, c->seq);
-    e.vocab = s->vocab;
-    e.positions = s->learned_positions ? s->positions : 0;
-    e.dropout = s->dropout;
-    e.norm = s->norm;
-    PS_TRY(push(c, &e, 1, "embedding"));
-    ps_layer d = base_layer(PS_LAYER_DECODER, s->h, c->seq);
+    ps_layer d = base_layer(PS_LAYER_DECODER, s->h, seq);
     d.heads = s->heads;
     d.kv_heads = s->kv_heads;
     d.head_dim = s->head_dim;
@@ -102,6 +97,18 @@ static ps_status build_causal(hf_ctx *c, const causal_shape *s)
     d.act = s->act;
     d.bias = s->bias;
     d.dropout = s->dropout;
+    return d;
+}
+
+static ps_status build_causal(hf_ctx *c, const causal_shape *s)
+{
+    ps_layer e = base_layer(PS_LAYER_EMBED, s->h, c->seq);
+    e.vocab = s->vocab;
+    e.positions = s->learned_positions ? s->positions : 0;
+    e.dropout = s->dropout;
+    e.norm = s->norm;
+    PS_TRY(push(c, &e, 1, "embedding"));
+    ps_layer d = causal_decoder(s, c->seq);
     PS_TRY(push(c, &d, s->layers, "decoder layers"));
     ps_layer o = base_layer(PS_LAYER_LM_HEAD, s->h, c->seq);
     o.vocab = s->vocab;
@@ -235,16 +242,7 @@ static ps_status build_moe(hf_ctx *c, const causal_shape *s, const moe_shape *m)
     e.norm = s->norm;
     PS_TRY(push(c, &e, 1, "embedding"));
     for (int64_t i = 0; i < s->layers; i++) {
-        ps_layer d = base_layer(PS_LAYER_DECODER, s->h, c->seq);
-        d.heads = s->heads;
-        d.kv_heads = s->kv_heads;
-        d.head_dim = s->head_dim;
-        d.ffn_hidden = s->ffn;
-        d.attn_window = s->window;
-        d.norm = s->norm;
-        d.act = s->act;
-        d.bias = s->bias;
-        d.dropout = s->dropout;
+        ps_layer d = causal_decoder(s, c->seq);
         if (m->kv_lora > 0) {
             d.q_lora_rank = m->q_lora;
             d.kv_lora_rank = m->kv_lora;
