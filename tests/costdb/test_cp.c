@@ -93,6 +93,7 @@ static void test_token_share(void **state)
         assert_true(w.cp_comm[0] == 0 && w.cp_exposed[1] == 0);
     }
     ps_model_free(&m);
+    ps_cluster_free(&c);
 }
 
 /* Ring: cp - 1 K/V transfers forward, 2 (cp - 1) backward (K/V and dK/dV), each step the slower of one step of the
@@ -134,6 +135,8 @@ static void test_ring(void **state)
     assert_true(y.cp_exposed[0] > 0 && y.cp_exposed[0] < y.cp_comm[0]);
     assert_true(y.cp_exposed[1] > 0 && y.cp_exposed[1] < y.cp_comm[1]);
     ps_model_free(&m);
+    ps_cluster_free(&c);
+    ps_cluster_free(&c8);
 }
 
 /* a2a: forward all-to-alls of Q, K, V then of the output, backward of the output gradient then of dQ, dK, dV, all
@@ -162,6 +165,7 @@ static void test_a2a(void **state)
     ps_layer_cost r = cost(&p, &c, &l, PS_DTYPE_BF16, 2, s);
     assert_close(r.cp_comm[1], 2 * want, 1e-12);
     ps_model_free(&m);
+    ps_cluster_free(&c);
 }
 
 /* The gradient group is dp x cp (stride tp), and ZeRO shards over it. */
@@ -185,6 +189,7 @@ static void test_dp_group(void **state)
     assert_close(a.mem_params, P * 2 / 8, 1e-12);
     assert_close(a.zero_gather, ps_coll_allgather(&p, &c, &g, P * 2), 1e-12);
     ps_model_free(&m);
+    ps_cluster_free(&c);
 }
 
 /* Rules: sequence multiples, heads for a2a, fused attention, one cp per plan, widths, names. */
@@ -277,6 +282,7 @@ static void test_rules(void **state)
     ps_prediction_free(&r2);
     ps_plan_free(&plan);
     ps_model_free(&m);
+    ps_cluster_free(&c);
 }
 
 int main(void)
