@@ -241,6 +241,10 @@ static ps_status build_moe(hf_ctx *c, const causal_shape *s, const moe_shape *m)
     e.vocab = s->vocab;
     e.norm = s->norm;
     PS_TRY(push(c, &e, 1, "embedding"));
+    /* consecutive equal blocks are pushed as one run (DeepSeek-V3: 3 dense, then 58 MoE) */
+    ps_layer run;
+    memset(&run, 0, sizeof run);
+    int64_t run_first = 0;
     for (int64_t i = 0; i < s->layers; i++) {
         ps_layer d = causal_decoder(s, c->seq);
         if (m->kv_lora > 0) {
@@ -260,9 +264,18 @@ static ps_status build_moe(hf_ctx *c, const causal_shape *s, const moe_shape *m)
             d.shared_ffn = m->shared > 0 ? m->shared_ffn : 0;
             d.router = m->router;
         }
+        if (i > run_first && !ps_layer_equal(&d, &run)) {
+            char what[64];
+            snprintf(what, sizeof what, "decoder layers %lld-%lld", (long long)run_first, (long long)i - 1);
+            PS_TRY(push(c, &run, i - run_first, what));
+            run_first = i;
+        }
+        run = d;
+    }
+    if (s->layers > 0) {
         char what[64];
-        snprintf(what, sizeof what, "decoder layer %lld", (long long)i);
-        PS_TRY(push(c, &d, 1, what));
+        snprintf(what, sizeof what, "decoder layers %lld-%lld", (long long)run_first, (long long)s->layers - 1);
+        PS_TRY(push(c, &run, s->layers - run_first, what));
     }
     ps_layer o = base_layer(PS_LAYER_LM_HEAD, s->h, c->seq);
     o.vocab = s->vocab;
@@ -278,6 +291,11 @@ static ps_status moe_common(hf_ctx *c, causal_shape *s, bool ffn_required)
     PS_TRY(hf_int(c, "hidden_size", true, 1, &s->h));
     PS_TRY(hf_int(c, "intermediate_size", ffn_required, 1, &s->ffn));
     PS_TRY(hf_int(c, "num_hidden_layers", true, 1, &s->layers));
+    /* the count first: the MoE builders make (and Llama 4 marks) each block on its own, so a config asking for
+     * millions of layers is refused before any is built (an embedding and a head come with them) */
+    if (s->layers > PS_MODEL_MAX_LAYERS - 2)
+        return PS_FAIL(PS_ERR_INPUT, "%s: field 'num_hidden_layers' = %lld: a model has at most %d layers", c->path,
+                       (long long)s->layers, PS_MODEL_MAX_LAYERS);
     PS_TRY(hf_int(c, "num_attention_heads", true, 1, &s->heads));
     PS_TRY(hf_int(c, "vocab_size", true, 1, &s->vocab));
     PS_TRY(hf_int(c, "max_position_embeddings", true, 1, &s->positions));
