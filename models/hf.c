@@ -100,6 +100,16 @@ static ps_layer causal_decoder(const causal_shape *s, int64_t seq)
     return d;
 }
 
+/* The output head of a causal model's shape (dense and MoE builders alike). */
+static ps_status push_lm_head(hf_ctx *c, const causal_shape *s)
+{
+    ps_layer o = base_layer(PS_LAYER_LM_HEAD, s->h, c->seq);
+    o.vocab = s->vocab;
+    o.norm = s->norm;
+    o.tied = s->tied;
+    return push(c, &o, 1, "lm_head");
+}
+
 static ps_status build_causal(hf_ctx *c, const causal_shape *s)
 {
     ps_layer e = base_layer(PS_LAYER_EMBED, s->h, c->seq);
@@ -110,12 +120,7 @@ static ps_status build_causal(hf_ctx *c, const causal_shape *s)
     PS_TRY(push(c, &e, 1, "embedding"));
     ps_layer d = causal_decoder(s, c->seq);
     PS_TRY(push(c, &d, s->layers, "decoder layers"));
-    ps_layer o = base_layer(PS_LAYER_LM_HEAD, s->h, c->seq);
-    o.vocab = s->vocab;
-    o.norm = s->norm;
-    o.tied = s->tied;
-    PS_TRY(push(c, &o, 1, "lm_head"));
-    return PS_OK;
+    return push_lm_head(c, s);
 }
 
 static ps_status hf_gpt2(hf_ctx *c)
@@ -277,12 +282,7 @@ static ps_status build_moe(hf_ctx *c, const causal_shape *s, const moe_shape *m)
         snprintf(what, sizeof what, "decoder layers %lld-%lld", (long long)run_first, (long long)s->layers - 1);
         PS_TRY(push(c, &run, s->layers - run_first, what));
     }
-    ps_layer o = base_layer(PS_LAYER_LM_HEAD, s->h, c->seq);
-    o.vocab = s->vocab;
-    o.norm = s->norm;
-    o.tied = s->tied;
-    PS_TRY(push(c, &o, 1, "lm_head"));
-    return PS_OK;
+    return push_lm_head(c, s);
 }
 
 /* The fields every MoE family shares with Llama: sizes, heads, vocabulary, positions, rope_theta, tying. */

@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 
-from torch_gpu import torch_on_gpu
+from torch_gpu import bf16_peak_tflops, torch_on_gpu
 
 
 def main():
@@ -39,9 +39,7 @@ def main():
         print(f"attn_bench: torch.nn.attention is not available ({e})", file=sys.stderr)
         return 3
     name = torch.cuda.get_device_name(0)
-    # dense BF16 peaks of psearch's catalog (hw/gpu_catalog.c), by the name the runtime reports
-    catalog = [("H100", 989.4), ("H200", 989.4), ("GB200", 2500.0), ("B200", 2250.0), ("A100", 312.0)]
-    peak = a.peak_tflops or next((p for k, p in catalog if k in name), 0.0)
+    peak = bf16_peak_tflops(name, a.peak_tflops)
     backends = [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)]
     rows = []
     for seq in [int(x) for x in a.seqs.split(",")]:

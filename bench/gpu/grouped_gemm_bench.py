@@ -17,7 +17,7 @@ import argparse
 import json
 import sys
 
-from torch_gpu import torch_on_gpu
+from torch_gpu import bf16_peak_tflops, torch_on_gpu
 
 # (name, routed experts, hidden, expert FFN width): the presets' MoE layers (presets/*.json, from the models' Hugging
 # Face configs)
@@ -52,8 +52,7 @@ def main():
     if torch is None:
         return 3
     name = torch.cuda.get_device_name(0)
-    catalog = [("H100", 989.4), ("H200", 989.4), ("GB200", 2500.0), ("B200", 2250.0), ("A100", 312.0)]
-    peak = a.peak_tflops or next((p for k, p in catalog if k in name), 0.0)
+    peak = bf16_peak_tflops(name, a.peak_tflops)
     grouped = getattr(torch, "_grouped_mm", None)
     bf = torch.bfloat16
     rows = []

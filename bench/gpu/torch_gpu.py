@@ -14,3 +14,12 @@ def torch_on_gpu(prog):
         print(f"{prog}: no CUDA GPU visible", file=sys.stderr)
         return None
     return torch
+
+
+# Dense BF16 peaks of psearch's catalog (hw/gpu_catalog.c) in TFLOP/s, by the name the CUDA runtime reports.
+BF16_PEAK_TFLOPS = [("H100", 989.4), ("H200", 989.4), ("GB200", 2500.0), ("B200", 2250.0), ("A100", 312.0)]
+
+
+def bf16_peak_tflops(name, given=0.0):
+    """`given` when set, else the catalog's dense BF16 peak for device `name` (0 when the catalog has none)."""
+    return given or next((p for k, p in BF16_PEAK_TFLOPS if k in name), 0.0)
