@@ -124,7 +124,8 @@ static void gain_text(const json_t *rec, char *buf, size_t cap)
 static const struct {
     const char *name;
     bool numeric;
-} k_cols[] = {{"cluster", false}, {"GPUs", true}, {"pp", false}, {"tp", false}, {"cp", false}, {"experts", false}, {"dp", false},
+} k_cols[] = {{"cluster", false}, {"GPUs", true}, {"pp", false}, {"tp", false}, {"cp", false}, {"experts", false},
+              {"dp", false},
               {"zero", false},
               {"ckpt", false}, {"sp", false}, {"schedule", false}, {"mbs", true}, {"micro-batches", true},
               {"gbs", true}, {"samples/s", true}, {"MFU", true}, {"peak memory per GPU", true},
@@ -421,8 +422,8 @@ static const struct {
     const char *section, *key;
 } k_csv[] = {
     {NULL, "model"}, {NULL, "model_name"}, {NULL, "dtype"}, {NULL, "cluster"}, {NULL, "gpus"}, {NULL, "status"},
-    {"plan", "pp"}, {"plan", "vpp"}, {"plan", "tp"}, {"plan", "cp"}, {"plan", "cp_comm"}, {"plan", "ep"}, {"plan", "etp"},
-    {"plan", "dp"},
+    {"plan", "pp"}, {"plan", "vpp"}, {"plan", "tp"}, {"plan", "cp"}, {"plan", "cp_comm"}, {"plan", "ep"},
+    {"plan", "etp"}, {"plan", "dp"},
     {"plan", "zero"}, {"plan", "ckpt"},
     {"plan", "sp"}, {"plan", "uniform"}, {"plan", "varies"}, {"plan", "schedule"}, {"plan", "gbs"}, {"plan", "mbs"},
     {"plan", "micro_batches"},
