@@ -267,7 +267,9 @@ static const opt_row k_options[] = {
       {"plan", NULL, "fix the ZeRO stage 0-3 of every layer (above 0: data-parallel plans only)", "searched"}}},
     {"recompute", 0, OPT_FN, "R", AT(recompute), "estimate plan sweep", 0, parse_recompute,
      {{"estimate", NULL, "activation recomputation: none, selective, full, op (torchtitan per-op)", "none"},
-      {"plan", NULL, "fix the activation recomputation of every layer: none, selective, full", "searched"}}},
+      {"plan", NULL, "fix the activation recomputation of every layer: none, selective, full, op\n"
+                     "(op, torchtitan's per-op checkpointing, is searched under --framework torchtitan)",
+       "searched"}}},
     {"seq-parallel", 0, OPT_FLAG, NULL, AT(seq_parallel), "estimate", 0, NULL,
      {{"estimate", NULL, "Megatron sequence parallelism (with tp > 1)", NULL}}},
     {"fbw", 0, OPT_STR, "F,B,W", AT(fbw), "schedule", 0, NULL,

@@ -312,8 +312,12 @@ static void strat_filter_of(const ps_search_opts *o, const ps_cluster *c, const 
         f->zero_mp[z] = !r || r->zero_model_parallel[z];
         f->dp_mode[z] = ps_search_fw_dp_mode(o, pp > 1, z);
     }
-    for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++)
-        f->recompute[rc] = (o->fixed.recompute < 0 || o->fixed.recompute == rc) && (!r || r->recompute[rc]);
+    /* torchtitan's per-op checkpointing (op) is one framework's own mode: tried under a framework that runs it
+     * (--framework torchtitan) or when fixed (--recompute op), not in the framework-free space, whose plans take the
+     * kinds every framework names (it would add a third to the strategies for a kind none of the others can launch) */
+    for (int rc = PS_RECOMP_NONE; rc < PS_RECOMP_COUNT; rc++)
+        f->recompute[rc] = (o->fixed.recompute < 0 || o->fixed.recompute == rc) &&
+                           (r ? r->recompute[rc] : rc != PS_RECOMP_OP || o->fixed.recompute == rc);
     for (int ov = 0; ov < PS_OVERLAP_COUNT; ov++)
         f->overlap[ov] = (ov == PS_OVERLAP_NONE || o->overlap) && (!r || r->overlap[ov]);
 }
@@ -398,8 +402,10 @@ static int build_strategies(int64_t width, int64_t global_mb, const strat_filter
                     if (!f->zero[zero] || (cp > 1 && !f->cp_zero[zero])) continue;
                     if (dpc > 1 && ((!f->zero_mp[zero] && (tp > 1 || f->pp_on)) || f->dp_mode[zero] < 0)) continue;
                     bool no_ov = dpc > 1 ? f->dp_mode[zero] == 1 : f->dp_no_overlap;
-                    for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++) {
+                    for (int rc = PS_RECOMP_NONE; rc < PS_RECOMP_COUNT; rc++) {
                         if (!f->recompute[rc] || (kind == PS_OVERLAP_OASES && rc != PS_RECOMP_FULL)) continue;
+                        /* torchtitan's per-op checkpointing beside Oases' overlap: the cost model refuses it */
+                        if (rc == PS_RECOMP_OP && ps_overlap_is_oases(kind)) continue;
                         for (int ak = 0; ak < n_attn * PS_CP_COMM_COUNT && n < cap; ak++) {
                             int a = ak / PS_CP_COMM_COUNT, k = ak % PS_CP_COMM_COUNT;
                             if (cp > 1 ? !(f->cp_kinds >> k & 1) : k > 0) continue;
@@ -429,6 +435,8 @@ static int build_strategies(int64_t width, int64_t global_mb, const strat_filter
 bool ps_search_layer_allows(const ps_layer *l, const ps_strategy *s)
 {
     int t = s->tp;
+    /* per-op checkpointing is modelled for dense attention blocks (ps_cost_layer refuses it on MoE and MLA ones) */
+    if (s->ckpt == PS_RECOMP_OP && (ps_layer_is_moe(l) || ps_layer_is_mla(l))) return false;
     if (t == 1) return ps_cost_ep_ok(l, s, NULL, 0) && (ps_strategy_cp(s) <= 1 || ps_cost_cp_ok(l, s, NULL, 0));
     if (l->heads && l->heads % t) return false;
     if (l->kv_heads && l->kv_heads % t && t % l->kv_heads) return false;
@@ -437,7 +445,7 @@ bool ps_search_layer_allows(const ps_layer *l, const ps_strategy *s)
     if (s->sp && l->seq % t) return false;
     if (ps_strategy_cp(s) > 1 && !ps_cost_cp_ok(l, s, NULL, 0)) return false;
     if (!ps_cost_ep_ok(l, s, NULL, 0)) return false;
-    return true;
+    return s->ckpt != PS_RECOMP_OP || !(ps_layer_is_moe(l) || ps_layer_is_mla(l));
 }
 
 static bool model_allows(const ps_model *m, const ps_strategy *s)
@@ -1980,7 +1988,8 @@ ps_status ps_search_fixed_check(const ps_search_opts *o, const ps_cluster *c)
                        f->pp, (long long)f->tp * f->pp, (long long)g, c->name);
     }
     PS_CHECK_INPUT(f->zero <= 3, "ZeRO stage %d: expected 0-3", f->zero);
-    PS_CHECK_INPUT(f->recompute <= PS_RECOMP_FULL, "recompute kind %d: expected none, selective or full", f->recompute);
+    PS_CHECK_INPUT(f->recompute < PS_RECOMP_COUNT, "recompute kind %d: expected none, selective, full or op",
+                   f->recompute);
     if (f->micro > 0) {
         PS_CHECK_INPUT(f->micro <= PS_PLAN_MAX_MICRO_BATCHES, "option --micro %lld: plans are simulated with at "
                        "most %d micro-batches per iteration", (long long)f->micro, PS_PLAN_MAX_MICRO_BATCHES);
