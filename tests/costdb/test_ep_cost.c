@@ -15,19 +15,6 @@
 #include "ps_cost.h"
 #include "cost_test_util.h"
 
-static void shape_is(const ps_gemm_shape *g, double m, double n, double k, double count)
-{
-    if (g->m != m || g->n != n || g->k != k || g->count != count)
-        fail_msg("GEMM %g x %g x %g (x%g), want %g x %g x %g (x%g)", g->m, g->n, g->k, g->count, m, n, k, count);
-}
-
-static double list_flops(const ps_layer_gemms *g)
-{
-    double f = 0;
-    for (int i = 0; i < g->n; i++) f += 2 * g->g[i].m * g->g[i].n * g->g[i].k * g->g[i].count;
-    return f;
-}
-
 /* Mixtral 8x7B's block (h 4096, 8 experts of 14336, top 2, no shared expert), micro-batch 2 of 32768 tokens on a
  * TP group of 2 with SP: each GPU routes 32768 tokens; at ep 4, etp 1 it holds 2 experts, each taking on the mean
  * 32768 x 2 x 4 x 1 / 8 = 32768 tokens, whole (etp 1); the MLP block has no TP collective left. */
