@@ -89,8 +89,10 @@ enum { ATTN_CASE = 0, ATTN_UNFUSED, ATTN_AUTO };
 static int g_attn_mode = ATTN_CASE;
 
 /* Features a case needs ("needs") that psearch does not model yet: such a case is listed under `pending`, not
- * predicted, so that no error is reported for a configuration the cost model cannot describe. */
-static const char *const k_pending_needs[] = {"cp", "ep", "moe", "activation_offload", NULL};
+ * predicted, so that no error is reported for a configuration the cost model cannot describe (recompute_modules:
+ * Megatron's per-module selective recomputation, e.g. DeepSeek-V3's mla_up_proj and mlp, which ps_recompute cannot
+ * name). Context parallelism (cp) is predicted: the plan's cp and cp_comm go into the strategy. */
+static const char *const k_pending_needs[] = {"ep", "moe", "activation_offload", "recompute_modules", NULL};
 
 static const char *pending_need(const json_t *c)
 {
@@ -154,6 +156,20 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
                      .dp = (int)json_integer_value(json_object_get(plan, "dp")),
                      .zero = (int)json_integer_value(json_object_get(plan, "zero")),
                      .sp = json_is_true(json_object_get(plan, "seq_parallel"))};
+    /* Context parallelism: the case's dp excludes cp (GPUs = tp x pp x dp x cp), as ps_strategy's width tp x cp x dp
+     * does. cp_comm as the source states it; absent, ring: Megatron-LM's --cp-comm-type default p2p (arguments.py at
+     * d98e8a64), the only kind Megatron-core had before a2a was added. */
+    const json_t *cpj = json_object_get(plan, "cp");
+    if (cpj) {
+        if (!json_is_integer(cpj) || json_integer_value(cpj) < 1) {
+            st = PS_FAIL(PS_ERR_INPUT, "plan.cp must be an integer >= 1");
+            goto done;
+        }
+        s.cp = (int)json_integer_value(cpj);
+    }
+    const char *cc = json_string_value(json_object_get(plan, "cp_comm"));
+    s.cp_comm = PS_CP_RING;
+    if (cc) PS_TRY_GOTO(st, ps_cp_comm_parse(cc, &s.cp_comm), done);
     const char *at = json_string_value(json_object_get(plan, "attention"));
     if (g_attn_mode == ATTN_UNFUSED)
         s.attn = PS_ATTN_UNFUSED;
