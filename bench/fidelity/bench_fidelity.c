@@ -92,7 +92,7 @@ static int g_attn_mode = ATTN_CASE;
  * predicted, so that no error is reported for a configuration the cost model cannot describe (recompute_modules:
  * Megatron's per-module selective recomputation, e.g. DeepSeek-V3's mla_up_proj and mlp, which ps_recompute cannot
  * name). Context parallelism (cp) is predicted: the plan's cp and cp_comm go into the strategy. */
-static const char *const k_pending_needs[] = {"ep", "moe", "activation_offload", "recompute_modules", NULL};
+static const char *const k_pending_needs[] = {"ep", "activation_offload", "recompute_modules", NULL};
 
 static const char *pending_need(const json_t *c)
 {
@@ -150,6 +150,28 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
     if (st != PS_OK) {
         ps_model_free(&m);
         return st;
+    }
+    /* plan.moe restates the model's experts as the source prints them: a case whose model file disagrees names the
+     * wrong model, which is an input error, not an error of the cost model */
+    const json_t *moe = json_object_get(plan, "moe");
+    if (moe) {
+        int64_t e = json_integer_value(json_object_get(moe, "experts"));
+        int64_t tk = json_integer_value(json_object_get(moe, "top_k"));
+        int64_t moe_blocks = 0;
+        for (int64_t i = 0; i < m.n_layers; i++) {
+            if (m.layers[i].n_experts == 0) continue;
+            moe_blocks++;
+            if (m.layers[i].n_experts != e || m.layers[i].top_k != tk) {
+                st = PS_FAIL(PS_ERR_INPUT,
+                             "plan.moe says %lld experts, top-%lld; layer %lld of the model has %lld, top-%lld", (long long)e,
+                             (long long)tk, (long long)i, (long long)m.layers[i].n_experts, (long long)m.layers[i].top_k);
+                goto done;
+            }
+        }
+        if (moe_blocks == 0) {
+            st = PS_FAIL(PS_ERR_INPUT, "plan.moe is given but the model has no MoE block");
+            goto done;
+        }
     }
     /* tp_max only pads the vocabulary: layer 0's tp is the plan's, per-layer tp follows below */
     ps_strategy s = {.tp = (int)json_integer_value(json_object_get(plan, "tp")),
