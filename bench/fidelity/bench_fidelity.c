@@ -162,9 +162,9 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
             if (m.layers[i].n_experts == 0) continue;
             moe_blocks++;
             if (m.layers[i].n_experts != e || m.layers[i].top_k != tk) {
-                st = PS_FAIL(PS_ERR_INPUT,
-                             "plan.moe says %lld experts, top-%lld; layer %lld of the model has %lld, top-%lld", (long long)e,
-                             (long long)tk, (long long)i, (long long)m.layers[i].n_experts, (long long)m.layers[i].top_k);
+                const ps_layer *L = &m.layers[i];
+                st = PS_FAIL(PS_ERR_INPUT, "plan.moe: %lld experts, top-%lld; layer %lld of the model: %lld, top-%lld",
+                             (long long)e, (long long)tk, (long long)i, (long long)L->n_experts, (long long)L->top_k);
                 goto done;
             }
         }
