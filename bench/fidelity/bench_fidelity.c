@@ -91,8 +91,8 @@ static int g_attn_mode = ATTN_CASE;
 /* Features a case needs ("needs") that psearch does not model yet: such a case is listed under `pending`, not
  * predicted, so that no error is reported for a configuration the cost model cannot describe (recompute_modules:
  * Megatron's per-module selective recomputation, e.g. DeepSeek-V3's mla_up_proj and mlp, which ps_recompute cannot
- * name). Context parallelism (cp) is predicted: the plan's cp and cp_comm go into the strategy. */
-static const char *const k_pending_needs[] = {"ep", "activation_offload", "recompute_modules", NULL};
+ * name). Context and expert parallelism are predicted: the plan's cp, cp_comm, ep and etp go into the strategy. */
+static const char *const k_pending_needs[] = {"activation_offload", "recompute_modules", NULL};
 
 static const char *pending_need(const json_t *c)
 {
@@ -188,6 +188,20 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
             goto done;
         }
         s.cp = (int)json_integer_value(cpj);
+    }
+    /* Expert parallelism (Megatron-core's expert grid etp x ep x edp over the stage's tp x cp x dp GPUs): ep and etp
+     * as the source states them; etp absent = tp (Megatron-core's expert_tensor_parallel_size default). A dense model
+     * ignores both. */
+    const char *const ep_keys[2] = {"ep", "etp"};
+    int *ep_fields[2] = {&s.ep, &s.etp};
+    for (int k2 = 0; k2 < 2; k2++) {
+        const json_t *v = json_object_get(plan, ep_keys[k2]);
+        if (!v) continue;
+        if (!json_is_integer(v) || json_integer_value(v) < 1) {
+            st = PS_FAIL(PS_ERR_INPUT, "plan.%s must be an integer >= 1", ep_keys[k2]);
+            goto done;
+        }
+        *ep_fields[k2] = (int)json_integer_value(v);
     }
     const char *cc = json_string_value(json_object_get(plan, "cp_comm"));
     s.cp_comm = PS_CP_RING;
