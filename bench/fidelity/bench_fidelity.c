@@ -180,7 +180,7 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
                      .sp = json_is_true(json_object_get(plan, "seq_parallel"))};
     /* Context parallelism: the case's dp excludes cp (GPUs = tp x pp x dp x cp), as ps_strategy's width tp x cp x dp
      * does. cp_comm as the source states it; absent, ring: Megatron-LM's --cp-comm-type default p2p (arguments.py at
-     * d98e8a64), the only kind Megatron-core had before a2a was added. */
+     * d98e8a64). */
     const json_t *cpj = json_object_get(plan, "cp");
     if (cpj) {
         if (!json_is_integer(cpj) || json_integer_value(cpj) < 1) {

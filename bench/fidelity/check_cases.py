@@ -6,7 +6,8 @@ Usage: check_cases.py [FILE ...]   (default: both files, paths from the reposito
 Checks every case: required fields and their types, unique ids, micro_batches = gbs / (mbs x dp) exactly,
 tp x pp x dp x cp = the cluster's GPU count where the cluster is a preset (`name:nodes`, nodes x gpus_per_node of
 presets/clusters/name.json) or a cluster.json path (sum of nodes x gpus_per_node), the model is a preset or an
-existing file, and in cases-modern.json the `set` and `needs` fields. Prints one line per problem naming the case and
+existing file, ep x etp divides tp x cp x dp (Megatron-core's expert grid) and ep > 1 comes with plan.moe whose
+experts it divides, and in cases-modern.json the `set` and `needs` fields. Prints one line per problem naming the case and
 the field, and exits 1 if there is any. Python 3 standard library only; predicts nothing.
 """
 import json
@@ -168,7 +169,7 @@ class Checker:
                 self.err(where, cid, "plan.ep", "ep x etp = %d x %d does not divide tp x cp x dp = %d" % (ep, etp, width))
             if ep > 1 and "moe" not in p:
                 self.err(where, cid, "plan.ep", "ep %d > 1 needs plan.moe (the experts it splits)" % ep)
-            if "moe" in p and is_int(p["moe"].get("experts")) and p["moe"]["experts"] % ep != 0:
+            if isinstance(p.get("moe"), dict) and is_int(p["moe"].get("experts")) and p["moe"]["experts"] % ep != 0:
                 self.err(where, cid, "plan.ep", "ep %d does not divide %d experts" % (ep, p["moe"]["experts"]))
         if isinstance(c.get("cluster"), str) and c["cluster"]:
             gpus = self.cluster_gpus(where, cid, c["cluster"])
