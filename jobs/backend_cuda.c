@@ -450,7 +450,8 @@ static ps_status cuda_alltoall(void *state, ps_exec_net *net, MPI_Comm comm, int
         ro += rc;
     }
     NC(ncclGroupEnd()); /* closed whatever the calls returned, so the group does not stay open */
-    if (e != ncclSuccess) return PS_FAIL(PS_ERR_SYSTEM, "ncclSend/ncclRecv of an all-to-all: %s", ncclGetErrorString(e));
+    if (e != ncclSuccess)
+        return PS_FAIL(PS_ERR_SYSTEM, "ncclSend/ncclRecv of an all-to-all: %s", ncclGetErrorString(e));
     return wait_stream(s, net, cp, where);
 }
 

@@ -96,8 +96,8 @@ ps_status ps_exec_check(const ps_plan *plan, const ps_model *m, const ps_cluster
 {
     PS_TRY(ps_plan_check(plan, m, c));
     if (c->n_gpus != nranks)
-        return PS_FAIL(PS_ERR_INPUT, "the plan runs on %lld GPUs (tp %d x cp %d x dp %d x pp %d on %s) but this run has "
-                                     "%d MPI rank%s: start one rank per GPU (mpirun -n %lld psearch exec ...)",
+        return PS_FAIL(PS_ERR_INPUT, "the plan runs on %lld GPUs (tp %d x cp %d x dp %d x pp %d on %s) but this run "
+                                     "has %d MPI rank%s: start one rank per GPU (mpirun -n %lld psearch exec ...)",
                        (long long)c->n_gpus, plan->layer[0].tp, ps_strategy_cp(&plan->layer[0]), plan->layer[0].dp,
                        plan->pp, c->name, nranks,
                        nranks == 1 ? "" : "s", (long long)c->n_gpus);
@@ -920,7 +920,8 @@ static ps_status cp_ep_job(exec_ctx *x, const ps_layer *ly, int64_t mbs, layer_j
     if (l->cp > 1) {
         /* cp_attention's buffers (cost/layer_cost.c): q and k/v of the GPU's tokens, k/v heads at least one */
         double t = s->tp, hd = (double)ly->head_dim, tokens = (double)mbs * (double)ly->seq / l->cp;
-        double qb = tokens * (double)ly->heads * hd / t * elt, kb = tokens * fmax((double)ly->kv_heads / t, 1) * hd * elt;
+        double qb = tokens * (double)ly->heads * hd / t * elt;
+        double kb = tokens * fmax((double)ly->kv_heads / t, 1) * hd * elt;
         l->cp_a2a = s->cp_comm == PS_CP_A2A;
         l->cp_kv = 2 * kb;
         l->cp_qkv = qb + 2 * kb;
