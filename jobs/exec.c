@@ -278,6 +278,7 @@ static ps_status dp_coll(exec_ctx *x, const layer_job *l, ps_exec_coll op, bool 
 }
 
 static ps_status progress(exec_ctx *x);
+static ps_status cp_core(exec_ctx *x, const layer_job *l, bool bwd, ps_exec_where *w);
 
 /* ---- Transformer Engine's TP overlap (te) ---- */
 
@@ -340,9 +341,15 @@ static ps_status te_pass(exec_ctx *x, const layer_job *l, int pass, ps_exec_wher
         }
         paired[ag] = paired[rs] = true;
     }
+    bool core_done = false;
     for (int i = 0; i < g->n && i < PS_OV_MAX_GEMMS; i++) {
         int ag = -1, rs = -1;
         bool pair = paired[i] && ps_layer_te_pair(g, g->g[i].blk, &ag, &rs);
+        if (!pair && l->cp > 1 && g->g[i].attn) { /* a CP layer's attention core: its ring or all-to-alls */
+            if (!core_done) PS_TRY(cp_core(x, l, pass == PS_OV_BWD, w));
+            core_done = true;
+            continue;
+        }
         if (!pair) {
             PS_TRY(do_gemm(x, &g->g[i], pass == PS_OV_BWD && g->g[i].attn ? 2 : 1));
             continue;

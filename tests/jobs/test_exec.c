@@ -307,6 +307,7 @@ typedef struct {
     ps_cp_comm kind;
     ps_recompute ckpt;
     int ep, etp; /* 0: no expert grid */
+    bool te;     /* Transformer Engine's TP overlap (with sequence parallelism) */
 } cp_ep_case;
 
 /* Runs one plan of m on c (every layer the same strategy, pp 1, gbs 8, mbs 1) and checks the CP ring steps or
@@ -315,7 +316,9 @@ typedef struct {
 static void check_cp_ep(const cp_ep_case *k, const ps_model *m, const ps_cluster *c, const ps_cost_params *cp)
 {
     ps_strategy s = {.tp = k->tp, .cp = k->cp, .dp = k->dp, .cp_comm = k->kind, .ckpt = k->ckpt, .ep = k->ep,
-                     .etp = k->etp, .sp = k->tp > 1 && k->ep > 0, .attn = k->cp > 1 ? PS_ATTN_FUSED : PS_ATTN_UNFUSED};
+                     .etp = k->etp, .sp = k->tp > 1 && (k->ep > 0 || k->te),
+                     .overlap = k->te ? PS_OVERLAP_TE : PS_OVERLAP_NONE,
+                     .attn = k->cp > 1 ? PS_ATTN_FUSED : PS_ATTN_UNFUSED};
     ps_plan plan;
     ps_status st = ps_plan_uniform(m, 8, 1, 1, 1, "1f1b", &s, &plan);
     CHECK(st == PS_OK, "%s: plan: %s", k->name, ps_error_message());
@@ -381,6 +384,7 @@ static void check_cp_ep(const cp_ep_case *k, const ps_model *m, const ps_cluster
                k->name, r.median_s, r.predicted_s, r.cp_s, r.pred_cp_s, (long long)r.cp_ring_steps,
                (long long)r.cp_alltoalls, r.cp_bytes, r.ep_s, r.pred_ep_s, (long long)r.ep_alltoalls, r.ep_bytes,
                r.ep_max_recv_bytes);
+    CHECK(!k->te || r.ring_steps > 0, "%s: te ran no TP ring step", k->name);
     CHECK(r.cp_ring_steps == want_steps, "%s: %lld CP ring steps, expected %lld", k->name,
           (long long)r.cp_ring_steps, (long long)want_steps);
     CHECK(r.cp_alltoalls == want_a2a, "%s: %lld CP all-to-alls, expected %lld", k->name, (long long)r.cp_alltoalls,
@@ -423,15 +427,16 @@ static void run_cp_ep(const char *dense_path, const char *moe_path, const char *
     ps_cost_params_default(&cp);
     /* context parallelism needs fused attention, which the V100s of p3-8xlarge lack: 4 A100s */
     const cp_ep_case cps[] = {
-        {"tp1 cp2 dp2, ring", 1, 2, 2, PS_CP_RING, PS_RECOMP_NONE, 0, 0},
-        {"tp2 cp2, ring, full", 2, 2, 1, PS_CP_RING, PS_RECOMP_FULL, 0, 0},
-        {"tp1 cp4, ring", 1, 4, 1, PS_CP_RING, PS_RECOMP_NONE, 0, 0},
-        {"tp2 cp2, a2a", 2, 2, 1, PS_CP_A2A, PS_RECOMP_NONE, 0, 0},
+        {"tp1 cp2 dp2, ring", 1, 2, 2, PS_CP_RING, PS_RECOMP_NONE, 0, 0, false},
+        {"tp2 cp2, ring, full", 2, 2, 1, PS_CP_RING, PS_RECOMP_FULL, 0, 0, false},
+        {"tp1 cp4, ring", 1, 4, 1, PS_CP_RING, PS_RECOMP_NONE, 0, 0, false},
+        {"tp2 cp2, a2a", 2, 2, 1, PS_CP_A2A, PS_RECOMP_NONE, 0, 0, false},
+        {"tp2 cp2, ring, sp, te", 2, 2, 1, PS_CP_RING, PS_RECOMP_NONE, 0, 0, true},
     };
     const cp_ep_case eps[] = {
-        {"tp2 dp2, ep2 etp1", 2, 1, 2, PS_CP_RING, PS_RECOMP_NONE, 2, 1},
-        {"tp2 dp2, ep2 etp2", 2, 1, 2, PS_CP_RING, PS_RECOMP_NONE, 2, 2},
-        {"tp1 dp4, ep2 etp1, full", 1, 1, 4, PS_CP_RING, PS_RECOMP_FULL, 2, 1},
+        {"tp2 dp2, ep2 etp1", 2, 1, 2, PS_CP_RING, PS_RECOMP_NONE, 2, 1, false},
+        {"tp2 dp2, ep2 etp2", 2, 1, 2, PS_CP_RING, PS_RECOMP_NONE, 2, 2, false},
+        {"tp1 dp4, ep2 etp1, full", 1, 1, 4, PS_CP_RING, PS_RECOMP_FULL, 2, 1, false},
     };
     if (okm && oka)
         for (size_t i = 0; i < sizeof cps / sizeof cps[0]; i++) check_cp_ep(&cps[i], &m, &a100, &cp);
