@@ -211,16 +211,18 @@ ps_status ps_exec_mpi_alltoall(ps_exec_net *net, MPI_Comm comm, int n, const dou
     double st = 0, rt = 0;
     bool uniform = true;
     for (int p = 0; p < n; p++) {
-        sc[p] = (int)llround(sbytes[p]);
-        rc[p] = (int)llround(rbytes[p]);
+        /* MPI counts and displacements are ints: the whole buffer must fit one */
+        if (st + fmax(0, sbytes[p]) > INT_MAX || rt + fmax(0, rbytes[p]) > INT_MAX)
+            return PS_FAIL(PS_ERR_INPUT, "an all-to-all of more than %d bytes is too large for one MPI call",
+                           INT_MAX);
+        sc[p] = (int)llround(fmax(0, sbytes[p]));
+        rc[p] = (int)llround(fmax(0, rbytes[p]));
         sd[p] = (int)st;
         rd[p] = (int)rt;
         st += sc[p];
         rt += rc[p];
         uniform = uniform && sc[p] == sc[0] && rc[p] == sc[0];
     }
-    if (st > INT_MAX || rt > INT_MAX)
-        return PS_FAIL(PS_ERR_INPUT, "an all-to-all of %.4g bytes is too large for one MPI call", fmax(st, rt));
     MPI_Request req;
     if (uniform)
         PS_MPI(MPI_Ialltoall(sbuf, sc[0], MPI_BYTE, rbuf, sc[0], MPI_BYTE, comm, &req));
