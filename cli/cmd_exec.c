@@ -103,7 +103,9 @@ ps_status ps_cli_exec(const ps_cli_opts *o, MPI_Comm comm, const ps_model *m, co
     run->fused_layers = ps_exec_fused_layers(plan, m, c);
     for (int64_t i = 0; i < m->n_layers; i++) {
         run_plan.layer[i] = plan->layer[i];
-        run_plan.layer[i].attn = PS_ATTN_UNFUSED;
+        /* under context parallelism the cost model prices only the fused core; exec runs it as its GEMMs in the
+         * ring's or the all-to-all's steps (docs/exec.md) */
+        if (ps_strategy_cp(&plan->layer[i]) <= 1) run_plan.layer[i].attn = PS_ATTN_UNFUSED;
     }
     /* ps_exec_run checks the scaled plan again (scaling keeps every rule: widths stay multiples of the TP degrees) */
     st = ps_exec_run(comm, &run_plan, &run->model, c, cp, &eo, &run->r);
@@ -166,6 +168,11 @@ json_t *ps_cli_exec_json(const ps_cli_exec_run *run)
     json_object_set_new(j, "overlapped_allreduces_per_iteration", json_integer(r->ov_colls));
     json_object_set_new(j, "reshard_allgathers_per_iteration", json_integer(r->reshards));
     json_object_set_new(j, "tp_ring_steps_per_iteration", json_integer(r->ring_steps));
+    json_object_set_new(j, "cp_ring_steps_per_iteration", json_integer(r->cp_ring_steps));
+    json_object_set_new(j, "cp_alltoalls_per_iteration", json_integer(r->cp_alltoalls));
+    json_object_set_new(j, "ep_alltoalls_per_iteration", json_integer(r->ep_alltoalls));
+    json_object_set_new(j, "cp_bytes_per_iteration", json_real(r->cp_bytes));
+    json_object_set_new(j, "ep_bytes_per_iteration", json_real(r->ep_bytes));
     json_object_set_new(j, "comparable", json_boolean(run->comparable));
     json_t *it = json_array();
     for (int i = 0; i < r->iters; i++) json_array_append_new(it, json_real(r->iter_s[i]));
@@ -177,6 +184,8 @@ json_t *ps_cli_exec_json(const ps_cli_exec_run *run)
     json_object_set_new(me, "iterations_s", it);
     json_object_set_new(me, "compute_s", json_real(r->compute_s));
     json_object_set_new(me, "comm_s", json_real(r->comm_s));
+    json_object_set_new(me, "cp_comm_s", json_real(r->cp_s));
+    json_object_set_new(me, "ep_comm_s", json_real(r->ep_s));
     json_object_set_new(me, "pipeline_wait_s", json_real(r->wait_s));
     json_object_set_new(me, "peak_mem_gib", r->peak_bytes > 0 ? json_real(r->peak_bytes / GIB) : json_null());
     json_object_set_new(j, "measured", me);
@@ -184,6 +193,8 @@ json_t *ps_cli_exec_json(const ps_cli_exec_run *run)
     json_object_set_new(pr, "iter_time_s", json_real(r->predicted_s));
     json_object_set_new(pr, "compute_s", json_real(r->pred_compute_s));
     json_object_set_new(pr, "comm_s", json_real(r->pred_comm_s));
+    json_object_set_new(pr, "cp_comm_s", json_real(r->pred_cp_s));
+    json_object_set_new(pr, "ep_comm_s", json_real(r->pred_ep_s));
     json_object_set_new(pr, "peak_mem_gib", json_real(r->pred_peak_bytes / GIB));
     json_object_set_new(j, "predicted", pr);
     json_object_set_new(j, "error_pct", json_real(ps_cli_err_pct(r->median_s, r->predicted_s)));
@@ -195,8 +206,10 @@ json_t *ps_cli_exec_json(const ps_cli_exec_run *run)
                                             e->pred_b, "pred_bwd_w_s", e->pred_w));
     }
     json_object_set_new(j, "stages", st);
-    json_object_set_new(j, "units", json_string("seconds per iteration (compute_s, comm_s, pipeline_wait_s: mean over "
-                                                "ranks); stage times per micro-batch, slowest rank of the stage"));
+    json_object_set_new(j, "units", json_string("seconds per iteration (compute_s, comm_s, cp_comm_s, ep_comm_s, "
+                                                "pipeline_wait_s: mean over ranks); stage times per micro-batch, "
+                                                "slowest rank of the stage; bytes per iteration sent to other ranks, "
+                                                "all ranks"));
     return j;
 }
 
@@ -219,6 +232,17 @@ void ps_cli_exec_table(FILE *f, const ps_cli_exec_run *run, const ps_cluster *c)
             ps_cli_err_pct(r->compute_s, r->pred_compute_s));
     fprintf(f, "%-24s %11.4gs %11.4gs %+8.1f%%\n", "collectives per rank", r->pred_comm_s, r->comm_s,
             ps_cli_err_pct(r->comm_s, r->pred_comm_s));
+    /* parts of the collectives above: context parallelism's (ring: its exposed part) and the expert grid's */
+    if (r->cp_ring_steps + r->cp_alltoalls > 0)
+        fprintf(f, "%-24s %11.4gs %11.4gs %+8.1f%%   (%lld %s per iteration, %.4g MB sent)\n", "  of which CP",
+                r->pred_cp_s, r->cp_s, ps_cli_err_pct(r->cp_s, r->pred_cp_s),
+                (long long)(r->cp_ring_steps ? r->cp_ring_steps : r->cp_alltoalls),
+                r->cp_ring_steps ? "ring steps beside the attention core, exposed part" : "all-to-alls",
+                r->cp_bytes / 1e6);
+    if (r->ep_s > 0 || r->ep_alltoalls > 0)
+        fprintf(f, "%-24s %11.4gs %11.4gs %+8.1f%%   (%lld dispatch/combine all-to-alls per iteration, %.4g MB sent)\n",
+                "  of which EP", r->pred_ep_s, r->ep_s, ps_cli_err_pct(r->ep_s, r->pred_ep_s),
+                (long long)r->ep_alltoalls, r->ep_bytes / 1e6);
     fprintf(f, "%-24s %12s %11.4gs\n", "pipeline waits per rank", "-", r->wait_s);
     if (r->ov_colls > 0)
         fprintf(f, "%-24s %12s %12lld   (Oases: two sub-batches, the all-reduce of one beside the other's "
@@ -334,10 +358,16 @@ ps_status ps_cmd_exec(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
             fprintf(out->f, "# psearch %s exec %s: %s on %s (%lld GPUs)\n", PS_VERSION, o->exec_plan, m.name, c.name,
                     (long long)c.n_gpus);
             const ps_strategy *s = &plan.layer[0];
+            char cpx[48] = "", epx[48] = "";
+            if (ps_strategy_cp(s) > 1)
+                snprintf(cpx, sizeof cpx, " x cp %d (%s)", ps_strategy_cp(s), ps_cp_comm_name(s->cp_comm));
+            if (ps_strategy_ep_folded(s))
+                snprintf(epx, sizeof epx, ", experts ep %d x etp %d", ps_strategy_ep(s), ps_strategy_etp(s));
             fprintf(out->f,
-                    "plan        tp %d x dp %d x pp %d%s, mbs %lld, gbs %lld (%lld micro-batches), schedule %s, "
+                    "plan        tp %d%s x dp %d x pp %d%s%s, mbs %lld, gbs %lld (%lld micro-batches), schedule %s, "
                     "vpp %d\n",
-                    s->tp, s->dp, plan.pp, ps_plan_is_uniform(&plan, m.n_layers) ? "" : " (per-layer strategies)",
+                    s->tp, cpx, s->dp, plan.pp, epx,
+                    ps_plan_is_uniform(&plan, m.n_layers) ? "" : " (per-layer strategies)",
                     (long long)plan.mbs, (long long)plan.gbs, (long long)ps_plan_micro_batches(&plan), plan.schedule,
                     plan.vpp);
             ps_cli_exec_table(out->f, &run, &c);

@@ -186,11 +186,6 @@ static ps_status search_restriction(const ps_cli_opts *o, const ps_cluster *c, p
     so->fixed.tp = (int)o->tp;
     so->fixed.pp = (int)o->pp;
     int64_t g = c->n_gpus;
-    if (o->exec_top && o->cp > 1)
-        return PS_FAIL(PS_ERR_INPUT, "option --cp %lld with --exec-top: exec does not run context parallelism yet",
-                       (long long)o->cp);
-    /* --exec-top runs the plans it finds, and exec does not run context parallelism yet: those plans only */
-    if (o->exec_top) so->fixed.cp = 1;
     if (o->cp) {
         if (g % o->cp || (o->tp && g % (o->tp * o->cp)) || (o->tp && o->pp && g % (o->tp * o->cp * o->pp)))
             return PS_FAIL(PS_ERR_INPUT, "option --cp %lld (x --tp, --pp where given) does not divide the %lld GPUs of "

@@ -213,6 +213,13 @@ static ps_status cpu_ring_wait(void *state, ps_exec_net *net, const ps_exec_wher
     return ps_exec_mpi_ring_wait(net, &s->ic, where);
 }
 
+static ps_status cpu_alltoall(void *state, ps_exec_net *net, MPI_Comm comm, int n, const double *sbytes,
+                              const double *rbytes, const ps_exec_where *where)
+{
+    cpu_state *s = state;
+    return ps_exec_mpi_alltoall(net, comm, n, sbytes, rbytes, s->coll, s->coll2, where);
+}
+
 const ps_exec_backend ps_exec_backend_cpu = {
     .name = "cpu",
     .usable = cpu_usable,
@@ -234,4 +241,5 @@ const ps_exec_backend ps_exec_backend_cpu = {
     .icoll_wait = cpu_icoll_wait,
     .ring = cpu_ring,
     .ring_wait = cpu_ring_wait,
+    .alltoall = cpu_alltoall,
 };

@@ -428,6 +428,33 @@ static ps_status cuda_ring_wait(void *state, ps_exec_net *net, const ps_exec_whe
     return wait_done(s, net, s->ring_ev, cp, where);
 }
 
+/* An all-to-all (context parallelism's a2a kind, an MoE block's dispatch and combine) as NCCL runs one: a send and a
+ * receive per member in one group (NCCL has no all-to-all call; its documentation's "point-to-point communication"
+ * pattern, what Megatron-core's MoE all-to-all and Transformer Engine's CP a2a reach through torch.distributed), on
+ * the stream of the other collectives, counted in bytes (ncclInt8: nothing is reduced). Polled under the watchdog. */
+static ps_status cuda_alltoall(void *state, ps_exec_net *net, MPI_Comm comm, int n, const double *sbytes,
+                               const double *rbytes, const ps_exec_where *where)
+{
+    cuda_state *s = state;
+    if (n <= 1) return PS_OK;
+    ncclComm_t *cp = find_comm(s, comm);
+    if (!cp || !*cp) return PS_FAIL(PS_ERR_SYSTEM, "an all-to-all on a communicator the cuda backend does not hold");
+    size_t so = 0, ro = 0;
+    ncclResult_t e = ncclSuccess;
+    NC(ncclGroupStart());
+    for (int p = 0; p < n && e == ncclSuccess; p++) {
+        size_t sc = (size_t)llround(sbytes[p]), rc = (size_t)llround(rbytes[p]);
+        if (sc > 0) e = ncclSend((char *)s->coll + so, sc, ncclInt8, p, *cp, s->stream);
+        if (rc > 0 && e == ncclSuccess) e = ncclRecv((char *)s->coll2 + ro, rc, ncclInt8, p, *cp, s->stream);
+        so += sc;
+        ro += rc;
+    }
+    NC(ncclGroupEnd()); /* closed whatever the calls returned, so the group does not stay open */
+    if (e != ncclSuccess)
+        return PS_FAIL(PS_ERR_SYSTEM, "ncclSend/ncclRecv of an all-to-all: %s", ncclGetErrorString(e));
+    return wait_stream(s, net, cp, where);
+}
+
 const ps_exec_backend ps_exec_backend_cuda = {
     .name = "cuda",
     .usable = cuda_usable,
@@ -449,4 +476,5 @@ const ps_exec_backend ps_exec_backend_cuda = {
     .icoll_wait = cuda_icoll_wait,
     .ring = cuda_ring,
     .ring_wait = cuda_ring_wait,
+    .alltoall = cuda_alltoall,
 };

@@ -3,6 +3,7 @@
  * the rank, the pass and the peer, instead of hanging the allocation. */
 #define _POSIX_C_SOURCE 200809L
 #include <limits.h>
+#include <math.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <time.h>
@@ -198,4 +199,34 @@ ps_status ps_exec_mpi_icoll_wait(ps_exec_net *net, ps_exec_icolls *ic, int slot,
 {
     if (slot < 0 || slot > 1 || ic->req[slot] == MPI_REQUEST_NULL) return PS_OK;
     return ps_exec_mpi_wait(net, &ic->req[slot], where);
+}
+
+ps_status ps_exec_mpi_alltoall(ps_exec_net *net, MPI_Comm comm, int n, const double *sbytes, const double *rbytes,
+                               void *sbuf, void *rbuf, const ps_exec_where *where)
+{
+    if (n <= 1) return PS_OK;
+    if (n > PS_EXEC_A2A_MAX) return PS_FAIL(PS_ERR_SYSTEM, "an all-to-all over %d ranks (at most %d)", n,
+                                            PS_EXEC_A2A_MAX);
+    int sc[PS_EXEC_A2A_MAX], rc[PS_EXEC_A2A_MAX], sd[PS_EXEC_A2A_MAX], rd[PS_EXEC_A2A_MAX];
+    double st = 0, rt = 0;
+    bool uniform = true;
+    for (int p = 0; p < n; p++) {
+        /* MPI counts and displacements are ints: the whole buffer must fit one */
+        if (st + fmax(0, sbytes[p]) > INT_MAX || rt + fmax(0, rbytes[p]) > INT_MAX)
+            return PS_FAIL(PS_ERR_INPUT, "an all-to-all of more than %d bytes is too large for one MPI call",
+                           INT_MAX);
+        sc[p] = (int)llround(fmax(0, sbytes[p]));
+        rc[p] = (int)llround(fmax(0, rbytes[p]));
+        sd[p] = (int)st;
+        rd[p] = (int)rt;
+        st += sc[p];
+        rt += rc[p];
+        uniform = uniform && sc[p] == sc[0] && rc[p] == sc[0];
+    }
+    MPI_Request req;
+    if (uniform)
+        PS_MPI(MPI_Ialltoall(sbuf, sc[0], MPI_BYTE, rbuf, sc[0], MPI_BYTE, comm, &req));
+    else
+        PS_MPI(MPI_Ialltoallv(sbuf, sc, sd, MPI_BYTE, rbuf, rc, rd, MPI_BYTE, comm, &req));
+    return ps_exec_mpi_wait(net, &req, where);
 }

@@ -84,8 +84,10 @@ void ps_exec_result_free(ps_exec_result *r)
 int64_t ps_exec_fused_layers(const ps_plan *plan, const ps_model *m, const ps_cluster *c)
 {
     int64_t n = 0;
+    /* a context-parallel layer needs the fused kernel (the cost model prices nothing else under cp): exec runs its
+     * core as the two GEMMs, split in the ring's or the all-to-all's way (docs/exec.md) */
     for (int64_t i = 0; i < m->n_layers; i++)
-        n += ps_layer_has_attention(m->layers[i].kind) &&
+        n += ps_layer_has_attention(m->layers[i].kind) && ps_strategy_cp(&plan->layer[i]) <= 1 &&
              ps_cost_attn(c, 0, c->n_gpus, plan->layer[i].attn) == PS_ATTN_FUSED;
     return n;
 }
@@ -93,15 +95,11 @@ int64_t ps_exec_fused_layers(const ps_plan *plan, const ps_model *m, const ps_cl
 ps_status ps_exec_check(const ps_plan *plan, const ps_model *m, const ps_cluster *c, int nranks)
 {
     PS_TRY(ps_plan_check(plan, m, c));
-    /* context parallelism's ring and all-to-alls are priced (docs/costmodel.md) but not run here yet: its layers
-     * would be measured against work exec does not do */
-    if (ps_strategy_cp(&plan->layer[0]) > 1)
-        return PS_FAIL(PS_ERR_INPUT, "the plan runs context parallelism (cp %d), which exec does not run yet: give it "
-                                     "a plan with cp 1", ps_strategy_cp(&plan->layer[0]));
     if (c->n_gpus != nranks)
-        return PS_FAIL(PS_ERR_INPUT, "the plan runs on %lld GPUs (tp %d x dp %d x pp %d on %s) but this run has %d MPI "
-                                     "rank%s: start one rank per GPU (mpirun -n %lld psearch exec ...)",
-                       (long long)c->n_gpus, plan->layer[0].tp, plan->layer[0].dp, plan->pp, c->name, nranks,
+        return PS_FAIL(PS_ERR_INPUT, "the plan runs on %lld GPUs (tp %d x cp %d x dp %d x pp %d on %s) but this run "
+                                     "has %d MPI rank%s: start one rank per GPU (mpirun -n %lld psearch exec ...)",
+                       (long long)c->n_gpus, plan->layer[0].tp, ps_strategy_cp(&plan->layer[0]), plan->layer[0].dp,
+                       plan->pp, c->name, nranks,
                        nranks == 1 ? "" : "s", (long long)c->n_gpus);
     int64_t n_mb = ps_plan_micro_batches(plan);
     ps_sched *s = NULL;
@@ -137,17 +135,36 @@ typedef struct {
      * (index in exec_ctx.comm, -1: none), and the cost model's times of the forward and backward all-gather */
     int rs_dirs, c_rs;
     double rs_bytes, rs_pf, rs_pb;
+    /* context parallelism (cp > 1, an attention layer): its core on the CP group (cp members at stride tp), as
+     * cp_attention (cost/layer_cost.c) prices it: ring: cp steps, each 1/cp of the core beside one K/V (backward:
+     * K/V and dK/dV) transfer to the next member; a2a: all-to-alls of Q, K, V and of the output around the core */
+    int cp;             /* 1: none */
+    bool cp_a2a;
+    bool fused;         /* priced as the fused kernel (what cp needs): selective recomputation repeats nothing */
+    int c_cp;
+    double cp_kv;       /* ring: one K/V block, k and v of the GPU's tokens [bytes] */
+    double cp_qkv, cp_o; /* a2a: a GPU's buffer of Q, K, V and of the output [bytes] */
+    /* expert parallelism (an MoE block on the expert grid, ps_strategy_ep_folded): dispatch and combine over the ep
+     * group (ep members at stride etp), all-gather and reduce-scatter over the etp group, expert gradients over the
+     * edp group (stride ep x etp) */
+    bool ep_on;
+    int ep, etp, edp, ep_idx; /* ep_idx: this rank's place in its ep group */
+    int c_ep, c_etp, c_edp;
+    double ep_mean;     /* the mean GPU's dispatch buffer (ep_exchange's buf before the load) [bytes] */
+    double ep_load;     /* the busiest rank's share over the mean (ps_cost_ep_rank_load), at most ep */
+    double eparam_bytes, egrad_bytes; /* the experts' weights and gradients on this GPU (param/grad_bytes: the rest) */
 } layer_job;
 
 /* Named limits of one plan: the distinct TP degrees and resharding group shapes it may use, so that the
  * communicators' records fit in the context without an allocation. */
-enum { MAX_TP_DEGREES = 32, MAX_RESHARD_SHAPES = 32, MAX_COMMS = 3 * MAX_TP_DEGREES + MAX_RESHARD_SHAPES };
+enum { MAX_TP_DEGREES = 32, MAX_GROUP_SHAPES = 32, MAX_COMMS = 3 * MAX_TP_DEGREES + MAX_GROUP_SHAPES };
 
 /* What a communicator is for. Per TP degree of the plan: its TP group, its DP group and, when an overlapped layer has
  * that degree, a duplicate of the TP group for the overlapped all-reduces (Oases' second stream: NCCL runs one
- * communicator's work in order, so a separate one runs beside the TP group's); per resharding group shape
- * (ps_cost_reshard_group): its group. */
-typedef enum { COMM_TP, COMM_DP, COMM_TP_OV, COMM_RESHARD } comm_kind;
+ * communicator's work in order, so a separate one runs beside the TP group's); per group shape (n members at a
+ * stride) that a resharding (ps_cost_reshard_group), a CP group or a group of the expert grid (ep, etp, edp) needs:
+ * its group, one communicator for every use of the shape. */
+typedef enum { COMM_TP, COMM_DP, COMM_TP_OV, COMM_GROUP } comm_kind;
 
 /* One communicator: what it is for, how it is made, its handle. plan_comms fills the records (local: every rank
  * holds the same records in the same order, only the colors differ); create_comms makes them in array order and the
@@ -155,7 +172,7 @@ typedef enum { COMM_TP, COMM_DP, COMM_TP_OV, COMM_RESHARD } comm_kind;
 typedef struct {
     comm_kind kind;
     int tp;        /* the TP degree (TP, DP, overlapped TP) */
-    int n, stride; /* the group's shape: members, and their distance in ranks (resharding) */
+    int n, stride; /* the group's shape: members, and their distance in ranks (COMM_GROUP) */
     int dup_of;    /* the record this one duplicates, or -1: a split of the world by color */
     int color;     /* this rank's group (key: its world rank) */
     MPI_Comm comm; /* MPI_COMM_NULL until created */
@@ -187,6 +204,11 @@ typedef struct {
     double t_comp, t_comm, t_wait;
     int64_t n_icoll, n_reshard; /* overlapped all-reduces started, resharding all-gathers run */
     int64_t n_ring;             /* te's ring steps started */
+    double t_cp, t_ep;          /* the part of t_comm that is CP's, EP's */
+    int64_t n_cp_ring, n_cp_a2a, n_ep_a2a;
+    double cp_bytes, ep_bytes, ep_recv; /* sent to other ranks; received by the EP all-to-alls */
+    double cp_t, ep_t;          /* t_cp, t_ep summed over the timed iterations */
+    double p_cp, p_ep;          /* the cost model's for this rank's passes */
     double *st_sum;      /* [S x 3] F, B, W pass times (computation + collectives) */
     int64_t *st_n;       /* [S x 3] */
     /* summed over the timed iterations */
@@ -241,9 +263,22 @@ static ps_status tp_collective(exec_ctx *x, const layer_job *l, const ps_exec_wh
     return do_coll(x, c, PS_EXEC_ALLREDUCE, l->pred.tp_bytes, w);
 }
 
-static bool zero3(const layer_job *l) { return l->s->zero >= 3 && l->s->dp > 1; }
+/* ZeRO-3 shards over the data-parallel group (dp x cp GPUs) and an MoE block's experts over their edp */
+static bool zero3(const layer_job *l) { return l->s->zero >= 3 && (ps_strategy_dp_cp(l->s) > 1 || l->edp > 1); }
+
+/* A data-parallel collective of the layer's weights (grads false) or gradients: its dense part over the DP group (the
+ * GPUs of this TP rank across CP and DP), then on the expert grid its experts' over their edp group, one after the
+ * other as Megatron-core reduces its two buffers (the cost model's groups[2], ps_cost_layer). */
+static ps_status dp_coll(exec_ctx *x, const layer_job *l, ps_exec_coll op, bool grads, const ps_exec_where *w)
+{
+    if (ps_strategy_dp_cp(l->s) > 1)
+        PS_TRY(do_coll(x, x->comm[l->c_dp].comm, op, grads ? l->grad_bytes : l->param_bytes, w));
+    if (l->edp > 1) PS_TRY(do_coll(x, x->comm[l->c_edp].comm, op, grads ? l->egrad_bytes : l->eparam_bytes, w));
+    return PS_OK;
+}
 
 static ps_status progress(exec_ctx *x);
+static ps_status cp_core(exec_ctx *x, const layer_job *l, bool bwd, ps_exec_where *w);
 
 /* ---- Transformer Engine's TP overlap (te) ---- */
 
@@ -306,9 +341,15 @@ static ps_status te_pass(exec_ctx *x, const layer_job *l, int pass, ps_exec_wher
         }
         paired[ag] = paired[rs] = true;
     }
+    bool core_done = false;
     for (int i = 0; i < g->n && i < PS_OV_MAX_GEMMS; i++) {
         int ag = -1, rs = -1;
         bool pair = paired[i] && ps_layer_te_pair(g, g->g[i].blk, &ag, &rs);
+        if (!pair && l->cp > 1 && g->g[i].attn) { /* a CP layer's attention core: its ring or all-to-alls */
+            if (!core_done) PS_TRY(cp_core(x, l, pass == PS_OV_BWD, w));
+            core_done = true;
+            continue;
+        }
         if (!pair) {
             PS_TRY(do_gemm(x, &g->g[i], pass == PS_OV_BWD && g->g[i].attn ? 2 : 1));
             continue;
@@ -324,18 +365,173 @@ static ps_status te_pass(exec_ctx *x, const layer_job *l, int pass, ps_exec_wher
     return PS_OK;
 }
 
+/* ---- context parallelism ---- */
+
+/* An all-to-all over comm (n members, this rank member `me`), timed as a collective; bytes sent to the other members
+ * into *sent. */
+static ps_status do_a2a(exec_ctx *x, MPI_Comm comm, int n, int me, const double *sb, const double *rb,
+                        const ps_exec_where *w, double *sent)
+{
+    double t0 = now();
+    PS_TRY(x->be->alltoall(x->bs, &x->net, comm, n, sb, rb, w));
+    x->t_comm += now() - t0;
+    for (int p = 0; p < n; p++)
+        if (p != me) *sent += sb[p];
+    return PS_OK;
+}
+
+/* The a2a kind's all-to-all of a GPU's buffer of `bytes` over the CP group: 1/cp to every member (itself included),
+ * as ps_coll_alltoall prices it. */
+static ps_status cp_alltoall(exec_ctx *x, const layer_job *l, double bytes, const ps_exec_where *w)
+{
+    double b[PS_EXEC_A2A_MAX];
+    for (int p = 0; p < l->cp; p++) b[p] = bytes / l->cp;
+    int me = x->local / l->s->tp % l->cp;
+    x->n_cp_a2a++;
+    return do_a2a(x, x->comm[l->c_cp].comm, l->cp, me, b, b, w, &x->cp_bytes);
+}
+
+/* The attention core of a CP layer (the attn GEMMs of ps_layer_gemm_shapes_s, already 1/cp of the work), forward or
+ * input-gradient backward (each GEMM twice), as cp_attention prices it from Transformer Engine's context_parallel.py
+ * (commit d0067d0). a2a (AttnFuncWithCPAndQKVOA2A): the all-to-all of Q, K, V, the core, the all-to-all of the
+ * output; the backward: the output gradient's, the core, dQ, dK, dV's. ring (AttnFuncWithCPAndKVP2P): cp steps, each
+ * 1/cp of the core's rows beside one ring transfer to the next member of the CP group; the forward's steps
+ * 0..cp-2 carry the next K/V block, the backward's step 0 K/V, its middle steps K/V and the dK/dV summed so far,
+ * its last dK/dV. A step's computation runs in row blocks with progress between them (Open MPI moves a transfer only
+ * inside MPI calls), and the next step starts once the transfer is done: the exposed part is measured. */
+static ps_status cp_core(exec_ctx *x, const layer_job *l, bool bwd, ps_exec_where *w)
+{
+    enum { PIECES = 4, MIN_ROWS = 16 };
+    const ps_layer_gemms *g = &l->g;
+    double c0 = x->t_comm;
+    int times = bwd ? 2 : 1;
+    if (l->cp_a2a) {
+        w->what = bwd ? "a CP all-to-all of the output gradient" : "a CP all-to-all of Q, K and V";
+        PS_TRY(cp_alltoall(x, l, bwd ? l->cp_o : l->cp_qkv, w));
+        for (int i = 0; i < g->n; i++)
+            if (g->g[i].attn) PS_TRY(do_gemm(x, &g->g[i], times));
+        w->what = bwd ? "a CP all-to-all of dQ, dK and dV" : "a CP all-to-all of the attention output";
+        PS_TRY(cp_alltoall(x, l, bwd ? l->cp_qkv : l->cp_o, w));
+        x->t_cp += x->t_comm - c0;
+        return PS_OK;
+    }
+    int n = l->cp;
+    MPI_Comm comm = x->comm[l->c_cp].comm;
+    for (int j = 0; j < n; j++) {
+        double bytes = !bwd ? (j < n - 1 ? l->cp_kv : 0) : (j == 0 || j == n - 1 ? l->cp_kv : 2 * l->cp_kv);
+        if (bytes > 0) {
+            w->what = "starting a CP ring step";
+            double t0 = now();
+            PS_TRY(x->be->ring(x->bs, &x->net, comm, bytes, w));
+            x->t_comm += now() - t0;
+            x->n_cp_ring++;
+            x->cp_bytes += bytes;
+        }
+        for (int i = 0; i < g->n; i++) {
+            const ps_gemm_shape *sh = &g->g[i];
+            if (!sh->attn) continue;
+            int64_t m = llround(sh->m), nn = llround(sh->n), k = llround(sh->k), cnt = llround(sh->count);
+            int64_t rows = m * (j + 1) / n - m * j / n;
+            int64_t sub = rows / MIN_ROWS < PIECES ? rows / MIN_ROWS : PIECES;
+            if (sub < 1) sub = 1;
+            for (int t = 0; t < times; t++)
+                for (int64_t q = 0; q < sub; q++) {
+                    double t0 = now();
+                    PS_TRY(x->be->gemm(x->bs, rows * (q + 1) / sub - rows * q / sub, nn, k, cnt));
+                    x->t_comp += now() - t0;
+                    if (bytes > 0) PS_TRY(progress(x));
+                }
+        }
+        if (bytes > 0) {
+            w->what = bwd ? "a CP ring step (K/V, dK/dV)" : "a CP ring step (K/V)";
+            double t0 = now();
+            PS_TRY(x->be->ring_wait(x->bs, &x->net, w));
+            x->t_comm += now() - t0;
+        }
+    }
+    x->t_cp += x->t_comm - c0;
+    return PS_OK;
+}
+
+/* ---- expert parallelism ---- */
+
+/* The share of the mean GPU's tokens that member p of an ep group receives. The cost model prices the slowest GPU of
+ * the group, the one holding the busiest expert beside experts at the mean (ps_cost_ep_rank_load: `load` x the mean);
+ * exec makes member 0 that GPU: every member sends it load / ep of its dispatch buffer and (ep - load) / (ep - 1) / ep
+ * to each other member, so every member still sends its mean buffer, member 0 receives load x the mean (and sends it
+ * back in the combine) and runs load x the mean tokens through its experts, the others less. */
+static double ep_share(const layer_job *l, int p)
+{
+    if (l->ep <= 1) return l->ep_load;
+    return p == 0 ? l->ep_load : (l->ep - l->ep_load) / (l->ep - 1);
+}
+
+/* An MoE block's token exchange on the expert grid in one pass (ep_exchange in cost/layer_cost.c, from Megatron-core's
+ * MoEAlltoAllTokenDispatcher): the dispatch all-to-all over the ep group, the all-gather over the etp group, the
+ * reduce-scatter back and the combine all-to-all (the dispatch reversed). The backward moves the gradients the same
+ * ways. */
+static ps_status ep_exchange(exec_ctx *x, const layer_job *l, ps_exec_where *w)
+{
+    double c0 = x->t_comm;
+    double sb[PS_EXEC_A2A_MAX], rb[PS_EXEC_A2A_MAX], mine = ep_share(l, l->ep_idx);
+    for (int p = 0; p < l->ep; p++) {
+        sb[p] = l->ep_mean / l->ep * ep_share(l, p);
+        rb[p] = l->ep_mean / l->ep * mine;
+    }
+    MPI_Comm comm = l->ep > 1 ? x->comm[l->c_ep].comm : MPI_COMM_NULL;
+    if (l->ep > 1) {
+        w->what = "an MoE dispatch all-to-all";
+        PS_TRY(do_a2a(x, comm, l->ep, l->ep_idx, sb, rb, w, &x->ep_bytes));
+        x->ep_recv += l->ep_mean * mine;
+        x->n_ep_a2a++;
+    }
+    if (l->etp > 1) {
+        MPI_Comm tc = x->comm[l->c_etp].comm;
+        w->what = "an expert-TP all-gather of the dispatched tokens";
+        PS_TRY(do_coll(x, tc, PS_EXEC_ALLGATHER, l->ep_mean * mine * l->etp, w));
+        w->what = "an expert-TP reduce-scatter of the experts' output";
+        PS_TRY(do_coll(x, tc, PS_EXEC_REDUCESCATTER, l->ep_mean * mine * l->etp, w));
+    }
+    if (l->ep > 1) {
+        w->what = "an MoE combine all-to-all";
+        PS_TRY(do_a2a(x, comm, l->ep, l->ep_idx, rb, sb, w, &x->ep_bytes));
+        x->ep_recv += l->ep_mean;
+        x->n_ep_a2a++;
+    }
+    x->t_ep += x->t_comm - c0;
+    return PS_OK;
+}
+
+/* A layer's GEMMs in the forward or the input-gradient backward (the attention GEMMs twice there), those of a CP
+ * layer's attention core as cp_core (once, at the first of them). */
+static ps_status layer_gemms(exec_ctx *x, const layer_job *l, bool bwd, ps_exec_where *w)
+{
+    bool core_done = false;
+    for (int i = 0; i < l->g.n; i++) {
+        const ps_gemm_shape *sh = &l->g.g[i];
+        if (l->cp > 1 && sh->attn) {
+            if (!core_done) PS_TRY(cp_core(x, l, bwd, w));
+            core_done = true;
+            continue;
+        }
+        PS_TRY(do_gemm(x, sh, bwd && sh->attn ? 2 : 1));
+    }
+    return PS_OK;
+}
+
 static ps_status layer_forward(exec_ctx *x, const layer_job *l, bool recompute, ps_exec_where *w)
 {
     const ps_cost_params *cp = x->cp;
     if (zero3(l) && !recompute) {
         w->what = "a ZeRO-3 weight all-gather";
-        PS_TRY(do_coll(x, x->comm[l->c_dp].comm, PS_EXEC_ALLGATHER, l->param_bytes, w));
+        PS_TRY(dp_coll(x, l, PS_EXEC_ALLGATHER, false, w));
     }
     if (l->te) return te_pass(x, l, PS_OV_FWD, w);
-    for (int i = 0; i < l->g.n; i++) PS_TRY(do_gemm(x, &l->g.g[i], 1));
+    PS_TRY(layer_gemms(x, l, false, w));
     PS_TRY(do_stream(x, cp->elementwise_passes * l->act_full));
     w->what = "a TP collective of the forward";
     for (int i = 0; i < l->g.tp_colls; i++) PS_TRY(tp_collective(x, l, w));
+    if (l->ep_on) PS_TRY(ep_exchange(x, l, w));
     return PS_OK;
 }
 
@@ -344,7 +540,7 @@ static ps_status layer_backward_b(exec_ctx *x, const layer_job *l, ps_exec_where
     const ps_cost_params *cp = x->cp;
     if (l->s->ckpt == PS_RECOMP_FULL) {
         PS_TRY(layer_forward(x, l, true, w));
-    } else if (l->s->ckpt == PS_RECOMP_SELECTIVE) {
+    } else if (l->s->ckpt == PS_RECOMP_SELECTIVE && !l->fused) { /* a fused kernel keeps no scores to drop */
         for (int i = 0; i < l->g.n; i++)
             if (l->g.g[i].attn) PS_TRY(do_gemm(x, &l->g.g[i], 1));
         PS_TRY(do_stream(x, cp->elementwise_passes * (l->act_full - l->act_sel)));
@@ -366,10 +562,11 @@ static ps_status layer_backward_b(exec_ctx *x, const layer_job *l, ps_exec_where
     }
     if (l->te) return te_pass(x, l, PS_OV_BWD, w);
     /* input gradients: each weight GEMM once more (dgrad), the attention GEMMs twice */
-    for (int i = 0; i < l->g.n; i++) PS_TRY(do_gemm(x, &l->g.g[i], l->g.g[i].attn ? 2 : 1));
+    PS_TRY(layer_gemms(x, l, true, w));
     PS_TRY(do_stream(x, 2 * cp->elementwise_passes * l->act_full));
     w->what = "a TP collective of the backward";
     for (int i = 0; i < l->g.bwd_tp_colls; i++) PS_TRY(tp_collective(x, l, w));
+    if (l->ep_on) PS_TRY(ep_exchange(x, l, w));
     return PS_OK;
 }
 
@@ -379,9 +576,9 @@ static ps_status layer_backward_w(exec_ctx *x, const layer_job *l, ps_exec_where
         if (!l->g.g[i].attn) PS_TRY(do_gemm(x, &l->g.g[i], 1)); /* weight gradients (wgrad) */
     if (zero3(l)) {
         w->what = "a ZeRO-3 weight all-gather of the backward";
-        PS_TRY(do_coll(x, x->comm[l->c_dp].comm, PS_EXEC_ALLGATHER, l->param_bytes, w));
+        PS_TRY(dp_coll(x, l, PS_EXEC_ALLGATHER, false, w));
         w->what = "a ZeRO-3 gradient reduce-scatter";
-        PS_TRY(do_coll(x, x->comm[l->c_dp].comm, PS_EXEC_REDUCESCATTER, l->grad_bytes, w));
+        PS_TRY(dp_coll(x, l, PS_EXEC_REDUCESCATTER, true, w));
     }
     return PS_OK;
 }
@@ -455,7 +652,7 @@ static ps_status ov_run(exec_ctx *x, int64_t a, int64_t b, int pass, ps_exec_whe
         const layer_job *l = &x->lj[pass == PS_OV_FWD ? a + j : b - j];
         if (pass == PS_OV_FWD && zero3(l)) {
             w->what = "a ZeRO-3 weight all-gather";
-            PS_TRY(do_coll(x, x->comm[l->c_dp].comm, PS_EXEC_ALLGATHER, l->param_bytes, w));
+            PS_TRY(dp_coll(x, l, PS_EXEC_ALLGATHER, false, w));
         }
         for (int i = 0; i < l->ovp[0][pass].n; i++)
             for (int k = 0; k < 2; k++) {
@@ -601,13 +798,12 @@ static ps_status iteration_tail(exec_ctx *x, double static_bytes)
         int s = ps_sched_stage_of(x->sch, x->dev, c);
         for (int64_t i = x->plan->cuts[s]; i < x->plan->cuts[s + 1]; i++) {
             const layer_job *l = &x->lj[i];
-            if (l->s->dp <= 1 || l->s->zero >= 3) continue;
-            MPI_Comm dc = x->comm[l->c_dp].comm;
+            if (l->s->zero >= 3) continue;
             if (l->s->zero == 0) {
-                PS_TRY(do_coll(x, dc, PS_EXEC_ALLREDUCE, l->grad_bytes, &w));
+                PS_TRY(dp_coll(x, l, PS_EXEC_ALLREDUCE, true, &w));
             } else {
-                PS_TRY(do_coll(x, dc, PS_EXEC_REDUCESCATTER, l->grad_bytes, &w));
-                PS_TRY(do_coll(x, dc, PS_EXEC_ALLGATHER, l->param_bytes, &w));
+                PS_TRY(dp_coll(x, l, PS_EXEC_REDUCESCATTER, true, &w));
+                PS_TRY(dp_coll(x, l, PS_EXEC_ALLGATHER, false, &w));
             }
         }
     }
@@ -630,6 +826,26 @@ static int add_comm(exec_ctx *x, exec_comm e)
     e.comm = MPI_COMM_NULL;
     x->comm[x->n_comm] = e;
     return x->n_comm++;
+}
+
+/* The record of a group of n members at a stride (the stage's ranks cut into blocks of n x stride, members a stride
+ * apart: this rank's group holds the ranks of its block at its offset modulo the stride), added once per shape.
+ * what: the group's use, for the message. */
+static ps_status add_group(exec_ctx *x, int64_t n, int64_t stride, int64_t layer, const char *what)
+{
+    if (find_comm(x, COMM_GROUP, 0, (int)n, (int)stride) >= 0) return PS_OK;
+    int64_t blk = n * stride;
+    if (blk <= 0 || x->width % blk != 0)
+        return PS_FAIL(PS_ERR_INPUT, "layer %lld: %s of %lld GPUs at stride %lld does not tile a stage of %d",
+                       (long long)layer, what, (long long)n, (long long)stride, x->width);
+    int shapes = 0;
+    for (int i = 0; i < x->n_comm; i++) shapes += x->comm[i].kind == COMM_GROUP;
+    if (shapes == MAX_GROUP_SHAPES)
+        return PS_FAIL(PS_ERR_INPUT, "the plan needs groups of more than %d shapes (resharding, CP, expert grid)",
+                       shapes);
+    int color = (int)(x->dev * x->width + x->local / blk * blk + x->local % stride);
+    add_comm(x, (exec_comm){.kind = COMM_GROUP, .n = (int)n, .stride = (int)stride, .dup_of = -1, .color = color});
+    return PS_OK;
 }
 
 /* The communicators of the plan as records (exec_comm), in the order every rank creates them: per TP degree,
@@ -667,7 +883,23 @@ static ps_status plan_comms(exec_ctx *x)
         if (ov) add_comm(x, (exec_comm){.kind = COMM_TP_OV, .tp = t, .dup_of = tp});
     }
     int64_t n_mb = ps_plan_micro_batches(plan), global_mb = plan->gbs / n_mb;
-    int n_rs = 0;
+    /* the CP groups (the same TP rank of cp consecutive TP groups) and the expert grid's (etp fastest, then ep,
+     * then edp), in layer order */
+    for (int64_t i = 0; i < x->m->n_layers; i++) {
+        const ps_strategy *t = &plan->layer[i];
+        int cpd = ps_strategy_cp(t), ep = ps_strategy_ep(t), etp = ps_strategy_etp(t);
+        if (cpd > PS_EXEC_A2A_MAX || ep > PS_EXEC_A2A_MAX)
+            return PS_FAIL(PS_ERR_INPUT, "layer %lld: exec runs all-to-alls over at most %d GPUs (cp %d, ep %d)",
+                           (long long)i, PS_EXEC_A2A_MAX, cpd, ep);
+        if (cpd > 1 && ps_layer_has_attention(x->m->layers[i].kind))
+            PS_TRY(add_group(x, cpd, t->tp, i, "a CP group"));
+        if (ps_layer_is_moe(&x->m->layers[i]) && ps_strategy_ep_folded(t)) {
+            int64_t edp = x->width / ((int64_t)ep * etp);
+            if (ep > 1) PS_TRY(add_group(x, ep, etp, i, "an expert-parallel group"));
+            if (etp > 1) PS_TRY(add_group(x, etp, 1, i, "an expert-TP group"));
+            if (edp > 1) PS_TRY(add_group(x, edp, (int64_t)ep * etp, i, "an expert-DP group"));
+        }
+    }
     for (int s = 0; s < x->S; s++)
         for (int64_t i = plan->cuts[s] + 1; i < plan->cuts[s + 1]; i++) {
             ps_group g;
@@ -675,19 +907,54 @@ static ps_status plan_comms(exec_ctx *x)
             if (!ps_cost_reshard_group(&x->m->layers[i - 1], x->m->dtype, global_mb, &plan->layer[i - 1],
                                        &plan->layer[i], 0, &g, &bytes))
                 continue;
-            if (find_comm(x, COMM_RESHARD, 0, (int)g.n, (int)g.stride) >= 0) continue;
-            int64_t blk = g.n * g.stride;
-            if (blk <= 0 || x->width % blk != 0)
-                return PS_FAIL(PS_ERR_INPUT, "layer %lld: a resharding group of %lld GPUs at stride %lld does not "
-                                             "tile a stage of %d", (long long)i, (long long)g.n, (long long)g.stride,
-                               x->width);
-            if (n_rs == MAX_RESHARD_SHAPES)
-                return PS_FAIL(PS_ERR_INPUT, "the plan reshards between more than %d group shapes", n_rs);
-            n_rs++;
-            int color = (int)(x->dev * x->width + x->local / blk * blk + x->local % g.stride);
-            add_comm(x, (exec_comm){.kind = COMM_RESHARD, .n = (int)g.n, .stride = (int)g.stride, .dup_of = -1,
-                                    .color = color});
+            PS_TRY(add_group(x, g.n, g.stride, i, "a resharding group"));
         }
+    return PS_OK;
+}
+
+/* Layer l's GEMMs (ps_layer_gemm_shapes_s: context and expert parallelism) and its CP and expert-grid work, with their
+ * communicators from plan_comms. */
+static ps_status cp_ep_job(exec_ctx *x, const ps_layer *ly, int64_t mbs, layer_job *l)
+{
+    const ps_strategy *s = l->s;
+    double elt = ps_act_elt_bytes(x->m->dtype);
+    ps_layer_gemm_shapes_s(ly, mbs, s, &l->g);
+    l->cp = ps_layer_has_attention(ly->kind) ? ps_strategy_cp(s) : 1;
+    l->fused = s->attn == PS_ATTN_FUSED;
+    l->c_cp = l->c_ep = l->c_etp = l->c_edp = -1;
+    l->ep = l->etp = 1;
+    l->ep_load = 1;
+    if (l->cp > 1) {
+        /* cp_attention's buffers (cost/layer_cost.c): q and k/v of the GPU's tokens, k/v heads at least one */
+        double t = s->tp, hd = (double)ly->head_dim, tokens = (double)mbs * (double)ly->seq / l->cp;
+        double qb = tokens * (double)ly->heads * hd / t * elt;
+        double kb = tokens * fmax((double)ly->kv_heads / t, 1) * hd * elt;
+        l->cp_a2a = s->cp_comm == PS_CP_A2A;
+        l->cp_kv = 2 * kb;
+        l->cp_qkv = qb + 2 * kb;
+        l->cp_o = qb;
+        l->c_cp = find_comm(x, COMM_GROUP, 0, l->cp, s->tp);
+        if (l->c_cp < 0) return PS_FAIL(PS_ERR_SYSTEM, "no communicator for a CP group of %d", l->cp);
+    }
+    l->ep_on = ps_layer_is_moe(ly) && ps_strategy_ep_folded(s);
+    if (!l->ep_on) return PS_OK;
+    l->ep = ps_strategy_ep(s);
+    l->etp = ps_strategy_etp(s);
+    l->edp = x->width / (l->ep * l->etp);
+    l->ep_idx = x->local / l->etp % l->ep;
+    /* no member can take more than every token: load <= ep */
+    l->ep_load = fmin(ps_cost_ep_rank_load(x->cp, ly, (double)(ly->n_experts / l->ep)), l->ep);
+    double cf = ly->capacity_factor;
+    l->ep_mean = (double)mbs * (double)ly->seq / ps_strategy_cp(s) / s->tp * (double)ly->top_k *
+                 (cf > 0 && cf < 1 ? cf : 1.0) * (double)ly->hidden * elt;
+    /* this rank's experts run its share of the tokens (ep_share), the cost model's slowest GPU on member 0 */
+    for (int i = 0; i < l->g.n; i++)
+        if (l->g.g[i].ep > 1) l->g.g[i].m *= ep_share(l, l->ep_idx);
+    if (l->ep > 1) l->c_ep = find_comm(x, COMM_GROUP, 0, l->ep, l->etp);
+    if (l->etp > 1) l->c_etp = find_comm(x, COMM_GROUP, 0, l->etp, 1);
+    if (l->edp > 1) l->c_edp = find_comm(x, COMM_GROUP, 0, l->edp, l->ep * l->etp);
+    if ((l->ep > 1 && l->c_ep < 0) || (l->etp > 1 && l->c_etp < 0) || (l->edp > 1 && l->c_edp < 0))
+        return PS_FAIL(PS_ERR_SYSTEM, "no communicator for a group of the expert grid (ep %d, etp %d)", l->ep, l->etp);
     return PS_OK;
 }
 
@@ -712,14 +979,33 @@ static ps_status build_layers(exec_ctx *x, const ps_cluster *c)
             const ps_layer *ly = &m->layers[i];
             l->s = &plan->layer[i];
             int64_t mbs = global_mb / l->s->dp;
-            ps_layer_gemm_shapes(ly, mbs, l->s->tp, &l->g);
             PS_TRY(ps_cost_layer(x->cp, c, ly, m->dtype, mbs, l->s, first, &l->pred));
+            PS_TRY(cp_ep_job(x, ly, mbs, l));
             bool sp = l->s->sp && l->s->tp > 1;
-            l->act_full = ps_layer_act_bytes(ly, m->dtype, l->s->tp, sp, PS_RECOMP_NONE) * (double)mbs;
-            l->act_sel = ps_layer_act_bytes(ly, m->dtype, l->s->tp, sp, PS_RECOMP_SELECTIVE) * (double)mbs;
+            /* the layer as one GPU of its CP group sees it: 1/cp of every sample's tokens (ps_cost_layer's lt) */
+            ps_layer lt = *ly;
+            lt.seq = ly->seq / l->cp;
+            if (l->cp > 1) {
+                l->act_full = ps_layer_act_bytes_attn(&lt, m->dtype, l->s->tp, sp, PS_RECOMP_NONE, l->s->attn);
+                l->act_sel = ps_layer_act_bytes_attn(&lt, m->dtype, l->s->tp, sp, PS_RECOMP_SELECTIVE, l->s->attn);
+            } else {
+                l->act_full = ps_layer_act_bytes(ly, m->dtype, l->s->tp, sp, PS_RECOMP_NONE);
+                l->act_sel = ps_layer_act_bytes(ly, m->dtype, l->s->tp, sp, PS_RECOMP_SELECTIVE);
+            }
+            l->act_full *= (double)mbs;
+            l->act_sel *= (double)mbs;
+            if (l->ep_on) {
+                /* the routed activations move with the tokens: the cost model's ep_act (ps_cost_layer), at the
+                 * slowest GPU's load as it prices every GPU's elementwise traffic */
+                double tok, inner;
+                ps_layer_moe_act_parts(&lt, m->dtype, &tok, &inner);
+                double ep_act = (double)mbs * (tok * (l->etp * l->ep_load - 1) + inner * (l->ep_load - 1)) / l->s->tp;
+                l->act_full += ep_act;
+                l->act_sel += ep_act;
+            }
             if (l->s->ckpt == PS_RECOMP_OP) {
                 ps_linear lin[PS_LINEARS_MAX];
-                int n = ps_layer_linears(ly, l->s->tp, lin);
+                int n = ps_layer_linears(&lt, l->s->tp, lin);
                 for (int j = 0; j < n; j++)
                     if (!ps_op_sac_keeps(j, m->dtype))
                         l->op_rec[l->n_op_rec++] =
@@ -728,9 +1014,16 @@ static ps_status build_layers(exec_ctx *x, const ps_cluster *c)
             }
             /* the layer's weights on one GPU of its TP group (as the cost model counts them: the big matrices split
              * over tp), in the training dtype's element; not mem_params, which under FP8 also holds the FP8 copies */
-            double P = ps_cost_params_per_gpu(ly, l->s->tp);
+            double P = ps_cost_params_per_gpu(ly, l->s->tp), Pe = 0;
+            if (l->ep_on) { /* the experts live on the expert grid: n_experts / ep of them, split over etp */
+                double R = (double)ps_layer_routed_params(ly);
+                Pe = R / ((double)l->ep * l->etp);
+                P -= R / l->s->tp;
+            }
             l->param_bytes = P * elt;
             l->grad_bytes = P * x->cp->grad_reduce_bytes;
+            l->eparam_bytes = Pe * elt;
+            l->egrad_bytes = Pe * x->cp->grad_reduce_bytes;
             l->c_tp = find_comm(x, COMM_TP, l->s->tp, 0, 0);
             l->c_dp = find_comm(x, COMM_DP, l->s->tp, 0, 0);
             if (l->c_tp < 0 || l->c_dp < 0)
@@ -765,7 +1058,7 @@ static ps_status build_layers(exec_ctx *x, const ps_cluster *c)
                                                    first, &g, &l->rs_bytes);
                 ps_cost_reshard(x->cp, c, &m->layers[i - 1], m->dtype, global_mb, &plan->layer[i - 1], l->s, first,
                                 &l->rs_pf, &l->rs_pb);
-                if (l->rs_dirs) l->c_rs = find_comm(x, COMM_RESHARD, 0, (int)g.n, (int)g.stride);
+                if (l->rs_dirs) l->c_rs = find_comm(x, COMM_GROUP, 0, (int)g.n, (int)g.stride);
                 if (l->rs_dirs && l->c_rs < 0)
                     return PS_FAIL(PS_ERR_SYSTEM, "layer %lld: no communicator for its resharding group", (long long)i);
             }
@@ -795,7 +1088,13 @@ static void rank_needs(const exec_ctx *x, ps_exec_need *need, double *static_byt
             need->stream = fmax(need->stream, 2 * x->cp->elementwise_passes * l->act_full);
             need->coll = fmax(need->coll, fmax(l->pred.tp_bytes, fmax(l->param_bytes, l->grad_bytes)));
             if (l->rs_dirs) need->coll = fmax(need->coll, l->rs_bytes);
-            need->overlap = need->overlap || l->ov || l->te;
+            if (l->cp > 1) /* an a2a buffer; the ring's steps send from and receive into the overlap buffers */
+                need->coll = fmax(need->coll, l->cp_a2a ? l->cp_qkv : 2 * l->cp_kv);
+            if (l->ep_on) /* the busiest member's all-to-all receive and its etp all-gather */
+                need->coll = fmax(need->coll, l->ep_mean * l->ep_load * l->etp);
+            for (int e = 0; e < 2; e++)
+                need->coll = fmax(need->coll, e ? l->egrad_bytes : l->eparam_bytes);
+            need->overlap = need->overlap || l->ov || l->te || (l->cp > 1 && !l->cp_a2a);
             *static_bytes += l->pred.mem_params + l->pred.mem_grads + l->pred.mem_optim;
         }
     }
@@ -830,10 +1129,10 @@ static void ov_run_pred(const exec_ctx *x, int64_t a, int64_t b, int pass, doubl
  * its optimizer pass: the work run_pass and iteration_tail do, priced instead of run. An overlapped run's collectives
  * count what its computation leaves exposed, the part exec measures as waits. */
 static ps_status predict_rank(const exec_ctx *x, const ps_sched_pass *passes, int64_t count, double opt_s,
-                              double *comp, double *comm)
+                              double *comp, double *comm, double *p_cp, double *p_ep)
 {
     *comp = opt_s;
-    *comm = 0;
+    *comm = *p_cp = *p_ep = 0;
     int64_t most = 1;
     for (int s = 0; s < x->S; s++)
         if (x->plan->cuts[s + 1] - x->plan->cuts[s] > most) most = x->plan->cuts[s + 1] - x->plan->cuts[s];
@@ -863,14 +1162,15 @@ static ps_status predict_rank(const exec_ctx *x, const ps_sched_pass *passes, in
                 }
             } else {
                 const ps_layer_cost *c = &l->pred;
-                /* te's ring transfers count what the GEMM pieces leave exposed (te_comm, te_exposed: 0 otherwise) */
-                if (f) {
-                    *comp += c->comp_fwd;
-                    *comm += c->comm_fwd - c->te_comm[0] + c->te_exposed[0];
-                }
-                if (b) {
-                    *comp += c->comp_bwd_b;
-                    *comm += c->comm_bwd_b - c->te_comm[1] + c->te_exposed[1];
+                /* te's and CP's ring transfers count what the GEMM pieces leave exposed (te_comm, te_exposed, cp_comm,
+                 * cp_exposed: 0 otherwise; a2a: all exposed) */
+                for (int q = 0; q < 2; q++) {
+                    if (!(q ? b : f)) continue;
+                    *comp += q ? c->comp_bwd_b : c->comp_fwd;
+                    *comm += (q ? c->comm_bwd_b : c->comm_fwd) - c->te_comm[q] + c->te_exposed[q] - c->cp_comm[q] +
+                             c->cp_exposed[q];
+                    *p_cp += c->cp_exposed[q];
+                    *p_ep += c->ep_comm[q];
                 }
             }
             for (int64_t j = i; j < e; j++)
@@ -942,7 +1242,7 @@ static ps_status setup_local(exec_ctx *x, const ps_cluster *c, int iters, ps_exe
     x->need.sends = x->count; /* a pass sends at most one message */
     PS_TRY(alloc_buffers(x, iters, r));
     double opt_s = x->pred.stages[ps_sched_stage_of(x->sch, x->dev, 0)].opt_s;
-    return predict_rank(x, x->passes, x->count, opt_s, &x->p_comp, &x->p_comm);
+    return predict_rank(x, x->passes, x->count, opt_s, &x->p_comp, &x->p_comm, &x->p_cp, &x->p_ep);
 }
 
 /* Set-up. Collective over comm, and the first collective of the run: everything a rank may fail at alone before the
@@ -1030,7 +1330,8 @@ static ps_status exec_iterate(exec_ctx *x, const ps_exec_opts *o, ps_exec_result
     for (int it = 0; it < o->warmup + o->iters && st == PS_OK; it++) {
         bool timed = it >= o->warmup;
         x->t_comp = x->t_comm = x->t_wait = 0;
-        x->n_icoll = x->n_reshard = x->n_ring = 0;
+        x->n_icoll = x->n_reshard = x->n_ring = x->n_cp_ring = x->n_cp_a2a = x->n_ep_a2a = 0;
+        x->t_cp = x->t_ep = x->cp_bytes = x->ep_bytes = x->ep_recv = 0;
         double dt = 0;
         st = run_iteration(x, &dt);
         if (st != PS_OK) break;
@@ -1038,6 +1339,8 @@ static ps_status exec_iterate(exec_ctx *x, const ps_exec_opts *o, ps_exec_result
             x->comp += x->t_comp;
             x->comm_t += x->t_comm;
             x->wait += x->t_wait;
+            x->cp_t += x->t_cp;
+            x->ep_t += x->t_ep;
             r->iter_s[it - o->warmup] = dt;
             if (o->log && x->net.rank == 0)
                 fprintf(o->log, "# iteration %d: %.4g s on rank 0\n", it - o->warmup + 1, dt);
@@ -1093,9 +1396,23 @@ static ps_status exec_reduce(exec_ctx *x, int iters, ps_exec_result *r)
         e->pred_b = x->pred.stages[s].bwd_b;
         e->pred_w = x->pred.stages[s].bwd_w;
     }
-    /* the last iteration's passes, overlapped all-reduces and resharding all-gathers, summed over the ranks */
-    int64_t n_all[4] = {0, 0, 0, 0}, mine_n[4] = {x->n_trace, x->n_icoll, x->n_reshard, x->n_ring};
-    PS_MPI(MPI_Allreduce(mine_n, n_all, 4, MPI_INT64_T, MPI_SUM, x->net.world));
+    /* the last iteration's passes, overlapped all-reduces, resharding all-gathers, ring steps and all-to-alls, and the
+     * bytes of CP and EP, summed over the ranks */
+    int64_t n_all[7] = {0}, mine_n[7] = {x->n_trace, x->n_icoll, x->n_reshard, x->n_ring, x->n_cp_ring, x->n_cp_a2a,
+                                         x->n_ep_a2a};
+    PS_MPI(MPI_Allreduce(mine_n, n_all, 7, MPI_INT64_T, MPI_SUM, x->net.world));
+    r->cp_ring_steps = n_all[4];
+    r->cp_alltoalls = n_all[5];
+    r->ep_alltoalls = n_all[6];
+    double mine_c[6] = {x->cp_t / iters, x->ep_t / iters, x->p_cp, x->p_ep, x->cp_bytes, x->ep_bytes}, sum_c[6];
+    PS_MPI(MPI_Allreduce(mine_c, sum_c, 6, MPI_DOUBLE, MPI_SUM, x->net.world));
+    r->cp_s = sum_c[0] / nranks;
+    r->ep_s = sum_c[1] / nranks;
+    r->pred_cp_s = sum_c[2] / nranks;
+    r->pred_ep_s = sum_c[3] / nranks;
+    r->cp_bytes = sum_c[4];
+    r->ep_bytes = sum_c[5];
+    PS_MPI(MPI_Allreduce(&x->ep_recv, &r->ep_max_recv_bytes, 1, MPI_DOUBLE, MPI_MAX, x->net.world));
     r->passes = n_all[0];
     r->ov_colls = n_all[1];
     r->reshards = n_all[2];
@@ -1161,7 +1478,7 @@ ps_status ps_exec_run(MPI_Comm comm, const ps_plan *plan, const ps_model *m, con
     x->net.nranks = nranks;
     x->net.watchdog_s = o->watchdog_s > 0 ? o->watchdog_s : 60;
     x->net.skip_first_send = fault_here(x, PS_EXEC_FAULT_SKIP_SEND);
-    x->width = plan->layer[0].tp * plan->layer[0].dp;
+    x->width = (int)ps_strategy_width(&plan->layer[0]); /* tp x cp x dp */
     x->dev = rank / x->width;
     x->local = rank % x->width;
     x->S = plan->pp * plan->vpp;

@@ -80,7 +80,16 @@ struct ps_exec_backend {
      * flight; progress moves it, ring_wait returns once both halves are complete or fails by the watchdog. */
     ps_status (*ring)(void *state, ps_exec_net *net, MPI_Comm comm, double bytes, const ps_exec_where *where);
     ps_status (*ring_wait)(void *state, ps_exec_net *net, const ps_exec_where *where);
+    /* An all-to-all over comm (context parallelism's a2a kind, an MoE block's dispatch and combine), complete on
+     * return or failed by the watchdog: sbytes[p] bytes to member p, rbytes[p] from it (n members, at most
+     * PS_EXEC_A2A_MAX; the sums within ps_exec_need.coll). */
+    ps_status (*alltoall)(void *state, ps_exec_net *net, MPI_Comm comm, int n, const double *sbytes,
+                          const double *rbytes, const ps_exec_where *where);
 };
+
+/* The largest group an all-to-all runs over: its per-member counts live on the stack, so that running one allocates
+ * nothing (a larger group is refused at set-up). */
+enum { PS_EXEC_A2A_MAX = 1024 };
 
 extern const ps_exec_backend ps_exec_backend_cpu;
 #if PS_HAVE_CUDA && PS_HAVE_CUBLAS && PS_HAVE_NCCL
@@ -91,6 +100,10 @@ extern const ps_exec_backend ps_exec_backend_cuda;
 ps_status ps_exec_mpi_wait(ps_exec_net *net, MPI_Request *req, const ps_exec_where *where);
 ps_status ps_exec_mpi_coll(ps_exec_net *net, MPI_Comm comm, ps_exec_coll op, void *buf, void *buf2, double bytes,
                            const ps_exec_where *where);
+/* An all-to-all of bytes (the payload is not reduced, so its element type does not matter): MPI_Ialltoall when every
+ * count is the same, else MPI_Ialltoallv; sbuf and rbuf hold the sums. Completed under the watchdog. */
+ps_status ps_exec_mpi_alltoall(ps_exec_net *net, MPI_Comm comm, int n, const double *sbytes, const double *rbytes,
+                               void *sbuf, void *rbuf, const ps_exec_where *where);
 /* Pipeline sends stay in flight until ps_exec_mpi_flush; receives complete before returning. */
 typedef struct {
     MPI_Request *req;

@@ -98,6 +98,16 @@ typedef struct {
     int64_t reshards;           /* all-gathers between layers of different TP layouts per iteration, all ranks */
     int64_t ring_steps;         /* TP ring steps (te layers: send + receive beside a GEMM piece) per iteration, all
                                    ranks */
+    /* context parallelism (cp > 1) and MoE expert parallelism (an MoE block on the expert grid), per iteration:
+     * time (mean over ranks; inside comm_s) against the cost model's (ring: the exposed part, cp_exposed; a2a and
+     * ep: all of it, ep_comm), counts and bytes over all ranks (bytes a rank sends to other ranks) */
+    double cp_s, pred_cp_s, ep_s, pred_ep_s;
+    int64_t cp_ring_steps;      /* CP ring steps (K/V, dK/dV to the next member of the CP group) started */
+    int64_t cp_alltoalls;       /* all-to-alls of the a2a kind */
+    int64_t ep_alltoalls;       /* dispatch and combine all-to-alls */
+    double cp_bytes, ep_bytes;  /* bytes sent to other ranks by the CP ring steps or all-to-alls, by the EP ones */
+    double ep_max_recv_bytes;   /* the most all-to-all bytes one rank received (its own part included): the busiest
+                                   expert's rank */
     /* this rank */
     int device, local;          /* pipeline device, index in its stage */
     int64_t n_trace;

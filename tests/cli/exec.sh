@@ -13,6 +13,8 @@
 #    ones start their all-reduces beside the computation, and the measured and predicted gains are printed;
 #  - Transformer Engine's TP overlap: an SP plan without and with te runs; te's ring steps are counted, measured and
 #    predicted times printed;
+#  - context parallelism (ring, a2a) and MoE expert parallelism run, their ring steps / all-to-alls and bytes as
+#    counted by hand;
 #  - --exec-top 2 executes and ranks the 2 best plans; with fewer ranks than GPUs it is refused before the search.
 # python3 reads the JSON results; scripts/install-deps.sh installs it, so its absence is a failure, not a skip.
 set -u
@@ -326,6 +328,64 @@ if [[ -n ${te_meas[te]} && -n ${te_meas[none]} ]]; then
     'BEGIN { printf "# tp-overlap te over sp: measured %.4g s vs %.4g s (gain %.3f), predicted %.4g s vs %.4g s " \
              "(gain %.3f)\n", m1, m0, m0 / m1, p1, p0, p0 / p1 }'
 fi
+
+# ---- 5d. context parallelism and expert parallelism: gpt2-small planned at cp 2 (ring at tp 1 x dp 2, a2a at tp 2)
+#      for 4 A100s (CP needs fused attention) and tiny-moe at tp 2 x dp 2 with its experts on ep 2 x etp 1 (the plan
+#      JSON's ep/etp; sequence parallelism), run on the cpu backend: the CP ring steps / all-to-alls and the EP
+#      all-to-alls and their bytes per iteration as counted by hand (docs/exec.md), measured and predicted times
+#      printed ----
+a100=$data/clusters/a100-x4.json
+# cp_ep_run NAME JSON_KEYS... : runs $scratch/NAME.json, prints the figures and sets got to the keys' values
+cp_ep_run() {
+  local name=$1 mdl=$2 clu=$3
+  shift 3
+  run4 exec "$scratch/$name.json" --model "$mdl" --cluster "$clu" --backend cpu --iters 2 --scale "$scale" \
+    --format json --out "$scratch/$name.out.json" 2>"$scratch/err"
+  local rc=$?
+  check "$name: exec exit $rc: $(grep '^psearch: error' "$scratch/err")" test $rc -eq 0
+  got=$(python3 - "$scratch/$name.out.json" "$@" <<'EOF2'
+import json, sys
+try:
+    j = json.load(open(sys.argv[1]))["exec"]
+except Exception:
+    print("unreadable")
+    sys.exit()
+me, pr = j.get("measured", {}), j.get("predicted", {})
+print(f"# {sys.argv[1].split('/')[-1]}: CP {me.get('cp_comm_s')} s (predicted {pr.get('cp_comm_s')} s), EP "
+      f"{me.get('ep_comm_s')} s (predicted {pr.get('ep_comm_s')} s), iteration {me.get('iter_time_s')} s "
+      f"(predicted {pr.get('iter_time_s')} s)", file=sys.stderr)
+print(" ".join(str(j.get(k)) for k in sys.argv[2:]))
+EOF2
+)
+}
+scale=16
+"$psearch" estimate --cluster "$a100" --model "$model" --tp 1 --cp 2 --cp-comm ring --attention fused --gbs 8 \
+  --format json --out "$scratch/cp-ring.json" 2>"$scratch/err" || bad "cp ring: estimate: $(tail -1 "$scratch/err")"
+cp_ep_run cp-ring "$model" "$a100" cp_ring_steps_per_iteration cp_bytes_per_iteration
+# 12 layers x 4 micro-batches x 4 ranks x 3 steps (forward 1, backward 2); a step moves K and V of 32 tokens x 12
+# heads x 4 (head size 64 / 16) in bf16: 6144 bytes
+check "cp ring: 576 ring steps and 3538944 bytes per iteration, got ${got:-none}" test "$got" = "576 3538944.0"
+"$psearch" estimate --cluster "$a100" --model "$model" --tp 2 --cp 2 --cp-comm a2a --attention fused --gbs 8 \
+  --format json --out "$scratch/cp-a2a.json" 2>"$scratch/err" || bad "cp a2a: estimate: $(tail -1 "$scratch/err")"
+cp_ep_run cp-a2a "$model" "$a100" cp_alltoalls_per_iteration cp_bytes_per_iteration
+# 12 layers x 8 micro-batches x 4 ranks x 4 all-to-alls; half of Q, K, V (3 x 1536 bytes) and of the output (1536)
+# to the other rank, forward and backward: 6144 bytes a layer and micro-batch
+check "cp a2a: 1536 all-to-alls and 2359296 bytes per iteration, got ${got:-none}" test "$got" = "1536 2359296.0"
+moe=$data/models/good/tiny-moe.json
+"$psearch" estimate --cluster $cluster --model "$moe" --tp 2 --dp 2 --gbs 8 --format json --out "$scratch/moe0.json" \
+  2>"$scratch/err" || bad "moe: estimate failed: $(tail -1 "$scratch/err")"
+python3 - "$scratch/moe0.json" "$scratch/moe-ep.json" <<'EOF2'
+import json, sys
+j = json.load(open(sys.argv[1]))
+for d in [j] + [s for st in j["stages"] for s in st["strategies"]]:
+    d.update(ep=2, etp=1, sp=True)
+json.dump(j, open(sys.argv[2], "w"))
+EOF2
+scale=1
+cp_ep_run moe-ep "$moe" $cluster ep_alltoalls_per_iteration ep_bytes_per_iteration
+# 4 MoE blocks x 4 micro-batches x 4 ranks x 4 all-to-alls; a rank's dispatch buffer is 5 tokens x top-2 x 8 wide
+# in fp16 (160 bytes), and an ep group of 2 sends one buffer's worth to the other member per all-to-all
+check "moe ep 2: 256 all-to-alls and 20480 bytes per iteration, got ${got:-none}" test "$got" = "256 20480.0"
 
 # ---- 6. --exec-top ----
 top=$scratch/top.json

@@ -299,6 +299,156 @@ static void check_faults(const ps_model *m, const ps_cluster *c, const ps_cost_p
     ps_plan_free(&plan);
 }
 
+/* ---- context parallelism and the expert grid (--cp-ep) ---- */
+
+typedef struct {
+    const char *name;
+    int tp, cp, dp;
+    ps_cp_comm kind;
+    ps_recompute ckpt;
+    int ep, etp; /* 0: no expert grid */
+    bool te;     /* Transformer Engine's TP overlap (with sequence parallelism) */
+} cp_ep_case;
+
+/* Runs one plan of m on c (every layer the same strategy, pp 1, gbs 8, mbs 1) and checks the CP ring steps or
+ * all-to-alls and the EP all-to-alls, their bytes and the busiest rank's received bytes against counts made here from
+ * the model's fields and the rules of docs/exec.md (cp_attention's and ep_exchange's buffers). */
+static void check_cp_ep(const cp_ep_case *k, const ps_model *m, const ps_cluster *c, const ps_cost_params *cp)
+{
+    ps_strategy s = {.tp = k->tp, .cp = k->cp, .dp = k->dp, .cp_comm = k->kind, .ckpt = k->ckpt, .ep = k->ep,
+                     .etp = k->etp, .sp = k->tp > 1 && (k->ep > 0 || k->te),
+                     .overlap = k->te ? PS_OVERLAP_TE : PS_OVERLAP_NONE,
+                     .attn = k->cp > 1 ? PS_ATTN_FUSED : PS_ATTN_UNFUSED};
+    ps_plan plan;
+    ps_status st = ps_plan_uniform(m, 8, 1, 1, 1, "1f1b", &s, &plan);
+    CHECK(st == PS_OK, "%s: plan: %s", k->name, ps_error_message());
+    if (st != PS_OK) return;
+    ps_exec_opts o;
+    ps_exec_opts_default(&o);
+    o.iters = 2;
+    o.warmup = 1;
+    ps_exec_result r;
+    st = ps_exec_run(MPI_COMM_WORLD, &plan, m, c, cp, &o, &r);
+    CHECK(st == PS_OK, "%s: exec: %s", k->name, ps_error_message());
+    if (st != PS_OK) {
+        ps_plan_free(&plan);
+        return;
+    }
+    /* by hand: every rank runs every micro-batch's forward and backward of every layer (pp 1) */
+    int ranks = g_size, n_mb = 8 / k->dp, rf = k->ckpt == PS_RECOMP_FULL;
+    double elt = 2; /* fp16 */
+    int64_t steps = 0, a2a = 0, ep_a2a = 0;
+    double cp_bytes = 0, ep_bytes = 0, ep_recv = 0;
+    for (int64_t i = 0; i < m->n_layers; i++) {
+        const ps_layer *l = &m->layers[i];
+        if (k->cp > 1 && ps_layer_has_attention(l->kind)) {
+            double tok = (double)l->seq / k->cp;
+            double qb = tok * (double)l->heads / k->tp * (double)l->head_dim * elt;
+            double kb = tok * fmax((double)l->kv_heads / k->tp, 1) * (double)l->head_dim * elt;
+            if (k->kind == PS_CP_RING) {
+                /* forward: cp - 1 K/V steps; backward: cp steps, K/V first, K/V + dK/dV between, dK/dV last */
+                steps += (k->cp - 1) * (1 + rf) + k->cp;
+                cp_bytes += 2 * kb * ((k->cp - 1) * (1 + rf) + 2 * (k->cp - 1));
+            } else {
+                /* Q, K, V and the output, forward and backward, (cp - 1) / cp of each to the other ranks */
+                a2a += 4 + 2 * rf;
+                cp_bytes += (2 + rf) * (qb + 2 * kb + qb) * (k->cp - 1) / k->cp;
+            }
+        }
+        if (k->ep > 0 && ps_layer_is_moe(l)) {
+            double cf = l->capacity_factor;
+            double mean = (double)l->seq / k->cp / k->tp * (double)l->top_k * (cf > 0 && cf < 1 ? cf : 1) *
+                          (double)l->hidden * elt;
+            /* ps_cost_ep_rank_load: the busiest expert (moe_imbalance, capped by the capacity factor) beside the
+             * other experts of its GPU at the mean */
+            double busy = fmax(1, fmin(cp->moe_imbalance, cf > 0 ? fmax(cf, 1) : INFINITY));
+            double el = (double)l->n_experts / k->ep, load = (el - 1 + busy) / el;
+            int passes = 2 + rf;
+            if (k->ep > 1) {
+                ep_a2a += 2 * passes;
+                /* each member sends its mean buffer; (ep - 1) x mean leaves an ep group per all-to-all */
+                ep_bytes += 2 * passes * (double)ranks * mean * (k->ep - 1) / k->ep;
+                /* the busiest member gets load x the mean in the dispatch and its mean back in the combine */
+                ep_recv += passes * (load + 1) * mean;
+            }
+        }
+    }
+    int64_t want_steps = steps * n_mb * ranks, want_a2a = a2a * n_mb * ranks, want_ep = ep_a2a * n_mb * ranks;
+    cp_bytes *= (double)n_mb * ranks;
+    ep_bytes *= (double)n_mb;
+    ep_recv *= (double)n_mb;
+    if (g_rank == 0)
+        printf("# %-24s median %.4g s (predicted %.4g s); CP %.4g s (predicted %.4g s), %lld ring steps, %lld "
+               "all-to-alls, %.6g bytes; EP %.4g s (predicted %.4g s), %lld all-to-alls, %.6g bytes, busiest rank "
+               "received %.6g\n",
+               k->name, r.median_s, r.predicted_s, r.cp_s, r.pred_cp_s, (long long)r.cp_ring_steps,
+               (long long)r.cp_alltoalls, r.cp_bytes, r.ep_s, r.pred_ep_s, (long long)r.ep_alltoalls, r.ep_bytes,
+               r.ep_max_recv_bytes);
+    CHECK(!k->te || r.ring_steps > 0, "%s: te ran no TP ring step", k->name);
+    CHECK(r.cp_ring_steps == want_steps, "%s: %lld CP ring steps, expected %lld", k->name,
+          (long long)r.cp_ring_steps, (long long)want_steps);
+    CHECK(r.cp_alltoalls == want_a2a, "%s: %lld CP all-to-alls, expected %lld", k->name, (long long)r.cp_alltoalls,
+          (long long)want_a2a);
+    CHECK(fabs(r.cp_bytes - cp_bytes) <= 1e-9 * cp_bytes + 0.5, "%s: CP sent %.6g bytes, expected %.6g", k->name,
+          r.cp_bytes, cp_bytes);
+    CHECK(r.ep_alltoalls == want_ep, "%s: %lld EP all-to-alls, expected %lld", k->name, (long long)r.ep_alltoalls,
+          (long long)want_ep);
+    CHECK(fabs(r.ep_bytes - ep_bytes) <= 1e-9 * ep_bytes + 0.5, "%s: EP sent %.6g bytes, expected %.6g", k->name,
+          r.ep_bytes, ep_bytes);
+    CHECK(fabs(r.ep_max_recv_bytes - ep_recv) <= 1e-9 * ep_recv + 0.5,
+          "%s: the busiest rank received %.6g bytes, expected %.6g", k->name, r.ep_max_recv_bytes, ep_recv);
+    /* times: measured where there is work, the prediction's part of the collectives where it prices some */
+    bool has_cp = want_steps + want_a2a > 0, has_ep = k->ep > 0 && (k->ep > 1 || k->etp > 1);
+    CHECK(has_cp == (r.cp_s > 0) && has_cp == (r.pred_cp_s > 0), "%s: CP time %g, predicted %g", k->name, r.cp_s,
+          r.pred_cp_s);
+    CHECK(has_ep == (r.ep_s > 0) && has_ep == (r.pred_ep_s > 0), "%s: EP time %g, predicted %g", k->name, r.ep_s,
+          r.pred_ep_s);
+    CHECK(r.cp_s + r.ep_s <= r.comm_s * (1 + 1e-9) && isfinite(r.median_s) && r.median_s > 0,
+          "%s: CP %g + EP %g s beyond the collectives' %g s", k->name, r.cp_s, r.ep_s, r.comm_s);
+    ps_exec_result_free(&r);
+    ps_plan_free(&plan);
+}
+
+static void run_cp_ep(const char *dense_path, const char *moe_path, const char *cluster_path)
+{
+    ps_model full, m, moe;
+    ps_cluster a100, v100;
+    ps_model_opts mo;
+    ps_model_opts_init(&mo);
+    mo.dtype = PS_DTYPE_FP16;
+    int ok = ps_model_load(dense_path, &mo, &full) == PS_OK;
+    CHECK(ok, "model: %s", ps_error_message());
+    int okm = ok && ps_model_scaled(&full, 16, 8, &m) == PS_OK;
+    int okt = ps_model_load(moe_path, &mo, &moe) == PS_OK;
+    CHECK(okt, "MoE model: %s", ps_error_message());
+    int oka = ps_cluster_load(cluster_path, &a100) == PS_OK, okv = ps_cluster_load("p3-8xlarge:1", &v100) == PS_OK;
+    CHECK(oka && okv, "cluster: %s", ps_error_message());
+    ps_cost_params cp;
+    ps_cost_params_default(&cp);
+    /* context parallelism needs fused attention, which the V100s of p3-8xlarge lack: 4 A100s */
+    const cp_ep_case cps[] = {
+        {"tp1 cp2 dp2, ring", 1, 2, 2, PS_CP_RING, PS_RECOMP_NONE, 0, 0, false},
+        {"tp2 cp2, ring, full", 2, 2, 1, PS_CP_RING, PS_RECOMP_FULL, 0, 0, false},
+        {"tp1 cp4, ring", 1, 4, 1, PS_CP_RING, PS_RECOMP_NONE, 0, 0, false},
+        {"tp2 cp2, a2a", 2, 2, 1, PS_CP_A2A, PS_RECOMP_NONE, 0, 0, false},
+        {"tp2 cp2, ring, sp, te", 2, 2, 1, PS_CP_RING, PS_RECOMP_NONE, 0, 0, true},
+    };
+    const cp_ep_case eps[] = {
+        {"tp2 dp2, ep2 etp1", 2, 1, 2, PS_CP_RING, PS_RECOMP_NONE, 2, 1, false},
+        {"tp2 dp2, ep2 etp2", 2, 1, 2, PS_CP_RING, PS_RECOMP_NONE, 2, 2, false},
+        {"tp1 dp4, ep2 etp1, full", 1, 1, 4, PS_CP_RING, PS_RECOMP_FULL, 2, 1, false},
+    };
+    if (okm && oka)
+        for (size_t i = 0; i < sizeof cps / sizeof cps[0]; i++) check_cp_ep(&cps[i], &m, &a100, &cp);
+    if (okt && okv)
+        for (size_t i = 0; i < sizeof eps / sizeof eps[0]; i++) check_cp_ep(&eps[i], &moe, &v100, &cp);
+    if (oka) ps_cluster_free(&a100);
+    if (okv) ps_cluster_free(&v100);
+    if (okm) ps_model_free(&m);
+    if (ok) ps_model_free(&full);
+    if (okt) ps_model_free(&moe);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -306,6 +456,14 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
     bool faults = argc > 2 && strcmp(argv[2], "--faults") == 0;
+    if (argc == 5 && strcmp(argv[2], "--cp-ep") == 0 && g_size == 4) {
+        run_cp_ep(argv[1], argv[3], argv[4]);
+        int all = 0;
+        MPI_Allreduce(&g_failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        if (g_rank == 0) printf("%s: %d failed check(s) over %d ranks\n", all ? "FAIL" : "ok", all, g_size);
+        MPI_Finalize();
+        return all ? 1 : 0;
+    }
     if (argc < 2 || g_size != 4) {
         if (g_rank == 0) fprintf(stderr, "usage: mpiexec -n 4 test_exec MODEL.json [--faults]\n");
         MPI_Finalize();
