@@ -1440,21 +1440,29 @@ static ps_status stage_tables_build(worker *w, const unit_ctx *x)
      * Identical layers (a model's decoder blocks): a row i inside a run of layers equal to layer i - 1 repeats row
      * i - 1 shifted by one while [i, j) stays inside the run, so those entries are copied, and its walk past the run
      * starts from the sums of the run's first row after as many layers (kept in `snap`). O(L x (K + S)) per run
-     * instead of O(L^2 x S), with the same sums in the same order, so the same tables. */
+     * instead of O(L^2 x S), with the same sums in the same order, so the same tables.
+     * Without a uniform placement each stage is its own group: its rows are walked together (stage 0's row 0, then
+     * stage 1's rows 1..L-1, stage 2's, ...), so that `snap` holds one group's sums and the runs are copied as above:
+     * O(K x L x S) instead of O(K x L^2 x S) (a 2520-GPU cluster's stages of 28, 30 or 36 GPUs straddle nodes
+     * differently). The same tables: each entry's sums are the same additions in the same order. */
     bool uni = x->uni;
     int64_t run_first = -1, run_last = -1; /* the run of equal layers row i is in (rows >= 1) */
-    for (int64_t i = 0; i < L; i++) {
-        int k_lo = i == 0 ? 0 : 1, k_hi = i == 0 ? 1 : K; /* stages that may start at i */
-        /* row i - 1 is a row of the same stages and run (a uniform placement: one group, so one set of sums) */
-        bool in_run = uni && i >= 2 && i <= run_last;
+    int64_t n_rows = uni ? L : 1 + (int64_t)(K - 1) * (L - 1);
+    for (int64_t r = 0; r < n_rows; r++) {
+        int64_t i = uni || r == 0 ? r : 1 + (r - 1) % (L - 1);
+        int kr = uni || r == 0 ? 0 : 1 + (int)((r - 1) / (L - 1)); /* without uniform placement: the row's stage */
+        if (i == 1) run_first = run_last = -1;                        /* a new stage's rows */
+        int k_lo = i == 0 ? 0 : uni ? 1 : kr, k_hi = i == 0 ? 1 : uni ? K : kr + 1; /* stages that may start at i */
+        /* row i - 1 is a row of the same stages and run (one group, so one set of sums) */
+        bool in_run = i >= 2 && i <= run_last;
         if (i >= 1 && !in_run) {
             run_first = i;
             run_last = i;
             while (run_last + 1 < L && ps_layer_equal(&m->layers[run_last + 1], &m->layers[i])) run_last++;
         }
-        for (int k0 = k_lo; k0 < k_hi; k0 = uni ? k_hi : k0 + 1) {
+        for (int k0 = k_lo; k0 < k_hi; k0 = k_hi) {
             int g = uni ? 0 : k0, nk = 0;
-            for (int k = k0; k < (uni ? k_hi : k0 + 1); k++) ks[nk++] = k;
+            for (int k = k0; k < k_hi; k++) ks[nk++] = k;
             int64_t j0 = i + 1; /* the first end walked */
             if (in_run) {
                 for (int q = 0; q < nk; q++) {
@@ -1468,7 +1476,7 @@ static ps_status stage_tables_build(worker *w, const unit_ctx *x)
                 }
                 j0 = run_last + 2;
             }
-            bool record = uni && i >= 1 && i == run_first;
+            bool record = i >= 1 && i == run_first;
             for (int s = 0; s < x->nC; s++) {
                 stage_acc a = {0};
                 size_t sn = (size_t)s * (size_t)(L + 1);
