@@ -1207,6 +1207,24 @@ static ps_status chunked_fits(worker *w, const unit_ctx *x, const order_shape **
 
 /* Step 1: the layer tables of every stage group (one group when the placement is uniform), each distinct layer
  * costed once under every strategy; kept while (batch, pipeline degree, micro-batches) stays the same. */
+unsigned ps_search_rules_off = 0;
+
+/* An earlier stage group whose layer tables are stage g's, or -1. In a cluster of one node group every cost of a
+ * stage depends on its GPUs' placement relative to each other only: which share a node, an NVLink island or domain
+ * (links, the NICs a node's members share, measured collectives per device kind and inside or across domains),
+ * never on which node it is. So two stages whose first GPUs differ by a multiple of an NVLink domain's GPUs (a
+ * node's, without a larger domain) see the same links in the same order and have the same tables: a 2520-GPU
+ * cluster's 90 stages of 28 GPUs fall into 2 such classes, and each is costed once. */
+static int placement_twin(const unit_ctx *x, int g)
+{
+    if (x->uni || x->c->n_groups != 1 || (ps_search_rules_off & PS_SEARCH_RULE_TWIN)) return -1;
+    int64_t period = ps_node_group_domain_gpus(&x->c->groups[0]);
+    if (period <= 0) return -1;
+    for (int t = 0; t < g; t++)
+        if ((int64_t)(g - t) * x->width % period == 0) return t;
+    return -1;
+}
+
 static ps_status layer_tables_build(worker *w, const unit_ctx *x)
 {
     layer_tables *lt = &w->lt;
@@ -1236,6 +1254,18 @@ static ps_status layer_tables_build(worker *w, const unit_ctx *x)
     int nS = x->nS;
     for (int g = 0; g < x->G; g++) {
         int64_t first = (int64_t)g * x->width;
+        int twin = placement_twin(x, g);
+        if (twin >= 0) {
+            size_t to = (size_t)g * x->LS, from = (size_t)twin * x->LS;
+#define X(col, none, value) memcpy(lt->col + to, lt->col + from, x->LS * sizeof(double));
+            PS_LAYER_COLUMNS(X)
+#undef X
+            memcpy(lt->lmin + (size_t)g * (size_t)x->L, lt->lmin + (size_t)twin * (size_t)x->L,
+                   (size_t)x->L * sizeof *lt->lmin);
+            memcpy(lminb + (size_t)g * (size_t)x->L, lminb + (size_t)twin * (size_t)x->L,
+                   (size_t)x->L * sizeof *lminb);
+            continue;
+        }
         for (int64_t l = 0; l < x->L; l++) {
             size_t row = (size_t)g * x->LS + (size_t)l * (size_t)nS, gl = (size_t)g * (size_t)x->L + (size_t)l;
             const ps_layer *ly = &x->m->layers[l];
