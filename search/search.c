@@ -11,6 +11,7 @@
  *      (Galvatron-BMW Sec. IV-A) under the stage's memory budget, and costs the resulting plans with the full cost
  *      model (schedule simulation), keeping the top k: search_partitions.
  * The DP objectives are proxies; the ranking uses ps_cost_plan only, so every reported number is the cost model's. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,8 +238,9 @@ static int64_t count_blocks(const ps_model *m)
 
 /* ---- strategies of one stage width ---- */
 /* Strategies of one stage width: tp x (sp | overlap) x ZeRO x recompute x attention kernel; about 1000 for a 72-GPU
- * NVLink domain with te and --attention search; build_strategies stops at the cap. */
-#define PS_SEARCH_MAX_STRATS 1024
+ * NVLink domain with te and --attention search. Their tables grow to hold them all (strategies_list); this many are
+ * the most a candidate index can number (PS_IDX_STRIDE), and a unit with more is an error that says so, never a cut. */
+#define PS_SEARCH_MAX_STRATS (1 << 18)
 /* At most this many layouts, i.e. 21 TP degrees per stage; wider TP choices are cut, not overrun. */
 #define PS_SEARCH_MAX_LAYOUTS 64
 typedef struct {
@@ -420,6 +422,25 @@ static int build_strategies(int64_t width, int64_t global_mb, const strat_filter
     return n;
 }
 
+/* Every strategy of build_strategies into *out, grown to hold them (out == NULL: only count them into *n). More than
+ * PS_SEARCH_MAX_STRATS cannot be numbered apart (the candidate indices): an input error naming what narrows them. */
+static ps_status strategies_list(int64_t width, int64_t global_mb, const strat_filter *f, const ps_attn *attn,
+                                 int n_attn, strat **out, size_t *cap, int *n, int *n_layouts, ps_strategy *lay_rep)
+{
+    int lay = 0, total = build_strategies(width, global_mb, f, attn, n_attn, NULL, INT_MAX, &lay, NULL);
+    if (total > PS_SEARCH_MAX_STRATS)
+        return PS_FAIL(PS_ERR_INPUT,
+                       "%d strategies for stages of %lld GPUs, above the %d the search can number; narrow them "
+                       "(--max-tp, --mbs-max, --tp-overlap none, --attention fused, --zero, --recompute)",
+                       total, (long long)width, PS_SEARCH_MAX_STRATS);
+    *n = total;
+    *n_layouts = lay;
+    if (!out) return PS_OK;
+    PS_TRY(ps_grow((void **)out, cap, (size_t)(total > 2 ? total : 2), sizeof **out)); /* 2: block recomputation */
+    *n = build_strategies(width, global_mb, f, attn, n_attn, *out, total, n_layouts, lay_rep);
+    return PS_OK;
+}
+
 bool ps_search_layer_allows(const ps_layer *l, const ps_strategy *s)
 {
     int t = s->tp;
@@ -442,7 +463,7 @@ static bool model_allows(const ps_model *m, const ps_strategy *s)
 
 /* Candidate indices: the outer candidate's position times PS_IDX_STRIDE plus the variant below (chunked schedules use
  * the strategy's position 0..PS_SEARCH_MAX_STRATS-1), so every costed plan has its own place in the total order. */
-#define PS_IDX_STRIDE 4096
+#define PS_IDX_STRIDE ((int64_t)1 << 20)
 /* each partition variant also takes the next index, for its per-layer refinement; a framework's second split of the
  * layers (DeepSpeed's "type:") the strategy's position after PS_IDX_SPLIT2 */
 enum {
@@ -1743,7 +1764,6 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
     unit_ctx x = {.cp = cp, .m = m, .c = c, .o = o, .oc = oc, .index = index, .sched = ps_sched_kind_name(oc->kind),
                   .L = m->n_layers, .width = c->n_gpus / oc->pp, .global_mb = oc->gbs / oc->micro,
                   .micro = oc->micro, .K = oc->pp};
-    PS_TRY(SCRATCH(w, S, PS_SEARCH_MAX_STRATS));
     PS_TRY(SCRATCH(w, lay_rep, PS_SEARCH_MAX_LAYOUTS));
     w->unit = index;
     ps_attn attn[2];
@@ -1752,8 +1772,8 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
     strat_filter_of(o, c, m, oc->pp, &f);
     f.cp = oc->cp;
     f.cp_kinds = oc->cp_kinds;
-    x.nS = build_strategies(x.width, x.global_mb, &f, attn, n_attn, w->sc.S, PS_SEARCH_MAX_STRATS, &x.n_layouts,
-                            w->sc.lay_rep);
+    PS_TRY(strategies_list(x.width, x.global_mb, &f, attn, n_attn, &w->sc.S, &w->sc.cap_S, &x.nS, &x.n_layouts,
+                           w->sc.lay_rep));
     if (oc->strat >= 0) {
         /* one strategy for every layer (a framework's rule): this unit's only; the partition is still searched */
         if (oc->strat >= x.nS) return PS_OK;
@@ -1920,7 +1940,7 @@ static double unit_work(const ps_search_job *j, const outer *oc)
     strat_filter_of(&j->o, j->c, j->m, oc->pp, &f);
     f.cp = oc->cp;
     f.cp_kinds = oc->cp_kinds;
-    int nS = build_strategies(width, oc->gbs / oc->micro, &f, attn, n_attn, NULL, PS_SEARCH_MAX_STRATS, &nl, NULL);
+    int nS = build_strategies(width, oc->gbs / oc->micro, &f, attn, n_attn, NULL, INT_MAX, &nl, NULL);
     if (nS == 0) return 1;
     if (oc->strat >= 0) nS = 1;
     double K = oc->pp, L = (double)j->m->n_layers, N = L + 1;
@@ -2083,12 +2103,9 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
      * strategy's units, one per n, its first n transformer layers of every model chunk recomputed and the rest not
      * (not with a fixed recomputation, which every layer must have) */
     bool partial = per_strat && fw->recompute_partial && o->fixed.recompute < 0;
-    strat *sv = per_strat ? ps_calloc(PS_SEARCH_MAX_STRATS, sizeof *sv) : NULL;
+    strat *sv = NULL; /* grown by strategies_list */
+    size_t cap_sv = 0;
     ps_strategy lay[PS_SEARCH_MAX_LAYOUTS];
-    if (per_strat && !sv) {
-        free(j);
-        return PS_FAIL(PS_ERR_SYSTEM, "out of memory listing strategies");
-    }
     ps_attn attn[2];
     int n_attn = ps_search_fw_attention(o, c, attn);
     const int k_1f1b = ps_sched_kind_find("1f1b"); /* the one kind tried without a pipeline */
@@ -2139,8 +2156,9 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
                 f.cp_kinds = cpc[ci].kinds;
                 int n_strat = 1, nl = 0;
                 if (per_strat || f.cp > 1) {
-                    n_strat = build_strategies(c->n_gpus / pp, gbs / micro, &f, attn, n_attn, sv,
-                                               PS_SEARCH_MAX_STRATS, &nl, lay);
+                    st = strategies_list(c->n_gpus / pp, gbs / micro, &f, attn, n_attn, &sv, &cap_sv, &n_strat, &nl,
+                                         lay);
+                    if (st != PS_OK) break;
                     /* context parallelism no strategy of which can win here (strat_filter.cp_dominated_out) */
                     if (n_strat < 1 && f.cp > 1) continue;
                     if (n_strat < 1 || !per_strat) n_strat = 1; /* one unit still, which finds no strategy */
