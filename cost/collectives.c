@@ -163,8 +163,39 @@ double ps_coll_alltoall(const ps_cost_params *p, const ps_cluster *c, const ps_g
 {
     if (g->n <= 1 || bytes <= 0) return 0;
     double t = db_coll(p, c, g, PS_COLL_ALLTOALL, bytes);
-    /* Each GPU keeps 1/n of its buffer and sends the rest, one peer per step. */
-    return p->comm_scale * (t >= 0 ? t : ring_gather(p, c, g, bytes));
+    if (t >= 0) return p->comm_scale * t;
+    /* Each GPU keeps 1/n of its buffer and sends the rest, one peer per step. Across nodes, the n - m parts bound for
+     * other nodes (m: the group's members on the first member's node) cross the network, its slowest edge, while
+     * the m - 1 for the node's own GPUs go over NVLink at the same time, far faster: the network share sets the
+     * time. Inside one node, n - 1 parts over the slowest NVLink edge. */
+    double bw, lat, n = (double)g->n;
+    ps_coll_ring_link(p, c, g, &bw, &lat);
+    int64_t node0 = ps_cluster_node_of(c, g->first);
+    double m = (double)members_on_node(c, g, 0, node0);
+    double parts = m < n ? n - m : n - 1;
+    return p->comm_scale * (parts / n * bytes / bw + (n - 1) * lat);
+}
+
+double ps_coll_alltoall_dedup(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes,
+                              double copies)
+{
+    double flat = ps_coll_alltoall(p, c, g, bytes);
+    if (g->n <= 1 || bytes <= 0 || !(copies > 1)) return flat;
+    /* the group's nodes: members_on_node counts runs of consecutive members, one per node */
+    int64_t per = members_on_node(c, g, 0, ps_cluster_node_of(c, g->first));
+    if (per <= 1 || per >= g->n || g->n % per) return flat;
+    double N = (double)(g->n / per);
+    for (int64_t i = per; i < g->n; i += per)
+        if (members_on_node(c, g, i, ps_cluster_node_of(c, g->first + i * g->stride)) != per) return flat;
+    /* Hierarchical (DeepEP's internode kernels; Megatron-core's "flex" dispatcher): a token crosses the network once
+     * per distinct remote node among the nodes of its `copies` destinations, then fans out over NVLink. With
+     * destinations uniform over the N nodes, a token reaches N (1 - (1 - 1/N)^copies) distinct nodes on the mean,
+     * (N - 1) / N of them remote. The network phase is an all-to-all among the GPUs of one local rank across the
+     * nodes; the NVLink phase one among the node's GPUs. */
+    double one = bytes / copies, remote = (N - 1) * (1 - pow(1 - 1 / N, copies));
+    ps_group inter = {g->first, (int64_t)N, g->stride * per}, intra = {g->first, per, g->stride};
+    double hier = ps_coll_alltoall(p, c, &inter, one * remote * N / (N - 1)) + ps_coll_alltoall(p, c, &intra, bytes);
+    return hier < flat ? hier : flat;
 }
 
 double ps_p2p(const ps_cost_params *p, const ps_cluster *c, int64_t a, int64_t b, double bytes)

@@ -221,9 +221,25 @@ void ps_layer_gemm_shapes(const ps_layer *l, int64_t mbs, int tp, ps_layer_gemms
     ps_layer_gemm_shapes_cp(l, mbs, tp, 1, PS_CP_RING, out);
 }
 
+static void shapes(const ps_layer *l, int64_t mbs, int tp, int cp, ps_cp_comm kind, int ep, int etp,
+                   ps_layer_gemms *out);
+
 void ps_layer_gemm_shapes_cp(const ps_layer *l, int64_t mbs, int tp, int cp, ps_cp_comm kind, ps_layer_gemms *out)
 {
+    shapes(l, mbs, tp, cp, kind, 1, tp, out);
+}
+
+void ps_layer_gemm_shapes_s(const ps_layer *l, int64_t mbs, const ps_strategy *s, ps_layer_gemms *out)
+{
+    shapes(l, mbs, s->tp, ps_strategy_cp(s), s->cp_comm, ps_strategy_ep(s), ps_strategy_etp(s), out);
+}
+
+static void shapes(const ps_layer *l, int64_t mbs, int tp, int cp, ps_cp_comm kind, int ep, int etp,
+                   ps_layer_gemms *out)
+{
     memset(out, 0, sizeof *out);
+    /* the MoE block on the expert grid (ps_strategy_ep_folded) */
+    const bool folded = ps_layer_is_moe(l) && (ep > 1 || etp != tp);
     /* cpd: the token share of one GPU of the CP group; the attention core's queries (ring) or heads (a2a) split */
     double cpd = cp > 1 ? cp : 1, q_div = kind == PS_CP_RING ? cpd : 1, head_div = kind == PS_CP_A2A ? cpd : 1;
     double T = (double)mbs * (double)l->seq / cpd, h = (double)l->hidden, t = tp;
@@ -231,9 +247,10 @@ void ps_layer_gemm_shapes_cp(const ps_layer *l, int64_t mbs, int tp, int cp, ps_
     bool gated = l->act == PS_ACT_SWIGLU || l->act == PS_ACT_GEGLU;
     int blk = 0; /* the forward block the next GEMMs belong to (ps_gemm_shape.blk) */
     double experts = 0; /* ps_gemm_shape.experts of the next GEMMs */
+    int gep = 0;        /* ps_gemm_shape.ep of the next GEMMs */
 #define GEMM(M, N, K_, cnt, at)                                                                                        \
     out->g[out->n++] = (ps_gemm_shape) {                                                                               \
-        .m = (M), .n = (N), .k = (K_), .count = (cnt), .attn = (at), .blk = blk, .experts = experts                    \
+        .m = (M), .n = (N), .k = (K_), .count = (cnt), .attn = (at), .blk = blk, .experts = experts, .ep = gep         \
     }
     switch (l->kind) {
     case PS_LAYER_ENCODER:
@@ -269,10 +286,25 @@ void ps_layer_gemm_shapes_cp(const ps_layer *l, int64_t mbs, int tp, int cp, ps_
             double E = (double)l->n_experts, fe = (double)l->expert_ffn, cf = l->capacity_factor;
             double me = T * (double)l->top_k / E * (cf > 0 && cf < 1 ? cf : 1.0);
             double fs = (double)l->n_shared_experts * (double)l->shared_ffn;
-            GEMM(T, E, h, 1, false);
-            experts = E;
-            GEMM(me, fe / t, h, E * (gated ? 2 : 1), false);
-            GEMM(me, h, fe / t, E, false);
+            if (folded) {
+                /* the expert grid: each GPU routes its own T / tp tokens (sequence parallel), and its n_experts / ep
+                 * experts, split over etp, take the tokens of ep x etp GPUs routed to them: on the mean
+                 * T / tp x top_k x ep x etp / n_experts each (Megatron-core's MoEAlltoAllTokenDispatcher: all-to-all
+                 * over ep, then all-gather over the expert-TP group) */
+                double El = E / ep;
+                me = me / t * ep * etp;
+                GEMM(T / t, E, h, 1, false);
+                experts = El;
+                gep = ep;
+                GEMM(me, fe / etp, h, El * (gated ? 2 : 1), false);
+                GEMM(me, h, fe / etp, El, false);
+                gep = 0;
+            } else {
+                GEMM(T, E, h, 1, false);
+                experts = E;
+                GEMM(me, fe / t, h, E * (gated ? 2 : 1), false);
+                GEMM(me, h, fe / t, E, false);
+            }
             experts = 0;
             if (fs > 0) {
                 GEMM(T, fs / t, h, gated ? 2 : 1, false);
@@ -298,6 +330,9 @@ void ps_layer_gemm_shapes_cp(const ps_layer *l, int64_t mbs, int tp, int cp, ps_
             GEMM(s, hd, kv, b, true);
             out->tp_colls = 3;
         }
+        /* on the expert grid, the MLP block's TP collective is its shared experts' alone (the dispatch takes the
+         * sequence-parallel tokens as they are) */
+        if (folded && !(l->n_shared_experts > 0 && t > 1)) out->tp_colls--;
         out->bwd_tp_colls = out->tp_colls;
         break;
     }
@@ -319,6 +354,20 @@ void ps_layer_gemm_shapes_cp(const ps_layer *l, int64_t mbs, int tp, int cp, ps_
 #undef GEMM
 }
 
+double ps_cost_ep_busy(const ps_cost_params *p, const ps_layer *l)
+{
+    double cf = l->capacity_factor;
+    /* a capacity factor caps the busiest expert at cf x its even share; dropless (0) does not */
+    double b = fmin(p->moe_imbalance, cf > 0 ? fmax(cf, 1.0) : INFINITY);
+    return b > 1 ? b : 1;
+}
+
+double ps_cost_ep_rank_load(const ps_cost_params *p, const ps_layer *l, double local_experts)
+{
+    if (!(local_experts >= 1)) return 1;
+    return (local_experts - 1 + ps_cost_ep_busy(p, l)) / local_experts;
+}
+
 /* A weight GEMM of a layer's list, timed. Routed experts (x->experts > 0) run as one grouped GEMM (Megatron-core's
  * TEGroupedMLP: one kernel for every expert's matrix, their tiles sharing the waves over the SMs) of n_experts GEMMs,
  * the mean tokens each in the list; the time puts moe_imbalance x the mean on the busiest expert (no more than the
@@ -329,20 +378,24 @@ static double weight_gemm_time(const ps_cost_params *p, const dev_speed *d, cons
                                double elt)
 {
     double E = x->experts;
-    if (!(E > 0) || d->dbdev >= 0) return gemm_time(p, d, x->m, x->n, x->k, x->count, elt);
+    /* expert parallelism: the slowest GPU of the ep group holds the busiest expert, its other experts at the mean */
+    double load = x->ep > 1 ? ps_cost_ep_rank_load(p, l, E) : 1;
+    if (!(E > 0) || d->dbdev >= 0) return load * gemm_time(p, d, x->m, x->n, x->k, x->count, elt);
     if (x->m <= 0 || x->n <= 0 || x->k <= 0 || x->count <= 0 || !(d->peak > 0)) return 0;
     double per = x->count / E; /* GEMMs per expert (2 for a gated first GEMM: gate and up) */
     double cf = l->capacity_factor, even = cf > 0 && cf < 1 ? x->m / cf : x->m; /* the share before drops */
     double busy = x->m, rest = x->m;
-    if (E > 1 && p->moe_imbalance > 1) {
+    if (x->ep > 1) {
+        busy = x->m * (1 + (load - 1) * E);
+    } else if (E > 1 && p->moe_imbalance > 1) {
         busy = fmin(fmin(p->moe_imbalance * even, cf > 0 ? cf * even : INFINITY), E * x->m);
         if (busy > x->m)
             rest = (E * x->m - busy) / (E - 1);
         else
             busy = x->m; /* capped at the even share */
     }
-    double useful = 2 * x->m * x->n * x->k * x->count, bytes = elt * x->count * (x->m * x->k + x->k * x->n +
-                                                                                  x->m * x->n);
+    double useful = 2 * x->m * x->n * x->k * x->count * load,
+           bytes = elt * x->count * (x->m * load * x->k + x->k * x->n + x->m * load * x->n);
     double work = useful;
     if (d->sms > 0 && p->gemm_tile_m > 0 && p->gemm_tile_n > 0) {
         double tiles = (ceil_pos(busy / p->gemm_tile_m) * per + ceil_pos(rest / p->gemm_tile_m) * per * (E - 1)) *
@@ -391,12 +444,13 @@ typedef struct {
 } fwd_work;
 
 /* The GEMMs of a layer on one GPU of a tp-way group, timed. */
-static void layer_work(const ps_cost_params *p, const dev_speed *d, const ps_layer *l, int64_t mbs, int tp,
-                       int cp, ps_cp_comm kind, ps_attn a, fwd_work *w)
+static void layer_work(const ps_cost_params *p, const dev_speed *d, const ps_layer *l, int64_t mbs,
+                       const ps_strategy *s, fwd_work *w)
 {
     memset(w, 0, sizeof *w);
     ps_layer_gemms g;
-    ps_layer_gemm_shapes_cp(l, mbs, tp, cp, kind, &g);
+    ps_attn a = s->attn;
+    ps_layer_gemm_shapes_s(l, mbs, s, &g);
     double keys = ps_layer_attn_keys(l, a) / ps_layer_attn_keys(l, PS_ATTN_UNFUSED);
     for (int i = 0; i < g.n; i++) {
         const ps_gemm_shape *x = &g.g[i];
@@ -523,6 +577,55 @@ bool ps_cost_cp_ok(const ps_layer *l, const ps_strategy *s, char *why, size_t n)
         }
     }
     return true;
+}
+
+bool ps_cost_ep_ok(const ps_layer *l, const ps_strategy *s, char *why, size_t n)
+{
+    char dummy[8];
+    if (!why) {
+        why = dummy;
+        n = sizeof dummy;
+    }
+    why[0] = '\0';
+    int ep = ps_strategy_ep(s), etp = ps_strategy_etp(s);
+    if (s->ep < 0 || s->etp < 0) {
+        snprintf(why, n, "expert degrees must be >= 1 (ep %d, etp %d)", s->ep, s->etp);
+        return false;
+    }
+    if (!ps_layer_is_moe(l) || !ps_strategy_ep_folded(s)) return true;
+    int64_t width = ps_strategy_width(s), grid = (int64_t)ep * etp;
+    if (width % grid) {
+        snprintf(why, n, "etp %d x ep %d = %lld does not divide the stage width tp x cp x dp = %lld", etp, ep,
+                 (long long)grid, (long long)width);
+        return false;
+    }
+    if (l->n_experts % ep) {
+        snprintf(why, n, "ep %d does not divide the layer's %lld routed experts", ep, (long long)l->n_experts);
+        return false;
+    }
+    if (l->expert_ffn % etp) {
+        snprintf(why, n, "etp %d does not divide the experts' width expert_ffn = %lld", etp, (long long)l->expert_ffn);
+        return false;
+    }
+    if (s->tp > 1 && !s->sp) {
+        snprintf(why, n, "expert parallelism (ep %d, etp %d) beside tp %d needs sequence parallelism (each TP rank "
+                         "dispatches its own tokens): add sp",
+                 ep, etp, s->tp);
+        return false;
+    }
+    if (ps_overlap_is_oases(s->overlap)) {
+        snprintf(why, n, "TP overlap %s and expert parallelism (ep %d, etp %d) do not combine",
+                 ps_overlap_name(s->overlap), ep, etp);
+        return false;
+    }
+    return true;
+}
+
+ps_status ps_cost_ep_check(const ps_layer *l, const ps_strategy *s)
+{
+    char why[256];
+    if (ps_cost_ep_ok(l, s, why, sizeof why)) return PS_OK;
+    return PS_FAIL(PS_ERR_INPUT, "%s", why);
 }
 
 ps_status ps_cost_cp_check(const ps_layer *l, const ps_strategy *s)
@@ -808,11 +911,12 @@ typedef struct {
  * reduce-scatter pipelines with the dgrad GEMM, not with wgrad, so that the W pass (deferred by zero-bubble
  * schedules) stays apart, as with cuBLASMp, whose configuration TE gives ring_exchange for qkv_dgrad / fc1_dgrad. */
 static void te_passes(const ps_cost_params *p, const ps_cluster *c, const dev_speed *d, const ps_layer *l,
-                      int64_t mbs, int tp, int cp, ps_cp_comm kind, int64_t first, double bytes, te_pass out[2])
+                      int64_t mbs, const ps_strategy *s, int64_t first, double bytes, te_pass out[2])
 {
     memset(out, 0, 2 * sizeof *out);
     ps_layer_gemms g;
-    ps_layer_gemm_shapes_cp(l, mbs, tp, cp, kind, &g);
+    const int tp = s->tp;
+    ps_layer_gemm_shapes_s(l, mbs, s, &g);
     ps_group grp = {first, tp, 1};
     /* the plain layer's price of each SP collective (ps_cost_layer: 2 all-gathers per TP collective) */
     double coll = ps_coll_allgather(p, c, &grp, bytes);
@@ -913,6 +1017,27 @@ static void cp_attention(const ps_cost_params *p, const ps_cluster *c, const ps_
     *temp = fmax((cp - 1) * kv, 4 * kv + qb);
 }
 
+/* An MoE block's token exchange on the expert grid, per pass (docs/costmodel.md, "Expert parallelism"), read from
+ * Megatron-core's MoEAlltoAllTokenDispatcher (megatron/core/transformer/moe/token_dispatcher.py at d98e8a64): the
+ * GPU's T / tp tokens, top_k copies each (a capacity factor below 1 drops the rest), go by an all-to-all over the ep
+ * group (the GPUs of this etp rank at stride etp) to the GPUs of their experts, and with etp > 1 are all-gathered over
+ * the etp group (consecutive GPUs); the combine runs the reduce-scatter and the all-to-all back. The backward sends
+ * the gradients the same ways. The slowest GPU of the ep group moves `load` x the mean. Returns the forward's time
+ * [s] and, in *temp, the dispatch buffers alive beside the experts' GEMMs: the permuted tokens and what the
+ * all-to-all and all-gather return [bytes]. */
+static double ep_exchange(const ps_cost_params *p, const ps_cluster *c, const ps_layer *l, double tokens, double elt,
+                          const ps_strategy *s, int64_t first, double load, double *temp)
+{
+    int ep = ps_strategy_ep(s), etp = ps_strategy_etp(s);
+    double cf = l->capacity_factor, k = (double)l->top_k;
+    double buf = tokens / s->tp * k * (cf > 0 && cf < 1 ? cf : 1.0) * (double)l->hidden * elt * load;
+    ps_group gep = {first, ep, etp}, gtp = {first, etp, 1};
+    double a2a = ps_coll_alltoall_dedup(p, c, &gep, buf, k);
+    double ag = ps_coll_allgather(p, c, &gtp, buf * etp), rs = ps_coll_reducescatter(p, c, &gtp, buf * etp);
+    *temp = buf * (1 + etp);
+    return 2 * a2a + ag + rs;
+}
+
 ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_layer *l, ps_dtype dtype,
                         int64_t mbs, const ps_strategy *s_in, int64_t first, ps_layer_cost *out)
 {
@@ -933,6 +1058,8 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
         PS_TRY(ps_cost_cp_check(l, s));
         lcp.seq = l->seq / cp;
     }
+    PS_TRY(ps_cost_ep_check(l, s));
+    const bool folded = ps_layer_is_moe(l) && ps_strategy_ep_folded(s);
     dev_speed d;
     PS_TRY(stage_speed(p, c, dtype, first, ps_strategy_width(s), &d));
     /* auto: what ps_cost_attn answers, from the walk over the stage's groups stage_speed just made */
@@ -960,11 +1087,24 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     }
 
     fwd_work w;
-    layer_work(p, &d, l, mbs, s->tp, cp, s->cp_comm, s->attn, &w);
+    layer_work(p, &d, l, mbs, s, &w);
     bool sp = s->sp && s->tp > 1;
     /* with fused attention (what cp > 1 needs) every activation is proportional to the tokens: those of lt */
     double act_full = ps_layer_act_bytes_attn(lt, dtype, s->tp, sp, PS_RECOMP_NONE, s->attn) * (double)mbs;
     double act_sel = ps_layer_act_bytes_attn(lt, dtype, s->tp, sp, PS_RECOMP_SELECTIVE, s->attn) * (double)mbs;
+    /* The expert grid moves the routed part of the activations with the tokens: a GPU keeps the permuted inputs and
+     * outputs of the tokens its etp group gathered (T / tp x top_k x etp, not the T / tp the sequence-parallel
+     * layout keeps of them) and the intermediates of its experts' slices (the same count as split over TP), both
+     * times the slowest GPU's load. Nothing of it is kept under full recomputation. */
+    double ep_load = 1, ep_act = 0;
+    if (folded) {
+        double tok, inner;
+        ep_load = ps_cost_ep_rank_load(p, l, (double)(l->n_experts / ps_strategy_ep(s)));
+        ps_layer_moe_act_parts(lt, dtype, &tok, &inner);
+        ep_act = (double)mbs * (tok * (ps_strategy_etp(s) * ep_load - 1) + inner * (ep_load - 1)) / s->tp;
+        act_full += ep_act;
+        act_sel += ep_act;
+    }
     /* A fused kernel keeps no scores, so selective recomputation has nothing to drop and repeats nothing: its
      * backward already recomputes the scores (counted in attn_bwd). */
     bool sel_recomputes = s->ckpt == PS_RECOMP_SELECTIVE && s->attn != PS_ATTN_FUSED;
@@ -1018,12 +1158,20 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
      * (12 bytes) when training in 16 bits, two fp32 moments (8 bytes) in fp32 (ZeRO, Rajbhandari et al. Sec. 3.1:
      * 2 + 2 + 12 = 16 bytes per parameter); ZeRO stage z shards the first z of {optimizer, gradients, weights}. */
     /* ZeRO shards over the data-parallel group with context parallelism (ps_strategy_dp_cp) */
+    /* The routed experts of an MoE block live on the expert grid: n_experts / ep of them, split over etp, summed and
+     * ZeRO-sharded over the edp = width / (ep x etp) GPUs holding the same ones (at ep 1 and etp = tp: the P / tp and
+     * dp x cp of every other parameter). Pd: the rest of the layer on this GPU, Pe: its experts. */
     double P = ps_cost_params_per_gpu(l, s->tp), dp = ps_strategy_dp_cp(s);
+    const int ep = ps_strategy_ep(s), etp = ps_strategy_etp(s);
+    double R = (double)ps_layer_routed_params(l), Pe = R / ((double)ep * etp), Pd = P - R / s->tp;
+    double edp = (double)ps_strategy_width(s) / ((double)ep * etp);
+    P = Pd + Pe;
     double opt = elt >= 4 ? 8 : 12;
-    out->mem_params = P * elt / (s->zero >= 3 ? dp : 1);
-    out->mem_grads = P * elt / (s->zero >= 2 ? dp : 1);
-    out->mem_optim = P * opt / (s->zero >= 1 ? dp : 1);
-    out->mem_act = ps_layer_act_bytes_attn(lt, dtype, s->tp, sp, s->ckpt, s->attn) * (double)mbs;
+    out->mem_params = (Pd / (s->zero >= 3 ? dp : 1) + Pe / (s->zero >= 3 ? edp : 1)) * elt;
+    out->mem_grads = (Pd / (s->zero >= 2 ? dp : 1) + Pe / (s->zero >= 2 ? edp : 1)) * elt;
+    out->mem_optim = (Pd / (s->zero >= 1 ? dp : 1) + Pe / (s->zero >= 1 ? edp : 1)) * opt;
+    out->mem_act = ps_layer_act_bytes_attn(lt, dtype, s->tp, sp, s->ckpt, s->attn) * (double)mbs +
+                   (s->ckpt == PS_RECOMP_FULL ? 0 : ep_act);
     if (s->ckpt == PS_RECOMP_FULL)
         out->mem_temp = act_full; /* the recomputed layer lives until its backward is done */
     else if (s->ckpt == PS_RECOMP_SELECTIVE)
@@ -1048,23 +1196,30 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
      * micro-batch, hidden behind computation when possible (prefetch); stages 0-2 synchronise once per iteration. */
     double zero_f = 0, zero_b = 0;
     out->dp_elems = P;
-    if (dp > 1) {
-        /* the GPUs of this TP rank across the CP and DP groups: stride tp, cp x dp of them (tp-cp-dp order) */
-        ps_group g = {first, ps_strategy_dp_cp(s), s->tp};
-        double wbytes = P * elt, gbytes = P * p->grad_reduce_bytes;
+    /* The gradient groups: the GPUs of this TP rank across the CP and DP groups (stride tp, cp x dp of them, tp-cp-dp
+     * order) for the layer, or on the expert grid for all but its experts, whose own group is the GPUs of this
+     * (etp, ep) place across edp (stride ep x etp, the expert grid's tp-ep-dp order); Megatron-core reduces the two
+     * buffers one after the other. */
+    ps_group groups[2] = {{first, ps_strategy_dp_cp(s), s->tp}, {first, (int64_t)llround(edp), (int64_t)ep * etp}};
+    double elems[2] = {folded ? Pd : P, folded ? Pe : 0};
+    for (int k = 0; k < 2; k++) {
+        const ps_group *g = &groups[k];
+        if (g->n <= 1 || !(elems[k] > 0)) continue;
+        double wbytes = elems[k] * elt, gbytes = elems[k] * p->grad_reduce_bytes;
         if (s->zero >= 3) {
-            out->zero_gather = ps_coll_allgather(p, c, &g, wbytes);
-            out->zero_rs = ps_coll_reducescatter(p, c, &g, gbytes);
-            zero_f = out->zero_gather; /* the backward gathers the same weights again */
-            zero_b = zero_f + out->zero_rs;
+            double ag = ps_coll_allgather(p, c, g, wbytes), rs = ps_coll_reducescatter(p, c, g, gbytes);
+            out->zero_gather += ag;
+            out->zero_rs += rs;
+            zero_f += ag; /* the backward gathers the same weights again */
+            zero_b += ag + rs;
         } else if (s->zero >= 1) {
-            out->dp_grad = ps_coll_reducescatter(p, c, &g, gbytes);
-            out->dp_param = ps_coll_allgather(p, c, &g, wbytes);
+            out->dp_grad += ps_coll_reducescatter(p, c, g, gbytes);
+            out->dp_param += ps_coll_allgather(p, c, g, wbytes);
         } else {
-            out->dp_grad = ps_coll_allreduce(p, c, &g, gbytes);
+            out->dp_grad += ps_coll_allreduce(p, c, g, gbytes);
         }
-        out->dp_sync = out->dp_grad + out->dp_param;
     }
+    out->dp_sync = out->dp_grad + out->dp_param;
     out->zero_comm = zero_f + zero_b;
     out->tp_comm = tp_f + tp_b;
     out->recompute = recompute + recompute_comm;
@@ -1107,13 +1262,27 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
         out->recompute += rf * cpx[0];
         out->mem_temp += cpt;
     }
+    if (folded) {
+        double et, ef = ep_exchange(p, c, l, (double)mbs * (double)lt->seq, elt, s, first, ep_load, &et);
+        /* full recomputation repeats the forward, its dispatch and combine included */
+        double rf = s->ckpt == PS_RECOMP_FULL ? 1 : 0;
+        out->ep_comm[0] = ef;
+        out->ep_comm[1] = (1 + rf) * ef;
+        out->fwd += ef;
+        out->bwd_b += (1 + rf) * ef;
+        out->comm_fwd += ef;
+        out->comm_bwd_b += (1 + rf) * ef;
+        out->tp_comm += (2 + rf) * ef;
+        out->recompute += rf * ef;
+        out->mem_temp += et;
+    }
     out->fwd_run = out->fwd;
     out->bwd_b_run = out->bwd_b;
     if (s->overlap == PS_OVERLAP_TE && s->tp > 1) {
         PS_CHECK_INPUT(sp, "TP overlap te (Transformer Engine's --tp-comm-overlap) pipelines the all-gathers and "
                            "reduce-scatters of sequence parallelism with the GEMMs: it needs sp (tp %d)", s->tp);
         te_pass te[2];
-        te_passes(p, c, &d, l, mbs, s->tp, cp, s->cp_comm, first, out->tp_bytes, te);
+        te_passes(p, c, &d, l, mbs, s, first, out->tp_bytes, te);
         /* full recomputation repeats the forward, its rings included */
         double rf = s->ckpt == PS_RECOMP_FULL ? 1 : 0;
         double df = te[0].dcomp + te[0].exposed - te[0].coll, db = te[1].dcomp + te[1].exposed - te[1].coll;

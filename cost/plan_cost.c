@@ -101,7 +101,8 @@ bool ps_strategy_equal(const ps_strategy *a, const ps_strategy *b)
     int cp = ps_strategy_cp(a);
     return a->tp == b->tp && a->dp == b->dp && a->zero == b->zero && a->ckpt == b->ckpt && a->sp == b->sp &&
            a->overlap == b->overlap && a->attn == b->attn && a->dp_no_overlap == b->dp_no_overlap &&
-           cp == ps_strategy_cp(b) && (cp == 1 || a->cp_comm == b->cp_comm);
+           cp == ps_strategy_cp(b) && (cp == 1 || a->cp_comm == b->cp_comm) && ps_strategy_ep(a) == ps_strategy_ep(b) &&
+           ps_strategy_etp(a) == ps_strategy_etp(b);
 }
 
 void ps_plan_resolve_attention(ps_plan *p, int64_t n_layers, const ps_cluster *c, ps_attn a)

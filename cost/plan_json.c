@@ -54,6 +54,13 @@ static ps_status read_strategy(const json_t *o, const ps_jloc *loc, ps_strategy 
     char cc[16] = "";
     PS_TRY(ps_json_str(o, loc, "cp_comm", false, cc, sizeof cc));
     if (cc[0] && ps_cp_comm_parse(cc, &s->cp_comm) != PS_OK) return bad_name(loc, "cp_comm", "ring or a2a", cc);
+    /* expert parallelism; absent (plans written before it existed, or dense models): ep 1, etp = tp */
+    v = ps_strategy_ep(s);
+    PS_TRY(ps_json_int(o, loc, "ep", false, 1, 1 << 20, &v));
+    s->ep = (int)v;
+    v = s->etp;
+    if (json_object_get(o, "etp")) PS_TRY(ps_json_int(o, loc, "etp", false, 1, 1 << 20, &v));
+    s->etp = (int)v;
     return PS_OK;
 }
 
@@ -64,7 +71,7 @@ ps_status ps_plan_from_json(const json_t *root, const char *file, const ps_model
     /* A plan file written by psearch carries its prediction and inputs too; they are read elsewhere or ignored. */
     static const char *const known[] = {"psearch_version", "model", "cluster", "gpus", "gbs", "mbs", "micro_batches",
                                         "pp", "vpp", "schedule", "tp", "dp", "zero", "ckpt", "sp", "overlap",
-                                        "dp_overlap", "attention", "cp", "cp_comm", "stages", "predicted",
+                                        "dp_overlap", "attention", "cp", "cp_comm", "ep", "etp", "stages", "predicted",
                                         "flops_convention",
                                         "cost_params", "note", "notes", /* estimate: what it chose for the user */
                                         /* the search's result document and a --costdb estimate add these */
@@ -185,6 +192,23 @@ ps_status ps_plan_from_json(const json_t *root, const char *file, const ps_model
     if (st != PS_OK) ps_plan_free(out);
     return st;
 }
+/* The fields of one strategy, as read_strategy reads them. */
+static void put_strategy(json_t *j, const ps_strategy *s)
+{
+    json_object_set_new(j, "tp", json_integer(s->tp));
+    json_object_set_new(j, "dp", json_integer(s->dp));
+    json_object_set_new(j, "zero", json_integer(s->zero));
+    json_object_set_new(j, "ckpt", json_string(ps_recompute_name(s->ckpt)));
+    json_object_set_new(j, "sp", json_boolean(s->sp));
+    json_object_set_new(j, "overlap", json_string(ps_overlap_name(s->overlap)));
+    json_object_set_new(j, "attention", json_string(ps_attn_name(s->attn)));
+    json_object_set_new(j, "dp_overlap", json_boolean(!s->dp_no_overlap));
+    json_object_set_new(j, "cp", json_integer(ps_strategy_cp(s)));
+    json_object_set_new(j, "cp_comm", json_string(ps_cp_comm_name(ps_strategy_cp(s) > 1 ? s->cp_comm : PS_CP_RING)));
+    json_object_set_new(j, "ep", json_integer(ps_strategy_ep(s)));
+    json_object_set_new(j, "etp", json_integer(ps_strategy_etp(s)));
+}
+
 
 json_t *ps_plan_to_json(const ps_plan *p, const ps_model *m)
 {
@@ -196,18 +220,7 @@ json_t *ps_plan_to_json(const ps_plan *p, const ps_model *m)
     json_object_set_new(j, "vpp", json_integer(p->vpp));
     json_object_set_new(j, "schedule", json_string(p->schedule));
     if (ps_plan_is_uniform(p, m->n_layers)) {
-        const ps_strategy *s = &p->layer[0];
-        json_object_set_new(j, "tp", json_integer(s->tp));
-        json_object_set_new(j, "dp", json_integer(s->dp));
-        json_object_set_new(j, "zero", json_integer(s->zero));
-        json_object_set_new(j, "ckpt", json_string(ps_recompute_name(s->ckpt)));
-        json_object_set_new(j, "sp", json_boolean(s->sp));
-        json_object_set_new(j, "overlap", json_string(ps_overlap_name(s->overlap)));
-        json_object_set_new(j, "attention", json_string(ps_attn_name(s->attn)));
-        json_object_set_new(j, "dp_overlap", json_boolean(!s->dp_no_overlap));
-        json_object_set_new(j, "cp", json_integer(ps_strategy_cp(s)));
-        json_object_set_new(j, "cp_comm",
-                            json_string(ps_cp_comm_name(ps_strategy_cp(s) > 1 ? s->cp_comm : PS_CP_RING)));
+        put_strategy(j, &p->layer[0]);
     }
     json_t *stages = json_array();
     int64_t S = (int64_t)p->pp * p->vpp;
@@ -222,17 +235,7 @@ json_t *ps_plan_to_json(const ps_plan *p, const ps_model *m)
             while (k < p->cuts[s + 1] && ps_strategy_equal(&p->layer[k], a)) k++;
             json_t *g = json_object();
             json_object_set_new(g, "layers", json_pack("[II]", (json_int_t)i, (json_int_t)k));
-            json_object_set_new(g, "tp", json_integer(a->tp));
-            json_object_set_new(g, "dp", json_integer(a->dp));
-            json_object_set_new(g, "zero", json_integer(a->zero));
-            json_object_set_new(g, "ckpt", json_string(ps_recompute_name(a->ckpt)));
-            json_object_set_new(g, "sp", json_boolean(a->sp));
-            json_object_set_new(g, "overlap", json_string(ps_overlap_name(a->overlap)));
-            json_object_set_new(g, "attention", json_string(ps_attn_name(a->attn)));
-            json_object_set_new(g, "dp_overlap", json_boolean(!a->dp_no_overlap));
-            json_object_set_new(g, "cp", json_integer(ps_strategy_cp(a)));
-            json_object_set_new(g, "cp_comm",
-                                json_string(ps_cp_comm_name(ps_strategy_cp(a) > 1 ? a->cp_comm : PS_CP_RING)));
+            put_strategy(g, a);
             json_array_append_new(strs, g);
             i = k;
         }

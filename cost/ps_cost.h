@@ -117,7 +117,27 @@ typedef struct {
      * at d98e8a64). Every layer of a stage has the same cp: its tokens are split along the whole stage. */
     int cp;
     ps_cp_comm cp_comm; /* how attention sees the whole sequence when cp > 1 (ps_cp_comm) */
+    /* Expert parallelism (docs/costmodel.md, "Expert parallelism"; Megatron-core's MoE parallel folding): the routed
+     * experts of an MoE block run on their own grid over the same stage of tp x cp x dp GPUs, etp x ep x edp, ranks
+     * laid out etp fastest, then ep, then edp (megatron/core/parallel_state.py at d98e8a64, order "tp-ep-dp" of the
+     * expert grid). ep splits the experts (n_experts / ep on each GPU), etp splits each expert's matrices, and the
+     * edp = width / (etp x ep) GPUs holding the same experts sum their gradients and shard them under ZeRO. Tokens
+     * reach their experts by an all-to-all over the ep group (dispatch) and return by another (combine). Both 0 (the
+     * zero value, so every strategy built with designated initializers has none): ep 1 and etp = tp, the experts
+     * split over TP like a dense MLP. Dense layers ignore both. Read them with ps_strategy_ep / ps_strategy_etp. */
+    int ep;
+    int etp; /* 0: the same as tp */
 } ps_strategy;
+
+/* The expert-parallel degree of s (1 when off) and its expert tensor-parallel degree (tp when not given). */
+static inline int ps_strategy_ep(const ps_strategy *s) { return s->ep > 1 ? s->ep : 1; }
+static inline int ps_strategy_etp(const ps_strategy *s) { return s->etp >= 1 ? s->etp : s->tp; }
+/* Whether an MoE block of s runs the expert grid (dispatch and combine all-to-alls, its own gradient group) rather
+ * than the experts split over TP like a dense MLP (ep 1 and etp = tp). */
+static inline bool ps_strategy_ep_folded(const ps_strategy *s)
+{
+    return ps_strategy_ep(s) > 1 || ps_strategy_etp(s) != s->tp;
+}
 
 /* The context-parallel degree of s: 1 when off (cp 0 or 1). */
 static inline int ps_strategy_cp(const ps_strategy *s) { return s->cp > 1 ? s->cp : 1; }
@@ -145,6 +165,18 @@ bool ps_strategy_equal(const ps_strategy *a, const ps_strategy *b);
 bool ps_cost_cp_ok(const ps_layer *l, const ps_strategy *s, char *why, size_t n);
 /* ps_cost_cp_ok as a status: PS_ERR_INPUT with the reason. */
 ps_status ps_cost_cp_check(const ps_layer *l, const ps_strategy *s);
+/* Whether MoE block l can run under s's expert grid (always for a layer without routed experts, which ignores ep
+ * and etp, and for ep 1 with etp = tp): etp x ep divides the stage width tp x cp x dp, ep divides n_experts, etp
+ * divides expert_ffn, and with tp > 1 sequence parallelism (each TP rank routes its own tokens; Megatron-core asserts
+ * it for MoE with tensor parallelism, megatron/training/arguments.py at d98e8a64); not with Oases' overlapped TP,
+ * whose sub-batch blocks have no dispatch. False with the reason in why[n] (when not NULL). */
+bool ps_cost_ep_ok(const ps_layer *l, const ps_strategy *s, char *why, size_t n);
+ps_status ps_cost_ep_check(const ps_layer *l, const ps_strategy *s);
+/* The busiest routed expert's tokens over the mean, moe_imbalance capped by the layer's capacity factor (at least 1),
+ * and the tokens of the slowest GPU of an ep group holding local_experts experts over the mean GPU's: the busiest
+ * expert beside local_experts - 1 at the mean, (local_experts - 1 + busy) / local_experts [1]. */
+double ps_cost_ep_busy(const ps_cost_params *p, const ps_layer *l);
+double ps_cost_ep_rank_load(const ps_cost_params *p, const ps_layer *l, double local_experts);
 
 typedef struct {
     int64_t gbs;      /* global batch (samples per iteration) */
@@ -226,6 +258,11 @@ double ps_coll_allreduce(const ps_cost_params *p, const ps_cluster *c, const ps_
 double ps_coll_allgather(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes);
 double ps_coll_reducescatter(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes);
 double ps_coll_alltoall(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes);
+/* An all-to-all in which each GPU's buffer of `bytes` holds `copies` copies of its tokens bound for different GPUs
+ * (an MoE dispatch: top_k): the plain all-to-all, or where it is faster, the hierarchical one that sends a token over
+ * the network once per distinct remote node and fans it out over NVLink (collectives.c says how) [s]. */
+double ps_coll_alltoall_dedup(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes,
+                              double copies);
 double ps_p2p(const ps_cost_params *p, const ps_cluster *c, int64_t a, int64_t b, double bytes);
 
 /* Streaming memory bandwidth [bytes/s] of a device: the measured one when p->db measured it, else the nominal
@@ -300,6 +337,9 @@ typedef struct {
     double experts; /* routed experts: the n_experts GEMMs the count spans (count / experts per expert), m the mean
                        tokens per expert (T x top_k / n_experts, capped by a capacity factor); 0 for other GEMMs.
                        The cost model moves moe_imbalance x m of them to the busiest expert */
+    int ep;         /* routed experts under expert parallelism of this degree (> 1): `experts` is the GPU's share
+                       n_experts / ep, and the GEMM is timed on the slowest GPU of the ep group, the one holding the
+                       busiest expert beside experts at the mean (its tokens are not taken from its neighbours) */
 } ps_gemm_shape;
 typedef struct {
     /* at most 16: a decoder_xattn block with MLA (4 weight GEMMs), an MoE MLP (5), cross-attention (3) and the two
@@ -315,6 +355,11 @@ void ps_layer_gemm_shapes(const ps_layer *l, int64_t mbs, int tp, ps_layer_gemms
  * load-balanced, ps_layer_attn_keys of the whole layer); a2a: every query and key for 1/cp of the local heads. Either
  * way 1/cp of the attention work. cp <= 1: ps_layer_gemm_shapes. */
 void ps_layer_gemm_shapes_cp(const ps_layer *l, int64_t mbs, int tp, int cp, ps_cp_comm kind, ps_layer_gemms *out);
+/* The same under strategy s (context and expert parallelism): an MoE block on the expert grid (ps_strategy_ep_folded)
+ * routes the GPU's own tokens (T / tp with sequence parallelism), runs n_experts / ep experts each over
+ * T / tp x top_k x etp x ep / n_experts tokens on the mean, their matrices split over etp, and its MLP block has a TP
+ * collective only for shared experts (the dispatch replaces the sequence-parallel all-gather and reduce-scatter). */
+void ps_layer_gemm_shapes_s(const ps_layer *l, int64_t mbs, const ps_strategy *s, ps_layer_gemms *out);
 /* PS_OVERLAP_TE's pairs in forward block `blk` of g (blk < g->tp_colls): *ag, the GEMM the SP all-gather before
  * the block feeds (its first weight GEMM: QKV, FC1, cross-attention's Q; column parallel), and *rs, the GEMM whose
  * output the reduce-scatter after the block sums (its last weight GEMM: the output projection, FC2; row parallel);
@@ -393,6 +438,11 @@ typedef struct {
      * all-to-alls; inside comm_fwd / comm_bwd_b; and what of it is exposed (ring: beside the attention steps; a2a:
      * all of it) [s]; 0 otherwise. */
     double cp_comm[2], cp_exposed[2];
+    /* Expert parallelism (an MoE block on the expert grid, ps_strategy_ep_folded): the token dispatch and combine
+     * all-to-alls over the ep group and, with etp > 1, the all-gather and reduce-scatter of the dispatched tokens over
+     * the etp group, of the forward [0] and the input-gradient backward [1] (recomputation included); none overlapped
+     * (Megatron-core's MoEAlltoAllTokenDispatcher), inside comm_fwd / comm_bwd_b and tp_comm [s]; 0 otherwise. */
+    double ep_comm[2];
     /* memory on one GPU, bytes */
     double mem_params;
     double mem_grads;

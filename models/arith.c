@@ -291,6 +291,14 @@ int64_t ps_layer_params(const ps_layer *l)
     return ps_layer_params_checked(l, &p) ? p : -1;
 }
 
+int64_t ps_layer_routed_params(const ps_layer *l)
+{
+    int64_t all, none;
+    if (!ps_layer_is_moe(l)) return 0;
+    if (!layer_params(l, -1, &all) || !layer_params(l, 0, &none)) return -1;
+    return all - none;
+}
+
 int64_t ps_layer_active_params(const ps_layer *l)
 {
     int64_t p;
@@ -471,14 +479,30 @@ static double op_sac_bytes(const ps_layer *l, ps_dtype dtype, double d, double t
  *   with the output gradient).
  * A capacity factor below 1 caps the tokens the experts take at cf x the even share; above 1 (or dropless) every
  * token reaches its k experts, so the count is s*k either way at most. */
-static void moe_act(const ps_layer *l, double d, double lin, double s, double *rep, double *split)
+static void moe_parts(const ps_layer *l, double d, double lin, double s, double *tok, double *inner)
 {
-    double h = (double)l->hidden, E = (double)l->n_experts, k = (double)l->top_k, fe = (double)l->expert_ffn;
+    double h = (double)l->hidden, k = (double)l->top_k, fe = (double)l->expert_ffn;
     double cf = l->capacity_factor, routed = s * k * (cf > 0 && cf < 1 ? cf : 1.0);
     double g = is_gated(l->act) ? 2.0 : 1.0;
-    *rep += d * s * E + (d + 8.0) * s * k; /* probabilities; routing weights and int64 indices */
-    *rep += lin * routed * h + d * routed * h; /* permuted expert inputs, expert outputs */
-    *split += g * d * routed * fe + lin * routed * fe;
+    *tok = lin * routed * h + d * routed * h; /* permuted expert inputs, expert outputs */
+    *inner = g * d * routed * fe + lin * routed * fe;
+}
+
+static void moe_act(const ps_layer *l, double d, double lin, double s, double *rep, double *split)
+{
+    double tok, inner;
+    *rep += d * s * (double)l->n_experts + (d + 8.0) * s * (double)l->top_k; /* probabilities; weights, indices */
+    moe_parts(l, d, lin, s, &tok, &inner);
+    *rep += tok;
+    *split += inner;
+}
+
+void ps_layer_moe_act_parts(const ps_layer *l, ps_dtype dtype, double *tok, double *inner)
+{
+    *tok = *inner = 0;
+    if (!ps_layer_is_moe(l)) return;
+    double d = ps_act_elt_bytes(dtype);
+    moe_parts(l, d, dtype == PS_DTYPE_FP8 ? 1.0 : d, (double)l->seq, tok, inner);
 }
 
 double ps_layer_act_bytes(const ps_layer *l, ps_dtype dtype, int tp, bool seq_parallel, ps_recompute rc)

@@ -173,6 +173,13 @@ int64_t ps_layer_params(const ps_layer *l);
  * experts, the router and the attention (what "active parameters" means in the Mixtral, Qwen3 and DeepSeek-V3
  * reports). -1 on overflow, as ps_layer_params. */
 int64_t ps_layer_active_params(const ps_layer *l);
+/* The parameters of an MoE layer's routed experts (0 for other layers): what expert parallelism splits. -1 on
+ * overflow, as ps_layer_params. */
+int64_t ps_layer_routed_params(const ps_layer *l);
+/* Of what an MoE block keeps per sample (ps_layer_act_bytes_attn, no recomputation): *tok, the permuted expert inputs
+ * and the experts' outputs, whole on every TP rank, and *inner, the experts' intermediates, split over TP [bytes];
+ * both 0 for other layers. Expert parallelism moves these with the tokens (cost/layer_cost.c). */
+void ps_layer_moe_act_parts(const ps_layer *l, ps_dtype dtype, double *tok, double *inner);
 /* The layer has routed experts (n_experts > 0) / multi-head latent attention (kv_lora_rank > 0). */
 bool ps_layer_is_moe(const ps_layer *l);
 bool ps_layer_is_mla(const ps_layer *l);
