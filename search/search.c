@@ -1505,7 +1505,7 @@ static ps_status stage_tables_build(worker *w, const unit_ctx *x)
         if (i == 1) run_first = run_last = -1;                        /* a new stage's rows */
         int k_lo = i == 0 ? 0 : uni ? 1 : kr, k_hi = i == 0 ? 1 : uni ? K : kr + 1; /* stages that may start at i */
         /* row i - 1 is a row of the same stages and run (one group, so one set of sums) */
-        bool in_run = i >= 2 && i <= run_last;
+        bool in_run = i >= 2 && i <= run_last && (uni || !(ps_search_rules_off & PS_SEARCH_RULE_RUNS));
         if (i >= 1 && !in_run) {
             run_first = i;
             run_last = i;

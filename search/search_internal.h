@@ -29,5 +29,6 @@ int ps_search_fw_attention(const ps_search_opts *o, const ps_cluster *c, ps_attn
  * cases where it applies; psearch never sets them (0). Set it between searches, never during one. */
 extern unsigned ps_search_rules_off;
 #define PS_SEARCH_RULE_TWIN 1u /* layer tables shared by stages placed alike (layer_tables_build) */
+#define PS_SEARCH_RULE_RUNS 2u /* stage-table rows copied along runs of equal layers without a uniform placement */
 
 #endif
