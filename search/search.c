@@ -528,7 +528,9 @@ typedef struct {
     /* a lower bound on the layer's fwd + bwd_b + bwd_w per micro-batch in any plan (exact for plain TP; the         \
      * computation alone for overlapped TP, whose collectives may all hide) */                                       \
     X(fb, INFINITY,                                                                                                  \
-      ps_overlap_is_oases(sv->overlap) ? lc.comp_fwd + lc.comp_bwd_b + lc.bwd_w : lc.fwd + lc.bwd_b + lc.bwd_w)
+      ps_overlap_is_oases(sv->overlap) ? lc.comp_fwd + lc.comp_bwd_b + lc.bwd_w : lc.fwd + lc.bwd_b + lc.bwd_w)      \
+    /* the same lower bound for the forward alone (chunked_prunable's fill) */                                       \
+    X(ff, INFINITY, ps_overlap_is_oases(sv->overlap) ? lc.comp_fwd : lc.fwd)
 
 typedef struct {
 #define X(col, none, value) double *col;
@@ -1366,6 +1368,44 @@ static ps_status framework_splits(worker *w, const ps_search_opts *o, const ps_m
     return PS_OK;
 }
 
+/* A chunked plan's makespan (ps_sched_simulate) is at least, on every device d, the forwards of stages 0..d-1 of one
+ * micro-batch and then all of d's own passes: every pass on d needs a forward of one of d's stages first, all of
+ * which are stage d or later (interleaved: d, d + K; V: d, 2K - 1 - d), and a micro-batch's forward reaches stage d
+ * only through stages 0..d-1 one after another. Each pass lasts at least the layer tables' lower bounds (ff, fb, as
+ * prunable's), transfers and the optimizer tail only add: so max_d (sum_{k<d} F_k + m busy_d) bounds the iteration
+ * time from below, tighter than the average busy time where stages differ (embedding, head) and by the fill. */
+static ps_status chunked_prunable(worker *w, const unit_ctx *x, const order_shape *sh, const ps_plan *plan, int s,
+                                  int where, bool *out)
+{
+    *out = false;
+    if (!sh || (ps_search_rules_off & PS_SEARCH_RULE_FILL)) return PS_OK;
+    int K = x->K, S2 = K * x->oc->vpp;
+    PS_TRY(SCRATCH(w, dmem, (size_t)K * 2 + (size_t)S2));
+    double *busy = w->sc.dmem, *fwd = busy + K, lb = 0, prefix = 0;
+    for (int d = 0; d < K; d++) busy[d] = 0;
+    for (int st = 0; st < S2; st++) {
+        int dev = sh->stage_dev[st];
+        size_t g = x->uni ? 0 : (size_t)dev;
+        double f = 0, b = 0;
+        int64_t att = 0;
+        for (int64_t l = plan->cuts[st]; l < plan->cuts[st + 1]; l++) {
+            bool at = ps_layer_has_attention(x->m->layers[l].kind);
+            size_t e = g * x->LS + (size_t)l * (size_t)x->nS + (size_t)col_of(x, s, at, att);
+            att += at;
+            f += w->lt.ff[e];
+            b += w->lt.fb[e];
+        }
+        busy[dev] += (double)x->micro * b;
+        if (st < K) fwd[st] = f;
+    }
+    for (int d = 0; d < K; d++) {
+        lb = fmax(lb, prefix + busy[d]);
+        prefix += fwd[d];
+    }
+    *out = prunable(w, x->o, x->oc->gbs, lb, where);
+    return PS_OK;
+}
+
 /* Step 2, chunked schedules: Megatron's even split, one strategy for all layers. Also every unit of a framework that
  * splits the layers itself and takes one strategy for all blocks (DeepSpeed): its split instead, with any schedule. */
 static ps_status search_chunked(worker *w, const unit_ctx *x)
@@ -1422,6 +1462,14 @@ static ps_status search_chunked(worker *w, const unit_ctx *x)
             bool fits = true;
             ps_status mst = chunked_fits(w, x, &sh, &plan, s, &fits);
             if (mst != PS_OK || !fits) {
+                ps_plan_free(&plan);
+                PS_TRY(mst);
+                w->r.pruned++;
+                continue;
+            }
+            bool cut = false;
+            mst = chunked_prunable(w, x, sh, &plan, s, k == 0 ? EV_TOP | EV_EVEN : EV_TOP, &cut);
+            if (mst != PS_OK || cut) {
                 ps_plan_free(&plan);
                 PS_TRY(mst);
                 w->r.pruned++;

@@ -30,5 +30,6 @@ int ps_search_fw_attention(const ps_search_opts *o, const ps_cluster *c, ps_attn
 extern unsigned ps_search_rules_off;
 #define PS_SEARCH_RULE_TWIN 1u /* layer tables shared by stages placed alike (layer_tables_build) */
 #define PS_SEARCH_RULE_RUNS 2u /* stage-table rows copied along runs of equal layers without a uniform placement */
+#define PS_SEARCH_RULE_FILL 4u /* chunked plans: the fill and busiest-device bound (chunked_prunable) */
 
 #endif

@@ -105,11 +105,20 @@ static void test_rule_runs(void **state)
     check_rule(PS_SEARCH_RULE_RUNS, "stage-table runs");
 }
 
+/* Chunked plans (interleaved, V kinds: every case above searches them) with the fill bound and without, and a
+ * sweep of batches (the floors then come from other batches), with a framework's chunked kinds. */
+static void test_rule_fill(void **state)
+{
+    (void)state;
+    check_rule(PS_SEARCH_RULE_FILL, "chunked fill");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rule_twin),
         cmocka_unit_test(test_rule_runs),
+        cmocka_unit_test(test_rule_fill),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
