@@ -238,6 +238,12 @@ static const opt_row k_options[] = {
      {{"estimate", NULL, "context parallelism's attention: ring (K/V passed around, Megatron p2p) or a2a\n"
                          "(Ulysses all-to-alls)", "ring"},
       {"plan", NULL, "fix context parallelism's attention: ring or a2a", "searched"}}},
+    {"ep", 0, OPT_I64, "N", AT(ep), "estimate plan sweep", 0, NULL,
+     {{"estimate", NULL, "expert-parallel degree of the MoE layers: their routed experts split over N GPUs", "1"},
+      {"plan", NULL, "fix the expert-parallel degree of every plan (1: none)", "searched"}}},
+    {"etp", 0, OPT_I64, "N", AT(etp), "estimate plan sweep", 0, NULL,
+     {{"estimate", NULL, "expert tensor-parallel degree: each routed expert's matrices split over N GPUs", "tp"},
+      {"plan", NULL, "fix the expert tensor-parallel degree of every plan", "searched"}}},
     {"dp", 0, OPT_I64, "N", AT(dp), "estimate", 0, NULL,
      {{"estimate", NULL, "data-parallel degree", "GPUs / (tp x cp x pp)"}}},
     {"mbs", 0, OPT_I64, "N", AT(mbs), "estimate plan sweep", 0, NULL,
