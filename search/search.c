@@ -1378,12 +1378,13 @@ static ps_status framework_splits(worker *w, const ps_search_opts *o, const ps_m
     return PS_OK;
 }
 
-/* A chunked plan's makespan (ps_sched_simulate) is at least, on every device d, the forwards of stages 0..d-1 of one
- * micro-batch and then all of d's own passes: every pass on d needs a forward of one of d's stages first, all of
- * which are stage d or later (interleaved: d, d + K; V: d, 2K - 1 - d), and a micro-batch's forward reaches stage d
- * only through stages 0..d-1 one after another. Each pass lasts at least the layer tables' lower bounds (ff, fb, as
- * prunable's), transfers and the optimizer tail only add: so max_d (sum_{k<d} F_k + m busy_d) bounds the iteration
- * time from below, tighter than the average busy time where stages differ (embedding, head) and by the fill. */
+/* A chunked plan's makespan (ps_sched_simulate) is at least, on every device d, the forwards of one micro-batch
+ * through the stages before d's first stage f(d) and then all of d's own passes: every pass on d needs a forward of
+ * one of d's stages first, all of them f(d) or later (interleaved: d, d + K; V: d, 2K - 1 - d; read from the order's
+ * device map), and a micro-batch's forward reaches stage f(d) only through stages 0..f(d)-1 one after another. Each
+ * pass lasts at least the layer tables' lower bounds (ff, fb, as prunable's); transfers and the optimizer tail only
+ * add. So max_d (sum_{k<f(d)} F_k + m busy_d) bounds the iteration time from below, tighter than the average busy
+ * time where stages differ (embedding, head) and by the fill. */
 static ps_status chunked_prunable(worker *w, const unit_ctx *x, const order_shape *sh, const ps_plan *plan, int s,
                                   int where, bool *out)
 {
@@ -1391,8 +1392,10 @@ static ps_status chunked_prunable(worker *w, const unit_ctx *x, const order_shap
     if (!sh || (ps_search_rules_off & PS_SEARCH_RULE_FILL)) return PS_OK;
     int K = x->K, S2 = K * x->oc->vpp;
     PS_TRY(SCRATCH(w, dmem, (size_t)K * 2 + (size_t)S2));
-    double *busy = w->sc.dmem, *fwd = busy + K, lb = 0, prefix = 0;
-    for (int d = 0; d < K; d++) busy[d] = 0;
+    /* busy[d], the forwards of every stage (fwd[st]) and each device's first stage (first[d]: the order's device
+     * map, so that no layout is assumed) */
+    double *busy = w->sc.dmem, *first = busy + K, *fwd = first + K, lb = 0, prefix = 0;
+    for (int d = 0; d < K; d++) busy[d] = 0, first[d] = S2;
     for (int st = 0; st < S2; st++) {
         int dev = sh->stage_dev[st];
         size_t g = x->uni ? 0 : (size_t)dev;
@@ -1406,11 +1409,13 @@ static ps_status chunked_prunable(worker *w, const unit_ctx *x, const order_shap
             b += w->lt.fb[e];
         }
         busy[dev] += (double)x->micro * b;
-        if (st < K) fwd[st] = f;
+        fwd[st] = f;
+        first[dev] = fmin(first[dev], st);
     }
-    for (int d = 0; d < K; d++) {
-        lb = fmax(lb, prefix + busy[d]);
-        prefix += fwd[d];
+    for (int st = 0; st < S2; st++) {
+        for (int d = 0; d < K; d++)
+            if (first[d] == st) lb = fmax(lb, prefix + busy[d]);
+        prefix += fwd[st];
     }
     *out = prunable(w, x->o, x->oc->gbs, lb, where);
     return PS_OK;
