@@ -11,6 +11,7 @@
  *      (Galvatron-BMW Sec. IV-A) under the stage's memory budget, and costs the resulting plans with the full cost
  *      model (schedule simulation), keeping the top k: search_partitions.
  * The DP objectives are proxies; the ranking uses ps_cost_plan only, so every reported number is the cost model's. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,8 +243,9 @@ static int64_t count_blocks(const ps_model *m)
 
 /* ---- strategies of one stage width ---- */
 /* Strategies of one stage width: tp x (sp | overlap) x ZeRO x recompute x attention kernel; about 1000 for a 72-GPU
- * NVLink domain with te and --attention search; build_strategies stops at the cap. */
-#define PS_SEARCH_MAX_STRATS 1024
+ * NVLink domain with te and --attention search. Their tables grow to hold them all (strategies_list); this many are
+ * the most a candidate index can number (PS_IDX_STRIDE), and a unit with more is an error that says so, never a cut. */
+#define PS_SEARCH_MAX_STRATS (1 << 18)
 /* At most this many layouts, i.e. 21 TP degrees per stage; wider TP choices are cut, not overrun. */
 #define PS_SEARCH_MAX_LAYOUTS 64
 typedef struct {
@@ -432,6 +434,25 @@ static int build_strategies(int64_t width, int64_t global_mb, const strat_filter
     return n;
 }
 
+/* Every strategy of build_strategies into *out, grown to hold them (out == NULL: only count them into *n). More than
+ * PS_SEARCH_MAX_STRATS cannot be numbered apart (the candidate indices): an input error naming what narrows them. */
+static ps_status strategies_list(int64_t width, int64_t global_mb, const strat_filter *f, const ps_attn *attn,
+                                 int n_attn, strat **out, size_t *cap, int *n, int *n_layouts, ps_strategy *lay_rep)
+{
+    int lay = 0, total = build_strategies(width, global_mb, f, attn, n_attn, NULL, INT_MAX, &lay, NULL);
+    if (total > PS_SEARCH_MAX_STRATS)
+        return PS_FAIL(PS_ERR_INPUT,
+                       "%d strategies for stages of %lld GPUs, above the %d the search can number; narrow them "
+                       "(--max-tp, --mbs-max, --tp-overlap none, --attention fused, --zero, --recompute)",
+                       total, (long long)width, PS_SEARCH_MAX_STRATS);
+    *n = total;
+    *n_layouts = lay;
+    if (!out) return PS_OK;
+    PS_TRY(ps_grow((void **)out, cap, (size_t)(total > 2 ? total : 2), sizeof **out)); /* 2: block recomputation */
+    *n = build_strategies(width, global_mb, f, attn, n_attn, *out, total, n_layouts, lay_rep);
+    return PS_OK;
+}
+
 bool ps_search_layer_allows(const ps_layer *l, const ps_strategy *s)
 {
     int t = s->tp;
@@ -457,7 +478,7 @@ static bool model_allows(const ps_model *m, const ps_strategy *s)
 
 /* Candidate indices: the outer candidate's position times PS_IDX_STRIDE plus the variant below (chunked schedules use
  * the strategy's position 0..PS_SEARCH_MAX_STRATS-1), so every costed plan has its own place in the total order. */
-#define PS_IDX_STRIDE 4096
+#define PS_IDX_STRIDE ((int64_t)1 << 20)
 /* each partition variant also takes the next index, for its per-layer refinement; a framework's second split of the
  * layers (DeepSpeed's "type:") the strategy's position after PS_IDX_SPLIT2 */
 enum {
@@ -522,7 +543,9 @@ typedef struct {
     /* a lower bound on the layer's fwd + bwd_b + bwd_w per micro-batch in any plan (exact for plain TP; the         \
      * computation alone for overlapped TP, whose collectives may all hide) */                                       \
     X(fb, INFINITY,                                                                                                  \
-      ps_overlap_is_oases(sv->overlap) ? lc.comp_fwd + lc.comp_bwd_b + lc.bwd_w : lc.fwd + lc.bwd_b + lc.bwd_w)
+      ps_overlap_is_oases(sv->overlap) ? lc.comp_fwd + lc.comp_bwd_b + lc.bwd_w : lc.fwd + lc.bwd_b + lc.bwd_w)      \
+    /* the same lower bound for the forward alone (chunked_prunable's fill) */                                       \
+    X(ff, INFINITY, ps_overlap_is_oases(sv->overlap) ? lc.comp_fwd : lc.fwd)
 
 typedef struct {
 #define X(col, none, value) double *col;
@@ -1223,6 +1246,24 @@ static ps_status chunked_fits(worker *w, const unit_ctx *x, const order_shape **
 
 /* Step 1: the layer tables of every stage group (one group when the placement is uniform), each distinct layer
  * costed once under every strategy; kept while (batch, pipeline degree, micro-batches) stays the same. */
+unsigned ps_search_rules_off = 0;
+
+/* An earlier stage group whose layer tables are stage g's, or -1. In a cluster of one node group every cost of a
+ * stage depends on its GPUs' placement relative to each other only: which share a node, an NVLink island or domain
+ * (links, the NICs a node's members share, measured collectives per device kind and inside or across domains),
+ * never on which node it is. So two stages whose first GPUs differ by a multiple of an NVLink domain's GPUs (a
+ * node's, without a larger domain) see the same links in the same order and have the same tables: a 2520-GPU
+ * cluster's 90 stages of 28 GPUs fall into 2 such classes, and each is costed once. */
+static int placement_twin(const unit_ctx *x, int g)
+{
+    if (x->uni || x->c->n_groups != 1 || (ps_search_rules_off & PS_SEARCH_RULE_TWIN)) return -1;
+    int64_t period = ps_node_group_domain_gpus(&x->c->groups[0]);
+    if (period <= 0) return -1;
+    for (int t = 0; t < g; t++)
+        if ((int64_t)(g - t) * x->width % period == 0) return t;
+    return -1;
+}
+
 static ps_status layer_tables_build(worker *w, const unit_ctx *x)
 {
     layer_tables *lt = &w->lt;
@@ -1252,6 +1293,18 @@ static ps_status layer_tables_build(worker *w, const unit_ctx *x)
     int nS = x->nS;
     for (int g = 0; g < x->G; g++) {
         int64_t first = (int64_t)g * x->width;
+        int twin = placement_twin(x, g);
+        if (twin >= 0) {
+            size_t to = (size_t)g * x->LS, from = (size_t)twin * x->LS;
+#define X(col, none, value) memcpy(lt->col + to, lt->col + from, x->LS * sizeof(double));
+            PS_LAYER_COLUMNS(X)
+#undef X
+            memcpy(lt->lmin + (size_t)g * (size_t)x->L, lt->lmin + (size_t)twin * (size_t)x->L,
+                   (size_t)x->L * sizeof *lt->lmin);
+            memcpy(lminb + (size_t)g * (size_t)x->L, lminb + (size_t)twin * (size_t)x->L,
+                   (size_t)x->L * sizeof *lminb);
+            continue;
+        }
         for (int64_t l = 0; l < x->L; l++) {
             size_t row = (size_t)g * x->LS + (size_t)l * (size_t)nS, gl = (size_t)g * (size_t)x->L + (size_t)l;
             const ps_layer *ly = &x->m->layers[l];
@@ -1333,6 +1386,49 @@ static ps_status framework_splits(worker *w, const ps_search_opts *o, const ps_m
     return PS_OK;
 }
 
+/* A chunked plan's makespan (ps_sched_simulate) is at least, on every device d, the forwards of one micro-batch
+ * through the stages before d's first stage f(d) and then all of d's own passes: every pass on d needs a forward of
+ * one of d's stages first, all of them f(d) or later (interleaved: d, d + K; V: d, 2K - 1 - d; read from the order's
+ * device map), and a micro-batch's forward reaches stage f(d) only through stages 0..f(d)-1 one after another. Each
+ * pass lasts at least the layer tables' lower bounds (ff, fb, as prunable's); transfers and the optimizer tail only
+ * add. So max_d (sum_{k<f(d)} F_k + m busy_d) bounds the iteration time from below, tighter than the average busy
+ * time where stages differ (embedding, head) and by the fill. */
+static ps_status chunked_prunable(worker *w, const unit_ctx *x, const order_shape *sh, const ps_plan *plan, int s,
+                                  int where, bool *out)
+{
+    *out = false;
+    if (!sh || (ps_search_rules_off & PS_SEARCH_RULE_FILL)) return PS_OK;
+    int K = x->K, S2 = K * x->oc->vpp;
+    PS_TRY(SCRATCH(w, dmem, (size_t)K * 2 + (size_t)S2));
+    /* busy[d], the forwards of every stage (fwd[st]) and each device's first stage (first[d]: the order's device
+     * map, so that no layout is assumed) */
+    double *busy = w->sc.dmem, *first = busy + K, *fwd = first + K, lb = 0, prefix = 0;
+    for (int d = 0; d < K; d++) busy[d] = 0, first[d] = S2;
+    for (int st = 0; st < S2; st++) {
+        int dev = sh->stage_dev[st];
+        size_t g = x->uni ? 0 : (size_t)dev;
+        double f = 0, b = 0;
+        int64_t att = 0;
+        for (int64_t l = plan->cuts[st]; l < plan->cuts[st + 1]; l++) {
+            bool at = ps_layer_has_attention(x->m->layers[l].kind);
+            size_t e = g * x->LS + (size_t)l * (size_t)x->nS + (size_t)col_of(x, s, at, att);
+            att += at;
+            f += w->lt.ff[e];
+            b += w->lt.fb[e];
+        }
+        busy[dev] += (double)x->micro * b;
+        fwd[st] = f;
+        first[dev] = fmin(first[dev], st);
+    }
+    for (int st = 0; st < S2; st++) {
+        for (int d = 0; d < K; d++)
+            if (first[d] == st) lb = fmax(lb, prefix + busy[d]);
+        prefix += fwd[st];
+    }
+    *out = prunable(w, x->o, x->oc->gbs, lb, where);
+    return PS_OK;
+}
+
 /* Step 2, chunked schedules: Megatron's even split, one strategy for all layers. Also every unit of a framework that
  * splits the layers itself and takes one strategy for all blocks (DeepSpeed): its split instead, with any schedule. */
 static ps_status search_chunked(worker *w, const unit_ctx *x)
@@ -1389,6 +1485,14 @@ static ps_status search_chunked(worker *w, const unit_ctx *x)
             bool fits = true;
             ps_status mst = chunked_fits(w, x, &sh, &plan, s, &fits);
             if (mst != PS_OK || !fits) {
+                ps_plan_free(&plan);
+                PS_TRY(mst);
+                w->r.pruned++;
+                continue;
+            }
+            bool cut = false;
+            mst = chunked_prunable(w, x, sh, &plan, s, k == 0 ? EV_TOP | EV_EVEN : EV_TOP, &cut);
+            if (mst != PS_OK || cut) {
                 ps_plan_free(&plan);
                 PS_TRY(mst);
                 w->r.pruned++;
@@ -1458,21 +1562,29 @@ static ps_status stage_tables_build(worker *w, const unit_ctx *x)
      * Identical layers (a model's decoder blocks): a row i inside a run of layers equal to layer i - 1 repeats row
      * i - 1 shifted by one while [i, j) stays inside the run, so those entries are copied, and its walk past the run
      * starts from the sums of the run's first row after as many layers (kept in `snap`). O(L x (K + S)) per run
-     * instead of O(L^2 x S), with the same sums in the same order, so the same tables. */
+     * instead of O(L^2 x S), with the same sums in the same order, so the same tables.
+     * Without a uniform placement each stage is its own group: its rows are walked together (stage 0's row 0, then
+     * stage 1's rows 1..L-1, stage 2's, ...), so that `snap` holds one group's sums and the runs are copied as above:
+     * O(K x L x S) instead of O(K x L^2 x S) (a 2520-GPU cluster's stages of 28, 30 or 36 GPUs straddle nodes
+     * differently). The same tables: each entry's sums are the same additions in the same order. */
     bool uni = x->uni;
     int64_t run_first = -1, run_last = -1; /* the run of equal layers row i is in (rows >= 1) */
-    for (int64_t i = 0; i < L; i++) {
-        int k_lo = i == 0 ? 0 : 1, k_hi = i == 0 ? 1 : K; /* stages that may start at i */
-        /* row i - 1 is a row of the same stages and run (a uniform placement: one group, so one set of sums) */
-        bool in_run = uni && i >= 2 && i <= run_last;
+    int64_t n_rows = uni ? L : 1 + (int64_t)(K - 1) * (L - 1);
+    for (int64_t r = 0; r < n_rows; r++) {
+        int64_t i = uni || r == 0 ? r : 1 + (r - 1) % (L - 1);
+        int kr = uni || r == 0 ? 0 : 1 + (int)((r - 1) / (L - 1)); /* without uniform placement: the row's stage */
+        if (i == 1) run_first = run_last = -1;                        /* a new stage's rows */
+        int k_lo = i == 0 ? 0 : uni ? 1 : kr, k_hi = i == 0 ? 1 : uni ? K : kr + 1; /* stages that may start at i */
+        /* row i - 1 is a row of the same stages and run (one group, so one set of sums) */
+        bool in_run = i >= 2 && i <= run_last && (uni || !(ps_search_rules_off & PS_SEARCH_RULE_RUNS));
         if (i >= 1 && !in_run) {
             run_first = i;
             run_last = i;
             while (run_last + 1 < L && ps_layer_equal(&m->layers[run_last + 1], &m->layers[i])) run_last++;
         }
-        for (int k0 = k_lo; k0 < k_hi; k0 = uni ? k_hi : k0 + 1) {
+        for (int k0 = k_lo; k0 < k_hi; k0 = k_hi) {
             int g = uni ? 0 : k0, nk = 0;
-            for (int k = k0; k < (uni ? k_hi : k0 + 1); k++) ks[nk++] = k;
+            for (int k = k0; k < k_hi; k++) ks[nk++] = k;
             int64_t j0 = i + 1; /* the first end walked */
             if (in_run) {
                 for (int q = 0; q < nk; q++) {
@@ -1486,7 +1598,7 @@ static ps_status stage_tables_build(worker *w, const unit_ctx *x)
                 }
                 j0 = run_last + 2;
             }
-            bool record = uni && i >= 1 && i == run_first;
+            bool record = i >= 1 && i == run_first;
             for (int s = 0; s < x->nC; s++) {
                 stage_acc a = {0};
                 size_t sn = (size_t)s * (size_t)(L + 1);
@@ -1723,7 +1835,6 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
     unit_ctx x = {.cp = cp, .m = m, .c = c, .o = o, .oc = oc, .index = index, .sched = ps_sched_kind_name(oc->kind),
                   .L = m->n_layers, .width = c->n_gpus / oc->pp, .global_mb = oc->gbs / oc->micro,
                   .micro = oc->micro, .K = oc->pp};
-    PS_TRY(SCRATCH(w, S, PS_SEARCH_MAX_STRATS));
     PS_TRY(SCRATCH(w, lay_rep, PS_SEARCH_MAX_LAYOUTS));
     w->unit = index;
     ps_attn attn[2];
@@ -1734,8 +1845,8 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
     f.cp_kinds = oc->cp_kinds;
     f.ep = oc->ep;
     f.etp = oc->etp;
-    x.nS = build_strategies(x.width, x.global_mb, &f, attn, n_attn, w->sc.S, PS_SEARCH_MAX_STRATS, &x.n_layouts,
-                            w->sc.lay_rep);
+    PS_TRY(strategies_list(x.width, x.global_mb, &f, attn, n_attn, &w->sc.S, &w->sc.cap_S, &x.nS, &x.n_layouts,
+                           w->sc.lay_rep));
     if (oc->strat >= 0) {
         /* one strategy for every layer (a framework's rule): this unit's only; the partition is still searched */
         if (oc->strat >= x.nS) return PS_OK;
@@ -1940,7 +2051,7 @@ static double unit_work(const ps_search_job *j, const outer *oc)
     f.cp_kinds = oc->cp_kinds;
     f.ep = oc->ep;
     f.etp = oc->etp;
-    int nS = build_strategies(width, oc->gbs / oc->micro, &f, attn, n_attn, NULL, PS_SEARCH_MAX_STRATS, &nl, NULL);
+    int nS = build_strategies(width, oc->gbs / oc->micro, &f, attn, n_attn, NULL, INT_MAX, &nl, NULL);
     if (nS == 0) return 1;
     if (oc->strat >= 0) nS = 1;
     double K = oc->pp, L = (double)j->m->n_layers, N = L + 1;
@@ -2124,12 +2235,9 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
      * strategy's units, one per n, its first n transformer layers of every model chunk recomputed and the rest not
      * (not with a fixed recomputation, which every layer must have) */
     bool partial = per_strat && fw->recompute_partial && o->fixed.recompute < 0;
-    strat *sv = per_strat ? ps_calloc(PS_SEARCH_MAX_STRATS, sizeof *sv) : NULL;
+    strat *sv = NULL; /* grown by strategies_list */
+    size_t cap_sv = 0;
     ps_strategy lay[PS_SEARCH_MAX_LAYOUTS];
-    if (per_strat && !sv) {
-        free(j);
-        return PS_FAIL(PS_ERR_SYSTEM, "out of memory listing strategies");
-    }
     ps_attn attn[2];
     int n_attn = ps_search_fw_attention(o, c, attn);
     const int k_1f1b = ps_sched_kind_find("1f1b"); /* the one kind tried without a pipeline */
@@ -2184,8 +2292,9 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
                 f.etp = epc[ei].etp;
                 int n_strat = 1, nl = 0;
                 if (per_strat || f.cp > 1) {
-                    n_strat = build_strategies(c->n_gpus / pp, gbs / micro, &f, attn, n_attn, sv,
-                                               PS_SEARCH_MAX_STRATS, &nl, lay);
+                    st = strategies_list(c->n_gpus / pp, gbs / micro, &f, attn, n_attn, &sv, &cap_sv, &n_strat, &nl,
+                                         lay);
+                    if (st != PS_OK) break;
                     /* context parallelism no strategy of which can win here (strat_filter.cp_dominated_out) */
                     if (n_strat < 1 && f.cp > 1) continue;
                     if (n_strat < 1 || !per_strat) n_strat = 1; /* one unit still, which finds no strategy */

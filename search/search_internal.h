@@ -24,4 +24,12 @@ bool ps_search_fw_tp_ok(const ps_search_opts *o, const ps_model *m, int tp, int 
 /* The attention kernels the search tries on c under o (ps_search_attention) that o's framework runs; how many. */
 int ps_search_fw_attention(const ps_search_opts *o, const ps_cluster *c, ps_attn out[2]);
 
+/* ---- tests only: switches for the search's exact shortcuts and pruning rules (docs/search.md, "Speed") */
+/* Each bit turns one off, so that tests/search/test_search_rules.c can compare the search with and without it on
+ * cases where it applies; psearch never sets them (0). Set it between searches, never during one. */
+extern unsigned ps_search_rules_off;
+#define PS_SEARCH_RULE_TWIN 1u /* layer tables shared by stages placed alike (layer_tables_build) */
+#define PS_SEARCH_RULE_RUNS 2u /* stage-table rows copied along runs of equal layers without a uniform placement */
+#define PS_SEARCH_RULE_FILL 4u /* chunked plans: the fill and busiest-device bound (chunked_prunable) */
+
 #endif

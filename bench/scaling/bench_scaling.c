@@ -68,7 +68,7 @@ int main(int argc, char **argv)
             bc = NULL;
         }
         if (!bc) {
-            if (rank == 0) fprintf(stderr, "usage: bench_scaling [--case a|b|c] [--quick]\n");
+            if (rank == 0) fprintf(stderr, "usage: bench_scaling [--case a|b|c|d|e|f|g] [--quick]\n");
             MPI_Finalize();
             return 2;
         }

@@ -3,10 +3,13 @@
  * candidates pruned by bounds, the nominal dynamic-programming cells (the sizes of the tables the DPs span, not
  * counted cell by cell) and their rate, whether 1 and 2 threads found the same best plan, plus this machine's memory
  * bandwidth measured in the same run (a STREAM-like triad), to tell a slow machine from a slow search.
- *   bench_search [--quick] [--no-overlap]   --quick: case (a) only (CI-sized); --no-overlap: without Oases
- *                                           strategies
- * Cases (bench/search_cases.h, shared with bench/scaling): (a) gpt3-65b on dgx-a100-80g:4 with a batch sweep 64..512
- * step 64; (b) gpt3-175b on dgx-a100-80g:128 at gbs 1536; (c) llama3-405b on dgx-h100:512 at gbs 2048.
+ *   bench_search [--quick] [--no-overlap] [--case X]   --quick: case (a) only (CI-sized); --no-overlap: without
+ *                                           Oases strategies; --case X: that case only
+ * Cases (bench/search_cases.h, shared with bench/scaling, each with its command line there): (a) gpt3-65b on
+ * dgx-a100-80g:4 with a batch sweep 64..512 step 64; (b) gpt3-175b on dgx-a100-80g:128 at gbs 1536; (c) llama3-405b
+ * on dgx-h100:512 at gbs 2048; (d) mixtral-8x22b on dgx-h100:32 at seq 4096, gbs 512; (e) deepseek-v3 on
+ * hgx-h800:256 at gbs 15360; (f) llama3-405b on dgx-h100:2048 at seq 131072, gbs 16; (g) gpt3-175b on
+ * dgx-a100-80g:315 at gbs 2520.
  * Lines that are not data go to stderr starting with '#'. */
 #include <math.h>
 #include <omp.h>
@@ -53,13 +56,16 @@ static double triad_gbs(int threads)
 int main(int argc, char **argv)
 {
     int quick = 0, overlap = 1;
+    const char *only = NULL; /* --case X */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
             quick = 1;
+        else if (strcmp(argv[i], "--case") == 0 && i + 1 < argc)
+            only = argv[++i];
         else if (strcmp(argv[i], "--no-overlap") == 0)
             overlap = 0; /* without overlapped TP (Oases) in the strategy set: what it costs the search */
         else {
-            fprintf(stderr, "usage: bench_search [--quick] [--no-overlap]\n");
+            fprintf(stderr, "usage: bench_search [--quick] [--no-overlap] [--case a|b|c|d|e|f|g]\n");
             return 2;
         }
     }
@@ -70,6 +76,7 @@ int main(int argc, char **argv)
     int first = 1, rc = 0;
     for (size_t k = 0; k < PS_SEARCH_BENCH_N_CASES && !(quick && k > 0); k++) {
         const ps_search_bench_case *bc = &ps_search_bench_cases[k];
+        if (only && strcmp(only, bc->name) != 0) continue;
         ps_cluster c;
         ps_model m;
         if (ps_search_bench_load(bc, &m, &c) != PS_OK) {
@@ -101,13 +108,14 @@ int main(int argc, char **argv)
             }
             bool same = best == best1 && best_index == index1;
             printf(
-                "%s\n    {\"case\": \"%s\", \"model\": \"%s\", \"cluster\": \"%s\", \"gpus\": %lld, "
+                "%s\n    {\"case\": \"%s\", \"model\": \"%s\", \"cluster\": \"%s\", \"gpus\": %lld, \"seq\": %lld, "
                 "\"gbs\": [%lld, %lld, %lld], \"threads\": %d, \"tp_overlap\": %s, \"wall_s\": %.4f, \"target_s\": %g, "
                 "\"meets_target\": %s, "
                 "\"candidates\": %lld, \"plans_costed\": %lld, \"pruned\": %lld, \"dp_cells_nominal\": %.6g, "
                 "\"dp_cells_nominal_per_s\": %.6g, \"best_samples_per_s\": %.6g, \"same_best_as_1_thread\": %s}",
-                first ? "" : ",", bc->name, bc->model, bc->cluster, (long long)c.n_gpus, (long long)bc->gbs_lo,
-                (long long)bc->gbs_hi, (long long)bc->gbs_step, threads, overlap ? "true" : "false", wall, bc->target_s,
+                first ? "" : ",", bc->name, bc->model, bc->cluster, (long long)c.n_gpus, (long long)m.seq,
+                (long long)bc->gbs_lo, (long long)bc->gbs_hi, (long long)bc->gbs_step, threads,
+                overlap ? "true" : "false", wall, bc->target_s,
                 bc->target_s > 0 ? (wall <= bc->target_s ? "true" : "false") : "null", (long long)r.candidates,
                 (long long)r.evaluated, (long long)r.pruned, r.dp_cells, r.dp_cells / wall, best,
                 same ? "true" : "false");
