@@ -2,6 +2,8 @@
  * Ring algorithms follow the bus-bandwidth convention of nccl-tests: all-reduce moves 2(n-1)/n of the payload over
  * the slowest ring edge, all-gather and reduce-scatter (n-1)/n. The slowest edge decides (AMP Eq. 3). */
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ps_cost.h"
@@ -90,11 +92,50 @@ static int64_t members_on_node(const ps_cluster *c, const ps_group *g, int64_t i
     return hi - lo;
 }
 
+/* Direct-mapped: a group whose slot another holds is walked again (and takes the slot). */
+#define PS_COLL_MEMO_SLOTS 4096
+typedef struct {
+    const ps_cluster *c;
+    int64_t first, n, stride;
+    double bw, lat;
+} memo_slot;
+struct ps_coll_memo {
+    memo_slot slot[PS_COLL_MEMO_SLOTS];
+};
+
+ps_coll_memo *ps_coll_memo_create(void) { return calloc(1, sizeof(ps_coll_memo)); }
+void ps_coll_memo_free(ps_coll_memo *m) { free(m); }
+
+static memo_slot *memo_find(ps_coll_memo *m, const ps_cluster *c, const ps_group *g)
+{
+    uint64_t h = (uint64_t)g->first * 0x9E3779B97F4A7C15u ^ (uint64_t)g->n * 0xC2B2AE3D27D4EB4Fu ^
+                 (uint64_t)g->stride * 0x165667B19E3779F9u ^ (uint64_t)(uintptr_t)c;
+    return &m->slot[(h ^ (h >> 29)) % PS_COLL_MEMO_SLOTS];
+}
+
+static void ring_link_walk(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double *bw, double *lat);
+
 void ps_coll_ring_link(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double *bw, double *lat)
 {
     *bw = INFINITY;
     *lat = 0;
     if (g->n <= 1) return;
+    if (!p->memo) {
+        ring_link_walk(p, c, g, bw, lat);
+        return;
+    }
+    memo_slot *s = memo_find(p->memo, c, g);
+    if (s->c != c || s->first != g->first || s->n != g->n || s->stride != g->stride) {
+        ring_link_walk(p, c, g, bw, lat);
+        *s = (memo_slot){c, g->first, g->n, g->stride, *bw, *lat};
+        return;
+    }
+    *bw = s->bw;
+    *lat = s->lat;
+}
+
+static void ring_link_walk(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double *bw, double *lat)
+{
     /* each edge's far end is the next edge's near end: one placement per member */
     ps_gpu_place pa, pb;
     if (!ps_cluster_place(c, g->first, &pa)) goto invalid;

@@ -530,47 +530,51 @@ ps_status ps_cp_comm_parse(const char *s, ps_cp_comm *k)
     return PS_FAIL(PS_ERR_INPUT, "unknown context-parallel communication '%s' (known: ring (or p2p), a2a)", s);
 }
 
+/* The reason of a refusal into why[n] (ps_cost_cp_ok, ps_cost_ep_ok): not formatted at all when n is 0 */
+#define WHY(...) ((n) ? (void)snprintf(why, n, __VA_ARGS__) : (void)0)
+
 bool ps_cost_cp_ok(const ps_layer *l, const ps_strategy *s, char *why, size_t n)
 {
     int cp = ps_strategy_cp(s);
-    char dummy[8];
+    /* the reason is formatted only for a caller that reads it: the search asks millions of times */
+    char dummy[1];
     if (!why) {
         why = dummy;
-        n = sizeof dummy;
+        n = 0;
     }
-    why[0] = '\0';
+    if (n) why[0] = '\0';
     if (cp <= 1) return true;
     const char *kn = ps_cp_comm_name(s->cp_comm);
     if (l->kind == PS_LAYER_DECODER_XATTN) {
-        snprintf(why, n, "context parallelism does not split cross-attention's encoder tokens (cp %d)", cp);
+        WHY("context parallelism does not split cross-attention's encoder tokens (cp %d)", cp);
         return false;
     }
     if (ps_overlap_is_oases(s->overlap)) {
-        snprintf(why, n, "TP overlap %s and context parallelism (cp %d) do not combine",
+        WHY("TP overlap %s and context parallelism (cp %d) do not combine",
                  ps_overlap_name(s->overlap), cp);
         return false;
     }
     int64_t mult = s->cp_comm == PS_CP_RING ? 2 * (int64_t)cp : cp;
     if (l->seq % mult) {
-        snprintf(why, n, "sequence %lld is not a multiple of %s%d (cp %d, %s)", (long long)l->seq,
+        WHY("sequence %lld is not a multiple of %s%d (cp %d, %s)", (long long)l->seq,
                  s->cp_comm == PS_CP_RING ? "2 x cp = " : "cp = ", (int)mult, cp, kn);
         return false;
     }
     if (s->sp && s->tp > 1 && (l->seq / cp) % s->tp) {
-        snprintf(why, n, "sequence %lld / cp %d is not divisible by tp %d (sequence parallelism)", (long long)l->seq,
+        WHY("sequence %lld / cp %d is not divisible by tp %d (sequence parallelism)", (long long)l->seq,
                  cp, s->tp);
         return false;
     }
     if (!ps_layer_has_attention(l->kind)) return true;
     if (s->cp_comm == PS_CP_RING && l->attn_window > 0 && l->attn_window < l->seq) {
-        snprintf(why, n, "ring context parallelism passes whole key/value blocks: an attention window of %lld tokens "
+        WHY("ring context parallelism passes whole key/value blocks: an attention window of %lld tokens "
                          "needs cp_comm a2a", (long long)l->attn_window);
         return false;
     }
     if (s->cp_comm == PS_CP_A2A) {
         int64_t hq = l->heads / s->tp, hk = l->kv_heads / s->tp > 1 ? l->kv_heads / s->tp : 1;
         if (hq % cp || hk % cp) {
-            snprintf(why, n, "a2a context parallelism splits the heads of a TP rank cp ways: %lld query and %lld "
+            WHY("a2a context parallelism splits the heads of a TP rank cp ways: %lld query and %lld "
                              "key/value heads per TP rank (tp %d) are not both multiples of cp %d", (long long)hq,
                      (long long)hk, s->tp, cp);
             return false;
@@ -581,40 +585,41 @@ bool ps_cost_cp_ok(const ps_layer *l, const ps_strategy *s, char *why, size_t n)
 
 bool ps_cost_ep_ok(const ps_layer *l, const ps_strategy *s, char *why, size_t n)
 {
-    char dummy[8];
+    /* the reason is formatted only for a caller that reads it: the search asks millions of times */
+    char dummy[1];
     if (!why) {
         why = dummy;
-        n = sizeof dummy;
+        n = 0;
     }
-    why[0] = '\0';
+    if (n) why[0] = '\0';
     int ep = ps_strategy_ep(s), etp = ps_strategy_etp(s);
     if (s->ep < 0 || s->etp < 0) {
-        snprintf(why, n, "expert degrees must be >= 1 (ep %d, etp %d)", s->ep, s->etp);
+        WHY("expert degrees must be >= 1 (ep %d, etp %d)", s->ep, s->etp);
         return false;
     }
     if (!ps_layer_is_moe(l) || !ps_strategy_ep_folded(s)) return true;
     int64_t width = ps_strategy_width(s), grid = (int64_t)ep * etp;
     if (width % grid) {
-        snprintf(why, n, "etp %d x ep %d = %lld does not divide the stage width tp x cp x dp = %lld", etp, ep,
+        WHY("etp %d x ep %d = %lld does not divide the stage width tp x cp x dp = %lld", etp, ep,
                  (long long)grid, (long long)width);
         return false;
     }
     if (l->n_experts % ep) {
-        snprintf(why, n, "ep %d does not divide the layer's %lld routed experts", ep, (long long)l->n_experts);
+        WHY("ep %d does not divide the layer's %lld routed experts", ep, (long long)l->n_experts);
         return false;
     }
     if (l->expert_ffn % etp) {
-        snprintf(why, n, "etp %d does not divide the experts' width expert_ffn = %lld", etp, (long long)l->expert_ffn);
+        WHY("etp %d does not divide the experts' width expert_ffn = %lld", etp, (long long)l->expert_ffn);
         return false;
     }
     if (s->tp > 1 && !s->sp) {
-        snprintf(why, n, "expert parallelism (ep %d, etp %d) beside tp %d needs sequence parallelism (each TP rank "
+        WHY("expert parallelism (ep %d, etp %d) beside tp %d needs sequence parallelism (each TP rank "
                          "dispatches its own tokens): add sp",
                  ep, etp, s->tp);
         return false;
     }
     if (ps_overlap_is_oases(s->overlap)) {
-        snprintf(why, n, "TP overlap %s and expert parallelism (ep %d, etp %d) do not combine",
+        WHY("TP overlap %s and expert parallelism (ep %d, etp %d) do not combine",
                  ps_overlap_name(s->overlap), ep, etp);
         return false;
     }

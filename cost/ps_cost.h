@@ -52,6 +52,10 @@ typedef struct {
      * memory-bandwidth and collective formulas for the devices they measured; NULL (the default): analytic model
      * only. Not a named constant: ps_cost_param_name does not list it. */
     const struct ps_costdb_model *db;
+    /* The ring links ps_coll_ring_link already found (ps_coll_memo_create), or NULL (the default): none kept. One
+     * thread's own, for clusters and link_eff_* constants that do not change while it is set (the search gives each
+     * worker one). Not a named constant either. */
+    struct ps_coll_memo *memo;
 } ps_cost_params;
 
 void ps_cost_params_default(ps_cost_params *p);
@@ -253,6 +257,12 @@ typedef struct {
 /* Effective bus bandwidth [bytes/s] and per-step latency [s] of a ring over the group: the slowest link between
  * ring neighbours (AMP Eq. 3), where a node's network is shared by the GPUs of the node that communicate at once. */
 void ps_coll_ring_link(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double *bw, double *lat);
+/* A cache of ps_coll_ring_link's answers by (cluster, group), for ps_cost_params.memo: the same groups recur across
+ * the strategies and layers a search costs (every strategy of one tp has the same DP ring), and walking a ring of
+ * thousands of GPUs is most of the cost of a layer on a large cluster. Exact: it returns what the walk returned. */
+typedef struct ps_coll_memo ps_coll_memo;
+ps_coll_memo *ps_coll_memo_create(void); /* NULL when out of memory (then nothing is cached) */
+void ps_coll_memo_free(ps_coll_memo *m);
 /* Times in seconds for `bytes` of payload (the full tensor, not a shard). */
 double ps_coll_allreduce(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes);
 double ps_coll_allgather(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes);

@@ -653,6 +653,8 @@ typedef struct {
     size_t cap_even_cuts;
     int64_t unit; /* the work unit being searched (the tie-break of note_over) */
     worker_results r;
+    /* the job's constants with this worker's own cache of ring links (ps_cost_params.memo): what it costs with */
+    ps_cost_params cpw;
 } worker;
 
 /* Keep the top k of this worker, ordered by ps_search_cand_order. Takes ownership of *c. */
@@ -2413,6 +2415,7 @@ static void worker_free(worker *w)
     ps_ldp_destroy(w->ldp);
     ps_pdp_destroy(w->pdp);
     ps_sched_destroy(w->sched);
+    ps_coll_memo_free(w->cpw.memo);
 }
 
 /* The source of ps_search_run: every unit, in order. */
@@ -2456,6 +2459,8 @@ ps_status ps_search_job_run(ps_search_job *j, const ps_search_source *src, ps_se
         ws[t].r.min_over_unit = INT64_MAX;
         ws[t].r.err_index = INT64_MAX;
         ws[t].r.top = ps_calloc((size_t)o->top_k + 1, sizeof *ws[t].r.top);
+        ws[t].cpw = *cp;
+        ws[t].cpw.memo = ps_coll_memo_create(); /* NULL: every ring walked, the same answers */
         if (!ws[t].r.top || ps_ldp_create(&ws[t].ldp) != PS_OK || ps_pdp_create(&ws[t].pdp) != PS_OK ||
             ps_sched_create(&ws[t].sched) != PS_OK)
             st = PS_FAIL(PS_ERR_SYSTEM, "out of memory creating search workspaces");
@@ -2481,7 +2486,7 @@ ps_status ps_search_job_run(ps_search_job *j, const ps_search_source *src, ps_se
                 /* the result is an error now: take the units left without searching them, so that the other
                  * threads (and, through a shared source, ranks) reach the end and the failure sooner */
                 if (w->r.st_err != PS_OK) continue;
-                ps_status s2 = search_unit(w, cp, m, c, o, &j->units[i], i);
+                ps_status s2 = search_unit(w, &w->cpw, m, c, o, &j->units[i], i);
                 if (s2 != PS_OK && i < w->r.err_index) {
                     w->r.st_err = s2;
                     w->r.err_index = i;
