@@ -65,6 +65,13 @@ static ps_status plan_from_flags(const ps_cli_opts *o, const ps_model *m, const 
     ps_strategy s = {.tp = (int)tp, .dp = (int)dp, .zero = o->zero > 0 ? o->zero : 0, .sp = o->seq_parallel != 0,
                      .cp = (int)cp};
     if (o->cp_comm) PS_TRY(ps_cp_comm_parse(o->cp_comm, &s.cp_comm));
+    if (o->ep > INT32_MAX || o->etp > INT32_MAX)
+        return PS_FAIL(PS_ERR_INPUT, "expert degrees are too large (ep %lld, etp %lld)", (long long)o->ep,
+                       (long long)o->etp);
+    if ((o->ep > 1 || o->etp) && !ps_model_has_moe(m))
+        return PS_FAIL(PS_ERR_INPUT, "options --ep / --etp: model %s has no mixture-of-experts layer", m->name);
+    s.ep = (int)o->ep;
+    s.etp = (int)o->etp;
     if (o->recompute) PS_TRY(ps_recompute_parse(o->recompute, &s.ckpt));
     if (o->tp_overlap && strcmp(o->tp_overlap, "auto") == 0)
         return PS_FAIL(PS_ERR_INPUT, "option --tp-overlap: estimate costs one plan: none, cross-pass, oases or te "
@@ -123,6 +130,10 @@ void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const 
     /* context parallelism only where there is some, so that every other plan reads as it always did */
     char cps[48] = "";
     if (ps_strategy_cp(s) > 1) snprintf(cps, sizeof cps, " x cp %d (%s)", s->cp, ps_cp_comm_name(s->cp_comm));
+    char eps[64] = ""; /* the expert grid, for models with experts */
+    if (ps_model_has_moe(m))
+        snprintf(eps, sizeof eps, "; experts ep %d x etp %d x edp %lld", ps_strategy_ep(s), ps_strategy_etp(s),
+                 (long long)(ps_strategy_width(s) / ((int64_t)ps_strategy_ep(s) * ps_strategy_etp(s))));
     char rc[160];
     if (block_n > 0)
         snprintf(rc, sizeof rc, "full on the first %lld transformer layers of every model chunk (block), none on the "
@@ -130,9 +141,10 @@ void ps_prediction_table(FILE *f, const ps_model *m, const ps_cluster *c, const 
     else
         snprintf(rc, sizeof rc, "%s%s", ps_recompute_name(s->ckpt),
                  blocks_only && s->ckpt != PS_RECOMP_NONE ? " (transformer layers; the others none)" : "");
-    fprintf(f, "plan        tp %d%s x dp %d x pp %d%s, mbs %lld, gbs %lld (%lld micro-batches), schedule %s, vpp %d\n",
+    fprintf(f,
+            "plan        tp %d%s x dp %d x pp %d%s, mbs %lld, gbs %lld (%lld micro-batches), schedule %s, vpp %d%s\n",
             s->tp, cps, s->dp, plan->pp, uni ? "" : " (per-layer strategies vary)", (long long)plan->mbs,
-            (long long)plan->gbs, (long long)ps_plan_micro_batches(plan), plan->schedule, plan->vpp);
+            (long long)plan->gbs, (long long)ps_plan_micro_batches(plan), plan->schedule, plan->vpp, eps);
     if (uni)
         fprintf(f, "            zero %d, recompute %s, sequence parallel %s, TP overlap %s, attention %s, DP "
                    "overlap %s\n", s->zero, rc, s->sp ? "on" : "off", ps_overlap_name(s->overlap),

@@ -226,6 +226,8 @@ static json_t *fixed_json(const ps_search_opts *so)
     if (f->micro > 0) json_object_set_new(j, "micro_batches", json_integer(f->micro));
     if (f->cp > 0) json_object_set_new(j, "cp", json_integer(f->cp));
     if (f->cp_comm > 0) json_object_set_new(j, "cp_comm", json_string(ps_cp_comm_name((ps_cp_comm)(f->cp_comm - 1))));
+    if (f->ep > 0) json_object_set_new(j, "ep", json_integer(f->ep));
+    if (f->etp > 0) json_object_set_new(j, "etp", json_integer(f->etp));
     if (so->schedules && so->n_schedules == 1) json_object_set_new(j, "schedule", json_string(so->schedules[0]));
     return j;
 }
@@ -275,9 +277,11 @@ static ps_status print_result(const ps_cli_opts *o, const ps_search_opts *so, ps
         /* a cp column where some plan has context parallelism (the table of every other search stays as it was) */
         bool any_cp = false;
         for (int i = 0; i < r->n_top; i++) any_cp = any_cp || ps_strategy_cp(&r->top[i].plan.layer[0]) > 1;
-        fprintf(out->f, "\n# top %d\n%4s %12s %8s %6s %4s %4s%s %4s %5s %5s %5s %-12s %9s %-10s %6s\n", r->n_top,
-                "rank", "samples/s", "MFU", "bubble", "pp", "tp", any_cp ? "       cp" : "", "dp", "zero", "mbs", "m",
-                "schedule", "ckpt", "tp-overlap", "peak");
+        /* ep and etp columns for a model with experts */
+        bool moe = ps_model_has_moe(m);
+        fprintf(out->f, "\n# top %d\n%4s %12s %8s %6s %4s %4s%s %4s%s %5s %5s %5s %-12s %9s %-10s %6s\n", r->n_top,
+                "rank", "samples/s", "MFU", "bubble", "pp", "tp", any_cp ? "       cp" : "", "dp",
+                moe ? "   ep  etp" : "", "zero", "mbs", "m", "schedule", "ckpt", "tp-overlap", "peak");
         for (int i = 0; i < r->n_top; i++) {
             const ps_plan *p = &r->top[i].plan;
             const ps_prediction *q = &r->top[i].pred;
@@ -290,7 +294,7 @@ static ps_status print_result(const ps_cli_opts *o, const ps_search_opts *so, ps
             bool uni = ps_plan_is_uniform(p, m->n_layers);
             if (!uni) uni = ps_cli_blocks_uniform(m, p, &ref, &block_n);
             if (!uni) ref = &p->layer[0];
-            char ck[32], sps[32], cps[24] = "";
+            char ck[32], sps[32], cps[24] = "", eps[24] = "";
             if (block_n > 0)
                 snprintf(ck, sizeof ck, "block %lld", (long long)block_n);
             else
@@ -299,10 +303,15 @@ static ps_status print_result(const ps_cli_opts *o, const ps_search_opts *so, ps
             if (any_cp)
                 snprintf(cps, sizeof cps, " %4d %-4s", ps_strategy_cp(s0),
                          ps_strategy_cp(s0) > 1 ? ps_cp_comm_name(s0->cp_comm) : "");
-            fprintf(out->f, "%4d %12s %7.1f%% %5.1f%% %4d %4d%s %4d %5d %5lld %5lld %-12s %9s %-10s %5.1fG%s\n",
+            for (int64_t l = 0; moe && l < m->n_layers; l++)
+                if (ps_layer_is_moe(&m->layers[l])) {
+                    snprintf(eps, sizeof eps, " %4d %4d", ps_strategy_ep(&p->layer[l]), ps_strategy_etp(&p->layer[l]));
+                    break;
+                }
+            fprintf(out->f, "%4d %12s %7.1f%% %5.1f%% %4d %4d%s %4d%s %5d %5lld %5lld %-12s %9s %-10s %5.1fG%s\n",
                     i + 1, ps_fmt_num(q->samples_per_s, 0, sps, sizeof sps), 100 * q->mfu,
                     fabs(q->bubble_frac) <= 1e-9 ? 0.0 : 100 * q->bubble_frac, p->pp, p->layer[0].tp, cps,
-                    p->layer[0].dp, p->layer[0].zero, (long long)p->mbs, (long long)ps_plan_micro_batches(p),
+                    p->layer[0].dp, eps, p->layer[0].zero, (long long)p->mbs, (long long)ps_plan_micro_batches(p),
                     p->schedule, ck, ps_overlap_name(p->layer[0].overlap),
                     peak / 1073741824.0, uni ? "" : "  (per-layer)");
         }

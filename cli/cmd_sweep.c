@@ -306,6 +306,14 @@ static json_t *cell_record(const char *key, const char *model, const char *clust
                                       ps_plan_is_uniform(p, m->n_layers), "varies", varies, "schedule", p->schedule,
                                       "gbs", (json_int_t)p->gbs, "mbs", (json_int_t)p->mbs, "micro_batches",
                                       (json_int_t)ps_plan_micro_batches(p)));
+        /* the expert grid of the first MoE layer (one per plan); absent for a dense model */
+        for (int64_t i = 0; i < m->n_layers; i++)
+            if (ps_layer_is_moe(&m->layers[i])) {
+                json_t *pl = json_object_get(j, "plan");
+                json_object_set_new(pl, "ep", json_integer(ps_strategy_ep(&p->layer[i])));
+                json_object_set_new(pl, "etp", json_integer(ps_strategy_etp(&p->layer[i])));
+                break;
+            }
         /* The fullest GPU's peak, and the capacity of the GPU with the least room left (the same GPU unless the
          * cluster mixes memory sizes). */
         double peak = ps_prediction_peak(q), cap = q->stages[ps_prediction_worst_stage(q)].mem_capacity;

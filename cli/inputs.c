@@ -197,6 +197,11 @@ static ps_status search_restriction(const ps_cli_opts *o, const ps_cluster *c, p
                                          "%s", (long long)o->cp, (long long)g, c->name);
         so->fixed.cp = (int)o->cp;
     }
+    if (o->ep > INT32_MAX || o->etp > INT32_MAX)
+        return PS_FAIL(PS_ERR_INPUT, "options --ep / --etp: degrees are too large (ep %lld, etp %lld)",
+                       (long long)o->ep, (long long)o->etp);
+    so->fixed.ep = (int)o->ep;
+    so->fixed.etp = (int)o->etp;
     if (o->cp_comm) {
         if (o->cp == 1)
             return PS_FAIL(PS_ERR_INPUT, "option --cp-comm %s with --cp 1: there is no context parallelism to run it",

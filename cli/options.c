@@ -238,6 +238,12 @@ static const opt_row k_options[] = {
      {{"estimate", NULL, "context parallelism's attention: ring (K/V passed around, Megatron p2p) or a2a\n"
                          "(Ulysses all-to-alls)", "ring"},
       {"plan", NULL, "fix context parallelism's attention: ring or a2a", "searched"}}},
+    {"ep", 0, OPT_I64, "N", AT(ep), "estimate plan sweep", 0, NULL,
+     {{"estimate", NULL, "expert-parallel degree of the MoE layers: their routed experts split over N GPUs", "1"},
+      {"plan", NULL, "fix the expert-parallel degree of every plan (1: none)", "searched"}}},
+    {"etp", 0, OPT_I64, "N", AT(etp), "estimate plan sweep", 0, NULL,
+     {{"estimate", NULL, "expert tensor-parallel degree: each routed expert's matrices split over N GPUs", "tp"},
+      {"plan", NULL, "fix the expert tensor-parallel degree of every plan", "searched"}}},
     {"dp", 0, OPT_I64, "N", AT(dp), "estimate", 0, NULL,
      {{"estimate", NULL, "data-parallel degree", "GPUs / (tp x cp x pp)"}}},
     {"mbs", 0, OPT_I64, "N", AT(mbs), "estimate plan sweep", 0, NULL,
@@ -261,7 +267,9 @@ static const opt_row k_options[] = {
       {"plan", NULL, "fix the ZeRO stage 0-3 of every layer (above 0: data-parallel plans only)", "searched"}}},
     {"recompute", 0, OPT_FN, "R", AT(recompute), "estimate plan sweep", 0, parse_recompute,
      {{"estimate", NULL, "activation recomputation: none, selective, full, op (torchtitan per-op)", "none"},
-      {"plan", NULL, "fix the activation recomputation of every layer: none, selective, full", "searched"}}},
+      {"plan", NULL, "fix the activation recomputation of every layer: none, selective, full, op\n"
+                     "(op, torchtitan's per-op checkpointing, is searched under --framework torchtitan)",
+       "searched"}}},
     {"seq-parallel", 0, OPT_FLAG, NULL, AT(seq_parallel), "estimate", 0, NULL,
      {{"estimate", NULL, "Megatron sequence parallelism (with tp > 1)", NULL}}},
     {"fbw", 0, OPT_STR, "F,B,W", AT(fbw), "schedule", 0, NULL,

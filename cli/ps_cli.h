@@ -35,6 +35,8 @@ typedef struct {
     int64_t tp, pp, dp, mbs, gbs, vpp;
     int64_t cp;            /* --cp: context-parallel degree (0 = not given: 1 for estimate, searched for the search) */
     const char *cp_comm;   /* --cp-comm ring|a2a (NULL: not given: ring for estimate, searched for the search) */
+    int64_t ep;            /* --ep: expert-parallel degree of MoE layers (0 = not given: 1 for estimate, searched) */
+    int64_t etp;           /* --etp: expert tensor-parallel degree (0 = not given: tp for estimate, searched) */
     int zero;             /* -1 = default (0) */
     const char *recompute;
     int seq_parallel;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "ps_mpi.h"
 #include "sweep_tables.h"
 
 typedef struct {
@@ -183,24 +184,12 @@ static ps_status read_records(const char *dir, const char *opt, json_t **out)
     size_t len = 0;
     PS_TRY(ps_read_file(path, &buf, &len));
     json_t *a = json_array();
-    ps_status st = a ? PS_OK : PS_ERR_SYSTEM;
-    size_t line = 0;
-    for (size_t i = 0; st == PS_OK && i < len;) {
-        const char *nl = memchr(buf + i, '\n', len - i);
-        if (!nl) break; /* torn */
-        size_t n = (size_t)(nl - (buf + i));
-        line++;
-        if (n > 0) {
-            json_error_t err;
-            json_t *j = json_loadb(buf + i, n, 0, &err);
-            if (!j || !json_is_object(j) || !json_is_string(json_object_get(j, "cell"))) {
-                json_decref(j);
-                st = PS_FAIL(PS_ERR_INPUT, "%s %s: %s:%zu is not a sweep record", opt, dir, path, line);
-                break;
-            }
-            json_array_append_new(a, j);
-        }
-        i += n + 1;
+    ps_status st = a ? ps_sweep_records_parse(path, buf, len, a, NULL, 0) : PS_ERR_SYSTEM;
+    if (st == PS_ERR_INPUT) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s", ps_error_message());
+        ps_error_clear();
+        st = PS_FAIL(PS_ERR_INPUT, "%s %s: %s", opt, dir, msg);
     }
     free(buf);
     if (st != PS_OK) {

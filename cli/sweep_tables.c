@@ -124,7 +124,8 @@ static void gain_text(const json_t *rec, char *buf, size_t cap)
 static const struct {
     const char *name;
     bool numeric;
-} k_cols[] = {{"cluster", false}, {"GPUs", true}, {"pp", false}, {"tp", false}, {"cp", false}, {"dp", false},
+} k_cols[] = {{"cluster", false}, {"GPUs", true}, {"pp", false}, {"tp", false}, {"cp", false}, {"experts", false},
+              {"dp", false},
               {"zero", false},
               {"ckpt", false}, {"sp", false}, {"schedule", false}, {"mbs", true}, {"micro-batches", true},
               {"gbs", true}, {"samples/s", true}, {"MFU", true}, {"peak memory per GPU", true},
@@ -158,21 +159,26 @@ static void row_of(const ps_sweep_grid *g, int ci, const json_t *rec, row_text *
         snprintf(v[4], sizeof v[4], "%lld %s", jint(p, "cp"), ps_sweep_str(p, "cp_comm"));
     else
         snprintf(v[4], sizeof v[4], "1");
-    snprintf(v[5], sizeof v[5], "%lld%s", jint(p, "dp"), star);
-    snprintf(v[6], sizeof v[6], "%lld%s", jint(p, "zero"), star);
-    snprintf(v[7], sizeof v[7], "%s%s", ps_sweep_str(p, "ckpt"), star);
-    snprintf(v[8], sizeof v[8], "%s%s", json_is_true(json_object_get(p, "sp")) ? "yes" : "no", star);
-    if (jint(p, "vpp") > 1)
-        snprintf(v[9], sizeof v[9], "%s (v=%lld)", ps_sweep_str(p, "schedule"), jint(p, "vpp"));
+    /* the expert grid of MoE models (ep x etp); records of dense models or written before it have none */
+    if (json_is_integer(json_object_get(p, "ep")))
+        snprintf(v[5], sizeof v[5], "ep %lld x etp %lld", jint(p, "ep"), jint(p, "etp"));
     else
-        snprintf(v[9], sizeof v[9], "%s", ps_sweep_str(p, "schedule"));
-    snprintf(v[10], sizeof v[10], "%lld", jint(p, "mbs"));
-    snprintf(v[11], sizeof v[11], "%lld", jint(p, "micro_batches"));
-    snprintf(v[12], sizeof v[12], "%lld", jint(p, "gbs"));
-    ps_fmt_num(jnum(q, "samples_per_s"), 0, v[13], sizeof v[13]); /* plain digits, not 1.234e+04 */
-    snprintf(v[14], sizeof v[14], "%.1f%%", 100 * jnum(q, "mfu"));
-    snprintf(v[15], sizeof v[15], "%.1f of %.0f GiB", jnum(q, "peak_mem_gib"), jnum(q, "mem_capacity_gib"));
-    gain_text(rec, v[16], sizeof v[16]);
+        snprintf(v[5], sizeof v[5], "-");
+    snprintf(v[6], sizeof v[6], "%lld%s", jint(p, "dp"), star);
+    snprintf(v[7], sizeof v[7], "%lld%s", jint(p, "zero"), star);
+    snprintf(v[8], sizeof v[8], "%s%s", ps_sweep_str(p, "ckpt"), star);
+    snprintf(v[9], sizeof v[9], "%s%s", json_is_true(json_object_get(p, "sp")) ? "yes" : "no", star);
+    if (jint(p, "vpp") > 1)
+        snprintf(v[10], sizeof v[10], "%s (v=%lld)", ps_sweep_str(p, "schedule"), jint(p, "vpp"));
+    else
+        snprintf(v[10], sizeof v[10], "%s", ps_sweep_str(p, "schedule"));
+    snprintf(v[11], sizeof v[11], "%lld", jint(p, "mbs"));
+    snprintf(v[12], sizeof v[12], "%lld", jint(p, "micro_batches"));
+    snprintf(v[13], sizeof v[13], "%lld", jint(p, "gbs"));
+    ps_fmt_num(jnum(q, "samples_per_s"), 0, v[14], sizeof v[14]); /* plain digits, not 1.234e+04 */
+    snprintf(v[15], sizeof v[15], "%.1f%%", 100 * jnum(q, "mfu"));
+    snprintf(v[16], sizeof v[16], "%.1f of %.0f GiB", jnum(q, "peak_mem_gib"), jnum(q, "mem_capacity_gib"));
+    gain_text(rec, v[17], sizeof v[17]);
     t->n = N_COLS;
 }
 
@@ -416,7 +422,8 @@ static const struct {
     const char *section, *key;
 } k_csv[] = {
     {NULL, "model"}, {NULL, "model_name"}, {NULL, "dtype"}, {NULL, "cluster"}, {NULL, "gpus"}, {NULL, "status"},
-    {"plan", "pp"}, {"plan", "vpp"}, {"plan", "tp"}, {"plan", "cp"}, {"plan", "cp_comm"}, {"plan", "dp"},
+    {"plan", "pp"}, {"plan", "vpp"}, {"plan", "tp"}, {"plan", "cp"}, {"plan", "cp_comm"}, {"plan", "ep"},
+    {"plan", "etp"}, {"plan", "dp"},
     {"plan", "zero"}, {"plan", "ckpt"},
     {"plan", "sp"}, {"plan", "uniform"}, {"plan", "varies"}, {"plan", "schedule"}, {"plan", "gbs"}, {"plan", "mbs"},
     {"plan", "micro_batches"},

@@ -165,15 +165,17 @@ double ps_coll_alltoall(const ps_cost_params *p, const ps_cluster *c, const ps_g
     double t = db_coll(p, c, g, PS_COLL_ALLTOALL, bytes);
     if (t >= 0) return p->comm_scale * t;
     /* Each GPU keeps 1/n of its buffer and sends the rest, one peer per step. Across nodes, the n - m parts bound for
-     * other nodes (m: the group's members on the first member's node) cross the network, its slowest edge, while
-     * the m - 1 for the node's own GPUs go over NVLink at the same time, far faster: the network share sets the
-     * time. Inside one node, n - 1 parts over the slowest NVLink edge. */
+     * other nodes (m: the group's members on the first member's node) cross the network while the m - 1 for the
+     * node's own GPUs go over NVLink at the same time, far faster: the network sets the time. Unlike a ring, whose
+     * one edge per node crosses, all m members send across at once through the node's share of the network that
+     * ps_coll_ring_link gives the group (m / GPUs per node of it): m x (n - m) / n of a buffer through it. Inside one
+     * node, n - 1 parts over the slowest NVLink edge. */
     double bw, lat, n = (double)g->n;
     ps_coll_ring_link(p, c, g, &bw, &lat);
     int64_t node0 = ps_cluster_node_of(c, g->first);
     double m = (double)members_on_node(c, g, 0, node0);
-    double parts = m < n ? n - m : n - 1;
-    return p->comm_scale * (parts / n * bytes / bw + (n - 1) * lat);
+    double cross = m < n ? m * (n - m) : n - 1;
+    return p->comm_scale * (cross / n * bytes / bw + (n - 1) * lat);
 }
 
 double ps_coll_alltoall_dedup(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes,

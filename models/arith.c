@@ -162,6 +162,13 @@ static int64_t norm_params(bool *ovf, ps_norm_kind n, int64_t width)
 }
 
 bool ps_layer_is_moe(const ps_layer *l) { return ps_layer_has_attention(l->kind) && l->n_experts > 0; }
+
+bool ps_model_has_moe(const ps_model *m)
+{
+    for (int64_t i = 0; i < m->n_layers; i++)
+        if (ps_layer_is_moe(&m->layers[i])) return true;
+    return false;
+}
 bool ps_layer_is_mla(const ps_layer *l) { return ps_layer_has_attention(l->kind) && l->kv_lora_rank > 0; }
 
 /* Multi-head latent attention, as DeepSeek-V3's modeling code builds it (transformers' DeepseekV3Attention): queries

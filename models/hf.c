@@ -110,14 +110,20 @@ static ps_status push_lm_head(hf_ctx *c, const causal_shape *s)
     return push(c, &o, 1, "lm_head");
 }
 
-static ps_status build_causal(hf_ctx *c, const causal_shape *s)
+/* The embedding of a causal model's shape (dense and MoE builders alike). */
+static ps_status push_embedding(hf_ctx *c, const causal_shape *s)
 {
     ps_layer e = base_layer(PS_LAYER_EMBED, s->h, c->seq);
     e.vocab = s->vocab;
     e.positions = s->learned_positions ? s->positions : 0;
     e.dropout = s->dropout;
     e.norm = s->norm;
-    PS_TRY(push(c, &e, 1, "embedding"));
+    return push(c, &e, 1, "embedding");
+}
+
+static ps_status build_causal(hf_ctx *c, const causal_shape *s)
+{
+    PS_TRY(push_embedding(c, s));
     ps_layer d = causal_decoder(s, c->seq);
     PS_TRY(push(c, &d, s->layers, "decoder layers"));
     return push_lm_head(c, s);
@@ -242,10 +248,7 @@ static bool layer_sparse(const moe_shape *m, int64_t i)
 
 static ps_status build_moe(hf_ctx *c, const causal_shape *s, const moe_shape *m)
 {
-    ps_layer e = base_layer(PS_LAYER_EMBED, s->h, c->seq);
-    e.vocab = s->vocab;
-    e.norm = s->norm;
-    PS_TRY(push(c, &e, 1, "embedding"));
+    PS_TRY(push_embedding(c, s));
     /* consecutive equal blocks are pushed as one run (DeepSeek-V3: 3 dense, then 58 MoE) */
     ps_layer run;
     memset(&run, 0, sizeof run);

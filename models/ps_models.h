@@ -182,6 +182,8 @@ int64_t ps_layer_routed_params(const ps_layer *l);
 void ps_layer_moe_act_parts(const ps_layer *l, ps_dtype dtype, double *tok, double *inner);
 /* The layer has routed experts (n_experts > 0) / multi-head latent attention (kv_lora_rank > 0). */
 bool ps_layer_is_moe(const ps_layer *l);
+/* Some layer of m has routed experts. */
+bool ps_model_has_moe(const ps_model *m);
 bool ps_layer_is_mla(const ps_layer *l);
 /* Forward matmul FLOPs per sample, 2 FLOPs per multiply-add, attention s*ctx terms included (Megatron convention:
  * causal masking is not discounted). Backward = 2x forward (input + weight gradient). These are model FLOPs (what

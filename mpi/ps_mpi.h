@@ -64,6 +64,12 @@ typedef struct ps_sweep_log ps_sweep_log;
  * the next append starts on a line of its own (*torn_bytes, if not NULL, gets the bytes dropped). A whole line that
  * is not a JSON object with a string "cell" -> PS_ERR_INPUT naming the file and line. */
 ps_status ps_sweep_log_open(const char *path, ps_sweep_log **out, size_t *torn_bytes) PS_NODISCARD;
+/* The sweep records (JSON objects with a "cell" string, one per line) of buf[0, len), read from `path`, appended to
+ * the array recs; a last line without its newline (a torn append) is left out, blank lines skipped. Anything else:
+ * PS_ERR_INPUT naming path:line, and the parser's reason in why[why_cap] (when not NULL). Shared by the sweep's own
+ * log (ps_sweep_log_open) and the readers of earlier sweeps (psearch sweep --compare / --history). */
+ps_status ps_sweep_records_parse(const char *path, const char *buf, size_t len, json_t *recs, char *why,
+                                 size_t why_cap) PS_NODISCARD;
 void ps_sweep_log_close(ps_sweep_log *lg);
 int ps_sweep_log_count(const ps_sweep_log *lg);
 /* Record i (0 .. count-1) in file order; borrowed, valid until the log is closed. */

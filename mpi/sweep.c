@@ -43,12 +43,13 @@ void ps_sweep_log_close(ps_sweep_log *lg)
     free(lg);
 }
 
-/* Parse the whole lines of buf[0, len) into records. */
-static ps_status parse_records(ps_sweep_log *lg, const char *buf, size_t len)
+ps_status ps_sweep_records_parse(const char *path, const char *buf, size_t len, json_t *recs, char *why,
+                                 size_t why_cap)
 {
     size_t line = 0;
     for (size_t i = 0; i < len;) {
         const char *nl = memchr(buf + i, '\n', len - i);
+        if (!nl) break; /* a torn last line: not a record */
         size_t n = (size_t)(nl - (buf + i));
         line++;
         if (n > 0) {
@@ -56,16 +57,28 @@ static ps_status parse_records(ps_sweep_log *lg, const char *buf, size_t len)
             json_t *j = json_loadb(buf + i, n, 0, &err);
             if (!j || !json_is_object(j) || !json_is_string(json_object_get(j, "cell"))) {
                 json_decref(j);
-                return PS_FAIL(PS_ERR_INPUT, "%s:%zu: not a sweep record (%s); the file is corrupt beyond a torn "
-                                             "last line: move it away to start the sweep again",
-                               lg->path, line, j ? "a JSON object with a \"cell\" string is expected" : err.text);
+                if (why)
+                    snprintf(why, why_cap, "%s", j ? "a JSON object with a \"cell\" string is expected" : err.text);
+                return PS_FAIL(PS_ERR_INPUT, "%s:%zu: not a sweep record", path, line);
             }
-            if (json_array_append_new(lg->recs, j) != 0)
-                return PS_FAIL(PS_ERR_SYSTEM, "out of memory reading %s", lg->path);
+            if (json_array_append_new(recs, j) != 0) return PS_FAIL(PS_ERR_SYSTEM, "out of memory reading %s", path);
         }
         i += n + 1;
     }
     return PS_OK;
+}
+
+/* Parse the whole lines of buf[0, len) into records. */
+static ps_status parse_records(ps_sweep_log *lg, const char *buf, size_t len)
+{
+    char why[200] = "";
+    ps_status st = ps_sweep_records_parse(lg->path, buf, len, lg->recs, why, sizeof why);
+    if (st != PS_ERR_INPUT) return st;
+    char msg[600];
+    snprintf(msg, sizeof msg, "%s", ps_error_message());
+    ps_error_clear();
+    return PS_FAIL(PS_ERR_INPUT, "%s (%s); the file is corrupt beyond a torn last line: move it away to start the "
+                                 "sweep again", msg, why);
 }
 
 /* The whole file, read through the descriptor we append to (the same file whatever happens to the path) and with no

@@ -33,6 +33,8 @@ typedef struct {
     int64_t micro;   /* micro-batches per iteration */
     int cp;          /* context-parallel degree (1: none) */
     int cp_comm;     /* context parallelism's kind + 1 (ps_cp_comm: 1 ring, 2 a2a); 0: searched */
+    int ep;          /* expert-parallel degree of the MoE layers (1: none) */
+    int etp;         /* their expert tensor-parallel degree */
 } ps_search_fixed;
 /* "tp 4, 8 micro-batches": the fixed fields as the output and the binding message name them ("" when none). */
 void ps_search_fixed_describe(const ps_search_fixed *f, char *buf, size_t cap);

@@ -49,6 +49,8 @@ void ps_search_fixed_describe(const ps_search_fixed *f, char *buf, size_t cap)
     if (f->micro > 0) ITEM("%lld micro-batches", (long long)f->micro);
     if (f->cp > 0) ITEM("cp %d", f->cp);
     if (f->cp_comm > 0) ITEM("cp_comm %s", ps_cp_comm_name((ps_cp_comm)(f->cp_comm - 1)));
+    if (f->ep > 0) ITEM("ep %d", f->ep);
+    if (f->etp > 0) ITEM("etp %d", f->etp);
 #undef ITEM
 }
 
@@ -201,6 +203,9 @@ typedef struct {
     int cp;             /* the context-parallel degree of every strategy of the unit (1: none): one per plan */
     unsigned cp_kinds;  /* ... and its kinds (cp > 1): bit k for ps_cp_comm k. Ring and a2a change no layout (the
                            boundary activation is the same), so one unit holds both and the layer DP may mix them */
+    int ep, etp;        /* the expert grid of every strategy of the unit (ps_strategy.ep / etp; etp 0: each
+                           strategy's tp): Megatron-LM takes one --expert-model-parallel-size and one
+                           --expert-tensor-parallel-size per run, so one per plan */
     int rcn;            /* 0: that strategy as it is; n >= 1 (a full-recomputation strategy, recompute_partial):
                            Megatron-LM's --recompute-method block, the strategy on the first n transformer layers of
                            every model chunk and its twin without recomputation on the rest (the unit's columns 0
@@ -279,6 +284,7 @@ typedef struct {
     const ps_model *m;
     int cp;                /* the unit's context-parallel degree (1: none) and kinds (outer.cp_kinds) */
     unsigned cp_kinds;
+    int ep, etp;           /* the unit's expert grid (outer.ep, outer.etp) */
     /* cp > 1: leave out the strategies whose replica micro-batch divides by cp. Each is dominated by the cp 1
      * strategy of the same tp and cp times the dp, which the job's cp 1 unit of the same (batch, pipeline,
      * micro-batches, kind) has: the same tokens per GPU, the same GEMMs, FLOPs, activations, gradient group and
@@ -306,8 +312,12 @@ static void strat_filter_of(const ps_search_opts *o, const ps_cluster *c, const 
         f->zero_mp[z] = !r || r->zero_model_parallel[z];
         f->dp_mode[z] = ps_search_fw_dp_mode(o, pp > 1, z);
     }
-    for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++)
-        f->recompute[rc] = (o->fixed.recompute < 0 || o->fixed.recompute == rc) && (!r || r->recompute[rc]);
+    /* torchtitan's per-op checkpointing (op) is one framework's own mode: tried under a framework that runs it
+     * (--framework torchtitan) or when fixed (--recompute op), not in the framework-free space, whose plans take the
+     * kinds every framework names (it would add a third to the strategies for a kind none of the others can launch) */
+    for (int rc = PS_RECOMP_NONE; rc < PS_RECOMP_COUNT; rc++)
+        f->recompute[rc] = (o->fixed.recompute < 0 || o->fixed.recompute == rc) &&
+                           (r ? r->recompute[rc] : rc != PS_RECOMP_OP || o->fixed.recompute == rc);
     for (int ov = 0; ov < PS_OVERLAP_COUNT; ov++)
         f->overlap[ov] = (ov == PS_OVERLAP_NONE || o->overlap) && (!r || r->overlap[ov]);
 }
@@ -392,8 +402,10 @@ static int build_strategies(int64_t width, int64_t global_mb, const strat_filter
                     if (!f->zero[zero] || (cp > 1 && !f->cp_zero[zero])) continue;
                     if (dpc > 1 && ((!f->zero_mp[zero] && (tp > 1 || f->pp_on)) || f->dp_mode[zero] < 0)) continue;
                     bool no_ov = dpc > 1 ? f->dp_mode[zero] == 1 : f->dp_no_overlap;
-                    for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++) {
+                    for (int rc = PS_RECOMP_NONE; rc < PS_RECOMP_COUNT; rc++) {
                         if (!f->recompute[rc] || (kind == PS_OVERLAP_OASES && rc != PS_RECOMP_FULL)) continue;
+                        /* torchtitan's per-op checkpointing beside Oases' overlap: the cost model refuses it */
+                        if (rc == PS_RECOMP_OP && ps_overlap_is_oases(kind)) continue;
                         for (int ak = 0; ak < n_attn * PS_CP_COMM_COUNT && n < cap; ak++) {
                             int a = ak / PS_CP_COMM_COUNT, k = ak % PS_CP_COMM_COUNT;
                             if (cp > 1 ? !(f->cp_kinds >> k & 1) : k > 0) continue;
@@ -403,7 +415,7 @@ static int build_strategies(int64_t width, int64_t global_mb, const strat_filter
                                 out[n].s = (ps_strategy){.tp = (int)tp, .dp = (int)dp, .zero = zero,
                                                          .ckpt = (ps_recompute)rc, .sp = v == 1, .overlap = kind,
                                                          .attn = attn[a], .dp_no_overlap = no_ov, .cp = (int)cp,
-                                                         .cp_comm = (ps_cp_comm)k};
+                                                         .cp_comm = (ps_cp_comm)k, .ep = f->ep, .etp = f->etp};
                                 out[n].layout = lay;
                                 if (first) lay_rep[lay] = out[n].s;
                             }
@@ -423,14 +435,17 @@ static int build_strategies(int64_t width, int64_t global_mb, const strat_filter
 bool ps_search_layer_allows(const ps_layer *l, const ps_strategy *s)
 {
     int t = s->tp;
-    if (t == 1) return true;
+    /* per-op checkpointing is modelled for dense attention blocks (ps_cost_layer refuses it on MoE and MLA ones) */
+    if (s->ckpt == PS_RECOMP_OP && (ps_layer_is_moe(l) || ps_layer_is_mla(l))) return false;
+    if (t == 1) return ps_cost_ep_ok(l, s, NULL, 0) && (ps_strategy_cp(s) <= 1 || ps_cost_cp_ok(l, s, NULL, 0));
     if (l->heads && l->heads % t) return false;
     if (l->kv_heads && l->kv_heads % t && t % l->kv_heads) return false;
     if (l->ffn_hidden && l->ffn_hidden % t) return false;
     if (l->vocab && l->vocab % t) return false;
     if (s->sp && l->seq % t) return false;
     if (ps_strategy_cp(s) > 1 && !ps_cost_cp_ok(l, s, NULL, 0)) return false;
-    return true;
+    if (!ps_cost_ep_ok(l, s, NULL, 0)) return false;
+    return s->ckpt != PS_RECOMP_OP || !(ps_layer_is_moe(l) || ps_layer_is_mla(l));
 }
 
 static bool model_allows(const ps_model *m, const ps_strategy *s)
@@ -524,6 +539,7 @@ typedef struct {
     int pp, strat;  /* ... and the unit's one strategy (outer.strat) */
     int cp;         /* ... and its context parallelism */
     unsigned cp_kinds;
+    int ep, etp;    /* ... and its expert grid */
     bool pair;      /* ... with its twin without recomputation (outer.rcn > 0): the same for every n */
 } layer_tables;
 
@@ -1212,7 +1228,7 @@ static ps_status layer_tables_build(worker *w, const unit_ctx *x)
     layer_tables *lt = &w->lt;
     const outer *oc = x->oc;
     if (lt->valid && lt->gbs == oc->gbs && lt->pp == oc->pp && lt->micro == oc->micro && lt->strat == oc->strat &&
-        lt->cp == oc->cp && lt->cp_kinds == oc->cp_kinds &&
+        lt->cp == oc->cp && lt->cp_kinds == oc->cp_kinds && lt->ep == oc->ep && lt->etp == oc->etp &&
         lt->pair == (oc->rcn > 0))
         return PS_OK;
     lt->valid = false; /* until they are whole again */
@@ -1280,6 +1296,8 @@ static ps_status layer_tables_build(worker *w, const unit_ctx *x)
     lt->strat = oc->strat;
     lt->cp = oc->cp;
     lt->cp_kinds = oc->cp_kinds;
+    lt->ep = oc->ep;
+    lt->etp = oc->etp;
     lt->pair = oc->rcn > 0;
     return PS_OK;
 }
@@ -1714,6 +1732,8 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
     strat_filter_of(o, c, m, oc->pp, &f);
     f.cp = oc->cp;
     f.cp_kinds = oc->cp_kinds;
+    f.ep = oc->ep;
+    f.etp = oc->etp;
     x.nS = build_strategies(x.width, x.global_mb, &f, attn, n_attn, w->sc.S, PS_SEARCH_MAX_STRATS, &x.n_layouts,
                             w->sc.lay_rep);
     if (oc->strat >= 0) {
@@ -1856,6 +1876,42 @@ static ps_status cp_choices(const ps_search_opts *o, const ps_model *m, const ps
     return PS_OK;
 }
 
+/* One expert grid of a unit (outer.ep, outer.etp). */
+typedef struct {
+    int ep, etp;
+} ep_choice;
+
+/* The expert grids for stages of `width` GPUs, into out (room for PS_SEARCH_MAX_EP): for a model without MoE layers
+ * none (ep 1, etp 0); else every ep dividing the width and every MoE layer's expert count, each with every etp up to
+ * the largest TP degree (TP stays inside an NVLink domain) that divides width / ep and every MoE layer's expert width
+ * (the fixed ones alone where given). Always an explicit etp: etp = tp on a layer at ep 1 is the experts split over TP
+ * like a dense MLP, so the grids never repeat a plan, and one etp for every layer is what Megatron-LM and torchtitan
+ * take. */
+#define PS_SEARCH_MAX_EP 512
+static int ep_choices(const ps_search_opts *o, const ps_model *m, const ps_cluster *c, int64_t width, ep_choice *out)
+{
+    int n = 0, fe = o->fixed.ep, ft = o->fixed.etp;
+    if (!ps_model_has_moe(m)) {
+        out[n++] = (ep_choice){1, 0};
+        return n;
+    }
+    int max_tp = ps_search_max_tp(o, c);
+    for (int64_t ep = 1; ep <= width && ep <= INT32_MAX; ep++) {
+        if (width % ep || (fe > 0 && ep != fe)) continue;
+        bool ok = true;
+        for (int64_t l = 0; l < m->n_layers && ok; l++)
+            ok = !ps_layer_is_moe(&m->layers[l]) || m->layers[l].n_experts % ep == 0;
+        for (int64_t etp = 1; ok && etp <= width / ep && etp <= max_tp && n < PS_SEARCH_MAX_EP; etp++) {
+            if ((width / ep) % etp || (ft > 0 && etp != ft)) continue;
+            bool div = true;
+            for (int64_t l = 0; l < m->n_layers && div; l++)
+                div = !ps_layer_is_moe(&m->layers[l]) || m->layers[l].expert_ffn % etp == 0;
+            if (div) out[n++] = (ep_choice){(int)ep, (int)etp};
+        }
+    }
+    return n;
+}
+
 static int64_t *divisors(int64_t n, int *count)
 {
     int64_t *d = ps_calloc(PS_SEARCH_MAX_DIVISORS, sizeof *d);
@@ -1882,6 +1938,8 @@ static double unit_work(const ps_search_job *j, const outer *oc)
     strat_filter_of(&j->o, j->c, j->m, oc->pp, &f);
     f.cp = oc->cp;
     f.cp_kinds = oc->cp_kinds;
+    f.ep = oc->ep;
+    f.etp = oc->etp;
     int nS = build_strategies(width, oc->gbs / oc->micro, &f, attn, n_attn, NULL, PS_SEARCH_MAX_STRATS, &nl, NULL);
     if (nS == 0) return 1;
     if (oc->strat >= 0) nS = 1;
@@ -1930,7 +1988,8 @@ ps_status ps_search_fixed_check(const ps_search_opts *o, const ps_cluster *c)
                        f->pp, (long long)f->tp * f->pp, (long long)g, c->name);
     }
     PS_CHECK_INPUT(f->zero <= 3, "ZeRO stage %d: expected 0-3", f->zero);
-    PS_CHECK_INPUT(f->recompute <= PS_RECOMP_FULL, "recompute kind %d: expected none, selective or full", f->recompute);
+    PS_CHECK_INPUT(f->recompute < PS_RECOMP_COUNT, "recompute kind %d: expected none, selective, full or op",
+                   f->recompute);
     if (f->micro > 0) {
         PS_CHECK_INPUT(f->micro <= PS_PLAN_MAX_MICRO_BATCHES, "option --micro %lld: plans are simulated with at "
                        "most %d micro-batches per iteration", (long long)f->micro, PS_PLAN_MAX_MICRO_BATCHES);
@@ -1991,6 +2050,26 @@ ps_status ps_search_model_check(const ps_search_opts *o, const ps_model *m, cons
         for (int a = 0; a < n_attn; a++) fused = fused || attn[a] == PS_ATTN_FUSED;
         PS_CHECK_INPUT(fused, "context parallelism (cp %d) needs fused attention, which the search does not try on %s "
                        "(--attention, or GPUs without a fused kernel)", o->fixed.cp, c->name);
+    }
+    if (o->fixed.ep > 0 || o->fixed.etp > 0) {
+        /* a fixed expert grid no plan can have: name what it needs */
+        PS_CHECK_INPUT(ps_model_has_moe(m), "ep / etp fixed (ep %d, etp %d), but %s has no mixture-of-experts layer",
+                       o->fixed.ep, o->fixed.etp, m->name);
+        int64_t grid = (int64_t)(o->fixed.ep > 0 ? o->fixed.ep : 1) * (o->fixed.etp > 0 ? o->fixed.etp : 1);
+        PS_CHECK_INPUT(c->n_gpus % grid == 0, "etp x ep = %lld does not divide the %lld GPUs of %s", (long long)grid,
+                       (long long)c->n_gpus, c->name);
+        for (int64_t i = 0; i < m->n_layers; i++) {
+            const ps_layer *l = &m->layers[i];
+            if (!ps_layer_is_moe(l)) continue;
+            PS_CHECK_INPUT(o->fixed.ep <= 0 || l->n_experts % o->fixed.ep == 0,
+                           "ep %d does not divide the %lld routed experts of layer %lld", o->fixed.ep,
+                           (long long)l->n_experts, (long long)i);
+            PS_CHECK_INPUT(o->fixed.etp <= 0 || l->expert_ffn % o->fixed.etp == 0,
+                           "etp %d does not divide the expert width %lld of layer %lld", o->fixed.etp,
+                           (long long)l->expert_ffn, (long long)i);
+        }
+        PS_CHECK_INPUT(o->fixed.etp <= ps_search_max_tp(o, c), "etp %d is above the largest TP degree searched (%d: "
+                       "TP stays inside an NVLink domain; --max-tp)", o->fixed.etp, ps_search_max_tp(o, c));
     }
     if (!fw) return PS_OK;
     char why[320];
@@ -2073,6 +2152,7 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
         free(j);
         return PS_ERR_SYSTEM;
     }
+    ep_choice epc[PS_SEARCH_MAX_EP];
     size_t cap = 1024, n = 0;
     outer *cands = ps_calloc(cap, sizeof *cands);
     ps_status st = cands ? PS_OK : PS_ERR_SYSTEM;
@@ -2091,14 +2171,17 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
             if (o->fixed.pp > 0 && pp != o->fixed.pp) continue;
             strat_filter f;
             strat_filter_of(o, c, m, (int)pp, &f);
-            int ncp = 0;
+            int ncp = 0, nep = ep_choices(o, m, c, c->n_gpus / pp, epc);
             st = cp_choices(o, m, c, c->n_gpus / pp, cpc, &ncp);
             for (int64_t micro = 1; micro <= gbs && ps_plan_size_ok(micro, pp) && st == PS_OK; micro++) {
                 if (gbs % micro || (o->fixed.micro > 0 && micro != o->fixed.micro)) continue;
-              for (int ci = 0; ci < ncp && st == PS_OK; ci++) {
+              for (int ci = 0; ci < ncp && st == PS_OK; ci++)
+              for (int ei = 0; ei < nep && st == PS_OK; ei++) {
                 if ((cpc[ci].cp > 1) != (pass == 1)) continue;
                 f.cp = cpc[ci].cp;
                 f.cp_kinds = cpc[ci].kinds;
+                f.ep = epc[ei].ep;
+                f.etp = epc[ei].etp;
                 int n_strat = 1, nl = 0;
                 if (per_strat || f.cp > 1) {
                     n_strat = build_strategies(c->n_gpus / pp, gbs / micro, &f, attn, n_attn, sv,
@@ -2139,7 +2222,8 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
                             cands = nc;
                             cap *= 2;
                         }
-                        cands[n++] = (outer){gbs, micro, (int)pp, vpp, j->kinds[s], one, f.cp, f.cp_kinds, (int)rn};
+                        cands[n++] = (outer){gbs,    micro,     (int)pp, vpp,   j->kinds[s], one,
+                                             f.cp,   f.cp_kinds, f.ep,    f.etp, (int)rn};
                     }
                 }
               }
@@ -2381,6 +2465,11 @@ bool ps_search_plan_allowed(const ps_search_opts *o, const ps_model *m, const ps
             NO("layer %lld: ZeRO %d, not the fixed %d", (long long)i, s->zero, f->zero);
         if (f->cp > 0 && ps_strategy_cp(s) != f->cp)
             NO("layer %lld: cp %d, not the fixed %d", (long long)i, ps_strategy_cp(s), f->cp);
+        bool moe = ps_layer_is_moe(&m->layers[i]); /* the expert grid is an MoE layer's */
+        if (moe && f->ep > 0 && ps_strategy_ep(s) != f->ep)
+            NO("layer %lld: ep %d, not the fixed %d", (long long)i, ps_strategy_ep(s), f->ep);
+        if (moe && f->etp > 0 && ps_strategy_etp(s) != f->etp)
+            NO("layer %lld: etp %d, not the fixed %d", (long long)i, ps_strategy_etp(s), f->etp);
         if (f->cp_comm > 0 && ps_strategy_cp(s) > 1 && (int)s->cp_comm != f->cp_comm - 1)
             NO("layer %lld: cp_comm %s, not the fixed %s", (long long)i, ps_cp_comm_name(s->cp_comm),
                ps_cp_comm_name((ps_cp_comm)(f->cp_comm - 1)));

@@ -89,8 +89,10 @@ enum { ATTN_CASE = 0, ATTN_UNFUSED, ATTN_AUTO };
 static int g_attn_mode = ATTN_CASE;
 
 /* Features a case needs ("needs") that psearch does not model yet: such a case is listed under `pending`, not
- * predicted, so that no error is reported for a configuration the cost model cannot describe. */
-static const char *const k_pending_needs[] = {"cp", "ep", "moe", "activation_offload", NULL};
+ * predicted, so that no error is reported for a configuration the cost model cannot describe (recompute_modules:
+ * Megatron's per-module selective recomputation, e.g. DeepSeek-V3's mla_up_proj and mlp, which ps_recompute cannot
+ * name). Context and expert parallelism are predicted: the plan's cp, cp_comm, ep and etp go into the strategy. */
+static const char *const k_pending_needs[] = {"activation_offload", "recompute_modules", NULL};
 
 static const char *pending_need(const json_t *c)
 {
@@ -149,11 +151,61 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
         ps_model_free(&m);
         return st;
     }
+    /* plan.moe restates the model's experts as the source prints them: a case whose model file disagrees names the
+     * wrong model, which is an input error, not an error of the cost model */
+    const json_t *moe = json_object_get(plan, "moe");
+    if (moe) {
+        int64_t e = json_integer_value(json_object_get(moe, "experts"));
+        int64_t tk = json_integer_value(json_object_get(moe, "top_k"));
+        int64_t moe_blocks = 0;
+        for (int64_t i = 0; i < m.n_layers; i++) {
+            if (m.layers[i].n_experts == 0) continue;
+            moe_blocks++;
+            if (m.layers[i].n_experts != e || m.layers[i].top_k != tk) {
+                const ps_layer *L = &m.layers[i];
+                st = PS_FAIL(PS_ERR_INPUT, "plan.moe: %lld experts, top-%lld; layer %lld of the model: %lld, top-%lld",
+                             (long long)e, (long long)tk, (long long)i, (long long)L->n_experts, (long long)L->top_k);
+                goto done;
+            }
+        }
+        if (moe_blocks == 0) {
+            st = PS_FAIL(PS_ERR_INPUT, "plan.moe is given but the model has no MoE block");
+            goto done;
+        }
+    }
     /* tp_max only pads the vocabulary: layer 0's tp is the plan's, per-layer tp follows below */
     ps_strategy s = {.tp = (int)json_integer_value(json_object_get(plan, "tp")),
                      .dp = (int)json_integer_value(json_object_get(plan, "dp")),
                      .zero = (int)json_integer_value(json_object_get(plan, "zero")),
                      .sp = json_is_true(json_object_get(plan, "seq_parallel"))};
+    /* Context parallelism: the case's dp excludes cp (GPUs = tp x pp x dp x cp), as ps_strategy's width tp x cp x dp
+     * does. cp_comm as the source states it; absent, ring: Megatron-LM's --cp-comm-type default p2p (arguments.py at
+     * d98e8a64). */
+    const json_t *cpj = json_object_get(plan, "cp");
+    if (cpj) {
+        if (!json_is_integer(cpj) || json_integer_value(cpj) < 1) {
+            st = PS_FAIL(PS_ERR_INPUT, "plan.cp must be an integer >= 1");
+            goto done;
+        }
+        s.cp = (int)json_integer_value(cpj);
+    }
+    /* Expert parallelism (Megatron-core's expert grid etp x ep x edp over the stage's tp x cp x dp GPUs): ep and etp
+     * as the source states them; etp absent = tp (Megatron-core's expert_tensor_parallel_size default). A dense model
+     * ignores both. */
+    const char *const ep_keys[2] = {"ep", "etp"};
+    int *ep_fields[2] = {&s.ep, &s.etp};
+    for (int k2 = 0; k2 < 2; k2++) {
+        const json_t *v = json_object_get(plan, ep_keys[k2]);
+        if (!v) continue;
+        if (!json_is_integer(v) || json_integer_value(v) < 1) {
+            st = PS_FAIL(PS_ERR_INPUT, "plan.%s must be an integer >= 1", ep_keys[k2]);
+            goto done;
+        }
+        *ep_fields[k2] = (int)json_integer_value(v);
+    }
+    const char *cc = json_string_value(json_object_get(plan, "cp_comm"));
+    s.cp_comm = PS_CP_RING;
+    if (cc) PS_TRY_GOTO(st, ps_cp_comm_parse(cc, &s.cp_comm), done);
     const char *at = json_string_value(json_object_get(plan, "attention"));
     if (g_attn_mode == ATTN_UNFUSED)
         s.attn = PS_ATTN_UNFUSED;

@@ -6,7 +6,8 @@ Usage: check_cases.py [FILE ...]   (default: both files, paths from the reposito
 Checks every case: required fields and their types, unique ids, micro_batches = gbs / (mbs x dp) exactly,
 tp x pp x dp x cp = the cluster's GPU count where the cluster is a preset (`name:nodes`, nodes x gpus_per_node of
 presets/clusters/name.json) or a cluster.json path (sum of nodes x gpus_per_node), the model is a preset or an
-existing file, and in cases-modern.json the `set` and `needs` fields. Prints one line per problem naming the case and
+existing file, ep x etp divides tp x cp x dp (Megatron-core's expert grid) and ep > 1 comes with plan.moe whose
+experts it divides, and in cases-modern.json the `set` and `needs` fields. Prints one line per problem naming the case and
 the field, and exits 1 if there is any. Python 3 standard library only; predicts nothing.
 """
 import json
@@ -21,7 +22,9 @@ RECOMPUTE = {"none", "selective", "full", "op"}  # op: torchtitan per-op selecti
 DTYPES = {"bf16", "fp16", "fp32", "fp8"}
 ATTENTION = {"fused", "unfused"}
 SETS = {"train", "validation"}
-NEEDS = {"cp", "ep", "moe", "fp8", "fused_attention", "overlap", "gb200-nvl72", "activation_offload"}
+NEEDS = {"cp", "ep", "moe", "fp8", "fused_attention", "overlap", "gb200-nvl72", "activation_offload",
+         "recompute_modules"}  # recompute_modules: Megatron's per-module selective recomputation (mla_up_proj, mlp, ...)
+CP_COMM = {"ring", "a2a"}  # psearch's ps_cp_comm names (Megatron's --cp-comm-type p2p = ring)
 # Presets another branch is adding: a case may name them before they exist (the GPU count is then not checked).
 PENDING_CLUSTERS = {"gb200-nvl72"}
 
@@ -132,10 +135,12 @@ class Checker:
                      % (rnl,))
         if not isinstance(p.get("seq_parallel"), bool):
             self.err(where, cid, "plan.seq_parallel", "required boolean")
-        for k in ("cp", "ep", "seq"):
+        for k in ("cp", "ep", "etp", "seq"):
             if k in p and (not is_int(p[k]) or p[k] < 1):
                 self.err(where, cid, "plan." + k, "integer >= 1 (got %r)" % p[k])
                 ok = False
+        if "cp_comm" in p and p["cp_comm"] not in CP_COMM:
+            self.err(where, cid, "plan.cp_comm", "must be one of %s (got %r)" % (sorted(CP_COMM), p["cp_comm"]))
         if "dtype" in p and p["dtype"] not in DTYPES:
             self.err(where, cid, "plan.dtype", "must be one of %s (got %r)" % (sorted(DTYPES), p["dtype"]))
         if "attention" in p and p["attention"] not in ATTENTION:
@@ -156,6 +161,16 @@ class Checker:
         elif p["micro_batches"] != p["gbs"] // (p["mbs"] * p["dp"]):
             self.err(where, cid, "plan.micro_batches", "%d != gbs / (mbs x dp) = %d"
                      % (p["micro_batches"], p["gbs"] // (p["mbs"] * p["dp"])))
+        # Megatron-core's expert groups: ep x etp ranks tile the tp x cp x dp ranks of a stage (etp absent = tp)
+        ep, etp = p.get("ep", 1), p.get("etp", p["tp"])
+        if is_int(ep) and is_int(etp) and ep >= 1 and etp >= 1:
+            width = p["tp"] * p.get("cp", 1) * p["dp"]
+            if width % (ep * etp) != 0:
+                self.err(where, cid, "plan.ep", "ep x etp = %d x %d does not divide tp x cp x dp = %d" % (ep, etp, width))
+            if ep > 1 and "moe" not in p:
+                self.err(where, cid, "plan.ep", "ep %d > 1 needs plan.moe (the experts it splits)" % ep)
+            if isinstance(p.get("moe"), dict) and is_int(p["moe"].get("experts")) and p["moe"]["experts"] % ep != 0:
+                self.err(where, cid, "plan.ep", "ep %d does not divide %d experts" % (ep, p["moe"]["experts"]))
         if isinstance(c.get("cluster"), str) and c["cluster"]:
             gpus = self.cluster_gpus(where, cid, c["cluster"])
             width = p["tp"] * p["pp"] * p["dp"] * p.get("cp", 1)

@@ -23,15 +23,15 @@ check "4 records" test "$(grep -c '' "$out/cells.jsonl")" -eq 4
 check "4 distinct cells" test "$(sweep_cells "$out")" -eq 4
 check "the shorthand expanded to :2" grep -q '"cluster":"dgx-a100-80g:2"' "$out/cells.jsonl"
 check "CSV: header + 4 rows" test "$(grep -c '' "$out/plans.csv")" -eq 5
-header=model,model_name,dtype,cluster,gpus,status,pp,vpp,tp,cp,cp_comm,dp,zero,ckpt,sp,uniform,varies,schedule,gbs,mbs
+header=model,model_name,dtype,cluster,gpus,status,pp,vpp,tp,cp,cp_comm,ep,etp,dp,zero,ckpt,sp,uniform,varies,schedule,gbs,mbs
 header+=,micro_batches,iter_time_s,samples_per_s,tokens_per_s,tflops_per_gpu,mfu,bubble_frac,peak_mem_gib
 header+=,mem_capacity_gib,megatron_samples_per_s,megatron_peak_mem_gib,gain_over_megatron,timeline_svg,binding
 # LF line ends (awk saw "binding\r" in the last field with RFC 4180's CRLF)
 check "CSV lines end with LF, no CR" test "$(grep -c $'\r' "$out/plans.csv")" -eq 0
 check "CSV header" test "$(head -1 "$out/plans.csv")" = "$header"
 check "CSV: the last column is named binding" test "$(head -1 "$out/plans.csv" | awk -F, '{print $NF}')" = binding
-check "CSV rows have the header's 34 fields" \
-  test "$(awk -F, '{print NF}' "$out/plans.csv" | sort -u | tr -d '\n')" = 34
+check "CSV rows have the header's 36 fields" \
+  test "$(awk -F, '{print NF}' "$out/plans.csv" | sort -u | tr -d '\n')" = 36
 # csvcol NAME FILE: that column of every row (no quoted commas in these rows)
 csvcol() { awk -F, -v c="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == c) k = i; next } { print $k }' "$2"; }
 # per-layer plans say which fields vary ("tp 1-2; zero 0/3"), uniform ones nothing: uniform 0 exactly when varies
@@ -202,7 +202,7 @@ check "infeasible cell recorded with its binding constraint" \
 check "infeasible cell shown in the tables" grep -q 'infeasible: ' "$scratch/inf/plans.md"
 check "... in a Markdown row as wide as the header" \
   test "$(grep '^|' "$scratch/inf/plans.md" | awk -F'|' '{print NF}' | sort -u | wc -l)" -eq 1
-check "... and an HTML row spanning the plan's columns" grep -q '<td class="bad" colspan="16">infeasible: ' "$scratch/inf/index.html"
+check "... and an HTML row spanning the plan's columns" grep -q '<td class="bad" colspan="17">infeasible: ' "$scratch/inf/index.html"
 
 # A sweep restricted to a framework with a fixed field: every cell's plan keeps to both, and its records say so.
 sweep --models gpt3-1.3b --clusters dgx-a100-80g:1,2 --framework deepspeed --pp 1 --out "$scratch/fw" >/dev/null \

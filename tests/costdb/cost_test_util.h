@@ -38,4 +38,19 @@ static inline ps_cost_params params(double slowdown)
     return p;
 }
 
+/* GEMM g of a layer's list is m x n x k, count times */
+static inline void shape_is(const ps_gemm_shape *g, double m, double n, double k, double count)
+{
+    if (g->m != m || g->n != n || g->k != k || g->count != count)
+        fail_msg("GEMM %g x %g x %g (x%g), want %g x %g x %g (x%g)", g->m, g->n, g->k, g->count, m, n, k, count);
+}
+
+/* the FLOPs of a layer's GEMM list */
+static inline double list_flops(const ps_layer_gemms *g)
+{
+    double f = 0;
+    for (int i = 0; i < g->n; i++) f += 2 * g->g[i].m * g->g[i].n * g->g[i].k * g->g[i].count;
+    return f;
+}
+
 #endif

@@ -14,19 +14,6 @@
 #include "ps_cost.h"
 #include "cost_test_util.h"
 
-static void shape_is(const ps_gemm_shape *g, double m, double n, double k, double count)
-{
-    if (g->m != m || g->n != n || g->k != k || g->count != count)
-        fail_msg("GEMM %g x %g x %g (x%g), want %g x %g x %g (x%g)", g->m, g->n, g->k, g->count, m, n, k, count);
-}
-
-static double list_flops(const ps_layer_gemms *g)
-{
-    double f = 0;
-    for (int i = 0; i < g->n; i++) f += 2 * g->g[i].m * g->g[i].n * g->g[i].k * g->g[i].count;
-    return f;
-}
-
 /* Mixtral 8x7B's block: h 4096, 32 / 8 heads of 128, 8 experts of 14336, top 2. */
 static void test_moe_gemms(void **state)
 {

@@ -31,8 +31,8 @@
  * full) with tp > 1, no SP, at least 2 samples per replica, and no cp; Transformer Engine's overlap (te) with SP, any
  * recomputation. Every cp > 1 strategy is enumerated, also those the search leaves out as dominated (its
  * strat_filter.cp_dominated_out): brute force is what shows that they never win. */
-static int strategies(int64_t width, int max_tp, int64_t global_mb, int64_t mbs_max, int cp, ps_cp_comm cpk,
-                      ps_strategy *out, int cap)
+static int strategies(int64_t width, int max_tp, int64_t global_mb, int64_t mbs_max, int cp, ps_cp_comm cpk, int ep,
+                      int etp, ps_strategy *out, int cap)
 {
     int n = 0;
     if (width % cp) return 0;
@@ -52,7 +52,7 @@ static int strategies(int64_t width, int max_tp, int64_t global_mb, int64_t mbs_
                                                         : v == 3 ? PS_OVERLAP_OASES
                                                         : v == 4 ? PS_OVERLAP_TE
                                                                  : PS_OVERLAP_NONE,
-                                             .cp = cp, .cp_comm = cpk};
+                                             .cp = cp, .cp_comm = cpk, .ep = ep, .etp = etp};
                 }
     }
     return n;
@@ -124,6 +124,14 @@ static double brute_force(const ps_cost_params *cp, const ps_model *m, const ps_
     int vpp = ps_sched_kind_default_chunks(ps_sched_kind_find(kind));
     int max_tp = ps_search_max_tp(o, c);
     ps_strategy S[512];
+    bool moe = false;
+    int64_t n_experts = 0, expert_ffn = 0; /* of the MoE layers (every one alike in the scenarios) */
+    for (int64_t i = 0; i < m->n_layers; i++)
+        if (ps_layer_is_moe(&m->layers[i])) {
+            moe = true;
+            n_experts = m->layers[i].n_experts;
+            expert_ffn = m->layers[i].expert_ffn;
+        }
     for (int64_t pp = 1; pp <= c->n_gpus; pp++) {
         if (c->n_gpus % pp || (pp == 1 && strcmp(kind, "1f1b") != 0)) continue;
         if (pp * vpp > blocks_in(m, 0, m->n_layers)) continue;
@@ -134,10 +142,15 @@ static double brute_force(const ps_cost_params *cp, const ps_model *m, const ps_
           ps_cp_comm cpk = ck == 0 || ck % 2 ? PS_CP_RING : PS_CP_A2A;
           /* the search's space: 2 x cp chunks of at least 128 tokens (PS_SEARCH_CP_MIN_CHUNK, docs/search.md) */
           if (width % cpd || (cpd > 1 && m->seq / (2 * cpd) < 128)) continue;
+          /* expert parallelism (a model with MoE layers): one grid for the whole plan, every ep dividing the width
+           * and the experts with every etp up to max_tp dividing width / ep and the expert width */
+          for (int64_t eg = 0; eg < (moe ? width * (max_tp + 1) : 1); eg++) {
+          int ep = moe ? (int)(eg / (max_tp + 1)) + 1 : 1, etp = moe ? (int)(eg % (max_tp + 1)) : 0;
+          if (moe && (etp == 0 || width % ep || (width / ep) % etp || n_experts % ep || expert_ffn % etp)) continue;
           for (int64_t micro = 1; micro <= gbs; micro++) {
             if (gbs % micro) continue;
             b.global_mb = gbs / micro;
-            int nS = strategies(width, max_tp, gbs / micro, o->mbs_max, cpd, cpk, S, 512);
+            int nS = strategies(width, max_tp, gbs / micro, o->mbs_max, cpd, cpk, ep, etp, S, 512);
             for (int s = 0; s < nS; s++) {
                 ps_plan p;
                 int64_t mbs = gbs / micro / S[s].dp;
@@ -164,6 +177,7 @@ static double brute_force(const ps_cost_params *cp, const ps_model *m, const ps_
                 ps_plan_free(&p);
             }
           }
+          }
         }
     }
     ps_sched_destroy(b.ws);
@@ -176,6 +190,7 @@ typedef struct {
     int64_t gbs;
     int64_t seq;  /* 0: the model's own */
     bool cp_wins; /* the best plan over every kind has context parallelism (so that the comparison covers it) */
+    bool ep_wins; /* ... and its MoE layers expert parallelism */
 } scenario;
 
 static void run_scenario(const scenario *sc)
@@ -193,7 +208,7 @@ static void run_scenario(const scenario *sc)
     snprintf(path, sizeof path, "%s/%s", PS_SOURCE_DIR, sc->model);
     if (ps_model_load(path, &mo, &m) != PS_OK) fail_msg("%s: %s", path, ps_error_message());
     assert_true(m.n_layers <= 8 && c.n_gpus <= 8);
-    int failed = 0, best_cp = 0;
+    int failed = 0, best_cp = 0, best_ep = 0;
     double best = 0;
     for (int k = 0; k < ps_sched_kind_count(); k++) {
         const char *kind = ps_sched_kind_name(k);
@@ -209,6 +224,9 @@ static void run_scenario(const scenario *sc)
         if (got > best) {
             best = got;
             best_cp = ps_strategy_cp(&r.top[0].plan.layer[0]);
+            best_ep = 0;
+            for (int64_t i = 0; i < m.n_layers; i++)
+                if (ps_layer_is_moe(&m.layers[i])) best_ep = ps_strategy_ep(&r.top[0].plan.layer[i]);
         }
         int64_t plans = 0;
         double want = brute_force(&cp, &m, &c, sc->gbs, &o, kind, &plans);
@@ -234,26 +252,35 @@ static void run_scenario(const scenario *sc)
     ps_model_free(&m);
     ps_cluster_free(&c);
     if (sc->cp_wins && best_cp < 2) fail_msg("the best plan has cp %d; the scenario was to cover cp > 1", best_cp);
+    if (sc->ep_wins && best_ep < 2) fail_msg("the best plan has ep %d; the scenario was to cover ep > 1", best_ep);
     if (failed) fail_msg("%d schedule kind(s) where the search misses the brute-force optimum", failed);
 }
 
 static void test_tiny_p3(void **state)
 {
     (void)state;
-    run_scenario(&(scenario){"tests/data/models/good/tiny-gpt-6.json", "p3-8xlarge:1", 16, 0, false});
+    run_scenario(&(scenario){"tests/data/models/good/tiny-gpt-6.json", "p3-8xlarge:1", 16, 0, false, false});
 }
 
 static void test_tiny_a100(void **state)
 {
     (void)state;
-    run_scenario(&(scenario){"tests/data/models/good/tiny-gpt-6.json", "dgx-a100-40g:1", 16, 0, false});
+    run_scenario(&(scenario){"tests/data/models/good/tiny-gpt-6.json", "dgx-a100-40g:1", 16, 0, false, false});
 }
 
 /* A long sequence on 40 GB GPUs: a plan with context parallelism (cp 2, ring) is the best one here */
 static void test_tiny_a100_long(void **state)
 {
     (void)state;
-    run_scenario(&(scenario){"tests/data/models/good/tiny-gpt-6.json", "dgx-a100-40g:1", 4, 65536, true});
+    run_scenario(&(scenario){"tests/data/models/good/tiny-gpt-6.json", "dgx-a100-40g:1", 4, 65536, true, false});
+}
+
+/* A mixture-of-experts model at a long sequence: the best plan has context parallelism (cp 2) and expert parallelism
+ * (ep 8), and the brute force enumerates every expert grid (ep x etp) with every context-parallel degree */
+static void test_tiny_moe_long(void **state)
+{
+    (void)state;
+    run_scenario(&(scenario){"tests/data/models/good/tiny-moe-search.json", "dgx-a100-40g:1", 4, 65536, true, true});
 }
 
 int main(void)
@@ -262,6 +289,7 @@ int main(void)
         cmocka_unit_test(test_tiny_p3),
         cmocka_unit_test(test_tiny_a100),
         cmocka_unit_test(test_tiny_a100_long),
+        cmocka_unit_test(test_tiny_moe_long),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -73,7 +73,8 @@ static int dp_mode(const space *sp, int pp, int zero)
 static bool recompute_ok(const space *sp, int rc)
 {
     if (sp->fixed.recompute >= 0 && rc != sp->fixed.recompute) return false;
-    return !sp->fw || sp->fw->recompute[rc];
+    /* per-op checkpointing: under a framework that runs it (torchtitan), or fixed */
+    return sp->fw ? sp->fw->recompute[rc] : rc != PS_RECOMP_OP || sp->fixed.recompute == rc;
 }
 
 static bool overlap_ok(const space *sp, ps_overlap ov) { return !sp->fw || sp->fw->overlap[ov]; }
@@ -116,7 +117,7 @@ static int strategies(const space *sp, const ps_search_opts *o, int pp, int64_t 
             if (cp > 1 && sp->fw && !sp->fw->cp_zero[zero]) continue;
             int mode = dpc > 1 ? dp_mode(sp, pp, zero) : sp->dp_no_overlap;
             if (mode < 0) continue;
-            for (int rc = PS_RECOMP_NONE; rc <= PS_RECOMP_FULL; rc++) {
+            for (int rc = PS_RECOMP_NONE; rc < PS_RECOMP_COUNT; rc++) {
                 if (!recompute_ok(sp, rc)) continue;
                 for (int v = 0; v < 5; v++) { /* plain, SP, cross-pass, oases, SP + te */
                     static const ps_overlap ov[5] = {PS_OVERLAP_NONE, PS_OVERLAP_NONE, PS_OVERLAP_CROSS,
@@ -125,6 +126,7 @@ static int strategies(const space *sp, const ps_search_opts *o, int pp, int64_t 
                     if (v > 0 && tp == 1) continue;
                     if ((v == 2 || v == 3) && (per < 2 || cp > 1)) continue;
                     if (v == 3 && rc != PS_RECOMP_FULL) continue;
+                    if ((v == 2 || v == 3) && rc == PS_RECOMP_OP) continue; /* the cost model refuses the pair */
                     if (!overlap_ok(sp, ov[v])) continue;
                     if (sp->fw && tp > 1 && (with_sp ? !sp->fw->sp : sp->fw->sp_required)) continue;
                     for (int a = 0; a < n_attn; a++) {
@@ -387,6 +389,8 @@ static int check_runs(const ps_cost_params *cp, const ps_model *m, const ps_clus
 /* Brute-force optima whose plan recomputes the first n layers of every chunk (Megatron-LM's block method): the cases
  * must include some, or the comparison says nothing about that part of the space. */
 static int g_block_best;
+/* Searches whose best plan checkpoints some block per op (torchtitan's recompute op): the cases must include some. */
+static int g_op_best;
 
 /* Where the search found the brute force's optimum exactly, it found its recomputation too: the n of the block
  * method, one more or one less of which is another plan (an n off by one costs differently). */
@@ -450,6 +454,11 @@ static void against_brute_model(const char *model, const char *cluster, int64_t 
                want_rcn > 0 ? ", block recomputation" : "");
         if (enumerated_rcn_differs(got, want, got_rcn, want_rcn)) failed++;
         g_block_best += want_rcn > 0;
+        for (int64_t i = 0; r.n_top > 0 && i < m.n_layers; i++)
+            if (r.top[0].plan.layer[i].ckpt == PS_RECOMP_OP) {
+                g_op_best++;
+                break;
+            }
         /* enumerated: the same optimum to the last bit; a uniform framework's space is the brute force's, so never
          * above it; a per-layer search may beat the stage-uniform optimum, never fall TOL below it */
         bool bad = enumerated ? got != want : (uniform && got > want) || got < want * (1 - tol);
@@ -506,6 +515,12 @@ static void test_torchtitan_brute(void **state)
     /* (V100s: no bf16 and no fused attention, which torchtitan needs: refused, test_refusals) */
     against_brute("dgx-a100-40g:1", 16, PS_FW_TORCHTITAN, k_free);
     against_brute("dgx-a100-40g:2", 32, PS_FW_TORCHTITAN, k_free);
+    /* memory-bound at a million tokens without context parallelism: per-op checkpointing (recompute op, which the
+     * brute force enumerates with the other kinds) is part of the best plan */
+    g_op_best = 0;
+    against_brute_model("tests/data/models/good/tt-debugmodel-1m.json", "dgx-a100-40g:1", 8, PS_FW_TORCHTITAN,
+                        (ps_search_fixed){.zero = -1, .recompute = -1, .cp = 1}, -1, TOL);
+    assert_true(g_op_best > 0);
 }
 
 /* Long sequences: the frameworks' context parallelism (Megatron-LM's ring and a2a, torchtitan's ring with FSDP) in
@@ -781,7 +796,7 @@ static void test_refusals(void **state)
             assert_int_equal(st, r->zero_pp[z] ? PS_OK : PS_ERR_INPUT);
             ps_error_clear();
         }
-        for (int rc = 0; rc < 3; rc++) {
+        for (int rc = 0; rc < PS_RECOMP_COUNT; rc++) {
             ps_search_opts o;
             ps_search_opts_default(&o);
             o.framework = f;
