@@ -79,8 +79,7 @@ def no_edge_recompute(plan):
 
 
 def experts(ep, etp, then=None):
-    """An edit: the expert grid ep x etp on every layer (dense layers ignore it), after the edit `then` (the search
-    and estimate's plan options do not set expert parallelism yet)."""
+    """An edit: the expert grid ep x etp on every layer (dense layers ignore it), after the edit `then`."""
     def edit(plan):
         plan = then(plan) if then else copy.deepcopy(plan)
         for key in ("ep", "etp"):
@@ -324,11 +323,11 @@ CASES = {
         # mixture of experts and latent attention (#21): Mixtral with 8-way expert parallelism (all-to-all dispatch)
         # and without (the allgather dispatcher of a sequence-parallel MLP), Qwen3-30B-A3B's expert grid of etp 2 x
         # ep 8, DeepSeek-V3 (MLA, 3 dense layers then 58 MoE ones, sigmoid routing with expert bias, a shared
-        # expert) on 512 H100s with ep 64 (a plan file: estimate's plan options set no expert grid yet), the
-        # interleaves of --moe-layer-freq (a period, an int), a capacity factor, top-1 routing; the rules refused
+        # expert) on 512 H100s with ep 64 (a hand-written plan file; the others edit estimate's plans or take --ep),
+        # the interleaves of --moe-layer-freq (a period, an int), a capacity factor, top-1 routing; the rules refused
         ("mixtral_ep8", ["estimate", "--model", "mixtral-8x7b", "--seq", "4096", "--cluster", "dgx-h100:8", "--tp", "2",
-                         "--pp", "4", "--seq-parallel", "--zero", "1", "--gbs", "256"], experts(8, 1),
-         ["--seq", "4096", "--vocab-pad", "256"], None, False,
+                         "--pp", "4", "--seq-parallel", "--zero", "1", "--gbs", "256", "--ep", "8", "--etp", "1"], None,
+         ["--seq", "4096", "--vocab-pad", "256"], None, True,
          [Expect.has("--num-experts", "8"), Expect.has("--expert-model-parallel-size", "8"),
           Expect.has("--expert-tensor-parallel-size", "1"), Expect.has("--moe-token-dispatcher-type", "alltoall"),
           Expect.has("--moe-router-topk", "2"), Expect.has("--moe-ffn-hidden-size", "14336"),
@@ -371,11 +370,20 @@ CASES = {
          ["--vocab-pad", "256"], None, False,
          [Expect.has("--moe-layer-freq", "2"), Expect.has("--moe-shared-expert-intermediate-size", "2048"),
           Expect.has("--ffn-hidden-size", "8192")]),
-        # the search plans experts at ep 1 for now (expert-parallel options are coming): its best Mixtral plan
+        # searches of the expert grid: Mixtral's best plan (ep 1 on 64 H100s), Mixtral with --ep 8 fixed, and a
+        # small MoE model at 64K tokens whose best plan has ep 8 beside cp 2 (test_search_brute's tiny_moe_long)
         ("search_mixtral", ["search", "--model", "mixtral-8x7b", "--seq", "4096", "--cluster", "dgx-h100:8"], None,
          ["--seq", "4096", "--vocab-pad", "256"], None, True,
          [Expect.has("--num-experts", "8"), Expect.has("--expert-model-parallel-size", "1"),
           Expect.has("--moe-token-dispatcher-type", "allgather")]),
+        ("search_mixtral_ep8", ["search", "--model", "mixtral-8x7b", "--seq", "4096", "--cluster", "dgx-h100:8",
+                                "--ep", "8"], None, ["--seq", "4096", "--vocab-pad", "256"], None, True,
+         [Expect.has("--expert-model-parallel-size", "8"), Expect.has("--moe-token-dispatcher-type", "alltoall")]),
+        ("search_moe_ep_cp", ["search", "--model", "@DATA@/models/good/tiny-moe-search.json", "--seq", "65536",
+                              "--cluster", "dgx-a100-40g:1", "--gbs", "4"], None, ["--seq", "65536", "--vocab-pad",
+                                                                                  "256"], None, True,
+         [Expect.has("--expert-model-parallel-size", positive), Expect.has("--context-parallel-size", positive),
+          Expect.has("--moe-token-dispatcher-type", "alltoall")]),
         ("refuse_moe_tp_no_sp", ["estimate", "--model", "mixtral-8x7b", "--seq", "4096", "--cluster", "dgx-h100:8",
                                  "--tp", "2", "--pp", "4", "--zero", "1", "--gbs", "256"], None,
          ["--seq", "4096", "--vocab-pad", "256"], r"MoE layers with tensor parallelism only with sequence parallelism",
