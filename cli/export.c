@@ -24,6 +24,9 @@ typedef struct {
     int64_t n_blocks;
     const ps_layer *emb, *blk, *head;
     const ps_strategy *s;      /* the first transformer layer's strategy: the model's (the rules checked it) */
+    const ps_layer *dense;     /* the first transformer layer without routed experts (NULL: none) */
+    const ps_layer *moe;       /* the first MoE layer (NULL: a dense model) */
+    const ps_strategy *moe_s;  /* its strategy: the expert grid of every MoE layer (the rules checked it) */
     ps_recompute ckpt;         /* its effective recomputation */
     int64_t dp, micro;
     int64_t dpc;               /* the gradient group: dp x cp */
@@ -75,15 +78,8 @@ static ps_status ctx_init(exp_ctx *x, ps_framework f, const ps_model *m, const p
     memset(x, 0, sizeof *x);
     char why[512];
     x->fw = ps_framework_get(f);
-    /* The launches below describe dense blocks with ordinary attention: a mixture-of-experts or latent-attention
-     * model would start as another model. Refused until its flags (Megatron-LM's --num-experts, --moe-router-topk,
-     * --multi-latent-attention, ...) are exported with expert parallelism. */
-    for (int64_t l = 0; l < m->n_layers; l++)
-        if (ps_layer_is_moe(&m->layers[l]) || ps_layer_is_mla(&m->layers[l]))
-            return PS_FAIL(PS_ERR_INPUT, "--export %s: layer %lld of %s is %s, which the export does not describe yet "
-                           "(it would launch a dense model); use the plan's figures without --export",
-                           x->fw->name, (long long)l, m->name,
-                           ps_layer_is_moe(&m->layers[l]) ? "a mixture-of-experts layer" : "latent attention (MLA)");
+    /* Mixture-of-experts and latent-attention models: the framework's rules say which run them (Megatron-LM does;
+     * DeepSpeed's config and psearch's torchtitan export cannot describe them and refuse with the reason) */
     if (!ps_framework_runs(f, m, p, why, sizeof why))
         return PS_FAIL(PS_ERR_INPUT, "--export %s: %s cannot run this plan as planned: %s (%s; docs/exports.md)",
                        x->fw->name, x->fw->title, why, x->fw->version);
@@ -104,6 +100,11 @@ static ps_status ctx_init(exp_ctx *x, ps_framework f, const ps_model *m, const p
         if (ps_layer_has_attention(ly->kind) && !x->blk) {
             x->blk = ly;
             x->s = &p->layer[l];
+        }
+        if (ps_layer_has_attention(ly->kind) && !ps_layer_is_moe(ly) && !x->dense) x->dense = ly;
+        if (ps_layer_is_moe(ly) && !x->moe) {
+            x->moe = ly;
+            x->moe_s = &p->layer[l];
         }
     }
     x->ckpt = ps_framework_effective_ckpt(x->blk, x->s);
@@ -161,9 +162,15 @@ static void plan_notes(lines *N, const exp_ctx *x)
     char cps[48] = "";
     if (ps_strategy_cp(x->s) > 1)
         snprintf(cps, sizeof cps, " x cp %d (%s)", x->s->cp, ps_cp_comm_name(x->s->cp_comm));
-    add(N, "%s for the psearch plan of %s on %s (%lld GPUs): tp %d%s x pp %d x dp %lld, schedule %s, vpp %d, "
+    char eps[64] = "";
+    if (x->moe)
+        snprintf(eps, sizeof eps, " (experts: etp %d x ep %d x edp %lld)", ps_strategy_etp(x->moe_s),
+                 ps_strategy_ep(x->moe_s),
+                 (long long)(ps_strategy_width(x->moe_s) / ((int64_t)ps_strategy_etp(x->moe_s) *
+                                                            ps_strategy_ep(x->moe_s))));
+    add(N, "%s for the psearch plan of %s on %s (%lld GPUs): tp %d%s x pp %d x dp %lld%s, schedule %s, vpp %d, "
         "micro-batch %lld, global batch %lld (%lld micro-batches), %s", what, x->m->name, x->c->name,
-        (long long)x->c->n_gpus, x->s->tp, cps, p->pp, (long long)x->dp, p->schedule, p->vpp, (long long)p->mbs,
+        (long long)x->c->n_gpus, x->s->tp, cps, p->pp, (long long)x->dp, eps, p->schedule, p->vpp, (long long)p->mbs,
         (long long)p->gbs,
         (long long)x->micro, ps_dtype_name(x->m->dtype));
     add(N, "read against %s; rules and sources: search/framework.c, docs/exports.md", x->fw->version);
@@ -199,6 +206,63 @@ static int64_t megatron_vocab_div(int64_t V, int64_t pad, int tp)
     return 1;
 }
 
+/* --moe-layer-freq (arguments.py moe_freq_type, megatron/core/models/gpt/gpt_layer_specs.py): an int N puts experts
+ * on the transformer layers i with i % N == 0; otherwise a python list expression of 0 (dense) and 1 (MoE), one per
+ * transformer layer, of the characters arguments.py _eval_pattern admits (digits , [ ] ( ) + *), written as runs,
+ * "([0]*3+[1]*58)", and as a repeated period where there is one, "([0]+[1])*24". Empty when every layer is MoE
+ * (the default 1). The caller frees *out. */
+static bool megatron_moe_freq(const exp_ctx *x, char **out)
+{
+    *out = NULL;
+    int64_t L = x->n_blocks, k = 0;
+    char *pat = malloc((size_t)L + 1);
+    if (!pat) return false;
+    for (int64_t l = 0; l < x->m->n_layers; l++)
+        if (ps_layer_has_attention(x->m->layers[l].kind)) pat[k++] = ps_layer_is_moe(&x->m->layers[l]) ? '1' : '0';
+    pat[k] = '\0';
+    if (!strchr(pat, '0')) {
+        free(pat);
+        return true;
+    }
+    int64_t every = 0;
+    for (int64_t n = 2; n <= L && !every; n++) {
+        bool ok = true;
+        for (int64_t i = 0; i < L && ok; i++) ok = (pat[i] == '1') == (i % n == 0);
+        if (ok) every = n;
+    }
+    int64_t period = L;
+    for (int64_t q = 1; q < L && period == L; q++) {
+        if (L % q) continue;
+        bool ok = true;
+        for (int64_t i = q; i < L && ok; i++) ok = pat[i] == pat[i - q];
+        if (ok) period = q;
+    }
+    size_t cap = (size_t)period * 32 + 64;
+    char *s = malloc(cap);
+    if (!s) {
+        free(pat);
+        return false;
+    }
+    if (every) {
+        snprintf(s, cap, "%lld", (long long)every);
+    } else {
+        s[0] = '\0';
+        ps_strcatf(s, cap, "(");
+        for (int64_t i = 0; i < period;) {
+            int64_t j = i;
+            while (j < period && pat[j] == pat[i]) j++;
+            ps_strcatf(s, cap, "%s[%c]", i ? "+" : "", pat[i]);
+            if (j - i > 1) ps_strcatf(s, cap, "*%lld", (long long)(j - i));
+            i = j;
+        }
+        ps_strcatf(s, cap, ")");
+        if (period < L) ps_strcatf(s, cap, "*%lld", (long long)(L / period));
+    }
+    free(pat);
+    *out = s;
+    return true;
+}
+
 static void megatron_flags(lines *F, lines *N, const exp_ctx *x)
 {
     const ps_model *m = x->m;
@@ -209,6 +273,14 @@ static void megatron_flags(lines *F, lines *N, const exp_ctx *x)
     /* parallelism (megatron/training/arguments.py _add_distributed_args; megatron/core/model_parallel_config.py) */
     add(F, "--tensor-model-parallel-size %d", s->tp);
     add(F, "--pipeline-model-parallel-size %d", p->pp);
+    const ps_layer *moe = x->moe;
+    const ps_strategy *ms = x->moe_s;
+    if (moe) {
+        /* the routed experts' grid (megatron/core/parallel_state.py: etp x ep x edp over the world / pp, the
+         * expert grid without cp): named even at 1 / tp, Megatron's defaults, so the launch states the plan */
+        add(F, "--expert-model-parallel-size %d", ps_strategy_ep(ms));
+        add(F, "--expert-tensor-parallel-size %d", ps_strategy_etp(ms));
+    }
     if (ps_strategy_cp(s) > 1) {
         /* arguments.py --context-parallel-size; --cp-comm-type p2p (the ring of K/V blocks) or a2a (Ulysses),
          * transformer_config.py cp_comm_type */
@@ -252,13 +324,65 @@ static void megatron_flags(lines *F, lines *N, const exp_ctx *x)
      * defaults are GPT-2's: learned positions, LayerNorm, GeLU, biases, tied embeddings, dropout 0.1 */
     add(F, "--num-layers %lld", (long long)x->n_blocks);
     add(F, "--hidden-size %lld", (long long)b->hidden);
-    add(F, "--ffn-hidden-size %lld", (long long)b->ffn_hidden);
+    /* the dense layers' MLP; a model of MoE layers only has none, and Megatron takes --ffn-hidden-size as the
+     * experts' width where --moe-ffn-hidden-size is not given (arguments.py): the experts' width, named twice */
+    add(F, "--ffn-hidden-size %lld", (long long)(x->dense ? x->dense->ffn_hidden : moe->expert_ffn));
     add(F, "--num-attention-heads %lld", (long long)b->heads);
     if (b->kv_heads && b->kv_heads != b->heads) {
         add(F, "--group-query-attention");
         add(F, "--num-query-groups %lld", (long long)b->kv_heads);
     }
-    if (b->head_dim && b->heads * b->head_dim != b->hidden) add(F, "--kv-channels %lld", (long long)b->head_dim);
+    const bool mla = ps_layer_is_mla(b);
+    /* latent attention sizes its heads with its own flags below (kv_channels is not read by MLA) */
+    if (!mla && b->head_dim && b->heads * b->head_dim != b->hidden)
+        add(F, "--kv-channels %lld", (long long)b->head_dim);
+    if (mla) {
+        /* arguments.py _add_mla_args, transformer_config.py MLATransformerConfig: a query latent of q_lora_rank
+         * (none given: a plain query projection), a key/value latent of kv_lora_rank, per head qk_head_dim
+         * unrotated + qk_pos_emb_head_dim rotary query/key widths and v_head_dim values. MLA's rope_type defaults to
+         * YaRN (rotary_scaling_factor 40, a context extension): the model's plain rotary is --rope-type rope */
+        add(F, "--multi-latent-attention");
+        if (b->q_lora_rank > 0) add(F, "--q-lora-rank %lld", (long long)b->q_lora_rank);
+        add(F, "--kv-lora-rank %lld", (long long)b->kv_lora_rank);
+        add(F, "--qk-head-dim %lld", (long long)b->qk_nope_head_dim);
+        add(F, "--qk-pos-emb-head-dim %lld", (long long)b->qk_rope_head_dim);
+        add(F, "--v-head-dim %lld", (long long)b->v_head_dim);
+        add(F, "--rope-type rope");
+    }
+    if (moe) {
+        /* arguments.py _add_moe_args and the MoE fields of transformer_config.py */
+        add(F, "--num-experts %lld", (long long)moe->n_experts);
+        char *freq = NULL;
+        if (!megatron_moe_freq(x, &freq)) {
+            F->oom = true;
+            return;
+        }
+        if (freq) add(F, "--moe-layer-freq '%s'", freq);
+        free(freq);
+        add(F, "--moe-ffn-hidden-size %lld", (long long)moe->expert_ffn);
+        add(F, "--moe-router-topk %lld", (long long)moe->top_k);
+        /* "num_shared_experts * ffn_size_of_each_shared_expert" (transformer_config.py): one MLP of that width */
+        if (moe->n_shared_experts > 0)
+            add(F, "--moe-shared-expert-intermediate-size %lld", (long long)(moe->n_shared_experts * moe->shared_ffn));
+        if (moe->router == PS_ROUTER_SIGMOID) {
+            /* sigmoid scores with the learned selection bias (transformer_config.py: expert bias needs sigmoid) */
+            add(F, "--moe-router-score-function sigmoid");
+            add(F, "--moe-router-enable-expert-bias");
+        } else {
+            add(F, "--moe-router-score-function softmax");
+            /* transformer_config.py: "Please use --moe-router-pre-softmax when topk is 1" */
+            if (moe->top_k == 1) add(F, "--moe-router-pre-softmax");
+        }
+        /* the experts of a GPU as grouped GEMMs, as priced (cost/layer_cost.c) */
+        add(F, "--moe-grouped-gemm");
+        /* token_dispatcher.py: on the expert grid the tokens reach their experts by all-to-all over ep (then gathered
+         * over etp), as priced; without one (ep 1, etp = tp) the MoE block is priced like a sequence-parallel MLP:
+         * all-gather the hidden states over tp, reduce-scatter after, Megatron's allgather dispatcher */
+        add(F, "--moe-token-dispatcher-type %s", ps_strategy_ep_folded(ms) ? "alltoall" : "allgather");
+        /* dropless unless the model caps the experts' tokens (transformer_config.py moe_expert_capacity_factor:
+         * None = dropless) */
+        if (moe->capacity_factor > 0) add(F, "--moe-expert-capacity-factor %g", moe->capacity_factor);
+    }
     add(F, "--seq-length %lld", (long long)b->seq);
     int64_t positions = x->emb->positions ? x->emb->positions : b->seq;
     add(F, "--max-position-embeddings %lld", (long long)(positions > b->seq ? positions : b->seq));
@@ -344,6 +468,18 @@ static void megatron_flags(lines *F, lines *N, const exp_ctx *x)
     if (x->dpc > 1 && s->dp_no_overlap)
         add(N, "data-parallel collectives after the backward, as planned (--dp-overlap off): no --overlap-grad-reduce "
             "or --overlap-param-gather");
+    if (moe) {
+        add(N, "experts: %lld routed of width %lld, %lld per token%s, %s router, %s; %d per GPU (ep %d), each split "
+            "over etp %d; load-balancing losses, router groups and scaling are the run's own (psearch prices the "
+            "busiest expert at moe_imbalance x the mean)", (long long)moe->n_experts, (long long)moe->expert_ffn,
+            (long long)moe->top_k, moe->n_shared_experts > 0 ? " plus shared" : "",
+            moe->router == PS_ROUTER_SIGMOID ? "sigmoid (selection bias)" : "softmax",
+            moe->capacity_factor > 0 ? "capacity-limited" : "dropless",
+            (int)(moe->n_experts / ps_strategy_ep(ms)), ps_strategy_ep(ms), ps_strategy_etp(ms));
+        if (x->dense)
+            add(N, "dense transformer layers (MLP %lld wide) where --moe-layer-freq has 0",
+                (long long)x->dense->ffn_hidden);
+    }
     if (m->dtype == PS_DTYPE_FP8) add(N, "FP8 as planned is Transformer Engine's delayed scaling; Blackwell GPUs run "
                                          "--fp8-recipe mxfp8 instead, which this plan was not priced with");
 }

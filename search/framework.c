@@ -40,17 +40,36 @@ static bool gpt_shape(const ps_model *m, const ps_layer **blk, char *why, size_t
     } while (0)
     if (m->n_layers < 3 || m->layers[0].kind != PS_LAYER_EMBED || m->layers[m->n_layers - 1].kind != PS_LAYER_LM_HEAD)
         NO("%s builds GPT-style models (embedding, decoder layers, LM head); %s is not one", who, m->name);
-    const ps_layer *b = &m->layers[1];
+    const ps_layer *b = &m->layers[1], *dense = NULL, *moe = NULL;
     for (int64_t i = 1; i < m->n_layers - 1; i++) {
         const ps_layer *l = &m->layers[i];
         if (l->kind != PS_LAYER_DECODER)
             NO("%s builds decoder-only models; layer %lld of %s is not a causal decoder layer", who, (long long)i,
                m->name);
         if (l->hidden != b->hidden || l->heads != b->heads || l->kv_heads != b->kv_heads ||
-            l->head_dim != b->head_dim || l->ffn_hidden != b->ffn_hidden || l->seq != b->seq || l->norm != b->norm ||
-            l->act != b->act || l->bias != b->bias || l->dropout != b->dropout || l->attn_window != b->attn_window)
+            l->head_dim != b->head_dim || l->seq != b->seq || l->norm != b->norm || l->act != b->act ||
+            l->bias != b->bias || l->dropout != b->dropout || l->attn_window != b->attn_window ||
+            l->q_lora_rank != b->q_lora_rank || l->kv_lora_rank != b->kv_lora_rank ||
+            l->qk_nope_head_dim != b->qk_nope_head_dim || l->qk_rope_head_dim != b->qk_rope_head_dim ||
+            l->v_head_dim != b->v_head_dim)
             NO("%s builds identical transformer layers; layer %lld of %s differs from layer 1", who, (long long)i,
                m->name);
+        /* [M] one MLP width for the dense layers (--ffn-hidden-size) and one MoE block for the expert layers
+         * (--num-experts, --moe-ffn-hidden-size, ...: transformer_config.py has one value of each), placed by
+         * --moe-layer-freq */
+        if (!ps_layer_is_moe(l)) {
+            if (!dense) dense = l;
+            if (l->ffn_hidden != dense->ffn_hidden)
+                NO("%s builds one MLP width for the dense layers; layer %lld of %s differs from layer %lld", who,
+                   (long long)i, m->name, (long long)(dense - m->layers));
+        } else {
+            if (!moe) moe = l;
+            if (l->n_experts != moe->n_experts || l->top_k != moe->top_k || l->expert_ffn != moe->expert_ffn ||
+                l->n_shared_experts != moe->n_shared_experts || l->shared_ffn != moe->shared_ffn ||
+                l->capacity_factor != moe->capacity_factor || l->router != moe->router)
+                NO("%s builds one mixture-of-experts block for every expert layer; layer %lld of %s differs from "
+                   "layer %lld", who, (long long)i, m->name, (long long)(moe - m->layers));
+        }
     }
     if (b->attn_window) NO("%s: sliding-window attention (layer 1 of %s) is not exported", who, m->name);
     if (m->layers[0].token_types || m->layers[0].pooler)
@@ -108,9 +127,47 @@ const char *ps_framework_torchtitan_flavor(const ps_model *m)
     return NULL;
 }
 
+/* The first layer of m with routed experts / latent attention, or -1. */
+static int64_t first_moe_or_mla(const ps_model *m, bool mla)
+{
+    for (int64_t l = 0; l < m->n_layers; l++)
+        if (mla ? ps_layer_is_mla(&m->layers[l]) : ps_layer_is_moe(&m->layers[l])) return l;
+    return -1;
+}
+
+/* [D] DeepSpeed's config has no mixture-of-experts key: deepspeed/moe/layer.py MoE(hidden_size, expert, num_experts,
+ * ep_size, k, capacity_factor, ..., drop_tokens, enable_expert_tensor_parallelism) is built by the model code, its
+ * expert groups by deepspeed/utils/groups.py from ep_size, and its gating (deepspeed/moe/sharded_moe.py: softmax
+ * top-1 / top-2 / top-k gating with capacity and token dropping by default) runs the local experts one by one
+ * (deepspeed/moe/experts.py), not the grouped GEMMs, dropless dispatch, sigmoid routing or shared experts psearch
+ * prices. Latent attention it has none. So a config would launch another model or another plan: refused. */
+static bool deepspeed_model(const ps_model *m, char *why, size_t cap)
+{
+    int64_t l = first_moe_or_mla(m, false);
+    if (l >= 0)
+        NO("DeepSpeed's config cannot describe mixture-of-experts layers (layer %lld of %s): deepspeed.moe.layer.MoE "
+           "and its ep_size live in the model code (Megatron-DeepSpeed: --num-experts, --ep-world-size), whose "
+           "gating runs each local expert on its own with capacity-based dropping, not the grouped, dropless "
+           "experts psearch prices; export this plan with --export megatron", (long long)l, m->name);
+    l = first_moe_or_mla(m, true);
+    if (l >= 0)
+        NO("DeepSpeed has no multi-head latent attention (layer %lld of %s): the model code's, not a config key; "
+           "export this plan with --export megatron", (long long)l, m->name);
+    return true;
+}
+
 static bool torchtitan_model(const ps_model *m, char *why, size_t cap)
 {
     const ps_layer *b = NULL;
+    /* [T] v0.2.2 has MoE models of its own (models/deepseek_v3, qwen3, llama4, with [parallelism]
+     * expert_parallel_degree and expert_tensor_parallel_degree 1 or tp, distributed/parallel_dims.py), each with
+     * its own flavors, router and load-balancing code; psearch's torchtitan export writes the llama3 model only */
+    int64_t l = first_moe_or_mla(m, false);
+    if (l < 0) l = first_moe_or_mla(m, true);
+    if (l >= 0)
+        NO("the torchtitan export writes its llama3 model only; layer %lld of %s is %s (torchtitan v0.2.2's own "
+           "deepseek_v3 / qwen3 / llama4 models are not exported yet); export this plan with --export megatron",
+           (long long)l, m->name, ps_layer_is_moe(&m->layers[l]) ? "a mixture-of-experts layer" : "latent attention");
     if (!gpt_shape(m, &b, why, cap, "torchtitan's llama3 model")) return false;
     const ps_layer *e = &m->layers[0], *h = &m->layers[m->n_layers - 1];
     if (b->norm != PS_NORM_RMSNORM || b->act != PS_ACT_SWIGLU || b->bias || e->positions || h->tied || b->dropout)
@@ -236,7 +293,7 @@ static const ps_framework_rules k_rules[PS_FW_COUNT] = {
             .cp = {false, false},
             .cp_seq_multiple = 0,
             .cp_zero = {false, false, false, false},
-            .model_runs = NULL, /* PipelineModule takes any layer list */
+            .model_runs = deepspeed_model, /* PipelineModule takes any layer list, but no MoE from the config */
         },
     [PS_FW_TORCHTITAN] =
         {
@@ -459,17 +516,60 @@ bool ps_framework_tp_ok(ps_framework f, const ps_layer *l, int tp, int cp, int64
     return true;
 }
 
-bool ps_framework_runs(ps_framework f, const ps_model *m, const ps_plan *p, char *why, size_t cap)
-{
-    const ps_framework_rules *r = ps_framework_get(f);
-    if (why && cap) why[0] = '\0';
-    if (!r) return true;
 #define NO(...)                                                                                                        \
     do {                                                                                                               \
         if (why && cap) snprintf(why, cap, __VA_ARGS__);                                                               \
         return false;                                                                                                  \
     } while (0)
+/* Expert parallelism as the frameworks take it: one --expert-model-parallel-size and --expert-tensor-parallel-size
+ * for the whole model ([M] arguments.py; only Megatron-LM's rules reach here with MoE layers, the others refuse the
+ * model). The degrees of the MoE layers count; a dense layer ignores them (the cost model does), but a plan with an
+ * expert grid on a model without experts is refused rather than dropped: [M] arguments.py asserts "num_experts must
+ * be non None to use expert model parallelism", and such a plan file says something about the model that is not so. */
+static bool expert_rules(const ps_framework_rules *r, const ps_model *m, const ps_plan *p, char *why, size_t cap)
+{
+    const ps_strategy *ref = NULL;
+    const ps_layer *ref_l = NULL;
+    for (int64_t i = 0; i < m->n_layers; i++) {
+        const ps_strategy *st = &p->layer[i];
+        const ps_layer *l = &m->layers[i];
+        if (!ps_layer_is_moe(l)) continue;
+        if (!ref) {
+            ref = st;
+            ref_l = l;
+        }
+        if (ps_strategy_ep(st) != ps_strategy_ep(ref) || ps_strategy_etp(st) != ps_strategy_etp(ref))
+            NO("%s takes one expert-parallel layout for every MoE layer; layer %lld has ep %d, etp %d, layer %lld ep "
+               "%d, etp %d", r->title, (long long)i, ps_strategy_ep(st), ps_strategy_etp(st),
+               (long long)(ref_l - m->layers), ps_strategy_ep(ref), ps_strategy_etp(ref));
+        /* [M] megatron/core/transformer/moe/moe_layer.py MoELayer.forward raises in training when the attention's TP
+         * group is larger than 1 without sequence parallelism (whatever ep) */
+        if (st->tp > 1 && !st->sp)
+            NO("%s runs MoE layers with tensor parallelism only with sequence parallelism (layer %lld: tp %d without "
+               "sp; moe_layer.py)", r->title, (long long)i, st->tp);
+        /* [M] transformer_config.py: "Bias in Moe is only supported when ETP==1" */
+        if (l->bias && ps_strategy_etp(st) != 1)
+            NO("%s runs MoE layers with biases only with expert tensor parallelism 1 (layer %lld: etp %d)", r->title,
+               (long long)i, ps_strategy_etp(st));
+    }
+    if (ref) return true;
+    for (int64_t i = 0; i < m->n_layers; i++) {
+        const ps_strategy *st = &p->layer[i];
+        if (ps_strategy_ep(st) > 1 || ps_strategy_etp(st) != st->tp)
+            NO("%s has no mixture-of-experts layer: the plan's expert grid (layer %lld: ep %d, etp %d, tp %d) is "
+               "not for this model (plan ep 1 and etp = tp, or leave \"ep\" / \"etp\" out of the plan file)",
+               m->name, (long long)i, ps_strategy_ep(st), ps_strategy_etp(st), st->tp);
+    }
+    return true;
+}
+
+bool ps_framework_runs(ps_framework f, const ps_model *m, const ps_plan *p, char *why, size_t cap)
+{
+    const ps_framework_rules *r = ps_framework_get(f);
+    if (why && cap) why[0] = '\0';
+    if (!r) return true;
     if (r->model_runs && !r->model_runs(m, why, cap)) return false;
+    if (!expert_rules(r, m, p, why, cap)) return false;
     if ((unsigned)m->dtype >= 4 || !r->dtype[m->dtype])
         NO("%s does not train in %s", r->title, ps_dtype_name(m->dtype));
     if (!ps_framework_has_schedule(r, p->schedule)) NO("%s runs no schedule '%s'", r->title, p->schedule);

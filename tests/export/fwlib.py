@@ -13,6 +13,8 @@ import re
 import shlex
 import tomllib
 
+import megatron_model
+
 
 # ---------------------------------------------------------------- Megatron-LM (NVIDIA/Megatron-LM d98e8a64ddf3)
 
@@ -236,6 +238,59 @@ def validate_megatron(text, gpus, keys):
         errors.append("FP8 runs inside bf16/fp16 mixed precision")
     if num("--make-vocab-size-divisible-by", 128) < 1:
         errors.append("vocabulary divisor below 1")
+    errors += megatron_moe_errors(a, num, gpus, tp, pp, sp)
+    return errors
+
+
+def megatron_moe_errors(a, num, gpus, tp, pp, sp):
+    """Megatron-LM's rules for experts and latent attention (d98e8a64)."""
+    errors = []
+    experts = num("--num-experts")
+    ep = num("--expert-model-parallel-size", 1)
+    etp = num("--expert-tensor-parallel-size", tp)  # arguments.py: None -> tensor_model_parallel_size
+    if experts is None:
+        if ep > 1:  # arguments.py: "num_experts must be non None to use expert model parallelism"
+            errors.append("expert parallelism without --num-experts")
+        moe_only = [k for k in a if k.startswith("--moe-") or k == "--expert-tensor-parallel-size"]
+        if moe_only:  # nothing reads them without experts: the launch would not be what it says
+            errors.append(f"{', '.join(moe_only)} without --num-experts do nothing")
+    else:
+        if experts % ep:  # arguments.py: "Number of experts should be a multiple of expert model parallel_size."
+            errors.append(f"{experts} experts not a multiple of ep {ep}")
+        if gpus % (etp * ep * pp):  # parallel_state.py: world % (etp x ep x pp), the expert grid
+            errors.append(f"world {gpus} not divisible by etp x ep x pp {etp * ep * pp}")
+        if tp > 1 and not sp:  # moe/moe_layer.py MoELayer.forward raises in training
+            errors.append("MoE with tensor parallelism needs --sequence-parallel (moe_layer.py)")
+        if "--disable-bias-linear" not in a and etp != 1:  # transformer_config.py
+            errors.append("Bias in Moe is only supported when ETP==1")
+        width = num("--moe-ffn-hidden-size", num("--ffn-hidden-size", 0))
+        if width and width % etp:  # transformer_engine.py TEGroupedLinear: divide(output_size, tp_size)
+            errors.append(f"expert width {width} not divisible by etp {etp}")
+        score = a.get("--moe-router-score-function", "softmax")
+        if "--moe-router-enable-expert-bias" in a and score not in ("sigmoid", "sqrtsoftplus"):
+            errors.append("transformer_config.py: expert bias only with sigmoid or sqrtsoftplus scores")
+        lb = a.get("--moe-router-load-balancing-type", "aux_loss")
+        if num("--moe-router-topk", 2) == 1 and score == "softmax" and "--moe-router-pre-softmax" not in a and \
+                lb != "sinkhorn":  # transformer_config.py
+            errors.append("Please use --moe-router-pre-softmax when topk is 1.")
+        if "--moe-expert-capacity-factor" in a and lb not in ("aux_loss", "seq_aux_loss", "global_aux_loss", "none"):
+            errors.append("moe_expert_capacity_factor only works with aux_loss, seq_aux_loss, global_aux_loss or none")
+        if "--moe-layer-freq" in a:
+            try:
+                pat = megatron_model.moe_pattern(a["--moe-layer-freq"], num("--num-layers"))
+                if len(pat) != num("--num-layers"):  # gpt_layer_specs.py
+                    errors.append(f"Invalid length of moe_layer_pattern: {len(pat)}, expected {num('--num-layers')}")
+                elif set(pat) - {0, 1}:
+                    errors.append(f"Invalid layer pattern: {pat}")
+            except (ValueError, SyntaxError) as e:
+                errors.append(str(e))
+    mla = "--multi-latent-attention" in a
+    if mla and "--group-query-attention" in a:  # arguments.py
+        errors.append("Group query attention is mutually exclusive with multi latent attention.")
+    mla_only = [k for k in ("--q-lora-rank", "--kv-lora-rank", "--qk-head-dim", "--qk-pos-emb-head-dim",
+                            "--v-head-dim") if k in a]
+    if mla_only and not mla:
+        errors.append(f"{', '.join(mla_only)} without --multi-latent-attention do nothing")
     return errors
 
 
@@ -264,7 +319,9 @@ def megatron_read(text, gpus, keys):
     base = {"tp": tp, "dp": dp, "zero": zero, "sp": "--sequence-parallel" in a,
             "overlap": "te" if "--tp-comm-overlap" in a else "none", "attention": attn,
             "dp_overlap": dp * cp == 1 or "--overlap-grad-reduce" in a, "cp": cp,
-            "cp_comm": "a2a" if cp > 1 and a.get("--cp-comm-type") == "a2a" else "ring"}
+            "cp_comm": "a2a" if cp > 1 and a.get("--cp-comm-type") == "a2a" else "ring",
+            "ep": int(a.get("--expert-model-parallel-size", 1)),
+            "etp": int(a.get("--expert-tensor-parallel-size", tp))}
     stages = []
     for s in range(S):
         strat = []

@@ -78,6 +78,40 @@ def no_edge_recompute(plan):
     return resplit(blocks, head_ckpt="none")(plan) if n else plan
 
 
+def experts(ep, etp, then=None):
+    """An edit: the expert grid ep x etp on every layer (dense layers ignore it), after the edit `then`."""
+    def edit(plan):
+        plan = then(plan) if then else copy.deepcopy(plan)
+        for key in ("ep", "etp"):
+            plan.pop(key, None)
+        for st in plan["stages"]:
+            for s in st["strategies"]:
+                s.update(ep=ep, etp=etp)
+        return plan
+    return edit
+
+
+def fixed_plan(blocks, gbs, mbs, pp, **strategy):
+    """A plan file written by hand (a plan the search does not make yet: DeepSeek-V3 fits on H100s only with expert
+    parallelism): `blocks` transformer layers per (virtual) stage, the embedding with the first, the head with the
+    last, one strategy on every layer (recomputation on the transformer layers only)."""
+    def make():
+        S = len(blocks)
+        cuts = [0]
+        for s, b in enumerate(blocks):
+            cuts.append(cuts[-1] + b + (s == 0) + (s == S - 1))
+        stages = []
+        for s in range(S):
+            strat = [dict(strategy, layers=[i, i + 1],
+                          ckpt="none" if i in (0, cuts[-1] - 1) else strategy.get("ckpt", "none"))
+                     for i in range(cuts[s], cuts[s + 1])]
+            stages.append({"layers": [cuts[s], cuts[s + 1]], "strategies": fwlib.merge_runs(strat)})
+        return {"gbs": gbs, "mbs": mbs, "pp": pp, "vpp": S // pp, "schedule": "1f1b" if S == pp else "interleaved",
+                "stages": stages}
+    return make
+
+
+
 class Export:
     """One export, parsed, for the checks of Expect: `doc` is {flag: value or True} (Megatron-LM), the config dict
     (DeepSpeed) or the TOML dict (torchtitan); `blocks` the transformer layers of every (virtual) stage, `pp`."""
@@ -286,6 +320,79 @@ CASES = {
         ("refuse_cp_seq", ["estimate", "--model", "llama3-8b", "--seq", "8196", "--cluster", "dgx-h100:1", "--cp",
                            "4", "--cp-comm", "a2a", "--zero", "1", "--gbs", "8"], None,
          ["--seq", "8196", "--vocab-pad", "128"], r"multiple of 2 x cp 4", False),
+        # mixture of experts and latent attention (#21): Mixtral with 8-way expert parallelism (all-to-all dispatch)
+        # and without (the allgather dispatcher of a sequence-parallel MLP), Qwen3-30B-A3B's expert grid of etp 2 x
+        # ep 8, DeepSeek-V3 (MLA, 3 dense layers then 58 MoE ones, sigmoid routing with expert bias, a shared
+        # expert) on 512 H100s with ep 64 (a hand-written plan file; the others edit estimate's plans or take --ep),
+        # the interleaves of --moe-layer-freq (a period, an int), a capacity factor, top-1 routing; the rules refused
+        ("mixtral_ep8", ["estimate", "--model", "mixtral-8x7b", "--seq", "4096", "--cluster", "dgx-h100:8", "--tp", "2",
+                         "--pp", "4", "--seq-parallel", "--zero", "1", "--gbs", "256", "--ep", "8", "--etp", "1"], None,
+         ["--seq", "4096", "--vocab-pad", "256"], None, True,
+         [Expect.has("--num-experts", "8"), Expect.has("--expert-model-parallel-size", "8"),
+          Expect.has("--expert-tensor-parallel-size", "1"), Expect.has("--moe-token-dispatcher-type", "alltoall"),
+          Expect.has("--moe-router-topk", "2"), Expect.has("--moe-ffn-hidden-size", "14336"),
+          Expect.has("--moe-grouped-gemm"), Expect.lacks("--moe-layer-freq"), Expect.lacks("--multi-latent-attention"),
+          *ZERO1_MEGATRON]),
+        ("mixtral_tp_experts", ["estimate", "--model", "mixtral-8x7b", "--seq", "4096", "--cluster", "dgx-h100:8",
+                                "--tp", "2", "--pp", "4", "--seq-parallel", "--zero", "1", "--gbs", "256",
+                                "--recompute", "full"], no_edge_recompute, ["--seq", "4096", "--vocab-pad", "256"],
+         None, True,
+         [Expect.has("--expert-model-parallel-size", "1"), Expect.has("--expert-tensor-parallel-size", "2"),
+          Expect.has("--moe-token-dispatcher-type", "allgather")]),
+        ("qwen3_etp2_ep8", ["estimate", "--model", "qwen3-30b-a3b", "--cluster", "dgx-h100:4", "--tp", "2", "--pp",
+                            "2", "--seq-parallel", "--zero", "1", "--gbs", "128", "--recompute", "full"],
+         experts(8, 2, no_edge_recompute), ["--vocab-pad", "256"], None, False,
+         [Expect.has("--expert-model-parallel-size", "8"), Expect.has("--expert-tensor-parallel-size", "2"),
+          Expect.has("--num-experts", "128"), Expect.has("--moe-router-topk", "8"),
+          Expect.has("--moe-token-dispatcher-type", "alltoall")]),
+        ("deepseek_v3_ep64", ["plan", "--model", "deepseek-v3", "--cluster", "dgx-h100:64",
+                              fixed_plan([7, 8, 8, 8, 8, 8, 8, 6], 1024, 1, 8, tp=2, dp=32, zero=1, ckpt="full",
+                                         sp=True, overlap="none", attention="fused", dp_overlap=True, cp=1,
+                                         cp_comm="ring", ep=64, etp=1)], None, ["--vocab-pad", "256"], None, False,
+         [Expect.has("--multi-latent-attention"), Expect.has("--q-lora-rank", "1536"),
+          Expect.has("--kv-lora-rank", "512"), Expect.has("--qk-head-dim", "128"),
+          Expect.has("--qk-pos-emb-head-dim", "64"), Expect.has("--v-head-dim", "128"),
+          Expect.has("--rope-type", "rope"), Expect.lacks("--kv-channels"), Expect.lacks("--group-query-attention"),
+          Expect.has("--num-experts", "256"), Expect.has("--moe-layer-freq", "([0]*3+[1]*58)"),
+          Expect.has("--ffn-hidden-size", "18432"), Expect.has("--moe-ffn-hidden-size", "2048"),
+          Expect.has("--moe-shared-expert-intermediate-size", "2048"),
+          Expect.has("--moe-router-score-function", "sigmoid"), Expect.has("--moe-router-enable-expert-bias"),
+          Expect.has("--expert-model-parallel-size", "64"), Expect.has("--decoder-first-pipeline-num-layers", "7"),
+          Expect.lacks("--moe-expert-capacity-factor")]),
+        ("moe_interleave_capacity", ["estimate", "--model", "@DATA@/export/moe-alt.json", "--cluster",
+                                     "dgx-a100-80g:1", "--tp", "2", "--seq-parallel", "--gbs", "64"], experts(4, 1),
+         ["--vocab-pad", "256"], None, False,
+         [Expect.has("--moe-layer-freq", "([0]+[1])*4"), Expect.has("--moe-expert-capacity-factor", "1.25"),
+          Expect.has("--moe-router-pre-softmax"), Expect.lacks("--disable-bias-linear"),
+          Expect.has("--expert-tensor-parallel-size", "1")]),
+        ("moe_every2_shared", ["estimate", "--model", "@DATA@/export/moe-every2.json", "--cluster", "dgx-h100:2",
+                               "--tp", "2", "--pp", "2", "--seq-parallel", "--gbs", "64"], experts(4, 2),
+         ["--vocab-pad", "256"], None, False,
+         [Expect.has("--moe-layer-freq", "2"), Expect.has("--moe-shared-expert-intermediate-size", "2048"),
+          Expect.has("--ffn-hidden-size", "8192")]),
+        # searches of the expert grid: Mixtral's best plan (ep 1 on 64 H100s), Mixtral with --ep 8 fixed, and a
+        # small MoE model at 64K tokens whose best plan has ep 8 beside cp 2 (test_search_brute's tiny_moe_long)
+        ("search_mixtral", ["search", "--model", "mixtral-8x7b", "--seq", "4096", "--cluster", "dgx-h100:8"], None,
+         ["--seq", "4096", "--vocab-pad", "256"], None, True,
+         [Expect.has("--num-experts", "8"), Expect.has("--expert-model-parallel-size", "1"),
+          Expect.has("--moe-token-dispatcher-type", "allgather")]),
+        ("search_mixtral_ep8", ["search", "--model", "mixtral-8x7b", "--seq", "4096", "--cluster", "dgx-h100:8",
+                                "--ep", "8"], None, ["--seq", "4096", "--vocab-pad", "256"], None, True,
+         [Expect.has("--expert-model-parallel-size", "8"), Expect.has("--moe-token-dispatcher-type", "alltoall")]),
+        ("search_moe_ep_cp", ["search", "--model", "@DATA@/models/good/tiny-moe-search.json", "--seq", "65536",
+                              "--cluster", "dgx-a100-40g:1", "--gbs", "4"], None, ["--seq", "65536", "--vocab-pad",
+                                                                                  "256"], None, True,
+         [Expect.has("--expert-model-parallel-size", positive), Expect.has("--context-parallel-size", positive),
+          Expect.has("--moe-token-dispatcher-type", "alltoall")]),
+        ("refuse_moe_tp_no_sp", ["estimate", "--model", "mixtral-8x7b", "--seq", "4096", "--cluster", "dgx-h100:8",
+                                 "--tp", "2", "--pp", "4", "--zero", "1", "--gbs", "256"], None,
+         ["--seq", "4096", "--vocab-pad", "256"], r"MoE layers with tensor parallelism only with sequence parallelism",
+         False),
+        ("refuse_moe_bias_etp", ["estimate", "--model", "@DATA@/export/moe-alt.json", "--cluster", "dgx-a100-80g:1",
+                                 "--tp", "2", "--seq-parallel", "--gbs", "64"], experts(2, 2), ["--vocab-pad", "256"],
+         r"MoE layers with biases only with expert tensor parallelism 1", False),
+        ("refuse_dense_ep", ["estimate", *H100_4, "--tp", "2", "--pp", "4", "--seq-parallel", "--gbs", "128"],
+         experts(2, 2), ["--vocab-pad", "256"], r"has no mixture-of-experts layer: the plan's expert grid", False),
     ],
     "deepspeed": [
         ("pp4_balanced_zero1", ["estimate", *H100_4, "--tp", "2", "--pp", "4", "--zero", "1", "--gbs", "256",
@@ -336,6 +443,10 @@ CASES = {
                        "--zero", "1", "--gbs", "8", "--dp-overlap", "off"], None,
          ["--seq", "8192", "--vocab-pad", "1024"], r"runs no context parallelism: its config has no key for it",
          False),
+        # mixture of experts (#21): not in DeepSpeed's config (deepspeed.moe.layer.MoE is model code)
+        ("refuse_moe", ["estimate", "--model", "mixtral-8x7b", "--seq", "4096", "--cluster", "dgx-h100:8", "--tp", "2",
+                        "--pp", "4", "--zero", "1", "--gbs", "256", "--dp-overlap", "off"], None,
+         ["--seq", "4096", "--vocab-pad", "256"], r"config cannot describe mixture-of-experts layers", False),
     ],
     "torchtitan": [
         ("fsdp_tp2_full", ["estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:2", "--tp", "2", "--seq-parallel",
@@ -411,6 +522,11 @@ CASES = {
         ("refuse_cp_ddp", ["estimate", "--model", "@DATA@/export/tt-debugmodel.json", "--seq", "8192", "--cluster",
                            "dgx-a100-80g:1", "--cp", "2", "--gbs", "8"], None, ["--seq", "8192", "--vocab-pad", "1"],
          r"context parallelism \(cp 2\) with ZeRO stage 3", False),
+        # mixture of experts (#21): the export writes torchtitan's llama3 model only
+        ("refuse_moe", ["estimate", "--model", "mixtral-8x7b", "--seq", "4096", "--cluster", "dgx-h100:8", "--tp", "2",
+                        "--pp", "4", "--seq-parallel", "--zero", "3", "--gbs", "256"], experts(8, 1),
+         ["--seq", "4096", "--vocab-pad", "1"], r"writes its llama3 model only; layer 1 of mixtral-8x7b is a "
+                                                r"mixture-of-experts layer", False),
     ],
 }
 
@@ -435,13 +551,27 @@ def megatron_checks(text, gpus, keys, model, llama3):
     arch = megatron_model.arch_errors(a, model)
     if errors or arch:
         return "the flags build another model: " + "; ".join(errors + arch)
+    args, notes = text.split("\n\n", 1)
+    arch_a = megatron_model.megatron_arch(a)
+    if arch_a["moe"] or arch_a["mla"]:
+        for flag in megatron_model.MOE_MLA_MODEL_FLAGS:
+            lines = [ln for ln in args.splitlines() if ln.split()[0] != flag]
+            if len(lines) == len(args.splitlines()):
+                continue
+            if megatron_model.MOE_MLA_DEFAULTS.get(flag) == a[flag] or \
+                    (flag == "--moe-ffn-hidden-size" and a[flag] == a.get("--ffn-hidden-size")) or \
+                    (flag == "--ffn-hidden-size" and int(a[flag]) == megatron_model.ffn_default(a)):
+                continue  # Megatron's default: the same model without it
+            dropped = "\n".join(lines) + "\n\n" + notes
+            b, errs = fwlib.megatron_args(dropped, keys["flags"])
+            if not (errs or fwlib.validate_megatron(dropped, gpus, keys) or megatron_model.arch_errors(b, model)):
+                return f"the launch without {flag} passes as the same model: the check does not read {flag}"
     if not llama3:
         return None
     ex = Export("megatron", text, keys, None, None, None)
     missing = [m for m in (c(ex) for c in LLAMA3_FLAGS) if m]
     if missing:
         return "Llama 3 model flags: " + "; ".join(missing)
-    args, notes = text.split("\n\n", 1)
     for flag in megatron_model.LLAMA3_MODEL_FLAGS:
         lines = [ln for ln in args.splitlines() if ln.split()[0] != flag]
         if len(lines) != len(args.splitlines()) - 1:
@@ -472,7 +602,7 @@ def main():
             continue
         expect = expect[0] if expect else []
         t0 = time.monotonic()
-        source = [a.replace("@DATA@", data) for a in source]
+        source = [a.replace("@DATA@", data) if isinstance(a, str) else a for a in source]
         model = source[source.index("--model") + 1]
         cluster = source[source.index("--cluster") + 1]
         inputs = ["--model", model, "--cluster", cluster] + opts
@@ -487,11 +617,14 @@ def main():
         if source[0] == "search" and edit is None and refusal is None:
             cmd = cmd + ["--framework", fw]
         pad = ["--vocab-pad", opts[opts.index("--vocab-pad") + 1]]
-        r = run([psearch, *cmd, *pad, "--format", "json"])
-        if r.returncode:
-            fail(f"making the plan: {' '.join(cmd)}: {r.stderr.strip()}")
-            continue
-        plan = json.loads(r.stdout)
+        if source[0] == "plan":  # ["plan", "--model", M, "--cluster", C, fixed_plan(...)]
+            plan = source[-1]()
+        else:
+            r = run([psearch, *cmd, *pad, "--format", "json"])
+            if r.returncode:
+                fail(f"making the plan: {' '.join(cmd)}: {r.stderr.strip()}")
+                continue
+            plan = json.loads(r.stdout)
         if edit:
             plan = edit(plan)
         orig = os.path.join(tmp, f"{fw}-{name}.json")
@@ -552,8 +685,10 @@ def main():
             ms = json.loads(run([psearch, "model", "show", model, *seq, "--format", "json"]).stdout)
             blocks = [g for g in ms["layer_groups"] if g["kind"] == "decoder"]
             b = blocks[0]
+            # --ffn-hidden-size is the dense layers' MLP (the experts' width in a model of MoE layers only)
+            dense = next((g for g in blocks if not g.get("n_experts")), b)
             want_shape = {"layers": sum(g["count"] for g in blocks), "hidden": b["hidden"], "heads": b["heads"],
-                          "ffn": b["ffn_hidden"], "kv_heads": b["kv_heads"], "seq": b["seq"]}
+                          "ffn": dense["ffn_hidden"], "kv_heads": b["kv_heads"], "seq": b["seq"]}
             if want_shape != shape:
                 fail(f"model flags {shape} are not the model's {want_shape}")
                 continue

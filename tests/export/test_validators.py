@@ -12,6 +12,7 @@ import sys
 import tempfile
 
 import fwlib
+from run_exports import experts, fixed_plan
 
 
 def export(psearch, args, fw):
@@ -44,6 +45,22 @@ def main():
     tt_cp_args = ["--model", "llama3-8b", "--seq", "65536", "--cluster", "dgx-h100:2", "--tp", "2", "--cp", "4",
                   "--seq-parallel", "--zero", "3", "--gbs", "8", "--recompute", "full", "--vocab-pad", "1"]
     tt_cp = export(psearch, tt_cp_args, "torchtitan")
+    # mixture of experts and latent attention (#21): plan files (estimate's plan options set no expert grid yet):
+    # Mixtral on an expert grid of ep 8 (etp 1), DeepSeek-V3 with ep 64
+    tmp = tempfile.mkdtemp(prefix="psearch-export-")
+    mx_args = ["--model", "mixtral-8x7b", "--seq", "4096", "--cluster", "dgx-h100:8", "--vocab-pad", "256"]
+    r = subprocess.run([psearch, "estimate", *mx_args, "--tp", "2", "--pp", "4", "--seq-parallel", "--zero", "1",
+                        "--gbs", "256", "--format", "json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    mx_plan = os.path.join(tmp, "mixtral-ep8.json")
+    json.dump(experts(8, 1)(json.loads(r.stdout)), open(mx_plan, "w"))
+    mg_moe = export(psearch, ["--plan", mx_plan, *mx_args], "megatron")
+    ds_plan = os.path.join(tmp, "deepseek-v3-ep64.json")
+    json.dump(fixed_plan([7, 8, 8, 8, 8, 8, 8, 6], 1024, 1, 8, tp=2, dp=32, zero=1, ckpt="full", sp=True,
+                         overlap="none", attention="fused", dp_overlap=True, cp=1, cp_comm="ring", ep=64, etp=1)(),
+              open(ds_plan, "w"))
+    mg_dsv3 = export(psearch, ["--plan", ds_plan, "--model", "deepseek-v3", "--cluster", "dgx-h100:64",
+                               "--vocab-pad", "256"], "megatron")
 
     def expect(fw, name, text, gpus, pattern):
         nonlocal checks
@@ -101,6 +118,34 @@ def main():
            "a2a: heads per TP rank")
     expect("megatron", "cp unfused", sub(mg_cp, "--attention-backend fused", "--attention-backend unfused"), 32,
            "flash or fused attention backend")
+    expect("megatron", "moe valid", mg_moe, 64, None)
+    expect("megatron", "moe ep", sub(mg_moe, "--expert-model-parallel-size 8", "--expert-model-parallel-size 3"), 64,
+           "not a multiple of ep 3")
+    expect("megatron", "expert grid", sub(mg_moe, "--expert-tensor-parallel-size 1", "--expert-tensor-parallel-size 3"),
+           64, "not divisible by etp x ep x pp 96")
+    expect("megatron", "moe without sp", sub(mg_moe, "--sequence-parallel \\\n", ""), 64, "needs --sequence-parallel")
+    expect("megatron", "moe bias etp", sub(sub(mg_moe, "--expert-tensor-parallel-size 1",
+                                               "--expert-tensor-parallel-size 2"), "--disable-bias-linear \\\n", ""),
+           64, "only supported when ETP==1")
+    expect("megatron", "moe top-1 softmax", sub(mg_moe, "--moe-router-topk 2", "--moe-router-topk 1"), 64,
+           "pre-softmax")
+    expect("megatron", "moe flags without experts", sub(mg_moe, "--num-experts 8 \\\n", ""), 64,
+           "without --num-experts")
+    expect("megatron", "ep without experts", sub(mg_pp, "--pipeline-model-parallel-size 4 \\\n",
+                                                 "--pipeline-model-parallel-size 4 \\\n"
+                                                 "--expert-model-parallel-size 2 \\\n"), 32,
+           "expert parallelism without --num-experts")
+    expect("megatron", "mla valid", mg_dsv3, 512, None)
+    expect("megatron", "expert bias softmax", sub(mg_dsv3, "--moe-router-score-function sigmoid",
+                                                  "--moe-router-score-function softmax"), 512, "expert bias only")
+    expect("megatron", "moe pattern length", sub(mg_dsv3, "[1]*58", "[1]*57"), 512, "Invalid length")
+    expect("megatron", "moe pattern characters", sub(mg_dsv3, "'([0]*3+[1]*58)'", "'[0]*3+[1]*len(range(58))'"),
+           512, "_eval_pattern refuses")
+    expect("megatron", "mla with gqa", sub(mg_dsv3, "--multi-latent-attention \\\n",
+                                           "--multi-latent-attention \\\n--group-query-attention \\\n"), 512,
+           "mutually exclusive")
+    expect("megatron", "mla flags without mla", sub(mg_dsv3, "--multi-latent-attention \\\n", ""), 512,
+           "without --multi-latent-attention")
 
     expect("deepspeed", "valid", ds, 32, None)
     cfg = json.loads(ds)
@@ -147,7 +192,6 @@ def main():
            "are not the 16 GPUs")
 
     # the read-back is exact: a launch that runs another plan predicts otherwise
-    tmp = tempfile.mkdtemp(prefix="psearch-export-")
 
     def readback_differs(fw, text, gpus, model, cluster, want_args):
         nonlocal checks
@@ -180,6 +224,11 @@ def main():
     readback_differs("torchtitan", sub(sub(tt_cp, "context_parallel_degree = 4", "context_parallel_degree = 2"),
                                        "data_parallel_shard_degree = 2", "data_parallel_shard_degree = 4"), 16,
                      "llama3-8b", "dgx-h100:2", tt_cp_args)
+    readback_differs("megatron", sub(mg_moe, "--expert-model-parallel-size 8", "--expert-model-parallel-size 4"), 64,
+                     "mixtral-8x7b", "dgx-h100:8", ["--plan", mx_plan, *mx_args])
+    readback_differs("megatron", sub(sub(mg_moe, "--expert-model-parallel-size 8", "--expert-model-parallel-size 4"),
+                                     "--expert-tensor-parallel-size 1", "--expert-tensor-parallel-size 2"), 64,
+                     "mixtral-8x7b", "dgx-h100:8", ["--plan", mx_plan, *mx_args])
     for f in fails:
         print("FAIL", f)
     print(f"{checks - len(fails)} of {checks} validator and read-back checks behave")

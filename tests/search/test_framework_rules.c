@@ -214,12 +214,71 @@ static void test_rules(void **state)
     ps_model_free(&m);
 }
 
+/* Mixtures of experts and latent attention (#21): Megatron-LM runs them under one expert grid, with sequence
+ * parallelism beside tp and etp 1 beside biases; DeepSpeed's config and the torchtitan export refuse them; an expert
+ * grid on a dense model is refused; one MoE block and one dense MLP width per model. */
+static void test_experts(void **state)
+{
+    (void)state;
+    ps_model m;
+    load("deepseek-v3", 256, &m); /* 3 dense blocks, 58 MoE ones, MLA */
+    const int64_t eight[] = {7, 8, 8, 8, 8, 8, 8, 6};
+    ps_strategy s = {.tp = 2, .dp = 32, .zero = 1, .sp = true, .attn = PS_ATTN_FUSED, .ckpt = PS_RECOMP_FULL,
+                     .ep = 64, .etp = 1};
+    ps_plan p;
+    plan_of(&m, 8, 1, "1f1b", eight, &s, 1024, &p);
+    expect(PS_FW_MEGATRON, &m, &p, NULL);
+    expect(PS_FW_DEEPSPEED, &m, &p, "config cannot describe mixture-of-experts layers (layer 4 of deepseek-v3)");
+    expect(PS_FW_TORCHTITAN, &m, &p, "writes its llama3 model only; layer 4 of deepseek-v3 is a mixture-of-experts");
+    /* a dense layer's expert degrees are ignored (the cost model ignores them) */
+    p.layer[1].ep = 4;
+    expect(PS_FW_MEGATRON, &m, &p, NULL);
+    p.layer[10].ep = 32;
+    expect(PS_FW_MEGATRON, &m, &p, "one expert-parallel layout for every MoE layer; layer 10 has ep 32, etp 1, "
+                                   "layer 4 ep 64");
+    p.layer[10].ep = 64;
+    for (int64_t i = 0; i < m.n_layers; i++) p.layer[i].sp = false;
+    expect(PS_FW_MEGATRON, &m, &p, "MoE layers with tensor parallelism only with sequence parallelism (layer 4");
+    for (int64_t i = 0; i < m.n_layers; i++) p.layer[i].sp = true;
+    for (int64_t i = 0; i < m.n_layers; i++) m.layers[i].bias = true;
+    expect(PS_FW_MEGATRON, &m, &p, NULL); /* etp 1 */
+    for (int64_t i = 0; i < m.n_layers; i++) p.layer[i].etp = 2;
+    expect(PS_FW_MEGATRON, &m, &p, "MoE layers with biases only with expert tensor parallelism 1 (layer 4: etp 2)");
+    for (int64_t i = 0; i < m.n_layers; i++) m.layers[i].bias = false;
+    expect(PS_FW_MEGATRON, &m, &p, NULL);
+    /* one MoE block, one dense width */
+    m.layers[30].top_k = 6;
+    expect(PS_FW_MEGATRON, &m, &p, "one mixture-of-experts block for every expert layer; layer 30");
+    m.layers[30].top_k = 8;
+    m.layers[2].ffn_hidden = 1024;
+    expect(PS_FW_MEGATRON, &m, &p, "one MLP width for the dense layers; layer 2");
+    m.layers[2].ffn_hidden = m.layers[1].ffn_hidden;
+    m.layers[20].kv_lora_rank = 256;
+    expect(PS_FW_MEGATRON, &m, &p, "identical transformer layers; layer 20");
+    ps_plan_free(&p);
+    ps_model_free(&m);
+    /* an expert grid on a model without experts: refused by every framework */
+    load("llama3-8b", 0, &m);
+    s = (ps_strategy){.tp = 2, .dp = 4, .zero = 1, .sp = true, .attn = PS_ATTN_FUSED, .ep = 2};
+    plan_of(&m, 4, 1, "1f1b", (int64_t[]){8, 8, 8, 8}, &s, 128, &p);
+    expect(PS_FW_MEGATRON, &m, &p, "llama3-8b has no mixture-of-experts layer: the plan's expert grid (layer 0: ep 2");
+    for (int64_t i = 0; i < m.n_layers; i++) p.layer[i].ep = 0;
+    expect(PS_FW_MEGATRON, &m, &p, NULL);
+    for (int64_t i = 0; i < m.n_layers; i++) p.layer[i].etp = 2; /* = tp: no grid */
+    expect(PS_FW_MEGATRON, &m, &p, NULL);
+    p.layer[3].etp = 1;
+    expect(PS_FW_TORCHTITAN, &m, &p, "has no mixture-of-experts layer: the plan's expert grid (layer 3: ep 1, etp 1");
+    ps_plan_free(&p);
+    ps_model_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_deepspeed_splits),
         cmocka_unit_test(test_recompute_patterns),
         cmocka_unit_test(test_rules),
+        cmocka_unit_test(test_experts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
