@@ -238,7 +238,7 @@ ps_status ps_cmd_estimate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     int64_t vocab_pad = 0;
     if (o->plan) {
         if (o->tp || o->pp || o->dp || o->mbs || o->gbs || o->vpp || o->zero >= 0 || o->recompute || o->schedule ||
-            o->seq_parallel || o->tp_overlap || o->cp || o->cp_comm)
+            o->seq_parallel || o->tp_overlap || o->cp || o->cp_comm || o->ep || o->etp)
             return PS_FAIL(PS_ERR_INPUT, "--plan %s: give the plan either as a file or as flags, not both", o->plan);
         PS_TRY(ps_json_load_file(o->plan, &root));
     }

@@ -1104,7 +1104,8 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
     double ep_load = 1, ep_act = 0;
     if (folded) {
         double tok, inner;
-        ep_load = ps_cost_ep_rank_load(p, l, (double)(l->n_experts / ps_strategy_ep(s)));
+        /* at ep 1 every GPU holds every expert: no GPU of the group is busier than another */
+        ep_load = ps_strategy_ep(s) > 1 ? ps_cost_ep_rank_load(p, l, (double)(l->n_experts / ps_strategy_ep(s))) : 1;
         ps_layer_moe_act_parts(lt, dtype, &tok, &inner);
         ep_act = (double)mbs * (tok * (ps_strategy_etp(s) * ep_load - 1) + inner * (ep_load - 1)) / s->tp;
         act_full += ep_act;
@@ -1168,13 +1169,19 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
      * dp x cp of every other parameter). Pd: the rest of the layer on this GPU, Pe: its experts. */
     double P = ps_cost_params_per_gpu(l, s->tp), dp = ps_strategy_dp_cp(s);
     const int ep = ps_strategy_ep(s), etp = ps_strategy_etp(s);
-    double R = (double)ps_layer_routed_params(l), Pe = R / ((double)ep * etp), Pd = P - R / s->tp;
+    double R = folded ? (double)ps_layer_routed_params(l) : 0, Pe = R / ((double)ep * etp), Pd = P - R / s->tp;
     double edp = (double)ps_strategy_width(s) / ((double)ep * etp);
-    P = Pd + Pe;
     double opt = elt >= 4 ? 8 : 12;
-    out->mem_params = (Pd / (s->zero >= 3 ? dp : 1) + Pe / (s->zero >= 3 ? edp : 1)) * elt;
-    out->mem_grads = (Pd / (s->zero >= 2 ? dp : 1) + Pe / (s->zero >= 2 ? edp : 1)) * elt;
-    out->mem_optim = (Pd / (s->zero >= 1 ? dp : 1) + Pe / (s->zero >= 1 ? edp : 1)) * opt;
+    if (folded) {
+        P = Pd + Pe;
+        out->mem_params = Pd * elt / (s->zero >= 3 ? dp : 1) + Pe * elt / (s->zero >= 3 ? edp : 1);
+        out->mem_grads = Pd * elt / (s->zero >= 2 ? dp : 1) + Pe * elt / (s->zero >= 2 ? edp : 1);
+        out->mem_optim = Pd * opt / (s->zero >= 1 ? dp : 1) + Pe * opt / (s->zero >= 1 ? edp : 1);
+    } else { /* the layer as a whole over dp x cp, in the arithmetic it always had */
+        out->mem_params = P * elt / (s->zero >= 3 ? dp : 1);
+        out->mem_grads = P * elt / (s->zero >= 2 ? dp : 1);
+        out->mem_optim = P * opt / (s->zero >= 1 ? dp : 1);
+    }
     out->mem_act = ps_layer_act_bytes_attn(lt, dtype, s->tp, sp, s->ckpt, s->attn) * (double)mbs +
                    (s->ckpt == PS_RECOMP_FULL ? 0 : ep_act);
     if (s->ckpt == PS_RECOMP_FULL)

@@ -88,6 +88,15 @@ int ps_search_max_tp(const ps_search_opts *o, const ps_cluster *c)
     return (int)(d > 0 ? d : 1);
 }
 
+/* The largest expert tensor-parallel degree tried: --max-tp's bound, else an NVLink domain's GPUs, as for tp, but not
+ * a fixed tp (etp is the experts' own degree: tp 1 with etp 2 is a plan of its own). */
+static int search_max_etp(const ps_search_opts *o, const ps_cluster *c)
+{
+    if (o->max_tp > 0) return o->max_tp;
+    int64_t d = ps_node_group_domain_gpus(&c->groups[0]);
+    return (int)(d > 0 ? d : 1);
+}
+
 static int64_t search_max_cp(const ps_search_opts *o, const ps_model *m, const ps_cluster *c);
 
 /* The generic binding constraints, when no plan was seen short of memory. */
@@ -2010,7 +2019,7 @@ static int ep_choices(const ps_search_opts *o, const ps_model *m, const ps_clust
         out[n++] = (ep_choice){1, 0};
         return n;
     }
-    int max_tp = ps_search_max_tp(o, c);
+    int max_tp = search_max_etp(o, c);
     for (int64_t ep = 1; ep <= width && ep <= INT32_MAX; ep++) {
         if (width % ep || (fe > 0 && ep != fe)) continue;
         bool ok = true;
@@ -2166,8 +2175,8 @@ ps_status ps_search_model_check(const ps_search_opts *o, const ps_model *m, cons
         PS_CHECK_INPUT(fused, "context parallelism (cp %d) needs fused attention, which the search does not try on %s "
                        "(--attention, or GPUs without a fused kernel)", o->fixed.cp, c->name);
     }
-    if (o->fixed.ep > 0 || o->fixed.etp > 0) {
-        /* a fixed expert grid no plan can have: name what it needs */
+    if (o->fixed.ep > 1 || o->fixed.etp > 0) {
+        /* a fixed expert grid no plan can have: name what it needs (ep 1 is none, which every model has) */
         PS_CHECK_INPUT(ps_model_has_moe(m), "ep / etp fixed (ep %d, etp %d), but %s has no mixture-of-experts layer",
                        o->fixed.ep, o->fixed.etp, m->name);
         int64_t grid = (int64_t)(o->fixed.ep > 0 ? o->fixed.ep : 1) * (o->fixed.etp > 0 ? o->fixed.etp : 1);
@@ -2183,8 +2192,8 @@ ps_status ps_search_model_check(const ps_search_opts *o, const ps_model *m, cons
                            "etp %d does not divide the expert width %lld of layer %lld", o->fixed.etp,
                            (long long)l->expert_ffn, (long long)i);
         }
-        PS_CHECK_INPUT(o->fixed.etp <= ps_search_max_tp(o, c), "etp %d is above the largest TP degree searched (%d: "
-                       "TP stays inside an NVLink domain; --max-tp)", o->fixed.etp, ps_search_max_tp(o, c));
+        PS_CHECK_INPUT(o->fixed.etp <= search_max_etp(o, c), "etp %d is above the largest TP degree searched (%d: "
+                       "TP stays inside an NVLink domain; --max-tp)", o->fixed.etp, search_max_etp(o, c));
     }
     if (!fw) return PS_OK;
     char why[320];

@@ -172,6 +172,36 @@ static void test_ep_memory(void **state)
     ps_cluster_free(&c);
 }
 
+/* ep 1 with etp != tp: every GPU holds every expert, so no GPU of the group is busier (load 1): the etp all-gather
+ * and reduce-scatter move the GPU's mean tokens x top 2 x etp, and the activations gain only the etp gathering */
+static void test_ep1_etp(void **state)
+{
+    (void)state;
+    ps_cost_params p;
+    ps_cost_params_default(&p);
+    ps_cluster c = load_cluster("dgx-h100:1");
+    ps_model_opts o;
+    ps_model_opts_init(&o);
+    o.seq = 4096;
+    ps_model m;
+    assert_int_equal(ps_model_load("mixtral-8x7b", &o, &m), PS_OK);
+    const ps_layer *l = &m.layers[1];
+    ps_strategy s = {.tp = 2, .dp = 4, .sp = true, .ep = 1, .etp = 4, .attn = PS_ATTN_FUSED};
+    ps_strategy s0 = {.tp = 2, .dp = 4, .sp = true, .attn = PS_ATTN_FUSED};
+    ps_layer_cost lc, base;
+    assert_int_equal(ps_cost_layer(&p, &c, l, PS_DTYPE_BF16, 1, &s, 0, &lc), PS_OK);
+    assert_int_equal(ps_cost_layer(&p, &c, l, PS_DTYPE_BF16, 1, &s0, 0, &base), PS_OK);
+    double buf = 4096.0 / 2 * 2 * 4096 * 2; /* T / tp tokens x top 2 x h x 2 bytes */
+    ps_group g4 = {0, 4, 1};
+    assert_close(lc.ep_comm[0], ps_coll_allgather(&p, &c, &g4, 4 * buf) + ps_coll_reducescatter(&p, &c, &g4, 4 * buf),
+                 1e-12);
+    double tok, inner;
+    ps_layer_moe_act_parts(l, PS_DTYPE_BF16, &tok, &inner);
+    assert_close(lc.mem_act - base.mem_act, tok * (4 - 1) / 2, 1e-9);
+    ps_model_free(&m);
+    ps_cluster_free(&c);
+}
+
 /* What the grid needs, named. */
 static void test_ep_rules(void **state)
 {
@@ -228,7 +258,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ep_shapes),  cmocka_unit_test(test_rank_load), cmocka_unit_test(test_ep_comm),
         cmocka_unit_test(test_alltoall_dedup), cmocka_unit_test(test_ep_memory), cmocka_unit_test(test_ep_rules),
-        cmocka_unit_test(test_ep_none),
+        cmocka_unit_test(test_ep_none),    cmocka_unit_test(test_ep1_etp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
