@@ -23,6 +23,17 @@ static inline ps_model load_model(const char *name, int64_t vocab_pad)
     return m;
 }
 
+/* a preset at sequence length seq (0: its own) */
+static inline ps_model load_model_seq(const char *name, int64_t seq)
+{
+    ps_model m;
+    ps_model_opts o;
+    ps_model_opts_init(&o);
+    o.seq = seq;
+    assert_int_equal(ps_model_load(name, &o, &m), PS_OK);
+    return m;
+}
+
 /* |got - want| <= tol x |want| */
 static inline void assert_close(double got, double want, double tol)
 {

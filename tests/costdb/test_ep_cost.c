@@ -75,11 +75,7 @@ static void test_ep_comm(void **state)
     ps_cost_params p;
     ps_cost_params_default(&p);
     ps_cluster c = load_cluster("dgx-h100:1");
-    ps_model_opts o;
-    ps_model_opts_init(&o);
-    o.seq = 4096;
-    ps_model m;
-    assert_int_equal(ps_model_load("mixtral-8x7b", &o, &m), PS_OK);
+    ps_model m = load_model_seq("mixtral-8x7b", 4096);
     const ps_layer *l = &m.layers[1];
     ps_strategy s = {.tp = 1, .dp = 8, .ep = 8, .etp = 1, .attn = PS_ATTN_FUSED};
     ps_layer_cost lc, none;
@@ -180,11 +176,7 @@ static void test_ep1_etp(void **state)
     ps_cost_params p;
     ps_cost_params_default(&p);
     ps_cluster c = load_cluster("dgx-h100:1");
-    ps_model_opts o;
-    ps_model_opts_init(&o);
-    o.seq = 4096;
-    ps_model m;
-    assert_int_equal(ps_model_load("mixtral-8x7b", &o, &m), PS_OK);
+    ps_model m = load_model_seq("mixtral-8x7b", 4096);
     const ps_layer *l = &m.layers[1];
     ps_strategy s = {.tp = 2, .dp = 4, .sp = true, .ep = 1, .etp = 4, .attn = PS_ATTN_FUSED};
     ps_strategy s0 = {.tp = 2, .dp = 4, .sp = true, .attn = PS_ATTN_FUSED};

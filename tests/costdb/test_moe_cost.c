@@ -110,11 +110,7 @@ static void test_imbalance(void **state)
     ps_cost_params_default(&p);
     assert_true(p.moe_imbalance == 1.25);
     ps_cluster c = load_cluster("dgx-h100:1");
-    ps_model_opts o;
-    ps_model_opts_init(&o);
-    o.seq = 4096;
-    ps_model m;
-    assert_int_equal(ps_model_load("mixtral-8x7b", &o, &m), PS_OK);
+    ps_model m = load_model_seq("mixtral-8x7b", 4096);
     const ps_layer *l = &m.layers[1];
     const ps_gpu *gpu = &c.groups[0].gpu;
     assert_int_equal(gpu->sm_count, 132);

@@ -13,6 +13,7 @@
 
 #include "ps_schedules.h"
 #include "ps_search.h"
+#include "search_test_util.h"
 
 typedef struct {
     const char *model, *cluster;
@@ -26,15 +27,7 @@ static const scenario k_cases[] = {
     {"t5-512-4-32", "titan-pcie3:1", 32},
 };
 
-static void load(const scenario *s, ps_model *m, ps_cluster *c)
-{
-    assert_int_equal(ps_cluster_load(s->cluster, c), PS_OK);
-    ps_model_opts mo;
-    ps_model_opts_init(&mo);
-    mo.vocab_pad = 128 * c->groups[0].gpus_per_node;
-    if (!ps_cluster_supports_dtype(c, "bf16")) mo.dtype = PS_DTYPE_FP16; /* what the CLI falls back to */
-    assert_int_equal(ps_model_load(s->model, &mo, m), PS_OK);
-}
+static void load(const scenario *s, ps_model *m, ps_cluster *c) { load_as_cli(s->model, s->cluster, m, c); }
 
 static void test_beats_baselines(void **state)
 {

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "ps_search.h"
+#include "search_test_util.h"
 #include "search_internal.h"
 
 typedef struct {
@@ -32,15 +33,7 @@ static const scenario k_cases[] = {
     {"llama2-7b", "gb200-nvl72:2", 144, PS_SEARCH_THROUGHPUT, 16},  /* 72-GPU racks of 4-GPU trays: stages of 9 */
 };
 
-static void load(const scenario *s, ps_model *m, ps_cluster *c)
-{
-    assert_int_equal(ps_cluster_load(s->cluster, c), PS_OK);
-    ps_model_opts mo;
-    ps_model_opts_init(&mo);
-    mo.vocab_pad = 128 * c->groups[0].gpus_per_node;
-    if (!ps_cluster_supports_dtype(c, "bf16")) mo.dtype = PS_DTYPE_FP16; /* what the CLI falls back to */
-    assert_int_equal(ps_model_load(s->model, &mo, m), PS_OK);
-}
+static void load(const scenario *s, ps_model *m, ps_cluster *c) { load_as_cli(s->model, s->cluster, m, c); }
 
 static void run(const scenario *sc, const ps_model *m, const ps_cluster *c, unsigned off, ps_search_result *r)
 {
