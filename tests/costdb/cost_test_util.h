@@ -12,27 +12,20 @@ static inline ps_cluster load_cluster(const char *spec)
     return c;
 }
 
-/* vocab_pad 0: the vocabulary as the model gives it */
-static inline ps_model load_model(const char *name, int64_t vocab_pad)
+/* A preset with these model options (0: the model's own): vocab_pad 0 keeps the vocabulary as the model gives it */
+static inline ps_model load_preset(const char *name, int64_t vocab_pad, int64_t seq)
 {
     ps_model m;
     ps_model_opts o;
     ps_model_opts_init(&o);
     o.vocab_pad = vocab_pad;
-    assert_int_equal(ps_model_load(name, &o, &m), PS_OK);
-    return m;
-}
-
-/* a preset at sequence length seq (0: its own) */
-static inline ps_model load_model_seq(const char *name, int64_t seq)
-{
-    ps_model m;
-    ps_model_opts o;
-    ps_model_opts_init(&o);
     o.seq = seq;
     assert_int_equal(ps_model_load(name, &o, &m), PS_OK);
     return m;
 }
+
+static inline ps_model load_model(const char *name, int64_t vocab_pad) { return load_preset(name, vocab_pad, 0); }
+static inline ps_model load_model_seq(const char *name, int64_t seq) { return load_preset(name, 0, seq); }
 
 /* |got - want| <= tol x |want| */
 static inline void assert_close(double got, double want, double tol)
