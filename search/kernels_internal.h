@@ -44,7 +44,8 @@ void ps_ldp_stats(const ps_ldp_ws *ws, int64_t *calls, int64_t *hits);
 
 /* ---- partition DP ---- */
 /* cost(k, i, j): time of stage k holding layers [i, j) (INFINITY when it does not fit). Dense table, index
- * (k * (L + 1) + i) * (L + 1) + j. */
+ * (k * (L + 1) + i) * (L + 1) + j, of which only the entries some partition uses are read: i = 0 for stage 0, k <= i
+ * for the others, and j <= L - (K - 1 - k) (every stage holds a layer); the others may hold anything. */
 typedef struct {
     int n_stages;        /* K */
     int n_layers;        /* L */

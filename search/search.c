@@ -241,6 +241,10 @@ struct ps_search_job {
     /* Pruning floors every thread reads and raises (omp atomic), and the source exchanges with other ranks: the best
      * k-th best samples/s and best even-split samples/s known anywhere. 0: none yet (every bound is above 0). */
     double floor_top, floor_even;
+    /* Layer rows of the layer tables: equal layers (ps_layer_equal) cost alike under every strategy, so the tables
+     * hold one row per distinct layer, row[l] being layer l's and rep[r] the first layer of row r. A 96-block model
+     * has 3 rows instead of 98: no row is copied or costed twice. */
+    int64_t *row, *rep, n_rows;
 };
 
 static int64_t count_blocks(const ps_model *m)
@@ -525,10 +529,11 @@ typedef struct {
 #define PS_SEARCH_SHAPES 2048
 
 /* ---- a worker: layer tables, scratch, caches and results ---- */
-/* The layer tables of a unit (search step 1): for stage group g, layer l and strategy s, entry e = (g L + l) S + s of
- * every column below. Each column is its own contiguous [G][L][S] array, as the stage-table walk and the layer DP
- * read a few columns along a row; this list is the only place a column is written down: its storage, growth, copy
- * for a repeated layer, value where the layer does not allow the strategy (ps_search_layer_allows), and value from the
+/* The layer tables of a unit (search step 1): for stage group g, layer l and strategy s, entry
+ * e = (tg[g] R + row[l]) S + s of every column below (lt_at), R being the model's distinct layers (ps_search_job.row)
+ * and tg[g] the group whose tables g shares (placement_twin). Each column is its own contiguous [G][R][S] array, as the
+ * stage-table walk and the layer DP read a few columns along a row; this list is the only place a column is written
+ * down: its storage, value where the layer does not allow the strategy (ps_search_layer_allows), and value from the
  * layer's cost (lc: ps_layer_cost, sv: the strategy, micro: micro-batches). */
 #define PS_LAYER_COLUMNS(X)                                                                                            \
     /* seconds per micro-batch; the once-per-iteration DP sync spread over the micro-batches, so the DP sees that    \
@@ -564,6 +569,8 @@ typedef struct {
     double *lmin;   /* [2][G][L] fastest fb of any strategy of the layer, then the fastest fb less its bwd_w (a lower
                        bound on its F + B passes, without W): the lower bounds (ps_search_pipeline_lb) */
     size_t cap_lmin;
+    int *tg;        /* [G] the group whose rows stage group g reads: itself, or a twin placed alike before it */
+    size_t cap_tg;
     /* The tables depend on (batch, pipeline degree, micro-batches) alone, not on the schedule: the schedules of one
      * such triple are neighbouring units (ps_search_job_create), so the tables a worker holds often serve. */
     bool valid;     /* whole, for this key */
@@ -858,10 +865,18 @@ typedef struct {
     int64_t L, width, global_mb, micro;
     int K, G;                 /* stages, and stage groups with their own layer tables (1 when uni) */
     bool uni;                 /* every stage sees the same GPUs and links (uniform_placement) */
-    size_t LS, N;             /* L x S: one group's layer table; L + 1: the side of a stage table */
+    size_t LS, N;             /* R x S: one group's layer table; L + 1: the side of a stage table */
+    const int64_t *row;       /* [L] each layer's row of the layer tables (ps_search_job.row) */
+    const int *tg;            /* [G] each stage group's tables (layer_tables.tg), from layer_tables_build on */
     const double *cap_mem;    /* [G] (scratch cap_mem) */
     const double *inflight;   /* [K] (scratch inflight), from the stage tables on */
 } unit_ctx;
+
+/* The first entry of layer l's row for stage group g in every layer-table column: strategy s is at + s. */
+static inline size_t lt_at(const unit_ctx *x, int64_t g, int64_t l)
+{
+    return (size_t)x->tg[g] * x->LS + (size_t)x->row[l] * (size_t)x->nS;
+}
 
 /* The column of a layer in the unit's tables for candidate s, after `att` transformer layers of its model chunk: a
  * block-recomputation unit (rcn) runs the twin without recomputation (column 1) past the first rcn of every chunk
@@ -956,7 +971,7 @@ static ps_status refine(worker *w, const unit_ctx *x, const ps_plan *plan, ps_pl
     const ps_cost_params *cp = x->cp;
     const ps_model *m = x->m;
     int K = x->K, nS = x->nS, n_layouts = x->n_layouts;
-    size_t LS = x->LS;
+    size_t LS = (size_t)m->n_layers * (size_t)nS; /* the layer DP's inputs: a stage's layers x strategies */
     int64_t L = m->n_layers;
     const layer_tables *lt = &w->lt;
     *changed = false;
@@ -977,7 +992,7 @@ static ps_status refine(worker *w, const unit_ctx *x, const ps_plan *plan, ps_pl
         int64_t a = plan->cuts[k], b = plan->cuts[k + 1], n = b - a;
         double f = x->inflight[k], tmax = 0;
         for (int64_t l = a; l < b; l++)
-            for (int s = 0; s < nS; s++) tmax = fmax(tmax, lt->tmp[(size_t)g * LS + (size_t)l * nS + (size_t)s]);
+            for (int s = 0; s < nS; s++) tmax = fmax(tmax, lt->tmp[lt_at(x, g, l) + (size_t)s]);
         double budget = x->cap_mem[g] - cp->reserve_bytes - tmax, q = x->cap_mem[g] / x->o->quanta;
         if (budget <= 0) continue;
         /* Strategies dominated inside their layout (another is no slower and no heavier on every layer of the
@@ -995,8 +1010,7 @@ static ps_status refine(worker *w, const unit_ctx *x, const ps_plan *plan, ps_pl
                 bool no_worse = true, better = false;
                 for (int64_t r = 0; r < nrows && no_worse; r++) {
                     int64_t l = rows[r];
-                    size_t es = (size_t)g * LS + (size_t)l * nS + (size_t)s;
-                    size_t eu = (size_t)g * LS + (size_t)l * nS + (size_t)u;
+                    size_t es = lt_at(x, g, l) + (size_t)s, eu = lt_at(x, g, l) + (size_t)u;
                     double ts = lt->t[es], tu = lt->t[eu];
                     double ms = ceil((lt->st[es] + f * lt->act[es]) / q), mu = ceil((lt->st[eu] + f * lt->act[eu]) / q);
                     if (tu > ts || mu > ms) no_worse = false;
@@ -1008,7 +1022,7 @@ static ps_status refine(worker *w, const unit_ctx *x, const ps_plan *plan, ps_pl
         }
         for (int64_t l = 0; l < n; l++)
             for (int i = 0; i < nk; i++) {
-                size_t e = (size_t)g * LS + (size_t)(a + l) * nS + (size_t)keep[i];
+                size_t e = lt_at(x, g, a + l) + (size_t)keep[i];
                 w->sc.ltime[(size_t)l * nk + (size_t)i] = lt->t[e];
                 w->sc.lmem[(size_t)l * nk + (size_t)i] = (int64_t)ceil((lt->st[e] + f * lt->act[e]) / q);
             }
@@ -1020,7 +1034,7 @@ static ps_status refine(worker *w, const unit_ctx *x, const ps_plan *plan, ps_pl
         for (int i = 0; i < nk; i++) {
             int u = x->S[keep[i]].layout;
             for (int64_t l = a; l < b; l++)
-                exl[u] = fmax(exl[u], lt->ex[(size_t)g * LS + (size_t)l * nS + (size_t)keep[i]]);
+                exl[u] = fmax(exl[u], lt->ex[lt_at(x, g, l) + (size_t)keep[i]]);
         }
         const ps_layer *bl = &m->layers[a];
         /* only the layouts some kept strategy has: the DP's transitions cost layouts squared per memory level */
@@ -1220,7 +1234,7 @@ static ps_status chunked_fits(worker *w, const unit_ctx *x, const order_shape **
         int64_t att = 0;
         for (int64_t l = plan->cuts[st]; l < plan->cuts[st + 1]; l++) {
             bool at = ps_layer_has_attention(x->m->layers[l].kind);
-            size_t e = g * x->LS + (size_t)l * (size_t)x->nS + (size_t)col_of(x, s, at, att);
+            size_t e = lt_at(x, (int64_t)g, l) + (size_t)col_of(x, s, at, att);
             att += at;
             sst += lt->st[e];
             a += lt->act[e];
@@ -1300,34 +1314,26 @@ static ps_status layer_tables_build(worker *w, const unit_ctx *x)
         lt->cap = cap; /* ps_grow sized every column alike */
     }
     PS_TRY(ps_grow((void **)&lt->lmin, &lt->cap_lmin, 2 * GL, sizeof(double)));
+    PS_TRY(ps_grow((void **)&lt->tg, &lt->cap_tg, (size_t)x->G, sizeof(int)));
     double *lminb = lt->lmin + GL, micro = (double)oc->micro;
     int nS = x->nS;
+    const ps_search_job *j = w->job;
     for (int g = 0; g < x->G; g++) {
         int64_t first = (int64_t)g * x->width;
         int twin = placement_twin(x, g);
         if (twin >= 0) {
-            size_t to = (size_t)g * x->LS, from = (size_t)twin * x->LS;
-#define X(col, none, value) memcpy(lt->col + to, lt->col + from, x->LS * sizeof(double));
-            PS_LAYER_COLUMNS(X)
-#undef X
+            /* the twin's rows serve (it is placed alike), and its bounds */
+            lt->tg[g] = lt->tg[twin];
             memcpy(lt->lmin + (size_t)g * (size_t)x->L, lt->lmin + (size_t)twin * (size_t)x->L,
                    (size_t)x->L * sizeof *lt->lmin);
             memcpy(lminb + (size_t)g * (size_t)x->L, lminb + (size_t)twin * (size_t)x->L,
                    (size_t)x->L * sizeof *lminb);
             continue;
         }
-        for (int64_t l = 0; l < x->L; l++) {
-            size_t row = (size_t)g * x->LS + (size_t)l * (size_t)nS, gl = (size_t)g * (size_t)x->L + (size_t)l;
-            const ps_layer *ly = &x->m->layers[l];
-            if (l > 0 && ps_layer_equal(ly, &x->m->layers[l - 1])) {
-                size_t prev = row - (size_t)nS;
-#define X(col, none, value) memcpy(lt->col + row, lt->col + prev, (size_t)nS * sizeof(double));
-                PS_LAYER_COLUMNS(X)
-#undef X
-                lt->lmin[gl] = lt->lmin[gl - 1];
-                lminb[gl] = lminb[gl - 1];
-                continue;
-            }
+        lt->tg[g] = g;
+        for (int64_t r = 0; r < j->n_rows; r++) {
+            size_t row = (size_t)g * x->LS + (size_t)r * (size_t)nS;
+            const ps_layer *ly = &x->m->layers[j->rep[r]];
             double lmin = INFINITY, lmb = INFINITY;
             for (int s = 0; s < nS; s++) {
                 size_t e = row + (size_t)s;
@@ -1349,8 +1355,12 @@ static ps_status layer_tables_build(worker *w, const unit_ctx *x)
                 lmin = fmin(lmin, lt->fb[e]);
                 lmb = fmin(lmb, lt->fb[e] - lc.bwd_w);
             }
-            lt->lmin[gl] = lmin;
-            lminb[gl] = fmax(0, lmb);
+            /* every layer of the row has these bounds (written below, once the row's minima are known) */
+            for (int64_t l = 0; l < x->L; l++)
+                if (j->row[l] == r) {
+                    lt->lmin[(size_t)g * (size_t)x->L + (size_t)l] = lmin;
+                    lminb[(size_t)g * (size_t)x->L + (size_t)l] = fmax(0, lmb);
+                }
         }
     }
     lt->valid = true;
@@ -1422,7 +1432,7 @@ static ps_status chunked_prunable(worker *w, const unit_ctx *x, const order_shap
         int64_t att = 0;
         for (int64_t l = plan->cuts[st]; l < plan->cuts[st + 1]; l++) {
             bool at = ps_layer_has_attention(x->m->layers[l].kind);
-            size_t e = g * x->LS + (size_t)l * (size_t)x->nS + (size_t)col_of(x, s, at, att);
+            size_t e = lt_at(x, (int64_t)g, l) + (size_t)col_of(x, s, at, att);
             att += at;
             f += w->lt.ff[e];
             b += w->lt.fb[e];
@@ -1461,11 +1471,11 @@ static ps_status search_chunked(worker *w, const unit_ctx *x)
         for (int64_t l = 0; l < x->L && ok; l++) {
             /* what ps_search_layer_allows answers, as the layer tables recorded it (t: INFINITY where not allowed,
              * whatever the placement): asking the rules again for every layer was a fifth of a large search */
-            ok = isfinite(lt->t[(size_t)l * (size_t)x->nS + (size_t)s]);
+            ok = isfinite(lt->t[lt_at(x, 0, l) + (size_t)s]);
             double f1 = INFINITY, s1 = INFINITY;
             for (int g = 0; g < x->G; g++)
                 for (int c = s; c <= (x->rcn > 0 ? 1 : s); c++) { /* a block-recomputation unit: either column */
-                    size_t e = (size_t)g * x->LS + (size_t)l * (size_t)x->nS + (size_t)c;
+                    size_t e = lt_at(x, (int64_t)g, l) + (size_t)c;
                     f1 = fmin(f1, lt->fb[e]);
                     s1 = fmin(s1, lt->st[e]);
                 }
@@ -1547,7 +1557,7 @@ static ps_status stage_tables_build(worker *w, const unit_ctx *x)
     const layer_tables *lt = &w->lt;
     int K = x->K, nS = x->nS;
     int64_t L = x->L;
-    size_t N = x->N, LS = x->LS;
+    size_t N = x->N;
     double micro = (double)x->micro, reserve = x->cp->reserve_bytes;
     const double *inflight = x->inflight, *cap_mem = x->cap_mem;
     PS_TRY(SCRATCH(w, C, (size_t)K * N * N));
@@ -1563,11 +1573,19 @@ static ps_status stage_tables_build(worker *w, const unit_ctx *x)
     bool *live = w->sc.live;
     stage_acc *snap = w->sc.snap;
     int64_t *snap_n = w->sc.snap_n;
-    /* Every reader takes entries with i < j only (a stage holds a layer at least): those start as "does not fit". */
-    for (size_t k = 0; k < (size_t)K; k++)
-        for (size_t i = 0; i + 1 < N; i++) {
-            size_t row = (k * N + i) * N;
-            for (size_t j = i + 1; j < N; j++) C[row + j] = Cm[row + j] = INFINITY;
+    /* Only the entries some partition uses are read (ps_pdp_problem): stage k >= 1 starting at i in [k, L - K + k]
+     * (a layer for every stage before and after it), stage 0 at 0, and ending at j <= jmax(k), the K - 1 - k later
+     * stages a layer each. Those start as "does not fit"; the rest are never written. A pipeline of 90 stages over
+     * 98 layers has about 45 ends per stage instead of 4,900. With a uniform placement the rows i < k of stage k are
+     * filled too: the next row copies them along runs of equal layers (below). */
+    bool uni = x->uni;
+#define JMAX(k) (L - (int64_t)(K - 1 - (k)))
+#define IHI(k) ((k) == 0 ? 0 : L - (int64_t)(K - (k)))
+#define ILO(k) ((k) == 0 ? 0 : uni ? 1 : (int64_t)(k))
+    for (int k = 0; k < K; k++)
+        for (int64_t i = ILO(k); i <= IHI(k); i++) {
+            size_t row = ((size_t)k * N + (size_t)i) * N;
+            for (int64_t j = i + 1; j <= JMAX(k); j++) C[row + (size_t)j] = Cm[row + (size_t)j] = INFINITY;
         }
     /* The sums over [i, j) depend on the stage's placement group only: with a uniform placement every stage that may
      * start at layer i (stage 0 at 0, the others after it) shares them, and only the memory check (its in-flight
@@ -1580,16 +1598,17 @@ static ps_status stage_tables_build(worker *w, const unit_ctx *x)
      * stage 1's rows 1..L-1, stage 2's, ...), so that `snap` holds one group's sums and the runs are copied as above:
      * O(K x L x S) instead of O(K x L^2 x S) (a 2520-GPU cluster's stages of 28, 30 or 36 GPUs straddle nodes
      * differently). The same tables: each entry's sums are the same additions in the same order. */
-    bool uni = x->uni;
     int64_t run_first = -1, run_last = -1; /* the run of equal layers row i is in (rows >= 1) */
-    int64_t n_rows = uni ? L : 1 + (int64_t)(K - 1) * (L - 1);
-    for (int64_t r = 0; r < n_rows; r++) {
-        int64_t i = uni || r == 0 ? r : 1 + (r - 1) % (L - 1);
-        int kr = uni || r == 0 ? 0 : 1 + (int)((r - 1) / (L - 1)); /* without uniform placement: the row's stage */
-        if (i == 1) run_first = run_last = -1;                        /* a new stage's rows */
-        int k_lo = i == 0 ? 0 : uni ? 1 : kr, k_hi = i == 0 ? 1 : uni ? K : kr + 1; /* stages that may start at i */
+    for (int kr = 0; kr < (uni ? 1 : K); kr++) /* without uniform placement: the rows of stage kr */
+    for (int64_t i = ILO(kr), i_end = uni ? L - 1 : IHI(kr); i <= i_end; i++) {
+        if (i == ILO(kr)) run_first = run_last = -1; /* a new stage's rows */
+        /* the stages that may start at i: stage 0 at 0; with a uniform placement every stage k >= 1 whose last
+         * start is not before i (its rows i < k feed the copies) */
+        int k_lo = i == 0 ? 0 : uni ? (int)(i - (L - K) > 1 ? i - (L - K) : 1) : kr;
+        int k_hi = i == 0 ? 1 : uni ? K : kr + 1;
+        if (k_lo >= k_hi) continue;
         /* row i - 1 is a row of the same stages and run (one group, so one set of sums) */
-        bool in_run = i >= 2 && i <= run_last && (uni || !(ps_search_rules_off & PS_SEARCH_RULE_RUNS));
+        bool in_run = i >= 2 && i > ILO(kr) && i <= run_last && (uni || !(ps_search_rules_off & PS_SEARCH_RULE_RUNS));
         if (i >= 1 && !in_run) {
             run_first = i;
             run_last = i;
@@ -1601,13 +1620,15 @@ static ps_status stage_tables_build(worker *w, const unit_ctx *x)
             int64_t j0 = i + 1; /* the first end walked */
             if (in_run) {
                 for (int q = 0; q < nk; q++) {
-                    size_t at = ((size_t)ks[q] * N + (size_t)i) * N, from = ((size_t)ks[q] * N + (size_t)i - 1) * N;
-                    for (int64_t j = i + 1; j <= run_last + 1; j++) {
-                        C[at + (size_t)j] = C[from + (size_t)j - 1];
-                        Carg[at + (size_t)j] = Carg[from + (size_t)j - 1];
-                        Cm[at + (size_t)j] = Cm[from + (size_t)j - 1];
-                        Cmarg[at + (size_t)j] = Cmarg[from + (size_t)j - 1];
-                    }
+                    /* [i + 1, run_last + 1] of row i from [i, run_last] of row i - 1, within the stage's ends */
+                    size_t at = ((size_t)ks[q] * N + (size_t)i) * N + (size_t)i + 1;
+                    size_t from = ((size_t)ks[q] * N + (size_t)i - 1) * N + (size_t)i;
+                    int64_t hi = run_last + 1 < JMAX(ks[q]) ? run_last + 1 : JMAX(ks[q]);
+                    size_t n = hi > i ? (size_t)(hi - i) : 0;
+                    memcpy(C + at, C + from, n * sizeof *C);
+                    memcpy(Carg + at, Carg + from, n * sizeof *Carg);
+                    memcpy(Cm + at, Cm + from, n * sizeof *Cm);
+                    memcpy(Cmarg + at, Cmarg + from, n * sizeof *Cmarg);
                 }
                 j0 = run_last + 2;
             }
@@ -1629,9 +1650,9 @@ static ps_status stage_tables_build(worker *w, const unit_ctx *x)
                     live[q] = !(a.sm + inflight[ks[q]] * a.am + a.tm > cap_mem[g] - reserve);
                     n_live += live[q];
                 }
-                for (int64_t j = j0; j <= L && n_live > 0; j++) {
+                for (int64_t j = j0; j <= JMAX(ks[nk - 1]) && n_live > 0; j++) {
                     bool att = ps_layer_has_attention(m->layers[j - 1].kind);
-                    size_t e = (size_t)g * LS + (size_t)(j - 1) * (size_t)nS + (size_t)col_of(x, s, att, a.att);
+                    size_t e = lt_at(x, g, j - 1) + (size_t)col_of(x, s, att, a.att);
                     /* one run of overlapped layers: its ends exposed once (the largest layer's); the gradient
                      * synchronisation apart (below) */
                     a.tt += lt->t[e] - lt->sy[e] / micro - a.exm;
@@ -1658,7 +1679,7 @@ static ps_status stage_tables_build(worker *w, const unit_ctx *x)
                         int k = ks[q];
                         w->r.cells += 1;
                         double mem = a.sm + inflight[k] * a.am + a.tm;
-                        if (mem > cap_mem[g] - reserve) {
+                        if (mem > cap_mem[g] - reserve || j > JMAX(k)) { /* no room, or past the stage's ends */
                             live[q] = false;
                             n_live--;
                             continue;
@@ -1680,6 +1701,9 @@ static ps_status stage_tables_build(worker *w, const unit_ctx *x)
             }
         }
     }
+#undef JMAX
+#undef IHI
+#undef ILO
     return PS_OK;
 }
 
@@ -1789,7 +1813,7 @@ static bool rcn_beyond_fit(const worker *w, const unit_ctx *x)
         cap = fmax(cap, x->cap_mem[g]);
         for (int64_t l = 0; l < x->L; l++) {
             if (!ps_layer_has_attention(x->m->layers[l].kind)) continue;
-            size_t e = (size_t)g * x->LS + (size_t)l * (size_t)x->nS;
+            size_t e = lt_at(x, g, l);
             per = fmin(per, lt->st[e] + f * lt->act[e]);
             more = fmin(more, fmax(0, f * (lt->act[e + 1] - lt->act[e])));
         }
@@ -1803,13 +1827,18 @@ static bool rcn_beyond_fit(const worker *w, const unit_ctx *x)
 static bool rcn_stage_fits(const worker *w, const unit_ctx *x)
 {
     size_t N = x->N;
-    for (int64_t i = 0; i < x->L; i++) {
+    int K = x->K;
+    int64_t L = x->L;
+    for (int64_t i = 0; i < L; i++) {
         int64_t att = 0;
-        for (int64_t j = i + 1; j <= x->L; j++) {
+        for (int64_t j = i + 1; j <= L; j++) {
             att += ps_layer_has_attention(x->m->layers[j - 1].kind);
             if (att <= x->rcn) continue;
-            for (int k = 0; k < x->K; k++)
-                if (isfinite(w->sc.C[((size_t)k * N + (size_t)i) * N + (size_t)j])) return true;
+            for (int k = 0; k < K; k++) {
+                /* the entries a partition uses (stage_tables_build) */
+                bool used = (k == 0 ? i == 0 : i >= k && i <= L - (K - k)) && j <= L - (K - 1 - k);
+                if (used && isfinite(w->sc.C[((size_t)k * N + (size_t)i) * N + (size_t)j])) return true;
+            }
         }
     }
     return false;
@@ -1830,7 +1859,7 @@ static bool rcn_prunable(const worker *w, const unit_ctx *x)
         tot += f1;
         if (!ps_layer_has_attention(x->m->layers[l].kind)) continue;
         for (int g = 0; g < x->G; g++) {
-            size_t e = (size_t)g * x->LS + (size_t)l * (size_t)x->nS;
+            size_t e = lt_at(x, g, l);
             full = fmin(full, lt->fb[e]);
             none = fmin(none, lt->fb[e + 1]);
             extra = fmin(extra, fmax(0, lt->fb[e] - lt->fb[e + 1]));
@@ -1890,7 +1919,8 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
 
     x.uni = uniform_placement(c, x.width);
     x.G = x.uni ? 1 : x.K;
-    x.LS = (size_t)x.L * (size_t)x.nS;
+    x.LS = (size_t)w->job->n_rows * (size_t)x.nS;
+    x.row = w->job->row;
     x.N = (size_t)x.L + 1;
     PS_TRY(SCRATCH(w, cap_mem, (size_t)x.G));
     for (int g = 0; g < x.G; g++) {
@@ -1901,6 +1931,7 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
     }
     x.cap_mem = w->sc.cap_mem;
     PS_TRY(layer_tables_build(w, &x));
+    x.tg = w->lt.tg;
     if (x.rcn > 0 && rcn_prunable(w, &x)) {
         w->r.pruned++;
         return PS_OK;
@@ -2359,6 +2390,15 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
     j->n = (int64_t)n;
     if (st == PS_OK && !(j->work = ps_calloc(n + 1, sizeof *j->work))) st = PS_ERR_SYSTEM;
     for (size_t i = 0; st == PS_OK && i < n; i++) j->work[i] = unit_work(j, &cands[i]);
+    if (st == PS_OK && !(j->row = ps_calloc(2 * (size_t)m->n_layers, sizeof *j->row))) st = PS_ERR_SYSTEM;
+    for (int64_t l = 0; st == PS_OK && l < m->n_layers; l++) {
+        j->rep = j->row + m->n_layers;
+        int64_t r = l > 0 && ps_layer_equal(&m->layers[l], &m->layers[l - 1]) ? j->row[l - 1] : -1;
+        for (int64_t q = 0; q < j->n_rows && r < 0; q++)
+            if (ps_layer_equal(&m->layers[l], &m->layers[j->rep[q]])) r = q;
+        if (r < 0) j->rep[r = j->n_rows++] = l;
+        j->row[l] = r;
+    }
     if (st != PS_OK) {
         ps_search_job_free(j);
         return st;
@@ -2370,6 +2410,7 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
 void ps_search_job_free(ps_search_job *j)
 {
     if (!j) return;
+    free(j->row);
     free(j->units);
     free(j->work);
     free(j);
@@ -2418,6 +2459,7 @@ static void worker_free(worker *w)
     PS_LAYER_COLUMNS(X)
 #undef X
     free(w->lt.lmin);
+    free(w->lt.tg);
     scratch_free(&w->sc);
     if (w->shapes)
         for (int i = 0; i < PS_SEARCH_SHAPES; i++) free(w->shapes[i].buf);
