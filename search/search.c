@@ -580,6 +580,7 @@ typedef struct {
     unsigned cp_kinds;
     int ep, etp;    /* ... and its expert grid */
     bool pair;      /* ... with its twin without recomputation (outer.rcn > 0): the same for every n */
+    int nS;         /* ... over this many strategies */
 } layer_tables;
 
 /* The sums of a stage table row after some layers (search step 3). */
@@ -616,7 +617,8 @@ typedef struct {
     X(int64_t, rows)         /* [L] refine: a stage's distinct layers */                                              \
     X(int, keep)             /* [S] refine: the strategies no other of their layout dominates */                      \
     X(int, lay)              /* [S] ... their layouts, numbered among the layouts used */                             \
-    X(double, resh)          /* [layouts^2] ... resharding between the layouts used */
+    X(double, resh)          /* [layouts^2] ... resharding between the layouts used */                                \
+    X(double, rowmin)        /* [2][R] search_chunked: each distinct layer's least time and static bytes */
 
 typedef struct {
 #define X(type, name) type *name;
@@ -1293,10 +1295,14 @@ static ps_status layer_tables_build(worker *w, const unit_ctx *x)
 {
     layer_tables *lt = &w->lt;
     const outer *oc = x->oc;
-    if (lt->valid && lt->gbs == oc->gbs && lt->pp == oc->pp && lt->micro == oc->micro && lt->strat == oc->strat &&
-        lt->cp == oc->cp && lt->cp_kinds == oc->cp_kinds && lt->ep == oc->ep && lt->etp == oc->etp &&
-        lt->pair == (oc->rcn > 0))
-        return PS_OK;
+    bool same_but_grid = lt->valid && lt->gbs == oc->gbs && lt->pp == oc->pp && lt->micro == oc->micro &&
+                         lt->strat == oc->strat && lt->cp == oc->cp && lt->cp_kinds == oc->cp_kinds &&
+                         lt->pair == (oc->rcn > 0) && lt->nS == x->nS;
+    if (same_but_grid && lt->ep == oc->ep && lt->etp == oc->etp) return PS_OK;
+    /* Another expert grid, all else the same: the strategies are the same list but for their ep and etp
+     * (build_strategies), which price MoE layers only (ps_cost_layer: a layer off the grid keeps its arithmetic), so
+     * only the rows of MoE layers are costed again. A model's grids are neighbouring units (ps_search_job_create). */
+    bool moe_only = same_but_grid && !(ps_search_rules_off & PS_SEARCH_RULE_GRID);
     lt->valid = false; /* until they are whole again */
     size_t n = (size_t)x->G * x->LS, GL = (size_t)x->G * (size_t)x->L;
     /* nothing in the tables survives a new key, so growing drops the old contents */
@@ -1334,6 +1340,7 @@ static ps_status layer_tables_build(worker *w, const unit_ctx *x)
         for (int64_t r = 0; r < j->n_rows; r++) {
             size_t row = (size_t)g * x->LS + (size_t)r * (size_t)nS;
             const ps_layer *ly = &x->m->layers[j->rep[r]];
+            if (moe_only && !ps_layer_is_moe(ly)) continue;
             double lmin = INFINITY, lmb = INFINITY;
             for (int s = 0; s < nS; s++) {
                 size_t e = row + (size_t)s;
@@ -1373,6 +1380,7 @@ static ps_status layer_tables_build(worker *w, const unit_ctx *x)
     lt->ep = oc->ep;
     lt->etp = oc->etp;
     lt->pair = oc->rcn > 0;
+    lt->nS = x->nS;
     return PS_OK;
 }
 
@@ -1464,11 +1472,15 @@ static ps_status search_chunked(worker *w, const unit_ctx *x)
     /* the framework's own splits (DeepSpeed: two), else Megatron's even split (ps_plan_uniform's) */
     int n_split = 1, stages = oc->pp * oc->vpp;
     if (framework_split(x->o)) PS_TRY(framework_splits(w, x->o, m, stages, &n_split));
+    int64_t R = w->job->n_rows;
+    PS_TRY(SCRATCH(w, rowmin, 2 * (size_t)R));
+    double *rf = w->sc.rowmin, *rs = rf + R;
     for (int s = 0; s < x->nC; s++) {
         const ps_strategy *sv = &x->S[s].s;
         bool ok = true;
-        double fbs = 0, stat = 0;
-        for (int64_t l = 0; l < x->L && ok; l++) {
+        /* each distinct layer's least time and static bytes over the stage groups, then summed layer by layer */
+        for (int64_t r = 0; r < R && ok; r++) {
+            int64_t l = w->job->rep[r];
             /* what ps_search_layer_allows answers, as the layer tables recorded it (t: INFINITY where not allowed,
              * whatever the placement): asking the rules again for every layer was a fifth of a large search */
             ok = isfinite(lt->t[lt_at(x, 0, l) + (size_t)s]);
@@ -1479,10 +1491,15 @@ static ps_status search_chunked(worker *w, const unit_ctx *x)
                     f1 = fmin(f1, lt->fb[e]);
                     s1 = fmin(s1, lt->st[e]);
                 }
-            fbs += f1;
-            stat += s1;
+            rf[r] = f1;
+            rs[r] = s1;
         }
         if (!ok) continue;
+        double fbs = 0, stat = 0;
+        for (int64_t l = 0; l < x->L; l++) {
+            fbs += rf[x->row[l]];
+            stat += rs[x->row[l]];
+        }
         /* The busiest device holds at least the average static memory and compute (bounds as in prunable). */
         double stat_lb = stat / (double)K * (1 - 1e-9) + x->cp->reserve_bytes;
         if (stat_lb > maxcap) {
@@ -1924,10 +1941,17 @@ static ps_status search_unit(worker *w, const ps_cost_params *cp, const ps_model
     x.N = (size_t)x.L + 1;
     PS_TRY(SCRATCH(w, cap_mem, (size_t)x.G));
     for (int g = 0; g < x.G; g++) {
-        int64_t first = (int64_t)g * x.width;
+        /* the node groups the stage's GPUs [first, first + width) fall in (groups are consecutive GPU ranges): one
+         * lookup per group instead of one per GPU, which on 2048 GPUs was 3% of a search */
+        int64_t first = (int64_t)g * x.width, end = first + x.width;
         w->sc.cap_mem[g] = INFINITY;
-        for (int64_t d = first; d < first + x.width; d++)
-            w->sc.cap_mem[g] = fmin(w->sc.cap_mem[g], ps_cluster_group_of(c, d)->gpu.mem_bytes);
+        for (int64_t d = first; d < end;) {
+            ps_gpu_place pl;
+            if (!ps_cluster_place(c, d, &pl)) break;
+            const ps_node_group *ng = &c->groups[pl.group];
+            w->sc.cap_mem[g] = fmin(w->sc.cap_mem[g], ng->gpu.mem_bytes);
+            d = ng->first_gpu + ng->nodes * ng->gpus_per_node; /* the next group's first GPU */
+        }
     }
     x.cap_mem = w->sc.cap_mem;
     PS_TRY(layer_tables_build(w, &x));

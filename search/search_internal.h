@@ -31,5 +31,6 @@ extern unsigned ps_search_rules_off;
 #define PS_SEARCH_RULE_TWIN 1u /* layer tables shared by stages placed alike (layer_tables_build) */
 #define PS_SEARCH_RULE_RUNS 2u /* stage-table rows copied along runs of equal layers without a uniform placement */
 #define PS_SEARCH_RULE_FILL 4u /* chunked plans: the fill and busiest-device bound (chunked_prunable) */
+#define PS_SEARCH_RULE_GRID 8u /* layer tables: only MoE rows costed again for another expert grid */
 
 #endif

@@ -1,6 +1,6 @@
 /* The search's exact shortcuts and pruning rules (docs/search.md, "Speed"), each switched off through
  * ps_search_rules_off and compared with the search that has it: the same top k in the same order (throughput and
- * index, so the same plans), the same even-split baseline and the same binding message. The cases are chosen so that
+ * index, so the same plans) and the same even-split baseline. The cases are chosen so that
  * each rule applies: clusters whose stages straddle nodes differently (non-uniform placements: stages of 3, 6 or 12
  * GPUs on 8-GPU nodes, of 3 GPUs on nodes of NVLink pairs, of 9 GPUs in 72-GPU NVLink racks). A rule that dropped or
  * changed a plan that would have been among the best fails here. */
@@ -31,9 +31,21 @@ static const scenario k_cases[] = {
     {"gpt3-1.3b", "dgx-a100-80g:3", 48, PS_SEARCH_MEMORY, 8},
     {"gpt3-2.7b", "rtx3090-nvlink:3", 24, PS_SEARCH_THROUGHPUT, 4}, /* NVLink pairs: stages of 3 GPUs */
     {"llama2-7b", "gb200-nvl72:2", 144, PS_SEARCH_THROUGHPUT, 16},  /* 72-GPU racks of 4-GPU trays: stages of 9 */
+    /* MoE models: several expert grids per batch and pipeline degree, layers off the grid (embedding, head, a dense
+     * first block) beside the MoE blocks, and stages of 12 or 6 GPUs */
+    {"mixtral-8x7b", "dgx-h100:2", 64, PS_SEARCH_THROUGHPUT, 0},
+    {"tests/data/models/good/tiny-moe-search.json", "dgx-a100-80g:3", 48, PS_SEARCH_THROUGHPUT, 0},
+    {"tests/data/models/good/tiny-moe-search.json", "dgx-a100-80g:3", 48, PS_SEARCH_THROUGHPUT, 4},
 };
 
-static void load(const scenario *s, ps_model *m, ps_cluster *c) { load_as_cli(s->model, s->cluster, m, c); }
+static void load(const scenario *s, ps_model *m, ps_cluster *c)
+{
+    char path[1024];
+    /* a preset by name, or a file of the source tree */
+    snprintf(path, sizeof path, "%s%s%s", strchr(s->model, '/') ? PS_SOURCE_DIR : "", strchr(s->model, '/') ? "/" : "",
+             s->model);
+    load_as_cli(path, s->cluster, m, c);
+}
 
 static void run(const scenario *sc, const ps_model *m, const ps_cluster *c, unsigned off, ps_search_result *r)
 {
@@ -78,7 +90,8 @@ static void check_rule(unsigned rule, const char *name)
         for (int t = 0; t < with.n_top; t++) same_cand(what, &with.top[t], &without.top[t]);
         assert_int_equal(with.have_base[PS_BASE_EVEN], without.have_base[PS_BASE_EVEN]);
         if (with.have_base[PS_BASE_EVEN]) same_cand(what, &with.base[PS_BASE_EVEN], &without.base[PS_BASE_EVEN]);
-        assert_string_equal(with.binding, without.binding);
+        /* (no binding message compared: it says why nothing fits, and every case has plans; beside them the closest
+         * miss among the plans tried depends on what the threads' floors pruned first) */
         ps_search_result_free(&with);
         ps_search_result_free(&without);
         ps_model_free(&m);
@@ -106,9 +119,17 @@ static void test_rule_fill(void **state)
     check_rule(PS_SEARCH_RULE_FILL, "chunked fill");
 }
 
+/* Layer tables of another expert grid: only the MoE rows costed again (the MoE scenarios above). */
+static void test_rule_grid(void **state)
+{
+    (void)state;
+    check_rule(PS_SEARCH_RULE_GRID, "expert grid rows");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rule_grid),
         cmocka_unit_test(test_rule_twin),
         cmocka_unit_test(test_rule_runs),
         cmocka_unit_test(test_rule_fill),
