@@ -618,7 +618,9 @@ typedef struct {
     X(int, keep)             /* [S] refine: the strategies no other of their layout dominates */                      \
     X(int, lay)              /* [S] ... their layouts, numbered among the layouts used */                             \
     X(double, resh)          /* [layouts^2] ... resharding between the layouts used */                                \
-    X(double, rowmin)        /* [2][R] search_chunked: each distinct layer's least time and static bytes */
+    X(double, rowmin)        /* [2][R] search_chunked: each distinct layer's least time and static bytes */          \
+    X(int, ridx)             /* [L] cost_partition: each layer's strategy in the refined plan (refine writes it) */  \
+    X(double, sfb)           /* [2][K] ... each stage's least F + B + W per micro-batch, plan and refined plan */
 
 typedef struct {
 #define X(type, name) type *name;
@@ -1071,6 +1073,7 @@ static ps_status refine(worker *w, const unit_ctx *x, const ps_plan *plan, ps_pl
         for (int64_t l = 0; l < n; l++) choice[l] = keep[choice[l]];
         for (int64_t l = 0; l < n; l++) {
             const ps_strategy *ns = &x->S[choice[l]].s;
+            w->sc.ridx[a + l] = choice[l];
             if (!ps_strategy_equal(ns, &ref->layer[a + l])) *changed = true;
             ref->layer[a + l] = *ns;
         }
@@ -1117,6 +1120,11 @@ static ps_status cost_partition(worker *w, const unit_ctx *x, const int64_t *cut
     if (o->per_layer) {
         ps_plan ref;
         bool changed = false;
+        PS_TRY(SCRATCH(w, ridx, (size_t)m->n_layers));
+        PS_TRY(SCRATCH(w, sfb, 2 * (size_t)x->K));
+        for (int k = 0; k < x->K; k++) /* refine's answer starts as the plan's strategies */
+            for (int64_t l = cuts[k]; l < cuts[k + 1]; l++)
+                w->sc.ridx[l] = w->sc.Carg[((size_t)k * x->N + (size_t)cuts[k]) * x->N + (size_t)cuts[k + 1]];
         ps_status st = refine(w, x, &plan, &ref, &changed);
         if (st != PS_OK) {
             ps_plan_free(&plan);
@@ -1129,9 +1137,31 @@ static ps_status cost_partition(worker *w, const unit_ctx *x, const int64_t *cut
              * of one stage can win where that of another loses */
             int n_changed = 0;
             for (int k = 0; k < x->K; k++) n_changed += !stage_same(&plan, &ref, k);
+            /* A plan's makespan is at least the busiest device's passes, micro-batches x its stage's F + B + W, each
+             * layer's at least its fb (the layer tables): a bound per plan, so that the refined plans (one stage
+             * refined, or all) already below the floors are not costed. */
+            double *sb = w->sc.sfb, *sr = sb + x->K, busy_r = 0;
+            bool bound = !(ps_search_rules_off & PS_SEARCH_RULE_REFINED);
+            for (int k = 0; k < x->K; k++) {
+                int sk = w->sc.Carg[((size_t)k * x->N + (size_t)cuts[k]) * x->N + (size_t)cuts[k + 1]];
+                sb[k] = sr[k] = 0;
+                for (int64_t l = cuts[k]; l < cuts[k + 1]; l++) {
+                    size_t e = lt_at(x, x->uni ? 0 : k, l);
+                    sb[k] += w->lt.fb[e + (size_t)sk];
+                    sr[k] += w->lt.fb[e + (size_t)w->sc.ridx[l]];
+                }
+                busy_r = fmax(busy_r, sr[k]);
+            }
             for (int k = 0; k < x->K && n_changed > 1 && st == PS_OK; k++) {
                 size_t n = (size_t)(plan.cuts[k + 1] - plan.cuts[k]);
                 if (stage_same(&plan, &ref, k)) continue;
+                double busy = sr[k];
+                for (int q = 0; q < x->K; q++)
+                    if (q != k) busy = fmax(busy, sb[q]);
+                if (bound && prunable(w, o, x->oc->gbs, (double)x->micro * busy, where)) {
+                    w->r.pruned++;
+                    continue;
+                }
                 ps_plan one;
                 st = plan_from_cuts(x, cuts, w->sc.Carg, &one);
                 if (st != PS_OK) break;
@@ -1139,10 +1169,14 @@ static ps_status cost_partition(worker *w, const unit_ctx *x, const int64_t *cut
                 one.mbs = x->global_mb / one.layer[0].dp;
                 st = evaluate(w, x->cp, m, x->c, o, &one, index + 1, where);
             }
-            if (st == PS_OK)
+            if (st == PS_OK && bound && prunable(w, o, x->oc->gbs, (double)x->micro * busy_r, where)) {
+                w->r.pruned++;
+                ps_plan_free(&ref);
+            } else if (st == PS_OK) {
                 st = evaluate(w, x->cp, m, x->c, o, &ref, index + 1, where);
-            else
+            } else {
                 ps_plan_free(&ref); /* evaluate takes the plans it is given; this one it was never given */
+            }
             if (st != PS_OK) {
                 ps_plan_free(&plan);
                 return st;
@@ -1337,6 +1371,7 @@ static ps_status layer_tables_build(worker *w, const unit_ctx *x)
             continue;
         }
         lt->tg[g] = g;
+        double cap = x->cap_mem[g];
         for (int64_t r = 0; r < j->n_rows; r++) {
             size_t row = (size_t)g * x->LS + (size_t)r * (size_t)nS;
             const ps_layer *ly = &x->m->layers[j->rep[r]];
@@ -1359,6 +1394,12 @@ static ps_status layer_tables_build(worker *w, const unit_ctx *x)
 #define X(col, none, value) lt->col[e] = value;
                 PS_LAYER_COLUMNS(X)
 #undef X
+                /* The bounds take the strategies the layer fits under on its own: a stage holding it needs at least
+                 * its static and transient bytes and the reserve (ps_cost_plan's peak only adds), so a strategy
+                 * above its GPUs' memory is in no plan that fits (a 671B model's experts unsharded, say) */
+                if (lt->st[e] + lt->tmp[e] > (cap - x->cp->reserve_bytes) * (1 + 1e-9) &&
+                    !(ps_search_rules_off & PS_SEARCH_RULE_FIT))
+                    continue;
                 lmin = fmin(lmin, lt->fb[e]);
                 lmb = fmin(lmb, lt->fb[e] - lc.bwd_w);
             }

@@ -32,5 +32,7 @@ extern unsigned ps_search_rules_off;
 #define PS_SEARCH_RULE_RUNS 2u /* stage-table rows copied along runs of equal layers without a uniform placement */
 #define PS_SEARCH_RULE_FILL 4u /* chunked plans: the fill and busiest-device bound (chunked_prunable) */
 #define PS_SEARCH_RULE_GRID 8u /* layer tables: only MoE rows costed again for another expert grid */
+#define PS_SEARCH_RULE_FIT 16u /* bounds: a layer's strategies above its GPUs' memory on their own left out */
+#define PS_SEARCH_RULE_REFINED 32u /* refined plans: the busiest-device bound before costing them */
 
 #endif

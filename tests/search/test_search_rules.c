@@ -126,9 +126,24 @@ static void test_rule_grid(void **state)
     check_rule(PS_SEARCH_RULE_GRID, "expert grid rows");
 }
 
+/* The bounds without the strategies a layer does not fit under alone, and the refined plans' bound. */
+static void test_rule_fit(void **state)
+{
+    (void)state;
+    check_rule(PS_SEARCH_RULE_FIT, "layer fits alone");
+}
+
+static void test_rule_refined(void **state)
+{
+    (void)state;
+    check_rule(PS_SEARCH_RULE_REFINED, "refined plans' bound");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rule_fit),
+        cmocka_unit_test(test_rule_refined),
         cmocka_unit_test(test_rule_grid),
         cmocka_unit_test(test_rule_twin),
         cmocka_unit_test(test_rule_runs),
