@@ -98,6 +98,7 @@ typedef struct {
     const ps_cluster *c;
     int64_t first, n, stride;
     double bw, lat;
+    int64_t per; /* group_per_node's answer; -1 until asked */
 } memo_slot;
 struct ps_coll_memo {
     memo_slot slot[PS_COLL_MEMO_SLOTS];
@@ -127,7 +128,7 @@ void ps_coll_ring_link(const ps_cost_params *p, const ps_cluster *c, const ps_gr
     memo_slot *s = memo_find(p->memo, c, g);
     if (s->c != c || s->first != g->first || s->n != g->n || s->stride != g->stride) {
         ring_link_walk(p, c, g, bw, lat);
-        *s = (memo_slot){c, g->first, g->n, g->stride, *bw, *lat};
+        *s = (memo_slot){c, g->first, g->n, g->stride, *bw, *lat, -1};
         return;
     }
     *bw = s->bw;
@@ -219,17 +220,30 @@ double ps_coll_alltoall(const ps_cost_params *p, const ps_cluster *c, const ps_g
     return p->comm_scale * (cross / n * bytes / bw + (n - 1) * lat);
 }
 
+/* The members of group g on each of its nodes when every node holds the same number (> 1, and fewer than all), else
+ * 0: members_on_node counts runs of consecutive members, one per node. O(n) placements, so kept beside the group's
+ * ring link in p->memo (an expert all-to-all over 256 GPUs is costed for every strategy of every expert grid). */
+static int64_t group_per_node(const ps_cost_params *p, const ps_cluster *c, const ps_group *g)
+{
+    memo_slot *s = p->memo ? memo_find(p->memo, c, g) : NULL;
+    bool mine = s && s->c == c && s->first == g->first && s->n == g->n && s->stride == g->stride;
+    if (mine && s->per >= 0) return s->per;
+    int64_t per = members_on_node(c, g, 0, ps_cluster_node_of(c, g->first));
+    if (per <= 1 || per >= g->n || g->n % per) per = 0;
+    for (int64_t i = per; per > 0 && i < g->n; i += per)
+        if (members_on_node(c, g, i, ps_cluster_node_of(c, g->first + i * g->stride)) != per) per = 0;
+    if (mine) s->per = per;
+    return per;
+}
+
 double ps_coll_alltoall_dedup(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes,
                               double copies)
 {
     double flat = ps_coll_alltoall(p, c, g, bytes);
     if (g->n <= 1 || bytes <= 0 || !(copies > 1)) return flat;
-    /* the group's nodes: members_on_node counts runs of consecutive members, one per node */
-    int64_t per = members_on_node(c, g, 0, ps_cluster_node_of(c, g->first));
-    if (per <= 1 || per >= g->n || g->n % per) return flat;
+    int64_t per = group_per_node(p, c, g);
+    if (per == 0) return flat;
     double N = (double)(g->n / per);
-    for (int64_t i = per; i < g->n; i += per)
-        if (members_on_node(c, g, i, ps_cluster_node_of(c, g->first + i * g->stride)) != per) return flat;
     /* Hierarchical (DeepEP's internode kernels; Megatron-core's "flex" dispatcher): a token crosses the network once
      * per distinct remote node among the nodes of its `copies` destinations, then fans out over NVLink. With
      * destinations uniform over the N nodes, a token reaches N (1 - (1 - 1/N)^copies) distinct nodes on the mean,
