@@ -143,6 +143,15 @@ static int64_t next_unit(void *arg)
     return s->q_next++;
 }
 
+/* What next_unit would return without a call to MPI: the rest of the chunk (or of the static share); -1 past it. */
+static int64_t peek_unit(void *arg)
+{
+    const source *s = arg;
+    if (s->err != PS_OK) return -1;
+    if (s->dist == PS_DIST_STATIC) return s->next_mine < s->n_mine ? s->mine[s->next_mine] : -1;
+    return s->q_next < s->q_end ? s->q_next : -1;
+}
+
 static void share(void *arg, double *top, double *even)
 {
     source *s = arg;
@@ -413,7 +422,7 @@ ps_status ps_mpi_search_polled(MPI_Comm comm, const ps_cost_params *cp, const ps
         PS_MPI_GOTO(st, MPI_Barrier(comm), done);
     }
     double t_job = MPI_Wtime();
-    ps_search_source ss = {.next = next_unit, .share = share, .arg = &src};
+    ps_search_source ss = {.next = next_unit, .peek = peek_unit, .share = share, .arg = &src};
     ps_status local = ps_search_job_run(job, &ss, &mine);
     if (local == PS_OK && src.err != PS_OK) {
         ps_search_result_free(&mine);

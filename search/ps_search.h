@@ -145,6 +145,10 @@ typedef struct {
     /* The next unit to search, or -1 when there is none left. Called by one thread at a time (the search serializes
      * the calls), so it may communicate under MPI_THREAD_SERIALIZED. */
     int64_t (*next)(void *arg);
+    /* Optional: the unit next() would return now, without taking it, or -1 when that is not known. A thread then
+     * takes the following units that share its unit's layer tables with it (same batch, pipeline degree,
+     * micro-batches and context parallelism: its schedule kinds and expert grids), so that one worker builds them. */
+    int64_t (*peek)(void *arg);
     /* Optional. Called by one thread at a time after each unit of the throughput objective with the floors known on
      * this rank (*top: a k-th best samples/s, *even: a best even-split samples/s; 0 when none yet); it may raise them
      * to values known elsewhere. A raised floor must be a samples/s of plans that exist (k of them for *top), so that

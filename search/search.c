@@ -2543,6 +2543,20 @@ static int64_t all_units(void *arg)
     return (*next)++;
 }
 
+static int64_t all_units_peek(void *arg) { return *(const int64_t *)arg; }
+
+/* Whether units a and b share their layer tables but for the expert grid (layer_tables_build's key): a thread takes
+ * such neighbours together (ps_search_source.peek). */
+static bool same_tables(const outer *a, const outer *b)
+{
+    return a->gbs == b->gbs && a->pp == b->pp && a->micro == b->micro && a->strat == b->strat && a->cp == b->cp &&
+           a->cp_kinds == b->cp_kinds && (a->rcn > 0) == (b->rcn > 0);
+}
+
+/* At most this many units taken at once: the schedule kinds x expert grids of one batch, micro-batch count and
+ * context-parallel degree (36 grids x 4 kinds for DeepSeek-V3 on 2048 GPUs) */
+#define PS_SEARCH_BATCH 256
+
 ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cluster *c, const ps_search_opts *o,
                         ps_search_result *out)
 {
@@ -2550,7 +2564,7 @@ ps_status ps_search_run(const ps_cost_params *cp, const ps_model *m, const ps_cl
     ps_search_job *j = NULL;
     PS_TRY(ps_search_job_create(cp, m, c, o, &j));
     int64_t next = 0;
-    ps_search_source src = {.next = all_units, .arg = &next};
+    ps_search_source src = {.next = all_units, .peek = all_units_peek, .arg = &next};
     ps_status st = ps_search_job_run(j, &src, out);
     ps_search_job_free(j);
     return st;
@@ -2596,21 +2610,33 @@ ps_status ps_search_job_run(ps_search_job *j, const ps_search_source *src, ps_se
 #endif
             worker *w = &ws[t];
             for (;;) {
-                int64_t i;
+                int64_t batch[PS_SEARCH_BATCH];
+                int nb = 0;
 #pragma omp critical(ps_search_source)
-                i = src->next(src->arg);
-                if (i < 0 || i >= j->n) break;
-                taken++;
-                /* the result is an error now: take the units left without searching them, so that the other
-                 * threads (and, through a shared source, ranks) reach the end and the failure sooner */
-                if (w->r.st_err != PS_OK) continue;
-                ps_status s2 = search_unit(w, &w->cpw, m, c, o, &j->units[i], i);
-                if (s2 != PS_OK && i < w->r.err_index) {
-                    w->r.st_err = s2;
-                    w->r.err_index = i;
-                    ps_strlcpy(w->r.err_msg, ps_error_message(), sizeof w->r.err_msg);
+                {
+                    int64_t i = src->next(src->arg);
+                    if (i >= 0 && i < j->n) batch[nb++] = i;
+                    while (nb > 0 && nb < PS_SEARCH_BATCH && src->peek) {
+                        int64_t p = src->peek(src->arg);
+                        if (p < 0 || p >= j->n || !same_tables(&j->units[p], &j->units[batch[0]])) break;
+                        batch[nb++] = src->next(src->arg);
+                    }
                 }
-                if (o->objective == PS_SEARCH_THROUGHPUT) share_floors(j, w, src);
+                if (nb == 0) break;
+                for (int b = 0; b < nb; b++) {
+                    int64_t i = batch[b];
+                    taken++;
+                    /* the result is an error now: take the units left without searching them, so that the other
+                     * threads (and, through a shared source, ranks) reach the end and the failure sooner */
+                    if (w->r.st_err != PS_OK) continue;
+                    ps_status s2 = search_unit(w, &w->cpw, m, c, o, &j->units[i], i);
+                    if (s2 != PS_OK && i < w->r.err_index) {
+                        w->r.st_err = s2;
+                        w->r.err_index = i;
+                        ps_strlcpy(w->r.err_msg, ps_error_message(), sizeof w->r.err_msg);
+                    }
+                    if (o->objective == PS_SEARCH_THROUGHPUT) share_floors(j, w, src);
+                }
             }
         }
     }
