@@ -2106,7 +2106,8 @@ typedef struct {
  * the largest TP degree (TP stays inside an NVLink domain) that divides width / ep and every MoE layer's expert width
  * (the fixed ones alone where given). Always an explicit etp: etp = tp on a layer at ep 1 is the experts split over TP
  * like a dense MLP, so the grids never repeat a plan, and one etp for every layer is what Megatron-LM and torchtitan
- * take. */
+ * take. More than PS_SEARCH_MAX_EP grids (a model of thousands of experts in wide NVLink domains) is -1: the caller
+ * says so and what to fix, instead of searching a cut list (realistic models have about 100: 384 experts, 112). */
 #define PS_SEARCH_MAX_EP 512
 static int ep_choices(const ps_search_opts *o, const ps_model *m, const ps_cluster *c, int64_t width, ep_choice *out)
 {
@@ -2121,12 +2122,14 @@ static int ep_choices(const ps_search_opts *o, const ps_model *m, const ps_clust
         bool ok = true;
         for (int64_t l = 0; l < m->n_layers && ok; l++)
             ok = !ps_layer_is_moe(&m->layers[l]) || m->layers[l].n_experts % ep == 0;
-        for (int64_t etp = 1; ok && etp <= width / ep && etp <= max_tp && n < PS_SEARCH_MAX_EP; etp++) {
+        for (int64_t etp = 1; ok && etp <= width / ep && etp <= max_tp; etp++) {
             if ((width / ep) % etp || (ft > 0 && etp != ft)) continue;
             bool div = true;
             for (int64_t l = 0; l < m->n_layers && div; l++)
                 div = !ps_layer_is_moe(&m->layers[l]) || m->layers[l].expert_ffn % etp == 0;
-            if (div) out[n++] = (ep_choice){(int)ep, (int)etp};
+            if (!div) continue;
+            if (n == PS_SEARCH_MAX_EP) return -1;
+            out[n++] = (ep_choice){(int)ep, (int)etp};
         }
     }
     return n;
@@ -2389,6 +2392,12 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
             strat_filter f;
             strat_filter_of(o, c, m, (int)pp, &f);
             int ncp = 0, nep = ep_choices(o, m, c, c->n_gpus / pp, epc);
+            if (nep < 0) {
+                st = PS_FAIL(PS_ERR_INPUT,
+                             "stages of %lld GPUs allow more than %d expert grids (ep x etp) for %s: fix --ep or --etp",
+                             (long long)(c->n_gpus / pp), PS_SEARCH_MAX_EP, m->name);
+                break;
+            }
             st = cp_choices(o, m, c, c->n_gpus / pp, cpc, &ncp);
             for (int64_t micro = 1; micro <= gbs && ps_plan_size_ok(micro, pp) && st == PS_OK; micro++) {
                 if (gbs % micro || (o->fixed.micro > 0 && micro != o->fixed.micro)) continue;
