@@ -373,6 +373,12 @@ static void megatron_flags(lines *F, lines *N, const exp_ctx *x)
             /* transformer_config.py: "Please use --moe-router-pre-softmax when topk is 1" */
             if (moe->top_k == 1) add(F, "--moe-router-pre-softmax");
         }
+        /* group-limited routing (transformer_config.py moe_router_num_groups / moe_router_group_topk; the
+         * all-to-all is priced with it, collectives.c) */
+        if (moe->router_groups > 0) {
+            add(F, "--moe-router-num-groups %lld", (long long)moe->router_groups);
+            add(F, "--moe-router-group-topk %lld", (long long)moe->router_group_topk);
+        }
         /* the experts of a GPU as grouped GEMMs, as priced (cost/layer_cost.c) */
         add(F, "--moe-grouped-gemm");
         /* token_dispatcher.py: on the expert grid the tokens reach their experts by all-to-all over ep (then gathered

@@ -237,7 +237,7 @@ static int64_t group_per_node(const ps_cost_params *p, const ps_cluster *c, cons
 }
 
 double ps_coll_alltoall_dedup(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes,
-                              double copies)
+                              double copies, int64_t groups, int64_t group_topk)
 {
     double flat = ps_coll_alltoall(p, c, g, bytes);
     if (g->n <= 1 || bytes <= 0 || !(copies > 1)) return flat;
@@ -249,7 +249,13 @@ double ps_coll_alltoall_dedup(const ps_cost_params *p, const ps_cluster *c, cons
      * destinations uniform over the N nodes, a token reaches N (1 - (1 - 1/N)^copies) distinct nodes on the mean,
      * (N - 1) / N of them remote. The network phase is an all-to-all among the GPUs of one local rank across the
      * nodes; the NVLink phase one among the node's GPUs. */
-    double one = bytes / copies, remote = (N - 1) * (1 - pow(1 - 1 / N, copies));
+    double reach = N * (1 - pow(1 - 1 / N, copies));
+    /* Group-limited routing (DeepSeek-V3 Sec. 2.1.2: node-limited to M = 4 nodes; Megatron-core group_limited_topk):
+     * the chosen groups hold every copy, and group_topk groups of consecutive members span at most
+     * group_topk x max(1, N / groups) of the N nodes (a group over several nodes, or several groups in a node) */
+    if (groups > 0 && group_topk > 0)
+        reach = fmin(reach, (double)group_topk * fmax(1.0, N / (double)groups));
+    double one = bytes / copies, remote = reach * (N - 1) / N;
     ps_group inter = {g->first, (int64_t)N, g->stride * per}, intra = {g->first, per, g->stride};
     double hier = ps_coll_alltoall(p, c, &inter, one * remote * N / (N - 1)) + ps_coll_alltoall(p, c, &intra, bytes);
     return hier < flat ? hier : flat;

@@ -1037,7 +1037,7 @@ static double ep_exchange(const ps_cost_params *p, const ps_cluster *c, const ps
     double cf = l->capacity_factor, k = (double)l->top_k;
     double buf = tokens / s->tp * k * (cf > 0 && cf < 1 ? cf : 1.0) * (double)l->hidden * elt * load;
     ps_group gep = {first, ep, etp}, gtp = {first, etp, 1};
-    double a2a = ps_coll_alltoall_dedup(p, c, &gep, buf, k);
+    double a2a = ps_coll_alltoall_dedup(p, c, &gep, buf, k, l->router_groups, l->router_group_topk);
     double ag = ps_coll_allgather(p, c, &gtp, buf * etp), rs = ps_coll_reducescatter(p, c, &gtp, buf * etp);
     *temp = buf * (1 + etp);
     return 2 * a2a + ag + rs;

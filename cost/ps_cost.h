@@ -270,9 +270,11 @@ double ps_coll_reducescatter(const ps_cost_params *p, const ps_cluster *c, const
 double ps_coll_alltoall(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes);
 /* An all-to-all in which each GPU's buffer of `bytes` holds `copies` copies of its tokens bound for different GPUs
  * (an MoE dispatch: top_k): the plain all-to-all, or where it is faster, the hierarchical one that sends a token over
- * the network once per distinct remote node and fans it out over NVLink (collectives.c says how) [s]. */
+ * the network once per distinct remote node and fans it out over NVLink (collectives.c says how) [s]. With
+ * `groups` > 0 a token's copies go to members of at most `group_topk` of `groups` equal runs of consecutive members
+ * (group-limited routing); 0: to any. */
 double ps_coll_alltoall_dedup(const ps_cost_params *p, const ps_cluster *c, const ps_group *g, double bytes,
-                              double copies);
+                              double copies, int64_t groups, int64_t group_topk);
 double ps_p2p(const ps_cost_params *p, const ps_cluster *c, int64_t a, int64_t b, double bytes);
 
 /* Streaming memory bandwidth [bytes/s] of a device: the measured one when p->db measured it, else the nominal

@@ -656,6 +656,7 @@ bool ps_layer_equal(const ps_layer *a, const ps_layer *b)
            a->cls_token == b->cls_token && a->n_experts == b->n_experts && a->top_k == b->top_k &&
            a->expert_ffn == b->expert_ffn && a->n_shared_experts == b->n_shared_experts &&
            a->shared_ffn == b->shared_ffn && a->capacity_factor == b->capacity_factor && a->router == b->router &&
+           a->router_groups == b->router_groups && a->router_group_topk == b->router_group_topk &&
            a->q_lora_rank == b->q_lora_rank && a->kv_lora_rank == b->kv_lora_rank &&
            a->qk_nope_head_dim == b->qk_nope_head_dim && a->qk_rope_head_dim == b->qk_rope_head_dim &&
            a->v_head_dim == b->v_head_dim;

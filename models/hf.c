@@ -227,6 +227,7 @@ static ps_status hf_llama(hf_ctx *c)
 typedef struct {
     int64_t experts, top_k, expert_ffn, shared, shared_ffn;
     ps_router router;
+    int64_t groups, group_topk;             /* DeepSeek's n_group / topk_group (0: no group limit) */
     int64_t first_dense, sparse_step, freq; /* DeepSeek's first_k_dense_replace / Qwen's step / DeepSeek's freq */
     const json_t *mlp_only;                 /* Qwen's mlp_only_layers, NULL = none */
     int64_t q_lora, kv_lora, nope, rope, v; /* MLA; kv_lora 0 = none */
@@ -271,6 +272,8 @@ static ps_status build_moe(hf_ctx *c, const causal_shape *s, const moe_shape *m)
             d.n_shared_experts = m->shared;
             d.shared_ffn = m->shared > 0 ? m->shared_ffn : 0;
             d.router = m->router;
+            d.router_groups = m->groups;
+            d.router_group_topk = m->group_topk;
         }
         if (i > run_first && !ps_layer_equal(&d, &run)) {
             char what[64];
@@ -416,6 +419,13 @@ static ps_status hf_deepseek_v3(hf_ctx *c)
         PS_TRY(hf_int(c, "first_k_dense_replace", false, 0, &m.first_dense));
         m.freq = 1;
         PS_TRY(hf_int(c, "moe_layer_freq", false, 1, &m.freq));
+        /* group-limited routing (DeepseekV3Config, transformers 001f85b: n_group 8, topk_group 4 by default;
+         * DeepSeek-V3 report Sec. 2.1.2: a token's experts on at most 4 nodes); n_group 1 is no limit */
+        m.groups = 8;
+        m.group_topk = 4;
+        PS_TRY(hf_int(c, "n_group", false, 1, &m.groups));
+        PS_TRY(hf_int(c, "topk_group", false, 1, &m.group_topk));
+        if (m.groups <= 1) m.groups = m.group_topk = 0;
         /* DeepSeek-V3 scores with a sigmoid and a selection bias (transformers' DeepseekV3TopkRouter always does);
          * deepseek-ai's configs say so in scoring_func */
         m.router = PS_ROUTER_SIGMOID;

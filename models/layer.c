@@ -46,6 +46,8 @@ const ps_field_def ps_layer_fields[] = {
     F(shared_ffn, PS_FT_INT, 0, K_ATTN),
     F(capacity_factor, PS_FT_REAL, 0, K_ATTN),
     F(router, PS_FT_ROUTER, 0, K_ATTN),
+    F(router_groups, PS_FT_INT, 0, K_ATTN),
+    F(router_group_topk, PS_FT_INT, 0, K_ATTN),
     /* multi-head latent attention (kv_lora_rank 0: ordinary attention) */
     F(q_lora_rank, PS_FT_INT, 0, K_ATTN),
     F(kv_lora_rank, PS_FT_INT, 0, K_ATTN),
@@ -61,7 +63,8 @@ enum {
     FI_HIDDEN, FI_OUT_HIDDEN, FI_HEADS, FI_KV_HEADS, FI_HEAD_DIM, FI_FFN, FI_SEQ, FI_KV_SEQ, FI_WINDOW, FI_VOCAB,
     FI_POSITIONS, FI_TOKEN_TYPES, FI_N_CLASSES, FI_CHANNELS, FI_PATCH, FI_NORM, FI_ACT, FI_BIAS, FI_DROPOUT,
     FI_TIED, FI_POOLER, FI_CLS_TOKEN, FI_N_EXPERTS, FI_TOP_K, FI_EXPERT_FFN, FI_N_SHARED, FI_SHARED_FFN, FI_CAPACITY,
-    FI_ROUTER, FI_Q_LORA, FI_KV_LORA, FI_QK_NOPE, FI_QK_ROPE, FI_V_HEAD_DIM, FI_COUNT
+    FI_ROUTER, FI_ROUTER_GROUPS, FI_ROUTER_GROUP_TOPK, FI_Q_LORA, FI_KV_LORA, FI_QK_NOPE, FI_QK_ROPE, FI_V_HEAD_DIM,
+    FI_COUNT
 };
 _Static_assert(FI_COUNT == sizeof ps_layer_fields / sizeof ps_layer_fields[0], "field index enum out of sync");
 _Static_assert(FI_COUNT <= 64, "ps_layer_spec.set has 64 bits");
@@ -199,7 +202,8 @@ ps_status ps_layer_resolve(ps_layer_kind kind, const ps_layer_spec *defaults, co
         /* A dense layer among MoE ones (DeepSeek-V3's first three) says n_experts = 0 and inherits nothing of the
          * experts from the model's defaults; values its own group gives are kept, for the check to name. The same
          * for ordinary attention among MLA layers. */
-        static const int moe_fields[] = {FI_TOP_K, FI_EXPERT_FFN, FI_N_SHARED, FI_SHARED_FFN, FI_CAPACITY, FI_ROUTER};
+        static const int moe_fields[] = {FI_TOP_K,    FI_EXPERT_FFN,    FI_N_SHARED,         FI_SHARED_FFN,
+                                         FI_CAPACITY, FI_ROUTER, FI_ROUTER_GROUPS, FI_ROUTER_GROUP_TOPK};
         static const int mla_fields[] = {FI_Q_LORA, FI_QK_NOPE, FI_QK_ROPE, FI_V_HEAD_DIM};
         ps_layer zero;
         memset(&zero, 0, sizeof zero);
@@ -299,6 +303,8 @@ static ps_status check_moe(const ps_layer *l, const ps_where *w)
     PS_TRY(only_if(w, "n_shared_experts", l->n_shared_experts, moe, when));
     PS_TRY(only_if(w, "shared_ffn", l->shared_ffn, moe, when));
     PS_TRY(only_if(w, "router", (int64_t)l->router, moe, when));
+    PS_TRY(only_if(w, "router_groups", l->router_groups, moe, when));
+    PS_TRY(only_if(w, "router_group_topk", l->router_group_topk, moe, when));
     if (!moe && l->capacity_factor != 0)
         return WFAIL(w, "capacity_factor", " = %g: applies only to %s", l->capacity_factor, when);
     if (!moe) return PS_OK;
@@ -314,6 +320,19 @@ static ps_status check_moe(const ps_layer *l, const ps_where *w)
         return WFAIL(w, "capacity_factor", " = %g: must be 0 (dropless) or a positive factor", l->capacity_factor);
     if ((int)l->router < 0 || l->router > PS_ROUTER_SIGMOID)
         return WFAIL(w, "router", " = %d: unknown", (int)l->router);
+    /* group-limited routing: both or neither, groups of whole experts, at most all of them chosen (Megatron-core's
+     * TransformerConfig checks the same) */
+    NEED_NONNEG(router_groups);
+    NEED_NONNEG(router_group_topk);
+    if ((l->router_groups > 0) != (l->router_group_topk > 0))
+        return WFAIL(w, l->router_groups > 0 ? "router_group_topk" : "router_groups",
+                     ": group-limited routing needs both router_groups and router_group_topk");
+    if (l->router_groups > 0 && l->n_experts % l->router_groups)
+        return WFAIL(w, "router_groups", " = %lld: must divide n_experts = %lld", (long long)l->router_groups,
+                     (long long)l->n_experts);
+    if (l->router_group_topk > l->router_groups)
+        return WFAIL(w, "router_group_topk", " = %lld: must be at most router_groups = %lld",
+                     (long long)l->router_group_topk, (long long)l->router_groups);
     return PS_OK;
 }
 

@@ -92,6 +92,11 @@ typedef struct {
     int64_t shared_ffn;       /* inner width of one shared expert */
     double capacity_factor;   /* tokens an expert takes at most, x its even share T*top_k/n_experts; 0 = dropless */
     ps_router router;
+    /* Group-limited routing (DeepSeek-V2's device-limited, DeepSeek-V3's node-limited; Megatron-core's
+     * moe_router_num_groups / moe_router_group_topk, HF n_group / topk_group): the experts in router_groups equal
+     * groups of consecutive experts, a token's top_k chosen inside its best router_group_topk groups. 0: none. */
+    int64_t router_groups;
+    int64_t router_group_topk;
     /* Multi-head latent attention (DeepSeek-V2/V3; kv_lora_rank 0 = ordinary attention and the fields below are 0).
      * Keys and values come from one compressed latent of kv_lora_rank (plus a shared rotary key of qk_rope_head_dim),
      * queries from a q_lora_rank latent (0: a plain h x heads*(nope+rope) projection, DeepSeek-V2-Lite). heads

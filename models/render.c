@@ -1,5 +1,7 @@
 /* Table and JSON renderings of a model, as `psearch model show` prints them. Consecutive identical layers are shown
  * as one row with a count: 80 decoder blocks are one line, not 80. */
+#include <string.h>
+
 #include <jansson.h>
 
 #include "ps_models.h"
@@ -63,6 +65,10 @@ json_t *ps_model_to_json(const ps_model *m)
             }
             json_object_set_new(g, "capacity_factor", json_real(l->capacity_factor));
             json_object_set_new(g, "router", json_string(l->router == PS_ROUTER_SIGMOID ? "sigmoid" : "softmax"));
+            if (l->router_groups) {
+                json_object_set_new(g, "router_groups", json_integer(l->router_groups));
+                json_object_set_new(g, "router_group_topk", json_integer(l->router_group_topk));
+            }
         }
         if (ps_layer_is_mla(l)) {
             json_object_set_new(g, "q_lora_rank", json_integer(l->q_lora_rank));
@@ -131,8 +137,13 @@ void ps_model_print(FILE *f, const ps_model *m)
                 ps_fmt_bytes(ps_layer_act_bytes_attn(l, m->dtype, 1, false, PS_RECOMP_NONE, PS_ATTN_FUSED), b4,
                              sizeof b4));
         if (ps_layer_is_moe(l)) {
-            char cap[48] = "dropless";
+            char cap[96] = "dropless";
             if (l->capacity_factor > 0) snprintf(cap, sizeof cap, "capacity factor %g", l->capacity_factor);
+            if (l->router_groups > 0) {
+                size_t used = strlen(cap);
+                snprintf(cap + used, sizeof cap - used, ", top %lld of %lld groups", (long long)l->router_group_topk,
+                         (long long)l->router_groups);
+            }
             fprintf(f, "%13s moe: %lld experts (ffn column: one expert's), top %lld, %lld shared of ffn %lld, %s "
                     "router, %s; active %s/layer\n", "", (long long)l->n_experts, (long long)l->top_k,
                     (long long)l->n_shared_experts, (long long)l->shared_ffn,

@@ -120,17 +120,42 @@ static void test_alltoall_dedup(void **state)
     ps_group g = {0, 16, 1}, inter = {0, 2, 8}, intra = {0, 8, 1};
     double flat = ps_coll_alltoall(&p, &c, &g, bytes);
     double hier = ps_coll_alltoall(&p, &c, &inter, one * 0.75 * 2) + ps_coll_alltoall(&p, &c, &intra, bytes);
-    assert_close(ps_coll_alltoall_dedup(&p, &c, &g, bytes, 2), fmin(flat, hier), 1e-12);
+    assert_close(ps_coll_alltoall_dedup(&p, &c, &g, bytes, 2, 0, 0), fmin(flat, hier), 1e-12);
     assert_true(hier < flat); /* the network carries 0.75 copies instead of 2 x 8/16 = 1 */
     /* one copy: nothing to save, the plain all-to-all */
-    assert_close(ps_coll_alltoall_dedup(&p, &c, &g, bytes, 1), flat, 1e-15);
+    assert_close(ps_coll_alltoall_dedup(&p, &c, &g, bytes, 1, 0, 0), flat, 1e-15);
     /* inside one node: plain */
-    assert_close(ps_coll_alltoall_dedup(&p, &c, &intra, bytes, 8), ps_coll_alltoall(&p, &c, &intra, bytes), 1e-15);
+    assert_close(ps_coll_alltoall_dedup(&p, &c, &intra, bytes, 8, 0, 0), ps_coll_alltoall(&p, &c, &intra, bytes),
+                 1e-15);
     /* the plain all-to-all across the nodes: the 8 GPUs of a node send the 8 of 16 parts bound for the other node
      * through the node's network at once (the ring link of the group: the node's 8 NICs), one NIC's worth each */
     double bw, lat;
     ps_coll_ring_link(&p, &c, &g, &bw, &lat);
     assert_close(flat, 8 * 8.0 / 16 * bytes / bw + 15 * lat, 1e-12);
+    ps_cluster_free(&c);
+}
+
+/* Group-limited routing (DeepSeek-V3's node-limited): ep 64 over 8 nodes of 8, top 8. Uniform destinations reach
+ * 8 (1 - (7/8)^8) = 5.25 distinct nodes a token; 4 of 8 groups (a group a node) reach at most 4, so the network phase
+ * carries 4 x 7/8 = 3.5 copies of a token instead of 4.59 (an all-to-all of 4 copies among the 8 GPUs of one local
+ * rank). 4 of 16 groups (two a node) and 2 of 4 (a group over two nodes) also cap it at 4; 8 of 8 does not bind. */
+static void test_alltoall_groups(void **state)
+{
+    (void)state;
+    ps_cost_params p;
+    ps_cost_params_default(&p);
+    ps_cluster c = load_cluster("dgx-h100:8");
+    double bytes = 512e6, one = bytes / 8;
+    ps_group g = {0, 64, 1}, inter = {0, 8, 8}, intra = {0, 8, 1};
+    double flat = ps_coll_alltoall(&p, &c, &g, bytes), nvl = ps_coll_alltoall(&p, &c, &intra, bytes);
+    double capped = ps_coll_alltoall(&p, &c, &inter, one * 4) + nvl;
+    double free_ = ps_coll_alltoall(&p, &c, &inter, one * 8 * (1 - pow(7.0 / 8, 8))) + nvl;
+    assert_true(capped < free_);
+    assert_close(ps_coll_alltoall_dedup(&p, &c, &g, bytes, 8, 8, 4), fmin(flat, capped), 1e-12);
+    assert_close(ps_coll_alltoall_dedup(&p, &c, &g, bytes, 8, 16, 4), fmin(flat, capped), 1e-12);
+    assert_close(ps_coll_alltoall_dedup(&p, &c, &g, bytes, 8, 4, 2), fmin(flat, capped), 1e-12);
+    assert_close(ps_coll_alltoall_dedup(&p, &c, &g, bytes, 8, 8, 8), fmin(flat, free_), 1e-12);
+    assert_close(ps_coll_alltoall_dedup(&p, &c, &g, bytes, 8, 0, 0), fmin(flat, free_), 1e-12);
     ps_cluster_free(&c);
 }
 
@@ -249,7 +274,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ep_shapes),  cmocka_unit_test(test_rank_load), cmocka_unit_test(test_ep_comm),
-        cmocka_unit_test(test_alltoall_dedup), cmocka_unit_test(test_ep_memory), cmocka_unit_test(test_ep_rules),
+        cmocka_unit_test(test_alltoall_dedup),
+        cmocka_unit_test(test_alltoall_groups),
+        cmocka_unit_test(test_ep_memory), cmocka_unit_test(test_ep_rules),
         cmocka_unit_test(test_ep_none),    cmocka_unit_test(test_ep1_etp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

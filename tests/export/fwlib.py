@@ -275,6 +275,12 @@ def megatron_moe_errors(a, num, gpus, tp, pp, sp):
             errors.append("Please use --moe-router-pre-softmax when topk is 1.")
         if "--moe-expert-capacity-factor" in a and lb not in ("aux_loss", "seq_aux_loss", "global_aux_loss", "none"):
             errors.append("moe_expert_capacity_factor only works with aux_loss, seq_aux_loss, global_aux_loss or none")
+        groups, group_topk = num("--moe-router-num-groups", 0), num("--moe-router-group-topk", 0)
+        if group_topk and not groups:  # transformer_config.py __post_init__
+            errors.append("When using group limited routing, moe_router_num_groups must be specified.")
+        elif group_topk and (experts % groups or group_topk > groups):
+            errors.append(f"group-limited routing: {experts} experts in {groups} groups, {group_topk} chosen "
+                          "(transformer_config.py: experts divisible by the groups, at most all chosen)")
         if "--moe-layer-freq" in a:
             try:
                 pat = megatron_model.moe_pattern(a["--moe-layer-freq"], num("--num-layers"))

@@ -16,7 +16,8 @@ at NVIDIA/Megatron-LM d98e8a64ddf3 (the commit of tests/data/export/megatron_fla
     --moe-layer-freq 1 (int N: experts on layers i % N == 0; else a python list expression of 0/1 per layer,
     megatron/core/models/gpt/gpt_layer_specs.py), --moe-ffn-hidden-size None -> --ffn-hidden-size, --moe-router-topk
     2, --moe-shared-expert-intermediate-size None (one MLP of the shared experts' total width),
-    --moe-router-score-function softmax, --moe-expert-capacity-factor None (dropless);
+    --moe-router-score-function softmax, --moe-expert-capacity-factor None (dropless), --moe-router-num-groups and
+    --moe-router-group-topk None (no group-limited routing);
   - latent attention (arguments.py _add_mla_args): --q-lora-rank None (a plain query projection), --kv-lora-rank 32,
     --qk-head-dim 128, --qk-pos-emb-head-dim 64, --v-head-dim 128; MLATransformerConfig rope_type "yarn" unless
     --rope-type says otherwise (arguments.py: "MLA takes yarn by default").
@@ -37,6 +38,7 @@ LLAMA3_MODEL_FLAGS = ["--position-embedding-type", "--rotary-base", "--normaliza
 MOE_MLA_MODEL_FLAGS = ["--num-experts", "--moe-layer-freq", "--moe-ffn-hidden-size", "--moe-router-topk",
                        "--moe-shared-expert-intermediate-size", "--moe-router-score-function",
                        "--moe-router-enable-expert-bias", "--moe-expert-capacity-factor", "--moe-router-pre-softmax",
+                       "--moe-router-num-groups", "--moe-router-group-topk",
                        "--multi-latent-attention", "--q-lora-rank", "--kv-lora-rank", "--qk-head-dim",
                        "--qk-pos-emb-head-dim", "--v-head-dim", "--rope-type", "--ffn-hidden-size"]
 MOE_MLA_DEFAULTS = {"--moe-router-score-function": "softmax", "--moe-router-topk": "2", "--qk-head-dim": "128",
@@ -77,6 +79,7 @@ def megatron_arch(a):
                "expert_ffn": int(a.get("--moe-ffn-hidden-size", ffn)),
                "shared": int(a.get("--moe-shared-expert-intermediate-size", 0)),
                "capacity_factor": float(a.get("--moe-expert-capacity-factor", 0.0)),
+               "groups": [int(a.get("--moe-router-num-groups", 0)), int(a.get("--moe-router-group-topk", 0))],
                # psearch's sigmoid router carries the selection bias (--moe-router-enable-expert-bias)
                "router": a.get("--moe-router-score-function", "softmax") +
                ("+bias" if "--moe-router-enable-expert-bias" in a else "")}
@@ -139,6 +142,7 @@ def model_arch(model):
         moe = {"pattern": pattern, "n_experts": e["n_experts"], "top_k": e["top_k"], "expert_ffn": width,
                "shared": n_shared * e.get("shared_ffn", width) if n_shared else 0,
                "capacity_factor": float(e.get("capacity_factor", 0.0)),
+               "groups": [e.get("router_groups", 0), e.get("router_group_topk", 0)],
                "router": "sigmoid+bias" if e.get("router") == "sigmoid" else "softmax"}
     mla = None
     if d.get("kv_lora_rank", 0) > 0:
@@ -196,6 +200,8 @@ def model_json(a, vocab, name):
                 grp.update({"n_shared_experts": 1, "shared_ffn": moe["shared"]})
             if moe["capacity_factor"]:
                 grp["capacity_factor"] = moe["capacity_factor"]
+            if moe["groups"][0]:
+                grp.update({"router_groups": moe["groups"][0], "router_group_topk": moe["groups"][1]})
         else:
             grp["ffn_hidden"] = arch["ffn_hidden"]
         groups.append(grp)

@@ -357,6 +357,7 @@ CASES = {
           Expect.has("--ffn-hidden-size", "18432"), Expect.has("--moe-ffn-hidden-size", "2048"),
           Expect.has("--moe-shared-expert-intermediate-size", "2048"),
           Expect.has("--moe-router-score-function", "sigmoid"), Expect.has("--moe-router-enable-expert-bias"),
+          Expect.has("--moe-router-num-groups", "8"), Expect.has("--moe-router-group-topk", "4"),
           Expect.has("--expert-model-parallel-size", "64"), Expect.has("--decoder-first-pipeline-num-layers", "7"),
           Expect.lacks("--moe-expert-capacity-factor")]),
         ("moe_interleave_capacity", ["estimate", "--model", "@DATA@/export/moe-alt.json", "--cluster",

@@ -138,6 +138,10 @@ def main():
     expect("megatron", "mla valid", mg_dsv3, 512, None)
     expect("megatron", "expert bias softmax", sub(mg_dsv3, "--moe-router-score-function sigmoid",
                                                   "--moe-router-score-function softmax"), 512, "expert bias only")
+    expect("megatron", "group topk without groups", sub(mg_dsv3, "--moe-router-num-groups 8 \\\n", ""), 512,
+           "moe_router_num_groups must be specified")
+    expect("megatron", "groups not dividing experts",
+           sub(mg_dsv3, "--moe-router-num-groups 8", "--moe-router-num-groups 3"), 512, "group-limited routing")
     expect("megatron", "moe pattern length", sub(mg_dsv3, "[1]*58", "[1]*57"), 512, "Invalid length")
     expect("megatron", "moe pattern characters", sub(mg_dsv3, "'([0]*3+[1]*58)'", "'[0]*3+[1]*len(range(58))'"),
            512, "_eval_pattern refuses")

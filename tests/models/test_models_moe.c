@@ -290,6 +290,10 @@ static void test_hf_equals_preset(void **state)
     load_ok(tdata("hf/deepseek-v3.json"), NULL, &m);
     assert_int_equal(m.seq, 163840);
     assert_string_equal(m.family, "deepseek_v3");
+    /* n_group 8, topk_group 4: node-limited routing on the MoE blocks, none on the dense ones */
+    assert_int_equal(m.layers[4].router_groups, 8);
+    assert_int_equal(m.layers[4].router_group_topk, 4);
+    assert_int_equal(m.layers[1].router_groups, 0);
     ps_model_free(&m);
     /* Qwen1.5-MoE-A2.7B (qwen2_moe): 60 experts of 1408, 4 per token, one shared expert of 5632; the Qwen blog's
      * 14.3B total and 2.7B activated */
@@ -329,6 +333,9 @@ static void test_hf_sparse_layers(void **state)
     assert_int_equal(m.layers[1].q_lora_rank, 0);
     assert_int_equal(m.layers[1].kv_lora_rank, 64);
     assert_int_equal(m.layers[1].head_dim, 48);
+    /* no n_group / topk_group: DeepseekV3Config's defaults, 4 of 8 groups */
+    assert_int_equal(m.layers[3].router_groups, 8);
+    assert_int_equal(m.layers[3].router_group_topk, 4);
     ps_model_free(&m);
 }
 
@@ -380,6 +387,11 @@ static void test_bad(void **state)
     bad("bad/mla-head-dim.json", "layers[0].head_dim = 16: must be qk_nope_head_dim + qk_rope_head_dim = 12");
     bad("bad/moe-router.layers", "moe-router.layers:2:29: router=argmax: unknown router");
     bad("bad/moe-capacity.json", "field 'layers[0].capacity_factor' must be in [0, 1e+06] (got -1)");
+    bad("bad/moe-groups.json", "layers[0].router_groups = 3: must divide n_experts = 8");
+    bad("bad/moe-group-topk.layers",
+        "moe-group-topk.layers:2: router_groups: group-limited routing needs both router_groups and router_group_topk");
+    bad("bad/moe-group-many.layers",
+        "moe-group-many.layers:2: router_group_topk = 5: must be at most router_groups = 4");
     bad("hf/bad/deepseek-missing-kv-lora.json", "deepseek-missing-kv-lora.json: missing field 'kv_lora_rank'");
     bad("hf/bad/qwen-mlp-only.json", "field 'mlp_only_layers[1]' must be a layer index from 0 to 1");
     bad("hf/bad/mixtral-topk.json", "layer 1 (decoder): top_k = 6: must be at most n_experts = 4");
