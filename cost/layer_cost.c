@@ -38,7 +38,8 @@ static const dev_speed *gemm_dev(const dev_speed *d, const ps_layer *l, const ps
  *   cuDNN 9.19 scaled-dot-product attention, the kernel Transformer Engine picks on Hopper; BF16, head dim 128,
  *   causal, 2k-16k tokens, 16 and 32 heads; tests/data/gpu-check/h200-2026-11-27/attn.json): medians 0.55 of the
  *   dense peak forward and 0.50 backward, executed FLOPs. FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608)
- *   reports up to 0.75 forward at its best shapes; PyTorch's FlashAttention-2 build ran at 0.28-0.37 there.
+ *   reports up to 0.75 forward at its best shapes; PyTorch's FlashAttention-2 build ran at 0.28-0.37 there
+ *   (ps_cost_fa2_eff: the frameworks that run it).
  *   Forward 0.55, backward 0.50.
  * - Blackwell (B200, GB200: the GPUs with FP4): no published paper figure; Hopper's fractions are assumed.
  * - Every other GPU with a fused kernel (Ampere, Ada, custom GPUs): FlashAttention-2 (Dao 2023, arXiv 2307.08691),
@@ -52,6 +53,23 @@ static void fused_eff(const ps_cost_params *p, const ps_gpu *g, double *fwd, dou
     *bwd = 0.50;
     if (p->attn_fwd_eff > 0) *fwd = p->attn_fwd_eff;
     if (p->attn_bwd_eff > 0) *bwd = p->attn_bwd_eff;
+}
+
+void ps_cost_fa2_eff(const ps_gpu *g, double *fwd, double *bwd)
+{
+    /* FlashAttention-2 has no Hopper kernel (no wgmma or TMA): FlashAttention-3 (Shah et al. 2024, arXiv
+     * 2407.08608, abstract) was written because it reaches "only 35% utilization on the H100 GPU". The same H200
+     * run as fused_eff's Hopper figures timed PyTorch 2.11's flash backend (its FlashAttention-2 build) on the same
+     * shapes: causal medians 0.32 forward and 0.28 backward of the dense peak (8 shapes each, rows "backend":
+     * "flash", "causal": true of tests/data/gpu-check/h200-2026-11-27/attn.json). Blackwell: Hopper's figures
+     * assumed, as in fused_eff. Elsewhere FlashAttention-2 is the default kernel already. */
+    ps_cost_params d;
+    ps_cost_params_default(&d);
+    fused_eff(&d, g, fwd, bwd);
+    if (strcmp(g->name, "h100") == 0 || strcmp(g->name, "h200") == 0 || g->fp4_flops > 0) {
+        *fwd = 0.32;
+        *bwd = 0.28;
+    }
 }
 
 ps_attn ps_cost_attn(const ps_cluster *c, int64_t first, int64_t n, ps_attn a)

@@ -293,6 +293,11 @@ double ps_cost_peak_flops(const ps_gpu *g, ps_dtype dtype);
  * measured value (ps_gpu.gemm_eff), else PS_GEMM_EFF_GENERIC. */
 #define PS_GEMM_EFF_GENERIC 0.80
 double ps_cost_gemm_eff(const ps_cost_params *p, const ps_gpu *g);
+/* The fractions of g's dense peak a FlashAttention-2 kernel reaches, forward and backward (PyTorch's
+ * scaled_dot_product_attention flash backend, the flash-attn 2 package): below the default fused kernel's on Hopper
+ * and Blackwell, which it has no kernel for; the default's elsewhere. For a framework that runs it, these go into
+ * ps_cost_params attn_fwd_eff and attn_bwd_eff (cost/layer_cost.c, with the measurement). */
+void ps_cost_fa2_eff(const ps_gpu *g, double *fwd, double *bwd);
 double ps_cost_gemm_time(const ps_cost_params *p, const ps_gpu *g, ps_dtype dtype, double m, double n, double k,
                          double count);
 /* The executed work W of ps_cost_gemm_time in FLOPs (shape model or useful work, as above), for sm_count SMs. */

@@ -145,6 +145,8 @@ class Checker:
             self.err(where, cid, "plan.dtype", "must be one of %s (got %r)" % (sorted(DTYPES), p["dtype"]))
         if "attention" in p and p["attention"] not in ATTENTION:
             self.err(where, cid, "plan.attention", "must be one of %s (got %r)" % (sorted(ATTENTION), p["attention"]))
+        if "attention_kernel" in p and p["attention_kernel"] != "fa2":
+            self.err(where, cid, "plan.attention_kernel", "must be 'fa2' (got %r)" % p["attention_kernel"])
         for k in ("overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "flash_attention"):
             if k in p and not isinstance(p[k], bool):
                 self.err(where, cid, "plan." + k, "boolean (got %r)" % p[k])
