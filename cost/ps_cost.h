@@ -93,9 +93,14 @@ ps_status ps_overlap_parse(const char *s, ps_overlap *o);
  * with the next block's transfer beside each, the sequence in 2 x cp chunks (GPU i holds chunks i and 2cp - 1 - i) so
  * every GPU does the same causal work; the backward passes K/V and their gradients around again. PS_CP_A2A ("a2a",
  * DeepSpeed-Ulysses): all-to-alls of Q, K, V before and of the output after the attention core give each GPU the
- * whole sequence for heads / cp of its heads (the backward: the output gradient before, dQ, dK, dV after). */
-typedef enum { PS_CP_RING = 0, PS_CP_A2A, PS_CP_COMM_COUNT } ps_cp_comm;
-const char *ps_cp_comm_name(ps_cp_comm k); /* "ring", "a2a" */
+ * whole sequence for heads / cp of its heads (the backward: the output gradient before, dQ, dK, dV after).
+ * PS_CP_ALLGATHER ("allgather", PyTorch's context_parallel with set_rotate_method("allgather"), torchtitan's default
+ * --experimental.context_parallel_rotate_method): the same 2 x cp chunks and causal work as the ring, but the key/value
+ * blocks all-gathered once per pass, waited after the first attention step, and in the backward the FP32 dK/dV
+ * accumulators passed around the ring; the keys and values are those the attention op receives, which torchtitan
+ * expands to the query heads (repeat_kv) first. Never chosen by the search unless asked (--cp-comm allgather). */
+typedef enum { PS_CP_RING = 0, PS_CP_A2A, PS_CP_ALLGATHER, PS_CP_COMM_COUNT } ps_cp_comm;
+const char *ps_cp_comm_name(ps_cp_comm k); /* "ring", "a2a", "allgather" */
 /* Parse a name of ps_cp_comm_name (also Megatron's "p2p" for ring); unknown -> PS_ERR_INPUT listing the names. */
 ps_status ps_cp_comm_parse(const char *s, ps_cp_comm *k);
 

@@ -24,7 +24,7 @@ ATTENTION = {"fused", "unfused"}
 SETS = {"train", "validation"}
 NEEDS = {"cp", "ep", "moe", "fp8", "fused_attention", "overlap", "gb200-nvl72", "activation_offload",
          "recompute_modules"}  # recompute_modules: Megatron's per-module selective recomputation (mla_up_proj, mlp, ...)
-CP_COMM = {"ring", "a2a"}  # psearch's ps_cp_comm names (Megatron's --cp-comm-type p2p = ring)
+CP_COMM = {"ring", "a2a", "allgather"}  # psearch's ps_cp_comm names (Megatron's --cp-comm-type p2p = ring)
 # Presets another branch is adding: a case may name them before they exist (the GPU count is then not checked).
 PENDING_CLUSTERS = {"gb200-nvl72"}
 
