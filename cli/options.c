@@ -105,7 +105,7 @@ static ps_status parse_cp_comm(const opt_row *r, const char *val, ps_cli_opts *o
     ps_cp_comm k;
     if (ps_cp_comm_parse(val, &k) != PS_OK) {
         ps_error_clear();
-        return PS_FAIL(PS_ERR_INPUT, "option --cp-comm: expected ring or a2a (got '%s')", val);
+        return PS_FAIL(PS_ERR_INPUT, "option --cp-comm: expected ring, a2a or allgather (got '%s')", val);
     }
     *FIELD(o, r, const char *) = val;
     return PS_OK;
@@ -235,9 +235,10 @@ static const opt_row k_options[] = {
      {{"estimate", NULL, "context-parallel degree: every sequence split over N GPUs", "1"},
       {"plan", NULL, "fix the context-parallel degree of every plan (1: none)", "searched"}}},
     {"cp-comm", 0, OPT_FN, "K", AT(cp_comm), "estimate plan sweep", 0, parse_cp_comm,
-     {{"estimate", NULL, "context parallelism's attention: ring (K/V passed around, Megatron p2p) or a2a\n"
-                         "(Ulysses all-to-alls)", "ring"},
-      {"plan", NULL, "fix context parallelism's attention: ring or a2a", "searched"}}},
+     {{"estimate", NULL, "context parallelism's attention: ring (K/V passed around, Megatron p2p), a2a\n"
+                         "(Ulysses all-to-alls) or allgather (PyTorch's all-gather rotation, torchtitan)", "ring"},
+      {"plan", NULL, "fix context parallelism's attention: ring, a2a or allgather (searched: ring, a2a)",
+       "searched"}}},
     {"ep", 0, OPT_I64, "N", AT(ep), "estimate plan sweep", 0, NULL,
      {{"estimate", NULL, "expert-parallel degree of the MoE layers: their routed experts split over N GPUs", "1"},
       {"plan", NULL, "fix the expert-parallel degree of every plan (1: none)", "searched"}}},

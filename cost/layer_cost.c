@@ -38,7 +38,8 @@ static const dev_speed *gemm_dev(const dev_speed *d, const ps_layer *l, const ps
  *   cuDNN 9.19 scaled-dot-product attention, the kernel Transformer Engine picks on Hopper; BF16, head dim 128,
  *   causal, 2k-16k tokens, 16 and 32 heads; tests/data/gpu-check/h200-2026-11-27/attn.json): medians 0.55 of the
  *   dense peak forward and 0.50 backward, executed FLOPs. FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608)
- *   reports up to 0.75 forward at its best shapes; PyTorch's FlashAttention-2 build ran at 0.28-0.37 there.
+ *   reports up to 0.75 forward at its best shapes; PyTorch's FlashAttention-2 build ran at 0.28-0.37 there
+ *   (ps_cost_fa2_eff: the frameworks that run it).
  *   Forward 0.55, backward 0.50.
  * - Blackwell (B200, GB200: the GPUs with FP4): no published paper figure; Hopper's fractions are assumed.
  * - Every other GPU with a fused kernel (Ampere, Ada, custom GPUs): FlashAttention-2 (Dao 2023, arXiv 2307.08691),
@@ -52,6 +53,23 @@ static void fused_eff(const ps_cost_params *p, const ps_gpu *g, double *fwd, dou
     *bwd = 0.50;
     if (p->attn_fwd_eff > 0) *fwd = p->attn_fwd_eff;
     if (p->attn_bwd_eff > 0) *bwd = p->attn_bwd_eff;
+}
+
+void ps_cost_fa2_eff(const ps_gpu *g, double *fwd, double *bwd)
+{
+    /* FlashAttention-2 has no Hopper kernel (no wgmma or TMA): FlashAttention-3 (Shah et al. 2024, arXiv
+     * 2407.08608, abstract) was written because it reaches "only 35% utilization on the H100 GPU". The same H200
+     * run as fused_eff's Hopper figures timed PyTorch 2.11's flash backend (its FlashAttention-2 build) on the same
+     * shapes: causal medians 0.32 forward and 0.28 backward of the dense peak (8 shapes each, rows "backend":
+     * "flash", "causal": true of tests/data/gpu-check/h200-2026-11-27/attn.json). Blackwell: Hopper's figures
+     * assumed, as in fused_eff. Elsewhere FlashAttention-2 is the default kernel already. */
+    ps_cost_params d;
+    ps_cost_params_default(&d);
+    fused_eff(&d, g, fwd, bwd);
+    if (strcmp(g->name, "h100") == 0 || strcmp(g->name, "h200") == 0 || g->fp4_flops > 0) {
+        *fwd = 0.32;
+        *bwd = 0.28;
+    }
 }
 
 ps_attn ps_cost_attn(const ps_cluster *c, int64_t first, int64_t n, ps_attn a)
@@ -241,7 +259,7 @@ static void shapes(const ps_layer *l, int64_t mbs, int tp, int cp, ps_cp_comm ki
     /* the MoE block on the expert grid (ps_strategy_ep_folded) */
     const bool folded = ps_layer_is_moe(l) && (ep > 1 || etp != tp);
     /* cpd: the token share of one GPU of the CP group; the attention core's queries (ring) or heads (a2a) split */
-    double cpd = cp > 1 ? cp : 1, q_div = kind == PS_CP_RING ? cpd : 1, head_div = kind == PS_CP_A2A ? cpd : 1;
+    double cpd = cp > 1 ? cp : 1, q_div = kind != PS_CP_A2A ? cpd : 1, head_div = kind == PS_CP_A2A ? cpd : 1;
     double T = (double)mbs * (double)l->seq / cpd, h = (double)l->hidden, t = tp;
     double Q = (double)(l->heads * l->head_dim), K = (double)(l->kv_heads * l->head_dim), F = (double)l->ffn_hidden;
     bool gated = l->act == PS_ACT_SWIGLU || l->act == PS_ACT_GEGLU;
@@ -512,7 +530,7 @@ double ps_cost_prefetch(const ps_cost_params *p, int n, const double *comp, cons
     return t;
 }
 
-static const char *const k_cp_names[PS_CP_COMM_COUNT] = {"ring", "a2a"};
+static const char *const k_cp_names[PS_CP_COMM_COUNT] = {"ring", "a2a", "allgather"};
 
 const char *ps_cp_comm_name(ps_cp_comm k) { return (int)k >= 0 && k < PS_CP_COMM_COUNT ? k_cp_names[k] : "?"; }
 
@@ -527,7 +545,8 @@ ps_status ps_cp_comm_parse(const char *s, ps_cp_comm *k)
         *k = PS_CP_RING;
         return PS_OK;
     }
-    return PS_FAIL(PS_ERR_INPUT, "unknown context-parallel communication '%s' (known: ring (or p2p), a2a)", s);
+    return PS_FAIL(PS_ERR_INPUT, "unknown context-parallel communication '%s' (known: ring (or p2p), a2a, allgather)",
+                   s);
 }
 
 /* The reason of a refusal into why[n] (ps_cost_cp_ok, ps_cost_ep_ok): not formatted at all when n is 0 */
@@ -554,10 +573,11 @@ bool ps_cost_cp_ok(const ps_layer *l, const ps_strategy *s, char *why, size_t n)
                  ps_overlap_name(s->overlap), cp);
         return false;
     }
-    int64_t mult = s->cp_comm == PS_CP_RING ? 2 * (int64_t)cp : cp;
+    bool chunks2 = s->cp_comm != PS_CP_A2A; /* ring and allgather: 2 x cp load-balanced chunks */
+    int64_t mult = chunks2 ? 2 * (int64_t)cp : cp;
     if (l->seq % mult) {
         WHY("sequence %lld is not a multiple of %s%d (cp %d, %s)", (long long)l->seq,
-                 s->cp_comm == PS_CP_RING ? "2 x cp = " : "cp = ", (int)mult, cp, kn);
+                 chunks2 ? "2 x cp = " : "cp = ", (int)mult, cp, kn);
         return false;
     }
     if (s->sp && s->tp > 1 && (l->seq / cp) % s->tp) {
@@ -566,9 +586,9 @@ bool ps_cost_cp_ok(const ps_layer *l, const ps_strategy *s, char *why, size_t n)
         return false;
     }
     if (!ps_layer_has_attention(l->kind)) return true;
-    if (s->cp_comm == PS_CP_RING && l->attn_window > 0 && l->attn_window < l->seq) {
-        WHY("ring context parallelism passes whole key/value blocks: an attention window of %lld tokens "
-                         "needs cp_comm a2a", (long long)l->attn_window);
+    if (chunks2 && l->attn_window > 0 && l->attn_window < l->seq) {
+        WHY("%s context parallelism passes whole key/value blocks: an attention window of %lld tokens "
+                         "needs cp_comm a2a", kn, (long long)l->attn_window);
         return false;
     }
     if (s->cp_comm == PS_CP_A2A) {
@@ -993,6 +1013,13 @@ static double ring_step(const ps_cost_params *p, const ps_cluster *c, const ps_g
  *   buffer; the larger is transient.
  * - a2a (AttnFuncWithCPAndQKVOA2A): all-to-alls of Q, K, V before and of the output after the core; the backward of
  *   the output gradient before and of dQ, dK, dV after; none overlapped. Memory: one copy of Q, K, V and the output.
+ * - allgather (PyTorch torch/distributed/tensor/experimental/_attention.py, read at 0123248a: _AllGatherRotater,
+ *   _templated_ring_attention and its backward): the forward all-gathers the K/V blocks once, issued before the first
+ *   of the cp attention steps and waited after it; the backward all-gathers them again the same way and passes the
+ *   dK/dV accumulators (FP32: _ContextParallelOptions.convert_to_f32) one hop around the ring after every step, each
+ *   send beside the next step and the last one waited at the end. K/V are what SDPA receives: torchtitan expands them
+ *   to the query heads first (repeat_kv, torchtitan/models/llama/model.py at 9dec370), so they count heads / tp.
+ *   Memory: the gathered K/V (cp blocks) and two FP32 dK/dV buffers.
  * af, ab: the attention core's forward and backward computation [s]. Returns the communication before overlap and
  * the part of it left exposed per pass, and the transient bytes. */
 static void cp_attention(const ps_cost_params *p, const ps_cluster *c, const ps_layer *l, double elt, int64_t mbs,
@@ -1011,6 +1038,16 @@ static void cp_attention(const ps_cost_params *p, const ps_cluster *c, const ps_
         exposed[0] = comm[0];
         exposed[1] = comm[1];
         *temp = 2 * qb + 2 * kb;
+        return;
+    }
+    if (s->cp_comm == PS_CP_ALLGATHER) {
+        double kvx = 2 * qb, dkv = 2 * qb / elt * 4, af1 = af / cp, ab1 = ab / cp;
+        double ag = ps_coll_allgather(p, c, &g, kvx * cp), dstep = ring_step(p, c, &g, dkv);
+        comm[0] = ag;
+        exposed[0] = ps_cost_overlapped(p, af1, ag) - af1;
+        comm[1] = ag + cp * dstep;
+        exposed[1] = ps_cost_overlapped(p, ab1, ag) + (cp - 1) * ps_cost_overlapped(p, ab1, dstep) + dstep - ab;
+        *temp = cp * kvx + 2 * dkv;
         return;
     }
     double kv = 2 * kb, step = ring_step(p, c, &g, kv);

@@ -53,7 +53,8 @@ static ps_status read_strategy(const json_t *o, const ps_jloc *loc, ps_strategy 
     s->cp = (int)v;
     char cc[16] = "";
     PS_TRY(ps_json_str(o, loc, "cp_comm", false, cc, sizeof cc));
-    if (cc[0] && ps_cp_comm_parse(cc, &s->cp_comm) != PS_OK) return bad_name(loc, "cp_comm", "ring or a2a", cc);
+    if (cc[0] && ps_cp_comm_parse(cc, &s->cp_comm) != PS_OK)
+        return bad_name(loc, "cp_comm", "ring, a2a or allgather", cc);
     /* expert parallelism; absent (plans written before it existed, or dense models): ep 1, etp = tp */
     v = ps_strategy_ep(s);
     PS_TRY(ps_json_int(o, loc, "ep", false, 1, 1 << 20, &v));

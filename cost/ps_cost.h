@@ -93,9 +93,14 @@ ps_status ps_overlap_parse(const char *s, ps_overlap *o);
  * with the next block's transfer beside each, the sequence in 2 x cp chunks (GPU i holds chunks i and 2cp - 1 - i) so
  * every GPU does the same causal work; the backward passes K/V and their gradients around again. PS_CP_A2A ("a2a",
  * DeepSpeed-Ulysses): all-to-alls of Q, K, V before and of the output after the attention core give each GPU the
- * whole sequence for heads / cp of its heads (the backward: the output gradient before, dQ, dK, dV after). */
-typedef enum { PS_CP_RING = 0, PS_CP_A2A, PS_CP_COMM_COUNT } ps_cp_comm;
-const char *ps_cp_comm_name(ps_cp_comm k); /* "ring", "a2a" */
+ * whole sequence for heads / cp of its heads (the backward: the output gradient before, dQ, dK, dV after).
+ * PS_CP_ALLGATHER ("allgather", PyTorch's context_parallel with set_rotate_method("allgather"), torchtitan's default
+ * --experimental.context_parallel_rotate_method): the same 2 x cp chunks and causal work as the ring, but the key/value
+ * blocks all-gathered once per pass, waited after the first attention step, and in the backward the FP32 dK/dV
+ * accumulators passed around the ring; the keys and values are those the attention op receives, which torchtitan
+ * expands to the query heads (repeat_kv) first. Never chosen by the search unless asked (--cp-comm allgather). */
+typedef enum { PS_CP_RING = 0, PS_CP_A2A, PS_CP_ALLGATHER, PS_CP_COMM_COUNT } ps_cp_comm;
+const char *ps_cp_comm_name(ps_cp_comm k); /* "ring", "a2a", "allgather" */
 /* Parse a name of ps_cp_comm_name (also Megatron's "p2p" for ring); unknown -> PS_ERR_INPUT listing the names. */
 ps_status ps_cp_comm_parse(const char *s, ps_cp_comm *k);
 
@@ -295,6 +300,11 @@ double ps_cost_peak_flops(const ps_gpu *g, ps_dtype dtype);
  * measured value (ps_gpu.gemm_eff), else PS_GEMM_EFF_GENERIC. */
 #define PS_GEMM_EFF_GENERIC 0.80
 double ps_cost_gemm_eff(const ps_cost_params *p, const ps_gpu *g);
+/* The fractions of g's dense peak a FlashAttention-2 kernel reaches, forward and backward (PyTorch's
+ * scaled_dot_product_attention flash backend, the flash-attn 2 package): below the default fused kernel's on Hopper
+ * and Blackwell, which it has no kernel for; the default's elsewhere. For a framework that runs it, these go into
+ * ps_cost_params attn_fwd_eff and attn_bwd_eff (cost/layer_cost.c, with the measurement). */
+void ps_cost_fa2_eff(const ps_gpu *g, double *fwd, double *bwd);
 double ps_cost_gemm_time(const ps_cost_params *p, const ps_gpu *g, ps_dtype dtype, double m, double n, double k,
                          double count);
 /* The executed work W of ps_cost_gemm_time in FLOPs (shape model or useful work, as above), for sm_count SMs. */

@@ -929,6 +929,10 @@ static ps_status cp_ep_job(exec_ctx *x, const ps_layer *ly, int64_t mbs, layer_j
         double t = s->tp, hd = (double)ly->head_dim, tokens = (double)mbs * (double)ly->seq / l->cp;
         double qb = tokens * (double)ly->heads * hd / t * elt;
         double kb = tokens * fmax((double)ly->kv_heads / t, 1) * hd * elt;
+        /* exec runs Megatron-core's kinds; PyTorch's all-gather rotation is priced only (cost/layer_cost.c) */
+        if (s->cp_comm == PS_CP_ALLGATHER)
+            return PS_FAIL(PS_ERR_INPUT, "psearch exec runs context parallelism as ring or a2a, not %s",
+                           ps_cp_comm_name(s->cp_comm));
         l->cp_a2a = s->cp_comm == PS_CP_A2A;
         l->cp_kv = 2 * kb;
         l->cp_qkv = qb + 2 * kb;

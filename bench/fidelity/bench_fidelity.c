@@ -306,7 +306,23 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
                     p.layer[i].ckpt = done_n++ < n ? PS_RECOMP_FULL : PS_RECOMP_NONE;
         }
     }
-    PS_TRY_GOTO(st, ps_cost_plan(cp, &m, &cl, &p, &r), done);
+    /* The attention kernel the case's framework ran, where its source pins it (plan.attention_kernel): "fa2" =
+     * FlashAttention-2 (PyTorch's scaled_dot_product_attention flash backend, the flash-attn 2 package), which on
+     * Hopper reaches well below the default fused kernel (ps_cost_fa2_eff); absent = the default. The figures of the
+     * stage's first GPU kind (every case runs on one kind). */
+    ps_cost_params pk = *cp;
+    const char *ak = json_string_value(json_object_get(plan, "attention_kernel"));
+    if (ak && strcmp(ak, "fa2") != 0) {
+        st = PS_FAIL(PS_ERR_INPUT, "plan.attention_kernel must be fa2 (got '%s')", ak);
+        goto done;
+    }
+    if (ak && s.attn != PS_ATTN_UNFUSED)
+        for (int gi = 0; gi < cl.n_groups; gi++)
+            if (cl.groups[gi].gpus_per_node > 0) {
+                ps_cost_fa2_eff(&cl.groups[gi].gpu, &pk.attn_fwd_eff, &pk.attn_bwd_eff);
+                break;
+            }
+    PS_TRY_GOTO(st, ps_cost_plan(&pk, &m, &cl, &p, &r), done);
     if (strcmp(*metric, "iter_time_s") == 0)
         *pred = r.iter_time_s;
     else if (strcmp(*metric, "samples_per_s") == 0)

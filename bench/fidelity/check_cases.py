@@ -24,7 +24,7 @@ ATTENTION = {"fused", "unfused"}
 SETS = {"train", "validation"}
 NEEDS = {"cp", "ep", "moe", "fp8", "fused_attention", "overlap", "gb200-nvl72", "activation_offload",
          "recompute_modules"}  # recompute_modules: Megatron's per-module selective recomputation (mla_up_proj, mlp, ...)
-CP_COMM = {"ring", "a2a"}  # psearch's ps_cp_comm names (Megatron's --cp-comm-type p2p = ring)
+CP_COMM = {"ring", "a2a", "allgather"}  # psearch's ps_cp_comm names (Megatron's --cp-comm-type p2p = ring)
 # Presets another branch is adding: a case may name them before they exist (the GPU count is then not checked).
 PENDING_CLUSTERS = {"gb200-nvl72"}
 
@@ -145,6 +145,8 @@ class Checker:
             self.err(where, cid, "plan.dtype", "must be one of %s (got %r)" % (sorted(DTYPES), p["dtype"]))
         if "attention" in p and p["attention"] not in ATTENTION:
             self.err(where, cid, "plan.attention", "must be one of %s (got %r)" % (sorted(ATTENTION), p["attention"]))
+        if "attention_kernel" in p and p["attention_kernel"] != "fa2":
+            self.err(where, cid, "plan.attention_kernel", "must be 'fa2' (got %r)" % p["attention_kernel"])
         for k in ("overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "flash_attention"):
             if k in p and not isinstance(p[k], bool):
                 self.err(where, cid, "plan." + k, "boolean (got %r)" % p[k])
