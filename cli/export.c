@@ -643,9 +643,11 @@ static void torchtitan_toml(FILE *f, lines *N, const exp_ctx *x)
     fprintf(f, "tensor_parallel_degree = %d\n", s->tp);
     fprintf(f, "disable_loss_parallel = false\n");
     fprintf(f, "context_parallel_degree = %d\n", cp);
-    /* K/V shards passed step by step beside the attention blocks, the ring as planned (the default "allgather"
-     * gathers them all after the first block) */
-    if (cp > 1) fprintf(f, "context_parallel_rotate_method = \"alltoall\"\n");
+    /* K/V shards passed step by step beside the attention blocks, the ring as planned ("alltoall"), or gathered
+     * after the first block (the default "allgather", PS_CP_ALLGATHER) */
+    if (cp > 1)
+        fprintf(f, "context_parallel_rotate_method = \"%s\"\n",
+                s->cp_comm == PS_CP_ALLGATHER ? "allgather" : "alltoall");
     fprintf(f, "pipeline_parallel_degree = %d\n", p->pp);
     if (p->pp > 1) {
         fprintf(f, "pipeline_parallel_schedule = \"%s\"\n", tt_schedule(p->schedule));

@@ -337,9 +337,11 @@ static const ps_framework_rules k_rules[PS_FW_COUNT] = {
             .seq_tp_multiple = 2,
             /* [T] [parallelism] context_parallel_degree: PyTorch's ring attention over SDPA (context_parallel.py
              * apply_cp_to_attention_module), K/V shards rotated step by step with context_parallel_rotate_method
-             * "alltoall" (the default "allgather" gathers them all after the first block; exported as alltoall);
-             * no Ulysses. parallel_dims.py: fsdp_enabled whenever cp_enabled, FSDP over dp_shard x cp: ZeRO-3 */
-            .cp = {[PS_CP_RING] = true},
+             * "alltoall" (PS_CP_RING), or all gathered after the first block with the default "allgather"
+             * (PS_CP_ALLGATHER, searched only when --cp-comm allgather fixes it: it moves what the ring moves, less
+             * overlapped); no Ulysses. parallel_dims.py: fsdp_enabled whenever cp_enabled, FSDP over dp_shard x cp:
+             * ZeRO-3 */
+            .cp = {[PS_CP_RING] = true, [PS_CP_ALLGATHER] = true},
             .cp_seq_multiple = 2,
             .cp_zero = {false, false, false, true},
             .model_runs = torchtitan_model,
@@ -625,12 +627,17 @@ bool ps_framework_runs(ps_framework f, const ps_model *m, const ps_plan *p, char
                r->title, st->zero, st->tp, p->pp);
         if (cp > 1) {
             if ((unsigned)st->cp_comm >= PS_CP_COMM_COUNT || !r->cp[st->cp_comm]) {
-                if (!r->cp[PS_CP_RING] && !r->cp[PS_CP_A2A])
+                char kinds[64] = "";
+                for (int k = 0; k < PS_CP_COMM_COUNT; k++)
+                    if (r->cp[k])
+                        snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s%s", kinds[0] ? ", " : "",
+                                 ps_cp_comm_name((ps_cp_comm)k));
+                if (!kinds[0])
                     NO("%s runs no context parallelism%s (plan: cp %d)", r->title,
                        f == PS_FW_DEEPSPEED ? ": its config has no key for it (Ulysses is set up by the model code's "
                                               "mpu, as Megatron-DeepSpeed does, not by the config)" : "", cp);
                 NO("%s runs no %s context parallelism (plan: cp %d; it runs %s)", r->title,
-                   ps_cp_comm_name(st->cp_comm), cp, r->cp[PS_CP_RING] ? "ring" : "a2a");
+                   ps_cp_comm_name(st->cp_comm), cp, kinds);
             }
             if (!r->cp_zero[st->zero])
                 NO("%s runs context parallelism (cp %d) with ZeRO stage%s %s only (layer %lld: zero %d)", r->title, cp,

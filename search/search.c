@@ -2085,7 +2085,7 @@ static ps_status cp_choices(const ps_search_opts *o, const ps_model *m, const ps
             if ((o->fixed.cp_comm > 0 && k != o->fixed.cp_comm - 1) || (r && !r->cp[k])) continue;
             /* PyTorch's all-gather rotation moves what the ring moves, less overlapped: a plan names it (a source
              * states it), the search never picks it on its own */
-            if (k == PS_CP_ALLGATHER && o->fixed.cp_comm != PS_CP_ALLGATHER + 1 && !(r && r->cp[k])) continue;
+            if (k == PS_CP_ALLGATHER && o->fixed.cp_comm != PS_CP_ALLGATHER + 1) continue;
             ps_strategy s = {.tp = 1, .dp = 1, .cp = (int)cp, .cp_comm = (ps_cp_comm)k, .attn = PS_ATTN_FUSED};
             bool ok = true;
             for (int64_t l = 0; l < m->n_layers && ok; l++) {

@@ -623,8 +623,10 @@ def torchtitan_read(text, gpus, keys):
     tp, pp = par["tensor_parallel_degree"], par["pipeline_parallel_degree"]
     cp = par.get("context_parallel_degree", 1)
     dp = rep * shard
-    # the ring as psearch prices it: K/V passed step by step ("alltoall"); "allgather" gathers them all up front
-    assert cp == 1 or par.get("context_parallel_rotate_method", "allgather") == "alltoall", "CP rotate method"
+    # K/V passed step by step ("alltoall": psearch's ring) or gathered after the first block (the default
+    # "allgather": psearch's allgather kind)
+    rotate = par.get("context_parallel_rotate_method", "allgather")
+    assert cp == 1 or rotate in ("alltoall", "allgather"), "CP rotate method"
     sched = {"1f1b": "1f1b", "gpipe": "gpipe", "interleaved1f1b": "interleaved"}[
         par.get("pipeline_parallel_schedule", "1F1B").lower()]
     ac_mode = cfg["activation_checkpoint"]["mode"]
@@ -635,7 +637,8 @@ def torchtitan_read(text, gpus, keys):
     fsdp = shard * cp > 1
     assert not fsdp or par.get("fsdp_reshard_after_forward", "default") == "always", "FSDP without resharding"
     base = {"tp": tp, "dp": dp, "zero": 3 if fsdp else 0, "sp": tp > 1, "overlap": "none",
-            "attention": "fused", "dp_overlap": True, "cp": cp, "cp_comm": "ring"}
+            "attention": "fused", "dp_overlap": True, "cp": cp,
+            "cp_comm": "allgather" if cp > 1 and rotate == "allgather" else "ring"}
     if pp > 1:
         parts = par["module_fqns_per_model_part"]
         mbs = par["pipeline_parallel_microbatch_size"]

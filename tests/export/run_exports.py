@@ -515,6 +515,13 @@ CASES = {
          no_edge_recompute, ["--seq", "65536", "--vocab-pad", "1"], None, True,
          [Expect.has("parallelism.context_parallel_degree", 4),
           Expect.has("parallelism.context_parallel_rotate_method", "alltoall")]),
+        # torchtitan's default rotation, all-gathered K/V (priced as PyTorch's _attention.py does it)
+        ("cp_allgather", ["estimate", "--model", "llama3-8b", "--seq", "65536", "--cluster", "dgx-h100:2", "--tp", "2",
+                          "--cp", "4", "--cp-comm", "allgather", "--seq-parallel", "--zero", "3", "--gbs", "8",
+                          "--recompute", "full"],
+         no_edge_recompute, ["--seq", "65536", "--vocab-pad", "1"], None, True,
+         [Expect.has("parallelism.context_parallel_degree", 4),
+          Expect.has("parallelism.context_parallel_rotate_method", "allgather")]),
         ("search_llama3_8b_cp", ["search", "--model", "llama3-8b", "--seq", "131072", "--cluster", "dgx-h100:8"], None,
          ["--seq", "131072", "--vocab-pad", "1"], None, True,
          [Expect.has("parallelism.context_parallel_degree", positive)]),
