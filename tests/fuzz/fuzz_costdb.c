@@ -18,6 +18,14 @@ static char g_path[600]; /* the scratch file each input is written to */
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void) { return "leak:libhdf5\n"; }
 
+/* A 64 MiB quarantine instead of ASan's 256: a use after free is still caught across ~2,200 executions' frees (an
+ * execution frees ~30 KB, 163 blocks, on average; before the metadata cache stayed on HDF5's free list, its 516 KiB
+ * free each execution cut the 256 MiB to ~470 executions), and each of libFuzzer's leak checks, which walk every block
+ * in the quarantine, no longer takes twice as long as before (60 s from the seeds: 20,448 -> 88,572 executions).
+ * ASAN_OPTIONS in the environment still overrides it. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "quarantine_size_mb=64"; }
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     ps_model_opts o;
