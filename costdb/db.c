@@ -677,6 +677,11 @@ static ps_status get_int_attr(hid_t obj, const char *name, int32_t *v, bool requ
 
 static bool finite_ge(double v, double lo) { return isfinite(v) && v >= lo; }
 static bool finite_gt(double v, double lo) { return isfinite(v) && v > lo; }
+/* A rate or bandwidth the cost model divides by: at least 1 per second. A positive one below that is no measurement,
+ * and a subnormal one (2e-317 B/s, found by fuzz_costdb) turns a megabyte's time into infinity and a layer's into NaN. */
+static bool rate_ok(double v) { return isfinite(v) && v >= 1; }
+/* ... or 0 where the file may say "unknown" (a device's peaks and memory bandwidth) */
+static bool rate_or_0(double v) { return v == 0 || rate_ok(v); }
 
 /* Values a table row must hold for the cost model to use it; NULL when the row is fine, else the failed rule (a
  * constant, or written into buf when it names a bound). */
@@ -690,24 +695,24 @@ static const char *check_row(ps_costdb_table t, const void *row, char *buf, size
             return "rank, node and local_rank must be in [0, 2^24]";
         if (strcmp(r->kind, "cpu") != 0 && strcmp(r->kind, "gpu") != 0) return "kind must be 'cpu' or 'gpu'";
         if (!r->name[0]) return "name must not be empty";
-        if (!finite_ge(r->mem_bytes, 0) || !finite_ge(r->peak_fp32_flops, 0) || !finite_ge(r->peak_fp16_flops, 0) ||
-            !finite_ge(r->peak_bf16_flops, 0) || !finite_ge(r->mem_Bps, 0))
-            return "memory, peaks and bandwidth must be finite numbers >= 0";
+        if (!finite_ge(r->mem_bytes, 0) || !rate_or_0(r->peak_fp32_flops) || !rate_or_0(r->peak_fp16_flops) ||
+            !rate_or_0(r->peak_bf16_flops) || !rate_or_0(r->mem_Bps))
+            return "memory must be a finite number >= 0, peaks and bandwidth 0 (unknown) or finite numbers >= 1";
         return NULL;
     }
     case PS_COSTDB_GEMM: {
         const ps_bench_gemm *r = row;
         if (!r->dtype[0]) return "dtype must not be empty";
         if (r->m < 1 || r->n < 1 || r->k < 1 || r->batch < 1) return "m, n, k and batch must be >= 1";
-        if (!finite_gt(r->flops, 0) || !finite_gt(r->time_s, 0) || !finite_gt(r->flops_per_s, 0))
-            return "flops, time_s and flops_per_s must be finite numbers > 0";
+        if (!finite_gt(r->flops, 0) || !finite_gt(r->time_s, 0) || !rate_ok(r->flops_per_s))
+            return "flops and time_s must be finite numbers > 0, flops_per_s a finite number >= 1";
         if (!finite_ge(r->spread, 0)) return "spread must be a finite number >= 0";
         return NULL;
     }
     case PS_COSTDB_BANDWIDTH: {
         const ps_bench_bw *r = row;
-        if (!finite_gt(r->bytes, 0) || !finite_gt(r->time_s, 0) || !finite_gt(r->Bps, 0))
-            return "bytes, time_s and Bps must be finite numbers > 0";
+        if (!finite_gt(r->bytes, 0) || !finite_gt(r->time_s, 0) || !rate_ok(r->Bps))
+            return "bytes and time_s must be finite numbers > 0, Bps a finite number >= 1";
         return NULL;
     }
     case PS_COSTDB_COLLECTIVES: {
@@ -717,9 +722,8 @@ static const char *check_row(ps_costdb_table t, const void *row, char *buf, size
             return "op must be allreduce, allgather, reducescatter, alltoall or sendrecv";
         if (r->group_size < 2 || r->group_size > PS_COSTDB_MAX_RANK) return "group_size must be in [2, 2^24]";
         if (r->inter_node != 0 && r->inter_node != 1) return "inter_node must be 0 or 1";
-        if (!finite_gt(r->bytes, 0) || !finite_gt(r->time_s, 0) || !finite_gt(r->busbw_Bps, 0) ||
-            !finite_gt(r->algbw_Bps, 0))
-            return "bytes, time_s, algbw_Bps and busbw_Bps must be finite numbers > 0";
+        if (!finite_gt(r->bytes, 0) || !finite_gt(r->time_s, 0) || !rate_ok(r->busbw_Bps) || !rate_ok(r->algbw_Bps))
+            return "bytes and time_s must be finite numbers > 0, algbw_Bps and busbw_Bps finite numbers >= 1";
         return NULL;
     }
     case PS_COSTDB_OVERLAP: {

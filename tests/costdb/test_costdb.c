@@ -599,8 +599,24 @@ static void test_schema2_round_trip(void **state)
     assert_int_equal(ps_costdb_write(p, &a), PS_OK);
     assert_int_equal(ps_costdb_read(p, &c), PS_ERR_INPUT);
     assert_non_null(strstr(ps_error_message(), "/fit/table row 1: value must be a finite number in [0.05, 20]"));
-    /* a schema-2 file without /fit is incomplete */
+    /* a rate the cost model divides by is at least 1 per second: a subnormal bus bandwidth (found by fuzz_costdb)
+     * made a megabyte's all-reduce take forever and a layer's time NaN */
     a.fit[1].value = 0.75;
+    assert_true(a.n_coll > 0 && a.n_gemm > 0);
+    double keep = a.coll[0].busbw_Bps;
+    a.coll[0].busbw_Bps = 2.34e-317;
+    assert_int_equal(ps_costdb_write(p, &a), PS_OK);
+    assert_int_equal(ps_costdb_read(p, &c), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "/collectives/table row 0: bytes and time_s must be finite numbers > 0, "
+                                               "algbw_Bps and busbw_Bps finite numbers >= 1"));
+    a.coll[0].busbw_Bps = keep;
+    keep = a.gemm[0].flops_per_s;
+    a.gemm[0].flops_per_s = 0.5;
+    assert_int_equal(ps_costdb_write(p, &a), PS_OK);
+    assert_int_equal(ps_costdb_read(p, &c), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "flops_per_s a finite number >= 1"));
+    a.gemm[0].flops_per_s = keep;
+    /* a schema-2 file without /fit is incomplete */
     assert_int_equal(ps_costdb_write(p, &a), PS_OK);
     hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
     assert_true(f >= 0 && H5Ldelete(f, "/fit", H5P_DEFAULT) >= 0);
