@@ -677,8 +677,9 @@ static ps_status get_int_attr(hid_t obj, const char *name, int32_t *v, bool requ
 
 static bool finite_ge(double v, double lo) { return isfinite(v) && v >= lo; }
 static bool finite_gt(double v, double lo) { return isfinite(v) && v > lo; }
-/* A rate or bandwidth the cost model divides by: at least 1 per second. A positive one below that is no measurement,
- * and a subnormal one (2e-317 B/s, found by fuzz_costdb) turns a megabyte's time into infinity and a layer's into NaN. */
+/* A rate or bandwidth the cost model divides by: at least 1 per second. A positive one below that is no
+ * measurement, and a subnormal one (2e-317 B/s, found by fuzz_costdb) turns a megabyte's time into infinity and a
+ * layer's into NaN. */
 static bool rate_ok(double v) { return isfinite(v) && v >= 1; }
 /* ... or 0 where the file may say "unknown" (a device's peaks and memory bandwidth) */
 static bool rate_or_0(double v) { return v == 0 || rate_ok(v); }
