@@ -263,6 +263,7 @@ static ps_status run_gemm(exec_ctx *x, const layer_job *l, const ps_layer_gemms 
 {
     const ps_gemm_shape *sh = &g->g[i];
     if (!sh->attn || !l->fused_core) return do_gemm(x, sh, times);
+    if (llround(sh->count) <= 0) return PS_OK; /* Oases' second sub-batch of a one-sample micro-batch: nothing */
     int before = 0; /* attention GEMMs before i: pairs, scores first (ps_layer_gemm_shapes) */
     for (int j = 0; j < i; j++) before += g->g[j].attn;
     if (before % 2 || i + 1 >= g->n || !g->g[i + 1].attn) return PS_OK;

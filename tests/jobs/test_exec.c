@@ -410,15 +410,15 @@ static void check_cp_ep(const cp_ep_case *k, const ps_model *m, const ps_cluster
 }
 
 /* A plan of m priced with fused attention outside cp runs on the cpu backend with its kernel (jobs/attn_cpu.c): every
- * attention layer of every micro-batch once forward (twice under full recomputation) and once backward, on every
- * rank (pp 1), and nothing refused. */
-static void check_fused(const char *name, int tp, int dp, ps_recompute ckpt, bool te, const ps_model *m,
+ * attention layer of every micro-batch (of each of Oases' two sub-batches) once forward (twice under full
+ * recomputation) and once backward, on every rank (pp 1), and nothing refused. */
+static void check_fused(const char *name, int tp, int dp, int mbs, ps_recompute ckpt, ps_overlap ov, const ps_model *m,
                         const ps_cluster *c, const ps_cost_params *cp)
 {
-    ps_strategy s = {.tp = tp, .dp = dp, .ckpt = ckpt, .sp = te, .overlap = te ? PS_OVERLAP_TE : PS_OVERLAP_NONE,
+    ps_strategy s = {.tp = tp, .dp = dp, .ckpt = ckpt, .sp = ov == PS_OVERLAP_TE, .overlap = ov,
                      .attn = PS_ATTN_FUSED};
     ps_plan plan;
-    ps_status st = ps_plan_uniform(m, 8, 1, 1, 1, "1f1b", &s, &plan);
+    ps_status st = ps_plan_uniform(m, 8, mbs, 1, 1, "1f1b", &s, &plan);
     CHECK(st == PS_OK, "%s: plan: %s", name, ps_error_message());
     if (st != PS_OK) return;
     ps_exec_opts o;
@@ -430,9 +430,10 @@ static void check_fused(const char *name, int tp, int dp, ps_recompute ckpt, boo
     CHECK(st == PS_OK, "%s: exec: %s", name, ps_error_message());
     ps_plan_free(&plan);
     if (st != PS_OK) return;
-    int64_t attn = 0, n_mb = 8 / dp, rf = ckpt == PS_RECOMP_FULL;
+    int64_t attn = 0, n_mb = 8 / dp / mbs, rf = ckpt == PS_RECOMP_FULL;
+    int64_t subs = ps_overlap_is_oases(ov) && mbs > 1 ? 2 : 1; /* a sub-batch of no sample runs nothing */
     for (int64_t i = 0; i < m->n_layers; i++) attn += ps_layer_has_attention(m->layers[i].kind);
-    int64_t want_b = attn * n_mb * g_size, want_f = want_b * (1 + rf);
+    int64_t want_b = attn * n_mb * subs * g_size, want_f = want_b * (1 + rf);
     if (g_rank == 0)
         printf("# %-24s median %.4g s (predicted %.4g s), computation %.4g s (predicted %.4g s), %lld fused "
                "forwards, %lld backwards\n", name, r.median_s, r.predicted_s, r.compute_s, r.pred_compute_s,
@@ -478,10 +479,12 @@ static void run_cp_ep(const char *dense_path, const char *moe_path, const char *
     if (okt && okv)
         for (size_t i = 0; i < sizeof eps / sizeof eps[0]; i++) check_cp_ep(&eps[i], &moe, &v100, &cp);
     if (okm && oka) { /* fused attention outside cp: the A100s have it */
-        check_fused("tp2 dp2, fused", 2, 2, PS_RECOMP_NONE, false, &m, &a100, &cp);
-        check_fused("tp2 dp2, fused, selective", 2, 2, PS_RECOMP_SELECTIVE, false, &m, &a100, &cp);
-        check_fused("tp1 dp4, fused, full", 1, 4, PS_RECOMP_FULL, false, &m, &a100, &cp);
-        check_fused("tp2 dp2, fused, sp, te", 2, 2, PS_RECOMP_NONE, true, &m, &a100, &cp);
+        check_fused("tp2 dp2, fused", 2, 2, 1, PS_RECOMP_NONE, PS_OVERLAP_NONE, &m, &a100, &cp);
+        check_fused("tp2 dp2, fused, selective", 2, 2, 1, PS_RECOMP_SELECTIVE, PS_OVERLAP_NONE, &m, &a100, &cp);
+        check_fused("tp1 dp4, fused, full", 1, 4, 1, PS_RECOMP_FULL, PS_OVERLAP_NONE, &m, &a100, &cp);
+        check_fused("tp2 dp2, fused, sp, te", 2, 2, 1, PS_RECOMP_NONE, PS_OVERLAP_TE, &m, &a100, &cp);
+        check_fused("tp2 dp2 mbs 2, fused, oases, full", 2, 2, 2, PS_RECOMP_FULL, PS_OVERLAP_OASES, &m, &a100, &cp);
+        check_fused("tp4 mbs 2, fused, cross", 4, 1, 2, PS_RECOMP_NONE, PS_OVERLAP_CROSS, &m, &a100, &cp);
     }
     if (oka) ps_cluster_free(&a100);
     if (okv) ps_cluster_free(&v100);
