@@ -132,8 +132,8 @@ typedef struct {
     ps_model model;           /* the model as executed (scaled) */
     ps_exec_result r;
     ps_bench_measurement row; /* what --record appends */
-    int64_t fused_layers;     /* layers the plan gave fused attention: run and predicted unfused (jobs/ has no fused
-                                 attention kernel; docs/exec.md) */
+    int64_t fused_layers;     /* layers the plan gave fused attention: run and predicted unfused on a backend without
+                                 a fused attention kernel (cuda for now; docs/exec.md), 0 on cpu */
 } ps_cli_exec_run;
 ps_status ps_cli_exec(const ps_cli_opts *o, MPI_Comm comm, const ps_model *m, const ps_cluster *c,
                       const ps_cost_params *cp, const ps_plan *plan, ps_cli_exec_run *run);

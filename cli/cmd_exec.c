@@ -90,8 +90,10 @@ ps_status ps_cli_exec(const ps_cli_opts *o, MPI_Comm comm, const ps_model *m, co
     if (o->watchdog > 0) eo.watchdog_s = o->watchdog;
     eo.log = rank == 0 && o->format != PS_FMT_JSON ? stderr : NULL;
     ps_exec_fault_parse(getenv("PS_EXEC_FAULT"), &eo.fault); /* tests' fault injection, no user option (docs/exec.md) */
-    /* jobs/ runs the attention core as its two GEMMs (it has no fused attention kernel), so a fused layer is run and
-     * predicted as an unfused one: measured and predicted then describe the same work. The count is reported. */
+    /* a backend without a fused attention kernel (cuda for now) runs the attention core as its two GEMMs, so a fused
+     * layer is run and predicted as an unfused one: measured and predicted then describe the same work. The count is
+     * reported. The cpu backend runs the fused kernel (jobs/attn_cpu.c) and keeps the plan as it is. */
+    bool has_fused = ps_exec_backend_fused_attn(run->backend);
     ps_plan run_plan;
     ps_status st = ps_plan_alloc(m, plan->gbs, plan->mbs, plan->pp, plan->vpp, plan->schedule, &plan->layer[0],
                                  &run_plan);
@@ -100,12 +102,12 @@ ps_status ps_cli_exec(const ps_cli_opts *o, MPI_Comm comm, const ps_model *m, co
         return ps_error_trace(st, __FILE__, __LINE__);
     }
     memcpy(run_plan.cuts, plan->cuts, ((size_t)plan->pp * plan->vpp + 1) * sizeof *run_plan.cuts);
-    run->fused_layers = ps_exec_fused_layers(plan, m, c);
+    run->fused_layers = has_fused ? 0 : ps_exec_fused_layers(plan, m, c);
     for (int64_t i = 0; i < m->n_layers; i++) {
         run_plan.layer[i] = plan->layer[i];
         /* under context parallelism the cost model prices only the fused core; exec runs it as its GEMMs in the
          * ring's or the all-to-all's steps (docs/exec.md) */
-        if (ps_strategy_cp(&plan->layer[i]) <= 1) run_plan.layer[i].attn = PS_ATTN_UNFUSED;
+        if (ps_strategy_cp(&plan->layer[i]) <= 1 && !has_fused) run_plan.layer[i].attn = PS_ATTN_UNFUSED;
     }
     /* ps_exec_run checks the scaled plan again (scaling keeps every rule: widths stay multiples of the TP degrees) */
     st = ps_exec_run(comm, &run_plan, &run->model, c, cp, &eo, &run->r);
@@ -168,6 +170,8 @@ json_t *ps_cli_exec_json(const ps_cli_exec_run *run)
     json_object_set_new(j, "overlapped_allreduces_per_iteration", json_integer(r->ov_colls));
     json_object_set_new(j, "reshard_allgathers_per_iteration", json_integer(r->reshards));
     json_object_set_new(j, "tp_ring_steps_per_iteration", json_integer(r->ring_steps));
+    json_object_set_new(j, "fused_attention_forwards_per_iteration", json_integer(r->fused_fwd));
+    json_object_set_new(j, "fused_attention_backwards_per_iteration", json_integer(r->fused_bwd));
     json_object_set_new(j, "cp_ring_steps_per_iteration", json_integer(r->cp_ring_steps));
     json_object_set_new(j, "cp_alltoalls_per_iteration", json_integer(r->cp_alltoalls));
     json_object_set_new(j, "ep_alltoalls_per_iteration", json_integer(r->ep_alltoalls));
@@ -222,8 +226,8 @@ void ps_cli_exec_table(FILE *f, const ps_cli_exec_run *run, const ps_cluster *c)
                              "scaled model)" : "",
             r->iters, run->warmup, (long long)r->passes);
     if (run->fused_layers)
-        fprintf(f, "attention   %lld layer(s) of the plan use fused attention; exec has no fused kernel and runs (and "
-                   "predicts) them unfused\n", (long long)run->fused_layers);
+        fprintf(f, "attention   %lld layer(s) of the plan use fused attention; the %s backend has no fused kernel and "
+                   "runs (and predicts) them unfused\n", (long long)run->fused_layers, run->backend);
     fprintf(f, "%-24s %12s %12s %9s\n", "", "predicted", "measured", "error");
     fprintf(f, "%-24s %11.4gs %11.4gs %+8.1f%%   (p10 %.4g s, p90 %.4g s, spread %.0f%%)\n", "iteration",
             r->predicted_s, r->median_s, ps_cli_err_pct(r->median_s, r->predicted_s), r->p10_s, r->p90_s,

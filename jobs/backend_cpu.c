@@ -7,6 +7,7 @@
 
 #include <cblas.h>
 
+#include "attn_cpu.h"
 #include "exec_internal.h"
 
 typedef struct {
@@ -18,6 +19,9 @@ typedef struct {
     float *ov[2];              /* the overlapped all-reduces of the two sub-batches (NULL without overlap) */
     ps_exec_icolls ic;
     ps_exec_sends sends;
+    /* the fused attention core (attn_cpu.c): its tensors at the largest core's shape, the kernel's workspace */
+    float *aq, *ak, *av, *ao, *ado, *adq, *adk, *adv, *alse, *aws;
+    int a_threads;
 } cpu_state;
 
 static bool cpu_usable(char *why, size_t cap)
@@ -53,6 +57,8 @@ static void cpu_close(void *state)
     free(s->p2p_in);
     free(s->ov[0]);
     free(s->ov[1]);
+    float *attn[] = {s->aq, s->ak, s->av, s->ao, s->ado, s->adq, s->adk, s->adv, s->alse, s->aws};
+    for (size_t i = 0; i < sizeof attn / sizeof *attn; i++) free(attn[i]);
     ps_exec_sends_free(&s->sends);
     free(s);
 }
@@ -83,6 +89,37 @@ static ps_status cpu_open(const ps_exec_need *need, ps_exec_net *net, void **sta
         ov_ok = s->ov[0] && s->ov[1];
     }
     bool sends_ok = ps_exec_sends_reserve(&s->sends, need->sends) == PS_OK;
+    bool attn_ok = true;
+    const ps_exec_attn *na = &need->attn;
+    if (na->batch > 0) {
+        /* every tensor at the largest of each dimension: one set of buffers fits every core of the rank */
+        double w = 4.0 * (double)(na->d > na->dv ? na->d : na->dv), bh = (double)(na->batch * na->heads);
+        double bkv = (double)(na->batch * na->kv_heads);
+        /* as many threads as OpenBLAS gives the GEMMs the kernel stands beside (OPENBLAS_NUM_THREADS): ranks that
+         * share a node's cores keep the share they were given, and OpenMP threads spinning beside other ranks'
+         * would swamp an oversubscribed node */
+        s->a_threads = openblas_get_num_threads();
+        if (s->a_threads < 1) s->a_threads = 1;
+        ps_attn_cpu_shape as = {.batch = na->batch, .heads = na->heads, .kv_heads = na->kv_heads, .sq = na->sq,
+                                .sk = na->sk, .d = na->d, .dv = na->dv > na->d ? na->dv : na->d};
+        s->aq = falloc(bh * (double)na->sq * w);
+        s->ao = falloc(bh * (double)na->sq * w);
+        s->ado = falloc(bh * (double)na->sq * w);
+        s->adq = falloc(bh * (double)na->sq * w);
+        s->ak = falloc(bkv * (double)na->sk * w);
+        s->av = falloc(bkv * (double)na->sk * w);
+        s->adk = falloc(bkv * (double)na->sk * w);
+        s->adv = falloc(bkv * (double)na->sk * w);
+        s->alse = falloc(bh * (double)na->sq * 4.0);
+        s->aws = falloc(4.0 * (double)ps_attn_cpu_ws_floats(&as, s->a_threads));
+        attn_ok = s->aq && s->ao && s->ado && s->adq && s->ak && s->av && s->adk && s->adv && s->alse && s->aws;
+    }
+    if (!attn_ok) {
+        cpu_close(s);
+        return PS_FAIL(PS_ERR_SYSTEM, "the cpu backend could not allocate the fused attention buffers (%lld x %lld "
+                                      "heads x %lld queries, head width %lld): lower the shapes with --scale",
+                       (long long)na->batch, (long long)na->heads, (long long)na->sq, (long long)na->d);
+    }
     if (!ov_ok || !sends_ok || !s->a || !s->b || !s->c || !s->x || !s->y || !s->z || !s->coll || !s->coll2 ||
         !s->p2p_out || !s->p2p_in) {
         cpu_close(s);
@@ -105,6 +142,17 @@ static ps_status cpu_gemm(void *state, int64_t m, int64_t n, int64_t k, int64_t 
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, s->a, (int)k, s->b,
                     (int)n, 0.0f, s->c, (int)n);
     return PS_OK;
+}
+
+static ps_status cpu_attn(void *state, const ps_exec_attn *a, bool bwd)
+{
+    cpu_state *s = state;
+    if (!s->aws) return PS_FAIL(PS_ERR_SYSTEM, "a fused attention core, but the plan had none at open");
+    ps_attn_cpu_shape as = {.batch = a->batch, .heads = a->heads, .kv_heads = a->kv_heads, .sq = a->sq, .sk = a->sk,
+                            .d = a->d, .dv = a->dv, .causal = a->causal};
+    if (!bwd) return ps_attn_cpu_fwd(&as, s->aq, s->ak, s->av, s->ao, s->alse, s->aws, s->a_threads);
+    return ps_attn_cpu_bwd(&as, s->aq, s->ak, s->av, s->ao, s->alse, s->ado, s->adq, s->adk, s->adv, s->aws,
+                           s->a_threads);
 }
 
 static ps_status cpu_stream(void *state, double bytes)
@@ -226,6 +274,7 @@ const ps_exec_backend ps_exec_backend_cpu = {
     .open = cpu_open,
     .close = cpu_close,
     .gemm = cpu_gemm,
+    .attn = cpu_attn,
     .stream = cpu_stream,
     .sync = cpu_sync,
     .hold = cpu_hold,

@@ -461,6 +461,7 @@ const ps_exec_backend ps_exec_backend_cuda = {
     .open = cuda_open,
     .close = cuda_close,
     .gemm = cuda_gemm,
+    .attn = NULL, /* no fused attention kernel yet: exec refuses fused layers outside cp on this backend */
     .stream = cuda_stream,
     .sync = cuda_sync,
     .hold = cuda_hold,

@@ -28,6 +28,12 @@ static const ps_exec_backend *find_backend(const char *name)
     return NULL;
 }
 
+bool ps_exec_backend_fused_attn(const char *name)
+{
+    const ps_exec_backend *b = find_backend(name);
+    return b && b->attn;
+}
+
 bool ps_exec_backend_usable(const char *name, char *why, size_t cap)
 {
     const ps_exec_backend *b = find_backend(name);
@@ -141,6 +147,12 @@ typedef struct {
     int cp;             /* 1: none */
     bool cp_a2a;
     bool fused;         /* priced as the fused kernel (what cp needs): selective recomputation repeats nothing */
+    /* outside cp, a fused layer's attention pairs run as the backend's fused kernel (its attn op): local heads,
+     * local key/value heads (grouped-query attention when they divide the heads, else as many as the heads: the same
+     * FLOPs), and the causal mask of the self-attention pair */
+    bool fused_core;
+    int64_t a_heads, a_kv;
+    bool a_causal;
     int c_cp;
     double cp_kv;       /* ring: one K/V block, k and v of the GPU's tokens [bytes] */
     double cp_qkv, cp_o; /* a2a: a GPU's buffer of Q, K, V and of the output [bytes] */
@@ -206,6 +218,7 @@ typedef struct {
     int64_t n_ring;             /* te's ring steps started */
     double t_cp, t_ep;          /* the part of t_comm that is CP's, EP's */
     int64_t n_cp_ring, n_cp_a2a, n_ep_a2a;
+    int64_t n_fused_f, n_fused_b; /* fused attention kernels run, forward and backward */
     double cp_bytes, ep_bytes, ep_recv; /* sent to other ranks; received by the EP all-to-alls */
     double cp_t, ep_t;          /* t_cp, t_ep summed over the timed iterations */
     double p_cp, p_ep;          /* the cost model's for this rank's passes */
@@ -228,6 +241,38 @@ static ps_status do_gemm(exec_ctx *x, const ps_gemm_shape *g, int times)
     double t0 = now();
     for (int i = 0; i < times; i++)
         PS_TRY(x->be->gemm(x->bs, llround(g->m), llround(g->n), llround(g->k), llround(g->count)));
+    x->t_comp += now() - t0;
+    return PS_OK;
+}
+
+/* The fused kernel's core for the attention pair whose scores GEMM (s x ctx over hd, count = batch x local heads) is
+ * sh and whose weighted sum is ctx_sh (s x vd over ctx). */
+static ps_exec_attn attn_shape(const layer_job *l, const ps_gemm_shape *sh, const ps_gemm_shape *ctx_sh)
+{
+    int64_t bh = llround(sh->count), h = l->a_heads > 0 && bh % l->a_heads == 0 ? l->a_heads : 1;
+    int64_t kv = h == l->a_heads ? l->a_kv : 1;
+    return (ps_exec_attn){.batch = bh / h, .heads = h, .kv_heads = kv, .sq = llround(sh->m), .sk = llround(sh->n),
+                          .d = llround(sh->k), .dv = llround(ctx_sh->n), .causal = l->a_causal && sh->blk == 0};
+}
+
+/* GEMM i of g, `times` forward-equivalents of it (1: forward, 2: backward, 3: both; ps_layer_ov_pass's count). The
+ * attention pair of a fused layer (outside cp) is one kernel, run at its scores GEMM (the first of the pair; the
+ * weighted sum's turn does nothing): its forward for an odd count, its backward (which recomputes the scores) once
+ * per two, as attn_time (cost/layer_cost.c) prices it, timed as computation like the GEMMs it replaces. */
+static ps_status run_gemm(exec_ctx *x, const layer_job *l, const ps_layer_gemms *g, int i, int times)
+{
+    const ps_gemm_shape *sh = &g->g[i];
+    if (!sh->attn || !l->fused_core) return do_gemm(x, sh, times);
+    if (llround(sh->count) <= 0) return PS_OK; /* Oases' second sub-batch of a one-sample micro-batch: nothing */
+    int before = 0; /* attention GEMMs before i: pairs, scores first (ps_layer_gemm_shapes) */
+    for (int j = 0; j < i; j++) before += g->g[j].attn;
+    if (before % 2 || i + 1 >= g->n || !g->g[i + 1].attn) return PS_OK;
+    ps_exec_attn a = attn_shape(l, sh, &g->g[i + 1]);
+    double t0 = now();
+    if (times % 2) PS_TRY(x->be->attn(x->bs, &a, false));
+    for (int k = 0; k < times / 2; k++) PS_TRY(x->be->attn(x->bs, &a, true));
+    x->n_fused_f += times % 2;
+    x->n_fused_b += times / 2;
     x->t_comp += now() - t0;
     return PS_OK;
 }
@@ -351,7 +396,7 @@ static ps_status te_pass(exec_ctx *x, const layer_job *l, int pass, ps_exec_wher
             continue;
         }
         if (!pair) {
-            PS_TRY(do_gemm(x, &g->g[i], pass == PS_OV_BWD && g->g[i].attn ? 2 : 1));
+            PS_TRY(run_gemm(x, l, g, i, pass == PS_OV_BWD && g->g[i].attn ? 2 : 1));
             continue;
         }
         /* the forward's all-gather feeds ag, the backward's feeds rs (its dgrad); the other one feeds a
@@ -514,7 +559,7 @@ static ps_status layer_gemms(exec_ctx *x, const layer_job *l, bool bwd, ps_exec_
             core_done = true;
             continue;
         }
-        PS_TRY(do_gemm(x, sh, bwd && sh->attn ? 2 : 1));
+        PS_TRY(run_gemm(x, l, &l->g, i, bwd && sh->attn ? 2 : 1));
     }
     return PS_OK;
 }
@@ -545,12 +590,12 @@ static ps_status layer_backward_b(exec_ctx *x, const layer_job *l, ps_exec_where
             if (l->g.g[i].attn) PS_TRY(do_gemm(x, &l->g.g[i], 1));
         PS_TRY(do_stream(x, cp->elementwise_passes * (l->act_full - l->act_sel)));
     } else if (l->s->ckpt == PS_RECOMP_OP && l->n_op_rec > 0) {
-        /* as ps_cost_layer prices it: the linear layers not kept, the attention core (exec runs it unfused: its bmm
-         * and softmax are not kept), every elementwise operation, and the collectives not kept (the SP all-gathers,
-         * or the all-reduces) */
+        /* as ps_cost_layer prices it: the linear layers not kept, an unfused attention core (its bmm and softmax are
+         * not kept; a fused kernel's backward recomputes its own scores), every elementwise operation, and the
+         * collectives not kept (the SP all-gathers, or the all-reduces) */
         for (int i = 0; i < l->n_op_rec; i++) PS_TRY(do_gemm(x, &l->op_rec[i], 1));
         for (int i = 0; i < l->g.n; i++)
-            if (l->g.g[i].attn) PS_TRY(do_gemm(x, &l->g.g[i], 1));
+            if (l->g.g[i].attn && !l->fused) PS_TRY(do_gemm(x, &l->g.g[i], 1));
         PS_TRY(do_stream(x, cp->elementwise_passes * l->act_full));
         if (l->s->tp > 1) {
             w->what = "a TP collective recomputed by the backward";
@@ -597,10 +642,15 @@ static ps_status progress(exec_ctx *x)
  * collectives in flight progressed between them. Open MPI moves a non-blocking collective only inside MPI calls: one
  * long GEMM without them would leave the other sub-batch's all-reduce standing until the next wait, and the overlap
  * would be measured as none. */
-static ps_status ov_block(exec_ctx *x, const ps_layer_gemms *g, const ps_ov_block *b)
+static ps_status ov_block(exec_ctx *x, const layer_job *l, const ps_layer_gemms *g, const ps_ov_block *b)
 {
     enum { PIECES = 4, MIN_ROWS = 64 };
-    for (int j = 0; j < g->n && j < PS_OV_MAX_GEMMS; j++)
+    for (int j = 0; j < g->n && j < PS_OV_MAX_GEMMS; j++) {
+        if (g->g[j].attn && l->fused_core) { /* the fused kernel, whole: the collectives in flight progressed after */
+            PS_TRY(run_gemm(x, l, g, j, b->times[j]));
+            PS_TRY(progress(x));
+            continue;
+        }
         for (int t = 0; t < b->times[j]; t++) {
             const ps_gemm_shape *sh = &g->g[j];
             int64_t m = llround(sh->m), n = llround(sh->n), k = llround(sh->k), cnt = llround(sh->count);
@@ -617,6 +667,7 @@ static ps_status ov_block(exec_ctx *x, const ps_layer_gemms *g, const ps_ov_bloc
                 PS_TRY(progress(x));
             }
         }
+    }
     for (int q = 0; q < PIECES && b->stream_bytes > 0; q++) {
         PS_TRY(do_stream(x, b->stream_bytes / PIECES));
         PS_TRY(progress(x));
@@ -659,7 +710,7 @@ static ps_status ov_run(exec_ctx *x, int64_t a, int64_t b, int pass, ps_exec_whe
                 const ps_ov_pass *op = &l->ovp[k][pass];
                 if (busy[k]) PS_TRY(ov_wait(x, k, w));
                 busy[k] = false;
-                PS_TRY(ov_block(x, &l->og[k], &op->b[i]));
+                PS_TRY(ov_block(x, l, &l->og[k], &op->b[i]));
                 if (op->b[i].coll && l->s->tp > 1) {
                     w->what = "starting an overlapped TP all-reduce";
                     double t0 = now();
@@ -920,7 +971,10 @@ static ps_status cp_ep_job(exec_ctx *x, const ps_layer *ly, int64_t mbs, layer_j
     double elt = ps_act_elt_bytes(x->m->dtype);
     ps_layer_gemm_shapes_s(ly, mbs, s, &l->g);
     l->cp = ps_layer_has_attention(ly->kind) ? ps_strategy_cp(s) : 1;
-    l->fused = s->attn == PS_ATTN_FUSED;
+    l->a_heads = ly->heads / s->tp;
+    l->a_kv = ly->kv_heads / s->tp;
+    if (l->a_kv < 1 || l->a_heads % l->a_kv) l->a_kv = l->a_heads;
+    l->a_causal = ly->kind == PS_LAYER_DECODER || ly->kind == PS_LAYER_DECODER_XATTN;
     l->c_cp = l->c_ep = l->c_etp = l->c_edp = -1;
     l->ep = l->etp = 1;
     l->ep_load = 1;
@@ -985,6 +1039,9 @@ static ps_status build_layers(exec_ctx *x, const ps_cluster *c)
             int64_t mbs = global_mb / l->s->dp;
             PS_TRY(ps_cost_layer(x->cp, c, ly, m->dtype, mbs, l->s, first, &l->pred));
             PS_TRY(cp_ep_job(x, ly, mbs, l));
+            /* auto resolves as ps_cost_layer resolves it, on the stage's GPUs */
+            l->fused = ps_cost_attn(c, first, ps_strategy_width(l->s), l->s->attn) == PS_ATTN_FUSED;
+            l->fused_core = l->fused && l->cp <= 1 && ps_layer_has_attention(ly->kind);
             bool sp = l->s->sp && l->s->tp > 1;
             /* the layer as one GPU of its CP group sees it: 1/cp of every sample's tokens (ps_cost_layer's lt) */
             ps_layer lt = *ly;
@@ -1072,6 +1129,15 @@ static ps_status build_layers(exec_ctx *x, const ps_cluster *c)
     return PS_OK;
 }
 
+/* Every field of *n at least a's. */
+static void need_attn(ps_exec_attn *n, ps_exec_attn a)
+{
+    int64_t *dst[] = {&n->batch, &n->heads, &n->kv_heads, &n->sq, &n->sk, &n->d, &n->dv};
+    int64_t src[] = {a.batch, a.heads, a.kv_heads, a.sq, a.sk, a.d, a.dv};
+    for (int i = 0; i < 7; i++)
+        if (src[i] > *dst[i]) *dst[i] = src[i];
+}
+
 /* The largest buffers of this rank's layers. */
 static void rank_needs(const exec_ctx *x, ps_exec_need *need, double *static_bytes)
 {
@@ -1088,6 +1154,12 @@ static void rank_needs(const exec_ctx *x, ps_exec_need *need, double *static_byt
                 need->gemm_a = fmax(need->gemm_a, 4 * sh->m * sh->k);
                 need->gemm_b = fmax(need->gemm_b, 4 * sh->k * sh->n);
                 need->gemm_c = fmax(need->gemm_c, 4 * sh->m * sh->n);
+            }
+            for (int k = 0; k < 2; k++) { /* the fused kernel's cores, of the layer and of Oases' sub-batches */
+                const ps_layer_gemms *g = k == 0 ? &l->g : l->ov ? &l->og[0] : NULL;
+                for (int j = 0; g && l->fused_core && j + 1 < g->n; j++)
+                    if (g->g[j].attn && g->g[j + 1].attn)
+                        need_attn(&need->attn, attn_shape(l, &g->g[j], &g->g[j + 1]));
             }
             need->stream = fmax(need->stream, 2 * x->cp->elementwise_passes * l->act_full);
             need->coll = fmax(need->coll, fmax(l->pred.tp_bytes, fmax(l->param_bytes, l->grad_bytes)));
@@ -1335,6 +1407,7 @@ static ps_status exec_iterate(exec_ctx *x, const ps_exec_opts *o, ps_exec_result
         bool timed = it >= o->warmup;
         x->t_comp = x->t_comm = x->t_wait = 0;
         x->n_icoll = x->n_reshard = x->n_ring = x->n_cp_ring = x->n_cp_a2a = x->n_ep_a2a = 0;
+        x->n_fused_f = x->n_fused_b = 0;
         x->t_cp = x->t_ep = x->cp_bytes = x->ep_bytes = x->ep_recv = 0;
         double dt = 0;
         st = run_iteration(x, &dt);
@@ -1402,9 +1475,11 @@ static ps_status exec_reduce(exec_ctx *x, int iters, ps_exec_result *r)
     }
     /* the last iteration's passes, overlapped all-reduces, resharding all-gathers, ring steps and all-to-alls, and the
      * bytes of CP and EP, summed over the ranks */
-    int64_t n_all[7] = {0}, mine_n[7] = {x->n_trace, x->n_icoll, x->n_reshard, x->n_ring, x->n_cp_ring, x->n_cp_a2a,
-                                         x->n_ep_a2a};
-    PS_MPI(MPI_Allreduce(mine_n, n_all, 7, MPI_INT64_T, MPI_SUM, x->net.world));
+    int64_t n_all[9] = {0}, mine_n[9] = {x->n_trace, x->n_icoll, x->n_reshard, x->n_ring, x->n_cp_ring, x->n_cp_a2a,
+                                         x->n_ep_a2a, x->n_fused_f, x->n_fused_b};
+    PS_MPI(MPI_Allreduce(mine_n, n_all, 9, MPI_INT64_T, MPI_SUM, x->net.world));
+    r->fused_fwd = n_all[7];
+    r->fused_bwd = n_all[8];
     r->cp_ring_steps = n_all[4];
     r->cp_alltoalls = n_all[5];
     r->ep_alltoalls = n_all[6];
@@ -1472,12 +1547,12 @@ ps_status ps_exec_run(MPI_Comm comm, const ps_plan *plan, const ps_model *m, con
     PS_MPI(MPI_Comm_size(comm, &nranks));
     PS_MPI(MPI_Comm_rank(comm, &rank));
     PS_TRY(ps_exec_check(plan, m, c, nranks));
-    /* the attention core runs as its two GEMMs (no fused kernel here): a layer priced fused would be measured against
-     * work exec does not do (psearch exec hands such plans over with their layers unfused and says so) */
+    /* a backend without the fused kernel would run a fused layer's core as its two GEMMs, measured against work it
+     * does not do (psearch exec hands such plans over with their layers unfused and says so) */
     int64_t n_fused = ps_exec_fused_layers(plan, m, c);
-    if (n_fused > 0)
-        return PS_FAIL(PS_ERR_INPUT, "%lld layer(s) run fused attention, which exec has no kernel for: give it the "
-                                     "plan with attention unfused", (long long)n_fused);
+    if (n_fused > 0 && !x->be->attn)
+        return PS_FAIL(PS_ERR_INPUT, "%lld layer(s) run fused attention, which the %s backend has no kernel for: give "
+                                     "it the plan with attention unfused", (long long)n_fused, x->be->name);
     x->net.rank = rank;
     x->net.nranks = nranks;
     x->net.watchdog_s = o->watchdog_s > 0 ? o->watchdog_s : 60;

@@ -6,6 +6,15 @@
 
 #include "ps_jobs.h"
 
+/* One fused attention core (the backend's attn op): softmax(Q K^T / sqrt(d) [+ causal mask]) V over batch x heads,
+ * query head h reading key/value head h / (heads / kv_heads). */
+typedef struct {
+    int64_t batch, heads, kv_heads;
+    int64_t sq, sk; /* queries, keys per sequence (a window: sk = the window, what the kernel's FLOPs match) */
+    int64_t d, dv;  /* head width of Q and K, of V */
+    bool causal;
+} ps_exec_attn;
+
 /* The largest buffers a rank needs, in bytes, known before the first pass so nothing is allocated while timing. */
 typedef struct {
     double gemm_a, gemm_b, gemm_c; /* one operand of the largest GEMM (batched GEMMs reuse it per batch entry) */
@@ -17,6 +26,8 @@ typedef struct {
     bool overlap;                  /* some layer of the rank runs overlapped TP (Oases or te): buffers for two
                                       sub-batches' icoll, which te's ring steps send from and receive into */
     int64_t sends;                 /* pipeline messages one iteration sends at most (the sends list's length) */
+    ps_exec_attn attn;             /* every field the largest of the rank's fused attention cores (0: none): the
+                                      attn op's buffers are sized from it */
 } ps_exec_need;
 
 typedef enum { PS_EXEC_ALLREDUCE = 0, PS_EXEC_ALLGATHER, PS_EXEC_REDUCESCATTER } ps_exec_coll;
@@ -49,6 +60,10 @@ struct ps_exec_backend {
     ps_status (*gemm)(void *state, int64_t m, int64_t n, int64_t k, int64_t count);
     /* elementwise work moving `bytes` through memory */
     ps_status (*stream)(void *state, double bytes);
+    /* Optional (NULL: exec refuses a plan with fused attention outside context parallelism): the fused attention
+     * kernel on a core of shape a, its forward (bwd false: O and the log-sum-exp) or its backward (dQ, dK, dV, the
+     * scores recomputed from the saved log-sum-exp), on buffers sized by ps_exec_need.attn. */
+    ps_status (*attn)(void *state, const ps_exec_attn *a, bool bwd);
     /* wait for queued device work, so the clock can be read */
     ps_status (*sync)(void *state);
     /* activation memory of one micro-batch held from its forward to its last backward (the GPU allocates it, so

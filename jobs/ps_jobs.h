@@ -33,14 +33,17 @@ const char *ps_exec_backend_name(int i);
 /* Whether backend `name` can run here: built in, and (cuda) a GPU visible to this process. On false, why is filled
  * with the reason ("psearch was built without CUDA", "no GPU visible to the CUDA runtime"). Local, no MPI. */
 bool ps_exec_backend_usable(const char *name, char *why, size_t cap);
+/* Whether backend `name` runs fused attention (cpu: jobs/attn_cpu.c; cuda: not yet). */
+bool ps_exec_backend_fused_attn(const char *name);
 
 /* ---- checks before anything is built ---- */
 /* Refuse, with PS_ERR_INPUT naming the problem, a plan this run cannot execute: the plan's rules against the model
  * and cluster (ps_plan_check), its schedule (built and verified), and its GPU count against `nranks`. Local: every
  * rank reaches the same verdict from the same inputs, so a refusal happens before any communicator exists. */
 ps_status ps_exec_check(const ps_plan *plan, const ps_model *m, const ps_cluster *c, int nranks);
-/* Attention blocks of the plan whose kernel is (or resolves on c to) fused: exec has no fused kernel and refuses a plan
- * with any; psearch exec runs them unfused and reports how many. */
+/* Attention blocks of the plan outside context parallelism whose kernel is (or resolves on c to) fused: a backend
+ * without a fused kernel (ps_exec_backend_fused_attn) refuses a plan with any; psearch exec then runs them unfused and
+ * reports how many. */
 int64_t ps_exec_fused_layers(const ps_plan *plan, const ps_model *m, const ps_cluster *c);
 
 /* ---- running ---- */
@@ -108,6 +111,8 @@ typedef struct {
     double cp_bytes, ep_bytes;  /* bytes sent to other ranks by the CP ring steps or all-to-alls, by the EP ones */
     double ep_max_recv_bytes;   /* the most all-to-all bytes one rank received (its own part included): the busiest
                                    expert's rank */
+    int64_t fused_fwd, fused_bwd; /* fused attention kernels (outside cp) run per iteration, all ranks: forwards
+                                     (recomputation's included) and backwards */
     /* this rank */
     int device, local;          /* pipeline device, index in its stage */
     int64_t n_trace;

@@ -387,6 +387,32 @@ cp_ep_run moe-ep "$moe" $cluster ep_alltoalls_per_iteration ep_bytes_per_iterati
 # in fp16 (160 bytes), and an ep group of 2 sends one buffer's worth to the other member per all-to-all
 check "moe ep 2: 256 all-to-alls and 20480 bytes per iteration, got ${got:-none}" test "$got" = "256 20480.0"
 
+# ---- 5e. fused attention: gpt2-small planned with --attention fused at tp 2 for 2 A100s (a100-x4's GPUs, one node
+#      of 2), run on 2 ranks on the cpu backend, which runs the fused kernel (jobs/attn_cpu.c): nothing run unfused,
+#      every attention layer's kernel once forward and once backward per micro-batch and rank ----
+sed -e 's/"a100-x4"/"a100-x2"/' -e 's/"gpus_per_node": 4/"gpus_per_node": 2/' "$a100" >"$scratch/a100-x2.json"
+"$psearch" estimate --cluster "$scratch/a100-x2.json" --model "$model" --tp 2 --attention fused --gbs 4 \
+  --format json --out "$scratch/fused.json" 2>"$scratch/err" || bad "fused: estimate: $(tail -1 "$scratch/err")"
+run2 exec "$scratch/fused.json" --model "$model" --cluster "$scratch/a100-x2.json" --backend cpu --iters 2 \
+  --scale 16 --format json --out "$scratch/fused.out.json" 2>"$scratch/err"
+rc=$?
+check "fused: exec exit $rc: $(grep '^psearch: error' "$scratch/err")" test $rc -eq 0
+got=$(python3 - "$scratch/fused.out.json" <<'EOF2'
+import json, sys
+try:
+    j = json.load(open(sys.argv[1]))["exec"]
+except Exception:
+    print("unreadable")
+    sys.exit()
+me, pr = j.get("measured", {}), j.get("predicted", {})
+print(f"# fused: iteration {me.get('iter_time_s')} s (predicted {pr.get('iter_time_s')} s)", file=sys.stderr)
+print(j.get("fused_attention_layers_run_unfused"), j.get("fused_attention_forwards_per_iteration"),
+      j.get("fused_attention_backwards_per_iteration"))
+EOF2
+)
+# 12 layers x 4 micro-batches x 2 ranks: 96 forwards and 96 backwards, none run unfused
+check "fused: 0 layers unfused, 96 fused forwards and backwards per iteration, got ${got:-none}" test "$got" = "0 96 96"
+
 # ---- 6. --exec-top ----
 top=$scratch/top.json
 t0=$(date +%s.%N)

@@ -409,6 +409,42 @@ static void check_cp_ep(const cp_ep_case *k, const ps_model *m, const ps_cluster
     ps_plan_free(&plan);
 }
 
+/* A plan of m priced with fused attention outside cp runs on the cpu backend with its kernel (jobs/attn_cpu.c): every
+ * attention layer of every micro-batch (of each of Oases' two sub-batches) once forward (twice under full
+ * recomputation) and once backward, on every rank (pp 1), and nothing refused. */
+static void check_fused(const char *name, int tp, int dp, int mbs, ps_recompute ckpt, ps_overlap ov, const ps_model *m,
+                        const ps_cluster *c, const ps_cost_params *cp)
+{
+    ps_strategy s = {.tp = tp, .dp = dp, .ckpt = ckpt, .sp = ov == PS_OVERLAP_TE, .overlap = ov,
+                     .attn = PS_ATTN_FUSED};
+    ps_plan plan;
+    ps_status st = ps_plan_uniform(m, 8, mbs, 1, 1, "1f1b", &s, &plan);
+    CHECK(st == PS_OK, "%s: plan: %s", name, ps_error_message());
+    if (st != PS_OK) return;
+    ps_exec_opts o;
+    ps_exec_opts_default(&o);
+    o.iters = 2;
+    o.warmup = 1;
+    ps_exec_result r;
+    st = ps_exec_run(MPI_COMM_WORLD, &plan, m, c, cp, &o, &r);
+    CHECK(st == PS_OK, "%s: exec: %s", name, ps_error_message());
+    ps_plan_free(&plan);
+    if (st != PS_OK) return;
+    int64_t attn = 0, n_mb = 8 / dp / mbs, rf = ckpt == PS_RECOMP_FULL;
+    int64_t subs = ps_overlap_is_oases(ov) && mbs > 1 ? 2 : 1; /* a sub-batch of no sample runs nothing */
+    for (int64_t i = 0; i < m->n_layers; i++) attn += ps_layer_has_attention(m->layers[i].kind);
+    int64_t want_b = attn * n_mb * subs * g_size, want_f = want_b * (1 + rf);
+    if (g_rank == 0)
+        printf("# %-24s median %.4g s (predicted %.4g s), computation %.4g s (predicted %.4g s), %lld fused "
+               "forwards, %lld backwards\n", name, r.median_s, r.predicted_s, r.compute_s, r.pred_compute_s,
+               (long long)r.fused_fwd, (long long)r.fused_bwd);
+    CHECK(r.fused_fwd == want_f && r.fused_bwd == want_b, "%s: %lld fused forwards and %lld backwards, expected "
+          "%lld and %lld", name, (long long)r.fused_fwd, (long long)r.fused_bwd, (long long)want_f, (long long)want_b);
+    CHECK(r.compute_s > 0 && isfinite(r.compute_s) && r.pred_compute_s > 0, "%s: computation %g s (predicted %g s)",
+          name, r.compute_s, r.pred_compute_s);
+    ps_exec_result_free(&r);
+}
+
 static void run_cp_ep(const char *dense_path, const char *moe_path, const char *cluster_path)
 {
     ps_model full, m, moe;
@@ -442,6 +478,14 @@ static void run_cp_ep(const char *dense_path, const char *moe_path, const char *
         for (size_t i = 0; i < sizeof cps / sizeof cps[0]; i++) check_cp_ep(&cps[i], &m, &a100, &cp);
     if (okt && okv)
         for (size_t i = 0; i < sizeof eps / sizeof eps[0]; i++) check_cp_ep(&eps[i], &moe, &v100, &cp);
+    if (okm && oka) { /* fused attention outside cp: the A100s have it */
+        check_fused("tp2 dp2, fused", 2, 2, 1, PS_RECOMP_NONE, PS_OVERLAP_NONE, &m, &a100, &cp);
+        check_fused("tp2 dp2, fused, selective", 2, 2, 1, PS_RECOMP_SELECTIVE, PS_OVERLAP_NONE, &m, &a100, &cp);
+        check_fused("tp1 dp4, fused, full", 1, 4, 1, PS_RECOMP_FULL, PS_OVERLAP_NONE, &m, &a100, &cp);
+        check_fused("tp2 dp2, fused, sp, te", 2, 2, 1, PS_RECOMP_NONE, PS_OVERLAP_TE, &m, &a100, &cp);
+        check_fused("tp2 dp2 mbs 2, fused, oases, full", 2, 2, 2, PS_RECOMP_FULL, PS_OVERLAP_OASES, &m, &a100, &cp);
+        check_fused("tp4 mbs 2, fused, cross", 4, 1, 2, PS_RECOMP_NONE, PS_OVERLAP_CROSS, &m, &a100, &cp);
+    }
     if (oka) ps_cluster_free(&a100);
     if (okv) ps_cluster_free(&v100);
     if (okm) ps_model_free(&m);
@@ -543,8 +587,8 @@ int main(int argc, char **argv)
             CHECK(ps_exec_check(&bad, &m, &c, 4) == PS_ERR_INPUT, "mixed stage widths accepted");
             ps_plan_free(&bad);
         }
-        /* a plan priced with fused attention is refused on every rank, before any communicator: exec has no fused
-         * kernel, and measuring the unfused GEMMs against a fused prediction would be a wrong comparison */
+        /* a plan priced with fused attention on the V100s of p3-8xlarge is refused on every rank, before any
+         * communicator: they have no fused kernel (the A100 runs of --cp-ep execute fused plans) */
         if (!faults && ps_plan_uniform(&m, 8, 1, 2, 1, "1f1b", &s, &bad) == PS_OK) {
             int64_t want = 0;
             for (int64_t i = 0; i < m.n_layers; i++)
