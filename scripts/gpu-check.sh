@@ -212,6 +212,22 @@ PY
       step "exec2_$name" 90 "$launcher" -n 2 "${shared[@]}" "$psearch" exec "$out/plan2_$name.json" \
         --cluster "$out/cluster2.json" --backend cuda --iters 3 --format json --out "$out/exec2_$name.json"
   done
+  # context parallelism (ring and all-to-all; the attention cores of cp layers as their GEMMs in the ring's steps) and
+  # an MoE block on an expert grid of 2 (NCCL grouped send/recv all-to-alls), the cuda paths of issue #21
+  for p in "cp2:--tp 1 --dp 1 --cp 2 --cp-comm ring --attention fused" \
+    "cpa2a:--tp 1 --dp 1 --cp 2 --cp-comm a2a --attention fused"; do
+    name=${p%%:*}
+    # shellcheck disable=SC2086 # the plan options are words
+    step "plan2_$name" 60 "$psearch" estimate "${two[@]}" ${p#*:} --format json --out "$out/plan2_$name.json" &&
+      step "exec2_$name" 90 "$launcher" -n 2 "${shared[@]}" "$psearch" exec "$out/plan2_$name.json" \
+        --cluster "$out/cluster2.json" --backend cuda --iters 3 --format json --out "$out/exec2_$name.json"
+  done
+  moe=(--model "$root/tests/data/models/good/tiny-moe.json" --cluster "$out/cluster2.json" --gbs 8 --vocab-pad 2)
+  step plan2_ep2 60 "$psearch" estimate "${moe[@]}" --tp 1 --dp 2 --ep 2 --etp 1 --format json \
+    --out "$out/plan2_ep2.json" &&
+    step exec2_ep2 90 "$launcher" -n 2 "${shared[@]}" "$psearch" exec "$out/plan2_ep2.json" \
+      --cluster "$out/cluster2.json" --model "$root/tests/data/models/good/tiny-moe.json" --backend cuda --iters 3 \
+      --format json --out "$out/exec2_ep2.json"
 fi
 
 # ---- report ------------------------------------------------------------------------------------------------------

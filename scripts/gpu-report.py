@@ -142,7 +142,7 @@ def main():
     two = {"shared_gpu": shared, "calibration_rows": db2.get("rows"),
            "nccl_version": (db2.get("provenance") or {}).get("nccl_version") or db2.get("nccl_version"),
            "exec": []}
-    for name in ("tp2", "zero3", "pp2", "te2"):
+    for name in ("tp2", "zero3", "pp2", "te2", "cp2", "cpa2a", "ep2"):
         if os.path.exists(os.path.join(d, "plan2_%s.json" % name)):
             two["exec"].append(plan_row(name, load(os.path.join(d, "exec2_%s.json" % name)), None))
 
