@@ -310,6 +310,25 @@ typedef struct {
     bool te;     /* Transformer Engine's TP overlap (with sequence parallelism) */
 } cp_ep_case;
 
+/* Executes the plan of strategy s on every layer of m (pp 1, gbs 8, mbs micro-batch size, 1F1B) on c, 2 iterations
+ * after 1 warm-up; false (checked and reported under `name`) when it could not be made or run. */
+static bool exec_uniform(const char *name, const ps_strategy *s, int64_t mbs, const ps_model *m, const ps_cluster *c,
+                         const ps_cost_params *cp, ps_exec_result *r)
+{
+    ps_plan plan;
+    ps_status st = ps_plan_uniform(m, 8, mbs, 1, 1, "1f1b", s, &plan);
+    CHECK(st == PS_OK, "%s: plan: %s", name, ps_error_message());
+    if (st != PS_OK) return false;
+    ps_exec_opts o;
+    ps_exec_opts_default(&o);
+    o.iters = 2;
+    o.warmup = 1;
+    st = ps_exec_run(MPI_COMM_WORLD, &plan, m, c, cp, &o, r);
+    CHECK(st == PS_OK, "%s: exec: %s", name, ps_error_message());
+    ps_plan_free(&plan);
+    return st == PS_OK;
+}
+
 /* Runs one plan of m on c (every layer the same strategy, pp 1, gbs 8, mbs 1) and checks the CP ring steps or
  * all-to-alls and the EP all-to-alls, their bytes and the busiest rank's received bytes against counts made here from
  * the model's fields and the rules of docs/exec.md (cp_attention's and ep_exchange's buffers). */
@@ -319,21 +338,8 @@ static void check_cp_ep(const cp_ep_case *k, const ps_model *m, const ps_cluster
                      .etp = k->etp, .sp = k->tp > 1 && (k->ep > 0 || k->te),
                      .overlap = k->te ? PS_OVERLAP_TE : PS_OVERLAP_NONE,
                      .attn = k->cp > 1 ? PS_ATTN_FUSED : PS_ATTN_UNFUSED};
-    ps_plan plan;
-    ps_status st = ps_plan_uniform(m, 8, 1, 1, 1, "1f1b", &s, &plan);
-    CHECK(st == PS_OK, "%s: plan: %s", k->name, ps_error_message());
-    if (st != PS_OK) return;
-    ps_exec_opts o;
-    ps_exec_opts_default(&o);
-    o.iters = 2;
-    o.warmup = 1;
     ps_exec_result r;
-    st = ps_exec_run(MPI_COMM_WORLD, &plan, m, c, cp, &o, &r);
-    CHECK(st == PS_OK, "%s: exec: %s", k->name, ps_error_message());
-    if (st != PS_OK) {
-        ps_plan_free(&plan);
-        return;
-    }
+    if (!exec_uniform(k->name, &s, 1, m, c, cp, &r)) return;
     /* by hand: every rank runs every micro-batch's forward and backward of every layer (pp 1) */
     int ranks = g_size, n_mb = 8 / k->dp, rf = k->ckpt == PS_RECOMP_FULL;
     double elt = 2; /* fp16 */
@@ -406,7 +412,6 @@ static void check_cp_ep(const cp_ep_case *k, const ps_model *m, const ps_cluster
     CHECK(r.cp_s + r.ep_s <= r.comm_s * (1 + 1e-9) && isfinite(r.median_s) && r.median_s > 0,
           "%s: CP %g + EP %g s beyond the collectives' %g s", k->name, r.cp_s, r.ep_s, r.comm_s);
     ps_exec_result_free(&r);
-    ps_plan_free(&plan);
 }
 
 /* A plan of m priced with fused attention outside cp runs on the cpu backend with its kernel (jobs/attn_cpu.c): every
@@ -417,19 +422,8 @@ static void check_fused(const char *name, int tp, int dp, int mbs, ps_recompute 
 {
     ps_strategy s = {.tp = tp, .dp = dp, .ckpt = ckpt, .sp = ov == PS_OVERLAP_TE, .overlap = ov,
                      .attn = PS_ATTN_FUSED};
-    ps_plan plan;
-    ps_status st = ps_plan_uniform(m, 8, mbs, 1, 1, "1f1b", &s, &plan);
-    CHECK(st == PS_OK, "%s: plan: %s", name, ps_error_message());
-    if (st != PS_OK) return;
-    ps_exec_opts o;
-    ps_exec_opts_default(&o);
-    o.iters = 2;
-    o.warmup = 1;
     ps_exec_result r;
-    st = ps_exec_run(MPI_COMM_WORLD, &plan, m, c, cp, &o, &r);
-    CHECK(st == PS_OK, "%s: exec: %s", name, ps_error_message());
-    ps_plan_free(&plan);
-    if (st != PS_OK) return;
+    if (!exec_uniform(name, &s, mbs, m, c, cp, &r)) return;
     int64_t attn = 0, n_mb = 8 / dp / mbs, rf = ckpt == PS_RECOMP_FULL;
     int64_t subs = ps_overlap_is_oases(ov) && mbs > 1 ? 2 : 1; /* a sub-batch of no sample runs nothing */
     for (int64_t i = 0; i < m->n_layers; i++) attn += ps_layer_has_attention(m->layers[i].kind);
