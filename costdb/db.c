@@ -707,6 +707,9 @@ static const char *check_row(ps_costdb_table t, const void *row, char *buf, size
         if (r->m < 1 || r->n < 1 || r->k < 1 || r->batch < 1) return "m, n, k and batch must be >= 1";
         if (!finite_gt(r->flops, 0) || !finite_gt(r->time_s, 0) || !rate_ok(r->flops_per_s))
             return "flops and time_s must be finite numbers > 0, flops_per_s a finite number >= 1";
+        /* the rate the cost model uses is flops / time_s (costdb/db_model.c): 1e-300 FLOPs in a second passed the
+         * rules above and made every GEMM of a plan take forever (fuzz_costdb) */
+        if (!rate_ok(r->flops / r->time_s)) return "flops / time_s must be at least 1 FLOP/s";
         if (!finite_ge(r->spread, 0)) return "spread must be a finite number >= 0";
         return NULL;
     }

@@ -616,6 +616,13 @@ static void test_schema2_round_trip(void **state)
     assert_int_equal(ps_costdb_read(p, &c), PS_ERR_INPUT);
     assert_non_null(strstr(ps_error_message(), "flops_per_s a finite number >= 1"));
     a.gemm[0].flops_per_s = keep;
+    /* the rate used is flops / time_s: 1e-300 FLOPs in a second (found by fuzz_costdb) is refused too */
+    keep = a.gemm[0].flops;
+    a.gemm[0].flops = 1e-300;
+    assert_int_equal(ps_costdb_write(p, &a), PS_OK);
+    assert_int_equal(ps_costdb_read(p, &c), PS_ERR_INPUT);
+    assert_non_null(strstr(ps_error_message(), "/gemm/table row 0: flops / time_s must be at least 1 FLOP/s"));
+    a.gemm[0].flops = keep;
     /* a schema-2 file without /fit is incomplete */
     assert_int_equal(ps_costdb_write(p, &a), PS_OK);
     hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
