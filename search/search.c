@@ -528,6 +528,14 @@ typedef struct {
 /* Direct-mapped by (kind, K, micro-batches, v). */
 #define PS_SEARCH_SHAPES 2048
 
+/* Whether units a and b share their layer tables but for the expert grid (layer_tables_build's key): the same for every
+ * schedule kind and block-recomputation n; a thread takes such neighbours together (ps_search_source.peek). */
+static bool same_tables(const outer *a, const outer *b)
+{
+    return a->gbs == b->gbs && a->pp == b->pp && a->micro == b->micro && a->strat == b->strat && a->cp == b->cp &&
+           a->cp_kinds == b->cp_kinds && (a->rcn > 0) == (b->rcn > 0);
+}
+
 /* ---- a worker: layer tables, scratch, caches and results ---- */
 /* The layer tables of a unit (search step 1): for stage group g, layer l and strategy s, entry
  * e = (tg[g] R + row[l]) S + s of every column below (lt_at), R being the model's distinct layers (ps_search_job.row)
@@ -573,13 +581,8 @@ typedef struct {
     size_t cap_tg;
     /* The tables depend on (batch, pipeline degree, micro-batches) alone, not on the schedule: the schedules of one
      * such triple are neighbouring units (ps_search_job_create), so the tables a worker holds often serve. */
-    bool valid;     /* whole, for this key */
-    int64_t gbs, micro;
-    int pp, strat;  /* ... and the unit's one strategy (outer.strat) */
-    int cp;         /* ... and its context parallelism */
-    unsigned cp_kinds;
-    int ep, etp;    /* ... and its expert grid */
-    bool pair;      /* ... with its twin without recomputation (outer.rcn > 0): the same for every n */
+    bool valid;     /* whole, for the unit `key` (what same_tables compares, and its expert grid) */
+    outer key;
     int nS;         /* ... over this many strategies */
 } layer_tables;
 
@@ -941,13 +944,19 @@ static bool partition_fits(const double *C, int K, size_t N, const int64_t *cuts
     return true;
 }
 
+/* Stage k's entry of a stage-table argmin (Carg or Cmarg) for the partition `cuts`. */
+static int cut_arg(const unit_ctx *x, const int *arg, const int64_t *cuts, int k)
+{
+    return arg[((size_t)k * x->N + (size_t)cuts[k]) * x->N + (size_t)cuts[k + 1]];
+}
+
 /* The plan of a partition with each stage's strategy from a stage table's argmin. */
 static ps_status plan_from_cuts(const unit_ctx *x, const int64_t *cuts, const int *arg, ps_plan *plan)
 {
     PS_TRY(ps_plan_alloc(x->m, x->oc->gbs, 1, x->K, 1, x->sched, &x->S[0].s, plan));
     for (int k = 0; k < x->K; k++) {
         plan->cuts[k + 1] = cuts[k + 1];
-        int s = arg[((size_t)k * x->N + (size_t)cuts[k]) * x->N + (size_t)cuts[k + 1]];
+        int s = cut_arg(x, arg, cuts, k);
         for (int64_t l = cuts[k]; l < cuts[k + 1]; l++) plan->layer[l] = x->S[s].s;
     }
     if (x->rcn > 0) apply_rcn(x, plan);
@@ -1124,7 +1133,7 @@ static ps_status cost_partition(worker *w, const unit_ctx *x, const int64_t *cut
         PS_TRY(SCRATCH(w, sfb, 2 * (size_t)x->K));
         for (int k = 0; k < x->K; k++) /* refine's answer starts as the plan's strategies */
             for (int64_t l = cuts[k]; l < cuts[k + 1]; l++)
-                w->sc.ridx[l] = w->sc.Carg[((size_t)k * x->N + (size_t)cuts[k]) * x->N + (size_t)cuts[k + 1]];
+                w->sc.ridx[l] = cut_arg(x, w->sc.Carg, cuts, k);
         ps_status st = refine(w, x, &plan, &ref, &changed);
         if (st != PS_OK) {
             ps_plan_free(&plan);
@@ -1143,7 +1152,7 @@ static ps_status cost_partition(worker *w, const unit_ctx *x, const int64_t *cut
             double *sb = w->sc.sfb, *sr = sb + x->K, busy_r = 0;
             bool bound = !(ps_search_rules_off & PS_SEARCH_RULE_REFINED);
             for (int k = 0; k < x->K; k++) {
-                int sk = w->sc.Carg[((size_t)k * x->N + (size_t)cuts[k]) * x->N + (size_t)cuts[k + 1]];
+                int sk = cut_arg(x, w->sc.Carg, cuts, k);
                 sb[k] = sr[k] = 0;
                 for (int64_t l = cuts[k]; l < cuts[k + 1]; l++) {
                     size_t e = lt_at(x, x->uni ? 0 : k, l);
@@ -1329,10 +1338,8 @@ static ps_status layer_tables_build(worker *w, const unit_ctx *x)
 {
     layer_tables *lt = &w->lt;
     const outer *oc = x->oc;
-    bool same_but_grid = lt->valid && lt->gbs == oc->gbs && lt->pp == oc->pp && lt->micro == oc->micro &&
-                         lt->strat == oc->strat && lt->cp == oc->cp && lt->cp_kinds == oc->cp_kinds &&
-                         lt->pair == (oc->rcn > 0) && lt->nS == x->nS;
-    if (same_but_grid && lt->ep == oc->ep && lt->etp == oc->etp) return PS_OK;
+    bool same_but_grid = lt->valid && same_tables(&lt->key, oc) && lt->nS == x->nS;
+    if (same_but_grid && lt->key.ep == oc->ep && lt->key.etp == oc->etp) return PS_OK;
     /* Another expert grid, all else the same: the strategies are the same list but for their ep and etp
      * (build_strategies), which price MoE layers only (ps_cost_layer: a layer off the grid keeps its arithmetic), so
      * only the rows of MoE layers are costed again. A model's grids are neighbouring units (ps_search_job_create). */
@@ -1412,15 +1419,7 @@ static ps_status layer_tables_build(worker *w, const unit_ctx *x)
         }
     }
     lt->valid = true;
-    lt->gbs = oc->gbs;
-    lt->pp = oc->pp;
-    lt->micro = oc->micro;
-    lt->strat = oc->strat;
-    lt->cp = oc->cp;
-    lt->cp_kinds = oc->cp_kinds;
-    lt->ep = oc->ep;
-    lt->etp = oc->etp;
-    lt->pair = oc->rcn > 0;
+    lt->key = *oc;
     lt->nS = x->nS;
     return PS_OK;
 }
@@ -2468,8 +2467,8 @@ ps_status ps_search_job_create(const ps_cost_params *cp, const ps_model *m, cons
     if (st == PS_OK && !(j->work = ps_calloc(n + 1, sizeof *j->work))) st = PS_ERR_SYSTEM;
     for (size_t i = 0; st == PS_OK && i < n; i++) j->work[i] = unit_work(j, &cands[i]);
     if (st == PS_OK && !(j->row = ps_calloc(2 * (size_t)m->n_layers, sizeof *j->row))) st = PS_ERR_SYSTEM;
+    if (st == PS_OK) j->rep = j->row + m->n_layers;
     for (int64_t l = 0; st == PS_OK && l < m->n_layers; l++) {
-        j->rep = j->row + m->n_layers;
         int64_t r = l > 0 && ps_layer_equal(&m->layers[l], &m->layers[l - 1]) ? j->row[l - 1] : -1;
         for (int64_t q = 0; q < j->n_rows && r < 0; q++)
             if (ps_layer_equal(&m->layers[l], &m->layers[j->rep[q]])) r = q;
@@ -2556,14 +2555,6 @@ static int64_t all_units(void *arg)
 }
 
 static int64_t all_units_peek(void *arg) { return *(const int64_t *)arg; }
-
-/* Whether units a and b share their layer tables but for the expert grid (layer_tables_build's key): a thread takes
- * such neighbours together (ps_search_source.peek). */
-static bool same_tables(const outer *a, const outer *b)
-{
-    return a->gbs == b->gbs && a->pp == b->pp && a->micro == b->micro && a->strat == b->strat && a->cp == b->cp &&
-           a->cp_kinds == b->cp_kinds && (a->rcn > 0) == (b->rcn > 0);
-}
 
 /* At most this many units taken at once: the schedule kinds x expert grids of one batch, micro-batch count and
  * context-parallel degree (36 grids x 4 kinds for DeepSeek-V3 on 2048 GPUs) */
