@@ -429,7 +429,7 @@ ps_status ps_pdp_solve(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, int
         for (int i = 0; i <= L; i++) {
             double bs = INFINITY, bm = INFINITY;
             /* a start no partition uses: never read (stage k >= 1 starts at k at least, stage 0 at 0) */
-            if (k == 0 ? i > 0 : i < k) {
+            if (!ps_pdp_entry_used(K, L, k, i, L - (K - 1 - k))) {
                 rsum[(size_t)k * N + (size_t)i] = rmax[(size_t)k * N + (size_t)i] = INFINITY;
                 continue;
             }
@@ -625,7 +625,7 @@ ps_status ps_pdp_minmax(ps_pdp_ws *ws, const ps_pdp_problem *p, double *best, in
             double b = INFINITY;
             /* stage k needs a layer, and the K-1-k later stages one each; the k earlier ones a layer each too, so a
              * start below k (or a start of stage 0 past 0) is no partition's: never read */
-            for (int j = i + 1; j <= L - (K - 1 - k) && (k == 0 ? i == 0 : i >= k); j++) {
+            for (int j = i + 1; j <= L - (K - 1 - k) && ps_pdp_entry_used(K, L, k, i, j); j++) {
                 double c = COST(k, i, j), rest = SUF(k + 1, j);
                 double v = c > rest ? c : rest;
                 if (v < b) b = v;

@@ -56,6 +56,13 @@ typedef struct {
                             result does not depend on it as long as it is not below the optimum. */
 } ps_pdp_problem;
 
+/* Whether cost(k, i, j) is an entry some partition of L layers into K stages uses (every stage holds a layer): the
+ * only entries the partition DPs read, and the only ones the search's stage tables fill. */
+static inline bool ps_pdp_entry_used(int K, int64_t L, int k, int64_t i, int64_t j)
+{
+    return (k == 0 ? i == 0 : i >= k) && i < j && j <= L - (K - 1 - k);
+}
+
 typedef struct ps_pdp_ws ps_pdp_ws;
 ps_status ps_pdp_create(ps_pdp_ws **out) PS_NODISCARD;
 void ps_pdp_destroy(ps_pdp_ws *ws);

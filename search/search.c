@@ -1893,8 +1893,8 @@ static bool rcn_stage_fits(const worker *w, const unit_ctx *x)
             if (att <= x->rcn) continue;
             for (int k = 0; k < K; k++) {
                 /* the entries a partition uses (stage_tables_build) */
-                bool used = (k == 0 ? i == 0 : i >= k && i <= L - (K - k)) && j <= L - (K - 1 - k);
-                if (used && isfinite(w->sc.C[((size_t)k * N + (size_t)i) * N + (size_t)j])) return true;
+                if (ps_pdp_entry_used(K, L, k, i, j) && isfinite(w->sc.C[((size_t)k * N + (size_t)i) * N + (size_t)j]))
+                    return true;
             }
         }
     }
