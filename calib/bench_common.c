@@ -91,8 +91,11 @@ void ps_bench_check_spread(const ps_bench_opts *o, ps_bench_results *r, const ch
                 what, 100 * s->spread, 100 * o->spread_warn);
 }
 
-ps_status ps_bench_add_gemm(const ps_bench_opts *o, ps_bench_results *r, const char *dtype, const char *op, int tp,
-                            int64_t m, int64_t n, int64_t k, int64_t batch, const ps_bench_stat *s)
+/* One row of the GEMM table: a GEMM (its FLOPs 2 m n k batch, its rate raising the device's peak for the dtype) or
+ * a fused attention kernel (its executed FLOPs given; no peak: the peak is the GEMMs'). */
+static ps_status add_row(const ps_bench_opts *o, ps_bench_results *r, const char *dtype, const char *op, int tp,
+                         int64_t m, int64_t n, int64_t k, int64_t batch, double flops, bool gemm,
+                         const ps_bench_stat *s)
 {
     ps_bench_gemm row;
     memset(&row, 0, sizeof row);
@@ -104,21 +107,56 @@ ps_status ps_bench_add_gemm(const ps_bench_opts *o, ps_bench_results *r, const c
     row.n = n;
     row.k = k;
     row.batch = batch;
-    row.flops = 2.0 * (double)m * (double)n * (double)k * (double)batch;
+    row.flops = flops;
     row.time_s = s->median;
     row.flops_per_s = s->median > 0 ? row.flops / s->median : 0;
     row.spread = s->spread;
     row.reps = o->reps;
     char what[96];
-    snprintf(what, sizeof what, "gemm %s %s tp %d %lldx%lldx%lld x%lld", dtype, op, tp, (long long)m, (long long)n,
-             (long long)k, (long long)batch);
+    snprintf(what, sizeof what, "%s %s %s tp %d %lldx%lldx%lld x%lld", gemm ? "gemm" : "attention", dtype, op, tp,
+             (long long)m, (long long)n, (long long)k, (long long)batch);
     ps_bench_check_spread(o, r, what, s);
-    double *peak = strcmp(dtype, "fp32") == 0   ? &r->dev.peak_fp32_flops
+    double *peak = !gemm                        ? NULL
+                   : strcmp(dtype, "fp32") == 0 ? &r->dev.peak_fp32_flops
                    : strcmp(dtype, "fp16") == 0 ? &r->dev.peak_fp16_flops
                    : strcmp(dtype, "bf16") == 0 ? &r->dev.peak_bf16_flops
                                                 : NULL;
     if (peak && row.flops_per_s > *peak) *peak = row.flops_per_s;
     return ps_bench_push((void **)&r->gemm, &r->n_gemm, &r->cap_gemm, sizeof row, &row);
+}
+
+ps_status ps_bench_add_gemm(const ps_bench_opts *o, ps_bench_results *r, const char *dtype, const char *op, int tp,
+                            int64_t m, int64_t n, int64_t k, int64_t batch, const ps_bench_stat *s)
+{
+    double flops = 2.0 * (double)m * (double)n * (double)k * (double)batch;
+    return add_row(o, r, dtype, op, tp, m, n, k, batch, flops, true, s);
+}
+
+ps_status ps_bench_add_attn(const ps_bench_opts *o, ps_bench_results *r, const char *dtype, bool bwd, int tp,
+                            int64_t sq, int64_t sk, int64_t d, int64_t batch, double flops, const ps_bench_stat *s)
+{
+    return add_row(o, r, dtype, bwd ? PS_BENCH_OP_ATTN_BWD : PS_BENCH_OP_ATTN_FWD, tp, sq, sk, d, batch, flops, false,
+                   s);
+}
+
+ps_status ps_bench_time(const ps_bench_opts *o, ps_status (*fn)(void *), void *ctx, double min_sample_s,
+                        double *times, ps_bench_stat *out)
+{
+    /* A sample must be long enough for the timer: short calls are repeated `inner` times per sample. */
+    double t0 = MPI_Wtime();
+    PS_TRY(fn(ctx));
+    double once = MPI_Wtime() - t0;
+    int inner = once > 0 ? (int)ceil(min_sample_s / once) : 1000;
+    if (inner < 1) inner = 1;
+    if (inner > 1000) inner = 1000;
+    for (int w = 0; w < o->warmup; w++) PS_TRY(fn(ctx));
+    for (int i = 0; i < o->reps; i++) {
+        t0 = MPI_Wtime();
+        for (int j = 0; j < inner; j++) PS_TRY(fn(ctx));
+        times[i] = (MPI_Wtime() - t0) / inner;
+    }
+    *out = ps_bench_stats(times, o->reps);
+    return PS_OK;
 }
 
 ps_status ps_bench_add_bw(const ps_bench_opts *o, ps_bench_results *r, const char *method, int threads, double bytes,
@@ -192,7 +230,8 @@ static void cpu_model(char *out, size_t cap)
     fclose(f);
 }
 
-static const ps_bench_backend k_cpu = {.name = "cpu", .gemm = ps_bench_cpu_gemm, .mem = ps_bench_cpu_mem};
+static const ps_bench_backend k_cpu = {.name = "cpu", .gemm = ps_bench_cpu_gemm, .attn = ps_bench_cpu_attn,
+                                       .mem = ps_bench_cpu_mem};
 #if PS_HAVE_CUDA && PS_HAVE_CUBLAS
 static const ps_bench_backend k_cuda = {.name = "cuda", .gemm = ps_bench_cuda_gemm, .mem = ps_bench_cuda_mem};
 #endif
@@ -208,6 +247,17 @@ const ps_bench_backend *ps_bench_backend_of(const ps_bench_results *r)
 ps_status ps_bench_gemm_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r)
 {
     return ps_bench_backend_of(r)->gemm(comm, o, r);
+}
+
+ps_status ps_bench_attn_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r)
+{
+    const ps_bench_backend *b = ps_bench_backend_of(r);
+    if (b->attn) return b->attn(comm, o, r);
+    if (o->log)
+        fprintf(o->log, "# attention: the %s backend has no fused attention kernel of psearch's own to time: the cost "
+                        "model keeps the GPU generation's fused efficiency (attn_fwd_eff, attn_bwd_eff)\n",
+                b->name);
+    return PS_OK;
 }
 
 ps_status ps_bench_mem_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r)

@@ -40,25 +40,25 @@ static void call(const gemm_ctx *g, int64_t m, int64_t n, int64_t k, int64_t bat
     }
 }
 
+typedef struct {
+    const gemm_ctx *g;
+    int64_t m, n, k, batch;
+} gemm_call;
+
+static ps_status call_once(void *ctx)
+{
+    const gemm_call *c = ctx;
+    call(c->g, c->m, c->n, c->k, c->batch);
+    return PS_OK;
+}
+
 static ps_status measure(void *ctx, const char *op, int tp, int64_t m, int64_t n, int64_t k, int64_t batch)
 {
     gemm_ctx *g = ctx;
-    const ps_bench_opts *o = g->o;
-    /* A sample must be long enough for the timer: small GEMMs are repeated `inner` times per sample. */
-    double t0 = MPI_Wtime();
-    call(g, m, n, k, batch);
-    double once = MPI_Wtime() - t0;
-    int inner = once > 0 ? (int)ceil(g->min_sample_s / once) : 1000;
-    if (inner < 1) inner = 1;
-    if (inner > 1000) inner = 1000;
-    for (int w = 0; w < o->warmup; w++) call(g, m, n, k, batch);
-    for (int i = 0; i < o->reps; i++) {
-        t0 = MPI_Wtime();
-        for (int j = 0; j < inner; j++) call(g, m, n, k, batch);
-        g->times[i] = (MPI_Wtime() - t0) / inner;
-    }
-    ps_bench_stat s = ps_bench_stats(g->times, o->reps);
-    return ps_bench_add_gemm(o, g->r, g->dtype, op, tp, m, n, k, batch, &s);
+    gemm_call c = {g, m, n, k, batch};
+    ps_bench_stat s;
+    PS_TRY(ps_bench_time(g->o, call_once, &c, g->min_sample_s, g->times, &s));
+    return ps_bench_add_gemm(g->o, g->r, g->dtype, op, tp, m, n, k, batch, &s);
 }
 
 static void fill(void *p, size_t n, size_t elt)
@@ -73,17 +73,22 @@ static void fill(void *p, size_t n, size_t elt)
     }
 }
 
+void ps_bench_cpu_shapes(bool quick, ps_bench_shapes *sh)
+{
+    if (quick) {
+        *sh = (ps_bench_shapes){.hidden = 512, .heads = 8, .head_dim = 64, .seq = 256, .tokens = {256, 512},
+                                .n_tokens = 2, .tps = {1, 2}, .n_tps = 2, .grid = {64, 128, 256, 512}, .n_grid = 4};
+    } else {
+        *sh = (ps_bench_shapes){.hidden = 1024, .heads = 16, .head_dim = 64, .seq = 512, .tokens = {512, 1024, 2048},
+                                .n_tokens = 3, .tps = {1, 2, 4, 8}, .n_tps = 4,
+                                .grid = {64, 128, 256, 512, 1024, 2048}, .n_grid = 6};
+    }
+}
+
 ps_status ps_bench_cpu_gemm(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r)
 {
     ps_bench_shapes sh;
-    if (o->quick) {
-        sh = (ps_bench_shapes){.hidden = 512, .heads = 8, .head_dim = 64, .seq = 256, .tokens = {256, 512},
-                               .n_tokens = 2, .tps = {1, 2}, .n_tps = 2, .grid = {64, 128, 256, 512}, .n_grid = 4};
-    } else {
-        sh = (ps_bench_shapes){.hidden = 1024, .heads = 16, .head_dim = 64, .seq = 512, .tokens = {512, 1024, 2048},
-                               .n_tokens = 3, .tps = {1, 2, 4, 8}, .n_tps = 4,
-                               .grid = {64, 128, 256, 512, 1024, 2048}, .n_grid = 6};
-    }
+    ps_bench_cpu_shapes(o->quick, &sh);
     ps_bench_gemm_need need = {0, 0, 0};
     PS_TRY(ps_bench_for_shapes(&sh, ps_bench_gemm_need_of, &need));
     static const char *const dtypes[] = {"fp32", "fp64"};

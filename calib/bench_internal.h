@@ -10,12 +10,16 @@ typedef struct {
     const char *name;
     /* GEMM rows of this rank's device (the shapes of bench_gemm.c). */
     ps_status (*gemm)(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
+    /* Fused attention rows (op PS_BENCH_OP_ATTN_FWD / _BWD) of the kernel exec runs on this backend; NULL where exec
+     * has none (cuda): no rows, and the cost model keeps its analytic fused efficiency for that device. */
+    ps_status (*attn)(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
     /* Memory bandwidth: a barrier on comm before each timed run, so that every device of the node streams at once. */
     ps_status (*mem)(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
 } ps_bench_backend;
 
 ps_status ps_bench_cpu_gemm(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
 ps_status ps_bench_cpu_mem(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
+ps_status ps_bench_cpu_attn(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
 #if PS_HAVE_CUDA && PS_HAVE_CUBLAS
 ps_status ps_bench_cuda_gemm(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
 ps_status ps_bench_cuda_mem(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
@@ -69,6 +73,16 @@ void ps_bench_check_spread(const ps_bench_opts *o, ps_bench_results *r, const ch
  * the dtype (fp32, fp16, bf16; none for fp64), and the row recorded. */
 ps_status ps_bench_add_gemm(const ps_bench_opts *o, ps_bench_results *r, const char *dtype, const char *op, int tp,
                             int64_t m, int64_t n, int64_t k, int64_t batch, const ps_bench_stat *s);
+/* One fused attention point: the kernel's forward or backward over batch sequences of sq queries against sk keys of
+ * head width d, its executed FLOPs given (causal tiles skipped; the backward 2.5x the forward's); the device's peak is
+ * left to the GEMMs. */
+ps_status ps_bench_add_attn(const ps_bench_opts *o, ps_bench_results *r, const char *dtype, bool bwd, int tp,
+                            int64_t sq, int64_t sk, int64_t d, int64_t batch, double flops, const ps_bench_stat *s);
+/* Time one call fn(ctx) as every calibration point is timed: one call sizes the sample (short calls repeated until a
+ * sample lasts min_sample_s, at most 1000 per sample), o->warmup calls, then o->reps samples into times[o->reps];
+ * their statistics in *out. fn's failure is returned. */
+ps_status ps_bench_time(const ps_bench_opts *o, ps_status (*fn)(void *), void *ctx, double min_sample_s,
+                        double *times, ps_bench_stat *out);
 /* One memory-bandwidth point of either backend: `bytes` moved per repetition; sets the device's mem_Bps. */
 ps_status ps_bench_add_bw(const ps_bench_opts *o, ps_bench_results *r, const char *method, int threads, double bytes,
                           const ps_bench_stat *s);
@@ -87,6 +101,8 @@ typedef struct {
 typedef ps_status (*ps_bench_shape_fn)(void *ctx, const char *op, int tp, int64_t m, int64_t n, int64_t k,
                                        int64_t batch);
 ps_status ps_bench_for_shapes(const ps_bench_shapes *s, ps_bench_shape_fn fn, void *ctx);
+/* The scaled-down decoder block the CPU benchmarks measure (the GEMMs and the fused attention; bench_gemm.c). */
+void ps_bench_cpu_shapes(bool quick, ps_bench_shapes *sh);
 /* Elements of the largest A, B and C (batch included) over the shapes: one buffer of each serves every shape. Pass a
  * zeroed ps_bench_gemm_need as ctx of ps_bench_for_shapes. */
 typedef struct {

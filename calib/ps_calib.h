@@ -43,10 +43,16 @@ typedef struct {
     double mem_Bps;          /* median memory bandwidth measured (CPU triad, GPU device copy) [bytes/s] */
 } ps_bench_device;
 
+/* ops of the GEMM table's fused attention rows (costdb/db_model.c keeps them out of the GEMM curves) */
+#define PS_BENCH_OP_ATTN_FWD "attn_fwd"
+#define PS_BENCH_OP_ATTN_BWD "attn_bwd"
+
 typedef struct {
     int32_t rank;
     char dtype[8];           /* fp32, fp64 (CPU); fp32, fp16, bf16 (GPU) */
-    char op[16];             /* grid, qkv, out_proj, mlp_up, mlp_down, attn_score, attn_ctx */
+    char op[16];             /* grid, qkv, out_proj, mlp_up, mlp_down, attn_score, attn_ctx; or the fused attention
+                                kernel exec runs (PS_BENCH_OP_ATTN_FWD / _BWD: m queries, n keys, k head width, batch
+                                sequences x heads, flops as executed), which is not a GEMM (schema 3) */
     int32_t tp;              /* tensor-parallel degree the shape is for; 0 for the generic grid */
     int64_t m, n, k;         /* (m x k) . (k x n) */
     int64_t batch;           /* GEMMs of that shape per call (attention: micro-batch x local heads) */
@@ -170,6 +176,10 @@ double ps_bench_median(double *v, size_t n);
 ps_status ps_bench_device_init(MPI_Comm comm, ps_bench_results *r);
 /* GEMMs on this rank's device (every rank at once: each device measured while its neighbours work, as in training). */
 ps_status ps_bench_gemm_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
+/* The fused attention kernel of this rank's backend (cpu: calib/attn_cpu.c, the kernel `psearch exec` runs),
+ * forward and backward, causal, at the decoder shapes of the GEMMs, all ranks at once; rows in r->gemm. A backend
+ * without one (cuda) adds no rows and says so on o->log. */
+ps_status ps_bench_attn_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
 /* Memory bandwidth of this rank's device, all ranks at once. */
 ps_status ps_bench_mem_run(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r);
 /* Collectives over groups of 2..ranks inside nodes and across nodes; the lowest rank of each group keeps the row. MPI

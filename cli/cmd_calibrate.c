@@ -153,6 +153,8 @@ ps_status ps_cmd_calibrate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
 
     /* Each table is written as soon as it is measured: the temporary file shows how far a run got. */
     PS_TRY_GOTO(st, agree(comm, ps_bench_gemm_run(comm, &bo, &r)), done);
+    /* the fused attention kernel's rows join the GEMM table (their own ops: costdb/db_model.c) */
+    PS_TRY_GOTO(st, agree(comm, ps_bench_attn_run(comm, &bo, &r)), done);
     PS_TRY_GOTO(st, agree(comm, ps_costdb_write_rows(w, PS_COSTDB_GEMM, r.gemm, r.n_gemm)), done);
     if (bo.log) fprintf(bo.log, "# gemm: %zu shapes per rank, peak fp32 %.4g GFLOP/s on rank 0\n", r.n_gemm,
                         r.dev.peak_fp32_flops / 1e9);

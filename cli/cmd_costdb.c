@@ -91,12 +91,42 @@ typedef struct {
     double bytes, busbw, time;
 } ar_head;
 
-static int summarize(const ps_costdb *db, gemm_peak *pk, int *npk, ar_head *ar, int *nar, double *bw_med,
-                     double *bw_min, double *ovl_med)
+/* The fused attention kernel's rows (op attn_fwd / attn_bwd): median rate of each pass over the file's rows. */
+typedef struct {
+    size_t n[2];    /* rows: forward, backward */
+    double med[2];  /* [FLOP/s] */
+    char dtype[8];  /* of the first row */
+} attn_head;
+
+static bool is_attn(const ps_bench_gemm *g, int *bwd)
+{
+    *bwd = strcmp(g->op, PS_BENCH_OP_ATTN_BWD) == 0;
+    return *bwd || strcmp(g->op, PS_BENCH_OP_ATTN_FWD) == 0;
+}
+
+static int summarize(const ps_costdb *db, gemm_peak *pk, int *npk, attn_head *at, ar_head *ar, int *nar,
+                     double *bw_med, double *bw_min, double *ovl_med)
 {
     *npk = 0;
+    memset(at, 0, sizeof *at);
+    double *rates = ps_calloc(db->n_gemm + 1, sizeof *rates);
+    if (!rates) return -1;
+    for (int pass = 0; pass < 2; pass++) {
+        size_t k = 0;
+        for (size_t i = 0; i < db->n_gemm; i++) {
+            int bwd;
+            if (!is_attn(&db->gemm[i], &bwd) || bwd != pass) continue;
+            if (!at->dtype[0]) ps_strlcpy(at->dtype, db->gemm[i].dtype, sizeof at->dtype);
+            rates[k++] = db->gemm[i].flops_per_s;
+        }
+        at->n[pass] = k;
+        at->med[pass] = ps_bench_median(rates, k);
+    }
+    free(rates);
     for (size_t i = 0; i < db->n_gemm; i++) {
         const ps_bench_gemm *g = &db->gemm[i];
+        int bwd;
+        if (is_attn(g, &bwd)) continue; /* not a GEMM: its own line */
         int k = 0;
         while (k < *npk && strcmp(pk[k].dtype, g->dtype) != 0) k++;
         if (k == *npk) {
@@ -142,10 +172,11 @@ static int summarize(const ps_costdb *db, gemm_peak *pk, int *npk, ar_head *ar, 
 static ps_status show(const ps_costdb *db, ps_format fmt, ps_out *out)
 {
     gemm_peak pk[8];
+    attn_head at;
     ar_head ar[64];
     int npk = 0, nar = 0;
     double bw_med = 0, bw_min = 0, ovl = 0;
-    if (summarize(db, pk, &npk, ar, &nar, &bw_med, &bw_min, &ovl) != 0) return PS_ERR_SYSTEM;
+    if (summarize(db, pk, &npk, &at, ar, &nar, &bw_med, &bw_min, &ovl) != 0) return PS_ERR_SYSTEM;
     const ps_costdb_prov *p = &db->prov;
     /* the executed plans at a glance: their devices, and how far the predictions they ran with were off */
     char meas_devs[256] = "";
@@ -203,6 +234,11 @@ static ps_status show(const ps_costdb *db, ps_format fmt, ps_out *out)
         json_t *g = json_object();
         for (int i = 0; i < npk; i++) json_object_set_new(g, pk[i].dtype, json_real(pk[i].best));
         json_object_set_new(j, "gemm_peak_flops", g);
+        if (at.n[0] || at.n[1])
+            json_object_set_new(j, "attention_flops_median",
+                                json_pack("{s:s, s:f, s:f, s:I, s:I}", "dtype", at.dtype, "fwd", at.med[0], "bwd",
+                                          at.med[1], "fwd_rows", (json_int_t)at.n[0], "bwd_rows",
+                                          (json_int_t)at.n[1]));
         json_object_set_new(j, "mem_Bps_median", json_real(bw_med));
         json_object_set_new(j, "mem_Bps_min", json_real(bw_min));
         json_t *a = json_array();
@@ -240,6 +276,10 @@ static ps_status show(const ps_costdb *db, ps_format fmt, ps_out *out)
         fprintf(f, "gemm %-7s peak %.4g GFLOP/s (%s tp %d, %lldx%lldx%lld x%lld)\n", pk[i].dtype, pk[i].best / 1e9,
                 pk[i].at->op, pk[i].at->tp, (long long)pk[i].at->m, (long long)pk[i].at->n, (long long)pk[i].at->k,
                 (long long)pk[i].at->batch);
+    if (at.n[0] || at.n[1])
+        fprintf(f, "attention    fused kernel %s: forward %.4g GFLOP/s, backward %.4g GFLOP/s as executed (medians of "
+                   "%zu and %zu shapes)\n",
+                at.dtype, at.med[0] / 1e9, at.med[1] / 1e9, at.n[0], at.n[1]);
     if (db->n_bw)
         fprintf(f, "memory       %.4g GB/s per rank (median of %zu; slowest %.4g GB/s; %s)\n", bw_med / 1e9, db->n_bw,
                 bw_min / 1e9, db->bw[0].method);

@@ -92,7 +92,7 @@ ps_status ps_cli_exec(const ps_cli_opts *o, MPI_Comm comm, const ps_model *m, co
     ps_exec_fault_parse(getenv("PS_EXEC_FAULT"), &eo.fault); /* tests' fault injection, no user option (docs/exec.md) */
     /* a backend without a fused attention kernel (cuda for now) runs the attention core as its two GEMMs, so a fused
      * layer is run and predicted as an unfused one: measured and predicted then describe the same work. The count is
-     * reported. The cpu backend runs the fused kernel (jobs/attn_cpu.c) and keeps the plan as it is. */
+     * reported. The cpu backend runs the fused kernel (calib/attn_cpu.c) and keeps the plan as it is. */
     bool has_fused = ps_exec_backend_fused_attn(run->backend);
     ps_plan run_plan;
     ps_status st = ps_plan_alloc(m, plan->gbs, plan->mbs, plan->pp, plan->vpp, plan->schedule, &plan->layer[0],

@@ -140,7 +140,9 @@ static ps_status stage_speed(const ps_cost_params *p, const ps_cluster *c, ps_dt
             out->sms = ng->gpu.sm_count;
             out->gemm_eff = ps_cost_gemm_eff(p, &ng->gpu);
         }
-        if (!ng->gpu.fused_attn) out->fused_ok = false;
+        /* a device whose fused attention kernel the cost database timed has one, whatever the cluster says */
+        bool timed = p->db && ps_costdb_model_has_attn(p->db, ps_costdb_model_device(p->db, ng->gpu.name));
+        if (!ng->gpu.fused_attn && !timed) out->fused_ok = false;
         double ef, eb;
         fused_eff(p, &ng->gpu, &ef, &eb);
         out->attn_fwd = fmin(out->attn_fwd, ef);
@@ -442,11 +444,21 @@ static double attn_time(const ps_cost_params *p, const dev_speed *d, const ps_la
     bool scores = x->k <= x->n;
     double hd = scores ? x->k : x->n, ctx = scores ? x->n : x->k;
     double io = elt * x->count * (x->m + ctx) * hd;
+    double bwd_ratio = ps_attn_bwd_ratio(PS_ATTN_FUSED);
+    /* Timed by the cost database on this device (calibrate's attn rows, the kernel exec runs): the rate at the
+     * kernel's FLOPs per call (both GEMMs of the pair: twice this one's) and head width, launches included. */
+    double fr = -1, br = -1;
+    if (d->dbdev >= 0 && p->db) {
+        fr = ps_costdb_model_attn_rate(p->db, d->dbdev, d->dtype, false, (int64_t)hd, 2 * flops);
+        br = ps_costdb_model_attn_rate(p->db, d->dbdev, d->dtype, true, (int64_t)hd, 2 * bwd_ratio * flops);
+    }
     double t = 0;
-    if (times % 2) t += fmax(flops / (d->peak * d->attn_fwd), io / d->stream) + p->kernel_launch_s / 2;
+    if (times % 2)
+        t += fr > 0 ? flops / fr : fmax(flops / (d->peak * d->attn_fwd), io / d->stream) + p->kernel_launch_s / 2;
     if (times >= 2)
-        t += (times / 2) * (fmax(ps_attn_bwd_ratio(PS_ATTN_FUSED) * flops / (d->peak * d->attn_bwd),
-                                 2 * io / d->stream) + p->kernel_launch_s / 2);
+        t += (times / 2) * (br > 0 ? bwd_ratio * flops / br
+                                   : fmax(bwd_ratio * flops / (d->peak * d->attn_bwd), 2 * io / d->stream) +
+                                         p->kernel_launch_s / 2);
     return t;
 }
 

@@ -2,6 +2,8 @@
  * them: device lookup and log-log interpolation over the curves costdb/db_model.c built from the file's rows.
  * - GEMM: achieved rate vs FLOPs per call, per dtype; log-log linear between points, the end rate beyond them (a
  *   GEMM bigger than any measured runs at the largest one's rate, a smaller one at the smallest one's rate).
+ * - fused attention: the same, per dtype, pass (forward, backward) and head width, over the FLOPs the kernel
+ *   executes; between two timed head widths log-log in the head width.
  * - collectives: bus bandwidth vs size per (op, group size, inside / across nodes); log-log linear in size; above
  *   the largest size the largest size's busbw, below the smallest size the smallest size's time (latency floor); the
  *   nearest measured group size (in log2) stands for the one asked, busbw being nearly independent of group size
@@ -58,6 +60,39 @@ double ps_costdb_model_gemm_rate(const ps_costdb_model *m, int dev, ps_dtype dty
     for (int i = 0; i < d->n_gemm; i++)
         if (d->gemm[i].dtype == dtype) return interp(d->gemm[i].flops, d->gemm[i].rate, d->gemm[i].n, flops);
     return -1;
+}
+
+double ps_costdb_model_attn_rate(const ps_costdb_model *m, int dev, ps_dtype dtype, bool bwd, int64_t hd,
+                                 double flops)
+{
+    if (dev < 0 || dev >= m->n_kind || !(flops > 0) || hd < 1) return -1;
+    const ps_costdb_kind *d = &m->kind[dev];
+    /* the curves of the nearest head widths at or below hd and at or above it */
+    const ps_costdb_gemm_curve *lo = NULL, *hi = NULL;
+    for (int i = 0; i < d->n_attn; i++) {
+        const ps_costdb_gemm_curve *c = &d->attn[i];
+        if (c->dtype != dtype || c->bwd != bwd) continue;
+        if (c->hd <= hd && (!lo || c->hd > lo->hd)) lo = c;
+        if (c->hd >= hd && (!hi || c->hd < hi->hd)) hi = c;
+    }
+    if (!lo && !hi) return -1;
+    if (!lo || !hi || lo == hi) {
+        const ps_costdb_gemm_curve *c = lo ? lo : hi;
+        return interp(c->flops, c->rate, c->n, flops);
+    }
+    double xs[2] = {(double)lo->hd, (double)hi->hd};
+    double ys[2] = {interp(lo->flops, lo->rate, lo->n, flops), interp(hi->flops, hi->rate, hi->n, flops)};
+    return interp(xs, ys, 2, (double)hd);
+}
+
+bool ps_costdb_model_has_attn(const ps_costdb_model *m, int dev)
+{
+    if (dev < 0 || dev >= m->n_kind) return false;
+    const ps_costdb_kind *d = &m->kind[dev];
+    for (int i = 0; i < d->n_attn; i++)
+        for (int j = 0; j < d->n_attn; j++)
+            if (d->attn[i].dtype == d->attn[j].dtype && !d->attn[i].bwd && d->attn[j].bwd) return true;
+    return false;
 }
 
 double ps_costdb_model_coll_time(const ps_costdb_model *m, int dev, ps_coll_op op, int64_t n, bool inter,

@@ -510,6 +510,8 @@ typedef struct {
     ps_dtype dtype;
     int n;
     double *flops, *rate; /* [n] sorted by flops: FLOPs per call [FLOP], achieved rate [FLOP/s] */
+    bool bwd;             /* fused attention curves only: the kernel's backward (else its forward) */
+    int64_t hd;           /* fused attention curves only: the head width timed (the rate depends on it) */
 } ps_costdb_gemm_curve;
 typedef struct {
     ps_coll_op op;
@@ -523,6 +525,9 @@ typedef struct {
                              not used (costdb/db_model.c) */
     ps_costdb_gemm_curve *gemm;
     int n_gemm;
+    ps_costdb_gemm_curve *attn; /* the fused attention kernel (rows of op attn_fwd / attn_bwd): executed FLOPs per
+                                   call against the rate, per dtype and pass */
+    int n_attn;
     ps_costdb_coll_curve *coll;
     int n_coll;
     double mem_Bps, overlap; /* medians over the kind's ranks; -1 when not measured */
@@ -545,6 +550,14 @@ int ps_costdb_model_device(const ps_costdb_model *m, const char *gpu_name);
 /* Achieved GEMM rate [FLOP/s] at `flops` per call, log-log interpolated over the device's table for the dtype; -1
  * when the file has no GEMM of that dtype for the device. */
 double ps_costdb_model_gemm_rate(const ps_costdb_model *m, int dev, ps_dtype dtype, double flops);
+/* The fused attention kernel's rate at `flops` executed FLOPs per call and head width hd (its forward, or its
+ * backward when bwd) on device kind dev in dtype [FLOP/s]: along each timed head width's curve as the GEMM rate is,
+ * then log-log between the two nearest head widths around hd (the nearest one's beyond them); -1 when the file
+ * timed no such kernel there. */
+double ps_costdb_model_attn_rate(const ps_costdb_model *m, int dev, ps_dtype dtype, bool bwd, int64_t hd,
+                                 double flops);
+/* Whether the file timed a fused attention kernel (forward and backward, some dtype) on device kind dev. */
+bool ps_costdb_model_has_attn(const ps_costdb_model *m, int dev);
 /* Time [s] of a collective of `bytes` over n devices, inside one node or across nodes; -1 when the file has no such
  * measurement (a GPU kind never has one without NCCL's). */
 double ps_costdb_model_coll_time(const ps_costdb_model *m, int dev, ps_coll_op op, int64_t n, bool inter,

@@ -2,6 +2,8 @@
  * from a database's rows, one set per device kind of the file, names parsed into enums once here:
  * - GEMM: achieved rate vs FLOPs per call, per training dtype (fp64 rows, which no plan asks for, make no curve);
  *   rows of equal FLOPs (ranks, shapes) give their median.
+ * - fused attention (the GEMM table's rows of op attn_fwd / attn_bwd, schema 3): the same, per dtype, pass and head
+ *   width (the row's k), over the FLOPs the kernel executes; never mixed into the GEMM curves.
  * - collectives: bus bandwidth vs size per (op, group size, inside / across nodes); the slowest of the concurrent
  *   groups.
  * - memory bandwidth and overlap slowdown: medians over the kind's ranks.
@@ -20,6 +22,15 @@
 
 /* The median of n values (sorted in place); -1, the model's "not measured", when there are none. */
 static double median(double *v, int n) { return n > 0 ? ps_bench_median(v, (size_t)n) : -1; }
+
+/* What a row of the GEMM table times: a GEMM, or the fused attention kernel's forward or backward (schema 3). */
+enum { GEMM_ROW, ATTN_FWD_ROW, ATTN_BWD_ROW };
+static int row_class(const char *op)
+{
+    if (strcmp(op, PS_BENCH_OP_ATTN_FWD) == 0) return ATTN_FWD_ROW;
+    if (strcmp(op, PS_BENCH_OP_ATTN_BWD) == 0) return ATTN_BWD_ROW;
+    return GEMM_ROW;
+}
 
 /* The training dtype a GEMM row measured; false for one no plan is costed in (fp64, measured on CPUs). */
 static bool training_dtype(const char *name, ps_dtype *out)
@@ -79,6 +90,11 @@ void ps_costdb_model_free(ps_costdb_model *m)
             free(d->gemm[i].flops);
             free(d->gemm[i].rate);
         }
+        for (int i = 0; i < d->n_attn; i++) {
+            free(d->attn[i].flops);
+            free(d->attn[i].rate);
+        }
+        free(d->attn);
         for (int i = 0; i < d->n_coll; i++) {
             free(d->coll[i].bytes);
             free(d->coll[i].busbw);
@@ -164,20 +180,31 @@ static ps_status build_kind(const ps_costdb *db, const row_kinds *rk, ps_costdb_
                             double *scratch)
 {
     ps_costdb_kind *d = &m->kind[k];
-    /* GEMM curves: one per dtype of this kind */
+    /* GEMM curves: one per dtype of this kind; fused attention curves: one per dtype and pass (their rows share the
+     * GEMM table, told apart by op) */
     for (size_t i = 0; i < db->n_gemm; i++) {
         ps_dtype dt;
         if (rk->gemm[i] != k || !training_dtype(db->gemm[i].dtype, &dt)) continue;
+        int cls = row_class(db->gemm[i].op);
+        ps_costdb_gemm_curve *curves = cls == GEMM_ROW ? d->gemm : d->attn;
+        int *n_curves = cls == GEMM_ROW ? &d->n_gemm : &d->n_attn;
         int c = 0;
-        while (c < d->n_gemm && d->gemm[c].dtype != dt) c++;
-        if (c < d->n_gemm) continue; /* already built */
+        /* attention: one curve per head width too (the row's k), on which the kernel's rate depends */
+        int64_t hd = cls == GEMM_ROW ? 0 : db->gemm[i].k;
+        while (c < *n_curves &&
+               !(curves[c].dtype == dt && curves[c].bwd == (cls == ATTN_BWD_ROW) && curves[c].hd == hd))
+            c++;
+        if (c < *n_curves) continue; /* already built */
         int n = 0;
         for (size_t j = i; j < db->n_gemm; j++)
-            if (rk->gemm[j] == k && strcmp(db->gemm[j].dtype, db->gemm[i].dtype) == 0)
+            if (rk->gemm[j] == k && strcmp(db->gemm[j].dtype, db->gemm[i].dtype) == 0 &&
+                row_class(db->gemm[j].op) == cls && (cls == GEMM_ROW || db->gemm[j].k == hd))
                 pts[n++] = (pt){db->gemm[j].flops, db->gemm[j].flops / db->gemm[j].time_s};
         n = fold_points(pts, n, false, scratch);
-        ps_costdb_gemm_curve *gc = &d->gemm[d->n_gemm];
+        ps_costdb_gemm_curve *gc = &curves[(*n_curves)++];
         gc->dtype = dt;
+        gc->bwd = cls == ATTN_BWD_ROW;
+        gc->hd = hd;
         gc->flops = ps_calloc((size_t)n, sizeof(double));
         gc->rate = ps_calloc((size_t)n, sizeof(double));
         if (!gc->flops || !gc->rate) {
@@ -190,7 +217,6 @@ static ps_status build_kind(const ps_costdb *db, const row_kinds *rk, ps_costdb_
             gc->rate[q] = pts[q].y;
         }
         gc->n = n;
-        d->n_gemm++;
     }
     /* collective curves: one per (op, group size, inside/across) */
     for (size_t i = 0; i < db->n_coll && !d->gpu; i++) {
@@ -276,8 +302,9 @@ ps_status ps_costdb_model_build(const ps_costdb *db, ps_costdb_model **out)
         ps_costdb_kind *d = &m->kind[k];
         /* at most one curve per row: enough room whatever the rows hold */
         d->gemm = ps_calloc(db->n_gemm + 1, sizeof *d->gemm);
+        d->attn = ps_calloc(db->n_gemm + 1, sizeof *d->attn);
         d->coll = ps_calloc(db->n_coll + 1, sizeof *d->coll);
-        if (!d->gemm || !d->coll) {
+        if (!d->gemm || !d->attn || !d->coll) {
             st = PS_ERR_SYSTEM;
             break;
         }
@@ -495,6 +522,12 @@ ps_status ps_costdb_cluster(const ps_costdb *db, ps_cluster *out)
         g->gpu.fp16_flops = peak16;
         g->gpu.bf16_flops = peakbf;
         snprintf(g->gpu.source, sizeof g->gpu.source, "measured: %.100s", base);
+        /* A fused attention kernel: one the file timed on this kind (the cpu backend's, calibrate's attn rows), or
+         * the catalog's word for a GPU of that name (calibrate times no GPU attention kernel). */
+        ps_gpu cat;
+        g->gpu.fused_attn = ps_costdb_model_has_attn(m, k) ||
+                            (strcmp(any->kind, "gpu") == 0 && ps_gpu_lookup(m->kind[k].name, &cat) == PS_OK &&
+                             cat.fused_attn);
         /* Links from the largest and smallest ring send/recv: only the analytic fallback reads them (the tables
          * answer collectives themselves). Inside and across nodes stand for each other when one is missing. With
          * neither (one rank per node, or GPU ranks, whose collectives are not measured yet), a psearch choice

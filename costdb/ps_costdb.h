@@ -20,9 +20,11 @@ extern "C" {
 #endif
 
 /* Bumped when a table or attribute changes meaning; a reader refuses files with a larger number. 2: /measurements has
- * the columns of ps_bench_measurement, and /fit exists. Version 1 files are still read: their /measurements was always
- * empty (nothing wrote it) and is skipped, and they have no /fit. A writer always writes the current version. */
-#define PS_COSTDB_SCHEMA_VERSION 2
+ * the columns of ps_bench_measurement, and /fit exists. 3: /gemm may hold rows of the fused attention kernel (op
+ * attn_fwd / attn_bwd), which are not GEMMs: an older reader would mix them into its GEMM curves, so it must refuse
+ * the file. Version 1 files are still read: their /measurements was always empty (nothing wrote it) and is skipped,
+ * and they have no /fit; version 2 files have no attention rows. A writer always writes the current version. */
+#define PS_COSTDB_SCHEMA_VERSION 3
 
 /* One refitted cost-model coefficient (/fit, `psearch calibrate --from-measurements`): for the ranks of one device
  * key, the median over the executed plans of measured / predicted (the prediction with the scale it ran with divided

@@ -33,7 +33,7 @@ const char *ps_exec_backend_name(int i);
 /* Whether backend `name` can run here: built in, and (cuda) a GPU visible to this process. On false, why is filled
  * with the reason ("psearch was built without CUDA", "no GPU visible to the CUDA runtime"). Local, no MPI. */
 bool ps_exec_backend_usable(const char *name, char *why, size_t cap);
-/* Whether backend `name` runs fused attention (cpu: jobs/attn_cpu.c; cuda: not yet). */
+/* Whether backend `name` runs fused attention (cpu: calib/attn_cpu.c; cuda: not yet). */
 bool ps_exec_backend_fused_attn(const char *name);
 
 /* ---- checks before anything is built ---- */

@@ -43,7 +43,11 @@ expect h5dump 0 'GROUP "collectives"' "$h5dump" -H "$db"
 expect h5dump_units 0 'ATTRIBUTE "units"' "$h5dump" -A "$db"
 expect show 0 'allreduce +2 ranks in a node: busbw [0-9.]+ GB/s' "$psearch" costdb show "$db"
 expect show_gemm 0 'gemm fp32 +peak [0-9.]+ GFLOP/s' "$psearch" costdb show "$db"
-expect show_json 0 '"schema_version": 2' "$psearch" costdb show "$db" --format json
+expect show_json 0 '"schema_version": 3' "$psearch" costdb show "$db" --format json
+# the fused attention kernel exec runs on CPU ranks, timed forward and backward
+expect show_attention 0 'attention +fused kernel fp32: forward [0-9.]+ GFLOP/s, backward [0-9.]+ GFLOP/s as executed' \
+  "$psearch" costdb show "$db"
+expect show_attention_json 0 '"attention_flops_median": \{' "$psearch" costdb show "$db" --format json
 sum0=$(sha1sum "$db" | cut -c1-40)
 
 # The search and estimate on the calibrated machine: ranks as devices, the measured tables in the cost model.
@@ -54,6 +58,10 @@ expect estimate_json 0 '"costdb": ".*t\.h5"' "$psearch" estimate "${common[@]}" 
 expect search_mpi 0 '2 rank\(s\)' $launch "$psearch" "${common[@]}" --gbs 8 --top 3
 expect search_costdb_note 0 '# cost database .*t\.h5' "$psearch" "${common[@]}" --gbs 8 --top 3
 expect cluster_show 0 'cpu:' "$psearch" cluster show costdb --costdb "$db"
+# ... so the calibrated CPU has a fused kernel: fused attention and context parallelism are priced there
+expect cluster_fused 0 '"fused_attention": true' "$psearch" cluster show costdb --costdb "$db" --format json
+expect estimate_fused 0 'attention fused' "$psearch" estimate "${common[@]}" --tp 1 --attention fused
+expect estimate_cp 0 'cp 2 \(ring\)' "$psearch" estimate "${common[@]}" --tp 1 --cp 2 --cp-comm ring
 # The measured tables change the prediction (the analytic model is not silently used).
 t_db=$("$psearch" estimate "${common[@]}" --tp 2 --format json 2>/dev/null | grep -m1 '"iter_time_s"')
 t_an=$("$psearch" estimate "${common[@]}" --tp 2 --format json --cost-param gemm_eff=0.5 2>/dev/null | grep -m1 '"iter_time_s"')

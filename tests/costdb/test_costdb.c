@@ -290,6 +290,129 @@ static void test_cost_model(void **state)
     ps_cluster_free(&dgx);
 }
 
+/* Fused attention rows (calibrate's attn_fwd / attn_bwd, schema 3) appended to db: on both ranks, forward and
+ * backward, at head widths 16 and 64 (and 128 when flat), at 1e7 and 1e9 FLOPs; forward rates 1e9 / 2e9 (hd 16) and
+ * 4e9 / 8e9 (hd 64) times `scale`, the backward twice those; flat: one rate `scale` x 1e9 everywhere (the backward
+ * twice). */
+static void add_attn_rows(ps_costdb *db, double scale, bool flat, bool with_bwd)
+{
+    static const int64_t hds[3] = {16, 64, 128};
+    size_t n0 = db->n_gemm, add = 2 * 3 * 2 * 2;
+    db->gemm = realloc(db->gemm, (n0 + add) * sizeof *db->gemm);
+    size_t n = n0;
+    for (int r = 0; r < 2; r++)
+        for (int h = 0; h < 3; h++)
+            for (int bwd = 0; bwd < (with_bwd ? 2 : 1); bwd++)
+                for (int f = 0; f < 2; f++) {
+                    if (!flat && h == 2) continue;
+                    ps_bench_gemm *g = &db->gemm[n++];
+                    memset(g, 0, sizeof *g);
+                    g->rank = r;
+                    ps_strlcpy(g->dtype, "fp32", sizeof g->dtype);
+                    ps_strlcpy(g->op, bwd ? PS_BENCH_OP_ATTN_BWD : PS_BENCH_OP_ATTN_FWD, sizeof g->op);
+                    g->m = g->n = 256;
+                    g->k = hds[h];
+                    g->batch = 8;
+                    g->flops = f ? 1e9 : 1e7;
+                    double rate = flat ? 1e9 : (h == 0 ? 1e9 : 4e9) * (f ? 2 : 1);
+                    g->flops_per_s = rate * scale * (bwd ? 2 : 1);
+                    g->time_s = g->flops / g->flops_per_s;
+                    g->reps = 5;
+                }
+    db->n_gemm = n;
+}
+
+/* The fused attention kernel's rows: curves of their own per pass and head width, never in the GEMM curves; a device
+ * with them has a fused kernel (--cluster costdb) and its fused layers are priced from them. */
+static void test_attention_rows(void **state)
+{
+    (void)state;
+    ps_costdb db;
+    make_db(&db);
+    add_attn_rows(&db, 1, false, true);
+    ps_costdb_model *m;
+    assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
+    int k = ps_costdb_model_device(m, "cpu:test");
+    /* the GEMM curve is the fixture's alone (test_interpolation's table points) */
+    for (int i = 0; i < 3; i++)
+        assert_true(fabs(ps_costdb_model_gemm_rate(m, k, PS_DTYPE_FP32, 1e6 * pow(100, i)) - 1e9 * pow(10, i)) <
+                    1e-6 * 1e9 * pow(10, i));
+    /* and between them (attention rows sit at 1e7 and 1e9 FLOPs: mixed in, they would move this) */
+    assert_true(fabs(ps_costdb_model_gemm_rate(m, k, PS_DTYPE_FP32, 1e7) - sqrt(1e9 * 1e10)) < 1e-3 * 3.2e9);
+    assert_true(ps_costdb_model_has_attn(m, k));
+    /* along a head width's curve: exact at its points, log-log between (1e8 halfway: sqrt(1e9 x 2e9)) */
+    assert_true(fabs(ps_costdb_model_attn_rate(m, k, PS_DTYPE_FP32, false, 16, 1e7) - 1e9) < 1);
+    assert_true(fabs(ps_costdb_model_attn_rate(m, k, PS_DTYPE_FP32, false, 64, 1e9) - 8e9) < 8);
+    assert_true(fabs(ps_costdb_model_attn_rate(m, k, PS_DTYPE_FP32, false, 16, 1e8) - sqrt(2e18)) < 2);
+    assert_true(fabs(ps_costdb_model_attn_rate(m, k, PS_DTYPE_FP32, true, 64, 1e7) - 8e9) < 8);
+    /* between head widths log-log in the width (32: halfway from 16 to 64), beyond them the nearest width's */
+    assert_true(fabs(ps_costdb_model_attn_rate(m, k, PS_DTYPE_FP32, false, 32, 1e7) - 2e9) < 2);
+    assert_true(fabs(ps_costdb_model_attn_rate(m, k, PS_DTYPE_FP32, false, 8, 1e9) - 2e9) < 2);
+    assert_true(fabs(ps_costdb_model_attn_rate(m, k, PS_DTYPE_FP32, false, 256, 1e7) - 4e9) < 4);
+    /* no such dtype or device: not timed */
+    assert_true(ps_costdb_model_attn_rate(m, k, PS_DTYPE_BF16, false, 64, 1e8) < 0);
+    assert_true(ps_costdb_model_attn_rate(m, 7, PS_DTYPE_FP32, false, 64, 1e8) < 0);
+    ps_cluster cal;
+    assert_int_equal(ps_costdb_cluster(&db, &cal), PS_OK);
+    assert_true(cal.groups[0].gpu.fused_attn);
+    ps_cluster_free(&cal);
+    ps_costdb_model_free(m);
+    ps_costdb_free(&db);
+
+    /* a forward without its backward is no kernel the cost model can price; the fixture has none */
+    make_db(&db);
+    assert_int_equal(ps_costdb_cluster(&db, &cal), PS_OK);
+    assert_false(cal.groups[0].gpu.fused_attn);
+    ps_cluster_free(&cal);
+    add_attn_rows(&db, 1, false, false);
+    assert_int_equal(ps_costdb_model_build(&db, &m), PS_OK);
+    assert_false(ps_costdb_model_has_attn(m, 0));
+    assert_int_equal(ps_costdb_cluster(&db, &cal), PS_OK);
+    assert_false(cal.groups[0].gpu.fused_attn);
+    ps_cluster_free(&cal);
+    ps_costdb_model_free(m);
+    ps_costdb_free(&db);
+
+    /* pricing: a fused gpt3-1.3b layer (head width 128) from flat curves at R and at 2R. Only the attention core
+     * differs: its forward by X / R - X / 2R with X = 4 s keys hd heads (two products, the executed keys of a causal
+     * kernel), its input-gradient backward by 2.5 X / 2R - 2.5 X / 4R (the backward's rate twice the forward's) */
+    ps_costdb d1, d2;
+    make_db(&d1);
+    make_db(&d2);
+    add_attn_rows(&d1, 1, true, true);
+    add_attn_rows(&d2, 2, true, true);
+    ps_costdb_model *m1, *m2;
+    assert_int_equal(ps_costdb_model_build(&d1, &m1), PS_OK);
+    assert_int_equal(ps_costdb_model_build(&d2, &m2), PS_OK);
+    assert_int_equal(ps_costdb_cluster(&d1, &cal), PS_OK);
+    ps_cost_params p1, p2;
+    ps_cost_params_default(&p1);
+    ps_cost_params_default(&p2);
+    assert_int_equal(ps_costdb_attach(m1, &cal, NULL, 0, &p1), PS_OK);
+    assert_int_equal(ps_costdb_attach(m2, &cal, NULL, 0, &p2), PS_OK);
+    ps_model mdl;
+    ps_model_opts mo;
+    ps_model_opts_init(&mo);
+    mo.dtype = PS_DTYPE_FP32;
+    assert_int_equal(ps_model_load("gpt3-1.3b", &mo, &mdl), PS_OK);
+    const ps_layer *l = &mdl.layers[1];
+    assert_int_equal(l->head_dim, 128);
+    ps_strategy s = {.tp = 1, .dp = 2, .attn = PS_ATTN_FUSED};
+    ps_layer_cost c1, c2;
+    assert_int_equal(ps_cost_layer(&p1, &cal, l, PS_DTYPE_FP32, 1, &s, 0, &c1), PS_OK);
+    assert_int_equal(ps_cost_layer(&p2, &cal, l, PS_DTYPE_FP32, 1, &s, 0, &c2), PS_OK);
+    double X = 4.0 * (double)l->seq * ps_layer_attn_keys(l, PS_ATTN_FUSED) * 128 * (double)l->heads;
+    assert_true(fabs((c1.fwd - c2.fwd) - X / 2e9) < 1e-9 * (X / 2e9));
+    assert_true(fabs((c1.bwd_b - c2.bwd_b) - 2.5 * X / 4e9) < 1e-9 * (2.5 * X / 4e9));
+    assert_true(fabs(c1.bwd_w - c2.bwd_w) < 1e-12);
+    ps_model_free(&mdl);
+    ps_cluster_free(&cal);
+    ps_costdb_model_free(m1);
+    ps_costdb_model_free(m2);
+    ps_costdb_free(&d1);
+    ps_costdb_free(&d2);
+}
+
 /* A GPU's device key is the one `--cluster auto` gives it (calib/detect.c), so a database matches the allocation it
  * measured: the catalog key for a known board, the name made lower-case-and-hyphens otherwise. */
 static void test_device_key(void **state)
@@ -573,7 +696,7 @@ static void test_schema2_round_trip(void **state)
     path_in(p, sizeof p, "rt2.h5");
     assert_int_equal(ps_costdb_write(p, &a), PS_OK);
     assert_int_equal(ps_costdb_read(p, &b), PS_OK);
-    assert_int_equal(b.prov.schema_version, 2);
+    assert_int_equal(b.prov.schema_version, PS_COSTDB_SCHEMA_VERSION);
     assert_int_equal(b.n_meas, 2);
     assert_int_equal(b.n_fit, 2);
     assert_memory_equal(a.meas, b.meas, 2 * sizeof *a.meas);
@@ -1339,6 +1462,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_cost_model, setup_db, teardown_db),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_device_key),
+        cmocka_unit_test(test_attention_rows),
         cmocka_unit_test(test_list_add),
         cmocka_unit_test(test_median),
         cmocka_unit_test(test_gpu_collectives_ignored),

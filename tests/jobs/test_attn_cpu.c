@@ -1,4 +1,4 @@
-/* The cpu backend's fused attention kernel (jobs/attn_cpu.c) against a naive reference that builds the full score
+/* The cpu backend's fused attention kernel (calib/attn_cpu.c) against a naive reference that builds the full score
  * matrix in double: the output and the three gradients within a tolerance, on small shapes that exercise every path
  * of the tiling (causal and not, lengths not a multiple of the tile, grouped-query heads, V wider than K, queries and
  * keys of different lengths), on one and two threads. Several key blocks per query block make the online softmax's

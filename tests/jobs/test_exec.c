@@ -414,7 +414,7 @@ static void check_cp_ep(const cp_ep_case *k, const ps_model *m, const ps_cluster
     ps_exec_result_free(&r);
 }
 
-/* A plan of m priced with fused attention outside cp runs on the cpu backend with its kernel (jobs/attn_cpu.c): every
+/* A plan of m priced with fused attention outside cp runs on the cpu backend with its kernel (calib/attn_cpu.c): every
  * attention layer of every micro-batch (of each of Oases' two sub-batches) once forward (twice under full
  * recomputation) and once backward, on every rank (pp 1), and nothing refused. */
 static void check_fused(const char *name, int tp, int dp, int mbs, ps_recompute ckpt, ps_overlap ov, const ps_model *m,

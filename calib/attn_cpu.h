@@ -1,9 +1,11 @@
-/* A fused attention kernel on the CPU (internal to jobs/): softmax(Q K^T / sqrt(d) [+ causal mask]) V over batch x
- * heads, forward and backward, tiled the FlashAttention-2 way (Dao 2023, arXiv 2307.08691): query blocks against key
- * blocks with an online softmax (running row max and sum, the partial output rescaled), the backward recomputing each
- * tile's scores from the saved log-sum-exp. No s x s matrix exists at any time: the working set is a few tiles per
- * thread, taken from a workspace the caller allocates once (ps_attn_cpu_ws_floats), so running it allocates nothing.
- * Tile products go through cblas_sgemm (OpenBLAS held to one thread inside the kernel's OpenMP region). fp32. */
+/* A fused attention kernel on the CPU (internal: the cpu backend of `psearch exec` runs it, jobs/backend_cpu.c, and
+ * `psearch calibrate` times it, bench_attn.c, so that the cost database prices the kernel exec runs):
+ * softmax(Q K^T / sqrt(d) [+ causal mask]) V over batch x heads, forward and backward, tiled the FlashAttention-2 way
+ * (Dao 2023, arXiv 2307.08691): query blocks against key blocks with an online softmax (running row max and sum, the
+ * partial output rescaled), the backward recomputing each tile's scores from the saved log-sum-exp. No s x s matrix
+ * exists at any time: the working set is a few tiles per thread, taken from a workspace the caller allocates once
+ * (ps_attn_cpu_ws_floats), so running it allocates nothing. Tile products go through cblas_sgemm (OpenBLAS held to
+ * one thread inside the kernel's OpenMP region). fp32. */
 #ifndef PS_ATTN_CPU_H
 #define PS_ATTN_CPU_H
 
