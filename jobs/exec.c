@@ -219,6 +219,7 @@ typedef struct {
     double t_cp, t_ep;          /* the part of t_comm that is CP's, EP's */
     int64_t n_cp_ring, n_cp_a2a, n_ep_a2a;
     int64_t n_fused_f, n_fused_b; /* fused attention kernels run, forward and backward */
+    double stream_b;              /* elementwise and optimizer bytes streamed (do_stream) */
     double cp_bytes, ep_bytes, ep_recv; /* sent to other ranks; received by the EP all-to-alls */
     double cp_t, ep_t;          /* t_cp, t_ep summed over the timed iterations */
     double p_cp, p_ep;          /* the cost model's for this rank's passes */
@@ -283,6 +284,7 @@ static ps_status do_stream(exec_ctx *x, double bytes)
     double t0 = now();
     PS_TRY(x->be->stream(x->bs, bytes));
     x->t_comp += now() - t0;
+    x->stream_b += bytes;
     return PS_OK;
 }
 
@@ -1046,13 +1048,12 @@ static ps_status build_layers(exec_ctx *x, const ps_cluster *c)
             /* the layer as one GPU of its CP group sees it: 1/cp of every sample's tokens (ps_cost_layer's lt) */
             ps_layer lt = *ly;
             lt.seq = ly->seq / l->cp;
-            if (l->cp > 1) {
-                l->act_full = ps_layer_act_bytes_attn(&lt, m->dtype, l->s->tp, sp, PS_RECOMP_NONE, l->s->attn);
-                l->act_sel = ps_layer_act_bytes_attn(&lt, m->dtype, l->s->tp, sp, PS_RECOMP_SELECTIVE, l->s->attn);
-            } else {
-                l->act_full = ps_layer_act_bytes(ly, m->dtype, l->s->tp, sp, PS_RECOMP_NONE);
-                l->act_sel = ps_layer_act_bytes(ly, m->dtype, l->s->tp, sp, PS_RECOMP_SELECTIVE);
-            }
+            /* the elementwise traffic of the kernel the layer runs, as ps_cost_layer prices it: a fused layer has no
+             * scores, softmax or dropout mask to stream (before 2026-11-27 exec streamed the unfused layer's for it,
+             * work the prediction rightly left out) */
+            ps_attn ak = l->fused ? PS_ATTN_FUSED : PS_ATTN_UNFUSED;
+            l->act_full = ps_layer_act_bytes_attn(&lt, m->dtype, l->s->tp, sp, PS_RECOMP_NONE, ak);
+            l->act_sel = ps_layer_act_bytes_attn(&lt, m->dtype, l->s->tp, sp, PS_RECOMP_SELECTIVE, ak);
             l->act_full *= (double)mbs;
             l->act_sel *= (double)mbs;
             if (l->ep_on) {
@@ -1408,6 +1409,7 @@ static ps_status exec_iterate(exec_ctx *x, const ps_exec_opts *o, ps_exec_result
         x->t_comp = x->t_comm = x->t_wait = 0;
         x->n_icoll = x->n_reshard = x->n_ring = x->n_cp_ring = x->n_cp_a2a = x->n_ep_a2a = 0;
         x->n_fused_f = x->n_fused_b = 0;
+        x->stream_b = 0;
         x->t_cp = x->t_ep = x->cp_bytes = x->ep_bytes = x->ep_recv = 0;
         double dt = 0;
         st = run_iteration(x, &dt);
@@ -1483,8 +1485,10 @@ static ps_status exec_reduce(exec_ctx *x, int iters, ps_exec_result *r)
     r->cp_ring_steps = n_all[4];
     r->cp_alltoalls = n_all[5];
     r->ep_alltoalls = n_all[6];
-    double mine_c[6] = {x->cp_t / iters, x->ep_t / iters, x->p_cp, x->p_ep, x->cp_bytes, x->ep_bytes}, sum_c[6];
-    PS_MPI(MPI_Allreduce(mine_c, sum_c, 6, MPI_DOUBLE, MPI_SUM, x->net.world));
+    double mine_c[7] = {x->cp_t / iters, x->ep_t / iters, x->p_cp, x->p_ep, x->cp_bytes, x->ep_bytes, x->stream_b};
+    double sum_c[7];
+    PS_MPI(MPI_Allreduce(mine_c, sum_c, 7, MPI_DOUBLE, MPI_SUM, x->net.world));
+    r->stream_bytes = sum_c[6];
     r->cp_s = sum_c[0] / nranks;
     r->ep_s = sum_c[1] / nranks;
     r->pred_cp_s = sum_c[2] / nranks;

@@ -113,6 +113,8 @@ typedef struct {
                                    expert's rank */
     int64_t fused_fwd, fused_bwd; /* fused attention kernels (outside cp) run per iteration, all ranks: forwards
                                      (recomputation's included) and backwards */
+    double stream_bytes;        /* bytes streamed for elementwise work and the optimizer step in the last iteration,
+                                   all ranks (the memory-bound work the cost model prices over the stream bandwidth) */
     /* this rank */
     int device, local;          /* pipeline device, index in its stage */
     int64_t n_trace;

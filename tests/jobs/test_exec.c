@@ -436,6 +436,28 @@ static void check_fused(const char *name, int tp, int dp, int mbs, ps_recompute 
           "%lld and %lld", name, (long long)r.fused_fwd, (long long)r.fused_bwd, (long long)want_f, (long long)want_b);
     CHECK(r.compute_s > 0 && isfinite(r.compute_s) && r.pred_compute_s > 0, "%s: computation %g s (predicted %g s)",
           name, r.compute_s, r.pred_compute_s);
+    if (ckpt == PS_RECOMP_NONE && ov == PS_OVERLAP_NONE) {
+        /* the elementwise traffic is the fused kernel's, as priced: against the same plan unfused, every attention
+         * layer of every micro-batch on every rank streams elementwise_passes x (unfused - fused activation bytes)
+         * less, forward once and backward twice (exec before 2026-11-27 streamed the unfused layer's either way) */
+        ps_strategy su = s;
+        su.attn = PS_ATTN_UNFUSED;
+        ps_exec_result ru;
+        if (exec_uniform(name, &su, mbs, m, c, cp, &ru)) {
+            double less = 0;
+            for (int64_t i = 0; i < m->n_layers; i++) {
+                const ps_layer *l = &m->layers[i];
+                if (!ps_layer_has_attention(l->kind)) continue;
+                less += ps_layer_act_bytes_attn(l, m->dtype, tp, false, PS_RECOMP_NONE, PS_ATTN_UNFUSED) -
+                        ps_layer_act_bytes_attn(l, m->dtype, tp, false, PS_RECOMP_NONE, PS_ATTN_FUSED);
+            }
+            less *= 3 * cp->elementwise_passes * (double)mbs * (double)n_mb * g_size;
+            CHECK(less > 0 && fabs((ru.stream_bytes - r.stream_bytes) - less) <= 1e-9 * ru.stream_bytes,
+                  "%s: streamed %.6g bytes fused, %.6g unfused: %.6g less, expected %.6g", name, r.stream_bytes,
+                  ru.stream_bytes, ru.stream_bytes - r.stream_bytes, less);
+            ps_exec_result_free(&ru);
+        }
+    }
     ps_exec_result_free(&r);
 }
 
