@@ -3,9 +3,9 @@
  * (bench_gemm.c: per TP degree and token count, micro-batch x heads/tp sequences of `seq` causal tokens), at head
  * widths 16 to 128: a tile's two products do 4 x head width FLOPs per score while its softmax does a fixed amount of
  * work per score, so the rate depends on the head width (16 is what `psearch exec --scale 4` makes of a head of 64,
- * 128 today's models' head width). Its rows go in the GEMM table under their own ops with the FLOPs the kernel executes; the cost model
- * prices a fused attention core on this device from them (costdb/db_model.c, cost/layer_cost.c attn_time) instead
- * of the analytic share of the peak. */
+ * 128 today's models' head width). Its rows go in the GEMM table under their own ops with the FLOPs the kernel
+ * executes; the cost model prices a fused attention core on this device from them (costdb/db_model.c,
+ * cost/layer_cost.c attn_time) instead of the analytic share of the peak. */
 #include <stdlib.h>
 
 #include <cblas.h>
