@@ -156,8 +156,8 @@ ps_status ps_cmd_calibrate(const ps_cli_opts *o, MPI_Comm comm, ps_out *out)
     /* the fused attention kernel's rows join the GEMM table (their own ops: costdb/db_model.c) */
     PS_TRY_GOTO(st, agree(comm, ps_bench_attn_run(comm, &bo, &r)), done);
     PS_TRY_GOTO(st, agree(comm, ps_costdb_write_rows(w, PS_COSTDB_GEMM, r.gemm, r.n_gemm)), done);
-    if (bo.log) fprintf(bo.log, "# gemm: %zu shapes per rank, peak fp32 %.4g GFLOP/s on rank 0\n", r.n_gemm,
-                        r.dev.peak_fp32_flops / 1e9);
+    if (bo.log) fprintf(bo.log, "# gemm: %zu rows per rank (GEMM shapes and fused attention), peak fp32 %.4g "
+                        "GFLOP/s on rank 0\n", r.n_gemm, r.dev.peak_fp32_flops / 1e9);
     PS_TRY_GOTO(st, agree(comm, ps_bench_mem_run(comm, &bo, &r)), done);
     PS_TRY_GOTO(st, agree(comm, ps_costdb_write_rows(w, PS_COSTDB_BANDWIDTH, r.bw, r.n_bw)), done);
     if (bo.log) fprintf(bo.log, "# memory: %.4g GB/s on rank 0\n", r.dev.mem_Bps / 1e9);

@@ -276,10 +276,13 @@ static ps_status show(const ps_costdb *db, ps_format fmt, ps_out *out)
         fprintf(f, "gemm %-7s peak %.4g GFLOP/s (%s tp %d, %lldx%lldx%lld x%lld)\n", pk[i].dtype, pk[i].best / 1e9,
                 pk[i].at->op, pk[i].at->tp, (long long)pk[i].at->m, (long long)pk[i].at->n, (long long)pk[i].at->k,
                 (long long)pk[i].at->batch);
-    if (at.n[0] || at.n[1])
+    if (at.n[0] && at.n[1])
         fprintf(f, "attention    fused kernel %s: forward %.4g GFLOP/s, backward %.4g GFLOP/s as executed (medians of "
-                   "%zu and %zu shapes)\n",
+                   "%zu and %zu rows: ranks x shapes x head widths)\n",
                 at.dtype, at.med[0] / 1e9, at.med[1] / 1e9, at.n[0], at.n[1]);
+    else if (at.n[0] || at.n[1])
+        fprintf(f, "attention    fused kernel %s: only its %s timed (%zu rows): not used by the cost model\n", at.dtype,
+                at.n[0] ? "forward" : "backward", at.n[0] + at.n[1]);
     if (db->n_bw)
         fprintf(f, "memory       %.4g GB/s per rank (median of %zu; slowest %.4g GB/s; %s)\n", bw_med / 1e9, db->n_bw,
                 bw_min / 1e9, db->bw[0].method);

@@ -140,9 +140,7 @@ static ps_status stage_speed(const ps_cost_params *p, const ps_cluster *c, ps_dt
             out->sms = ng->gpu.sm_count;
             out->gemm_eff = ps_cost_gemm_eff(p, &ng->gpu);
         }
-        /* a device whose fused attention kernel the cost database timed has one, whatever the cluster says */
-        bool timed = p->db && ps_costdb_model_has_attn(p->db, ps_costdb_model_device(p->db, ng->gpu.name));
-        if (!ng->gpu.fused_attn && !timed) out->fused_ok = false;
+        if (!ng->gpu.fused_attn) out->fused_ok = false;
         double ef, eb;
         fused_eff(p, &ng->gpu, &ef, &eb);
         out->attn_fwd = fmin(out->attn_fwd, ef);

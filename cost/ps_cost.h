@@ -526,7 +526,7 @@ typedef struct {
     ps_costdb_gemm_curve *gemm;
     int n_gemm;
     ps_costdb_gemm_curve *attn; /* the fused attention kernel (rows of op attn_fwd / attn_bwd): executed FLOPs per
-                                   call against the rate, per dtype and pass */
+                                   call against the rate, per dtype, pass and head width */
     int n_attn;
     ps_costdb_coll_curve *coll;
     int n_coll;

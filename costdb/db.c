@@ -104,7 +104,9 @@ static const table_def k_tables[PS_COSTDB_N_TABLES] = {
     T("/gemm", ps_bench_gemm, k_gemm_cols,
       "(m x k).(k x n) row-major GEMMs, batch of them per call; OpenBLAS cblas_sgemm/dgemm on CPU, cuBLAS on GPU; "
       "every rank at once; median of reps timed calls after warm-up; op grid = log-spaced generic grid, other ops = "
-      "a decoder block's GEMMs at tensor-parallel degree tp"),
+      "a decoder block's GEMMs at tensor-parallel degree tp; except op attn_fwd / attn_bwd (schema 3): the fused "
+      "attention kernel psearch exec runs (CPU: calib/attn_cpu.c), forward / backward, m queries, n keys, k head "
+      "width, batch sequences x heads, flops as executed (causal tiles skipped, the backward 2.5x the forward)"),
     T("/bandwidth", ps_bench_bw, k_bw_cols,
       "CPU: STREAM triad a = b + s c with OpenMP, bytes = 3 x 8 x N (no write-allocate); GPU: device-to-device copy, "
       "bytes = 2 x size; all ranks at once; median of reps after warm-up"),

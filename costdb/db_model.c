@@ -180,8 +180,8 @@ static ps_status build_kind(const ps_costdb *db, const row_kinds *rk, ps_costdb_
                             double *scratch)
 {
     ps_costdb_kind *d = &m->kind[k];
-    /* GEMM curves: one per dtype of this kind; fused attention curves: one per dtype and pass (their rows share the
-     * GEMM table, told apart by op) */
+    /* GEMM curves: one per dtype of this kind; fused attention curves: one per dtype, pass and head width (their rows
+     * share the GEMM table, told apart by op) */
     for (size_t i = 0; i < db->n_gemm; i++) {
         ps_dtype dt;
         if (rk->gemm[i] != k || !training_dtype(db->gemm[i].dtype, &dt)) continue;
@@ -201,7 +201,8 @@ static ps_status build_kind(const ps_costdb *db, const row_kinds *rk, ps_costdb_
                 row_class(db->gemm[j].op) == cls && (cls == GEMM_ROW || db->gemm[j].k == hd))
                 pts[n++] = (pt){db->gemm[j].flops, db->gemm[j].flops / db->gemm[j].time_s};
         n = fold_points(pts, n, false, scratch);
-        ps_costdb_gemm_curve *gc = &curves[(*n_curves)++];
+        /* counted once complete: ps_costdb_model_free frees the counted curves' arrays */
+        ps_costdb_gemm_curve *gc = &curves[*n_curves];
         gc->dtype = dt;
         gc->bwd = cls == ATTN_BWD_ROW;
         gc->hd = hd;
@@ -210,8 +211,10 @@ static ps_status build_kind(const ps_costdb *db, const row_kinds *rk, ps_costdb_
         if (!gc->flops || !gc->rate) {
             free(gc->flops);
             free(gc->rate);
+            gc->flops = gc->rate = NULL;
             return PS_ERR_SYSTEM;
         }
+        (*n_curves)++;
         for (int q = 0; q < n; q++) {
             gc->flops[q] = pts[q].x;
             gc->rate[q] = pts[q].y;

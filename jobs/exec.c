@@ -1104,8 +1104,9 @@ static ps_status build_layers(exec_ctx *x, const ps_cluster *c)
                 int64_t sub[2] = {mbs - mbs / 2, mbs / 2};
                 for (int k = 0; k < 2; k++) {
                     ps_layer_gemm_shapes(ly, sub[k], l->s->tp, &l->og[k]);
-                    double full = ps_layer_act_bytes(ly, m->dtype, l->s->tp, false, PS_RECOMP_NONE) * (double)sub[k];
-                    double sel = ps_layer_act_bytes(ly, m->dtype, l->s->tp, false, PS_RECOMP_SELECTIVE) *
+                    double full = ps_layer_act_bytes_attn(ly, m->dtype, l->s->tp, false, PS_RECOMP_NONE, ak) *
+                                  (double)sub[k];
+                    double sel = ps_layer_act_bytes_attn(ly, m->dtype, l->s->tp, false, PS_RECOMP_SELECTIVE, ak) *
                                  (double)sub[k];
                     double bytes = (double)sub[k] * (double)ly->seq * (double)ly->hidden * elt;
                     for (int pass = 0; pass < 2; pass++)

@@ -506,6 +506,17 @@ static void test_gpu_collectives_ignored(void **state)
     ps_group g = {0, 8, 1};
     assert_true(ps_coll_allreduce(&with, &dgx, &g, 1 << 26) == ps_coll_allreduce(&an, &dgx, &g, 1 << 26));
     assert_true(ps_p2p(&with, &dgx, 0, 1, 1 << 20) == ps_p2p(&an, &dgx, 0, 1, 1 << 20));
+    /* --cluster costdb of a GPU file: a catalog GPU with a fused kernel has one there too (no attention rows: calibrate
+     * times no GPU kernel); before 2026-11-27 every calibrated kind came without, and auto meant unfused */
+    ps_cluster cal;
+    assert_int_equal(ps_costdb_cluster(&db, &cal), PS_OK);
+    assert_true(cal.groups[0].gpu.fused_attn);
+    ps_cluster_free(&cal);
+    ps_strlcpy(db.dev[0].name, "v100-16g", sizeof db.dev[0].name); /* Volta: none */
+    ps_strlcpy(db.dev[1].name, "v100-16g", sizeof db.dev[1].name);
+    assert_int_equal(ps_costdb_cluster(&db, &cal), PS_OK);
+    assert_false(cal.groups[0].gpu.fused_attn);
+    ps_cluster_free(&cal);
     ps_cluster_free(&dgx);
     ps_costdb_model_free(m);
     ps_costdb_free(&db);

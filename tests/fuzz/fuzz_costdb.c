@@ -62,6 +62,13 @@ static void use(const ps_costdb *db)
     for (int k = 0; k < ps_costdb_model_n_devices(m); k++) {
         double r = ps_costdb_model_gemm_rate(m, k, PS_DTYPE_FP32, 1e9);
         FUZZ_CHECK(r == -1 || (isfinite(r) && r > 0));
+        /* the fused attention curves (schema 3): along FLOPs and between head widths, below, at and above them */
+        static const int64_t hds[] = {1, 48, 64, 1000};
+        for (int h = 0; h < 4; h++)
+            for (int bwd = 0; bwd <= 1; bwd++) {
+                double a = ps_costdb_model_attn_rate(m, k, PS_DTYPE_FP32, bwd, hds[h], 1e9);
+                FUZZ_CHECK(a == -1 || (isfinite(a) && a > 0));
+            }
         for (int i = 0; i < PS_COLL_N_OPS; i++)
             for (int inter = 0; inter <= 1; inter++) {
                 double t = ps_costdb_model_coll_time(m, k, (ps_coll_op)i, 3, inter, 1e6);
