@@ -436,7 +436,7 @@ static void check_fused(const char *name, int tp, int dp, int mbs, ps_recompute 
           "%lld and %lld", name, (long long)r.fused_fwd, (long long)r.fused_bwd, (long long)want_f, (long long)want_b);
     CHECK(r.compute_s > 0 && isfinite(r.compute_s) && r.pred_compute_s > 0, "%s: computation %g s (predicted %g s)",
           name, r.compute_s, r.pred_compute_s);
-    if (ckpt == PS_RECOMP_NONE && ov == PS_OVERLAP_NONE) {
+    if (ckpt == PS_RECOMP_NONE && (ov == PS_OVERLAP_NONE || ps_overlap_is_oases(ov))) {
         /* the elementwise traffic is the fused kernel's, as priced: against the same plan unfused, every attention
          * layer of every micro-batch on every rank streams elementwise_passes x (unfused - fused activation bytes)
          * less, forward once and backward twice (exec before 2026-11-27 streamed the unfused layer's either way) */
