@@ -1,11 +1,11 @@
-/* The fused attention kernel of the cpu backend (attn_cpu.h): FlashAttention-2's loop order on OpenBLAS tiles. */
+/* The fused attention kernel of the cpu backend (declared in ps_calib.h): FlashAttention-2 loop order, BLAS tiles. */
 #include <math.h>
 #include <string.h>
 
 #include <cblas.h>
 #include <omp.h>
 
-#include "attn_cpu.h"
+#include "ps_calib.h"
 
 static int64_t tile_of(const ps_attn_cpu_shape *a) { return a->tile > 0 ? a->tile : PS_ATTN_CPU_TILE; }
 

@@ -10,7 +10,6 @@
 
 #include <cblas.h>
 
-#include "attn_cpu.h"
 #include "bench_internal.h"
 
 typedef struct {
@@ -37,7 +36,7 @@ static ps_status measure(const ps_bench_opts *o, ps_bench_results *r, attn_ctx *
         c->bwd = pass == 1;
         ps_bench_stat s;
         PS_TRY(ps_bench_time(o, run_once, c, min_sample_s, times, &s));
-        /* the backward recomputes the scores and runs 2.5x the forward's FLOPs (attn_cpu.h) */
+        /* the backward recomputes the scores and runs 2.5x the forward's FLOPs (ps_calib.h, ps_attn_cpu_flops) */
         PS_TRY(ps_bench_add_attn(o, r, "fp32", c->bwd, tp, a->sq, a->sk, a->d, a->batch * a->heads,
                                  c->bwd ? 2.5 * fwd : fwd, &s));
     }

@@ -7,7 +7,7 @@
 
 #include <cblas.h>
 
-#include "attn_cpu.h"
+#include "ps_calib.h"
 #include "exec_internal.h"
 
 typedef struct {

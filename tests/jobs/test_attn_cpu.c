@@ -12,7 +12,7 @@
 
 #include <omp.h>
 
-#include "attn_cpu.h"
+#include "ps_calib.h"
 
 static int g_failures;
 
