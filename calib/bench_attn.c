@@ -27,26 +27,19 @@ static ps_status run_once(void *ctx)
 }
 
 /* One shape: the forward (which also leaves the O and log-sum-exp the backward reads), then the backward. */
-static ps_status measure(const ps_bench_opts *o, ps_bench_results *r, attn_ctx *c, int tp, double *times,
-                         double min_sample_s)
+static ps_status measure(const ps_bench_opts *o, ps_bench_results *r, attn_ctx *c, int tp, double *times)
 {
     const ps_attn_cpu_shape *a = &c->a;
     double fwd = ps_attn_cpu_flops(a);
     for (int pass = 0; pass < 2; pass++) {
         c->bwd = pass == 1;
         ps_bench_stat s;
-        PS_TRY(ps_bench_time(o, run_once, c, min_sample_s, times, &s));
+        PS_TRY(ps_bench_time(o, run_once, c, times, &s));
         /* the backward recomputes the scores and runs 2.5x the forward's FLOPs (ps_calib.h, ps_attn_cpu_flops) */
         PS_TRY(ps_bench_add_attn(o, r, "fp32", c->bwd, tp, a->sq, a->sk, a->d, a->batch * a->heads,
                                  c->bwd ? 2.5 * fwd : fwd, &s));
     }
     return PS_OK;
-}
-
-static void fill(float *p, size_t n)
-{
-    /* small values of both signs, as the GEMM benchmark's: no overflow in the scores, nothing to shortcut */
-    for (size_t i = 0; i < n; i++) p[i] = (float)((double)((i * 7919u) % 17u) / 16.0 - 0.5);
 }
 
 ps_status ps_bench_cpu_attn(MPI_Comm comm, const ps_bench_opts *o, ps_bench_results *r)
@@ -79,16 +72,15 @@ ps_status ps_bench_cpu_attn(MPI_Comm comm, const ps_bench_opts *o, ps_bench_resu
         st = PS_FAIL(PS_ERR_SYSTEM, "attention benchmark: out of memory for %zu floats per tensor", n);
         goto done;
     }
-    fill(c.q, n);
-    fill(c.k, n);
-    fill(c.v, n);
-    fill(c.dout, n);
+    /* no overflow in the scores either */
+    ps_bench_fill(c.q, n, sizeof(float));
+    ps_bench_fill(c.k, n, sizeof(float));
+    ps_bench_fill(c.v, n, sizeof(float));
+    ps_bench_fill(c.dout, n, sizeof(float));
     if (o->log)
         fprintf(o->log, "# attention: fused kernel (calib/attn_cpu.c) on %d thread(s) per rank, causal, seq %lld, "
                         "head widths 16-128\n",
                 threads, (long long)sh.seq);
-    /* the GEMM benchmark's shortest sample (bench_gemm.c) */
-    double min_sample_s = o->quick ? 2e-4 : 1e-3;
     /* the kernel runs batch x heads sequences alike: a (tp, tokens) pair giving a count already timed is skipped (half
      * of the full set: 16 heads over tp 1-8 at 1, 2, 4 sequences give 6 counts of 12) */
     int64_t seen[16];
@@ -107,7 +99,7 @@ ps_status ps_bench_cpu_attn(MPI_Comm comm, const ps_bench_opts *o, ps_bench_resu
                 c.a.batch = mbs;
                 c.a.heads = c.a.kv_heads = heads > 0 ? heads : 1;
                 c.a.d = c.a.dv = widths[w];
-                st = measure(o, r, &c, tp, times, min_sample_s);
+                st = measure(o, r, &c, tp, times);
             }
         }
     }

@@ -139,10 +139,13 @@ ps_status ps_bench_add_attn(const ps_bench_opts *o, ps_bench_results *r, const c
                    s);
 }
 
-ps_status ps_bench_time(const ps_bench_opts *o, ps_status (*fn)(void *), void *ctx, double min_sample_s,
-                        double *times, ps_bench_stat *out)
+ps_status ps_bench_time(const ps_bench_opts *o, ps_status (*fn)(void *), void *ctx, double *times, ps_bench_stat *out)
 {
-    /* A sample must be long enough for the timer: short calls are repeated `inner` times per sample. */
+    /* A sample must be long enough for the timer: short calls are repeated `inner` times per sample, until it lasts
+     * min_sample_s, so the timer's resolution (MPI_Wtime reads a clock of ~1 us or better) and the loop's overhead
+     * stay under ~1% (quick: 0.2 ms) and ~0.1% (1 ms) of it. A psearch choice: longer samples only lengthen the
+     * many small points. */
+    const double min_sample_s = o->quick ? 2e-4 : 1e-3;
     double t0 = MPI_Wtime();
     PS_TRY(fn(ctx));
     double once = MPI_Wtime() - t0;
@@ -157,6 +160,18 @@ ps_status ps_bench_time(const ps_bench_opts *o, ps_status (*fn)(void *), void *c
     }
     *out = ps_bench_stats(times, o->reps);
     return PS_OK;
+}
+
+void ps_bench_fill(void *p, size_t n, size_t elt)
+{
+    /* Small values of both signs: no overflow, no denormals, and nothing a BLAS could shortcut. */
+    for (size_t i = 0; i < n; i++) {
+        double v = (double)((i * 7919u) % 17u) / 16.0 - 0.5;
+        if (elt == 4)
+            ((float *)p)[i] = (float)v;
+        else
+            ((double *)p)[i] = v;
+    }
 }
 
 ps_status ps_bench_add_bw(const ps_bench_opts *o, ps_bench_results *r, const char *method, int threads, double bytes,

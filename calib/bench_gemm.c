@@ -2,7 +2,6 @@
  * several TP degrees and token counts, fp32 and fp64, each timed as a median of repetitions. On a CPU the block is
  * scaled down so `--quick` runs in seconds: hidden 1024, 16 heads, sequence 512 (quick: hidden 512, 8 heads,
  * sequence 256), i.e. about 1/5 (1/10) of GPT-3 13B's hidden size of 5140; docs/costdb.md states the scale. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +17,6 @@ typedef struct {
     size_t elt;
     void *a, *b, *c;   /* buffers large enough for the largest shape (batch included) */
     double *times;
-    double min_sample_s;
 } gemm_ctx;
 
 static void call(const gemm_ctx *g, int64_t m, int64_t n, int64_t k, int64_t batch)
@@ -57,20 +55,8 @@ static ps_status measure(void *ctx, const char *op, int tp, int64_t m, int64_t n
     gemm_ctx *g = ctx;
     gemm_call c = {g, m, n, k, batch};
     ps_bench_stat s;
-    PS_TRY(ps_bench_time(g->o, call_once, &c, g->min_sample_s, g->times, &s));
+    PS_TRY(ps_bench_time(g->o, call_once, &c, g->times, &s));
     return ps_bench_add_gemm(g->o, g->r, g->dtype, op, tp, m, n, k, batch, &s);
-}
-
-static void fill(void *p, size_t n, size_t elt)
-{
-    /* Small values of both signs: no overflow, no denormals, and nothing a BLAS could shortcut. */
-    for (size_t i = 0; i < n; i++) {
-        double v = (double)((i * 7919u) % 17u) / 16.0 - 0.5;
-        if (elt == 4)
-            ((float *)p)[i] = (float)v;
-        else
-            ((double *)p)[i] = v;
-    }
 }
 
 void ps_bench_cpu_shapes(bool quick, ps_bench_shapes *sh)
@@ -92,10 +78,7 @@ ps_status ps_bench_cpu_gemm(MPI_Comm comm, const ps_bench_opts *o, ps_bench_resu
     ps_bench_gemm_need need = {0, 0, 0};
     PS_TRY(ps_bench_for_shapes(&sh, ps_bench_gemm_need_of, &need));
     static const char *const dtypes[] = {"fp32", "fp64"};
-    /* Shortest sample [s]: small GEMMs repeat until a sample lasts this long, so the timer's resolution (MPI_Wtime
-     * reads a clock of ~1 us or better) and the loop's overhead stay under ~1% (quick: 0.2 ms) and ~0.1% (1 ms) of
-     * it. A psearch choice: longer samples only lengthen the grid's many small points. */
-    gemm_ctx g = {.o = o, .r = r, .min_sample_s = o->quick ? 2e-4 : 1e-3};
+    gemm_ctx g = {.o = o, .r = r};
     g.times = ps_calloc((size_t)o->reps, sizeof *g.times);
     g.a = ps_calloc(need.a, sizeof(double));
     g.b = ps_calloc(need.b, sizeof(double));
@@ -112,8 +95,8 @@ ps_status ps_bench_cpu_gemm(MPI_Comm comm, const ps_bench_opts *o, ps_bench_resu
     for (int d = 0; d < 2 && st == PS_OK; d++) {
         g.dtype = dtypes[d];
         g.elt = d == 0 ? 4 : 8;
-        fill(g.a, need.a, g.elt);
-        fill(g.b, need.b, g.elt);
+        ps_bench_fill(g.a, need.a, g.elt);
+        ps_bench_fill(g.b, need.b, g.elt);
         st = ps_bench_for_shapes(&sh, measure, &g);
     }
 done:

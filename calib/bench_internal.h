@@ -78,11 +78,12 @@ ps_status ps_bench_add_gemm(const ps_bench_opts *o, ps_bench_results *r, const c
  * left to the GEMMs. */
 ps_status ps_bench_add_attn(const ps_bench_opts *o, ps_bench_results *r, const char *dtype, bool bwd, int tp,
                             int64_t sq, int64_t sk, int64_t d, int64_t batch, double flops, const ps_bench_stat *s);
-/* Time one call fn(ctx) as every calibration point is timed: one call sizes the sample (short calls repeated until a
- * sample lasts min_sample_s, at most 1000 per sample), o->warmup calls, then o->reps samples into times[o->reps];
- * their statistics in *out. fn's failure is returned. */
-ps_status ps_bench_time(const ps_bench_opts *o, ps_status (*fn)(void *), void *ctx, double min_sample_s,
-                        double *times, ps_bench_stat *out);
+/* Time one call fn(ctx) as every CPU calibration point is timed: one call sizes the sample (short calls repeated
+ * until a sample lasts 0.2 ms, 1 ms without --quick, at most 1000 per sample), o->warmup calls, then o->reps samples
+ * into times[o->reps]; their statistics in *out. fn's failure is returned. */
+ps_status ps_bench_time(const ps_bench_opts *o, ps_status (*fn)(void *), void *ctx, double *times, ps_bench_stat *out);
+/* n elements of elt bytes (4: float, else double) of small values of both signs, for a benchmark's operands. */
+void ps_bench_fill(void *p, size_t n, size_t elt);
 /* One memory-bandwidth point of either backend: `bytes` moved per repetition; sets the device's mem_Bps. */
 ps_status ps_bench_add_bw(const ps_bench_opts *o, ps_bench_results *r, const char *method, int threads, double bytes,
                           const ps_bench_stat *s);
