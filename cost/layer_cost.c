@@ -445,18 +445,18 @@ static double attn_time(const ps_cost_params *p, const dev_speed *d, const ps_la
     double bwd_ratio = ps_attn_bwd_ratio(PS_ATTN_FUSED);
     /* Timed by the cost database on this device (calibrate's attn rows, the kernel exec runs): the rate at the
      * kernel's FLOPs per call (both GEMMs of the pair: twice this one's) and head width, launches included. */
-    double fr = -1, br = -1;
-    if (d->dbdev >= 0 && p->db) {
-        fr = ps_costdb_model_attn_rate(p->db, d->dbdev, d->dtype, false, (int64_t)hd, 2 * flops);
-        br = ps_costdb_model_attn_rate(p->db, d->dbdev, d->dtype, true, (int64_t)hd, 2 * bwd_ratio * flops);
-    }
+    bool timed = d->dbdev >= 0 && p->db;
     double t = 0;
-    if (times % 2)
-        t += fr > 0 ? flops / fr : fmax(flops / (d->peak * d->attn_fwd), io / d->stream) + p->kernel_launch_s / 2;
-    if (times >= 2)
-        t += (times / 2) * (br > 0 ? bwd_ratio * flops / br
-                                   : fmax(bwd_ratio * flops / (d->peak * d->attn_bwd), 2 * io / d->stream) +
-                                         p->kernel_launch_s / 2);
+    if (times % 2) {
+        double r = timed ? ps_costdb_model_attn_rate(p->db, d->dbdev, d->dtype, false, (int64_t)hd, 2 * flops) : -1;
+        t += r > 0 ? flops / r : fmax(flops / (d->peak * d->attn_fwd), io / d->stream) + p->kernel_launch_s / 2;
+    }
+    if (times >= 2) {
+        double f = bwd_ratio * flops;
+        double r = timed ? ps_costdb_model_attn_rate(p->db, d->dbdev, d->dtype, true, (int64_t)hd, 2 * f) : -1;
+        double one = r > 0 ? f / r : fmax(f / (d->peak * d->attn_bwd), 2 * io / d->stream) + p->kernel_launch_s / 2;
+        t += (times / 2) * one;
+    }
     return t;
 }
 
