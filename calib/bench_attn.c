@@ -35,9 +35,10 @@ static ps_status measure(const ps_bench_opts *o, ps_bench_results *r, attn_ctx *
         c->bwd = pass == 1;
         ps_bench_stat s;
         PS_TRY(ps_bench_time(o, run_once, c, times, &s));
-        /* the backward recomputes the scores and runs 2.5x the forward's FLOPs (ps_calib.h, ps_attn_cpu_flops) */
+        /* the backward recomputes the scores: the fused kernel's backward-to-forward FLOP ratio, the one the cost
+         * model prices it with */
         PS_TRY(ps_bench_add_attn(o, r, "fp32", c->bwd, tp, a->sq, a->sk, a->d, a->batch * a->heads,
-                                 c->bwd ? 2.5 * fwd : fwd, &s));
+                                 c->bwd ? ps_attn_bwd_ratio(PS_ATTN_FUSED) * fwd : fwd, &s));
     }
     return PS_OK;
 }
