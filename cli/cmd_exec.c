@@ -90,9 +90,10 @@ ps_status ps_cli_exec(const ps_cli_opts *o, MPI_Comm comm, const ps_model *m, co
     if (o->watchdog > 0) eo.watchdog_s = o->watchdog;
     eo.log = rank == 0 && o->format != PS_FMT_JSON ? stderr : NULL;
     ps_exec_fault_parse(getenv("PS_EXEC_FAULT"), &eo.fault); /* tests' fault injection, no user option (docs/exec.md) */
-    /* a backend without a fused attention kernel (cuda for now) runs the attention core as its two GEMMs, so a fused
-     * layer is run and predicted as an unfused one: measured and predicted then describe the same work. The count is
-     * reported. The cpu backend runs the fused kernel (calib/attn_cpu.c) and keeps the plan as it is. */
+    /* a backend without a fused attention kernel would run the attention core as its two GEMMs, so a fused layer is
+     * run and predicted as an unfused one there: measured and predicted then describe the same work, and the count is
+     * reported. Both backends have one (cpu: calib/attn_cpu.c; cuda: the kernel's tile products on cuBLAS) and keep
+     * the plan as it is. */
     bool has_fused = ps_exec_backend_fused_attn(run->backend);
     ps_plan run_plan;
     ps_status st = ps_plan_alloc(m, plan->gbs, plan->mbs, plan->pp, plan->vpp, plan->schedule, &plan->layer[0],

@@ -32,6 +32,7 @@ typedef struct {
     ncclDataType_t nt;
     size_t elt;
     void *a, *b, *c, *s0, *s1, *coll, *coll2, *p2p;
+    double a_elems, b_elems, c_elems; /* elements the GEMM operands hold (one matrix each: batches reuse them) */
     size_t stream_bytes;
     float *h_out, *h_in;      /* pipeline staging (host) */
     /* Activations: a pool of device buffers, each either held by a micro-batch slot or free. A slot takes a free
@@ -157,6 +158,9 @@ static ps_status cuda_open_inner(cuda_state *s, const ps_exec_need *need, ps_exe
     PS_TRY(dalloc(&s->a, need->gemm_a * of_dtype));
     PS_TRY(dalloc(&s->b, need->gemm_b * of_dtype));
     PS_TRY(dalloc(&s->c, need->gemm_c * of_dtype));
+    s->a_elems = need->gemm_a / 4;
+    s->b_elems = need->gemm_b / 4;
+    s->c_elems = need->gemm_c / 4;
     /* The elementwise traffic is copied in pieces (cuda_stream): 256 MiB a piece, several times the L2 cache (50 MB
      * on an H100, 60 MB on an H200), keeps every copy in HBM while the buffers stay out of the measured peak, which
      * a training step's elementwise kernels do not add to (they work in the activations held). */
@@ -197,19 +201,71 @@ static ps_status cuda_open(const ps_exec_need *need, ps_exec_net *net, void **st
     return PS_OK;
 }
 
-static ps_status cuda_gemm(void *state, int64_t m, int64_t n, int64_t k, int64_t count)
+/* (m x k).(k x n), count times, queued on the stream: row-major (m x k).(k x n) is column-major (n x k).(k x m);
+ * the batch reuses one operand set (stride 0) */
+static ps_status gemm_enqueue(cuda_state *s, int64_t m, int64_t n, int64_t k, int64_t count)
 {
-    cuda_state *s = state;
-    if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return PS_OK;
     const float one = 1.0f, zero = 0.0f;
-    /* row-major (m x k).(k x n) is column-major (n x k).(k x m); the batch reuses one operand set (stride 0) */
     cublasStatus_t e = cublasGemmStridedBatchedEx(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m, (int)k, &one,
                                                   s->b, s->t, (int)n, 0, s->a, s->t, (int)k, 0, &zero, s->c, s->t,
                                                   (int)n, 0, (int)count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (e != CUBLAS_STATUS_SUCCESS) return PS_FAIL(PS_ERR_SYSTEM, "cublasGemmStridedBatchedEx: status %d", (int)e);
+    return PS_OK;
+}
+
+static ps_status cuda_gemm(void *state, int64_t m, int64_t n, int64_t k, int64_t count)
+{
+    cuda_state *s = state;
+    if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return PS_OK;
+    PS_TRY(gemm_enqueue(s, m, n, k, count));
     /* complete before returning: the executor reads the host clock around each call, so computation and the
      * collectives are timed apart (launch queueing is given up, as in a per-kernel profile) */
     CU(cudaStreamSynchronize(s->stream));
+    return PS_OK;
+}
+
+/* One tile product of the fused attention core, its operands checked against the buffers (sized from the layer's
+ * attention GEMMs: Q K^T's A and B, the scores' s x s for P and dS, so every tile product of that core fits). */
+static ps_status attn_gemm(cuda_state *s, int64_t m, int64_t n, int64_t k, int64_t count)
+{
+    if ((double)m * (double)k > s->a_elems || (double)k * (double)n > s->b_elems || (double)m * (double)n > s->c_elems)
+        return PS_FAIL(PS_ERR_SYSTEM, "fused attention: a %lld x %lld x %lld tile product exceeds the GEMM buffers "
+                                      "(%.0f, %.0f, %.0f elements)", (long long)m, (long long)n, (long long)k,
+                       s->a_elems, s->b_elems, s->c_elems);
+    return gemm_enqueue(s, m, n, k, count);
+}
+
+/* The fused attention core (exec's attn op): the tensor-core products of FlashAttention-2's loop (Dao 2023, arXiv
+ * 2307.08691, Algorithms 1 and 2) on cuBLAS, in the plan's dtype. Query blocks of ATTN_TILE rows meet the keys they
+ * attend: all of them, or under the causal mask those up to the block's last row (whole blocks, the diagonal one
+ * included, as the kernel visits them). Forward: S = Q K^T, O = P V. Backward: S again (recomputed, no scores were
+ * kept), dP = dO V^T, dV += P^T dO, dQ = dS K, dK += dS^T Q: 2.5 times the forward's FLOPs at equal head widths, the
+ * ratio the cost model prices (ps_attn_bwd_ratio). Batched over batch x heads on one operand set, as cuda_gemm.
+ * What a fused kernel does that this does not: the softmax's exponentials and row statistics, which it computes in
+ * registers between its tensor-core products (no memory traffic); so this times the kernel's matrix work at cuBLAS's
+ * efficiency, not cuDNN's or FlashAttention's kernel. What it keeps is the fused kernel's: no s x s matrix outlives a
+ * tile product, the layer holds Q, K, V, O and the row statistics. */
+enum { ATTN_TILE = 128 };
+
+static ps_status cuda_attn(void *state, const ps_exec_attn *a, bool bwd)
+{
+    cuda_state *s = state;
+    int64_t bh = a->batch * a->heads;
+    if (bh <= 0 || a->sq <= 0 || a->sk <= 0 || a->d <= 0 || a->dv <= 0) return PS_OK;
+    for (int64_t r0 = 0; r0 < a->sq; r0 += ATTN_TILE) {
+        int64_t t = a->sq - r0 < ATTN_TILE ? a->sq - r0 : ATTN_TILE;
+        int64_t kt = a->causal && r0 + t < a->sk ? r0 + t : a->sk;
+        PS_TRY(attn_gemm(s, t, kt, a->d, bh)); /* S = Q K^T */
+        if (!bwd) {
+            PS_TRY(attn_gemm(s, t, a->dv, kt, bh)); /* O = P V */
+            continue;
+        }
+        PS_TRY(attn_gemm(s, t, kt, a->dv, bh)); /* dP = dO V^T */
+        PS_TRY(attn_gemm(s, kt, a->dv, t, bh)); /* dV += P^T dO */
+        PS_TRY(attn_gemm(s, t, a->d, kt, bh));  /* dQ = dS K */
+        PS_TRY(attn_gemm(s, kt, a->d, t, bh));  /* dK += dS^T Q */
+    }
+    CU(cudaStreamSynchronize(s->stream)); /* timed as computation, like the GEMMs */
     return PS_OK;
 }
 
@@ -461,7 +517,7 @@ const ps_exec_backend ps_exec_backend_cuda = {
     .open = cuda_open,
     .close = cuda_close,
     .gemm = cuda_gemm,
-    .attn = NULL, /* no fused attention kernel yet: exec refuses fused layers outside cp on this backend */
+    .attn = cuda_attn,
     .stream = cuda_stream,
     .sync = cuda_sync,
     .hold = cuda_hold,

@@ -4,7 +4,9 @@
 #     FP8 tensor cores (compute capability 8.9 and later, as nvidia-smi reports it), the device copy's bandwidth; the
 #     collectives and the overlap say why they were not measured (they need 2 ranks);
 #   - psearch exec of a one-GPU plan on the cuda backend: measured time, a measured peak device memory, comparable
-#     with its prediction (the plan is for this GPU: --cluster auto).
+#     with its prediction (the plan is for this GPU: --cluster auto); where the plan has fused attention (auto on a GPU
+#     with a fused kernel), its layers run the cuda backend's fused core, none unfused, the forward twice per
+#     backward (full recomputation).
 #   gpu_single.sh PSEARCH
 set -u
 psearch=$1
@@ -47,15 +49,20 @@ if [[ -s $plan ]]; then
   timeout 300 "$psearch" exec "$plan" --cluster auto --backend cuda --iters 2 --format json --out "$res" ||
     no "exec on the cuda backend, exit $?"
   if [[ -s $res ]]; then
-    python3 - "$res" <<'PY' || fail=1
+    python3 - "$res" "$plan" <<'PY' || fail=1
 import json, sys
 e = json.load(open(sys.argv[1]))["exec"]
+fused = json.load(open(sys.argv[2])).get("attention") == "fused"
 m, p = e["measured"], e["predicted"]
 bad = []
 if e["backend"] != "cuda": bad.append("backend %s" % e["backend"])
 if not e["comparable"]: bad.append("not comparable with its prediction")
 if not m["iter_time_s"] > 0: bad.append("no measured time")
 if not (m["peak_mem_gib"] or 0) > 0: bad.append("no measured peak memory")
+nf, nb = e["fused_attention_forwards_per_iteration"], e["fused_attention_backwards_per_iteration"]
+if e["fused_attention_layers_run_unfused"]: bad.append("%d fused layers run unfused" % e["fused_attention_layers_run_unfused"])
+if fused and not (nb > 0 and nf == 2 * nb): bad.append("fused core: %d forwards, %d backwards" % (nf, nb))
+if not fused and (nf or nb): bad.append("an unfused plan ran the fused core")
 print("exec: measured %.3f s, predicted %.3f s; peak %.2f GiB measured, %.2f GiB predicted"
       % (m["iter_time_s"], p["iter_time_s"], m["peak_mem_gib"] or 0, p["peak_mem_gib"]))
 for b in bad: print("FAIL exec:", b)
