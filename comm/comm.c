@@ -1,6 +1,11 @@
 /* MPI error conversion and outcome agreement (see ps_comm.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "ps_comm.h"
 
@@ -167,6 +172,67 @@ bool ps_mpi_launched(void)
     return false;
 }
 
+#if defined(OPEN_MPI) && defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION < 5
+/* Open MPI 4's osc/rdma backs the windows of the ranks of one node with a file named osc_rdma.<node>.<job>.<cid>
+ * (osc_rdma_component.c, allocate_state_shared), and communicators split from one call share their cid, so groups of
+ * ranks on one node that each open a window at once (`psearch sweep`'s rank groups, each sharing its search's work
+ * units and pruning floors through MPI_Win_allocate) create, map and unlink one file: a group read the other's
+ * counters, MPI_Win_allocate failed ("unlink(2) /dev/shm/osc_rdma... No such file"), or a heap was corrupted
+ * (open-mpi/ompi#9492; fixed in 5.0 by #9495, not in 4.1). The leader's file goes in its backing folder and the other
+ * ranks attach to the path it created, so a folder per process makes every leader's file its own: <base>/psearch-osc.
+ * <pid>, base /dev/shm as osc/rdma's own default (else TMPDIR or /tmp), removed at exit (the files in it are unlinked
+ * as soon as the window's ranks have attached), and those of killed runs at the next start. A backing folder the
+ * user set is kept. */
+static char g_osc_dir[512];
+
+static void osc_dir_remove(void)
+{
+    if (g_osc_dir[0]) rmdir(g_osc_dir);
+}
+
+/* The empty folders of this user's killed runs in base (a process ended by a signal never reaches its exit handler):
+ * removed when their process is gone. rmdir leaves a folder that still holds a file. */
+static void osc_stale_dirs(const char *base)
+{
+    DIR *d = opendir(base);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char *end = NULL;
+        if (strncmp(e->d_name, "psearch-osc.", 12) != 0) continue;
+        long pid = strtol(e->d_name + 12, &end, 10);
+        if (pid <= 0 || *end != '\0' || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char path[512];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", base, e->d_name);
+        if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode) && sb.st_uid == getuid()) rmdir(path);
+    }
+    closedir(d);
+}
+
+static void osc_private_dir(void)
+{
+    if (getenv("OMPI_MCA_osc_rdma_backing_directory")) return;
+    const char *base = "/dev/shm";
+    if (access(base, W_OK | X_OK) != 0) {
+        base = getenv("TMPDIR");
+        if (!base || !*base) base = "/tmp";
+    }
+    osc_stale_dirs(base);
+    snprintf(g_osc_dir, sizeof g_osc_dir, "%s/psearch-osc.%ld", base, (long)getpid());
+    struct stat sb;
+    /* a folder left by a dead process of this pid is reused only if it is this user's */
+    if (mkdir(g_osc_dir, 0700) != 0 &&
+        !(errno == EEXIST && stat(g_osc_dir, &sb) == 0 && S_ISDIR(sb.st_mode) && sb.st_uid == getuid())) {
+        g_osc_dir[0] = '\0'; /* Open MPI's default then, with the fault above for groups on one node */
+        return;
+    }
+    setenv("OMPI_MCA_osc_rdma_backing_directory", g_osc_dir, 1);
+    atexit(osc_dir_remove);
+}
+#endif
+
 int ps_mpi_init(int *argc, char ***argv, int required, int *provided)
 {
 #ifdef OPEN_MPI
@@ -174,6 +240,11 @@ int ps_mpi_init(int *argc, char ***argv, int required, int *provided)
         setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
         setenv("OMPI_MCA_pml", "ob1", 0);
     }
+#if defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION < 5
+    else {
+        osc_private_dir(); /* a singleton's windows have no other rank to share a file with */
+    }
+#endif
 #endif
     return MPI_Init_thread(argc, argv, required, provided);
 }
