@@ -1,7 +1,8 @@
 /* MPI error conversion and outcome agreement (see ps_comm.h). */
 #include <dirent.h>
 #include <errno.h>
-#include <signal.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -179,34 +180,74 @@ bool ps_mpi_launched(void)
  * units and pruning floors through MPI_Win_allocate) create, map and unlink one file: a group read the other's
  * counters, MPI_Win_allocate failed ("unlink(2) /dev/shm/osc_rdma... No such file"), or a heap was corrupted
  * (open-mpi/ompi#9492; fixed in 5.0 by #9495, not in 4.1). The leader's file goes in its backing folder and the other
- * ranks attach to the path it created, so a folder per process makes every leader's file its own: <base>/psearch-osc.
- * <pid>, base /dev/shm as osc/rdma's own default (else TMPDIR or /tmp), removed at exit (the files in it are unlinked
- * as soon as the window's ranks have attached), and those of killed runs at the next start. A backing folder the
- * user set is kept. */
+ * ranks attach to the path it created, so a folder per process makes every leader's file its own: a new
+ * <base>/psearch-osc.XXXXXX (mkdtemp), base /dev/shm as osc/rdma's own default (else TMPDIR or /tmp), removed at exit
+ * (the files in it are unlinked as soon as the window's ranks have attached), and those of killed runs at the next
+ * start. A backing folder the user set in the environment is kept (one in an MCA parameter file is not seen here and
+ * is replaced). */
 static char g_osc_dir[512];
+static int g_osc_lock = -1;
+#define OSC_PREFIX "psearch-osc."
+#define OSC_LOCK ".alive"
+
+static void osc_warn(const char *what, const char *path)
+{
+    fprintf(stderr, "psearch: warning: %s %s (%s): rank groups of `psearch sweep` on one node may share a one-sided "
+                    "window file (Open MPI 4); set OMPI_MCA_osc_rdma_backing_directory to a folder per process\n",
+            what, path, strerror(errno));
+}
+
+/* An exclusive lock on the whole of fd's file (POSIX record lock: released when the process ends, however it ends). */
+static int osc_lock(int fd)
+{
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    return fcntl(fd, F_SETLK, &fl);
+}
+
+/* Every file of a folder (not below), then the folder. */
+static void osc_dir_clear(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        char path[600];
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+            if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path) unlink(path);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
 
 static void osc_dir_remove(void)
 {
-    if (g_osc_dir[0]) rmdir(g_osc_dir);
+    if (!g_osc_dir[0]) return;
+    osc_dir_clear(g_osc_dir);
+    if (g_osc_lock >= 0) close(g_osc_lock);
 }
 
-/* The empty folders of this user's killed runs in base (a process ended by a signal never reaches its exit handler):
- * removed when their process is gone. rmdir leaves a folder that still holds a file. */
+/* The folders of this user's killed runs in base (a process ended by a signal never reaches its exit handler), with
+ * the window files a run killed between a file's creation and its unlinking left there. A folder's process holds an
+ * exclusive lock on its lock file from start to exit, so a lock taken here means the process is gone, also where
+ * pid namespaces differ (containers sharing /dev/shm), which kill(pid, 0) could not tell. A folder without a lock file
+ * (another program's, or one being created) is left alone. */
 static void osc_stale_dirs(const char *base)
 {
     DIR *d = opendir(base);
     if (!d) return;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        char *end = NULL;
-        if (strncmp(e->d_name, "psearch-osc.", 12) != 0) continue;
-        long pid = strtol(e->d_name + 12, &end, 10);
-        if (pid <= 0 || *end != '\0' || pid == (long)getpid()) continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
-        char path[512];
+        if (strncmp(e->d_name, OSC_PREFIX, strlen(OSC_PREFIX)) != 0) continue;
+        char dir[512], lock[600];
         struct stat sb;
-        snprintf(path, sizeof path, "%s/%s", base, e->d_name);
-        if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode) && sb.st_uid == getuid()) rmdir(path);
+        if (snprintf(dir, sizeof dir, "%s/%s", base, e->d_name) >= (int)sizeof dir) continue;
+        if (lstat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || sb.st_uid != getuid()) continue;
+        snprintf(lock, sizeof lock, "%s/" OSC_LOCK, dir);
+        int fd = open(lock, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) continue;
+        if (osc_lock(fd) == 0) osc_dir_clear(dir);
+        close(fd);
     }
     closedir(d);
 }
@@ -214,18 +255,36 @@ static void osc_stale_dirs(const char *base)
 static void osc_private_dir(void)
 {
     if (getenv("OMPI_MCA_osc_rdma_backing_directory")) return;
+    /* osc/rdma's own default is /dev/shm; without it, Open MPI's session folder, which lives under TMPDIR or /tmp */
     const char *base = "/dev/shm";
     if (access(base, W_OK | X_OK) != 0) {
         base = getenv("TMPDIR");
         if (!base || !*base) base = "/tmp";
     }
     osc_stale_dirs(base);
-    snprintf(g_osc_dir, sizeof g_osc_dir, "%s/psearch-osc.%ld", base, (long)getpid());
-    struct stat sb;
-    /* a folder left by a dead process of this pid is reused only if it is this user's */
-    if (mkdir(g_osc_dir, 0700) != 0 &&
-        !(errno == EEXIST && stat(g_osc_dir, &sb) == 0 && S_ISDIR(sb.st_mode) && sb.st_uid == getuid())) {
-        g_osc_dir[0] = '\0'; /* Open MPI's default then, with the fault above for groups on one node */
+    /* a new folder every time (mkdtemp: created, never reused, whatever pids other namespaces have) */
+    if (snprintf(g_osc_dir, sizeof g_osc_dir, "%s/" OSC_PREFIX "XXXXXX", base) >= (int)sizeof g_osc_dir) {
+        errno = ENAMETOOLONG;
+        osc_warn("no one-sided folder of its own under", base);
+        g_osc_dir[0] = '\0';
+        return;
+    }
+    if (!mkdtemp(g_osc_dir)) {
+        osc_warn("could not create a one-sided folder", g_osc_dir);
+        g_osc_dir[0] = '\0';
+        return;
+    }
+    /* locked under another name, then renamed: a start sweeping at the same moment finds no lock file, or a held one */
+    char lock[600], tmp[620];
+    snprintf(lock, sizeof lock, "%s/" OSC_LOCK, g_osc_dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", lock);
+    g_osc_lock = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (g_osc_lock < 0 || osc_lock(g_osc_lock) != 0 || rename(tmp, lock) != 0) {
+        osc_warn("could not lock", lock);
+        if (g_osc_lock >= 0) close(g_osc_lock);
+        g_osc_lock = -1;
+        osc_dir_clear(g_osc_dir);
+        g_osc_dir[0] = '\0';
         return;
     }
     setenv("OMPI_MCA_osc_rdma_backing_directory", g_osc_dir, 1);

@@ -18,9 +18,10 @@ extern "C" {
  * point-to-point transport, which took 0.2-0.4 s of a 0.45 s single-GPU search. For such a process only, and only
  * where the user has not set them, this asks Open MPI for no daemon (ess_singleton_isolated: no MPI_Comm_spawn, which
  * psearch never calls) and the ob1 messaging layer (a singleton talks only to itself). Launched ranks of Open MPI 4
- * get a shared-memory folder of their own for one-sided windows (<dev/shm or TMPDIR>/psearch-osc.<pid>, removed at
- * exit), unless the user set OMPI_MCA_osc_rdma_backing_directory: Open MPI 4 named the windows' files so that rank
- * groups on one node opening windows at once shared one (open-mpi/ompi#9492; comm/comm.c). */
+ * get a new shared-memory folder of their own for one-sided windows (/dev/shm/psearch-osc.XXXXXX, else under TMPDIR
+ * or /tmp; locked while the process lives, removed at exit, and by the next start once its process is gone), unless
+ * the user set OMPI_MCA_osc_rdma_backing_directory: Open MPI 4 named the windows' files so that rank groups on one
+ * node opening windows at once shared one (open-mpi/ompi#9492; comm/comm.c). */
 int ps_mpi_init(int *argc, char ***argv, int required, int *provided);
 /* Whether this process was started by an MPI launcher (mpirun, srun with PMI/PMIx), from its environment. */
 bool ps_mpi_launched(void);

@@ -52,6 +52,8 @@ if [[ -s $plan ]]; then
     python3 - "$res" "$plan" <<'PY' || fail=1
 import json, sys
 e = json.load(open(sys.argv[1]))["exec"]
+# the plan is uniform (estimate's flags), so its top-level "attention" is every layer's; --recompute full runs each
+# fused forward twice per backward
 fused = json.load(open(sys.argv[2])).get("attention") == "fused"
 m, p = e["measured"], e["predicted"]
 bad = []

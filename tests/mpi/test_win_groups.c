@@ -10,13 +10,13 @@
  *
  * Groups of two ranks; each round every rank writes a value of its own into its window, the group reads its peers'
  * values back, and all groups keep their windows open until every rank has read. Before starting MPI each rank
- * leaves the folder of a process that is gone (a child that exited), as a killed run does: ps_mpi_init removes it.
- * Exit 1 on a failure on any rank. */
+ * leaves a folder as a killed run does (a lock file nobody holds, a window file): ps_mpi_init removes it; after, every
+ * rank has a folder of its own, still there. Those checks are skipped where the user set the backing folder. Exit 1
+ * on a failure on any rank. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <mpi.h>
@@ -34,13 +34,18 @@ int main(int argc, char **argv)
 {
     int provided = 0, size = 0;
     int raw = argc > 1 && strcmp(argv[1], "--raw") == 0;
+    /* the folder of a killed run: a lock file nobody holds, a window file its run never unlinked */
     char stale[128] = "";
-    if (access("/dev/shm", W_OK | X_OK) == 0) {
-        pid_t child = fork();
-        if (child == 0) _exit(0);
-        if (child > 0 && waitpid(child, NULL, 0) == child) {
-            snprintf(stale, sizeof stale, "/dev/shm/psearch-osc.%ld", (long)child);
-            if (mkdir(stale, 0700) != 0) stale[0] = '\0';
+    int user_set = getenv("OMPI_MCA_osc_rdma_backing_directory") != NULL;
+    if (!raw && !user_set && access("/dev/shm", W_OK | X_OK) == 0) {
+        snprintf(stale, sizeof stale, "/dev/shm/psearch-osc.XXXXXX");
+        if (!mkdtemp(stale)) stale[0] = '\0';
+        const char *names[] = {".alive", "osc_rdma.vm.1.4"};
+        for (int i = 0; stale[0] && i < 2; i++) {
+            char f[160];
+            snprintf(f, sizeof f, "%s/%s", stale, names[i]);
+            FILE *fp = fopen(f, "w");
+            if (fp) fclose(fp);
         }
     }
     int rc = raw ? MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided)
@@ -53,22 +58,43 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
 #if defined(OPEN_MPI) && defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION < 5
-    if (!raw) {
-        const char *mine = getenv("OMPI_MCA_osc_rdma_backing_directory");
+    if (!raw && !user_set) {
+        /* every rank a folder of its own, each there (no rank's start removed another's), each locked by its rank */
+        char mine[512] = "", all[4][512];
+        const char *dir = getenv("OMPI_MCA_osc_rdma_backing_directory");
+        if (dir) snprintf(mine, sizeof mine, "%s", dir);
+        CHECK(mine[0], "no backing folder of this rank's own");
+        int n = size < 4 ? size : 4;
+        char *gathered = calloc((size_t)size, sizeof mine);
+        MPI_Allgather(mine, (int)sizeof mine, MPI_CHAR, gathered, (int)sizeof mine, MPI_CHAR, MPI_COMM_WORLD);
+        for (int r = 0; r < n; r++) memcpy(all[r], gathered + (size_t)r * sizeof mine, sizeof mine);
+        free(gathered);
+        for (int r = 0; r < n; r++) {
+            struct stat sb;
+            char lock[600];
+            snprintf(lock, sizeof lock, "%.511s/.alive", all[r]);
+            CHECK(all[r][0] && stat(all[r], &sb) == 0 && S_ISDIR(sb.st_mode) && stat(lock, &sb) == 0,
+                  "rank %d's folder '%s' or its lock file is missing", r, all[r]);
+            for (int q = 0; q < r; q++) CHECK(strcmp(all[q], all[r]) != 0, "ranks %d and %d share %s", q, r, all[r]);
+        }
         struct stat sb;
-        CHECK(mine && stat(mine, &sb) == 0 && S_ISDIR(sb.st_mode), "no backing folder of this rank's own (%s)",
-              mine ? mine : "unset");
-        CHECK(!stale[0] || stat(stale, &sb) != 0, "%s, the folder of a process that is gone, is still there", stale);
+        CHECK(!stale[0] || stat(stale, &sb) != 0, "%s, the folder of a killed run, is still there", stale);
     }
 #endif
-    if (stale[0]) rmdir(stale);
+    if (stale[0]) { /* the test's own, where a failure left it */
+        char f[160];
+        snprintf(f, sizeof f, "%s/.alive", stale);
+        unlink(f);
+        snprintf(f, sizeof f, "%s/osc_rdma.vm.1.4", stale);
+        unlink(f);
+        rmdir(stale);
+    }
     MPI_Comm group;
     MPI_Comm_split(MPI_COMM_WORLD, g_rank / 2, g_rank, &group);
     MPI_Comm_set_errhandler(group, MPI_ERRORS_RETURN);
     int grank = 0, gsize = 0;
     MPI_Comm_rank(group, &grank);
     MPI_Comm_size(group, &gsize);
-    int failed_rounds = 0;
     for (int round = 0; round < ROUNDS; round++) {
         int *base = NULL, ok = 1;
         MPI_Win win = MPI_WIN_NULL;
@@ -102,14 +128,12 @@ int main(int argc, char **argv)
             MPI_Barrier(MPI_COMM_WORLD); /* the two barriers the other groups pass */
             MPI_Barrier(MPI_COMM_WORLD);
         }
-        failed_rounds += !ok;
     }
     int total = 0, fails = g_failures;
     MPI_Allreduce(&fails, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (g_rank == 0)
         printf("test_win_groups: %d ranks in groups of 2, %d rounds (%s): %d failed check(s)\n", size, ROUNDS,
                raw ? "MPI_Init_thread" : "ps_mpi_init", total);
-    (void)failed_rounds;
     MPI_Comm_free(&group);
     MPI_Finalize();
     return total ? 1 : 0;
