@@ -615,12 +615,23 @@ double ps_layer_boundary_bytes(const ps_layer *l, ps_dtype dtype)
 
 /* ---- whole model ----------------------------------------------------------------------------------------------- */
 
+int64_t ps_layer_copies(const ps_model *m, int64_t i)
+{
+    int64_t j = i + 1;
+    while (j < m->n_layers && memcmp(&m->layers[j], &m->layers[i], sizeof m->layers[i]) == 0) j++;
+    return j - i;
+}
+
+/* Integer sums go run by run (count x one layer, overflow-checked, exact either way); the floating-point sums below
+ * stay layer by layer so that their rounding does not depend on how a model was written down. */
 int64_t ps_model_params(const ps_model *m)
 {
     int64_t total = 0;
-    for (int64_t i = 0; i < m->n_layers; i++) {
+    for (int64_t i = 0, n; i < m->n_layers; i += n) {
+        n = ps_layer_copies(m, i);
         int64_t p;
-        if (!ps_layer_params_checked(&m->layers[i], &p) || !ps_add_i64(total, p, &total)) return -1;
+        if (!ps_layer_params_checked(&m->layers[i], &p) || !ps_mul_i64(p, n, &p) || !ps_add_i64(total, p, &total))
+            return -1;
     }
     return total;
 }
@@ -628,9 +639,10 @@ int64_t ps_model_params(const ps_model *m)
 int64_t ps_model_active_params(const ps_model *m)
 {
     int64_t total = 0;
-    for (int64_t i = 0; i < m->n_layers; i++) {
+    for (int64_t i = 0, n; i < m->n_layers; i += n) {
+        n = ps_layer_copies(m, i);
         int64_t p = ps_layer_active_params(&m->layers[i]);
-        if (p < 0 || !ps_add_i64(total, p, &total)) return -1;
+        if (p < 0 || !ps_mul_i64(p, n, &p) || !ps_add_i64(total, p, &total)) return -1;
     }
     return total;
 }

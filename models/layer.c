@@ -430,7 +430,17 @@ ps_status ps_layer_vec_push(ps_layer_vec *vec, const ps_layer *l, int64_t repeat
         vec->v = nv;
         vec->cap = cap;
     }
-    for (int64_t i = 0; i < repeat; i++) vec->v[vec->n++] = *l;
+    /* The run is filled by doubling: copy what is already there onto the free space behind it, so a run of N
+     * layers costs log2(N) memcpy calls rather than N struct copies (a 100,000-layer run is what the length limit
+     * lets through, and the fuzzers find it). */
+    ps_layer *run = vec->v + vec->n;
+    run[0] = *l;
+    for (int64_t done = 1; done < repeat;) {
+        int64_t k = done < repeat - done ? done : repeat - done;
+        memcpy(run + done, run, (size_t)k * sizeof *run);
+        done += k;
+    }
+    vec->n += repeat;
     return PS_OK;
 }
 

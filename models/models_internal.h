@@ -11,8 +11,16 @@
 #include "ps_models.h"
 
 /* Upper bound on expanded layers: a description asking for more is a typo in a repeat count, and the planner's
- * dynamic programs are sized by it. */
+ * dynamic programs are sized by it. The libFuzzer build (-DPS_FUZZ=ON) runs the same checks at a tenth of it: a
+ * model at the full bound is a 30 MB layer array written twice per input, which held fuzz_layer_list to 167
+ * executions per second. At 10,000, a pass over the layers that is quadratic (like the tied-head scan that fuzzing
+ * found at 50,000) still does 10^8 steps, a second or more, where a linear one does 10^4. The full bound is tested by
+ * tests/models (too-many-layers.json) and tests/cli (cli_overflow). */
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+#define PS_MODEL_MAX_LAYERS 10000
+#else
 #define PS_MODEL_MAX_LAYERS 100000
+#endif
 
 /* PS_FT_REAL: a double (capacity_factor), stored through ps_spec_put_real; the others through ps_spec_put. */
 typedef enum { PS_FT_INT = 0, PS_FT_BOOL, PS_FT_NORM, PS_FT_ACT, PS_FT_ROUTER, PS_FT_REAL } ps_field_type;
@@ -74,6 +82,10 @@ typedef struct {
 
 /* Append `repeat` copies; refuses more than PS_MODEL_MAX_LAYERS in all (message names `where`). */
 ps_status ps_layer_vec_push(ps_layer_vec *vec, const ps_layer *l, int64_t repeat, const char *where);
+
+/* How many layers from m->layers[i] on are byte copies of it (at least 1): a repeated block is pushed as copies, so
+ * per-layer work that depends on nothing but the layer (checks, parameter counts) is done once per run. */
+int64_t ps_layer_copies(const ps_model *m, int64_t i);
 
 /* Last step of every reader: take ownership of vec's layers, set m->n_layers and m->seq (the first layer's seq when
  * m->seq is 0), apply the options (vocab padding, sequence override, dtype), and validate. On failure the model is

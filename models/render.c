@@ -4,12 +4,13 @@
 
 #include <jansson.h>
 
-#include "ps_models.h"
+#include "models_internal.h"
 
 /* Length of the run of identical layers starting at i. */
 static int64_t run_length(const ps_model *m, int64_t i)
 {
-    int64_t j = i + 1;
+    /* byte copies first (how repeats are stored), then layers equal field by field */
+    int64_t j = i + ps_layer_copies(m, i);
     while (j < m->n_layers && ps_layer_equal(&m->layers[i], &m->layers[j])) j++;
     return j - i;
 }

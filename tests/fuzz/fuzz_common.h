@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "models_internal.h"
 #include "ps_cli.h"
 #include "ps_common.h"
 #include "ps_hw.h"
@@ -151,7 +152,7 @@ static inline ps_model_opts fuzz_model_opts(uint64_t h)
 /* What every later stage relies on once a reader said PS_OK. */
 static inline void fuzz_model_check(const ps_model *m)
 {
-    FUZZ_CHECK(m->n_layers >= 1 && m->n_layers <= 100000 && m->layers != NULL);
+    FUZZ_CHECK(m->n_layers >= 1 && m->n_layers <= PS_MODEL_MAX_LAYERS && m->layers != NULL);
     FUZZ_CHECK(m->seq >= 1);
     FUZZ_CHECK(memchr(m->name, '\0', sizeof m->name) && memchr(m->family, '\0', sizeof m->family) &&
                memchr(m->source, '\0', sizeof m->source));
@@ -159,7 +160,7 @@ static inline void fuzz_model_check(const ps_model *m)
     for (int64_t i = 0; i < m->n_layers; i++) {
         const ps_layer *l = &m->layers[i];
         /* A repeated layer is a byte copy of the one before; its numbers are the same (and the coverage-traced
-         * arithmetic is slow enough that 100000 copies would read as a hang). */
+         * arithmetic is slow enough that a run at the layer limit would read as a hang). */
         if (i > 0 && memcmp(l, l - 1, sizeof *l) == 0) continue;
         FUZZ_CHECK(l->hidden >= 1 && l->out_hidden >= 1 && l->seq >= 1);
         FUZZ_CHECK(ps_layer_params(l) >= 0);
