@@ -35,10 +35,11 @@ static ps_status measure(const ps_bench_opts *o, ps_bench_results *r, attn_ctx *
         c->bwd = pass == 1;
         ps_bench_stat s;
         PS_TRY(ps_bench_time(o, run_once, c, times, &s));
-        /* the backward recomputes the scores: the fused kernel's backward-to-forward FLOP ratio, the one the cost
-         * model prices it with */
+        /* the backward recomputes the scores: the fused kernel's backward FLOPs, as the cost model prices them,
+         * from the forward's two products (scores over d, weighted sum over dv) */
+        double sf = fwd * (double)a->d / (double)(a->d + a->dv);
         PS_TRY(ps_bench_add_attn(o, r, "fp32", c->bwd, tp, a->sq, a->sk, a->d, a->batch * a->heads,
-                                 c->bwd ? ps_attn_bwd_ratio(PS_ATTN_FUSED) * fwd : fwd, &s));
+                                 c->bwd ? ps_attn_bwd_flops(PS_ATTN_FUSED, sf, fwd - sf) : fwd, &s));
     }
     return PS_OK;
 }

@@ -336,6 +336,7 @@ static void shapes(const ps_layer *l, int64_t mbs, int tp, int cp, ps_cp_comm ki
         /* scores Q.K^T and probabilities . V: one batched GEMM each over (micro-batch x local heads) */
         double b = (double)mbs * ((double)l->heads / t) / head_div;
         GEMM(s, ctx, hd, b, true);
+        out->g[out->n - 1].scores = true;
         GEMM(s, vd, ctx, b, true);
         out->tp_colls = 2;
         if (xattn) {
@@ -345,6 +346,7 @@ static void shapes(const ps_layer *l, int64_t mbs, int tp, int cp, ps_cp_comm ki
             GEMM(kvT, 2 * K / t, h, 1, false);
             GEMM(T, h, Q / t, 1, false);
             GEMM(s, kv, hd, b, true);
+            out->g[out->n - 1].scores = true;
             GEMM(s, hd, kv, b, true);
             out->tp_colls = 3;
         }
@@ -439,10 +441,8 @@ static double attn_time(const ps_cost_params *p, const dev_speed *d, const ps_la
     double flops = 2 * x->m * x->n * x->k * x->count * keys;
     /* one of the pair's two GEMMs (scores: s x ctx over hd; weighted sum: s x hd over ctx), so half of the traffic
      * of Q, K, V and the output: (s + ctx) x hd per head */
-    bool scores = x->k <= x->n;
-    double hd = scores ? x->k : x->n, ctx = scores ? x->n : x->k;
+    double hd = x->scores ? x->k : x->n, ctx = x->scores ? x->n : x->k;
     double io = elt * x->count * (x->m + ctx) * hd;
-    double bwd_ratio = ps_attn_bwd_ratio(PS_ATTN_FUSED);
     /* Timed by the cost database on this device (calibrate's attn rows, the kernel exec runs): the rate at the
      * kernel's FLOPs per call (both GEMMs of the pair: twice this one's) and head width, launches included. */
     bool timed = d->dbdev >= 0 && p->db;
@@ -452,8 +452,11 @@ static double attn_time(const ps_cost_params *p, const dev_speed *d, const ps_la
         t += r > 0 ? flops / r : fmax(flops / (d->peak * d->attn_fwd), io / d->stream) + p->kernel_launch_s / 2;
     }
     if (times >= 2) {
-        double f = bwd_ratio * flops;
-        double r = timed ? ps_costdb_model_attn_rate(p->db, d->dbdev, d->dtype, true, (int64_t)hd, 2 * f) : -1;
+        /* this product's share of the backward (3x for the scores, 2x for the weighted sum); the rate is looked up
+         * at the call's FLOPs, its two products taken at this one's size */
+        double f = ps_attn_bwd_flops(PS_ATTN_FUSED, x->scores ? flops : 0, x->scores ? 0 : flops);
+        double call = ps_attn_bwd_flops(PS_ATTN_FUSED, flops, flops);
+        double r = timed ? ps_costdb_model_attn_rate(p->db, d->dbdev, d->dtype, true, (int64_t)hd, call) : -1;
         double one = r > 0 ? f / r : fmax(f / (d->peak * d->attn_bwd), 2 * io / d->stream) + p->kernel_launch_s / 2;
         t += (times / 2) * one;
     }
@@ -467,6 +470,7 @@ typedef struct {
     double flops;  /* forward FLOPs on this GPU, as the model counts them (attention unmasked) */
     double attn_flops; /* the part of flops in the attention score GEMMs (what selective recompute repeats) */
     double attn_exec;  /* the attention FLOPs the kernel executes in the forward (fused: causal tiles skipped) */
+    double attn_exec_bwd; /* and in the backward (ps_attn_bwd_flops of each product) */
     int tp_colls;  /* TP collectives of the forward pass (the backward has as many) */
     int bwd_tp_colls;
 } fwd_work;
@@ -489,7 +493,9 @@ static void layer_work(const ps_cost_params *p, const dev_speed *d, const ps_lay
             w->attn += attn_time(p, dd, l, x, a, 1, elt);
             w->attn_bwd += attn_time(p, dd, l, x, a, 2, elt);
             w->attn_flops += f;
-            w->attn_exec += x->blk == 0 ? f * keys : f;
+            double fe = x->blk == 0 ? f * keys : f;
+            w->attn_exec += fe;
+            w->attn_exec_bwd += ps_attn_bwd_flops(a, x->scores ? fe : 0, x->scores ? 0 : fe);
         } else {
             w->gemm += weight_gemm_time(p, dd, l, x, elt);
         }
@@ -1384,11 +1390,11 @@ ps_status ps_cost_layer(const ps_cost_params *p, const ps_cluster *c, const ps_l
             out->mem_act += (double)(w.tp_colls - 1) * out->tp_bytes;
     }
     /* executed FLOPs: the weight GEMMs three times (forward, dgrad, wgrad), the attention core forward plus its
-     * backward (2x unfused, 2.5x fused), and what recomputation repeats of the forward */
+     * backward (2x unfused; fused 3x the scores and 2x the weighted sum), and what recomputation repeats */
     double fwd_exec = w.flops - w.attn_flops + w.attn_exec;
     double rec_flops = s->ckpt == PS_RECOMP_FULL ? fwd_exec : sel_recomputes ? w.attn_exec : 0;
     if (s->ckpt == PS_RECOMP_OP) rec_flops = op_flops + (s->attn == PS_ATTN_FUSED ? 0 : w.attn_exec);
-    out->hw_flops = 3 * (w.flops - w.attn_flops) + (1 + ps_attn_bwd_ratio(s->attn)) * w.attn_exec + rec_flops;
+    out->hw_flops = 3 * (w.flops - w.attn_flops) + w.attn_exec + w.attn_exec_bwd + rec_flops;
     return PS_OK;
 }
 

@@ -354,6 +354,7 @@ double ps_cost_prefetch(const ps_cost_params *p, int n, const double *comp, cons
 typedef struct {
     double m, n, k, count;
     bool attn; /* attention score / context GEMM (no weights; what selective recomputation repeats) */
+    bool scores; /* attention: the first of the pair, the scores Q.K^T over the head width (k); else P.V (k: keys) */
     int blk;   /* the forward block it belongs to: the computation before the layer's blk-th TP collective
                   (attention, [cross-attention,] MLP; 0 for layers with one block or none) */
     double experts; /* routed experts: the n_experts GEMMs the count spans (count / experts per expert), m the mean

@@ -238,9 +238,12 @@ static ps_status attn_gemm(cuda_state *s, int64_t m, int64_t n, int64_t k, int64
 /* The fused attention core (exec's attn op): the tensor-core products of FlashAttention-2's loop (Dao 2023, arXiv
  * 2307.08691, Algorithms 1 and 2) on cuBLAS, in the plan's dtype. Query blocks of ATTN_TILE rows meet the keys they
  * attend: all of them, or under the causal mask those up to the block's last row (whole blocks, the diagonal one
- * included, as the kernel visits them). Forward: S = Q K^T, O = P V. Backward: S again (recomputed, no scores were
- * kept), dP = dO V^T, dV += P^T dO, dQ = dS K, dK += dS^T Q: 2.5 times the forward's FLOPs at equal head widths, the
- * ratio the cost model prices (ps_attn_bwd_ratio). Batched over batch x heads on one operand set, as cuda_gemm.
+ * included, as the kernel visits them); with a sliding window of sk keys as well, the blocks from the one holding the
+ * first row's first key to the diagonal one, sk + ATTN_TILE keys at most (each row attends sk; the block's rows
+ * together span sk + ATTN_TILE - 1). Forward: S = Q K^T, O = P V. Backward: S again (recomputed, no scores were
+ * kept), dP = dO V^T, dV += P^T dO, dQ = dS K, dK += dS^T Q: 3 times the scores product and 2 times the weighted sum,
+ * as the cost model prices it (ps_attn_bwd_flops; 2.5 times the forward at equal head widths). Batched over batch x
+ * heads on one operand set, as cuda_gemm.
  * What a fused kernel does that this does not: the softmax's exponentials and row statistics, which it computes in
  * registers between its tensor-core products (no memory traffic); so this times the kernel's matrix work at cuBLAS's
  * efficiency, not cuDNN's or FlashAttention's kernel. What it keeps is the fused kernel's: no s x s matrix outlives a
@@ -254,7 +257,9 @@ static ps_status cuda_attn(void *state, const ps_exec_attn *a, bool bwd)
     if (bh <= 0 || a->sq <= 0 || a->sk <= 0 || a->d <= 0 || a->dv <= 0) return PS_OK;
     for (int64_t r0 = 0; r0 < a->sq; r0 += ATTN_TILE) {
         int64_t t = a->sq - r0 < ATTN_TILE ? a->sq - r0 : ATTN_TILE;
-        int64_t kt = a->causal && r0 + t < a->sk ? r0 + t : a->sk;
+        /* without a window sk >= sq, so the second bound only bites under one */
+        int64_t kt = a->sk;
+        if (a->causal) kt = r0 + t < a->sk + ATTN_TILE ? r0 + t : a->sk + ATTN_TILE;
         PS_TRY(attn_gemm(s, t, kt, a->d, bh)); /* S = Q K^T */
         if (!bwd) {
             PS_TRY(attn_gemm(s, t, a->dv, kt, bh)); /* O = P V */

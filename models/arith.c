@@ -390,7 +390,10 @@ double ps_layer_attn_keys(const ps_layer *l, ps_attn a)
     return (w * (w + 1) / 2 + (s - w) * w) / s;
 }
 
-double ps_attn_bwd_ratio(ps_attn a) { return a == PS_ATTN_FUSED ? 2.5 : 2.0; }
+double ps_attn_bwd_flops(ps_attn a, double score_flops, double value_flops)
+{
+    return a == PS_ATTN_FUSED ? 3 * score_flops + 2 * value_flops : 2 * (score_flops + value_flops);
+}
 
 /* ---- activation memory ----------------------------------------------------------------------------------------- */
 

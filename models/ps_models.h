@@ -199,10 +199,12 @@ double ps_layer_fwd_flops(const ps_layer *l);
  * on a causal layer only the keys up to the query (within its window): (s + 1) / 2 without a window. Encoders and
  * cross-attention attend to every key either way. */
 double ps_layer_attn_keys(const ps_layer *l, ps_attn a);
-/* Backward FLOPs of the attention core as a multiple of its forward FLOPs: 2 unfused (the input gradients of the two
- * GEMMs: dScores, dQ, dK and dP, dV), 2.5 fused (the scores recomputed first: FlashAttention-2, Dao 2023, Sec. 4.1
- * counts the backward as 2.5x the forward). */
-double ps_attn_bwd_ratio(ps_attn a);
+/* Backward FLOPs of the attention core, from the forward FLOPs of its two products: the scores S = Q K^T (over the
+ * query/key head width d) and the weighted sum O = P V (over the value width dv). Unfused: twice each (the input
+ * gradients dQ, dK of the first and dP, dV of the second). Fused: the scores are recomputed first (no s x s matrix was
+ * kept), so 3x the scores product (S, dQ = dS K, dK = dS^T Q) and 2x the weighted sum (dP = dO V^T, dV = P^T dO):
+ * 2.5x the forward at d = dv, FlashAttention-2's count (Dao 2023, Sec. 4.1), 2.6x for DeepSeek's MLA (d 192, dv 128). */
+double ps_attn_bwd_flops(ps_attn a, double score_flops, double value_flops);
 /* Activation bytes kept for the backward pass, per sample, on one GPU of a tp-way tensor-parallel group, with or
  * without sequence parallelism, under a recomputation mode. dtype gives the element size; dropout masks are 1 byte.
  * Reduces to Korthikanti et al. Table 2 for a GPT layer: sbh(34+5as/h) (tp=1), sbh(10+24/t+5as/(ht)) (TP),

@@ -65,6 +65,8 @@ static void test_mla_gemms(void **state)
     shape_is(&g.g[8], 4096, 7168, 2048 / 8.0, 1);
     shape_is(&g.g[9], 4096, 4096, 192, 128 / 8.0);           /* scores over 192-wide heads */
     shape_is(&g.g[10], 4096, 128, 4096, 128 / 8.0);          /* weighted sum of 128-wide values */
+    assert_true(g.g[9].scores && !g.g[10].scores);
+    for (int i = 0; i < 9; i++) assert_false(g.g[i].scores);
     ps_layer_gemm_shapes(l, 1, 1, &g);
     assert_close(list_flops(&g), ps_layer_fwd_flops(l), 1e-12);
     /* the dense first layers: MLA and an MLP of 18432 */
@@ -73,6 +75,33 @@ static void test_mla_gemms(void **state)
     shape_is(&g.g[4], 4096, 18432, 7168, 2);
     assert_close(list_flops(&g), ps_layer_fwd_flops(&m.layers[1]), 1e-12);
     ps_model_free(&m);
+}
+
+/* MLA's fused attention core: the backward recomputes the 192-wide scores (3x that product: S, dQ, dK) and runs the
+ * 128-wide weighted sum twice (dP, dV), 2.6x the pair's forward where equal widths give 2.5x. Causal: (s + 1) / 2s of
+ * each product executed. */
+static void test_mla_fused_flops(void **state)
+{
+    (void)state;
+    ps_cost_params p;
+    ps_cost_params_default(&p);
+    ps_cluster c = load_cluster("dgx-h100:1");
+    ps_model m = load_model("deepseek-v3", 0);
+    const ps_layer *l = &m.layers[1]; /* a dense MLA block */
+    assert_true(l->qk_nope_head_dim + l->qk_rope_head_dim == 192 && l->v_head_dim == 128 && l->attn_window == 0);
+    const double s = (double)l->seq, H = (double)l->heads, keys = (s + 1) / (2 * s);
+    const double fs = 2 * s * s * 192 * H, fv = 2 * s * s * 128 * H, f = ps_layer_fwd_flops(l);
+    ps_strategy st = {.tp = 1, .dp = 1, .attn = PS_ATTN_FUSED};
+    ps_layer_cost lc;
+    assert_int_equal(ps_cost_layer(&p, &c, l, PS_DTYPE_BF16, 1, &st, 0, &lc), PS_OK);
+    assert_close(lc.hw_flops, 3 * (f - fs - fv) + keys * (fs + fv) + keys * (3 * fs + 2 * fv), 1e-12);
+    assert_close((3 * fs + 2 * fv) / (fs + fv), 2.6, 1e-12);
+    /* unfused: 3x every GEMM, nothing skipped */
+    st.attn = PS_ATTN_UNFUSED;
+    assert_int_equal(ps_cost_layer(&p, &c, l, PS_DTYPE_BF16, 1, &st, 0, &lc), PS_OK);
+    assert_close(lc.hw_flops, 3 * f, 1e-12);
+    ps_model_free(&m);
+    ps_cluster_free(&c);
 }
 
 /* The longest list a layer has: a decoder_xattn block with MLA, an MoE MLP and cross-attention, 16 GEMMs. */
@@ -183,6 +212,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_moe_gemms),
         cmocka_unit_test(test_mla_gemms),
+        cmocka_unit_test(test_mla_fused_flops),
         cmocka_unit_test(test_longest_list),
         cmocka_unit_test(test_imbalance),
         cmocka_unit_test(test_moe_memory),

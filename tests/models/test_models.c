@@ -309,7 +309,10 @@ static void test_fused_attention(void **state)
     l.attn_window = 4;
     assert_true(ps_layer_attn_keys(&l, PS_ATTN_FUSED) == (10.0 + 16.0) / 8);
     assert_true(ps_layer_attn_keys(&l, PS_ATTN_UNFUSED) == 4);
-    assert_true(ps_attn_bwd_ratio(PS_ATTN_FUSED) == 2.5 && ps_attn_bwd_ratio(PS_ATTN_UNFUSED) == 2);
+    /* backward FLOPs from the two products' forward FLOPs: fused 3x scores + 2x weighted sum (2.5x at d = dv; MLA's
+     * d 192, dv 128: 3 x 192 + 2 x 128 = 832 = 2.6 x 320), unfused 2x both */
+    assert_true(ps_attn_bwd_flops(PS_ATTN_FUSED, 1, 1) == 5 && ps_attn_bwd_flops(PS_ATTN_UNFUSED, 1, 1) == 4);
+    assert_true(ps_attn_bwd_flops(PS_ATTN_FUSED, 192, 128) == 832 && ps_attn_bwd_flops(PS_ATTN_UNFUSED, 192, 128) == 640);
     /* names */
     ps_attn x;
     assert_int_equal(ps_attn_parse("fused", &x), PS_OK);
