@@ -203,7 +203,8 @@ double ps_layer_attn_keys(const ps_layer *l, ps_attn a);
  * query/key head width d) and the weighted sum O = P V (over the value width dv). Unfused: twice each (the input
  * gradients dQ, dK of the first and dP, dV of the second). Fused: the scores are recomputed first (no s x s matrix was
  * kept), so 3x the scores product (S, dQ = dS K, dK = dS^T Q) and 2x the weighted sum (dP = dO V^T, dV = P^T dO):
- * 2.5x the forward at d = dv, FlashAttention-2's count (Dao 2023, Sec. 4.1), 2.6x for DeepSeek's MLA (d 192, dv 128). */
+ * 2.5x the forward at d = dv, FlashAttention-2's count (Dao 2023, Sec. 4.1), 2.6x for DeepSeek's MLA (d 192,
+ * dv 128). */
 double ps_attn_bwd_flops(ps_attn a, double score_flops, double value_flops);
 /* Activation bytes kept for the backward pass, per sample, on one GPU of a tp-way tensor-parallel group, with or
  * without sequence parallelism, under a recomputation mode. dtype gives the element size; dropout masks are 1 byte.
