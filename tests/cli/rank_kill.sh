@@ -46,6 +46,9 @@ kill_rank_during() {
   while kill -0 "$job" 2>/dev/null && [[ $waited -lt $((limit * 20)) ]]; do sleep 0.05; waited=$((waited + 1)); done
   if kill -0 "$job" 2>/dev/null; then
     bad "$label: the job still runs $limit s after rank 1 was killed (hang)"
+    # what is left and where it waits, for a hang seen only on a loaded CI machine (once, in the sanitizer build)
+    ps -eo pid,ppid,stat,etime,wchan:24,args | grep -E '[p]search|[m]piexec|[m]pirun|[o]rted|[p]rte' | cut -c1-200
+    tail -5 "$scratch/$label.log"
     return
   fi
   wait "$job"
