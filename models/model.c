@@ -175,11 +175,10 @@ ps_status ps_model_validate(const ps_model *m, const char *where)
     int64_t n_emb = 0;
     PS_TRY(index_embeddings(m, &emb, &n_emb));
     ps_status st = PS_OK;
-    for (int64_t i = 0; i < m->n_layers && st == PS_OK; i++) {
+    /* Run by run: the byte copies of a layer pass its checks (a tied head's earlier embedding is earlier still for
+     * them), so a repeated block is checked once, not once per copy with a message prefix formatted each time. */
+    for (int64_t i = 0; i < m->n_layers && st == PS_OK; i += ps_layer_copies(m, i)) {
         const ps_layer *l = &m->layers[i];
-        /* A byte copy of the layer before passed the same checks (a tied head's earlier embedding is earlier still):
-         * a run of repeated blocks is checked once, not once per copy with a message prefix formatted each time. */
-        if (i > 0 && memcmp(l, l - 1, sizeof *l) == 0) continue;
         ps_where w;
         w.sep = ": ";
         snprintf(w.prefix, sizeof w.prefix, "%s: layer %lld (%s)", where, (long long)i, ps_layer_kind_name(l->kind));

@@ -14,7 +14,7 @@
  * dynamic programs are sized by it. The libFuzzer build (-DPS_FUZZ=ON) runs the same checks at a tenth of it: a
  * model at the full bound is a 30 MB layer array written twice per input, which held fuzz_layer_list to 167
  * executions per second. At 10,000, a pass over the layers that is quadratic (like the tied-head scan that fuzzing
- * found at 50,000) still does 10^8 steps, a second or more, where a linear one does 10^4. The full bound is tested by
+ * found at 50,000) still does 10^8 steps where a linear one does 10^4. The full bound is tested by
  * tests/models (too-many-layers.json) and tests/cli (cli_overflow). */
 #ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
 #define PS_MODEL_MAX_LAYERS 10000
