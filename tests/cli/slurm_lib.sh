@@ -59,12 +59,38 @@ slurm_teardown() {
   exit $rc
 }
 
+# port_in_use PORT: some socket of this host is bound to PORT (TCP, IPv4 or IPv6; /proc/net/tcp lists ports in hex).
+port_in_use() {
+  local hex
+  hex=$(printf '%04X' "$1")
+  awk -v h=":$hex" 'NR > 1 && substr($2, length($2) - 4) == h { f = 1 } END { exit !f }' /proc/net/tcp /proc/net/tcp6 \
+    2>/dev/null
+}
+# free_port_block: the first port of 9 consecutive free ones (slurmctld, 8 slurmd), below the kernel's ephemeral
+# range: there the kernel hands ports to outgoing connections and to Open MPI's TCP listeners, and one such port
+# taken by a test running beside this one left a slurmd unable to bind (CI, port 37106). The search starts at a
+# block chosen from the PID, so two runs on one host (two build trees) start apart.
+free_port_block() {
+  local lo hi first n b k ok p
+  read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768
+  first=20000
+  ((lo - 10 > first)) || first=10000
+  n=$(((lo - 10 - first) / 10))
+  for ((k = 0; k < n; k++)); do
+    b=$((first + (($$ + k) % n) * 10))
+    ok=1
+    for p in $(seq "$b" $((b + 8))); do port_in_use "$p" && { ok=0; break; }; done
+    ((ok)) && { echo "$b"; return 0; }
+  done
+  return 1
+}
+
 slurm_up() {
   d=$(mktemp -d /tmp/ps-slurm.XXXXXX)
   trap slurm_teardown EXIT
   trap 'exit 3' INT TERM
-  # Ports: a block chosen from the PID so two runs on one host (two build trees) do not collide.
-  local base=$((20000 + ($$ % 2000) * 10)) k t idle
+  local base k t idle
+  base=$(free_port_block) || { echo "FAIL: no free block of 9 TCP ports below the ephemeral range"; exit 1; }
   mkdir -p "$d/state" "$d/run" "$d/log" "$d/out"
   for k in 1 2 3 4 5 6 7 8; do mkdir -p "$d/spool/node$k" "$d/tmp/node$k"; done
   cat >"$d/slurm.conf" <<CONF
