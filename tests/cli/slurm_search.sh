@@ -15,8 +15,9 @@ source "$(dirname "$0")/test_lib.sh"
 # shellcheck source=tests/cli/slurm_lib.sh
 source "$(dirname "$0")/slurm_lib.sh"
 slurm_require slurm_search
-# Every step ends 270 s from now, 30 s before ctest's TIMEOUT (300 s).
-slurm_up 270
+# Every step ends 570 s from now, 30 s before ctest's TIMEOUT (600 s): 32 s in the normal build, 259 s in the sanitizer
+# build (a fresh-clone .ci/run on a 2-core machine, 2026-11-28), where 8 ASan ranks share the cores.
+slurm_up 570
 
 args=(--model gpt3-65b --cluster dgx-a100-80g:4 --format json)
 t0=$(date +%s.%N)
