@@ -322,6 +322,26 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
                 ps_cost_fa2_eff(&cl.groups[gi].gpu, &pk.attn_fwd_eff, &pk.attn_bwd_eff);
                 break;
             }
+    /* The data-parallel gradient reduction's element size, where the case states it (plan.grad_reduce_in_fp32,
+     * Megatron-core's flag): true = fp32, 4 bytes; false = the gradients' own BF16, 2 bytes (FP8 recipes keep BF16
+     * gradients too). Absent: the cost model's grad_reduce_bytes (4, Megatron-LM's fp32 reduction). */
+    const json_t *g32 = json_object_get(plan, "grad_reduce_in_fp32");
+    if (g32 && !json_is_boolean(g32)) {
+        st = PS_FAIL(PS_ERR_INPUT, "plan.grad_reduce_in_fp32 must be true or false");
+        goto done;
+    }
+    if (g32) pk.grad_reduce_bytes = json_is_true(g32) ? 4 : 2;
+    /* Megatron-core's ddp.bucket_size where the case states it (plan.dp_bucket_size, in parameters): a set size
+     * replaces the default rule max(4e7, 1e6 x dp) (distributed_data_parallel_config.py), so the per-rank term goes. */
+    const json_t *bkt = json_object_get(plan, "dp_bucket_size");
+    if (bkt) {
+        if (!json_is_integer(bkt) || json_integer_value(bkt) < 1000 || json_integer_value(bkt) > (json_int_t)1e11) {
+            st = PS_FAIL(PS_ERR_INPUT, "plan.dp_bucket_size must be an integer number of parameters in [1000, 1e11]");
+            goto done;
+        }
+        pk.dp_bucket_elems = (double)json_integer_value(bkt);
+        pk.dp_bucket_elems_per_rank = 0;
+    }
     PS_TRY_GOTO(st, ps_cost_plan(&pk, &m, &cl, &p, &r), done);
     if (strcmp(*metric, "iter_time_s") == 0)
         *pred = r.iter_time_s;

@@ -147,9 +147,13 @@ class Checker:
             self.err(where, cid, "plan.attention", "must be one of %s (got %r)" % (sorted(ATTENTION), p["attention"]))
         if "attention_kernel" in p and p["attention_kernel"] != "fa2":
             self.err(where, cid, "plan.attention_kernel", "must be 'fa2' (got %r)" % p["attention_kernel"])
-        for k in ("overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "flash_attention"):
+        for k in ("overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "flash_attention",
+                  "grad_reduce_in_fp32"):
             if k in p and not isinstance(p[k], bool):
                 self.err(where, cid, "plan." + k, "boolean (got %r)" % p[k])
+        if "dp_bucket_size" in p and not (is_int(p["dp_bucket_size"]) and 1000 <= p["dp_bucket_size"] <= 10**11):
+            self.err(where, cid, "plan.dp_bucket_size", "integer number of parameters in [1000, 1e11] (got %r)"
+                     % p["dp_bucket_size"])
         if "moe" in p:
             moe = p["moe"]
             if (not isinstance(moe, dict) or not is_int(moe.get("experts")) or not is_int(moe.get("top_k"))
