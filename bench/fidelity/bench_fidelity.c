@@ -222,7 +222,9 @@ static ps_status predict_case(const json_t *c, const ps_cost_params *cp, double 
      * overlap (DeepSpeed's overlap_comm defaults to true for stage 3 only), while Megatron-LM before
      * --overlap-grad-reduce (2021-2023, the runs of cases.json) and DeepSpeed ZeRO 0-2 (overlap_comm false) reduce
      * gradients after the backward. overlap_param_gather is not a separate choice: the cost model overlaps the
-     * parameter gather with the gradient reduction (every modern case sets both alike). */
+     * parameter gather with the gradient reduction (the modern cases set both alike, but for
+     * mb2511-b200-qwen3-235b-a22b-fp8mx, whose config turns only the parameter-gather overlap off: priced
+     * overlapping). */
     const json_t *dpo = json_object_get(plan, "dp_overlap");
     if (!dpo) dpo = json_object_get(plan, "overlap_grad_reduce");
     s.dp_no_overlap = dpo ? !json_is_true(dpo) : s.zero < 3;
