@@ -426,6 +426,13 @@ static double weight_gemm_time(const ps_cost_params *p, const dev_speed *d, cons
     return fmax(work / (d->peak * d->gemm_eff), bytes / d->stream) + per * p->kernel_launch_s;
 }
 
+/* The backward FLOPs of one attention product whose forward runs f FLOPs: the scores product or the weighted sum,
+ * as ps_attn_bwd_flops counts each. */
+static double product_bwd_flops(ps_attn a, const ps_gemm_shape *x, double f)
+{
+    return x->scores ? ps_attn_bwd_flops(a, f, 0) : ps_attn_bwd_flops(a, 0, f);
+}
+
 /* The attention core's share of GEMM j of a layer run by kernel `a`, `times` forward-equivalents of it (1: the
  * forward, 2: the backward, 3: both, as ps_layer_ov_pass counts them), on the stage's slowest GPU [s]. Unfused: the
  * GEMM itself, `times` times. Fused: the kernel's forward (odd times) and backward (times / 2) over the GEMM's FLOPs as
@@ -454,7 +461,7 @@ static double attn_time(const ps_cost_params *p, const dev_speed *d, const ps_la
     if (times >= 2) {
         /* this product's share of the backward (3x for the scores, 2x for the weighted sum); the rate is looked up
          * at the call's FLOPs, its two products taken at this one's size */
-        double f = ps_attn_bwd_flops(PS_ATTN_FUSED, x->scores ? flops : 0, x->scores ? 0 : flops);
+        double f = product_bwd_flops(PS_ATTN_FUSED, x, flops);
         double call = ps_attn_bwd_flops(PS_ATTN_FUSED, flops, flops);
         double r = timed ? ps_costdb_model_attn_rate(p->db, d->dbdev, d->dtype, true, (int64_t)hd, call) : -1;
         double one = r > 0 ? f / r : fmax(f / (d->peak * d->attn_bwd), 2 * io / d->stream) + p->kernel_launch_s / 2;
@@ -495,7 +502,7 @@ static void layer_work(const ps_cost_params *p, const dev_speed *d, const ps_lay
             w->attn_flops += f;
             double fe = x->blk == 0 ? f * keys : f;
             w->attn_exec += fe;
-            w->attn_exec_bwd += ps_attn_bwd_flops(a, x->scores ? fe : 0, x->scores ? 0 : fe);
+            w->attn_exec_bwd += product_bwd_flops(a, x, fe);
         } else {
             w->gemm += weight_gemm_time(p, dd, l, x, elt);
         }
