@@ -95,7 +95,6 @@ static void test_mla_fused_flops(void **state)
     ps_layer_cost lc;
     assert_int_equal(ps_cost_layer(&p, &c, l, PS_DTYPE_BF16, 1, &st, 0, &lc), PS_OK);
     assert_close(lc.hw_flops, 3 * (f - fs - fv) + keys * (fs + fv) + keys * (3 * fs + 2 * fv), 1e-12);
-    assert_close((3 * fs + 2 * fv) / (fs + fv), 2.6, 1e-12);
     /* unfused: 3x every GEMM, nothing skipped */
     st.attn = PS_ATTN_UNFUSED;
     assert_int_equal(ps_cost_layer(&p, &c, l, PS_DTYPE_BF16, 1, &st, 0, &lc), PS_OK);
