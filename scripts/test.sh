@@ -6,9 +6,9 @@
 # The sanitizer build is compiled at -O1 (AddressSanitizer's advice for usable speed) and skips the tests labelled
 # 'long' (cli_exec, cli_sweep, search_determinism: many whole searches, sweeps and executed plans through code that
 # the other MPI tests run under the sanitizers too: test_exec_np4, cli_sweep_groups, cli_sweep_fault, cli_cases). On
-# the 2-core CI machine the sanitizer half took 66 minutes at -O0 with them (2026-11-28: cli_exec 1143 s, cli_sweep
-# 650 s, search_determinism 396 s; export_megatron over its 600 s), which with the normal half and the fuzzers went past
-# CI's 90 minutes. `ctest -L long` in build-asan/ runs them by hand.
+# a 2-core machine like CI's, a fresh-clone .ci/run's sanitizer half took 66 minutes at -O0 with them (2026-11-28:
+# cli_exec 1143 s, cli_sweep 650 s, search_determinism 396 s; export_megatron over its 600 s), which with the normal
+# half and the fuzzers went past CI's 90 minutes. `ctest -L long` in build-asan/ runs them by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh

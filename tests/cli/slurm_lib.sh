@@ -71,8 +71,8 @@ port_in_use() {
 # taken by a test running beside this one left a slurmd unable to bind (CI, port 37106). The search starts at a
 # block chosen from the PID, so two runs on one host (two build trees) start apart.
 free_port_block() {
-  local lo hi first n b k ok p
-  read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768
+  local lo first n b k ok p
+  read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768
   first=20000
   ((lo - 10 > first)) || first=10000
   n=$(((lo - 10 - first) / 10))
